@@ -1,0 +1,136 @@
+//! Reading `Print Assumptions` strictly: anything not understood means "not proved".
+
+/// What `Print Assumptions x.` said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assumptions {
+    /// `Closed under the global context`.
+    Closed,
+    /// The axioms by name (as printed), plus whether section variables were listed.
+    Axioms { axioms: Vec<String>, section_variables: bool },
+}
+
+/// Is `s` a (possibly qualified) Coq identifier as Coq prints it?
+fn is_qualid(s: &str) -> bool {
+    !s.is_empty() && s.split('.').all(prod_coq::is_identifier)
+}
+
+/// Remove Coq's own `Fetching opaque proofs from disk for M` notices (they come out while
+/// assumptions are collected); any other `<infomsg>` is left in place and makes parsing fail.
+fn strip_fetch_notices(output: &str) -> String {
+    let mut out = String::with_capacity(output.len());
+    let mut rest = output;
+    while let Some(i) = rest.find("<infomsg>") {
+        let after = &rest[i + "<infomsg>".len()..];
+        let Some(j) = after.find("</infomsg>") else { break };
+        let body = after[..j].trim();
+        let is_fetch = body
+            .strip_prefix("Fetching opaque proofs from disk for ")
+            .is_some_and(|m| is_qualid(m.trim()));
+        if is_fetch {
+            out.push_str(&rest[..i]);
+            rest = &after[j + "</infomsg>".len()..];
+        } else {
+            out.push_str(&rest[..i + "<infomsg>".len()]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Parse `Print Assumptions` output. `Err` (with the offending line) for anything else: unsafe
+/// flags (`… is assumed to be guarded.`, `… relies on an unsafe hierarchy.`, `… is assumed to be
+/// positive.`), unknown headers, messages, errors.
+pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
+    let text = strip_fetch_notices(output);
+    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() == 1 && lines[0] == "Closed under the global context" {
+        return Ok(Assumptions::Closed);
+    }
+    if lines.is_empty() {
+        return Err("Print Assumptions printed nothing".into());
+    }
+    enum Section {
+        None,
+        Axioms,
+        Variables,
+    }
+    let mut section = Section::None;
+    let mut axioms = vec![];
+    let mut section_variables = false;
+    for line in lines {
+        // Continuation lines of a long type are indented.
+        if line.starts_with([' ', '\t']) {
+            if matches!(section, Section::None) {
+                return Err(format!("unexpected line {line:?}"));
+            }
+            continue;
+        }
+        match line {
+            "Axioms:" => {
+                section = Section::Axioms;
+                continue;
+            }
+            "Section Variables:" => {
+                section = Section::Variables;
+                section_variables = true;
+                continue;
+            }
+            _ => {}
+        }
+        match section {
+            Section::Axioms => {
+                let name = line.split_once(" : ").map(|(n, _)| n).unwrap_or(line);
+                if line.contains(" : ") && is_qualid(name) {
+                    axioms.push(name.to_string());
+                } else if is_qualid(line) {
+                    // A long entry may put the type on the next line (`name\n  : type`).
+                    axioms.push(line.to_string());
+                } else {
+                    return Err(format!("not an axiom entry: {line:?}"));
+                }
+            }
+            // Section variables print as `A : Type` or as `A` then `: Type`.
+            Section::Variables => {
+                let name = line.split_once(" : ").map(|(n, _)| n).unwrap_or(line);
+                if !(is_qualid(name) || line.starts_with(": ")) {
+                    return Err(format!("not a section variable entry: {line:?}"));
+                }
+            }
+            Section::None => return Err(format!("unexpected line {line:?}")),
+        }
+    }
+    Ok(Assumptions::Axioms { axioms, section_variables })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_and_axioms() {
+        assert_eq!(parse_assumptions("Closed under the global context\n"), Ok(Assumptions::Closed));
+        let out = "<infomsg>Fetching opaque proofs from disk for Coq.Init.Logic</infomsg>\nAxioms:\nmyax : 1 = 2\n\
+Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n";
+        assert_eq!(
+            parse_assumptions(out),
+            Ok(Assumptions::Axioms {
+                axioms: vec!["myax".into(), "Classical_Prop.classic".into()],
+                section_variables: false
+            })
+        );
+        let sv = "Section Variables:\nA\n: Type\n";
+        assert_eq!(parse_assumptions(sv), Ok(Assumptions::Axioms { axioms: vec![], section_variables: true }));
+    }
+
+    #[test]
+    fn unsafe_and_unknown_lines_are_errors() {
+        assert!(parse_assumptions("Axioms:\nbad is assumed to be guarded.\n").is_err());
+        assert!(parse_assumptions("Axioms:\ntt' relies on an unsafe hierarchy.\n").is_err());
+        assert!(parse_assumptions("Axioms:\nNeg is assumed to be positive.\n").is_err());
+        assert!(parse_assumptions("").is_err());
+        assert!(parse_assumptions("Toplevel input\nError: The reference a was not found").is_err());
+        assert!(parse_assumptions("<infomsg>hello</infomsg>\nClosed under the global context").is_err());
+        assert!(parse_assumptions("Closed under the global context\nClosed under the global context").is_err());
+    }
+}

@@ -1,0 +1,126 @@
+//! Configuration of the Coq checker (`[check.coq]` in `prod.toml`; the lead loads the file and
+//! hands this section over).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Options of the Coq backend. Every field has a default (`#[serde(default)]`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct CoqCheckConfig {
+    /// Persistent `coqtop` workers (0 = one per core).
+    pub workers: usize,
+    /// Time limit of one proof step (Coq `Set Default Timeout`), in seconds.
+    pub step_timeout_s: u32,
+    /// Address-space limit of each Coq process (`prlimit --as`), in MiB.
+    pub memory_limit_mb: u64,
+    /// Restart a worker after this many attempts (Coq's memory grows ~100 MB per 1,000).
+    pub recycle_after: u64,
+    /// Restart a worker whose resident memory exceeds this many MiB.
+    pub recycle_rss_mb: u64,
+    /// Time limit for loading one context (imports + context text), in seconds.
+    pub context_timeout_s: u32,
+    /// Run Coq under bubblewrap (no network, read-only file system, private `/tmp`). Only turn
+    /// off on a machine without `bwrap`; the checks stay sound but proofs could touch files.
+    pub sandbox: bool,
+    /// Total runs of a request whose verdict is `Infra`.
+    pub max_attempts: u32,
+    pub coqtop: PathBuf,
+    pub coqc: PathBuf,
+    pub hammer: HammerConfig,
+    /// Extra axioms accepted anywhere (fully qualified names, e.g.
+    /// `Coq.Logic.FunctionalExtensionality.functional_extensionality_dep`). Normally empty: the
+    /// context's own axioms are always accepted.
+    pub allowed_axioms: Vec<String>,
+}
+
+impl Default for CoqCheckConfig {
+    fn default() -> Self {
+        CoqCheckConfig {
+            workers: 0,
+            step_timeout_s: 10,
+            memory_limit_mb: 4096,
+            recycle_after: 2000,
+            recycle_rss_mb: 2048,
+            context_timeout_s: 300,
+            sandbox: true,
+            max_attempts: 3,
+            coqtop: PathBuf::from("coqtop"),
+            coqc: PathBuf::from("coqc"),
+            hammer: HammerConfig::default(),
+            allowed_axioms: vec![],
+        }
+    }
+}
+
+impl CoqCheckConfig {
+    /// The number of workers to start.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
+    }
+}
+
+/// One tactic of the fixed list tried before CoqHammer, with its own time limit.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct FixedTactic {
+    pub tactic: String,
+    pub timeout_s: u32,
+}
+
+/// The `hammer.` step (paper §4.1: fixed tactic list first, then the premise-selection tool).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct HammerConfig {
+    /// Load CoqHammer (`From Hammer Require Import Hammer.`) right after the imports of every
+    /// context, and expand `hammer.` steps. When off, `hammer.` is an ordinary (failing) tactic.
+    pub enabled: bool,
+    /// Tried in order; the first that closes the goal is recorded as the replacement.
+    pub fixed_tactics: Vec<FixedTactic>,
+    /// Run CoqHammer itself when the fixed list fails.
+    pub use_atp: bool,
+    /// `Set Hammer ATPLimit` (seconds).
+    pub atp_limit_s: u32,
+    /// Wall-clock limit of the whole `hammer` call (feature extraction + ATPs + reconstruction).
+    pub timeout_s: u32,
+    /// `Set Hammer GSMode` (parallel strategies; ≈ cores).
+    pub gs_mode: u32,
+}
+
+fn fixed(tactic: &str, timeout_s: u32) -> FixedTactic {
+    FixedTactic { tactic: tactic.into(), timeout_s }
+}
+
+impl Default for HammerConfig {
+    fn default() -> Self {
+        HammerConfig {
+            enabled: true,
+            fixed_tactics: vec![
+                fixed("lia", 1),
+                fixed("sfirstorder", 1),
+                fixed("sauto", 2),
+                fixed("(intros; sauto)", 2),
+                fixed("best", 2),
+                fixed("(intuition auto with *)", 1),
+                fixed("congruence", 1),
+                fixed("(auto with *)", 1),
+            ],
+            use_atp: true,
+            atp_limit_s: 10,
+            timeout_s: 40,
+            gs_mode: 2,
+        }
+    }
+}
+
+/// The line a file needs so that hammer's replacement tactics (`sauto`, `hauto use: …`) run
+/// without any external prover. Assembly must add it after the imports when a proof has
+/// replacements or uses these tactics directly.
+pub const HAMMER_TACTICS_IMPORT: &str = "From Hammer Require Import Tactics.";
+
+/// What the checker loads after the imports when hammer is enabled.
+pub const HAMMER_PLUGIN_IMPORT: &str = "From Hammer Require Import Hammer.";

@@ -1,0 +1,1 @@
+//! ProD Coq checker (being written).

@@ -1,0 +1,243 @@
+//! The pool of persistent Coq workers: the [`Checker`] implementation for Coq.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use prod_check::{Checker, CheckRequest, Progress, RetryPolicy, Verdict};
+use sha2::{Digest, Sha256};
+
+use crate::config::CoqCheckConfig;
+use crate::rules::{self, RuleError};
+use crate::session::{ContextSpec, Plan, PreparedContext, Session};
+
+/// Coq's local checker: one persistent sandboxed coqtop per worker slot, work grouped and
+/// ordered by context so that each worker loads a context once (or extends the one it holds).
+pub struct CoqChecker {
+    cfg: Arc<CoqCheckConfig>,
+    slots: Vec<Mutex<Option<Session>>>,
+    fingerprint: String,
+    /// Contexts that do not load (deterministic; never retried).
+    broken_contexts: Mutex<HashMap<ContextSpec, String>>,
+}
+
+/// The checked, runnable form of a request, or its final verdict.
+fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
+    let to_verdict = |e: RuleError| match e {
+        RuleError::Rejected(r) => Verdict::Rejected { reason: r },
+        RuleError::Syntax { step, message } => Verdict::Failed { step, message },
+    };
+    let mut lemmas = vec![];
+    for (i, l) in req.proof.lemmas().enumerate() {
+        lemmas.push(rules::check_statement(l).map_err(|e| match e {
+            RuleError::Rejected(r) => Verdict::rejected(format!("proposed lemma {}: {r}", i + 1)),
+            other => to_verdict(other),
+        })?);
+    }
+    let statement = rules::check_statement(&req.statement).map_err(to_verdict)?;
+    for (i, l) in lemmas.iter().enumerate() {
+        if l.name == statement.name || lemmas[..i].iter().any(|m| m.name == l.name) {
+            return Err(Verdict::rejected(format!("proposed lemma {} reuses the name `{}`", i + 1, l.name)));
+        }
+    }
+    let steps = rules::check_proof(&req.proof.proof_text()).map_err(to_verdict)?;
+    Ok(Plan { lemmas, statement, steps })
+}
+
+/// Coq's version and the installed libraries (names and modification times), hashed: part of
+/// the cache key, so that a library upgrade invalidates old verdicts.
+fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
+    let out = Command::new(&cfg.coqc)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cfg.coqc.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut h = Sha256::new();
+    if let Ok(w) = Command::new(&cfg.coqc).arg("-where").output() {
+        let lib = String::from_utf8_lossy(&w.stdout).trim().to_string();
+        for dir in [format!("{lib}/user-contrib"), format!("{lib}/theories")] {
+            let mut entries: Vec<String> = std::fs::read_dir(&dir)
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| {
+                            let mtime = e
+                                .metadata()
+                                .and_then(|m| m.modified())
+                                .ok()
+                                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                                .map_or(0, |d| d.as_secs());
+                            format!("{}@{mtime}", e.file_name().to_string_lossy())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            entries.sort();
+            h.update(entries.join("\n").as_bytes());
+        }
+    }
+    let libs = hex::encode(&h.finalize()[..8]);
+    let version_line = version.lines().next().unwrap_or("").to_string();
+    Ok(format!("{version_line}; libs {libs}"))
+}
+
+impl CoqChecker {
+    /// A pool with `cfg.worker_count()` slots; workers start lazily on first use.
+    pub fn new(cfg: CoqCheckConfig) -> Result<Self, String> {
+        let version = coq_fingerprint(&cfg)?;
+        let h = &cfg.hammer;
+        let options = format!(
+            "step {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
+            cfg.step_timeout_s,
+            h.enabled,
+            h.fixed_tactics.iter().map(|t| format!("{}@{}", t.tactic, t.timeout_s)).collect::<Vec<_>>(),
+            h.use_atp,
+            h.atp_limit_s,
+            h.timeout_s,
+            h.gs_mode,
+            cfg.allowed_axioms
+        );
+        let slots = (0..cfg.worker_count()).map(|_| Mutex::new(None)).collect();
+        Ok(CoqChecker {
+            fingerprint: format!("coq: {version}; {options}"),
+            cfg: Arc::new(cfg),
+            slots,
+            broken_contexts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn config(&self) -> &CoqCheckConfig {
+        &self.cfg
+    }
+
+    /// Number of worker slots.
+    pub fn workers(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Kill the coqtop of slot `i` as an outside crash would (fault tests). Returns whether a
+    /// live worker was there.
+    pub fn kill_worker_for_test(&self, i: usize) -> bool {
+        // Only the pid is needed; never wait for the slot lock (a check may hold it).
+        let pid = self.pids.lock().ok().and_then(|p| p.get(i).copied().flatten());
+        match pid {
+            Some(pid) => {
+                // SAFETY: kill(2) has no memory effects.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn run_one(&self, slot: usize, session: &mut Option<Session>, ctx: &PreparedContext, plan: &Plan) -> Verdict {
+        if let Some(msg) = self.broken_contexts.lock().ok().and_then(|m| m.get(&ctx.spec).cloned()) {
+            return Verdict::infra(format!("context does not load: {msg}"));
+        }
+        let policy = RetryPolicy::new(self.cfg.max_attempts);
+        policy.run(|attempt| {
+            // A fresh worker for every retry, and whenever the old one is unusable or old.
+            let stale = match session.as_mut() {
+                None => true,
+                Some(s) => {
+                    attempt > 0
+                        || s.worker.broken
+                        || s.worker.attempts >= self.cfg.recycle_after
+                        || (s.worker.attempts % 50 == 49 && s.worker.rss_mb().unwrap_or(0) > self.cfg.recycle_rss_mb)
+                }
+            };
+            if stale {
+                *session = None;
+                match Session::start(&self.cfg) {
+                    Ok(mut s) => {
+                        if let Ok(mut p) = self.pids.lock() {
+                            if let Some(x) = p.get_mut(slot) {
+                                *x = s.worker.coq_pid_for_test();
+                            }
+                        }
+                        *session = Some(s)
+                    }
+                    Err(e) => return Verdict::infra(e),
+                }
+            }
+            let Some(s) = session.as_mut() else { return Verdict::infra("no worker") };
+            match s.ensure(ctx, &self.cfg) {
+                Ok(()) => {}
+                Err(Ok(msg)) => {
+                    if let Ok(mut m) = self.broken_contexts.lock() {
+                        m.insert(ctx.spec.clone(), msg.clone());
+                    }
+                    // Not retried: the same context fails the same way.
+                    return Verdict::infra(format!("context does not load: {msg}"));
+                }
+                Err(Err(fault)) => return Verdict::infra(fault.to_string()),
+            }
+            let v = s.attempt(plan, &self.cfg);
+            if matches!(v, Verdict::Infra { .. }) {
+                s.worker.kill();
+            }
+            v
+        })
+    }
+}
+
+impl Checker for CoqChecker {
+    fn prover(&self) -> &'static str {
+        "coq"
+    }
+
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+
+    fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
+        let results: Vec<Mutex<Option<Verdict>>> = requests.iter().map(|_| Mutex::new(None)).collect();
+        let finish = |i: usize, v: Verdict| {
+            progress(i, &v);
+            if let Ok(mut r) = results[i].lock() {
+                *r = Some(v);
+            }
+        };
+        // Rules first: rejected text never reaches a worker.
+        let mut contexts: HashMap<ContextSpec, Result<Arc<PreparedContext>, String>> = HashMap::new();
+        let mut jobs: Vec<(Arc<PreparedContext>, Plan, usize)> = vec![];
+        for (i, req) in requests.iter().enumerate() {
+            let p = match plan(req) {
+                Ok(p) => p,
+                Err(v) => {
+                    finish(i, v);
+                    continue;
+                }
+            };
+            let spec = ContextSpec { imports: req.imports.clone(), hammer: self.cfg.hammer.enabled, context: req.context.clone() };
+            let ctx = contexts.entry(spec.clone()).or_insert_with(|| PreparedContext::new(spec).map(Arc::new));
+            match ctx {
+                Ok(c) => jobs.push((c.clone(), p, i)),
+                Err(e) => finish(i, Verdict::infra(format!("context does not load: {e}"))),
+            }
+        }
+        // Group by context; a context that extends another comes right after it.
+        jobs.sort_by(|a, b| (&a.0.spec.imports, a.0.spec.hammer, &a.0.spec.context, a.2).cmp(&(&b.0.spec.imports, b.0.spec.hammer, &b.0.spec.context, b.2)));
+        let next = AtomicUsize::new(0);
+        let jobs = &jobs;
+        std::thread::scope(|scope| {
+            for (slot_index, slot) in self.slots.iter().enumerate() {
+                let next = &next;
+                let finish = &finish;
+                scope.spawn(move || {
+                    let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+                    loop {
+                        let j = next.fetch_add(1, Ordering::SeqCst);
+                        let Some((ctx, plan, i)) = jobs.get(j) else { break };
+                        let v = self.run_one(slot_index, &mut guard, ctx, plan);
+                        finish(*i, v);
+                    }
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|m| m.into_inner().ok().flatten().unwrap_or_else(|| Verdict::infra("no verdict produced")))
+            .collect()
+    }
+}

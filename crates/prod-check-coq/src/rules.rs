@@ -1,0 +1,267 @@
+//! Rules for untrusted text (model output): what may be sent to Coq at all.
+//!
+//! * A proposed lemma or a node statement is exactly one sentence `Lemma name binders : type.`
+//!   (or `Theorem`, `Corollary`, `Proposition`, `Fact`, `Remark`), with no control prefix
+//!   (`Time`, `Fail`, `Redirect`…), no attribute, no goal selector.
+//! * A proof is a sequence of tactic sentences, bullets and braces. A tactic sentence, after an
+//!   optional goal selector, starts with a lower-case identifier, `(` or `[`: every Coq
+//!   vernacular command (`Qed`, `Abort`, `Axiom`, `Set`, `BackTo`, `Load`, `Redirect`, …) and
+//!   every control starts with an upper-case letter, and attributes with `#[`.
+//! * No NUL or other control characters; bounded sizes.
+//!
+//! These rules are the first line of defence only: the worker also checks Coq's own prompt after
+//! every sentence and `Print Assumptions` at the end, so a rule that missed something still
+//! cannot make a wrong proof `Proved`.
+
+use std::ops::Range;
+
+use prod_coq::{sentence_head, sentences, SentenceKind};
+
+/// Longest statement accepted (bytes).
+pub const MAX_STATEMENT_BYTES: usize = 20_000;
+/// Longest proof accepted (bytes).
+pub const MAX_PROOF_BYTES: usize = 200_000;
+/// Most sentences in one proof.
+pub const MAX_PROOF_SENTENCES: usize = 5_000;
+
+/// The theorem keywords accepted for statements.
+pub const THEOREM_KEYWORDS: &[&str] = &["Lemma", "Theorem", "Corollary", "Proposition", "Fact", "Remark"];
+
+/// A checked statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Statement {
+    /// The sentence as Coq will get it (trimmed, final dot included).
+    pub text: String,
+    pub name: String,
+}
+
+/// One proof step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub text: String,
+    /// Byte range in the proof text.
+    pub range: Range<usize>,
+    /// A `hammer.` step, expanded by the checker.
+    pub hammer: bool,
+}
+
+/// Why the text cannot be run: a broken rule (`Rejected`) or a syntax problem (`Failed`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleError {
+    Rejected(String),
+    /// The proof text does not split into complete sentences (after `step` complete ones).
+    Syntax { step: usize, message: String },
+}
+
+fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
+    if text.len() > max {
+        return Err(RuleError::Rejected(format!("{what} is too long ({} bytes, at most {max})", text.len())));
+    }
+    if let Some((i, c)) = text.char_indices().find(|&(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r')) {
+        let (line, col) = prod_coq::line_col(text, i);
+        return Err(RuleError::Rejected(format!(
+            "{what}: control character U+{:04X} at line {line}, column {col}",
+            c as u32
+        )));
+    }
+    Ok(())
+}
+
+/// Check a statement (a proposed lemma or the node's own statement).
+pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
+    let rej = |m: String| Err(RuleError::Rejected(m));
+    plain_text("statement", text, MAX_STATEMENT_BYTES)?;
+    let lexed = sentences(text);
+    if let Some(e) = lexed.errors.first() {
+        return rej(format!("statement: {}", e.message(text)));
+    }
+    let [sentence] = lexed.sentences.as_slice() else {
+        return rej(format!(
+            "statement must be exactly one sentence `Lemma name : type.`, found {}",
+            lexed.sentences.len()
+        ));
+    };
+    if sentence.kind != SentenceKind::Command {
+        return rej("statement must be `Lemma name : type.`".into());
+    }
+    let s = sentence.text(text);
+    let head = sentence_head(s);
+    if let Some(c) = head.controls.first() {
+        return rej(format!("statement: control `{}` is not allowed", c.name));
+    }
+    if head.has_attributes() {
+        return rej("statement: attributes are not allowed".into());
+    }
+    if head.selector.is_some() {
+        return rej("statement: goal selector is not allowed".into());
+    }
+    let Some(keyword) = head.keyword.filter(|k| THEOREM_KEYWORDS.contains(k)) else {
+        return rej(format!(
+            "statement must start with one of {}, found `{}`",
+            THEOREM_KEYWORDS.join("/"),
+            prod_coq::first_word(s).unwrap_or("")
+        ));
+    };
+    let after = head.body[keyword.len()..].trim_start();
+    let name: String = after.chars().take_while(|&c| prod_coq::lexer::is_ident_char(c)).collect();
+    if !prod_coq::is_identifier(&name) {
+        return rej(format!("statement: `{keyword}` must be followed by a lemma name"));
+    }
+    if !after[name.len()..].trim_start().starts_with([':', '(', '{', '[', '`', '\'']) && !after[name.len()..].trim_start().chars().next().is_some_and(prod_coq::lexer::is_ident_start) {
+        return rej("statement: expected binders or `:` after the lemma name".into());
+    }
+    // A string with a line break or angle brackets could forge lines in Coq's answers (e.g. a
+    // fake header in `Print Assumptions`); no honest statement needs one.
+    let stripped = prod_coq::comments_stripped(s);
+    let mut in_string = false;
+    for c in stripped.chars() {
+        if c == '"' {
+            in_string = !in_string;
+        } else if in_string && matches!(c, '\n' | '\r' | '<' | '>') {
+            return rej("statement: string literals may not contain line breaks or `<`/`>`".into());
+        }
+    }
+    Ok(Statement { text: s.to_string(), name })
+}
+
+/// Split and check a proof (the conditional proof's text without `<invoke>`s).
+pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
+    plain_text("proof", proof_text, MAX_PROOF_BYTES)?;
+    let lexed = sentences(proof_text);
+    if lexed.sentences.len() > MAX_PROOF_SENTENCES {
+        return Err(RuleError::Rejected(format!("proof has more than {MAX_PROOF_SENTENCES} sentences")));
+    }
+    let mut steps = Vec::with_capacity(lexed.sentences.len());
+    for (i, sentence) in lexed.sentences.iter().enumerate() {
+        let text = sentence.text(proof_text);
+        let n = i + 1;
+        let (line, col) = prod_coq::line_col(proof_text, sentence.range.start);
+        let at = format!("step {n} (line {line}, column {col})");
+        let hammer = match sentence.kind {
+            SentenceKind::Bullet | SentenceKind::BraceClose => false,
+            SentenceKind::BraceOpen => {
+                check_tactic_head(text, &at)?;
+                false
+            }
+            SentenceKind::Command => {
+                check_tactic_head(text, &at)?;
+                is_hammer(text)
+            }
+        };
+        if !hammer && mentions_hammer(text) {
+            return Err(RuleError::Rejected(format!("{at}: `hammer` must be a sentence of its own (`hammer.`)")));
+        }
+        steps.push(Step { text: text.to_string(), range: sentence.range.clone(), hammer });
+    }
+    if let Some(e) = lexed.errors.first() {
+        return Err(RuleError::Syntax { step: steps.len() + 1, message: e.message(proof_text) });
+    }
+    Ok(steps)
+}
+
+fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
+    let rej = |m: String| Err(RuleError::Rejected(format!("{at}: {m}")));
+    let head = sentence_head(text);
+    if let Some(c) = head.controls.first() {
+        return rej(format!("`{}` is a command, not a tactic", c.name));
+    }
+    if head.has_attributes() {
+        return rej("attributes are not allowed in a proof".into());
+    }
+    let body = head.body.trim_start();
+    match head.keyword {
+        Some(k) => {
+            if !k.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
+                return rej(format!("`{k}` is a command, not a tactic (only tactics, bullets and braces)"));
+            }
+        }
+        None => {
+            // Bullets and braces after a selector (`2: {`) and Ltac's `(tac)` / `[> …]`.
+            let ok = body.starts_with('{')
+                || (body.starts_with('(') && !body.starts_with("(*"))
+                || body.starts_with('[');
+            if !ok {
+                return rej(format!("`{}` does not start a tactic", body.chars().take(20).collect::<String>()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_hammer(text: &str) -> bool {
+    prod_coq::comments_stripped(text).split_whitespace().collect::<Vec<_>>() == ["hammer."]
+}
+
+fn mentions_hammer(text: &str) -> bool {
+    prod_coq::identifiers(text).into_iter().any(|r| &text[r] == "hammer")
+}
+
+/// Does a tactic printed by CoqHammer pass the proof rules (one tactic sentence)?
+pub fn check_replacement(tactic: &str) -> Result<String, RuleError> {
+    let steps = check_proof(tactic)?;
+    match steps.as_slice() {
+        [s] if !s.hammer => Ok(s.text.clone()),
+        _ => Err(RuleError::Rejected(format!("hammer printed an unusable tactic {tactic:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(r: Result<impl std::fmt::Debug, RuleError>) -> bool {
+        matches!(r, Err(RuleError::Rejected(_)))
+    }
+
+    #[test]
+    fn statements() {
+        let s = check_statement("  Lemma foo (n : nat) : n + 0 = n.  ").unwrap();
+        assert_eq!((s.name.as_str(), s.text.as_str()), ("foo", "Lemma foo (n : nat) : n + 0 = n."));
+        assert_eq!(check_statement("Theorem t: True.").unwrap().name, "t");
+        for bad in [
+            "Lemma a : True. Axiom b : False.",
+            "Axiom a : False.",
+            "Fail Lemma a : True.",
+            "#[local] Lemma a : True.",
+            "Local Lemma a : True.",
+            "Lemma : True.",
+            "Lemma a : True",
+            "Lemma a : True (* .",
+            "Lemma a : \"x\ny\" = \"\".",
+            "Lemma a : True.\0",
+            "Definition a : True := I.",
+        ] {
+            assert!(rejected(check_statement(bad)), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn proofs() {
+        let steps = check_proof(" intros n. - simpl. { lia. } 2: { auto. } hammer. (auto). [> a | b].").unwrap();
+        assert_eq!(steps.len(), 12);
+        assert!(steps[9].hammer);
+        assert!(!steps[8].hammer);
+        assert!(rejected(check_proof("all: hammer.")));
+        for bad in [
+            "intros. Qed.",
+            "Admitted.",
+            "Abort.",
+            "(* hidden *) Qed.",
+            "Time auto.",
+            "Fail auto.",
+            "Redirect \"x\" auto.",
+            "#[local] auto.",
+            "Local Ltac x := idtac.",
+            "Axiom x : False.",
+            "Set Guard Checking.",
+            "BackTo 1.",
+            "all: Qed.",
+            "solve [hammer].",
+            "intros.\0",
+        ] {
+            assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
+        }
+        assert!(matches!(check_proof("intros. lia"), Err(RuleError::Syntax { step: 2, .. })));
+        assert!(matches!(check_proof("idtac \"x. "), Err(RuleError::Syntax { .. })));
+    }
+}

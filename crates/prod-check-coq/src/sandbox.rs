@@ -1,0 +1,50 @@
+//! The sandbox every Coq process runs in: bubblewrap (no network, no other processes, the file
+//! system read-only except a private `/tmp` and work directory) plus an address-space limit.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::config::CoqCheckConfig;
+
+/// `PATH` inside the sandbox; CoqHammer needs `/usr/libexec/coq-hammer` (`htimeout`, `predict`).
+pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/libexec/coq-hammer";
+
+/// Read-only binds when they exist on this machine (`/etc/ocamlfind.conf` is needed by Coq's
+/// plugin loader, `/etc/alternatives` by Debian's program links).
+const RO_BINDS: &[&str] = &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ocamlfind.conf", "/etc/alternatives", "/etc/findlib.conf"];
+
+/// A command running `program args…` sandboxed according to `cfg`, with `work` (if given)
+/// mounted read-write as `/work` and used as the working directory.
+pub fn command(cfg: &CoqCheckConfig, program: &Path, args: &[&str], work: Option<&Path>) -> Command {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={}", cfg.memory_limit_mb.saturating_mul(1024 * 1024))).arg("--");
+    if cfg.sandbox {
+        cmd.arg("bwrap");
+        for p in RO_BINDS {
+            if Path::new(p).exists() {
+                cmd.args(["--ro-bind", p, p]);
+            }
+        }
+        cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+        match work {
+            Some(dir) => {
+                cmd.arg("--bind").arg(dir).arg("/work");
+            }
+            None => {
+                cmd.args(["--dir", "/work"]);
+            }
+        }
+        cmd.args(["--chdir", "/work", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]);
+        cmd.args(["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]);
+        cmd.arg("--");
+        cmd.arg(program);
+    } else {
+        cmd.arg(program);
+        cmd.env("PATH", format!("{}:{}", std::env::var("PATH").unwrap_or_default(), "/usr/libexec/coq-hammer"));
+        if let Some(dir) = work {
+            cmd.current_dir(dir);
+        }
+    }
+    cmd.args(args);
+    cmd
+}

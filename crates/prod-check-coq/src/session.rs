@@ -1,0 +1,409 @@
+//! A worker with a loaded context, and one local check on it (paper §2, local correctness).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use prod_check::{Replacement, Verdict};
+
+use crate::assumptions::{parse_assumptions, Assumptions};
+use crate::config::{CoqCheckConfig, HAMMER_PLUGIN_IMPORT};
+use crate::protocol::{error_message, is_out_of_memory, is_timeout, is_user_interrupt, Prompt};
+use crate::rules::{self, Statement, Step};
+use crate::worker::{Fault, Reply, Worker};
+
+/// Which context a worker holds: requests with equal specs share a loaded state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContextSpec {
+    pub imports: String,
+    pub hammer: bool,
+    pub context: String,
+}
+
+/// A context split into sentences (trusted text; lexed only to send it sentence by sentence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedContext {
+    pub spec: ContextSpec,
+    /// Imports and the hammer plugin line.
+    pub prelude: Vec<String>,
+    pub sentences: Vec<String>,
+}
+
+impl PreparedContext {
+    pub fn new(spec: ContextSpec) -> Result<Self, String> {
+        let split = |what: &str, text: &str| -> Result<Vec<String>, String> {
+            let lexed = prod_coq::sentences(text);
+            if let Some(e) = lexed.errors.first() {
+                return Err(format!("{what}: {}", e.message(text)));
+            }
+            Ok(lexed.sentences.iter().map(|s| s.text(text).to_string()).collect())
+        };
+        let mut prelude = split("imports", &spec.imports)?;
+        if spec.hammer {
+            prelude.push(HAMMER_PLUGIN_IMPORT.to_string());
+        }
+        let sentences = split("context", &spec.context)?;
+        Ok(PreparedContext { spec, prelude, sentences })
+    }
+}
+
+/// What one attempt needs, already checked against the rules.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub lemmas: Vec<Statement>,
+    pub statement: Statement,
+    pub steps: Vec<Step>,
+}
+
+struct Loaded {
+    prelude: Vec<String>,
+    hammer: bool,
+    sentences: Vec<String>,
+    base: u64,
+    base_prompt: Prompt,
+    /// Qualified names known to exist (or not) in the base state.
+    at_base: HashMap<String, bool>,
+}
+
+/// A worker plus what it has loaded.
+pub struct Session {
+    pub worker: Worker,
+    loaded: Option<Loaded>,
+}
+
+fn ok_with(reply: &Reply, name: &str, open: &[&str]) -> bool {
+    reply.prompt.name == name && reply.prompt.open_proofs.iter().map(String::as_str).eq(open.iter().copied())
+}
+
+impl Session {
+    pub fn start(cfg: &CoqCheckConfig) -> Result<Session, String> {
+        Ok(Session { worker: Worker::start(cfg)?, loaded: None })
+    }
+
+    /// Is this session holding exactly `ctx`?
+    pub fn holds(&self, ctx: &PreparedContext) -> bool {
+        self.loaded.as_ref().is_some_and(|l| {
+            l.prelude == ctx.prelude && l.hammer == ctx.spec.hammer && l.sentences == ctx.sentences
+        })
+    }
+
+    /// Make `ctx` the base state: nothing to do, extend the loaded context, or load afresh.
+    /// `Err(Ok(msg))`: the context itself is broken; `Err(Err(fault))`: the worker failed.
+    pub fn ensure(&mut self, ctx: &PreparedContext, cfg: &CoqCheckConfig) -> Result<(), Result<String, Fault>> {
+        if self.holds(ctx) {
+            return Ok(());
+        }
+        let limit = Duration::from_secs(cfg.context_timeout_s as u64);
+        let extend_from = self.loaded.as_ref().and_then(|l| {
+            (l.prelude == ctx.prelude && l.hammer == ctx.spec.hammer && ctx.sentences.starts_with(&l.sentences))
+                .then_some(l.sentences.len())
+        });
+        let (first, target) = match extend_from {
+            Some(n) => (n, self.loaded.as_ref().map(|l| l.base).unwrap_or(self.worker.initial_state)),
+            None => (0, self.worker.initial_state),
+        };
+        self.loaded = None;
+        let back = self.worker.run(&format!("BackTo {target}."), limit).map_err(Err)?;
+        if back.after.name != "Coq" || !back.after.open_proofs.is_empty() {
+            self.worker.kill();
+            return Err(Err(Fault::Protocol("BackTo did not return to a top-level state".into())));
+        }
+        let mut texts: Vec<&str> = vec![];
+        if extend_from.is_none() {
+            texts.extend(ctx.prelude.iter().map(String::as_str));
+        } else {
+            texts.push("Unset Default Timeout.");
+        }
+        let skip = texts.len();
+        texts.extend(ctx.sentences[first..].iter().map(String::as_str));
+        let ctx_end = texts.len();
+        let settings = settings(cfg, ctx.spec.hammer);
+        texts.extend(settings.iter().map(String::as_str));
+        let replies = self.worker.run_many(&texts, limit).map_err(Err)?;
+        for (i, r) in replies.iter().enumerate() {
+            if !r.ok() {
+                let what = if i < skip && extend_from.is_none() {
+                    format!("import `{}`", texts[i])
+                } else if i < ctx_end {
+                    format!("context sentence {} `{}`", first + i - skip + 1, texts[i].chars().take(80).collect::<String>())
+                } else {
+                    format!("checker setting `{}`", texts[i])
+                };
+                // Leave the worker in a clean state for the next context.
+                self.worker.broken = true;
+                return Err(Ok(format!("{what} fails: {}", error_message(&r.output))));
+            }
+        }
+        let base_prompt = self.worker.prompt.clone();
+        if !base_prompt.open_proofs.is_empty() {
+            self.worker.broken = true;
+            return Err(Ok("the context leaves a proof open".into()));
+        }
+        self.loaded = Some(Loaded {
+            prelude: ctx.prelude.clone(),
+            hammer: ctx.spec.hammer,
+            sentences: ctx.sentences.clone(),
+            base: self.worker.state,
+            base_prompt,
+            at_base: HashMap::new(),
+        });
+        Ok(())
+    }
+
+    /// Run one attempt in the loaded context and return to the base state.
+    pub fn attempt(&mut self, plan: &Plan, cfg: &CoqCheckConfig) -> Verdict {
+        let start = Instant::now();
+        let verdict = match self.attempt_inner(plan, cfg, start) {
+            Ok(v) => v,
+            Err(f) => Verdict::infra(f.to_string()),
+        };
+        self.worker.attempts += 1;
+        if !self.worker.broken {
+            if let Err(f) = self.back_to_base(cfg) {
+                // The verdict stands; only this worker is lost.
+                let _ = f;
+                self.worker.kill();
+            }
+        }
+        verdict
+    }
+
+    fn back_to_base(&mut self, cfg: &CoqCheckConfig) -> Result<(), Fault> {
+        let Some(l) = self.loaded.as_ref() else { return Err(Fault::Protocol("no context".into())) };
+        let (base, base_prompt) = (l.base, l.base_prompt.clone());
+        let r = self.worker.run(&format!("BackTo {base}."), Duration::from_secs(cfg.step_timeout_s as u64 + 5))?;
+        if r.prompt.state != base || r.prompt.name != base_prompt.name || r.prompt.open_proofs != base_prompt.open_proofs {
+            return Err(Fault::Protocol(format!("BackTo {base} landed in {:?}", r.prompt)));
+        }
+        Ok(())
+    }
+
+    fn attempt_inner(&mut self, plan: &Plan, cfg: &CoqCheckConfig, start: Instant) -> Result<Verdict, Fault> {
+        let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
+        let Some(l) = self.loaded.as_ref() else { return Err(Fault::Protocol("no context loaded".into())) };
+        let base_name = l.base_prompt.name.clone();
+        let hammer_loaded = l.hammer;
+        let n = plan.steps.len();
+
+        // Step 0: admit each proposed lemma, then state the goal.
+        for (i, lemma) in plan.lemmas.iter().enumerate() {
+            let r = self.worker.run(&lemma.text, step_limit)?;
+            if let Some(v) = classify_failure(&r, 0, &format!("proposed lemma {}", i + 1)) {
+                return Ok(v);
+            }
+            if !ok_with(&r, &lemma.name, &[&lemma.name]) {
+                return Ok(Verdict::rejected(format!("proposed lemma {} is not a single lemma statement", i + 1)));
+            }
+            let r = self.worker.run("Admitted.", step_limit)?;
+            if let Some(v) = classify_failure(&r, 0, &format!("admitting proposed lemma {}", i + 1)) {
+                return Ok(v);
+            }
+            if !ok_with(&r, &base_name, &[]) {
+                return Ok(Verdict::rejected(format!("proposed lemma {} did not close with Admitted", i + 1)));
+            }
+        }
+        let name = plan.statement.name.as_str();
+        let r = self.worker.run(&plan.statement.text, step_limit)?;
+        if let Some(v) = classify_failure(&r, 0, "statement") {
+            return Ok(v);
+        }
+        if !ok_with(&r, name, &[name]) {
+            return Ok(Verdict::rejected("the statement did not open exactly one proof of its lemma"));
+        }
+        let r = self.worker.run("Proof.", step_limit)?;
+        if let Some(v) = classify_failure(&r, 0, "Proof") {
+            return Ok(v);
+        }
+
+        // Steps 1..=n: the proof's own sentences; after each, Coq must still be in our proof.
+        let mut replacements = vec![];
+        for (i, step) in plan.steps.iter().enumerate() {
+            let k = i + 1;
+            if step.hammer && hammer_loaded {
+                match self.hammer(step, k, name, cfg)? {
+                    Ok(rep) => replacements.push(rep),
+                    Err(v) => return Ok(v),
+                }
+                continue;
+            }
+            let r = self.worker.run(&step.text, step_limit)?;
+            if let Some(v) = classify_failure(&r, k, "") {
+                return Ok(v);
+            }
+            if r.prompt.state < r.before || !ok_with(&r, name, &[name]) {
+                return Ok(Verdict::rejected(format!("step {k} left the proof (Coq's prompt: {} {:?})", r.prompt.name, r.prompt.open_proofs)));
+            }
+        }
+
+        // Step n+1: our own Qed, then the assumptions.
+        let r = self.worker.run("Qed.", step_limit)?;
+        if let Some(v) = classify_failure(&r, n + 1, "Qed") {
+            return Ok(v);
+        }
+        if !ok_with(&r, &base_name, &[]) {
+            return Ok(Verdict::rejected("Qed did not return to the top level"));
+        }
+        let r = self.worker.run(&format!("Print Assumptions {name}."), step_limit)?;
+        if !r.ok() {
+            return Ok(Verdict::Failed { step: n + 1, message: format!("Print Assumptions: {}", error_message(&r.output)) });
+        }
+        let axioms = match parse_assumptions(&r.output) {
+            Ok(Assumptions::Closed) => vec![],
+            Ok(Assumptions::Axioms { axioms, .. }) => axioms,
+            Err(e) => return Ok(Verdict::Failed { step: n + 1, message: format!("unsafe or unknown assumption: {e}") }),
+        };
+        let proposed: Vec<&str> = plan.lemmas.iter().map(|l| l.name.as_str()).collect();
+        let mut foreign = vec![];
+        for a in &axioms {
+            if proposed.contains(&a.as_str()) {
+                continue;
+            }
+            // Resolve the printed name now (it is printed relative to the current scope)…
+            let r = self.worker.run(&format!("Locate {a}."), step_limit)?;
+            match qualified_constant(&r.output) {
+                Some(q) => foreign.push((a.clone(), q)),
+                None => return Ok(Verdict::Failed { step: n + 1, message: format!("cannot resolve assumption `{a}`") }),
+            }
+        }
+        if !foreign.is_empty() {
+            // …and accept it only if the base state (the context before this attempt) already
+            // had it: an attempt can add nothing but its proposed lemmas.
+            self.back_to_base(cfg)?;
+            for (short, q) in &foreign {
+                if cfg.allowed_axioms.iter().any(|x| x == q) {
+                    continue;
+                }
+                let known = self.loaded.as_ref().and_then(|l| l.at_base.get(q).copied());
+                let exists = match known {
+                    Some(b) => b,
+                    None => {
+                        let r = self.worker.run(&format!("Locate {q}."), step_limit)?;
+                        let b = qualified_constant(&r.output).as_deref() == Some(q.as_str());
+                        if let Some(l) = self.loaded.as_mut() {
+                            l.at_base.insert(q.clone(), b);
+                        }
+                        b
+                    }
+                };
+                if !exists {
+                    return Ok(Verdict::Failed {
+                        step: n + 1,
+                        message: format!("relies on `{short}` ({q}), which is neither a proposed lemma nor an axiom of the context"),
+                    });
+                }
+            }
+        }
+        Ok(Verdict::Proved { axioms, replacements, time: start.elapsed() })
+    }
+
+    /// The `hammer.` step: the fixed tactic list, then CoqHammer; the tactic that worked is
+    /// re-run from the state before the step and recorded.
+    fn hammer(&mut self, step: &Step, k: usize, name: &str, cfg: &CoqCheckConfig) -> Result<Result<Replacement, Verdict>, Fault> {
+        let h = &cfg.hammer;
+        let before = self.worker.state;
+        for t in &h.fixed_tactics {
+            let text = format!("solve [ timeout {} {} ].", t.timeout_s.max(1), t.tactic);
+            let r = self.worker.run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
+            if r.interrupted || is_out_of_memory(&r.output) {
+                // Our own tactic list must never leave the worker in doubt.
+                return Err(Fault::Protocol(format!("fixed tactic `{}` had to be interrupted", t.tactic)));
+            }
+            if r.ok() {
+                if !ok_with(&r, name, &[name]) {
+                    return Ok(Err(Verdict::rejected(format!("step {k}: hammer left the proof"))));
+                }
+                return Ok(Ok(Replacement { step: k, range: step.range.clone(), tactic: format!("{}.", t.tactic) }));
+            }
+        }
+        if !h.use_atp {
+            return Ok(Err(Verdict::Failed { step: k, message: "hammer: no tactic of the fixed list closes the goal".into() }));
+        }
+        let limit = Duration::from_secs(h.timeout_s as u64);
+        let r = self.worker.run(&format!("Timeout {} hammer.", h.timeout_s), limit)?;
+        if !r.ok() {
+            if r.interrupted || is_timeout(&r.output) || is_user_interrupt(&r.output) {
+                return Ok(Err(Verdict::TimedOut { step: k }));
+            }
+            if is_out_of_memory(&r.output) {
+                return Err(Fault::Lost("out of memory during hammer".into()));
+            }
+            return Ok(Err(Verdict::Failed { step: k, message: format!("hammer: {}", error_message(&r.output)) }));
+        }
+        let Some(tactic) = hammer_replacement(&r.output) else {
+            return Ok(Err(Verdict::Failed { step: k, message: "hammer succeeded but printed no replacement tactic".into() }));
+        };
+        let tactic = match rules::check_replacement(&tactic) {
+            Ok(t) => t,
+            Err(_) => return Ok(Err(Verdict::Failed { step: k, message: format!("hammer printed an unusable tactic `{tactic}`") })),
+        };
+        // Re-run the replacement itself, so the recorded proof is known to work without ATPs.
+        let back = self.worker.run(&format!("BackTo {before}."), Duration::from_secs(cfg.step_timeout_s as u64))?;
+        if back.prompt.state != before || !ok_with(&back, name, &[name]) {
+            return Err(Fault::Protocol("BackTo inside the proof failed".into()));
+        }
+        let r = self.worker.run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
+        if let Some(v) = classify_failure(&r, k, "hammer's replacement") {
+            return Ok(Err(v));
+        }
+        if !ok_with(&r, name, &[name]) {
+            return Ok(Err(Verdict::rejected(format!("step {k}: hammer's replacement left the proof"))));
+        }
+        Ok(Ok(Replacement { step: k, range: step.range.clone(), tactic }))
+    }
+}
+
+/// The settings every context gets after loading: the per-step time limit (applies to `Qed`
+/// too) and CoqHammer's limits.
+fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
+    let mut s = vec![format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1))];
+    if hammer {
+        s.push(format!("Set Hammer ATPLimit {}.", cfg.hammer.atp_limit_s.max(1)));
+        s.push(format!("Set Hammer GSMode {}.", cfg.hammer.gs_mode.max(1)));
+    }
+    s
+}
+
+/// `None` if the sentence succeeded; else the verdict for a failed sentence at `step`.
+fn classify_failure(r: &Reply, step: usize, what: &str) -> Option<Verdict> {
+    if r.ok() {
+        return None;
+    }
+    if r.interrupted || is_timeout(&r.output) || is_user_interrupt(&r.output) {
+        return Some(Verdict::TimedOut { step });
+    }
+    if is_out_of_memory(&r.output) {
+        return Some(Verdict::infra(format!("out of memory at step {step}")));
+    }
+    let msg = error_message(&r.output);
+    Some(Verdict::Failed { step, message: if what.is_empty() { msg } else { format!("{what}: {msg}") } })
+}
+
+/// `Locate x.` → `Constant Q` → `Q`.
+fn qualified_constant(output: &str) -> Option<String> {
+    let first = output.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let q = first.strip_prefix("Constant ")?.split_whitespace().next()?;
+    Some(q.to_string())
+}
+
+/// CoqHammer's `Replace the hammer tactic with:` followed by the tactic on the next line.
+fn hammer_replacement(output: &str) -> Option<String> {
+    let i = output.rfind("Replace the hammer tactic with:")?;
+    let rest = &output[i + "Replace the hammer tactic with:".len()..];
+    let line = rest.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line.trim_end_matches("</infomsg>").trim();
+    line.ends_with('.').then(|| line.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_helpers() {
+        assert_eq!(qualified_constant("Constant Coq.Logic.Classical_Prop.classic\n"), Some("Coq.Logic.Classical_Prop.classic".into()));
+        assert_eq!(qualified_constant("No object of basename x\n"), None);
+        assert_eq!(
+            hammer_replacement("<infomsg>Replace the hammer tactic with:\n\thauto use: rev_involutive.</infomsg>\n"),
+            Some("hauto use: rev_involutive.".into())
+        );
+    }
+}

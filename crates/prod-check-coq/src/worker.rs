@@ -1,0 +1,437 @@
+//! One persistent, sandboxed `coqtop -emacs -quiet` and the protocol to drive it.
+//!
+//! The worker sends one sentence at a time, each followed by a sentinel query with a fresh
+//! unguessable nonce (see [`crate::protocol`]), and judges every sentence by Coq's own record:
+//! the state number in the prompt (a failed sentence leaves it unchanged) and the open-proof
+//! list. A watchdog outside Coq sends SIGINT when a sentence overruns its limit and kills the
+//! process when that does not help.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::config::CoqCheckConfig;
+use crate::protocol::{Prompt, RawReply, ReplyScanner, Scan};
+use crate::sandbox;
+
+/// After the limit, wait this long for Coq's own timeout before sending SIGINT…
+const SIGINT_AFTER: Duration = Duration::from_millis(400);
+/// …and this long after SIGINT before killing the process.
+const KILL_AFTER: Duration = Duration::from_millis(1200);
+
+/// Why a sentence got no answer. The worker is unusable afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The process ended (killed from outside, crashed, out of memory at the OS level).
+    Lost(String),
+    /// Neither Coq's timeout nor SIGINT stopped the sentence; the process was killed.
+    Unresponsive,
+    /// Coq answered something the protocol does not allow.
+    Protocol(String),
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Lost(m) => write!(f, "coq worker lost: {m}"),
+            Fault::Unresponsive => write!(f, "coq worker did not answer SIGINT and was killed"),
+            Fault::Protocol(m) => write!(f, "coq protocol error: {m}"),
+        }
+    }
+}
+
+/// A sentence's answer.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub output: String,
+    /// The sentence's own prompt.
+    pub prompt: Prompt,
+    /// The prompt after the sentinel.
+    pub after: Prompt,
+    /// The state before the sentence.
+    pub before: u64,
+    pub elapsed: Duration,
+    /// Our SIGINT stopped it.
+    pub interrupted: bool,
+}
+
+impl Reply {
+    /// Coq accepted the sentence (its state advanced).
+    pub fn ok(&self) -> bool {
+        self.prompt.state > self.before
+    }
+}
+
+/// A running coqtop.
+pub struct Worker {
+    child: Child,
+    to_coq: Sender<Vec<u8>>,
+    from_coq: Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+    nonce: String,
+    counter: u64,
+    coq_pid: Option<i32>,
+    /// The state after the last sentinel: where the next sentence starts.
+    pub state: u64,
+    /// The prompt after the last sentinel.
+    pub prompt: Prompt,
+    /// The state right after start-up (an empty environment).
+    pub initial_state: u64,
+    /// Attempts run since start.
+    pub attempts: u64,
+    /// Set when the worker must not be used again.
+    pub broken: bool,
+}
+
+fn spawn_io(child: &mut Child) -> Result<(Sender<Vec<u8>>, Receiver<Vec<u8>>), String> {
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut stdout = child.stdout.take().ok_or("no stdout")?;
+    let (to_tx, to_rx) = channel::<Vec<u8>>();
+    let (from_tx, from_rx) = channel::<Vec<u8>>();
+    // Writer thread: the caller never blocks on a full pipe, so the watchdog always runs.
+    std::thread::Builder::new()
+        .name("coq-writer".into())
+        .spawn(move || {
+            for chunk in to_rx {
+                if stdin.write_all(&chunk).and_then(|_| stdin.flush()).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    // Reader thread: drains Coq's output so Coq never blocks on a full pipe either.
+    std::thread::Builder::new()
+        .name("coq-reader".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if from_tx.send(buf[..n].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok((to_tx, from_rx))
+}
+
+/// All processes below `root` (pids), by scanning `/proc`.
+fn descendants(root: i32) -> Vec<(i32, String)> {
+    let mut parent_of = vec![];
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // `pid (comm) state ppid …`; comm may contain spaces, so split at the last ')'.
+            let Some(close) = stat.rfind(')') else { continue };
+            let comm = stat.get(stat.find('(').map_or(0, |i| i + 1)..close).unwrap_or("").to_string();
+            let ppid = stat[close + 1..].split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok());
+            if let Some(ppid) = ppid {
+                parent_of.push((pid, ppid, comm));
+            }
+        }
+    }
+    let mut out = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for (pid, ppid, comm) in &parent_of {
+            if *ppid == p {
+                out.push((*pid, comm.clone()));
+                frontier.push(*pid);
+            }
+        }
+    }
+    out
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) has no memory effects; a stale pid at worst signals nothing.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+impl Worker {
+    /// Start a sandboxed coqtop and wait for its first prompt.
+    pub fn start(cfg: &CoqCheckConfig) -> Result<Worker, String> {
+        let coqtop = cfg.coqtop.to_string_lossy().into_owned();
+        // coqtop prints prompts and errors on stderr and messages on stdout; one pipe keeps
+        // them in the order Coq wrote them.
+        let mut cmd = sandbox::command(
+            cfg,
+            &PathBuf::from("/bin/sh"),
+            &["-c", "exec \"$0\" -emacs -quiet 2>&1", &coqtop],
+            None,
+        );
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start coqtop: {e}"))?;
+        let (to_coq, from_coq) = match spawn_io(&mut child) {
+            Ok(io) => io,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let nonce = format!("{:016x}", rand::thread_rng().gen::<u64>());
+        let blank = Prompt { name: "Coq".into(), state: 0, open_proofs: vec![], depth: 0 };
+        let mut w = Worker {
+            child,
+            to_coq,
+            from_coq,
+            pending: vec![],
+            nonce,
+            counter: 0,
+            coq_pid: None,
+            state: 0,
+            prompt: blank,
+            initial_state: 0,
+            attempts: 0,
+            broken: false,
+        };
+        // The first sentinel gives the initial state (its answer is the only prompt we trust).
+        match w.sentinel_only(Duration::from_secs(60)) {
+            Ok(p) => {
+                w.initial_state = p.state;
+                Ok(w)
+            }
+            Err(f) => {
+                w.kill();
+                Err(format!("coqtop did not start: {f}"))
+            }
+        }
+    }
+
+    fn next_sentinel(&mut self) -> String {
+        self.counter += 1;
+        // Short enough that Coq never breaks the answer line.
+        format!("S{}n{}", self.nonce, self.counter)
+    }
+
+    fn send(&mut self, text: &str) -> Result<(), Fault> {
+        self.to_coq.send(text.as_bytes().to_vec()).map_err(|_| Fault::Lost("stdin closed".into()))
+    }
+
+    /// The pid of coqtop itself (below prlimit/bwrap/sh), found lazily.
+    fn coq_pid(&mut self) -> Option<i32> {
+        if self.coq_pid.is_none() {
+            let root = self.child.id() as i32;
+            let found = descendants(root).into_iter().find(|(_, comm)| comm.starts_with("coqtop")).map(|(p, _)| p);
+            self.coq_pid = found.or_else(|| {
+                // Not sandboxed and exec'd in place: the child itself is coqtop.
+                std::fs::read_to_string(format!("/proc/{root}/comm"))
+                    .ok()
+                    .filter(|c| c.starts_with("coqtop"))
+                    .map(|_| root)
+            });
+        }
+        self.coq_pid
+    }
+
+    /// Resident memory of coqtop, in MiB.
+    pub fn rss_mb(&mut self) -> Option<u64> {
+        let pid = self.coq_pid()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb / 1024)
+    }
+
+    /// Kill the whole process tree (the worker is unusable afterwards).
+    pub fn kill(&mut self) {
+        self.broken = true;
+        if let Some(pid) = self.coq_pid() {
+            signal(pid, libc::SIGKILL);
+        }
+        for (pid, _) in descendants(self.child.id() as i32) {
+            signal(pid, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Send SIGKILL to coqtop only, as an outside crash would (for fault tests).
+    pub fn kill_coq_for_test(&mut self) -> bool {
+        match self.coq_pid() {
+            Some(pid) => {
+                signal(pid, libc::SIGKILL);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A handle that can kill this worker's coqtop from another thread (fault tests).
+    pub fn coq_pid_for_test(&mut self) -> Option<i32> {
+        self.coq_pid()
+    }
+
+    fn sentinel_only(&mut self, limit: Duration) -> Result<Prompt, Fault> {
+        let s = self.next_sentinel();
+        self.send(&format!("Locate {s}.\n"))?;
+        // Start-up output (banner, messages) comes before the sentinel's answer; only the
+        // answer and the prompt after it matter.
+        let marker = format!("No object of basename {s}\n");
+        let deadline = Instant::now() + limit;
+        let mut buf = std::mem::take(&mut self.pending);
+        loop {
+            if let Some(pos) = buf.windows(marker.len()).position(|w| w == marker.as_bytes()) {
+                let rest = &buf[pos + marker.len()..];
+                if let (Some(o), Some(c)) = (
+                    rest.windows(8).position(|w| w == b"<prompt>"),
+                    rest.windows(9).position(|w| w == b"</prompt>"),
+                ) {
+                    if o < c {
+                        let p = crate::protocol::parse_prompt(&String::from_utf8_lossy(&rest[o + 8..c]))
+                            .ok_or_else(|| Fault::Protocol("bad prompt".into()))?;
+                        self.pending = rest[c + 9..].to_vec();
+                        self.state = p.state;
+                        self.prompt = p.clone();
+                        return Ok(p);
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Fault::Unresponsive);
+            }
+            match self.from_coq.recv_timeout(deadline - now) {
+                Ok(chunk) => buf.extend_from_slice(&chunk),
+                Err(RecvTimeoutError::Timeout) => return Err(Fault::Unresponsive),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Fault::Lost(String::from_utf8_lossy(&buf).chars().take(500).collect()))
+                }
+            }
+        }
+    }
+
+    /// Run one sentence (`text` must be exactly one complete sentence) with a wall-clock
+    /// `limit`. On `Err` the worker has been killed.
+    pub fn run(&mut self, text: &str, limit: Duration) -> Result<Reply, Fault> {
+        let r = self.run_inner(text, limit);
+        if r.is_err() {
+            self.kill();
+        }
+        r
+    }
+
+    fn run_inner(&mut self, text: &str, limit: Duration) -> Result<Reply, Fault> {
+        if self.broken {
+            return Err(Fault::Lost("worker already broken".into()));
+        }
+        let before = self.state;
+        let s = self.next_sentinel();
+        // The sentence on its own line(s), then the sentinel query on its own line.
+        self.send(&format!("{text}\nLocate {s}.\n"))?;
+        let start = Instant::now();
+        let mut scanner = ReplyScanner::new(&s);
+        let mut interrupted = false;
+        let mut deadline = start + limit + SIGINT_AFTER;
+        let mut chunk = std::mem::take(&mut self.pending);
+        loop {
+            if !chunk.is_empty() {
+                if let Scan::Done(result, rest) = scanner.push(&chunk) {
+                    self.pending = rest;
+                    let RawReply { output, prompt, after } = result.map_err(Fault::Protocol)?;
+                    self.state = after.state;
+                    self.prompt = after.clone();
+                    return Ok(Reply { output, prompt, after, before, elapsed: start.elapsed(), interrupted });
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                if interrupted {
+                    return Err(Fault::Unresponsive);
+                }
+                interrupted = true;
+                if let Some(pid) = self.coq_pid() {
+                    signal(pid, libc::SIGINT);
+                }
+                deadline = now + KILL_AFTER;
+                chunk = vec![];
+                continue;
+            }
+            chunk = match self.from_coq.recv_timeout(deadline - now) {
+                Ok(c) => c,
+                Err(RecvTimeoutError::Timeout) => vec![],
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.child.try_wait().ok().flatten();
+                    return Err(Fault::Lost(match status {
+                        Some(s) => format!("coqtop exited ({s})"),
+                        None => "coqtop output closed".into(),
+                    }));
+                }
+            };
+        }
+    }
+
+    /// Send many trusted sentences at once (a context) and collect their replies in order.
+    /// Stops at the first fault; replies of failed sentences are returned like the others.
+    pub fn run_many(&mut self, texts: &[&str], limit: Duration) -> Result<Vec<Reply>, Fault> {
+        // Pipelined: Coq reads ahead while we parse; the writer thread absorbs back-pressure.
+        let sentinels: Vec<String> = texts.iter().map(|_| self.next_sentinel()).collect();
+        let mut batch = String::new();
+        for (t, s) in texts.iter().zip(&sentinels) {
+            batch.push_str(t);
+            batch.push_str("\nLocate ");
+            batch.push_str(s);
+            batch.push_str(".\n");
+        }
+        self.send(&batch)?;
+        let deadline = Instant::now() + limit;
+        let mut replies = Vec::with_capacity(texts.len());
+        let mut chunk = std::mem::take(&mut self.pending);
+        for s in &sentinels {
+            let before = self.state;
+            let start = Instant::now();
+            let mut scanner = ReplyScanner::new(s);
+            loop {
+                if !chunk.is_empty() {
+                    if let Scan::Done(result, rest) = scanner.push(&chunk) {
+                        chunk = rest;
+                        let RawReply { output, prompt, after } = match result {
+                            Ok(r) => r,
+                            Err(e) => {
+                                self.kill();
+                                return Err(Fault::Protocol(e));
+                            }
+                        };
+                        self.state = after.state;
+                        self.prompt = after.clone();
+                        replies.push(Reply { output, prompt, after, before, elapsed: start.elapsed(), interrupted: false });
+                        break;
+                    }
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    self.kill();
+                    return Err(Fault::Unresponsive);
+                }
+                chunk = match self.from_coq.recv_timeout(deadline - now) {
+                    Ok(c) => c,
+                    Err(RecvTimeoutError::Timeout) => vec![],
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.kill();
+                        return Err(Fault::Lost("coqtop output closed while loading".into()));
+                    }
+                };
+            }
+        }
+        self.pending = chunk;
+        Ok(replies)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

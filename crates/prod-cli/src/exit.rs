@@ -1,0 +1,22 @@
+//! Exit codes shared by every subcommand: 0 success, 1 failure, 2 bad input.
+
+/// Bad input (unreadable file, malformed line): message on stderr, exit 2.
+pub fn bad_input(e: anyhow::Error) -> i32 {
+    eprintln!("error: {e:#}");
+    2
+}
+
+/// Any other failure: message on stderr, exit 1.
+pub fn failure(e: anyhow::Error) -> i32 {
+    eprintln!("error: {e:#}");
+    1
+}
+
+/// The result of writing output: a closed pipe (`prod … | head`) is not an error.
+pub fn written(r: std::io::Result<()>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => failure(e.into()),
+    }
+}

@@ -1,0 +1,236 @@
+//! `prod tree …`: global correctness and assembly over checked proof-tree nodes.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
+use prod_core::{assemble, ConditionalProof};
+use serde::Deserialize;
+
+use crate::exit;
+
+#[derive(Subcommand)]
+pub enum TreeCommand {
+    /// Decide global correctness of every node, and optionally assemble a complete proof.
+    ///
+    /// Input: JSON Lines, one node per line (blank lines are ignored):
+    ///
+    ///   {"id": "n1", "context": "…", "statement": "Lemma foo : …", "proof": "<use_invoke> … <invoke> Lemma bar : … </invoke> …", "locally_correct": true}
+    ///
+    /// The children of a node are the nodes, from any line, with the same context and a statement equal to one of
+    /// its proposed lemmas (comments, layout and the lemma's name do not matter). A node is globally correct iff
+    /// it is locally correct and each proposed lemma has a globally correct node (least fixed point: cycles prove
+    /// nothing). `"locally_correct": null` means "not checked / infra failure": such nodes, and nodes that depend on
+    /// them, come out as `null` (undetermined), never as false.
+    ///
+    /// Example:
+    ///   prod tree solve nodes.jsonl --json
+    ///   prod tree solve nodes.jsonl --assemble n1 > n1_complete.v
+    Solve(SolveArgs),
+    /// Time the global-correctness solver on synthetic forests of growing size (linearity check).
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct SolveArgs {
+    /// JSONL file of nodes (`-` for standard input).
+    pub file: PathBuf,
+    /// Print the assembled complete proof (Coq) of the node with this id instead of the verdicts.
+    #[arg(long, value_name = "ID")]
+    pub assemble: Option<String>,
+    /// Machine-readable output: one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Largest forest size (nodes); the bench also runs a tenth of it, side by side.
+    #[arg(long, default_value_t = 100_000)]
+    pub nodes: usize,
+    /// Repetitions per size (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeLine {
+    id: String,
+    #[serde(default)]
+    context: String,
+    statement: String,
+    proof: String,
+    locally_correct: Option<bool>,
+}
+
+/// Read nodes; errors name the line (1-based) and, for proofs, the byte position.
+fn read_nodes(file: &PathBuf) -> anyhow::Result<Vec<Node>> {
+    let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?,
+        ))
+    };
+    let mut nodes = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (i, line) in reader.lines().enumerate() {
+        let lineno = i + 1;
+        let line = line.with_context(|| format!("line {lineno}: cannot read (not UTF-8?)"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let n: NodeLine = serde_json::from_str(&line).with_context(|| format!("line {lineno}: not a node object"))?;
+        let proof = ConditionalProof::parse(&n.proof).with_context(|| format!("line {lineno}: node '{}': bad conditional proof", n.id))?;
+        if !ids.insert(n.id.clone()) {
+            anyhow::bail!("line {lineno}: duplicate node id '{}'", n.id);
+        }
+        nodes.push(Node { id: n.id, context: n.context, statement: n.statement, proof, local: n.locally_correct.into() });
+    }
+    Ok(nodes)
+}
+
+pub fn run(cmd: TreeCommand) -> i32 {
+    match cmd {
+        TreeCommand::Solve(args) => run_solve(args),
+        TreeCommand::Bench(args) => run_bench(args),
+    }
+}
+
+fn run_solve(args: SolveArgs) -> i32 {
+    let nodes = match read_nodes(&args.file) {
+        Ok(n) => n,
+        Err(e) => return exit::bad_input(e),
+    };
+    let lang = prod_coq::CoqLanguage;
+    let solution = solve(&nodes, &lang);
+    let mut out = std::io::stdout().lock();
+    if let Some(id) = &args.assemble {
+        let Some(root) = nodes.iter().position(|n| &n.id == id) else {
+            return exit::bad_input(anyhow::anyhow!("no node with id '{id}'"));
+        };
+        return match assemble(&nodes, &solution, root, &lang) {
+            Ok(p) => {
+                let r = if args.json {
+                    let lemmas: Vec<_> = p
+                        .lemmas
+                        .iter()
+                        .map(|l| serde_json::json!({"name": l.name, "node": l.node_id, "statement": l.statement}))
+                        .collect();
+                    writeln!(out, "{}", serde_json::json!({"id": id, "proof": p.text, "lemmas": lemmas}))
+                } else {
+                    write!(out, "{}", p.text)
+                };
+                exit::written(r)
+            }
+            Err(e) => exit::failure(anyhow::anyhow!("cannot assemble: {e}")),
+        };
+    }
+    let r = (|| -> std::io::Result<()> {
+        if args.json {
+            for (i, n) in nodes.iter().enumerate() {
+                let v = solution.verdict(i).as_bool();
+                writeln!(out, "{}", serde_json::json!({"id": n.id, "globally_correct": v}))?;
+            }
+        } else {
+            let width = nodes.iter().map(|n| n.id.len()).max().unwrap_or(2).max(2);
+            writeln!(out, "{:width$}  {:9}  {:9}  depth", "id", "local", "global")?;
+            for (i, n) in nodes.iter().enumerate() {
+                let local = match n.local {
+                    LocalVerdict::Correct => "correct",
+                    LocalVerdict::Incorrect => "incorrect",
+                    LocalVerdict::Unknown => "unknown",
+                };
+                let global = match solution.verdict(i) {
+                    GlobalVerdict::Correct => "correct",
+                    GlobalVerdict::Incorrect => "incorrect",
+                    GlobalVerdict::Undetermined => "undecided",
+                };
+                let depth = solution.height(i).map_or("-".to_string(), |h| h.to_string());
+                writeln!(out, "{:width$}  {local:9}  {global:9}  {depth}", n.id)?;
+            }
+            let count = |v| solution.verdicts().iter().filter(|&&x| x == v).count();
+            writeln!(
+                out,
+                "{} nodes: {} globally correct, {} incorrect, {} undetermined",
+                nodes.len(),
+                count(GlobalVerdict::Correct),
+                count(GlobalVerdict::Incorrect),
+                count(GlobalVerdict::Undetermined)
+            )?;
+        }
+        Ok(())
+    })();
+    exit::written(r)
+}
+
+/// A synthetic forest of `n` nodes: chains of random depth, cycles, duplicate samples and
+/// incorrect nodes, with about two proposed lemmas per node.
+pub fn synthetic_forest(n: usize, seed: u64) -> Vec<Node> {
+    let mut state = seed | 1;
+    let mut rnd = move |m: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % m.max(1) as u64) as usize
+    };
+    let statements = (n / 2).max(1);
+    (0..n)
+        .map(|i| {
+            let own = rnd(statements);
+            let k = rnd(4);
+            let mut proof = String::from(if k == 0 { "<no_invoke>" } else { "<use_invoke>" });
+            for j in 0..k {
+                let l = rnd(statements);
+                proof.push_str(&format!(" <invoke> Lemma l{i}_{j} : P{l} = P{l}. </invoke> apply l{i}_{j}."));
+            }
+            Node {
+                id: i.to_string(),
+                context: format!("ctx{}", own % 3),
+                statement: format!("Lemma t{i} : P{own} = P{own}."),
+                proof: ConditionalProof::parse(&proof).expect("well-formed by construction"),
+                local: if rnd(5) == 0 { LocalVerdict::Incorrect } else { LocalVerdict::Correct },
+            }
+        })
+        .collect()
+}
+
+fn run_bench(args: BenchArgs) -> i32 {
+    let lang = prod_coq::CoqLanguage;
+    let sizes = [args.nodes / 10, args.nodes];
+    let mut medians = Vec::new();
+    for &n in &sizes {
+        let nodes = synthetic_forest(n, 42);
+        let edges: usize = nodes.iter().map(|x| x.proof.lemma_count()).sum();
+        let mut times: Vec<f64> = (0..args.repeat.max(1))
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let s = solve(&nodes, &lang);
+                std::hint::black_box(s.goal_count());
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        let correct = solve(&nodes, &lang).verdicts().iter().filter(|v| **v == GlobalVerdict::Correct).count();
+        if args.json {
+            println!("{}", serde_json::json!({"nodes": n, "lemmas": edges, "globally_correct": correct, "median_ms": median}));
+        } else {
+            println!("{n:>9} nodes {edges:>9} lemmas  {correct:>8} globally correct  median {median:9.2} ms");
+        }
+        medians.push(median);
+    }
+    let ratio = medians[1] / medians[0].max(1e-9);
+    if args.json {
+        println!("{}", serde_json::json!({"ratio": ratio, "size_ratio": 10}));
+    } else {
+        println!("time ratio for 10x the nodes: {ratio:.2} (linear: ~10)");
+    }
+    0
+}
+

@@ -1,0 +1,59 @@
+//! Coq syntax for ProD (pure: no process is ever spawned, no file is touched).
+//!
+//! # API (stable; other crates build on it)
+//!
+//! Sentences ([`lexer`]):
+//! * [`sentences`]`(text) -> `[`Lexed`]` { sentences: Vec<`[`Sentence`]`>, errors: Vec<`[`LexError`]`> }` —
+//!   never fails. `Sentence { range: Range<usize>, kind: `[`SentenceKind`]` }`: byte range in `text`
+//!   starting at the first significant character (leading blanks/comments excluded) and ending just
+//!   after the final `.`/`...`, bullet or brace; `sentence.text(input)` gives the slice. Kinds:
+//!   `Command` (ends with `.`), `Bullet` (`-`, `+`, `*`, `--`, `***`, …), `BraceOpen` (`{`, `2: {`,
+//!   `[x]: {`), `BraceClose` (`}`). `{|` is record syntax, not a brace. Comments nest, strings use
+//!   `""` for a quote, `Nat.add_comm` / `x.(f)` / `..` never end a sentence, `auto...` does.
+//!   Errors (`LexErrorKind::{UnclosedComment, UnclosedString, MissingFinalDot}`, byte `pos`) stop
+//!   lexing; every complete sentence before them is returned. `err.message(text)` names line/column;
+//!   [`line_col`] converts any offset.
+//! * [`comments_stripped`]`(text) -> String`: each comment replaced by one space.
+//! * [`identifiers`]`(text) -> Vec<Range<usize>>`: identifier tokens outside comments/strings.
+//!   A qualified name `M.foo` is ONE token, so it is not a reference to `foo` (it may be another
+//!   module's `foo`; ProD's lemmas are referred to unqualified). Scope keys (`%nat`), `_` and
+//!   numbers are not identifiers. [`is_identifier`] tests one unqualified identifier.
+//!
+//! Classifying a sentence ([`head`]):
+//! * [`first_word`]`(sentence) -> Option<&str>`: first identifier, or `#[`, or the first symbol; skips
+//!   only blanks and comments.
+//! * [`sentence_head`]`(sentence) -> `[`Head`]` { controls: Vec<Control{name, argument}>, attributes:
+//!   Vec<&str> ("#[…]"), legacy_attributes: Vec<&str> (Local/Global/Program/Polymorphic/…), selector:
+//!   Option<&str> ("2", "all", "[x]", "1-3, 5"), keyword: Option<&str>, body: &str }`. Controls are
+//!   `Time`, `Timeout n`, `Redirect "f"`, `Fail`, `Succeed` (+`Instructions`, `Profile`), peeled in any
+//!   order together with attributes so none can hide behind another.
+//!
+//! Statements and the core's language trait ([`statement`], [`language`]):
+//! * [`parse_statement`]`(text) -> Result<`[`Statement`]`, `[`StatementError`]`>` for UNTRUSTED lemma
+//!   statements: exactly one sentence `Keyword ident binders? : term.` with Keyword in
+//!   [`THEOREM_KEYWORDS`] (Lemma Theorem Fact Remark Corollary Proposition Property Example); no
+//!   control, attribute (`#[…]`, Local, Global, Program, …), goal selector, second sentence, `...`
+//!   terminator or mutual `with`; comments allowed and dropped. `Statement { keyword, name,
+//!   binders_and_type }` (text after the name, no final dot, comments dropped, blanks collapsed);
+//!   `.to_sentence()` = `Keyword name binders_and_type.`, `.renamed(n)`.
+//! * [`CoqLanguage`]: `prod_core::ProofLanguage`. `normalize_statement` drops keyword, name, final
+//!   dot and comments and collapses blank runs outside strings — nothing else (see [`language`]).
+//!   `mentions`/`rename_references` use [`identifiers`] (exact unqualified token match);
+//!   `remove_references` edits `rewrite`/`unfold` lists, `using`, `use:` and drops other sentences
+//!   that mention the name; `render_admitted(s)` = `s\nAdmitted.`; `render_proved(s, p)` =
+//!   `s\nProof.\np\nQed.`. [`normalize_layout`] is the layout part alone.
+//!
+//! See the crate's tests (`tests/data/lexer/*.v` beside `*.expected`) for the exact behaviour.
+
+pub mod head;
+pub mod language;
+pub mod lexer;
+pub mod statement;
+
+pub use head::{first_word, sentence_head, Control, Head};
+pub use lexer::{
+    comments_blanked, comments_stripped, identifiers, is_identifier, line_col, sentences, LexError, LexErrorKind, Lexed, Sentence,
+    SentenceKind,
+};
+pub use language::{normalize_layout, CoqLanguage};
+pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};

@@ -1,0 +1,378 @@
+//! Lemma statements: the strict parser for UNTRUSTED statements ([`parse_statement`]) and the
+//! lenient splitter the [`crate::CoqLanguage`] operations use on trusted or already-checked text.
+//!
+//! A statement is one sentence `Keyword name binders? : type.` where `Keyword` is one of
+//! [`THEOREM_KEYWORDS`] (all equivalent for ProD: each opens a proof that `Qed` closes).
+
+use crate::head::sentence_head;
+use crate::lexer::{comments_blanked, is_blank, is_identifier, line_col, sentences, skip_string, SentenceKind};
+
+/// Keywords that declare a lemma. Coq 8.16 `thm_token` plus `Example` (a `Definition` synonym
+/// that, without a body, opens a proof in the same way).
+pub const THEOREM_KEYWORDS: &[&str] =
+    &["Lemma", "Theorem", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example"];
+
+/// Identifier-shaped keywords of Coq's term and vernacular grammar: never a lemma name.
+pub const RESERVED: &[&str] = &[
+    "as", "at", "cofix", "else", "end", "exists", "exists2", "fix", "for", "forall", "fun", "if", "IF", "in", "let",
+    "match", "mod", "return", "then", "using", "where", "with", "Prop", "Set", "SProp", "Type", "struct",
+];
+
+/// A parsed untrusted lemma statement.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Statement {
+    /// `Lemma`, `Theorem`, … (one of [`THEOREM_KEYWORDS`]).
+    pub keyword: String,
+    /// The declared name (an unqualified identifier, not a keyword).
+    pub name: String,
+    /// Everything after the name without the final dot, comments removed and blank runs
+    /// outside strings collapsed to one space (meaning-preserving, see [`crate::language`]):
+    /// `(n : nat) : n + 0 = n`.
+    pub binders_and_type: String,
+}
+
+impl Statement {
+    /// The statement as one Coq sentence, comments gone: `Lemma name (n : nat) : n + 0 = n.`
+    pub fn to_sentence(&self) -> String {
+        format!("{} {} {}.", self.keyword, self.name, self.binders_and_type)
+    }
+
+    /// The same statement under another name.
+    pub fn renamed(&self, name: &str) -> Statement {
+        Statement { name: name.to_string(), ..self.clone() }
+    }
+}
+
+/// Why an untrusted statement was refused. Messages name the position (line:column) when
+/// there is one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StatementError {
+    #[error("statement does not lex: {0}")]
+    Lex(String),
+    #[error("a statement must be exactly one sentence ending with `.`, found {0}")]
+    SentenceCount(usize),
+    #[error("a statement must be a declaration, found a {0:?}")]
+    NotACommand(SentenceKind),
+    #[error("control `{0}` is not allowed in a statement")]
+    Control(String),
+    #[error("attribute `{0}` is not allowed in a statement")]
+    Attribute(String),
+    #[error("goal selector `{0}` is not allowed in a statement")]
+    Selector(String),
+    #[error("statement must start with one of {THEOREM_KEYWORDS:?}, found `{0}`")]
+    Keyword(String),
+    #[error("`{0}` is not a plain identifier usable as a lemma name")]
+    Name(String),
+    #[error("statement ends with `...`, not `.`")]
+    Ellipsis,
+    #[error("line {line}, column {column}: comment glued to the previous character (put a blank before `(*`)")]
+    GluedComment { line: usize, column: usize },
+    #[error("statement does not re-render as one sentence: {0}")]
+    Rendering(String),
+    #[error("line {line}, column {column}: {what}")]
+    Syntax { line: usize, column: usize, what: String },
+}
+
+/// Parse an untrusted lemma statement: exactly one sentence `Keyword ident binders? : term.`
+/// with no control (`Time`, `Redirect`, `Fail`, …), no attribute (`#[…]`, `Local`, `Global`,
+/// `Program`, …), no goal selector, no second sentence, no mutual `with`. Comments are
+/// allowed anywhere and dropped from the result. Binders are identifiers, `_`, and bracketed
+/// groups (`(x : T)`, `{A}`, `[x]`, `` `{C A} ``, `'(a, b)`).
+pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
+    let lexed = sentences(text);
+    if let Some(e) = lexed.errors.first() {
+        return Err(StatementError::Lex(e.message(text)));
+    }
+    let [sentence] = lexed.sentences.as_slice() else {
+        return Err(StatementError::SentenceCount(lexed.sentences.len()));
+    };
+    if sentence.kind != SentenceKind::Command {
+        return Err(StatementError::NotACommand(sentence.kind));
+    }
+    // A comment glued after a character may be lexed by Coq as part of a token (`x.(* c *)`
+    // is `.(` `*` …), so blanking it could change the sentence; refuse it.
+    for r in crate::lexer::comments(text) {
+        if r.start > 0 && !is_blank(text.as_bytes()[r.start - 1]) {
+            let (line, column) = line_col(text, r.start);
+            return Err(StatementError::GluedComment { line, column });
+        }
+    }
+    // Comments blanked byte for byte: offsets in `s` are offsets in `text`.
+    let blanked = comments_blanked(text);
+    let s = &blanked[..sentence.range.end];
+    let head = sentence_head(&s[sentence.range.start..]);
+    if let Some(c) = head.controls.first() {
+        return Err(StatementError::Control(c.name.to_string()));
+    }
+    if let Some(a) = head.attributes.first().or(head.legacy_attributes.first()) {
+        return Err(StatementError::Attribute(a.to_string()));
+    }
+    if let Some(sel) = head.selector {
+        return Err(StatementError::Selector(sel.to_string()));
+    }
+    let keyword = head.keyword.unwrap_or("");
+    if !THEOREM_KEYWORDS.contains(&keyword) {
+        let found = if keyword.is_empty() { head.body.chars().take(20).collect() } else { keyword.to_string() };
+        return Err(StatementError::Keyword(found));
+    }
+    if s.trim_end().ends_with("...") {
+        return Err(StatementError::Ellipsis);
+    }
+    let after_kw = &head.body[keyword.len()..];
+    let name_start = after_kw.len() - after_kw.trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8)).len();
+    let after_name_ws = &after_kw[name_start..];
+    let name_len = after_name_ws
+        .char_indices()
+        .find(|&(_, c)| !(crate::lexer::is_ident_char(c) || c == '.'))
+        .map_or(after_name_ws.len(), |(i, _)| i);
+    let name = &after_name_ws[..name_len];
+    if !is_identifier(name) || RESERVED.contains(&name) {
+        let shown = if name.is_empty() { after_name_ws.chars().take(20).collect() } else { name.to_string() };
+        return Err(StatementError::Name(shown));
+    }
+    // Drop the final dot (the lexer guarantees the sentence ends with exactly one here).
+    let rest_full = &after_name_ws[name_len..];
+    let rest = rest_full.strip_suffix('.').unwrap_or(rest_full);
+    let rest_offset = s.len() - rest_full.len();
+    check_binders_and_type(rest).map_err(|(pos, what)| {
+        let (line, column) = line_col(text, rest_offset + pos);
+        StatementError::Syntax { line, column, what }
+    })?;
+    let statement = Statement {
+        keyword: keyword.to_string(),
+        name: name.to_string(),
+        binders_and_type: crate::language::normalize_layout(rest),
+    };
+    // Post-condition: what callers will write to Coq is exactly one command sentence.
+    let rendered = statement.to_sentence();
+    let relexed = sentences(&rendered);
+    if !relexed.errors.is_empty()
+        || relexed.sentences.len() != 1
+        || relexed.sentences[0].kind != SentenceKind::Command
+        || relexed.sentences[0].range != (0..rendered.len())
+    {
+        return Err(StatementError::Rendering(rendered));
+    }
+    Ok(statement)
+}
+
+/// `i` at an opening bracket: index after the matching closer (brackets of any kind nest;
+/// strings are skipped). Err on a mismatch or an unclosed group.
+fn skip_group(b: &[u8], mut i: usize) -> Result<usize, String> {
+    let mut stack = vec![];
+    while i < b.len() {
+        match b[i] {
+            c @ (b'(' | b'[' | b'{') => stack.push(c),
+            c @ (b')' | b']' | b'}') => {
+                let open = match c {
+                    b')' => b'(',
+                    b']' => b'[',
+                    _ => b'{',
+                };
+                if stack.pop() != Some(open) {
+                    return Err(format!("unbalanced `{}`", c as char));
+                }
+                if stack.is_empty() {
+                    return Ok(i + 1);
+                }
+            }
+            b'"' => {
+                i = skip_string(b, i).map_err(|_| "unclosed string".to_string())?;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Err("unclosed bracket".into())
+}
+
+fn is_lone_colon(b: &[u8], i: usize) -> bool {
+    b[i] == b':' && !matches!(b.get(i + 1), Some(b'=' | b':' | b'>' | b'<')) && (i == 0 || !b":<".contains(&b[i - 1]))
+}
+
+/// Binders then a lone `:` then a non-empty type with no top-level mutual `with`.
+fn check_binders_and_type(rest: &str) -> Result<(), (usize, String)> {
+    let b = rest.as_bytes();
+    let mut i = 0;
+    loop {
+        while i < b.len() && is_blank(b[i]) {
+            i += 1;
+        }
+        if i >= b.len() {
+            return Err((i, "expected `:` and the lemma's type".into()));
+        }
+        match b[i] {
+            b':' if is_lone_colon(b, i) => {
+                i += 1;
+                break;
+            }
+            b'(' | b'{' | b'[' => i = skip_group(b, i).map_err(|e| (i, e))?,
+            b'`' | b'\'' if matches!(b.get(i + 1), Some(b'(' | b'{' | b'[')) => {
+                i = skip_group(b, i + 1).map_err(|e| (i, e))?
+            }
+            _ => {
+                let word: String = rest[i..].chars().take_while(|&c| crate::lexer::is_ident_char(c)).collect();
+                if word.is_empty() || !(is_identifier(&word) || word == "_") || RESERVED.contains(&word.as_str()) {
+                    let shown: String = rest[i..].chars().take(15).collect();
+                    return Err((i, format!("expected a binder or `:`, found `{shown}`")));
+                }
+                i += word.len();
+            }
+        }
+    }
+    let ty_offset = i;
+    let ty = &rest[i..];
+    if ty.trim().is_empty() {
+        return Err((i, "empty type after `:`".into()));
+    }
+    // Top-level `with` outside `match … end` would declare mutual theorems (`Lemma a : A with
+    // b : B.`): a second lemma smuggled into one statement.
+    let tb = ty.as_bytes();
+    let mut j = 0;
+    let mut depth = 0usize;
+    let mut matches = 0usize;
+    while j < tb.len() {
+        match tb[j] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'"' => {
+                j = skip_string(tb, j).map_err(|_| (ty_offset + j, "unclosed string".to_string()))?;
+                continue;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => {
+                let prev_ok = j == 0 || !(tb[j - 1].is_ascii_alphanumeric() || b"_'.".contains(&tb[j - 1]) || tb[j - 1] >= 0x80);
+                let word: String = ty[j..].chars().take_while(|&c| crate::lexer::is_ident_char(c)).collect();
+                let len = word.len().max(1);
+                if prev_ok && depth == 0 {
+                    match word.as_str() {
+                        "match" => matches += 1,
+                        "end" => matches = matches.saturating_sub(1),
+                        "with" if matches == 0 => {
+                            return Err((ty_offset + j, "mutual `with` is not allowed in a statement".into()))
+                        }
+                        _ => {}
+                    }
+                }
+                j += len;
+                continue;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    Ok(())
+}
+
+/// The parts of a declaration as the lenient operations need them: byte ranges in the
+/// ORIGINAL text of the keyword and of the name, and the end of the text before the final dot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Parts {
+    pub name: std::ops::Range<usize>,
+    /// Start of the text after the name.
+    pub rest_start: usize,
+    /// End of the sentence before its final `.`.
+    pub rest_end: usize,
+}
+
+/// Lenient split of a trusted declaration: the text must be exactly one complete sentence
+/// whose first word (after blanks and comments, with no control or attribute before it) is a
+/// theorem keyword followed by an identifier. `None` otherwise.
+pub(crate) fn parts(text: &str) -> Option<Parts> {
+    let lexed = sentences(text);
+    if !lexed.errors.is_empty() || lexed.sentences.len() != 1 {
+        return None;
+    }
+    let sentence = &lexed.sentences[0];
+    if sentence.kind != SentenceKind::Command {
+        return None;
+    }
+    let st = sentence.text(text);
+    let head = sentence_head(st);
+    if !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() {
+        return None;
+    }
+    let keyword = head.keyword?;
+    if !THEOREM_KEYWORDS.contains(&keyword) {
+        return None;
+    }
+    let body_off = sentence.range.start + (st.len() - head.body.len());
+    let b = text.as_bytes();
+    let mut i = body_off + keyword.len();
+    // Blanks and comments between the keyword and the name.
+    loop {
+        while i < sentence.range.end && is_blank(b[i]) {
+            i += 1;
+        }
+        if b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b'*') {
+            i = crate::lexer::skip_comment(b, i).ok()?;
+        } else {
+            break;
+        }
+    }
+    let name_end = text[i..]
+        .char_indices()
+        .find(|&(_, c)| !crate::lexer::is_ident_char(c))
+        .map_or(text.len(), |(k, _)| i + k);
+    if !is_identifier(&text[i..name_end]) {
+        return None;
+    }
+    let end = sentence.range.end;
+    if text[..end].ends_with("...") {
+        return None;
+    }
+    Some(Parts { name: i..name_end, rest_start: name_end, rest_end: end - 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts() {
+        let s = parse_statement("Lemma foo (n : nat) {A} `{Eq A} '(a, b) : (* c *) n + 0 = n.").unwrap();
+        assert_eq!(s.keyword, "Lemma");
+        assert_eq!(s.name, "foo");
+        assert_eq!(s.binders_and_type, "(n : nat) {A} `{Eq A} '(a, b) : n + 0 = n");
+        let s = parse_statement("  Theorem t: forall x, match x with 0 => True | _ => True end.").unwrap();
+        assert_eq!(s.to_sentence(), "Theorem t : forall x, match x with 0 => True | _ => True end.");
+        assert!(parse_statement("Example e : let x := 1 in x = 1.").is_ok());
+    }
+
+    #[test]
+    fn rejects() {
+        use StatementError::*;
+        let err = |t: &str| parse_statement(t).unwrap_err();
+        assert!(matches!(err("Lemma a : True. Lemma b : False."), SentenceCount(2)));
+        assert!(matches!(err("Local Lemma a : True."), Attribute(_)));
+        assert!(matches!(err("#[local] Lemma a : True."), Attribute(_)));
+        assert!(matches!(err("Program Lemma a : True."), Attribute(_)));
+        assert!(matches!(err("Time Lemma a : True."), Control(_)));
+        assert!(matches!(err("Redirect \"x\" Lemma a : True."), Control(_)));
+        assert!(matches!(err("Axiom a : False."), Keyword(_)));
+        assert!(matches!(err("Definition a : nat."), Keyword(_)));
+        assert!(matches!(err("Lemma M.a : True."), Name(_)));
+        assert!(matches!(err("Lemma forall : True."), Name(_)));
+        assert!(matches!(err("Lemma a : True with b : False."), Syntax { .. }));
+        assert!(matches!(err("Lemma a True."), Syntax { .. }));
+        assert!(matches!(err("Lemma a : ."), Syntax { .. }));
+        assert!(matches!(err("Lemma a : True"), Lex(_)));
+        assert!(matches!(err("Lemma a : True (* ."), Lex(_)));
+        assert!(matches!(err("Lemma a : True..."), Ellipsis));
+        assert!(matches!(err("Lemma a (x : nat : True."), Syntax { .. }));
+        assert!(matches!(err("-"), NotACommand(_)));
+        assert!(matches!(err("Lemma a : True.(* c *)Axiom b : False."), GluedComment { line: 1, column: 16 }));
+        assert!(matches!(err("Lemma a : True.(**)\nAxiom b : False."), GluedComment { .. }));
+        assert!(matches!(err(""), SentenceCount(0)));
+    }
+
+    #[test]
+    fn lenient_parts() {
+        let t = "Lemma (* c *) foo (n : nat) : n = n.";
+        let p = parts(t).unwrap();
+        assert_eq!(&t[p.name.clone()], "foo");
+        assert_eq!(&t[p.rest_start..p.rest_end], " (n : nat) : n = n");
+        assert!(parts("Lemma a : True. Qed.").is_none());
+        assert!(parts("Definition a := 1.").is_none());
+    }
+}

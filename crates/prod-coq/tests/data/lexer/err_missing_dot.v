@@ -1,0 +1,2 @@
+Check 1.
+Check 2 (* no final dot *)

@@ -1,0 +1,4 @@
+Lemma a : True.
+Proof. exact I. Qed.
+(* not (* closed *)
+Check 1.

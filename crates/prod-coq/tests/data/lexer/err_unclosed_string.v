@@ -1,0 +1,3 @@
+Check 1.
+Definition s := "never closed.
+Check 2.

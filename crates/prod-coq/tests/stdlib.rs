@@ -1,0 +1,55 @@
+//! Lex every `.v` file of the installed Coq standard library: Coq compiles all of them, so the
+//! lexer must report no error on any. Prints totals. Skipped (with a message) when absent.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const STDLIB: &str = "/usr/lib/ocaml/coq/theories";
+
+fn v_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            v_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "v") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn stdlib_lexes_without_errors() {
+    if !Path::new(STDLIB).is_dir() {
+        println!("SKIPPED: {STDLIB} not found (install the `coq` Debian package)");
+        return;
+    }
+    let mut files = vec![];
+    v_files(Path::new(STDLIB), &mut files);
+    files.sort();
+    let texts: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .filter_map(|p| std::fs::read(&p).ok().map(|b| (p, String::from_utf8_lossy(&b).into_owned())))
+        .collect();
+    let bytes: usize = texts.iter().map(|(_, t)| t.len()).sum();
+    let start = Instant::now();
+    let mut total = 0;
+    let mut failures = vec![];
+    for (path, text) in &texts {
+        let lexed = prod_coq::sentences(text);
+        total += lexed.sentences.len();
+        for e in &lexed.errors {
+            failures.push(format!("{}: {}", path.display(), e.message(text)));
+        }
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "stdlib: {} files, {} bytes, {} sentences, lexed in {:.1} ms",
+        texts.len(),
+        bytes,
+        total,
+        elapsed.as_secs_f64() * 1e3
+    );
+    assert!(texts.len() > 100, "expected hundreds of stdlib files");
+    assert!(failures.is_empty(), "lex errors:\n{}", failures.join("\n"));
+}

@@ -1,0 +1,23 @@
+//! ProD's pure core, in the paper's words.
+//!
+//! * [`ConditionalProof`] — `t0 t1 <invoke> l1 </invoke> t2 … t(k+1)` (paper §2, §3.1), parsed losslessly.
+//! * [`tree`] — proof-tree nodes, *local* vs *global* correctness (least fixed point), witnesses.
+//! * [`assembly`] — a complete proof from a globally correct root, child-first, lemmas deduplicated.
+//! * [`pass_at_k`] — the unbiased estimator, bootstrap confidence intervals, per-depth tables.
+//! * [`ProofLanguage`] — everything prover-specific the core needs (statement normalisation,
+//!   names, rendering), implemented by `prod-coq` and later by the Isabelle crate.
+//!
+//! Architecture invariant: this crate is pure. It never spawns a process, touches the file
+//! system or the network; it depends on no other ProD crate.
+
+pub mod assembly;
+pub mod conditional;
+pub mod language;
+pub mod pass_at_k;
+pub mod tree;
+
+pub use assembly::{assemble, AssembledLemma, AssembledProof, AssemblyError};
+pub use conditional::{ConditionalProof, ParseError, ParseErrorKind, T0};
+pub use language::{collapse_whitespace, ProofLanguage};
+pub use pass_at_k::{estimate as estimate_pass_at_k, pass_at_k, DepthTable, PassAtK, TheoremOutcome};
+pub use tree::{solve, GlobalVerdict, GoalId, LocalVerdict, Node, Solution};

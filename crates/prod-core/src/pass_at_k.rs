@@ -1,0 +1,154 @@
+//! pass@k (paper §4.3): the fraction of theorems proved by at least one of k independent samples,
+//! estimated without bias from n ≥ k samples per theorem (Chen et al., 2021), with a bootstrap
+//! 95% confidence interval over theorems and a per-depth breakdown (paper Fig. 5).
+//!
+//! Infra failures are not proof failures: callers pass only samples that were *judged*; a sample
+//! lost to a crash is left out of `n`, never counted as a failure. A theorem with fewer than k
+//! judged samples is skipped (and counted as skipped), never scored as unproved.
+
+use std::collections::BTreeMap;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+/// Unbiased estimate of P(at least one of k samples is correct) from n samples with c correct:
+/// `1 - C(n-c, k) / C(n, k)`, computed as a product so it never overflows.
+/// `None` when `k == 0`, `k > n` or `c > n`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    if n - c < k {
+        return Some(1.0);
+    }
+    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    Some(1.0 - fail)
+}
+
+/// What happened to one theorem: judged samples and how many of them were globally correct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TheoremOutcome {
+    pub samples: usize,
+    pub correct: usize,
+}
+
+/// pass@k over a set of theorems.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PassAtK {
+    pub k: usize,
+    /// Mean of the per-theorem unbiased estimates.
+    pub estimate: f64,
+    /// Bootstrap 95% percentile interval (theorems resampled with replacement).
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Theorems with at least k judged samples.
+    pub theorems: usize,
+    /// Theorems left out because fewer than k samples were judged.
+    pub skipped: usize,
+}
+
+/// pass@k with a seeded bootstrap of `resamples` rounds (0 disables it: the interval collapses
+/// to the estimate). `None` if no theorem has k judged samples.
+pub fn estimate(outcomes: &[TheoremOutcome], k: usize, resamples: usize, seed: u64) -> Option<PassAtK> {
+    let scores: Vec<f64> = outcomes.iter().filter_map(|o| pass_at_k(o.samples, o.correct, k)).collect();
+    if scores.is_empty() {
+        return None;
+    }
+    let mean = |xs: &mut dyn Iterator<Item = f64>, n: usize| xs.sum::<f64>() / n as f64;
+    let estimate = mean(&mut scores.iter().copied(), scores.len());
+    let (mut ci_low, mut ci_high) = (estimate, estimate);
+    if resamples > 0 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut means: Vec<f64> = (0..resamples)
+            .map(|_| {
+                let n = scores.len();
+                mean(&mut (0..n).map(|_| scores[rng.gen_range(0..n)]), n)
+            })
+            .collect();
+        means.sort_by(f64::total_cmp);
+        let at = |q: f64| means[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
+        ci_low = at(0.025);
+        ci_high = at(0.975);
+    }
+    Some(PassAtK { k, estimate, ci_low, ci_high, theorems: scores.len(), skipped: outcomes.len() - scores.len() })
+}
+
+/// Paper Fig. 5: theorems counted by (depth of the ground-truth tree, depth of the tree that
+/// proved it); `None` in the second place means "not proved".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DepthTable {
+    pub cells: BTreeMap<(Option<u32>, Option<u32>), usize>,
+}
+
+impl DepthTable {
+    pub fn add(&mut self, ground_truth_depth: Option<u32>, proved_depth: Option<u32>) {
+        *self.cells.entry((ground_truth_depth, proved_depth)).or_default() += 1;
+    }
+    /// Rows as (ground-truth depth, proving depth, count), for JSON and tables.
+    pub fn rows(&self) -> Vec<(Option<u32>, Option<u32>, usize)> {
+        self.cells.iter().map(|(&(g, p), &c)| (g, p, c)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binomial(n: u64, k: u64) -> f64 {
+        if k > n {
+            return 0.0;
+        }
+        (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+    }
+
+    #[test]
+    fn matches_the_binomial_definition() {
+        for n in 1..=20u64 {
+            for c in 0..=n {
+                for k in 1..=n {
+                    let want = 1.0 - binomial(n - c, k) / binomial(n, k);
+                    let got = pass_at_k(n as usize, c as usize, k as usize).unwrap();
+                    assert!((got - want).abs() < 1e-9, "n={n} c={c} k={k}: {got} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn edge_cases() {
+        assert_eq!(pass_at_k(4, 0, 2), Some(0.0));
+        assert_eq!(pass_at_k(4, 4, 4), Some(1.0));
+        assert_eq!(pass_at_k(4, 1, 1), Some(0.25));
+        assert_eq!(pass_at_k(4, 1, 5), None);
+        assert_eq!(pass_at_k(4, 5, 1), None);
+        assert_eq!(pass_at_k(4, 1, 0), None);
+    }
+
+    #[test]
+    fn estimate_skips_short_theorems_and_brackets_the_mean() {
+        let outcomes = [
+            TheoremOutcome { samples: 16, correct: 0 },
+            TheoremOutcome { samples: 16, correct: 16 },
+            TheoremOutcome { samples: 16, correct: 4 },
+            TheoremOutcome { samples: 2, correct: 2 }, // infra ate samples: skipped, not failed
+        ];
+        let r = estimate(&outcomes, 8, 2000, 7).unwrap();
+        assert_eq!((r.theorems, r.skipped), (3, 1));
+        let p4 = pass_at_k(16, 4, 8).unwrap();
+        assert!((r.estimate - (1.0 + p4) / 3.0).abs() < 1e-12);
+        assert!(r.ci_low <= r.estimate && r.estimate <= r.ci_high);
+        assert!(r.ci_low >= 0.0 && r.ci_high <= 1.0 && r.ci_low < r.ci_high);
+        assert_eq!(estimate(&outcomes, 8, 2000, 7), Some(r), "seeded bootstrap is reproducible");
+        assert!(estimate(&outcomes[3..], 8, 10, 0).is_none());
+    }
+
+    #[test]
+    fn depth_table_counts() {
+        let mut t = DepthTable::default();
+        t.add(Some(1), Some(0));
+        t.add(Some(1), Some(0));
+        t.add(Some(2), None);
+        assert_eq!(t.rows(), [(Some(1), Some(0), 2), (Some(2), None, 1)]);
+    }
+}

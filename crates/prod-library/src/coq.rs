@@ -1,0 +1,359 @@
+//! The Coq segmenter: a `.v` file → [`Segments`] (blocks `c1 s1 p1 … cl sl pl`, proof steps,
+//! references), using the sentence lexer of `prod-coq` (no second lexer here).
+//!
+//! Decisions, each conservative (a wrong peel would give a context that does not compile or a
+//! conditional proof that proposes a lemma in the wrong scope):
+//! * Theorem blocks start with `Theorem Lemma Fact Remark Corollary Proposition Property Example
+//!   Goal`. Everything else (definitions, instances, `Add Morphism` and `Next Obligation` proofs
+//!   included) is content `c_j` and stays verbatim in every later context.
+//! * A theorem is *peelable* when it ends in `Qed`/`Save`, has a name, is not skipped, and is not
+//!   inside a `Module Type`, a functor or a module with a signature (its lemmas may be required
+//!   by the signature).
+//! * A theorem is *pinned* (never peeled) when content, any statement, or a qualified name
+//!   (`M.foo`) refers to it, or when it is used from outside the Section/Module it was declared in
+//!   (after `End`, the statement is generalised or qualified, so it cannot be proposed verbatim).
+//! * References: with a `.glob` file whose digest matches the source, proof steps use Coq's own
+//!   resolution (`R` lines pointing into this file); content and statements use the union of
+//!   glob and textual references (a pin is always safe). Without a glob, identifiers (from
+//!   `prod_coq::identifiers`) are matched against the names of earlier theorems, the most recent
+//!   declaration of a name winning. The textual fallback over-approximates (a bound variable named
+//!   like a lemma counts), which only peels less and proposes a lemma that is not needed.
+
+use std::collections::HashMap;
+
+use prod_coq::{comments_stripped, identifiers, line_col, sentence_head, sentences, LexError, SentenceKind};
+use serde::Serialize;
+
+use crate::glob::Glob;
+use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
+
+pub const THEOREM_KEYWORDS: &[&str] = &["Theorem", "Lemma", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example", "Goal"];
+
+/// The segmenter's result for one file.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CoqFile {
+    pub segments: Segments,
+    /// `Require` sentences: (byte offset, text), in order.
+    pub imports: Vec<(usize, String)>,
+    /// Lexer errors, as messages naming line and column.
+    pub lex_errors: Vec<String>,
+    /// Did proof steps use `.glob` references?
+    pub used_glob: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Scope {
+    id: usize,
+    name: String,
+    /// Module Type, functor, or module with a signature.
+    sealed: bool,
+}
+
+struct Open {
+    theorem: Theorem,
+    scope_ids: Vec<usize>,
+}
+
+/// Per-theorem bookkeeping the segmenter needs beyond [`Theorem`].
+struct Decl {
+    scope_ids: Vec<usize>,
+}
+
+/// Glob references to this file's own names, sorted by offset.
+fn own_glob_refs(glob: &Glob) -> Vec<(usize, usize, String)> {
+    let mut v: Vec<(usize, usize, String)> =
+        glob.refs.iter().filter(|r| r.file == glob.logical).map(|r| (r.start, r.end, r.name.clone())).collect();
+    v.sort();
+    v
+}
+
+/// Is `glob` the glob of exactly this source? Coq writes the source's MD5 as `DIGEST`; we do not
+/// carry an MD5 implementation, so we check that every definition span lies on a char boundary
+/// and names the identifier found there — a stale glob fails this almost surely.
+fn glob_matches(glob: &Glob, source: &str) -> bool {
+    !glob.logical.is_empty()
+        && glob.defs.iter().filter(|d| d.kind == "prf").all(|d| source.get(d.start..d.end).is_some_and(|s| s == d.name))
+}
+
+/// `Example e : T := t.` (or `Lemma … := t.`) defines the constant at once: no proof follows.
+/// A `:=` counts as the body unless a `let`/`fix`/`cofix` in the statement accounts for it.
+fn has_body(body: &str) -> bool {
+    let stripped = comments_stripped(body);
+    let defs = stripped.matches(":=").count();
+    let binders = identifiers(&stripped).into_iter().filter(|r| matches!(stripped.get(r.clone()), Some("let" | "fix" | "cofix"))).count();
+    defs > binders
+}
+
+/// A theorem block is complete: record it and make its name visible to later sentences.
+fn close(mut th: Theorem, scope_ids: Vec<usize>, theorems: &mut Vec<Theorem>, decls: &mut Vec<Decl>, by_name: &mut HashMap<String, usize>) {
+    if th.skip.is_none() && th.steps.is_empty() {
+        th.skip = Some(SkipReason::EmptyProof);
+    }
+    th.peelable = th.end == ProofEnd::Qed && th.name.is_some() && th.skip.is_none() && th.peelable;
+    let idx = theorems.len();
+    if let (Some(name), true) = (th.name.clone(), th.end != ProofEnd::Abort) {
+        by_name.insert(name, idx);
+    }
+    theorems.push(th);
+    decls.push(Decl { scope_ids });
+}
+
+/// Segment a Coq source file. Never panics; lexer errors end the file early (reported).
+pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
+    let lexed = sentences(source);
+    let mut out = CoqFile {
+        lex_errors: lexed.errors.iter().map(|e: &LexError| e.message(source)).collect(),
+        ..Default::default()
+    };
+    let glob_refs = match glob {
+        Some(g) if glob_matches(g, source) => {
+            out.used_glob = true;
+            own_glob_refs(g)
+        }
+        _ => vec![],
+    };
+    let mut theorems: Vec<Theorem> = Vec::new();
+    let mut decls: Vec<Decl> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    let mut scopes: Vec<Scope> = Vec::new();
+    let mut next_scope = 0usize;
+    let mut open: Option<Open> = None;
+    let mut prev_end = 0usize;
+    let mut program_obligations = 0usize;
+    let mut content_sentences = 0usize;
+
+    // References of a sentence: (theorem index, qualified?).
+    let textual_refs = |text: &str, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
+        identifiers(text)
+            .into_iter()
+            .filter_map(|r| {
+                let tok = text.get(r)?;
+                let (last, qualified) = match tok.rsplit_once('.') {
+                    Some((_, last)) => (last, true),
+                    None => (tok, false),
+                };
+                by_name.get(last).map(|&i| (i, qualified))
+            })
+            .collect()
+    };
+    let glob_refs_in = |start: usize, end: usize, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
+        let from = glob_refs.partition_point(|r| r.0 < start);
+        glob_refs[from..]
+            .iter()
+            .take_while(|r| r.0 < end)
+            .filter_map(|(a, b, name)| {
+                let qualified = source.get(*a..*b).is_some_and(|t| t.contains('.'));
+                by_name.get(name.as_str()).map(|&i| (i, qualified))
+            })
+            .collect()
+    };
+
+    for s in &lexed.sentences {
+        let text = s.text(source);
+        let step_text = source.get(prev_end..s.range.end).unwrap_or(text).to_string();
+        prev_end = s.range.end;
+        let head = sentence_head(text);
+        let kw = if s.kind == SentenceKind::Command { head.keyword.unwrap_or("") } else { "" };
+        let cur_scope_ids: Vec<usize> = scopes.iter().map(|sc| sc.id).collect();
+
+        if let Some(o) = open.as_mut() {
+            let th = &mut o.theorem;
+            let end = match kw {
+                "Qed" | "Save" => Some(ProofEnd::Qed),
+                "Defined" => Some(ProofEnd::Defined),
+                "Admitted" => Some(ProofEnd::Admitted),
+                "Abort" => Some(ProofEnd::Abort),
+                _ => None,
+            };
+            if let Some(end) = end {
+                th.end = end;
+                th.end_text = step_text;
+                th.end_byte = s.range.end;
+                if th.skip.is_none() {
+                    th.skip = match end {
+                        ProofEnd::Admitted => Some(SkipReason::Admitted),
+                        ProofEnd::Abort => Some(SkipReason::Aborted),
+                        _ if th.steps.is_empty() => Some(SkipReason::EmptyProof),
+                        _ => None,
+                    };
+                }
+                let Some(o) = open.take() else { continue };
+                close(o.theorem, o.scope_ids, &mut theorems, &mut decls, &mut by_name);
+                continue;
+            }
+            if kw == "Proof" && th.steps.is_empty() && th.header.is_none() {
+                let rest = head.body.trim_start_matches("Proof").trim_start();
+                let is_word = |w: &str| rest.strip_prefix(w).is_some_and(|r| r.starts_with(|c: char| c.is_whitespace() || c == '.'));
+                if is_word("with") {
+                    th.skip.get_or_insert(SkipReason::ProofWith);
+                } else if !(rest == "." || is_word("using")) {
+                    // `Proof term.` is a complete proof by itself (no `Qed`): one step `exact (term).`
+                    let term = rest.strip_suffix('.').unwrap_or(rest).trim();
+                    let refs = if out.used_glob { glob_refs_in(s.range.start, s.range.end, &by_name) } else { textual_refs(text, &by_name) };
+                    let mut uses = Vec::new();
+                    for (j, qualified) in refs {
+                        let in_scope = decls.get(j).is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
+                        if qualified || !in_scope {
+                            theorems[j].pinned = true;
+                        } else if !uses.contains(&j) {
+                            uses.push(j);
+                        }
+                    }
+                    th.steps.push(Step { text: format!(" exact ({term})."), uses });
+                    th.end = ProofEnd::Qed;
+                    th.end_text = String::new();
+                    th.end_byte = s.range.end;
+                    let Some(o) = open.take() else { continue };
+                    let th = o.theorem;
+                    close(th, o.scope_ids, &mut theorems, &mut decls, &mut by_name);
+                    continue;
+                }
+                th.header = Some(text.to_string());
+                continue;
+            }
+            if THEOREM_KEYWORDS.contains(&kw) || kw == "Proof" {
+                th.skip.get_or_insert(SkipReason::Unsupported);
+            }
+            // A proof step. References resolved now; scope checks need the step's owner scope.
+            let refs = if out.used_glob { glob_refs_in(s.range.start, s.range.end, &by_name) } else { textual_refs(text, &by_name) };
+            let mut uses = Vec::new();
+            for (j, qualified) in refs {
+                let in_scope = decls.get(j).is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
+                if qualified || !in_scope {
+                    theorems[j].pinned = true;
+                } else if !uses.contains(&j) {
+                    uses.push(j);
+                }
+            }
+            th.steps.push(Step { text: step_text, uses });
+            continue;
+        }
+
+        // Outside a theorem: a statement, a scope command, or content.
+        if THEOREM_KEYWORDS.contains(&kw) && !has_body(head.body) {
+            let ids = identifiers(head.body);
+            let name = if kw == "Goal" { None } else { ids.get(1).and_then(|r| head.body.get(r.clone())).map(str::to_string) };
+            let count = |w: &str| ids.iter().filter(|r| head.body.get((*r).clone()) == Some(w)).count();
+            let skip = if head.legacy_attributes.contains(&"Program") {
+                Some(SkipReason::Program)
+            } else if count("with") > count("match") {
+                Some(SkipReason::Mutual)
+            } else {
+                None
+            };
+            // Statements always stay (in the context or inside an <invoke>): what they mention is pinned.
+            let mut refs = textual_refs(text, &by_name);
+            refs.extend(glob_refs_in(s.range.start, s.range.end, &by_name));
+            for (j, _) in refs {
+                theorems[j].pinned = true;
+            }
+            let (line, _) = line_col(source, s.range.start);
+            open = Some(Open {
+                theorem: Theorem {
+                    name,
+                    statement: text.to_string(),
+                    header: None,
+                    steps: Vec::new(),
+                    end_text: String::new(),
+                    end: ProofEnd::Abort,
+                    start: s.range.start,
+                    end_byte: s.range.end,
+                    line,
+                    peelable: !scopes.iter().any(|sc| sc.sealed),
+                    pinned: false,
+                    skip,
+                    scope: scopes.iter().map(|sc| sc.name.clone()).collect(),
+                },
+                scope_ids: cur_scope_ids,
+            });
+            continue;
+        }
+        content_sentences += 1;
+        match kw {
+            "Section" => {
+                let name = identifiers(head.body).get(1).and_then(|r| head.body.get(r.clone())).unwrap_or("").to_string();
+                next_scope += 1;
+                scopes.push(Scope { id: next_scope, name, sealed: false });
+            }
+            "Module" if !head.body.contains(":=") => {
+                let words: Vec<&str> = identifiers(head.body).into_iter().filter_map(|r| head.body.get(r)).collect();
+                let is_type = words.get(1) == Some(&"Type");
+                let name = words.iter().skip(1).find(|w| !matches!(**w, "Type" | "Import" | "Export")).copied().unwrap_or("");
+                let after_name = head.body.split_once(name).map(|(_, r)| r).unwrap_or("");
+                let sealed = is_type || after_name.contains(':') || after_name.contains('(');
+                next_scope += 1;
+                scopes.push(Scope { id: next_scope, name: name.to_string(), sealed });
+            }
+            "End" => {
+                let name = identifiers(head.body).get(1).and_then(|r| head.body.get(r.clone())).unwrap_or("");
+                if let Some(pos) = scopes.iter().rposition(|sc| sc.name == name) {
+                    scopes.truncate(pos);
+                }
+            }
+            "Require" | "From" if head.body.contains("Require") => {
+                out.imports.push((s.range.start, text.to_string()));
+            }
+            "Next" | "Obligation" | "Obligations" => {
+                if head.body.starts_with("Next Obligation") || kw == "Obligation" {
+                    program_obligations += 1;
+                }
+            }
+            _ => {}
+        }
+        let mut refs = textual_refs(text, &by_name);
+        refs.extend(glob_refs_in(s.range.start, s.range.end, &by_name));
+        for (j, _) in refs {
+            theorems[j].pinned = true;
+        }
+    }
+    if let Some(o) = open {
+        let mut th = o.theorem;
+        th.skip = Some(SkipReason::Unterminated);
+        th.peelable = false;
+        th.end_byte = source.len();
+        theorems.push(th);
+    }
+    out.segments = Segments {
+        source: source.to_string(),
+        theorems,
+        other_skipped: if program_obligations > 0 { vec![(SkipReason::Program, program_obligations)] } else { vec![] },
+        content_sentences,
+    };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_blocks_and_steps() {
+        let src = "Require Import Arith.\nLemma a : True.\nProof. exact I. Qed.\n(* c *) Lemma b : True. Proof.\n  - apply a.\nQed.\n";
+        let f = segment(src, None);
+        let t = &f.segments.theorems;
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].name.as_deref(), Some("a"));
+        assert_eq!(t[1].steps.iter().map(|s| s.text.as_str()).collect::<Vec<_>>(), ["\n  -", " apply a."]);
+        assert_eq!(t[1].steps[1].uses, vec![0]);
+        assert_eq!(f.imports.len(), 1);
+        assert_eq!(&src[t[1].start..t[1].end_byte], "Lemma b : True. Proof.\n  - apply a.\nQed.");
+    }
+
+    #[test]
+    fn example_with_body_is_content() {
+        let src = "Example e : 1 = 1 := eq_refl.\nLemma l : let x := 1 in x = 1. Proof. reflexivity. Qed.\n";
+        let f = segment(src, None);
+        let names: Vec<_> = f.segments.theorems.iter().map(|t| t.name.clone().unwrap_or_default()).collect();
+        assert_eq!(names, ["l"]);
+    }
+
+    #[test]
+    fn scope_crossing_pins() {
+        let src = "Section S. Variable n : nat. Lemma a : n = n. Proof. reflexivity. Qed.\nLemma b : n = n. Proof. apply a. Qed. End S.\nLemma c : forall n : nat, n = n. Proof. intro. apply a. Qed.\n";
+        let f = segment(src, None);
+        let t = &f.segments.theorems;
+        assert!(t[0].pinned, "used after End S");
+        assert_eq!(t[1].steps[0].uses, vec![0]);
+        assert_eq!(t[2].steps[1].uses, Vec::<usize>::new());
+    }
+}

@@ -1,0 +1,423 @@
+//! Library discovery (deliverable 1): which `.v` files make up a library, their logical paths,
+//! their `.glob` files, the Coq flags they need, and their dependencies (file and package level).
+//!
+//! Sources of truth, in order of preference:
+//! * the Debian layout: the stdlib in `<coqlib>/theories` (logical root `Coq`), every other
+//!   library in `<coqlib>/user-contrib/<Root>/…` (logical root `<Root>`); the Debian package that
+//!   owns each file comes from dpkg's own file lists (`/var/lib/dpkg/info/libcoq-*.list`);
+//! * a user's project: the `-R`/`-Q` lines and file names of its `_CoqProject`;
+//! * dependencies: the `R… lib` lines of the `.glob` file (Coq's own resolution); where a file
+//!   has no `.glob` (the Debian stdlib ships none), one `coqdep` run over the whole library.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+/// Where a Coq installation keeps its libraries (`coqc -where`).
+pub const DEFAULT_COQLIB: &str = "/usr/lib/ocaml/coq";
+
+/// Libraries that live in their own "world": they need `-noinit -indices-matter` (research
+/// notes §1.3) and cannot be mixed with the stdlib world in one file.
+pub const SEPARATE_WORLDS: [&str; 2] = ["HoTT", "UniMath"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("library {0:?} not found: expected `stdlib`, `all`, a libcoq-* package, a user-contrib root, or a directory")]
+    NotFound(String),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{0}: no .v files found")]
+    Empty(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiscoveryError + '_ {
+    move |source| DiscoveryError::Io { path: path.to_path_buf(), source }
+}
+
+/// A `-R`/`-Q` mapping from a directory to a logical root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LoadPath {
+    pub dir: PathBuf,
+    pub logical: String,
+    /// `-R` (true) or `-Q` (false).
+    pub recursive: bool,
+}
+
+/// One source file of a library.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceFile {
+    pub path: PathBuf,
+    /// Logical path, e.g. `Coq.Lists.List`.
+    pub logical: String,
+    pub glob: Option<PathBuf>,
+    /// The package (unit of the dependency split): `stdlib`, a Debian package name, or a root.
+    pub package: String,
+    /// Extra `coqc` flags the file needs (`-noinit -indices-matter` for HoTT/UniMath).
+    pub flags: Vec<String>,
+}
+
+/// A named set of source files with their load paths and dependencies.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Library {
+    pub name: String,
+    pub files: Vec<SourceFile>,
+    pub load_paths: Vec<LoadPath>,
+    /// `file_deps[i]`: indices of the library files that file `i` requires (direct).
+    pub file_deps: Vec<Vec<usize>>,
+    /// How each file's dependencies were found: "glob", "coqdep", or "none".
+    pub dep_source: Vec<&'static str>,
+    /// Package → packages it requires (inside this library only).
+    pub package_deps: BTreeMap<String, BTreeSet<String>>,
+    /// Human-readable notes: excluded roots and why, coqdep failures, …
+    pub notes: Vec<String>,
+}
+
+/// What `--library` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LibrarySpec {
+    Stdlib,
+    All,
+    /// A Debian package (`libcoq-mathcomp-ssreflect`) or a user-contrib root (`Hammer`).
+    Package(String),
+    Path(PathBuf),
+}
+
+impl LibrarySpec {
+    pub fn parse(s: &str) -> LibrarySpec {
+        match s {
+            "stdlib" | "libcoq-stdlib" => LibrarySpec::Stdlib,
+            "all" => LibrarySpec::All,
+            _ if s.contains('/') || Path::new(s).is_dir() => LibrarySpec::Path(PathBuf::from(s)),
+            _ => LibrarySpec::Package(s.to_string()),
+        }
+    }
+}
+
+/// All `.v` files under `dir`, sorted (deterministic output).
+fn v_files(dir: &Path) -> Result<Vec<PathBuf>, DiscoveryError> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(io(&d))? {
+            let entry = entry.map_err(io(&d))?;
+            let p = entry.path();
+            let ft = entry.file_type().map_err(io(&p))?;
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() && p.extension().is_some_and(|e| e == "v") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `dir/A/B/C.v` under load path (`dir`, `Root`) → `Root.A.B.C`.
+fn logical_of(lp: &LoadPath, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(&lp.dir).ok()?.with_extension("");
+    let mut parts: Vec<String> = if lp.logical.is_empty() { vec![] } else { vec![lp.logical.clone()] };
+    for c in rel.components() {
+        parts.push(c.as_os_str().to_str()?.to_string());
+    }
+    Some(parts.join("."))
+}
+
+fn with_glob(path: &Path) -> Option<PathBuf> {
+    let g = path.with_extension("glob");
+    g.is_file().then_some(g)
+}
+
+/// Which Debian package owns each file, from dpkg's file lists (exact and fast; no `dpkg -S`).
+fn debian_owners() -> HashMap<PathBuf, String> {
+    let mut owners = HashMap::new();
+    let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else { return owners };
+    for entry in rd.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(pkg) = name.strip_suffix(".list") else { continue };
+        let pkg = pkg.split(':').next().unwrap_or(pkg);
+        if !pkg.starts_with("libcoq-") {
+            continue;
+        }
+        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+            for line in text.lines().filter(|l| l.ends_with(".v")) {
+                owners.insert(PathBuf::from(line), pkg.to_string());
+            }
+        }
+    }
+    owners
+}
+
+fn add_dir(lib: &mut Library, lp: LoadPath, package: &str, flags: &[String], owners: &HashMap<PathBuf, String>) -> Result<(), DiscoveryError> {
+    for path in v_files(&lp.dir)? {
+        let Some(logical) = logical_of(&lp, &path) else { continue };
+        let package = owners.get(&path).cloned().unwrap_or_else(|| package.to_string());
+        lib.files.push(SourceFile { glob: with_glob(&path), path, logical, package, flags: flags.to_vec() });
+    }
+    lib.load_paths.push(lp);
+    Ok(())
+}
+
+fn world_flags(root: &str) -> Vec<String> {
+    if SEPARATE_WORLDS.contains(&root) {
+        vec!["-noinit".into(), "-indices-matter".into()]
+    } else {
+        vec![]
+    }
+}
+
+/// Discover a library. `coqlib` is the Coq installation root (`coqc -where`).
+pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryError> {
+    let theories = coqlib.join("theories");
+    let contrib = coqlib.join("user-contrib");
+    let mut lib = Library::default();
+    let stdlib_lp = LoadPath { dir: theories.clone(), logical: "Coq".into(), recursive: true };
+    match spec {
+        LibrarySpec::Stdlib => {
+            lib.name = "stdlib".into();
+            if !theories.is_dir() {
+                return Err(DiscoveryError::NotFound("stdlib".into()));
+            }
+            add_dir(&mut lib, stdlib_lp, "stdlib", &[], &HashMap::new())?;
+        }
+        LibrarySpec::All => {
+            lib.name = "all".into();
+            let owners = debian_owners();
+            add_dir(&mut lib, stdlib_lp, "stdlib", &[], &HashMap::new())?;
+            let mut roots: Vec<_> = std::fs::read_dir(&contrib)
+                .map_err(io(&contrib))?
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect();
+            roots.sort();
+            for root in roots {
+                if SEPARATE_WORLDS.contains(&root.as_str()) {
+                    lib.notes.push(format!(
+                        "excluded {root}: needs -noinit -indices-matter and cannot share a world with the stdlib; build it alone with --library {root}"
+                    ));
+                    continue;
+                }
+                let lp = LoadPath { dir: contrib.join(&root), logical: root.clone(), recursive: true };
+                add_dir(&mut lib, lp, &root, &[], &owners)?;
+            }
+        }
+        LibrarySpec::Package(name) => {
+            lib.name = name.clone();
+            if name.starts_with("libcoq-") {
+                // A Debian package: exactly the `.v` files dpkg lists for it.
+                let owners = debian_owners();
+                let mut files: Vec<&PathBuf> = owners.iter().filter(|(_, p)| *p == name).map(|(f, _)| f).collect();
+                files.sort();
+                if files.is_empty() {
+                    return Err(DiscoveryError::NotFound(name.clone()));
+                }
+                let mut roots = BTreeSet::new();
+                for f in files {
+                    let Ok(rel) = f.strip_prefix(&contrib) else { continue };
+                    let Some(root) = rel.components().next().and_then(|c| c.as_os_str().to_str()) else { continue };
+                    roots.insert(root.to_string());
+                    let lp = LoadPath { dir: contrib.join(root), logical: root.to_string(), recursive: true };
+                    if let Some(logical) = logical_of(&lp, f) {
+                        lib.files.push(SourceFile {
+                            path: f.clone(),
+                            logical,
+                            glob: with_glob(f),
+                            package: name.clone(),
+                            flags: world_flags(root),
+                        });
+                    }
+                }
+                for root in roots {
+                    lib.load_paths.push(LoadPath { dir: contrib.join(&root), logical: root, recursive: true });
+                }
+            } else {
+                let dir = contrib.join(name);
+                if !dir.is_dir() {
+                    return Err(DiscoveryError::NotFound(name.clone()));
+                }
+                let lp = LoadPath { dir, logical: name.clone(), recursive: true };
+                add_dir(&mut lib, lp, name, &world_flags(name), &debian_owners())?;
+            }
+        }
+        LibrarySpec::Path(dir) => {
+            if !dir.is_dir() {
+                return Err(DiscoveryError::NotFound(dir.display().to_string()));
+            }
+            lib.name = dir.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "project".into());
+            let project = dir.join("_CoqProject");
+            let lps = if project.is_file() {
+                let text = std::fs::read_to_string(&project).map_err(io(&project))?;
+                parse_coq_project(&text, dir)
+            } else {
+                vec![]
+            };
+            let lps = if lps.is_empty() {
+                vec![LoadPath { dir: dir.clone(), logical: lib.name.clone(), recursive: true }]
+            } else {
+                lps
+            };
+            // Longest directory first, so nested load paths win.
+            let mut sorted = lps.clone();
+            sorted.sort_by_key(|lp| std::cmp::Reverse(lp.dir.components().count()));
+            for path in v_files(dir)? {
+                let Some(logical) = sorted.iter().find_map(|lp| logical_of(lp, &path)) else { continue };
+                lib.files.push(SourceFile { glob: with_glob(&path), path, logical, package: lib.name.clone(), flags: vec![] });
+            }
+            lib.load_paths = lps;
+        }
+    }
+    if lib.files.is_empty() {
+        return Err(DiscoveryError::Empty(lib.name));
+    }
+    Ok(lib)
+}
+
+/// The `-R dir Root` / `-Q dir Root` lines of a `_CoqProject` (other options are ignored).
+pub fn parse_coq_project(text: &str, base: &Path) -> Vec<LoadPath> {
+    let words: Vec<&str> = text.lines().map(|l| l.split('#').next().unwrap_or("")).flat_map(|l| l.split_whitespace()).collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        match words[i] {
+            flag @ ("-R" | "-Q") if i + 2 < words.len() => {
+                let logical = words[i + 2].trim_matches('"');
+                out.push(LoadPath {
+                    dir: base.join(words[i + 1].trim_matches('"')),
+                    logical: if logical == "\"\"" { String::new() } else { logical.to_string() },
+                    recursive: flag == "-R",
+                });
+                i += 3;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// Fill `file_deps`, `dep_source` and `package_deps`: `.glob` `R… lib` lines where a glob exists,
+/// one `coqdep` call for the others (textual `Require` resolution is not attempted: `coqdep`
+/// implements Coq's own suffix lookup). Dependencies on files outside the library are dropped.
+pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
+    let n = lib.files.len();
+    lib.file_deps = vec![Vec::new(); n];
+    lib.dep_source = vec!["none"; n];
+    let by_logical: HashMap<&str, usize> = lib.files.iter().enumerate().map(|(i, f)| (f.logical.as_str(), i)).collect();
+    let mut missing = Vec::new();
+    for (i, f) in lib.files.iter().enumerate() {
+        let text = f.glob.as_ref().and_then(|g| std::fs::read_to_string(g).ok());
+        match text {
+            Some(text) => {
+                let (g, _) = crate::glob::parse(&text);
+                lib.file_deps[i] = g.requires.iter().filter_map(|r| by_logical.get(r.as_str()).copied()).collect();
+                lib.dep_source[i] = "glob";
+            }
+            None => missing.push(i),
+        }
+    }
+    if !missing.is_empty() {
+        match run_coqdep(lib, &missing, coqlib) {
+            Ok(deps) => {
+                for (i, d) in deps {
+                    lib.file_deps[i] = d;
+                    lib.dep_source[i] = "coqdep";
+                }
+            }
+            Err(e) => lib.notes.push(format!("coqdep failed ({e}); {} files have no dependency information", missing.len())),
+        }
+    }
+    for d in &mut lib.file_deps {
+        d.sort_unstable();
+        d.dedup();
+    }
+    lib.package_deps.clear();
+    for (i, deps) in lib.file_deps.iter().enumerate() {
+        let p = &lib.files[i].package;
+        let entry = lib.package_deps.entry(p.clone()).or_default();
+        for &j in deps {
+            if lib.files[j].package != *p {
+                entry.insert(lib.files[j].package.clone());
+            }
+        }
+    }
+}
+
+fn run_coqdep(lib: &Library, which: &[usize], coqlib: &Path) -> Result<Vec<(usize, Vec<usize>)>, String> {
+    let mut cmd = Command::new("coqdep");
+    cmd.arg("-boot");
+    let mut lps = lib.load_paths.clone();
+    let theories = coqlib.join("theories");
+    if !lps.iter().any(|lp| lp.dir == theories) {
+        lps.push(LoadPath { dir: theories, logical: "Coq".into(), recursive: true });
+    }
+    for lp in &lps {
+        cmd.arg(if lp.recursive { "-R" } else { "-Q" }).arg(&lp.dir).arg(if lp.logical.is_empty() { "\"\"" } else { &lp.logical });
+    }
+    for &i in which {
+        cmd.arg(&lib.files[i].path);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run coqdep: {e}"))?;
+    if !out.status.success() && out.stdout.is_empty() {
+        return Err(format!("coqdep exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("")));
+    }
+    let by_path: HashMap<PathBuf, usize> = lib.files.iter().enumerate().map(|(i, f)| (f.path.with_extension(""), i)).collect();
+    Ok(parse_coqdep(&String::from_utf8_lossy(&out.stdout), &by_path))
+}
+
+/// Parse `coqdep` output lines `A.vo A.glob …: A.v B.vo C.vo`, mapping paths (without extension)
+/// to file indices.
+pub fn parse_coqdep(text: &str, by_path: &HashMap<PathBuf, usize>) -> Vec<(usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((targets, deps)) = line.split_once(": ") else { continue };
+        let Some(target) = targets.split_whitespace().next().and_then(|t| t.strip_suffix(".vo")) else { continue };
+        let Some(&i) = by_path.get(Path::new(target)) else { continue };
+        let d = deps
+            .split_whitespace()
+            .filter_map(|t| t.strip_suffix(".vo"))
+            .filter_map(|t| by_path.get(Path::new(t)).copied())
+            .filter(|&j| j != i)
+            .collect();
+        out.push((i, d));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coq_project_load_paths() {
+        let lps = parse_coq_project("# comment\n-R theories MyLib\n-Q src \"\"\n-arg -w\ntheories/A.v\n", Path::new("/p"));
+        assert_eq!(lps.len(), 2);
+        assert_eq!(lps[0], LoadPath { dir: "/p/theories".into(), logical: "MyLib".into(), recursive: true });
+        assert!(!lps[1].recursive);
+    }
+
+    #[test]
+    fn logical_paths() {
+        let lp = LoadPath { dir: "/c/theories".into(), logical: "Coq".into(), recursive: true };
+        assert_eq!(logical_of(&lp, Path::new("/c/theories/Lists/List.v")).as_deref(), Some("Coq.Lists.List"));
+        assert_eq!(logical_of(&lp, Path::new("/elsewhere/X.v")), None);
+    }
+
+    #[test]
+    fn coqdep_lines() {
+        let mut by = HashMap::new();
+        by.insert(PathBuf::from("/t/A"), 0);
+        by.insert(PathBuf::from("/t/B"), 1);
+        let out = parse_coqdep("/t/B.vo /t/B.glob /t/B.v.beautified /t/B.required_vo: /t/B.v /t/A.vo /x/Y.vo\n/t/B.vio: /t/B.v /t/A.vio\n", &by);
+        assert_eq!(out, vec![(1, vec![0])]);
+    }
+
+    #[test]
+    fn spec_parsing() {
+        assert_eq!(LibrarySpec::parse("stdlib"), LibrarySpec::Stdlib);
+        assert_eq!(LibrarySpec::parse("all"), LibrarySpec::All);
+        assert_eq!(LibrarySpec::parse("libcoq-hammer"), LibrarySpec::Package("libcoq-hammer".into()));
+        assert_eq!(LibrarySpec::parse("./x"), LibrarySpec::Path("./x".into()));
+    }
+}

@@ -1,0 +1,233 @@
+//! Contexts and conditional proofs (paper §2): for theorem `s_i`, the context is the file before
+//! it with every peeled pair removed (unpeeled theorems keep their real proofs, so the context
+//! compiles); the conditional proof inserts `<invoke> s_j </invoke>` right before the first step
+//! that uses each peeled `s_j`, and `t0` is `<use_invoke>` iff it proposes a lemma.
+//! Prover-neutral; the prover supplies the step rewriter (hammer replacement).
+
+use prod_core::{ConditionalProof, T0};
+use serde::Serialize;
+
+use crate::peel::Peeling;
+use crate::segment::{SegmentedFile, Step, Theorem};
+
+/// Rewrites step `k` of a proof (e.g. into `hammer.`), or leaves it (`None`).
+pub type Rewriter = dyn Fn(&[Step], usize) -> Option<String> + Sync;
+
+/// What is built for one theorem of one file (file-level metadata is added by the caller).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TheoremExample {
+    /// Index of the theorem in the file.
+    pub index: usize,
+    /// Context w/o lemmas (our setup): file prefix minus peeled pairs.
+    pub context: String,
+    /// Context w/ lemmas (the D^{w/ l} variant of §4.2): the whole file prefix.
+    pub context_with_lemmas: String,
+    pub statement: String,
+    /// `t0` + steps with `<invoke>`s, after step rewriting (hammer replacement).
+    pub conditional_proof: String,
+    /// The same without step rewriting (the human proof with `<invoke>`s).
+    pub conditional_proof_original: String,
+    /// `<no_invoke>` + the rewritten steps: the ground truth when every lemma is in the context.
+    pub plain_proof: String,
+    pub proposed_lemmas: Vec<String>,
+    /// Names of the proposed lemmas (same order).
+    pub proposed_names: Vec<String>,
+    pub depth: u32,
+    pub in_tree: bool,
+    /// Steps the rewriter replaced.
+    pub replaced_steps: usize,
+}
+
+/// Remove `[start, end)` spans of peeled theorems from `source[..upto]`.
+fn context_without(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, upto: usize) -> String {
+    let src = f.source();
+    let mut out = String::with_capacity(upto);
+    let mut pos = 0;
+    for (j, t) in f.theorems().iter().enumerate() {
+        if t.start >= upto {
+            break;
+        }
+        if peeling.in_tree(j) && t.end_byte <= upto {
+            out.push_str(src.get(pos..t.start).unwrap_or(""));
+            pos = t.end_byte;
+        }
+    }
+    out.push_str(src.get(pos..upto).unwrap_or(""));
+    out
+}
+
+/// The whole file with every peeled pair removed: what must still compile (issue C, "done when").
+pub fn reduced_source(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling) -> String {
+    context_without(f, peeling, f.source().len())
+}
+
+/// Apply the step rewriter; returns (rewritten step texts, count replaced).
+fn rewrite_steps(t: &Theorem, rewrite: &Rewriter) -> (Vec<String>, usize) {
+    let mut n = 0;
+    let steps = t
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| match rewrite(&t.steps, k) {
+            Some(r) => {
+                n += 1;
+                r
+            }
+            None => s.text.clone(),
+        })
+        .collect();
+    (steps, n)
+}
+
+/// Interleave `<invoke>`s before the first step using each peeled lemma.
+fn conditional(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, i: usize, steps: &[String]) -> Option<(ConditionalProof, Vec<usize>)> {
+    let ths = f.theorems();
+    let t = &ths[i];
+    let mut segments = vec![String::new()];
+    let mut lemmas = Vec::new();
+    let mut proposed: Vec<usize> = Vec::new();
+    for (k, step) in t.steps.iter().enumerate() {
+        for &j in &step.uses {
+            if j != i && j < ths.len() && peeling.in_tree(j) && !proposed.contains(&j) {
+                proposed.push(j);
+                if let Some(last) = segments.last_mut() {
+                    if !last.ends_with(char::is_whitespace) {
+                        last.push(' ');
+                    }
+                }
+                lemmas.push(format!(" {} ", ths[j].statement.trim()));
+                segments.push(String::new());
+            }
+        }
+        if let (Some(last), Some(text)) = (segments.last_mut(), steps.get(k)) {
+            last.push_str(text);
+        }
+    }
+    let t0 = if lemmas.is_empty() { T0::NoInvoke } else { T0::UseInvoke };
+    // Leading space after t0 for readability (the first step carries its own whitespace too).
+    ConditionalProof::from_parts(t0, segments, lemmas).map(|cp| (cp, proposed))
+}
+
+/// Build the examples of every non-skipped theorem of a file. Returns the examples and the
+/// indices of theorems whose conditional proof could not be built (a step contains a special
+/// token, for instance), which the caller reports as skipped.
+pub fn build_examples(
+    f: &(impl SegmentedFile + ?Sized),
+    peeling: &Peeling,
+    rewrite: &Rewriter,
+) -> (Vec<TheoremExample>, Vec<usize>) {
+    let mut out = Vec::new();
+    let mut failed = Vec::new();
+    let src = f.source();
+    for (i, t) in f.theorems().iter().enumerate() {
+        if t.skip.is_some() {
+            continue;
+        }
+        let (rewritten, replaced) = rewrite_steps(t, rewrite);
+        let original: Vec<String> = t.steps.iter().map(|s| s.text.clone()).collect();
+        let (Some((cp, proposed)), Some((cp_orig, _))) = (conditional(f, peeling, i, &rewritten), conditional(f, peeling, i, &original)) else {
+            failed.push(i);
+            continue;
+        };
+        let Some(plain) = ConditionalProof::from_parts(T0::NoInvoke, vec![rewritten.concat()], vec![]) else {
+            failed.push(i);
+            continue;
+        };
+        let ths = f.theorems();
+        out.push(TheoremExample {
+            index: i,
+            context: context_without(f, peeling, t.start),
+            context_with_lemmas: src.get(..t.start).unwrap_or("").to_string(),
+            statement: t.statement.trim().to_string(),
+            conditional_proof: cp.to_string(),
+            conditional_proof_original: cp_orig.to_string(),
+            plain_proof: plain.to_string(),
+            proposed_lemmas: cp.lemmas().map(str::to_string).collect(),
+            proposed_names: proposed.iter().map(|&j| ths[j].name.clone().unwrap_or_default()).collect(),
+            depth: peeling.depth.get(i).copied().unwrap_or(0),
+            in_tree: peeling.in_tree(i),
+            replaced_steps: replaced,
+        });
+    }
+    (out, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peel::peel;
+    use crate::segment::{ProofEnd, Segments, Step, Theorem};
+
+    /// Build a file from (name, [(step text, uses)]) with real spans.
+    fn file(parts: &[(&str, &str, &[(&str, &[usize])])]) -> Segments {
+        let mut src = String::new();
+        let mut ths = Vec::new();
+        for (content, name, steps) in parts {
+            src.push_str(content);
+            let start = src.len();
+            let statement = format!("Lemma {name} : True.");
+            src.push_str(&statement);
+            src.push_str("\nProof.");
+            let mut st = Vec::new();
+            for (text, uses) in steps.iter() {
+                src.push_str(text);
+                st.push(Step { text: text.to_string(), uses: uses.to_vec() });
+            }
+            src.push_str(" Qed.");
+            ths.push(Theorem {
+                name: Some(name.to_string()),
+                statement,
+                header: Some("Proof.".into()),
+                steps: st,
+                end_text: " Qed.".into(),
+                end: ProofEnd::Qed,
+                start,
+                end_byte: src.len(),
+                line: 1,
+                peelable: true,
+                pinned: false,
+                skip: None,
+                scope: vec![],
+            });
+        }
+        Segments { source: src, theorems: ths, ..Default::default() }
+    }
+
+    #[test]
+    fn contexts_and_invokes() {
+        let f = file(&[
+            ("Require A.\n", "a", &[(" exact I.", &[])]),
+            ("\nDefinition k := 0.\n", "b", &[(" intros.", &[]), (" apply a.", &[0]), (" lia.", &[])]),
+            ("\n", "c", &[(" apply b.", &[1]), (" apply a.", &[0])]),
+        ]);
+        let p = peel(&f);
+        let rw = |s: &[Step], k: usize| (s[k].text.trim() == "lia.").then(|| " hammer.".to_string());
+        let (ex, failed) = build_examples(&f, &p, &rw);
+        assert!(failed.is_empty());
+        assert_eq!(ex.len(), 3);
+        // Every peeled pair is gone from the context; content stays.
+        assert_eq!(ex[2].context, "Require A.\n\nDefinition k := 0.\n\n");
+        assert_eq!(ex[1].conditional_proof, "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. hammer.");
+        assert_eq!(ex[1].conditional_proof_original, "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. lia.");
+        assert_eq!(ex[1].replaced_steps, 1);
+        // c proposes b before its first use and a before its (later) first use.
+        assert_eq!(ex[2].proposed_names, ["b", "a"]);
+        assert_eq!(ex[2].depth, 2);
+        assert_eq!(ex[0].conditional_proof, "<no_invoke> exact I.");
+        assert!(ex[2].context_with_lemmas.contains("Lemma b"));
+        for e in &ex {
+            let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
+            assert_eq!(cp.to_string(), e.conditional_proof);
+            assert!(cp.t0_consistent());
+        }
+    }
+
+    #[test]
+    fn skipped_and_smuggled_tokens() {
+        let mut f = file(&[("", "a", &[(" exact <invoke>.", &[])]), ("", "b", &[(" auto.", &[])])]);
+        f.theorems[1].skip = Some(crate::segment::SkipReason::Admitted);
+        let (ex, failed) = build_examples(&f, &peel(&f), &|_: &[Step], _: usize| None);
+        assert!(ex.is_empty());
+        assert_eq!(failed, vec![0]);
+    }
+}

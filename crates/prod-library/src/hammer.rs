@@ -1,0 +1,99 @@
+//! Hammer replacement (paper Appendix A.3, adapted to Coq): a proof step becomes `hammer.` when
+//! (a) it contains a CoqHammer reconstruction tactic (these are what `hammer` itself prints), or
+//! (b) it is exactly one tactic of a documented simple list that an automated prover can find.
+//! The decision is syntactic, made without running Coq, exactly as in the paper.
+//!
+//! List (b) is split in two. Tactics that fail unless they close the goal (`lia`, `easy`, …) are
+//! replaced wherever they stand alone. Tactics that may succeed without closing the goal
+//! (`auto` does nothing when it fails, `field` leaves side conditions, `intuition` may leave
+//! goals) are replaced only in a *closing position* — the last step, or a step followed by a
+//! bullet or `}` — since elsewhere they would turn into a `hammer.` that must fail.
+
+use prod_coq::{identifiers, sentence_head};
+
+use crate::segment::Step;
+
+/// CoqHammer reconstruction tactics (CoqHammer 1.3 `sauto` family and the older `y*`/`h*` ones).
+pub const RECONSTRUCTION_TACTICS: &[&str] = &[
+    "sauto", "hauto", "qauto", "lauto", "sfirstorder", "qfirstorder", "hfirstorder", "sintuition", "qintuition",
+    "strivial", "qsimpl", "ssimpl", "scrush", "hcrush", "srun", "sdone", "seasy", "scongruence", "hecrush",
+    "hfcrush", "hrauto", "hsimpl", "hyelles", "yelles", "ycrush", "yreconstr", "yauto", "hammer",
+];
+
+/// Simple tactics that fail unless they solve the goal.
+pub const CLOSING_TACTICS: &[&str] =
+    &["lia", "nia", "lra", "nra", "psatz", "omega", "easy", "congruence", "tauto", "firstorder", "ring", "discriminate", "contradiction", "now easy"];
+
+/// Simple tactics that may succeed without solving the goal: replaced only in closing position.
+pub const MAYBE_CLOSING_TACTICS: &[&str] = &["auto", "eauto", "trivial", "intuition", "field"];
+
+/// The replacement sentence.
+pub const HAMMER: &str = "hammer.";
+
+fn is_closing_position(steps: &[Step], k: usize) -> bool {
+    match steps.get(k + 1) {
+        None => true,
+        Some(next) => {
+            let t = next.text.trim_start();
+            t.starts_with('}') || t.starts_with('-') || t.starts_with('+') || t.starts_with('*')
+        }
+    }
+}
+
+/// Does step `k` become `hammer.`? Returns the rewritten step (leading layout kept).
+pub fn replace_step(steps: &[Step], k: usize) -> Option<String> {
+    let text = &steps.get(k)?.text;
+    let body_at = text.len() - text.trim_start().len();
+    let (lead, sentence) = text.split_at(body_at);
+    let head = sentence_head(sentence);
+    // Controls, attributes and goal selectors carry meaning `hammer.` would drop.
+    if !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() || !sentence.ends_with('.') {
+        return None;
+    }
+    let hit = |r: std::ops::Range<usize>| sentence.get(r).is_some_and(|w| RECONSTRUCTION_TACTICS.contains(&w));
+    let bare = sentence.trim_end_matches('.').split_whitespace().collect::<Vec<_>>().join(" ");
+    let replace = identifiers(sentence).into_iter().any(hit)
+        || CLOSING_TACTICS.contains(&bare.as_str())
+        || (MAYBE_CLOSING_TACTICS.contains(&bare.as_str()) && is_closing_position(steps, k));
+    (replace && bare != "hammer").then(|| format!("{lead}{HAMMER}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(texts: &[&str]) -> Vec<Step> {
+        texts.iter().map(|t| Step { text: t.to_string(), uses: vec![] }).collect()
+    }
+
+    #[test]
+    fn replaces_reconstruction_and_closing_tactics() {
+        let s = steps(&["\n  intros.", " lia.", " sauto use: foo.", " auto.", " intros.", "\n  auto.", " lia.", " 2: lia.", " Time lia.", " lia using x."]);
+        let r: Vec<_> = (0..s.len()).map(|k| replace_step(&s, k)).collect();
+        assert_eq!(r[0], None);
+        assert_eq!(r[1].as_deref(), Some(" hammer."));
+        assert_eq!(r[2].as_deref(), Some(" hammer."));
+        // `auto.` followed by a tactic: may be a no-op, not replaced.
+        assert_eq!(r[3], None);
+        assert_eq!(r[4], None);
+        assert_eq!(r[5], None, "followed by another tactic");
+        assert_eq!(r[6].as_deref(), Some(" hammer."));
+        assert_eq!(r[7], None, "goal selector kept");
+        assert_eq!(r[8], None, "control kept");
+        assert_eq!(r[9], None, "arguments: not the bare tactic");
+    }
+
+    #[test]
+    fn maybe_closing_in_closing_position() {
+        let s = steps(&[" auto.", " -", " auto.", " }", " field."]);
+        assert_eq!(replace_step(&s, 0).as_deref(), Some(" hammer."));
+        assert_eq!(replace_step(&s, 2).as_deref(), Some(" hammer."));
+        assert_eq!(replace_step(&s, 4).as_deref(), Some(" hammer."));
+        assert_eq!(replace_step(&s, 9), None);
+    }
+
+    #[test]
+    fn hammer_itself_is_left_alone() {
+        assert_eq!(replace_step(&steps(&[" hammer."]), 0), None);
+    }
+}

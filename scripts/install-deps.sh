@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the system packages ProD needs on Debian 12 (bookworm), only those that are missing.
+# Coq 8.16 with its stdlib (our prover and embedded proof library), CoqHammer with the E and
+# CVC4 provers (our Sledgehammer), Z3, and bubblewrap (the prover's sandbox).
+set -euo pipefail
+packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
