@@ -178,7 +178,10 @@ impl ConditionalProof {
 
     /// Does `t0` agree with the body? (`<no_invoke>` proofs should propose nothing.)
     pub fn t0_consistent(&self) -> bool {
-        (self.t0 == T0::UseInvoke) == !self.lemmas.is_empty()
+        match self.t0 {
+            T0::UseInvoke => !self.lemmas.is_empty(),
+            T0::NoInvoke => self.lemmas.is_empty(),
+        }
     }
 
     /// The proposed lemma statements `l1 … lk`, trimmed.

@@ -1,0 +1,70 @@
+//! The config file: TOML with one section per concern (`[check]`, `[dataset]`, `[policy]`, …).
+//!
+//! Looked up in this order: `--config FILE`, `$PROD_CONFIG`, `./prod.toml`. No file is fine
+//! (every section has defaults); a file that exists but does not parse is an error, never
+//! silently ignored. Command-line options override the file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::de::DeserializeOwned;
+
+#[derive(Debug, Default)]
+pub struct ConfigFile {
+    table: toml::Table,
+    path: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    pub fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {
+        let env = std::env::var_os("PROD_CONFIG").map(PathBuf::from);
+        let path = match (explicit, env) {
+            (Some(p), _) => Some(p.to_path_buf()),
+            (None, Some(p)) => Some(p),
+            (None, None) => Some(PathBuf::from("prod.toml")).filter(|p| p.exists()),
+        };
+        let Some(path) = path else { return Ok(Self::default()) };
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        let table: toml::Table = text.parse().with_context(|| format!("config file {} is not valid TOML", path.display()))?;
+        Ok(ConfigFile { table, path: Some(path) })
+    }
+
+    /// The section `name`, or its defaults when absent. Unknown keys are an error if the
+    /// section's type says so (`#[serde(deny_unknown_fields)]`).
+    pub fn section<T: DeserializeOwned + Default>(&self, name: &str) -> anyhow::Result<T> {
+        match self.table.get(name) {
+            None => Ok(T::default()),
+            Some(v) => v.clone().try_into().with_context(|| {
+                format!("section [{name}] of {}", self.path.as_deref().unwrap_or(Path::new("config")).display())
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Default, Debug, PartialEq)]
+    #[serde(default, deny_unknown_fields)]
+    struct Demo {
+        workers: usize,
+        timeout_s: f64,
+    }
+
+    #[test]
+    fn sections_default_and_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("prod.toml");
+        std::fs::write(&p, "[check]\nworkers = 3\n[other]\nx = 1\n").unwrap();
+        let c = ConfigFile::load(Some(&p)).unwrap();
+        assert_eq!(c.section::<Demo>("check").unwrap(), Demo { workers: 3, timeout_s: 0.0 });
+        assert_eq!(c.section::<Demo>("missing").unwrap(), Demo::default());
+        std::fs::write(&p, "[check]\nworkerz = 3\n").unwrap();
+        let err = ConfigFile::load(Some(&p)).unwrap().section::<Demo>("check").unwrap_err();
+        assert!(format!("{err:#}").contains("workerz"), "{err:#}");
+        std::fs::write(&p, "[check\n").unwrap();
+        assert!(ConfigFile::load(Some(&p)).is_err());
+        assert!(ConfigFile::load(Some(&dir.path().join("absent.toml"))).is_err());
+    }
+}

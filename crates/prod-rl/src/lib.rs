@@ -1,0 +1,18 @@
+//! ProD-RL (paper §3): generating proof trees with a policy, filtering lemma proposals, turning
+//! global correctness into example weights, and the replay buffer.
+//!
+//! This crate holds the algorithms only; the policy is reached through the [`Policy`] trait
+//! (implemented by `prod-policy` and the remote backends) and the checker through
+//! `prod-check`, so everything here is deterministic under a seed and testable without a model.
+//!
+//! Architecture invariant: no process, file or network access here; randomness is seeded.
+
+pub mod examples;
+pub mod filters;
+pub mod generate;
+pub mod replay;
+pub mod weights;
+
+pub use generate::{generate_test_trees, generate_train_trees, GeneratedNode, Origin, Policy, PolicyError, SampleRequest, TreeGoal};
+pub use replay::ReplayBuffer;
+pub use weights::{example_weight, Weighting, GAMMA_PAPER};
