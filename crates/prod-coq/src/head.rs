@@ -46,11 +46,27 @@ impl Head<'_> {
 }
 
 /// The controls of Coq 8.16 (plus later ones, so that they are reported, not taken for tactics).
-pub const CONTROLS: &[&str] = &["Time", "Redirect", "Timeout", "Fail", "Succeed", "Instructions", "Profile"];
+pub const CONTROLS: &[&str] = &[
+    "Time",
+    "Redirect",
+    "Timeout",
+    "Fail",
+    "Succeed",
+    "Instructions",
+    "Profile",
+];
 
 /// Legacy attribute words (Coq 8.16 `legacy_attr`).
-pub const LEGACY_ATTRIBUTES: &[&str] =
-    &["Local", "Global", "Polymorphic", "Monomorphic", "Cumulative", "NonCumulative", "Private", "Program"];
+pub const LEGACY_ATTRIBUTES: &[&str] = &[
+    "Local",
+    "Global",
+    "Polymorphic",
+    "Monomorphic",
+    "Cumulative",
+    "NonCumulative",
+    "Private",
+    "Program",
+];
 
 /// Skip blanks and comments (an unclosed comment runs to the end).
 fn skip_layout(s: &str, mut i: usize) -> usize {
@@ -158,7 +174,9 @@ fn selector_colon(s: &str, i: usize) -> Option<usize> {
         j += 1;
     } else if b.get(j).is_some_and(|c| c.is_ascii_digit()) {
         // Ranges and lists of goal numbers: `1`, `1-3`, `1, 3-4`.
-        while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'-' || b[j] == b',' || is_blank(b[j])) {
+        while j < b.len()
+            && (b[j].is_ascii_digit() || b[j] == b'-' || b[j] == b',' || is_blank(b[j]))
+        {
             j += 1;
         }
     } else {
@@ -222,7 +240,10 @@ mod tests {
     #[test]
     fn heads() {
         let h = sentence_head("(* c *) Time Timeout 5 #[local] Program Fail Lemma x : True.");
-        assert_eq!(h.controls.iter().map(|c| c.name).collect::<Vec<_>>(), vec!["Time", "Timeout", "Fail"]);
+        assert_eq!(
+            h.controls.iter().map(|c| c.name).collect::<Vec<_>>(),
+            vec!["Time", "Timeout", "Fail"]
+        );
         assert_eq!(h.controls[1].argument, Some("5"));
         assert_eq!(h.attributes, vec!["#[local]"]);
         assert_eq!(h.legacy_attributes, vec!["Program"]);
@@ -230,7 +251,13 @@ mod tests {
         assert!(h.has_attributes());
 
         let h = sentence_head("Redirect \"/tmp/x\" Print nat.");
-        assert_eq!(h.controls, vec![Control { name: "Redirect", argument: Some("\"/tmp/x\"") }]);
+        assert_eq!(
+            h.controls,
+            vec![Control {
+                name: "Redirect",
+                argument: Some("\"/tmp/x\"")
+            }]
+        );
         assert_eq!(h.keyword, Some("Print"));
 
         let h = sentence_head("all: intros.");
@@ -240,7 +267,10 @@ mod tests {
         let h = sentence_head("[ x ]: auto.");
         assert_eq!((h.selector, h.keyword), (Some("[ x ]"), Some("auto")));
         let h = sentence_head("(intros; auto).");
-        assert_eq!((h.selector, h.keyword, h.body), (None, None, "(intros; auto)."));
+        assert_eq!(
+            (h.selector, h.keyword, h.body),
+            (None, None, "(intros; auto).")
+        );
         let h = sentence_head("all := 3.");
         assert_eq!((h.selector, h.keyword), (None, Some("all")));
     }

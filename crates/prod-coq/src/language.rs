@@ -11,12 +11,20 @@
 //!    replaced by one space, and both ends trimmed;
 //! 3. the final `.` removed.
 //!
+//! 3. a blank run between an ASCII letter/digit and one of the delimiters [`GLUE_SAFE`]
+//!    (`( ) [ ] { } , ; : = + * < > | & ~ / ^`), in either order, is removed, so `n+0` and
+//!    `n + 0`, `(n:nat)` and `( n : nat )` get the same key: with Coq's default tokens no token
+//!    spans such a boundary.
+//!
 //! The keyword and the name are dropped (all theorem keywords mean the same thing to ProD, and
-//! the name does not matter). Nothing else is touched: no space is ever removed or inserted
-//! between two tokens, because Coq's lexer is extensible (notations add tokens such as `.+1`,
-//! `'I_`, `->`), so `- >` vs `->`, `a . b` vs `a.b`, `(n:nat)` vs `(n : nat)` or `x + 1` vs
-//! `x+1` may lex differently; such pairs get different keys (a missed merge, never a wrong
-//! one). Binders are not moved either: `(n : nat) : P n` and `: forall n : nat, P n` differ.
+//! the name does not matter). Nothing else is touched: no space is removed between two
+//! symbols or two words, because Coq's lexer is extensible (notations add tokens such as
+//! `.+1`, `'I_`, `->`): `- >` vs `->`, `a . b` vs `a.b`, `x - 1` vs `x-1` keep different keys
+//! (a missed merge, never a wrong one). Binders are not moved either: `(n : nat) : P n` and
+//! `: forall n : nat, P n` differ. Residual risk of step 3: a notation of the context that
+//! declares a token mixing those delimiters with letters (`Notation "x '+n' y"`) could make
+//! `a +n b` and `a + n b` differ in meaning yet share a key; goals are compared only within one
+//! context, and every assembled proof is re-checked cold by Coq, which catches such a mix-up.
 //!
 //! Any other text (no keyword, several sentences, attributes, lex errors) gets the key
 //! `#raw ` + (steps 1–2 applied to the whole text). `#` cannot start `REST` of a declaration,
@@ -49,8 +57,35 @@ fn comments_spaced_when_separate(text: &str) -> String {
     out
 }
 
-/// Steps 1–2 of the normalisation (see the module documentation).
+/// Step 3 of the normalisation: may the blank between `prev` and `next` be dropped? Only
+/// between an ASCII letter/digit and one of the delimiters in [`GLUE_SAFE`], where no default Coq
+/// token spans the boundary (identifiers never contain these, and these never start a token
+/// that continues with a letter or digit), so `n+0` and `n + 0`, `(n:nat)` and `( n : nat )`
+/// lex to the same tokens.
+fn glue_is_safe(prev: Option<char>, next: Option<char>) -> bool {
+    let (Some(p), Some(n)) = (prev, next) else { return true };
+    let word = |c: char| c.is_ascii_alphanumeric();
+    let delim = |c: char| GLUE_SAFE.contains(c);
+    (word(p) && delim(n)) || (delim(p) && word(n))
+}
+
+/// Delimiters that a blank may be removed next to (beside a letter or digit). Deliberately
+/// absent: `.` (qualified names, `.+1`), `'` `_` (identifier characters), `"` (strings),
+/// `%` (scope keys), `@`, `?`, `!`, `-` (`-1`, `@f`, `?x`, `!x` read differently), `#`, `$`,
+/// `` ` ``, and every non-ASCII symbol.
+pub const GLUE_SAFE: &str = "()[]{},;:=+*<>|&~/^";
+
+/// Steps 1–3 of the normalisation (see the module documentation).
 pub fn normalize_layout(text: &str) -> String {
+    layout(text, true)
+}
+
+/// Steps 1–2 only (comments and blank runs): a readable canonical layout, same tokens.
+pub fn collapse_layout(text: &str) -> String {
+    layout(text, false)
+}
+
+fn layout(text: &str, glue: bool) -> String {
     let s = comments_spaced_when_separate(text);
     let b = s.as_bytes();
     let mut out = String::with_capacity(s.len());
@@ -65,7 +100,7 @@ pub fn normalize_layout(text: &str) -> String {
             }
             out.push_str(&s[last..start]);
             last = i;
-            pending_space = true;
+            pending_space = !(glue && glue_is_safe(s[..start].chars().next_back(), s[i..].chars().next()));
             continue;
         }
         if pending_space {
@@ -85,15 +120,45 @@ pub fn normalize_layout(text: &str) -> String {
     out
 }
 
+/// Bracket nesting depth at the end of `b` (strings and comments skipped).
+fn bracket_depth(b: &[u8]) -> i64 {
+    let mut depth = 0i64;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i = skip_string(b, i).unwrap_or(b.len());
+                continue;
+            }
+            b'(' if b.get(i + 1) == Some(&b'*') => {
+                i = crate::lexer::skip_comment(b, i).unwrap_or(b.len());
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    depth
+}
+
 impl CoqLanguage {
     /// Proof text with `name` removed from one comma/`using`/`use:` argument list in `sentence`
     /// (already comment-free); `None` when no clean removal exists.
     fn remove_from_list(sentence: &str, occurrence: std::ops::Range<usize>) -> Option<String> {
         let b = sentence.as_bytes();
+        // Only top-level argument lists of the sentence's tactic (`rewrite a, name`): inside
+        // brackets a comma may be a term's (`(forall x, name)`), so such sentences are dropped.
+        if bracket_depth(&b[..occurrence.start]) != 0 {
+            return None;
+        }
         // Left: rewrite modifiers and `@` glued before the name (`<- name`, `!name`, `2?name`, `@name`).
         let mut j = occurrence.start;
         loop {
-            if j > 0 && (is_blank(b[j - 1]) || b"!?@".contains(&b[j - 1]) || b[j - 1].is_ascii_digit()) {
+            if j > 0
+                && (is_blank(b[j - 1]) || b"!?@".contains(&b[j - 1]) || b[j - 1].is_ascii_digit())
+            {
                 j -= 1;
             } else if j > 1 && (&b[j - 2..j] == b"<-" || &b[j - 2..j] == b"->") {
                 j -= 2;
@@ -102,13 +167,18 @@ impl CoqLanguage {
             }
         }
         let element_start = j + sentence[j..occurrence.start].len()
-            - sentence[j..occurrence.start].trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8)).len();
+            - sentence[j..occurrence.start]
+                .trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8))
+                .len();
         // Right: the element must end at the name.
         let mut k = occurrence.end;
         while k < b.len() && is_blank(b[k]) {
             k += 1;
         }
-        let next_word: String = sentence[k..].chars().take_while(|&c| crate::lexer::is_ident_char(c)).collect();
+        let next_word: String = sentence[k..]
+            .chars()
+            .take_while(|&c| crate::lexer::is_ident_char(c))
+            .collect();
         let ends_here = k >= b.len()
             || b",.;|])".contains(&b[k])
             || ["in", "with", "using", "by"].contains(&next_word.as_str())
@@ -131,7 +201,8 @@ impl CoqLanguage {
             return Some(splice(before.len() - 1, occurrence.end));
         }
         const LIST_HEADS: &[&str] = &["rewrite", "erewrite", "setoid_rewrite", "unfold", "using"];
-        let after_use = before.ends_with("use:") || before.ends_with("unfold:") || before.ends_with("hint:");
+        let after_use =
+            before.ends_with("use:") || before.ends_with("unfold:") || before.ends_with("hint:");
         // `head name, …` → drop the element and its comma.
         if k < b.len() && b[k] == b',' && (LIST_HEADS.contains(&prev_word) || after_use) {
             let mut z = k + 1;
@@ -142,7 +213,10 @@ impl CoqLanguage {
         }
         // `using name` / `use: name` as the only element → drop the whole option.
         if prev_word == "using" {
-            return Some(splice(before[..prev_word_start].trim_end().len(), occurrence.end));
+            return Some(splice(
+                before[..prev_word_start].trim_end().len(),
+                occurrence.end,
+            ));
         }
         if after_use {
             let colon_word_start = before[..before.len() - 1]
@@ -151,7 +225,10 @@ impl CoqLanguage {
                 .take_while(|&(_, c)| crate::lexer::is_ident_char(c))
                 .last()
                 .map_or(before.len() - 1, |(i, _)| i);
-            return Some(splice(before[..colon_word_start].trim_end().len(), occurrence.end));
+            return Some(splice(
+                before[..colon_word_start].trim_end().len(),
+                occurrence.end,
+            ));
         }
         None
     }
@@ -191,20 +268,30 @@ impl ProofLanguage for CoqLanguage {
 
     fn rename_statement(&self, statement: &str, new_name: &str) -> String {
         match parts(statement) {
-            Some(p) => format!("{}{}{}", &statement[..p.name.start], new_name, &statement[p.name.end..]),
+            Some(p) => format!(
+                "{}{}{}",
+                &statement[..p.name.start],
+                new_name,
+                &statement[p.name.end..]
+            ),
             None => statement.to_string(),
         }
     }
 
     fn mentions(&self, proof_text: &str, name: &str) -> bool {
-        identifiers(proof_text).into_iter().any(|r| &proof_text[r] == name)
+        identifiers(proof_text)
+            .into_iter()
+            .any(|r| &proof_text[r] == name)
     }
 
     fn rename_references(&self, proof_text: &str, renames: &[(String, String)]) -> String {
         let mut out = String::with_capacity(proof_text.len());
         let mut last = 0;
         for r in identifiers(proof_text) {
-            if let Some((_, new)) = renames.iter().find(|(old, _)| old == &proof_text[r.clone()]) {
+            if let Some((_, new)) = renames
+                .iter()
+                .find(|(old, _)| old == &proof_text[r.clone()])
+            {
                 out.push_str(&proof_text[last..r.start]);
                 out.push_str(new);
                 last = r.end;
@@ -223,7 +310,8 @@ impl ProofLanguage for CoqLanguage {
             return proof_text.to_string();
         }
         let lexed = sentences(proof_text);
-        let mut chunks: Vec<std::ops::Range<usize>> = lexed.sentences.iter().map(|s| s.range.clone()).collect();
+        let mut chunks: Vec<std::ops::Range<usize>> =
+            lexed.sentences.iter().map(|s| s.range.clone()).collect();
         // Text the lexer could not close (no final dot, unclosed comment/string) is one more chunk.
         if let Some(e) = lexed.errors.first() {
             let start = match e.kind {
@@ -236,6 +324,8 @@ impl ProofLanguage for CoqLanguage {
         let mut out = String::with_capacity(proof_text.len());
         let mut last = 0;
         for r in chunks {
+            // Dropping a sentence also drops the blanks after it, which may begin the next chunk.
+            let r = r.start.max(last)..r.end.max(last);
             let text = &proof_text[r.clone()];
             match self.remove_in_sentence(text, name) {
                 Some(new) if new == text => {}
@@ -251,7 +341,8 @@ impl ProofLanguage for CoqLanguage {
                     while end < b.len() && matches!(b[end], b' ' | b'\t') {
                         end += 1;
                     }
-                    let alone_before = proof_text[line_start..r.start].trim().is_empty() && line_start >= last;
+                    let alone_before =
+                        proof_text[line_start..r.start].trim().is_empty() && line_start >= last;
                     let (start, end) = if alone_before && (end == b.len() || b[end] == b'\n') {
                         (line_start, (end + 1).min(b.len()))
                     } else {
@@ -271,7 +362,11 @@ impl ProofLanguage for CoqLanguage {
     }
 
     fn render_proved(&self, statement: &str, proof_text: &str) -> String {
-        format!("{}\nProof.\n{}\nQed.", statement.trim_end(), proof_text.trim())
+        format!(
+            "{}\nProof.\n{}\nQed.",
+            statement.trim_end(),
+            proof_text.trim()
+        )
     }
 
     fn is_identifier(&self, name: &str) -> bool {
@@ -293,23 +388,50 @@ mod tests {
     fn normalize() {
         let a = L.normalize_statement("Lemma foo (n : nat) :\n  n + 0 = n.");
         let b = L.normalize_statement("Theorem bar  (n : nat) : (* why *) n + 0   = n .");
-        assert_eq!(a, "(n : nat) : n + 0 = n");
+        assert_eq!(a, "(n:nat) :n+0=n");
+        assert_eq!(L.normalize_statement("Lemma c ( n:nat ) :n+0 = n."), a);
+        assert_ne!(L.normalize_statement("Lemma a : x - 1 = y."), L.normalize_statement("Lemma a : x-1 = y."));
+        assert_ne!(L.normalize_statement("Lemma a : f ?x = y."), L.normalize_statement("Lemma a : f?x = y."));
         assert_eq!(a, b);
-        assert_ne!(L.normalize_statement("Lemma a : x - > y."), L.normalize_statement("Lemma a : x -> y."));
-        assert_ne!(L.normalize_statement("Lemma a : f a . b = c."), L.normalize_statement("Lemma a : f a.b = c."));
-        assert_ne!(L.normalize_statement("Lemma a : s = \"x  y\"."), L.normalize_statement("Lemma a : s = \"x y\"."));
-        assert_eq!(L.normalize_statement("Lemma a : s = \"x  y\"."), ": s = \"x  y\"");
-        assert_eq!(L.normalize_statement("Lemma a : True. Lemma b : True."), "#raw Lemma a : True. Lemma b : True.");
-        assert_eq!(L.lemma_name("(* c *) Corollary c' : True."), Some("c'".into()));
+        assert_ne!(
+            L.normalize_statement("Lemma a : x - > y."),
+            L.normalize_statement("Lemma a : x -> y.")
+        );
+        assert_ne!(
+            L.normalize_statement("Lemma a : f a . b = c."),
+            L.normalize_statement("Lemma a : f a.b = c.")
+        );
+        assert_ne!(
+            L.normalize_statement("Lemma a : s = \"x  y\"."),
+            L.normalize_statement("Lemma a : s = \"x y\".")
+        );
+        assert_eq!(
+            L.normalize_statement("Lemma a : s = \"x  y\"."),
+            ":s= \"x  y\""
+        );
+        assert_eq!(
+            L.normalize_statement("Lemma a : True. Lemma b : True."),
+            "#raw Lemma a:True. Lemma b:True."
+        );
+        assert_eq!(
+            L.lemma_name("(* c *) Corollary c' : True."),
+            Some("c'".into())
+        );
         assert_eq!(L.lemma_name("Local Lemma c : True."), None);
     }
 
     #[test]
     fn rename() {
-        assert_eq!(L.rename_statement("Lemma foo: foo = 1.", "bar"), "Lemma bar: foo = 1.");
+        assert_eq!(
+            L.rename_statement("Lemma foo: foo = 1.", "bar"),
+            "Lemma bar: foo = 1."
+        );
         let t = "rewrite foo, M.foo. (* foo *) apply foo'. exact (foo \"foo\").";
         let r = L.rename_references(t, &[("foo".into(), "bar".into())]);
-        assert_eq!(r, "rewrite bar, M.foo. (* foo *) apply foo'. exact (bar \"foo\").");
+        assert_eq!(
+            r,
+            "rewrite bar, M.foo. (* foo *) apply foo'. exact (bar \"foo\")."
+        );
         assert!(L.mentions(t, "foo"));
         assert!(!L.mentions("apply M.foo. (* foo *)", "foo"));
     }
@@ -322,22 +444,45 @@ mod tests {
         assert_eq!(rm("rewrite <- l, b in H."), "rewrite b in H.");
         assert_eq!(rm("rewrite !l, ?b."), "rewrite ?b.");
         assert_eq!(rm("auto using l."), "auto.");
-        assert_eq!(rm("eauto using a, l with arith."), "eauto using a with arith.");
+        assert_eq!(
+            rm("eauto using a, l with arith."),
+            "eauto using a with arith."
+        );
         assert_eq!(rm("eauto using l with arith."), "eauto with arith.");
         assert_eq!(rm("hauto use: l."), "hauto.");
         assert_eq!(rm("hauto use: l, b unfold: c."), "hauto use: b unfold: c.");
         assert_eq!(rm("unfold l, b."), "unfold b.");
         assert_eq!(rm("intros.\n  apply l.\n  auto."), "intros.\n  auto.");
         assert_eq!(rm("intros. apply (l 1). auto."), "intros. auto.");
-        assert_eq!(rm("- apply l.\n- unfold l.\n- auto using l."), "- \n- \n- auto.");
+        assert_eq!(
+            rm("- apply l.\n- unfold l.\n- auto using l."),
+            "- \n- \n- auto."
+        );
         assert_eq!(rm("rewrite a, (l x)."), "");
+        assert_eq!(rm("assert (forall x, l)."), "");
+        assert_eq!(rm("first [rewrite a, l | auto]."), "");
+        assert_eq!(rm("rewrite -> l, m."), "rewrite m.");
+        assert_eq!(rm("hauto lq: on use: l, m."), "hauto lq: on use: m.");
+        assert_eq!(rm("sauto use: m, l."), "sauto use: m.");
+        assert_eq!(
+            rm("rewrite Nat.add_comm, l in H."),
+            "rewrite Nat.add_comm in H."
+        );
+        assert_eq!(rm("now rewrite l."), "");
+        assert_eq!(rm("rewrite l at 2, m."), "");
         assert_eq!(rm("apply M.l. (* l *)"), "apply M.l. (* l *)");
         assert_eq!(rm("intros. exact l"), "intros. ");
     }
 
     #[test]
     fn render() {
-        assert_eq!(L.render_admitted("Lemma a : True.\n"), "Lemma a : True.\nAdmitted.");
-        assert_eq!(L.render_proved("Lemma a : True.", " exact I. "), "Lemma a : True.\nProof.\nexact I.\nQed.");
+        assert_eq!(
+            L.render_admitted("Lemma a : True.\n"),
+            "Lemma a : True.\nAdmitted."
+        );
+        assert_eq!(
+            L.render_proved("Lemma a : True.", " exact I. "),
+            "Lemma a : True.\nProof.\nexact I.\nQed."
+        );
     }
 }

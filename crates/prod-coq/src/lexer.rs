@@ -187,7 +187,9 @@ fn selector_brace(b: &[u8], i: usize) -> Option<usize> {
             j += 1;
         }
         let s = j;
-        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] == b'\'' || b[j] >= 0x80) {
+        while j < b.len()
+            && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] == b'\'' || b[j] >= 0x80)
+        {
             j += 1;
         }
         if j == s {
@@ -223,10 +225,16 @@ fn command_end(b: &[u8], start: usize) -> Result<usize, LexError> {
     while j < b.len() {
         match b[j] {
             b'(' if b.get(j + 1) == Some(&b'*') => {
-                j = skip_comment(b, j).map_err(|_| LexError { pos: j, kind: LexErrorKind::UnclosedComment })?;
+                j = skip_comment(b, j).map_err(|_| LexError {
+                    pos: j,
+                    kind: LexErrorKind::UnclosedComment,
+                })?;
             }
             b'"' => {
-                j = skip_string(b, j).map_err(|_| LexError { pos: j, kind: LexErrorKind::UnclosedString })?;
+                j = skip_string(b, j).map_err(|_| LexError {
+                    pos: j,
+                    kind: LexErrorKind::UnclosedString,
+                })?;
             }
             b'.' => {
                 let mut k = j;
@@ -242,7 +250,10 @@ fn command_end(b: &[u8], start: usize) -> Result<usize, LexError> {
             _ => j += 1,
         }
     }
-    Err(LexError { pos: start, kind: LexErrorKind::MissingFinalDot })
+    Err(LexError {
+        pos: start,
+        kind: LexErrorKind::MissingFinalDot,
+    })
 }
 
 /// Split Coq text into sentences. Never fails: problems are listed in `errors` (at most one,
@@ -255,7 +266,10 @@ pub fn sentences(text: &str) -> Lexed {
         i = match skip_layout(b, i) {
             Ok(i) => i,
             Err(pos) => {
-                out.errors.push(LexError { pos, kind: LexErrorKind::UnclosedComment });
+                out.errors.push(LexError {
+                    pos,
+                    kind: LexErrorKind::UnclosedComment,
+                });
                 break;
             }
         };
@@ -284,7 +298,10 @@ pub fn sentences(text: &str) -> Lexed {
                 },
             },
         };
-        out.sentences.push(Sentence { range: i..end, kind });
+        out.sentences.push(Sentence {
+            range: i..end,
+            kind,
+        });
         i = end;
     }
     out
@@ -347,7 +364,11 @@ pub fn comments_blanked(text: &str) -> String {
     while i < b.len() {
         if is_comment_start(b, i) {
             let end = skip_comment(b, i).unwrap_or(b.len());
-            out.extend(b[i..end].iter().map(|&c| if c == b'\n' { b'\n' } else { b' ' }));
+            out.extend(
+                b[i..end]
+                    .iter()
+                    .map(|&c| if c == b'\n' { b'\n' } else { b' ' }),
+            );
             i = end;
         } else if b[i] == b'"' {
             let end = skip_string(b, i).unwrap_or(b.len());
@@ -392,7 +413,8 @@ fn ident_end(text: &str, mut i: usize) -> usize {
             i += c.len_utf8();
         }
         // `.` glued to an identifier start continues a qualified name (Coq's FIELD token).
-        if text.as_bytes().get(i) == Some(&b'.') && char_at(text, i + 1).is_some_and(is_ident_start) {
+        if text.as_bytes().get(i) == Some(&b'.') && char_at(text, i + 1).is_some_and(is_ident_start)
+        {
             i += 1;
         } else {
             return i;
@@ -493,12 +515,33 @@ mod tests {
     fn errors() {
         let l = sentences("a. (* (* *) ");
         assert_eq!(l.sentences.len(), 1);
-        assert_eq!(l.errors, vec![LexError { pos: 3, kind: LexErrorKind::UnclosedComment }]);
+        assert_eq!(
+            l.errors,
+            vec![LexError {
+                pos: 3,
+                kind: LexErrorKind::UnclosedComment
+            }]
+        );
         let l = sentences("a. b \"x. ");
-        assert_eq!(l.errors, vec![LexError { pos: 5, kind: LexErrorKind::UnclosedString }]);
+        assert_eq!(
+            l.errors,
+            vec![LexError {
+                pos: 5,
+                kind: LexErrorKind::UnclosedString
+            }]
+        );
         let l = sentences("a. b");
-        assert_eq!(l.errors, vec![LexError { pos: 3, kind: LexErrorKind::MissingFinalDot }]);
-        assert_eq!(l.errors[0].message("a. b"), "line 1, column 4: sentence not ended by `.`");
+        assert_eq!(
+            l.errors,
+            vec![LexError {
+                pos: 3,
+                kind: LexErrorKind::MissingFinalDot
+            }]
+        );
+        assert_eq!(
+            l.errors[0].message("a. b"),
+            "line 1, column 4: sentence not ended by `.`"
+        );
     }
 
     #[test]
@@ -511,6 +554,9 @@ mod tests {
     #[test]
     fn strip() {
         assert_eq!(comments_stripped("a(*x(*y*)*)b \"(*\" c"), "a b \"(*\" c");
-        assert_eq!(comments_blanked("a(*é\n*)b \"(*\" c"), "a    \n  b \"(*\" c");
+        assert_eq!(
+            comments_blanked("a(*é\n*)b \"(*\" c"),
+            "a    \n  b \"(*\" c"
+        );
     }
 }

@@ -13,7 +13,11 @@
 //!   Errors (`LexErrorKind::{UnclosedComment, UnclosedString, MissingFinalDot}`, byte `pos`) stop
 //!   lexing; every complete sentence before them is returned. `err.message(text)` names line/column;
 //!   [`line_col`] converts any offset.
-//! * [`comments_stripped`]`(text) -> String`: each comment replaced by one space.
+//! * [`comments_stripped`]`(text) -> String`: each comment replaced by one space;
+//!   [`comments_blanked`]`(text)`: each comment byte replaced by a space (newlines kept), so offsets
+//!   are unchanged; [`comments`]`(text) -> Vec<Range<usize>>`: where the comments are. Careful:
+//!   `x.(* c *)` is lexed by Coq as `.(` `*` …; removing a comment glued after a symbol can
+//!   create a sentence end, so never send stripped text to Coq without re-lexing it.
 //! * [`identifiers`]`(text) -> Vec<Range<usize>>`: identifier tokens outside comments/strings.
 //!   A qualified name `M.foo` is ONE token, so it is not a reference to `foo` (it may be another
 //!   module's `foo`; ProD's lemmas are referred to unqualified). Scope keys (`%nat`), `_` and
@@ -33,15 +37,18 @@
 //!   statements: exactly one sentence `Keyword ident binders? : term.` with Keyword in
 //!   [`THEOREM_KEYWORDS`] (Lemma Theorem Fact Remark Corollary Proposition Property Example); no
 //!   control, attribute (`#[…]`, Local, Global, Program, …), goal selector, second sentence, `...`
-//!   terminator or mutual `with`; comments allowed and dropped. `Statement { keyword, name,
+//!   terminator or mutual `with`; comments allowed and dropped when a blank precedes them (a
+//!   comment glued to the previous character is refused); the re-rendered sentence is re-lexed
+//!   and must be exactly one command. `Statement { keyword, name,
 //!   binders_and_type }` (text after the name, no final dot, comments dropped, blanks collapsed);
 //!   `.to_sentence()` = `Keyword name binders_and_type.`, `.renamed(n)`.
 //! * [`CoqLanguage`]: `prod_core::ProofLanguage`. `normalize_statement` drops keyword, name, final
-//!   dot and comments and collapses blank runs outside strings — nothing else (see [`language`]).
+//!   dot and comments, collapses blank runs outside strings and drops blanks between a letter/digit
+//!   and a delimiter of [`GLUE_SAFE`] — nothing else (see [`language`]).
 //!   `mentions`/`rename_references` use [`identifiers`] (exact unqualified token match);
 //!   `remove_references` edits `rewrite`/`unfold` lists, `using`, `use:` and drops other sentences
 //!   that mention the name; `render_admitted(s)` = `s\nAdmitted.`; `render_proved(s, p)` =
-//!   `s\nProof.\np\nQed.`. [`normalize_layout`] is the layout part alone.
+//!   `s\nProof.\np\nQed.`. [`normalize_layout`] is the layout part alone; [`collapse_layout`] keeps every blank boundary.
 //!
 //! See the crate's tests (`tests/data/lexer/*.v` beside `*.expected`) for the exact behaviour.
 
@@ -51,9 +58,9 @@ pub mod lexer;
 pub mod statement;
 
 pub use head::{first_word, sentence_head, Control, Head};
+pub use language::{collapse_layout, is_theorem_keyword, normalize_layout, CoqLanguage, GLUE_SAFE};
 pub use lexer::{
-    comments_blanked, comments_stripped, identifiers, is_identifier, line_col, sentences, LexError, LexErrorKind, Lexed, Sentence,
-    SentenceKind,
+    comments, comments_blanked, comments_stripped, identifiers, is_identifier, line_col, sentences,
+    LexError, LexErrorKind, Lexed, Sentence, SentenceKind,
 };
-pub use language::{normalize_layout, CoqLanguage};
 pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};

@@ -5,17 +5,28 @@
 //! [`THEOREM_KEYWORDS`] (all equivalent for ProD: each opens a proof that `Qed` closes).
 
 use crate::head::sentence_head;
-use crate::lexer::{comments_blanked, is_blank, is_identifier, line_col, sentences, skip_string, SentenceKind};
+use crate::lexer::{
+    comments_blanked, is_blank, is_identifier, line_col, sentences, skip_string, SentenceKind,
+};
 
 /// Keywords that declare a lemma. Coq 8.16 `thm_token` plus `Example` (a `Definition` synonym
 /// that, without a body, opens a proof in the same way).
-pub const THEOREM_KEYWORDS: &[&str] =
-    &["Lemma", "Theorem", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example"];
+pub const THEOREM_KEYWORDS: &[&str] = &[
+    "Lemma",
+    "Theorem",
+    "Fact",
+    "Remark",
+    "Corollary",
+    "Proposition",
+    "Property",
+    "Example",
+];
 
 /// Identifier-shaped keywords of Coq's term and vernacular grammar: never a lemma name.
 pub const RESERVED: &[&str] = &[
-    "as", "at", "cofix", "else", "end", "exists", "exists2", "fix", "for", "forall", "fun", "if", "IF", "in", "let",
-    "match", "mod", "return", "then", "using", "where", "with", "Prop", "Set", "SProp", "Type", "struct",
+    "as", "at", "cofix", "else", "end", "exists", "exists2", "fix", "for", "forall", "fun", "if",
+    "IF", "in", "let", "match", "mod", "return", "then", "using", "where", "with", "Prop", "Set",
+    "SProp", "Type", "struct",
 ];
 
 /// A parsed untrusted lemma statement.
@@ -33,13 +44,26 @@ pub struct Statement {
 
 impl Statement {
     /// The statement as one Coq sentence, comments gone: `Lemma name (n : nat) : n + 0 = n.`
+    /// The final dot is glued only to an identifier, a closing bracket or a string; after a
+    /// symbol it is separated by a space (`: ..` must not become `: ...`, `+` `.` not `+.`).
     pub fn to_sentence(&self) -> String {
-        format!("{} {} {}.", self.keyword, self.name, self.binders_and_type)
+        let glue =
+            self.binders_and_type.chars().last().is_some_and(|c| {
+                crate::lexer::is_ident_char(c) || matches!(c, ')' | ']' | '}' | '"')
+            });
+        let space = if glue { "" } else { " " };
+        format!(
+            "{} {} {}{space}.",
+            self.keyword, self.name, self.binders_and_type
+        )
     }
 
     /// The same statement under another name.
     pub fn renamed(&self, name: &str) -> Statement {
-        Statement { name: name.to_string(), ..self.clone() }
+        Statement {
+            name: name.to_string(),
+            ..self.clone()
+        }
     }
 }
 
@@ -70,7 +94,11 @@ pub enum StatementError {
     #[error("statement does not re-render as one sentence: {0}")]
     Rendering(String),
     #[error("line {line}, column {column}: {what}")]
-    Syntax { line: usize, column: usize, what: String },
+    Syntax {
+        line: usize,
+        column: usize,
+        what: String,
+    },
 }
 
 /// Parse an untrusted lemma statement: exactly one sentence `Keyword ident binders? : term.`
@@ -112,14 +140,21 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     }
     let keyword = head.keyword.unwrap_or("");
     if !THEOREM_KEYWORDS.contains(&keyword) {
-        let found = if keyword.is_empty() { head.body.chars().take(20).collect() } else { keyword.to_string() };
+        let found = if keyword.is_empty() {
+            head.body.chars().take(20).collect()
+        } else {
+            keyword.to_string()
+        };
         return Err(StatementError::Keyword(found));
     }
     if s.trim_end().ends_with("...") {
         return Err(StatementError::Ellipsis);
     }
     let after_kw = &head.body[keyword.len()..];
-    let name_start = after_kw.len() - after_kw.trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8)).len();
+    let name_start = after_kw.len()
+        - after_kw
+            .trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8))
+            .len();
     let after_name_ws = &after_kw[name_start..];
     let name_len = after_name_ws
         .char_indices()
@@ -127,7 +162,11 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
         .map_or(after_name_ws.len(), |(i, _)| i);
     let name = &after_name_ws[..name_len];
     if !is_identifier(name) || RESERVED.contains(&name) {
-        let shown = if name.is_empty() { after_name_ws.chars().take(20).collect() } else { name.to_string() };
+        let shown = if name.is_empty() {
+            after_name_ws.chars().take(20).collect()
+        } else {
+            name.to_string()
+        };
         return Err(StatementError::Name(shown));
     }
     // Drop the final dot (the lexer guarantees the sentence ends with exactly one here).
@@ -141,7 +180,7 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     let statement = Statement {
         keyword: keyword.to_string(),
         name: name.to_string(),
-        binders_and_type: crate::language::normalize_layout(rest),
+        binders_and_type: crate::language::collapse_layout(rest),
     };
     // Post-condition: what callers will write to Coq is exactly one command sentence.
     let rendered = statement.to_sentence();
@@ -188,7 +227,9 @@ fn skip_group(b: &[u8], mut i: usize) -> Result<usize, String> {
 }
 
 fn is_lone_colon(b: &[u8], i: usize) -> bool {
-    b[i] == b':' && !matches!(b.get(i + 1), Some(b'=' | b':' | b'>' | b'<')) && (i == 0 || !b":<".contains(&b[i - 1]))
+    b[i] == b':'
+        && !matches!(b.get(i + 1), Some(b'=' | b':' | b'>' | b'<'))
+        && (i == 0 || !b":<".contains(&b[i - 1]))
 }
 
 /// Binders then a lone `:` then a non-empty type with no top-level mutual `with`.
@@ -212,8 +253,14 @@ fn check_binders_and_type(rest: &str) -> Result<(), (usize, String)> {
                 i = skip_group(b, i + 1).map_err(|e| (i, e))?
             }
             _ => {
-                let word: String = rest[i..].chars().take_while(|&c| crate::lexer::is_ident_char(c)).collect();
-                if word.is_empty() || !(is_identifier(&word) || word == "_") || RESERVED.contains(&word.as_str()) {
+                let word: String = rest[i..]
+                    .chars()
+                    .take_while(|&c| crate::lexer::is_ident_char(c))
+                    .collect();
+                if word.is_empty()
+                    || !(is_identifier(&word) || word == "_")
+                    || RESERVED.contains(&word.as_str())
+                {
                     let shown: String = rest[i..].chars().take(15).collect();
                     return Err((i, format!("expected a binder or `:`, found `{shown}`")));
                 }
@@ -237,24 +284,38 @@ fn check_binders_and_type(rest: &str) -> Result<(), (usize, String)> {
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth = depth.saturating_sub(1),
             b'"' => {
-                j = skip_string(tb, j).map_err(|_| (ty_offset + j, "unclosed string".to_string()))?;
+                j = skip_string(tb, j)
+                    .map_err(|_| (ty_offset + j, "unclosed string".to_string()))?;
                 continue;
             }
             c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => {
-                let prev_ok = j == 0 || !(tb[j - 1].is_ascii_alphanumeric() || b"_'.".contains(&tb[j - 1]) || tb[j - 1] >= 0x80);
-                let word: String = ty[j..].chars().take_while(|&c| crate::lexer::is_ident_char(c)).collect();
-                let len = word.len().max(1);
+                let ch = ty[j..].chars().next().unwrap_or(' ');
+                if !crate::lexer::is_ident_start(ch) {
+                    j += ch.len_utf8();
+                    continue;
+                }
+                let prev_ok = j == 0
+                    || !(tb[j - 1].is_ascii_alphanumeric()
+                        || b"_'.".contains(&tb[j - 1])
+                        || tb[j - 1] >= 0x80);
+                let word: String = ty[j..]
+                    .chars()
+                    .take_while(|&c| crate::lexer::is_ident_char(c))
+                    .collect();
                 if prev_ok && depth == 0 {
                     match word.as_str() {
                         "match" => matches += 1,
                         "end" => matches = matches.saturating_sub(1),
                         "with" if matches == 0 => {
-                            return Err((ty_offset + j, "mutual `with` is not allowed in a statement".into()))
+                            return Err((
+                                ty_offset + j,
+                                "mutual `with` is not allowed in a statement".into(),
+                            ))
                         }
                         _ => {}
                     }
                 }
-                j += len;
+                j += word.len();
                 continue;
             }
             _ => {}
@@ -321,7 +382,11 @@ pub(crate) fn parts(text: &str) -> Option<Parts> {
     if text[..end].ends_with("...") {
         return None;
     }
-    Some(Parts { name: i..name_end, rest_start: name_end, rest_end: end - 1 })
+    Some(Parts {
+        name: i..name_end,
+        rest_start: name_end,
+        rest_end: end - 1,
+    })
 }
 
 #[cfg(test)]
@@ -330,12 +395,20 @@ mod tests {
 
     #[test]
     fn accepts() {
-        let s = parse_statement("Lemma foo (n : nat) {A} `{Eq A} '(a, b) : (* c *) n + 0 = n.").unwrap();
+        let s = parse_statement("Lemma foo (n : nat) {A} `{Eq A} '(a, b) : (* c *) n + 0 = n.")
+            .unwrap();
         assert_eq!(s.keyword, "Lemma");
         assert_eq!(s.name, "foo");
-        assert_eq!(s.binders_and_type, "(n : nat) {A} `{Eq A} '(a, b) : n + 0 = n");
-        let s = parse_statement("  Theorem t: forall x, match x with 0 => True | _ => True end.").unwrap();
-        assert_eq!(s.to_sentence(), "Theorem t : forall x, match x with 0 => True | _ => True end.");
+        assert_eq!(
+            s.binders_and_type,
+            "(n : nat) {A} `{Eq A} '(a, b) : n + 0 = n"
+        );
+        let s = parse_statement("  Theorem t: forall x, match x with 0 => True | _ => True end.")
+            .unwrap();
+        assert_eq!(
+            s.to_sentence(),
+            "Theorem t : forall x, match x with 0 => True | _ => True end."
+        );
         assert!(parse_statement("Example e : let x := 1 in x = 1.").is_ok());
     }
 
@@ -343,7 +416,10 @@ mod tests {
     fn rejects() {
         use StatementError::*;
         let err = |t: &str| parse_statement(t).unwrap_err();
-        assert!(matches!(err("Lemma a : True. Lemma b : False."), SentenceCount(2)));
+        assert!(matches!(
+            err("Lemma a : True. Lemma b : False."),
+            SentenceCount(2)
+        ));
         assert!(matches!(err("Local Lemma a : True."), Attribute(_)));
         assert!(matches!(err("#[local] Lemma a : True."), Attribute(_)));
         assert!(matches!(err("Program Lemma a : True."), Attribute(_)));
@@ -353,7 +429,10 @@ mod tests {
         assert!(matches!(err("Definition a : nat."), Keyword(_)));
         assert!(matches!(err("Lemma M.a : True."), Name(_)));
         assert!(matches!(err("Lemma forall : True."), Name(_)));
-        assert!(matches!(err("Lemma a : True with b : False."), Syntax { .. }));
+        assert!(matches!(
+            err("Lemma a : True with b : False."),
+            Syntax { .. }
+        ));
         assert!(matches!(err("Lemma a True."), Syntax { .. }));
         assert!(matches!(err("Lemma a : ."), Syntax { .. }));
         assert!(matches!(err("Lemma a : True"), Lex(_)));
@@ -361,8 +440,17 @@ mod tests {
         assert!(matches!(err("Lemma a : True..."), Ellipsis));
         assert!(matches!(err("Lemma a (x : nat : True."), Syntax { .. }));
         assert!(matches!(err("-"), NotACommand(_)));
-        assert!(matches!(err("Lemma a : True.(* c *)Axiom b : False."), GluedComment { line: 1, column: 16 }));
-        assert!(matches!(err("Lemma a : True.(**)\nAxiom b : False."), GluedComment { .. }));
+        assert!(matches!(
+            err("Lemma a : True.(* c *)Axiom b : False."),
+            GluedComment {
+                line: 1,
+                column: 16
+            }
+        ));
+        assert!(matches!(
+            err("Lemma a : True.(**)\nAxiom b : False."),
+            GluedComment { .. }
+        ));
         assert!(matches!(err(""), SentenceCount(0)));
     }
 

@@ -34,5 +34,8 @@ fn statements_match_expected() {
     }
     let want = std::fs::read_to_string(&expected_path).unwrap_or_default();
     assert_eq!(got, want, "(run with UPDATE_EXPECT=1 to refresh)");
-    assert!(ok >= 10 && rejected >= 30, "{ok} accepted, {rejected} rejected");
+    assert!(
+        ok >= 10 && rejected >= 30,
+        "{ok} accepted, {rejected} rejected"
+    );
 }

@@ -7,7 +7,9 @@ use std::time::Instant;
 const STDLIB: &str = "/usr/lib/ocaml/coq/theories";
 
 fn v_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -29,7 +31,11 @@ fn stdlib_lexes_without_errors() {
     files.sort();
     let texts: Vec<(PathBuf, String)> = files
         .into_iter()
-        .filter_map(|p| std::fs::read(&p).ok().map(|b| (p, String::from_utf8_lossy(&b).into_owned())))
+        .filter_map(|p| {
+            std::fs::read(&p)
+                .ok()
+                .map(|b| (p, String::from_utf8_lossy(&b).into_owned()))
+        })
         .collect();
     let bytes: usize = texts.iter().map(|(_, t)| t.len()).sum();
     let start = Instant::now();
