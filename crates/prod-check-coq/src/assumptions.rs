@@ -6,7 +6,10 @@ pub enum Assumptions {
     /// `Closed under the global context`.
     Closed,
     /// The axioms by name (as printed), plus whether section variables were listed.
-    Axioms { axioms: Vec<String>, section_variables: bool },
+    Axioms {
+        axioms: Vec<String>,
+        section_variables: bool,
+    },
 }
 
 /// Is `s` a (possibly qualified) Coq identifier as Coq prints it?
@@ -21,7 +24,9 @@ fn strip_fetch_notices(output: &str) -> String {
     let mut rest = output;
     while let Some(i) = rest.find("<infomsg>") {
         let after = &rest[i + "<infomsg>".len()..];
-        let Some(j) = after.find("</infomsg>") else { break };
+        let Some(j) = after.find("</infomsg>") else {
+            break;
+        };
         let body = after[..j].trim();
         let is_fetch = body
             .strip_prefix("Fetching opaque proofs from disk for ")
@@ -43,7 +48,11 @@ fn strip_fetch_notices(output: &str) -> String {
 /// positive.`), unknown headers, messages, errors.
 pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
     let text = strip_fetch_notices(output);
-    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     if lines.len() == 1 && lines[0] == "Closed under the global context" {
         return Ok(Assumptions::Closed);
     }
@@ -100,7 +109,10 @@ pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
             Section::None => return Err(format!("unexpected line {line:?}")),
         }
     }
-    Ok(Assumptions::Axioms { axioms, section_variables })
+    Ok(Assumptions::Axioms {
+        axioms,
+        section_variables,
+    })
 }
 
 #[cfg(test)]
@@ -109,7 +121,10 @@ mod tests {
 
     #[test]
     fn closed_and_axioms() {
-        assert_eq!(parse_assumptions("Closed under the global context\n"), Ok(Assumptions::Closed));
+        assert_eq!(
+            parse_assumptions("Closed under the global context\n"),
+            Ok(Assumptions::Closed)
+        );
         let out = "<infomsg>Fetching opaque proofs from disk for Coq.Init.Logic</infomsg>\nAxioms:\nmyax : 1 = 2\n\
 Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n";
         assert_eq!(
@@ -120,7 +135,13 @@ Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n"
             })
         );
         let sv = "Section Variables:\nA\n: Type\n";
-        assert_eq!(parse_assumptions(sv), Ok(Assumptions::Axioms { axioms: vec![], section_variables: true }));
+        assert_eq!(
+            parse_assumptions(sv),
+            Ok(Assumptions::Axioms {
+                axioms: vec![],
+                section_variables: true
+            })
+        );
     }
 
     #[test]
@@ -130,7 +151,12 @@ Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n"
         assert!(parse_assumptions("Axioms:\nNeg is assumed to be positive.\n").is_err());
         assert!(parse_assumptions("").is_err());
         assert!(parse_assumptions("Toplevel input\nError: The reference a was not found").is_err());
-        assert!(parse_assumptions("<infomsg>hello</infomsg>\nClosed under the global context").is_err());
-        assert!(parse_assumptions("Closed under the global context\nClosed under the global context").is_err());
+        assert!(
+            parse_assumptions("<infomsg>hello</infomsg>\nClosed under the global context").is_err()
+        );
+        assert!(parse_assumptions(
+            "Closed under the global context\nClosed under the global context"
+        )
+        .is_err());
     }
 }

@@ -21,6 +21,9 @@ pub struct CoqCheckConfig {
     pub recycle_rss_mb: u64,
     /// Time limit for loading one context (imports + context text), in seconds.
     pub context_timeout_s: u32,
+    /// Time budget of a whole attempt (all its steps), in seconds: a proof of thousands of
+    /// steps each just under `step_timeout_s` is stopped here.
+    pub attempt_timeout_s: u32,
     /// Run Coq under bubblewrap (no network, read-only file system, private `/tmp`). Only turn
     /// off on a machine without `bwrap`; the checks stay sound but proofs could touch files.
     pub sandbox: bool,
@@ -44,6 +47,7 @@ impl Default for CoqCheckConfig {
             recycle_after: 2000,
             recycle_rss_mb: 2048,
             context_timeout_s: 300,
+            attempt_timeout_s: 300,
             sandbox: true,
             max_attempts: 3,
             coqtop: PathBuf::from("coqtop"),
@@ -60,7 +64,9 @@ impl CoqCheckConfig {
         if self.workers > 0 {
             self.workers
         } else {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
         }
     }
 }
@@ -92,7 +98,10 @@ pub struct HammerConfig {
 }
 
 fn fixed(tactic: &str, timeout_s: u32) -> FixedTactic {
-    FixedTactic { tactic: tactic.into(), timeout_s }
+    FixedTactic {
+        tactic: tactic.into(),
+        timeout_s,
+    }
 }
 
 impl Default for HammerConfig {

@@ -1,1 +1,29 @@
-//! ProD Coq checker (being written).
+//! ProD's Coq checker.
+//!
+//! * [`CoqChecker`] — the [`prod_check::Checker`] for Coq: a pool of persistent
+//!   `coqtop -emacs -quiet` workers, each under bubblewrap and `prlimit --as`, with a watchdog
+//!   outside Coq (SIGINT, then kill, then restart) and recycling; work is grouped by context and
+//!   every attempt returns to the context's saved state with `BackTo`.
+//! * Local correctness exactly as in the paper ([`session`]): the proposed lemmas are admitted
+//!   (`Lemma l : S. Admitted.`), the checker writes `Lemma … Proof.` and `Qed.` itself, each proof
+//!   sentence is judged by Coq's own prompt, and `Print Assumptions` may show nothing beyond the
+//!   proposed lemmas and axioms the context already had.
+//! * [`rules`] — what untrusted text may contain (tactics, bullets, braces; one lemma statement).
+//! * The `hammer.` step: fixed tactic list, then CoqHammer; the tactic that worked is recorded.
+//! * [`final_check`] — a cold `coqc` of an assembled file in a fresh sandbox.
+
+pub mod assumptions;
+pub mod config;
+pub mod final_check;
+pub mod pool;
+pub mod protocol;
+pub mod rules;
+pub mod sandbox;
+pub mod session;
+pub mod worker;
+
+pub use config::{
+    CoqCheckConfig, FixedTactic, HammerConfig, HAMMER_PLUGIN_IMPORT, HAMMER_TACTICS_IMPORT,
+};
+pub use final_check::final_check;
+pub use pool::CoqChecker;

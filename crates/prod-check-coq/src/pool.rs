@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use prod_check::{Checker, CheckRequest, Progress, RetryPolicy, Verdict};
+use prod_check::{CheckRequest, Checker, Progress, RetryPolicy, Verdict};
 use sha2::{Digest, Sha256};
 
 use crate::config::CoqCheckConfig;
@@ -20,6 +21,8 @@ pub struct CoqChecker {
     fingerprint: String,
     /// Contexts that do not load (deterministic; never retried).
     broken_contexts: Mutex<HashMap<ContextSpec, String>>,
+    /// coqtop pid of each slot (for fault tests; read without taking the slot lock).
+    pids: Mutex<Vec<Option<i32>>>,
 }
 
 /// The checked, runnable form of a request, or its final verdict.
@@ -38,11 +41,19 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
     let statement = rules::check_statement(&req.statement).map_err(to_verdict)?;
     for (i, l) in lemmas.iter().enumerate() {
         if l.name == statement.name || lemmas[..i].iter().any(|m| m.name == l.name) {
-            return Err(Verdict::rejected(format!("proposed lemma {} reuses the name `{}`", i + 1, l.name)));
+            return Err(Verdict::rejected(format!(
+                "proposed lemma {} reuses the name `{}`",
+                i + 1,
+                l.name
+            )));
         }
     }
     let steps = rules::check_proof(&req.proof.proof_text()).map_err(to_verdict)?;
-    Ok(Plan { lemmas, statement, steps })
+    Ok(Plan {
+        lemmas,
+        statement,
+        steps,
+    })
 }
 
 /// Coq's version and the installed libraries (names and modification times), hashed: part of
@@ -81,28 +92,54 @@ fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     Ok(format!("{version_line}; libs {libs}"))
 }
 
+/// Is the CoqHammer library installed for this Coq?
+fn hammer_installed(cfg: &CoqCheckConfig) -> bool {
+    Command::new(&cfg.coqc)
+        .arg("-where")
+        .output()
+        .map(|o| {
+            let lib = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            std::path::Path::new(&lib)
+                .join("user-contrib/Hammer")
+                .is_dir()
+        })
+        .unwrap_or(false)
+}
+
 impl CoqChecker {
     /// A pool with `cfg.worker_count()` slots; workers start lazily on first use.
-    pub fn new(cfg: CoqCheckConfig) -> Result<Self, String> {
+    pub fn new(mut cfg: CoqCheckConfig) -> Result<Self, String> {
         let version = coq_fingerprint(&cfg)?;
+        if cfg.hammer.enabled && !hammer_installed(&cfg) {
+            // Loading a missing plugin would make every context fail; `hammer.` steps then
+            // fail like any unknown tactic instead.
+            eprintln!("warning: CoqHammer is not installed (no Hammer in coqc -where/user-contrib); hammer steps are disabled");
+            cfg.hammer.enabled = false;
+        }
         let h = &cfg.hammer;
         let options = format!(
-            "step {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
+            "step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
             cfg.step_timeout_s,
+            cfg.attempt_timeout_s,
             h.enabled,
-            h.fixed_tactics.iter().map(|t| format!("{}@{}", t.tactic, t.timeout_s)).collect::<Vec<_>>(),
+            h.fixed_tactics
+                .iter()
+                .map(|t| format!("{}@{}", t.tactic, t.timeout_s))
+                .collect::<Vec<_>>(),
             h.use_atp,
             h.atp_limit_s,
             h.timeout_s,
             h.gs_mode,
             cfg.allowed_axioms
         );
-        let slots = (0..cfg.worker_count()).map(|_| Mutex::new(None)).collect();
+        let slots: Vec<_> = (0..cfg.worker_count()).map(|_| Mutex::new(None)).collect();
+        let pids = Mutex::new(vec![None; slots.len()]);
         Ok(CoqChecker {
             fingerprint: format!("coq: {version}; {options}"),
             cfg: Arc::new(cfg),
             slots,
             broken_contexts: Mutex::new(HashMap::new()),
+            pids,
         })
     }
 
@@ -119,7 +156,11 @@ impl CoqChecker {
     /// live worker was there.
     pub fn kill_worker_for_test(&self, i: usize) -> bool {
         // Only the pid is needed; never wait for the slot lock (a check may hold it).
-        let pid = self.pids.lock().ok().and_then(|p| p.get(i).copied().flatten());
+        let pid = self
+            .pids
+            .lock()
+            .ok()
+            .and_then(|p| p.get(i).copied().flatten());
         match pid {
             Some(pid) => {
                 // SAFETY: kill(2) has no memory effects.
@@ -130,8 +171,19 @@ impl CoqChecker {
         }
     }
 
-    fn run_one(&self, slot: usize, session: &mut Option<Session>, ctx: &PreparedContext, plan: &Plan) -> Verdict {
-        if let Some(msg) = self.broken_contexts.lock().ok().and_then(|m| m.get(&ctx.spec).cloned()) {
+    fn run_one(
+        &self,
+        slot: usize,
+        session: &mut Option<Session>,
+        ctx: &PreparedContext,
+        plan: &Plan,
+    ) -> Verdict {
+        if let Some(msg) = self
+            .broken_contexts
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&ctx.spec).cloned())
+        {
             return Verdict::infra(format!("context does not load: {msg}"));
         }
         let policy = RetryPolicy::new(self.cfg.max_attempts);
@@ -143,7 +195,8 @@ impl CoqChecker {
                     attempt > 0
                         || s.worker.broken
                         || s.worker.attempts >= self.cfg.recycle_after
-                        || (s.worker.attempts % 50 == 49 && s.worker.rss_mb().unwrap_or(0) > self.cfg.recycle_rss_mb)
+                        || (s.worker.attempts % 50 == 49
+                            && s.worker.rss_mb().unwrap_or(0) > self.cfg.recycle_rss_mb)
                 }
             };
             if stale {
@@ -160,7 +213,9 @@ impl CoqChecker {
                     Err(e) => return Verdict::infra(e),
                 }
             }
-            let Some(s) = session.as_mut() else { return Verdict::infra("no worker") };
+            let Some(s) = session.as_mut() else {
+                return Verdict::infra("no worker");
+            };
             match s.ensure(ctx, &self.cfg) {
                 Ok(()) => {}
                 Err(Ok(msg)) => {
@@ -191,33 +246,67 @@ impl Checker for CoqChecker {
     }
 
     fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
-        let results: Vec<Mutex<Option<Verdict>>> = requests.iter().map(|_| Mutex::new(None)).collect();
-        let finish = |i: usize, v: Verdict| {
-            progress(i, &v);
+        self.check_batch_timed(requests, &|i, v, _| progress(i, v))
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect()
+    }
+}
+
+impl CoqChecker {
+    /// [`Checker::check_batch`] that also reports each request's wall time (context loading
+    /// included when the request triggered it).
+    pub fn check_batch_timed(
+        &self,
+        requests: &[CheckRequest],
+        progress: &(dyn Fn(usize, &Verdict, Duration) + Sync),
+    ) -> Vec<(Verdict, Duration)> {
+        let results: Vec<Mutex<Option<(Verdict, Duration)>>> =
+            requests.iter().map(|_| Mutex::new(None)).collect();
+        let finish = |i: usize, v: Verdict, t: Duration| {
+            progress(i, &v, t);
             if let Ok(mut r) = results[i].lock() {
-                *r = Some(v);
+                *r = Some((v, t));
             }
         };
         // Rules first: rejected text never reaches a worker.
-        let mut contexts: HashMap<ContextSpec, Result<Arc<PreparedContext>, String>> = HashMap::new();
+        let mut contexts: HashMap<ContextSpec, Result<Arc<PreparedContext>, String>> =
+            HashMap::new();
         let mut jobs: Vec<(Arc<PreparedContext>, Plan, usize)> = vec![];
         for (i, req) in requests.iter().enumerate() {
             let p = match plan(req) {
                 Ok(p) => p,
                 Err(v) => {
-                    finish(i, v);
+                    finish(i, v, Duration::ZERO);
                     continue;
                 }
             };
-            let spec = ContextSpec { imports: req.imports.clone(), hammer: self.cfg.hammer.enabled, context: req.context.clone() };
-            let ctx = contexts.entry(spec.clone()).or_insert_with(|| PreparedContext::new(spec).map(Arc::new));
+            let spec = ContextSpec {
+                imports: req.imports.clone(),
+                hammer: self.cfg.hammer.enabled,
+                context: req.context.clone(),
+            };
+            let ctx = contexts
+                .entry(spec.clone())
+                .or_insert_with(|| PreparedContext::new(spec).map(Arc::new));
             match ctx {
                 Ok(c) => jobs.push((c.clone(), p, i)),
-                Err(e) => finish(i, Verdict::infra(format!("context does not load: {e}"))),
+                Err(e) => finish(
+                    i,
+                    Verdict::infra(format!("context does not load: {e}")),
+                    Duration::ZERO,
+                ),
             }
         }
         // Group by context; a context that extends another comes right after it.
-        jobs.sort_by(|a, b| (&a.0.spec.imports, a.0.spec.hammer, &a.0.spec.context, a.2).cmp(&(&b.0.spec.imports, b.0.spec.hammer, &b.0.spec.context, b.2)));
+        jobs.sort_by(|a, b| {
+            (&a.0.spec.imports, a.0.spec.hammer, &a.0.spec.context, a.2).cmp(&(
+                &b.0.spec.imports,
+                b.0.spec.hammer,
+                &b.0.spec.context,
+                b.2,
+            ))
+        });
         let next = AtomicUsize::new(0);
         let jobs = &jobs;
         std::thread::scope(|scope| {
@@ -228,16 +317,24 @@ impl Checker for CoqChecker {
                     let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
                     loop {
                         let j = next.fetch_add(1, Ordering::SeqCst);
-                        let Some((ctx, plan, i)) = jobs.get(j) else { break };
+                        let Some((ctx, plan, i)) = jobs.get(j) else {
+                            break;
+                        };
+                        let t = Instant::now();
                         let v = self.run_one(slot_index, &mut guard, ctx, plan);
-                        finish(*i, v);
+                        finish(*i, v, t.elapsed());
                     }
                 });
             }
         });
         results
             .into_iter()
-            .map(|m| m.into_inner().ok().flatten().unwrap_or_else(|| Verdict::infra("no verdict produced")))
+            .map(|m| {
+                m.into_inner()
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| (Verdict::infra("no verdict produced"), Duration::ZERO))
+            })
             .collect()
     }
 }

@@ -35,9 +35,17 @@ pub fn parse_prompt(inner: &str) -> Option<Prompt> {
         return None;
     }
     let inner = proofs.strip_prefix('|')?.strip_suffix('|')?;
-    let open_proofs =
-        if inner.is_empty() { vec![] } else { inner.split('|').map(str::to_string).collect::<Vec<_>>() };
-    Some(Prompt { name, state, open_proofs, depth })
+    let open_proofs = if inner.is_empty() {
+        vec![]
+    } else {
+        inner.split('|').map(str::to_string).collect::<Vec<_>>()
+    };
+    Some(Prompt {
+        name,
+        state,
+        open_proofs,
+        depth,
+    })
 }
 
 const PROMPT_OPEN: &[u8] = b"<prompt>";
@@ -47,7 +55,10 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.is_empty() || hay.len() < needle.len() || from > hay.len() - needle.len() {
         return None;
     }
-    hay[from..].windows(needle.len()).position(|w| w == needle).map(|p| p + from)
+    hay[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
 }
 
 fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -110,8 +121,12 @@ impl ReplyScanner {
         self.tail.extend_from_slice(bytes);
         if let Some(pos) = find(&self.tail, &self.marker, self.searched) {
             let after_marker = pos + self.marker.len();
-            let Some(open) = find(&self.tail, PROMPT_OPEN, after_marker) else { return Scan::More };
-            let Some(close) = find(&self.tail, PROMPT_CLOSE, open) else { return Scan::More };
+            let Some(open) = find(&self.tail, PROMPT_OPEN, after_marker) else {
+                return Scan::More;
+            };
+            let Some(close) = find(&self.tail, PROMPT_CLOSE, open) else {
+                return Scan::More;
+            };
             let rest = self.tail[close + PROMPT_CLOSE.len()..].to_vec();
             let result = self.finish(pos, open, close);
             return Scan::Done(result, rest);
@@ -139,22 +154,31 @@ impl ReplyScanner {
             return Err("sentence prompt not found".into());
         };
         let prompt_text = String::from_utf8_lossy(&before[p_open + PROMPT_OPEN.len()..]);
-        let prompt = parse_prompt(&prompt_text).ok_or_else(|| format!("bad prompt {prompt_text:?}"))?;
+        let prompt =
+            parse_prompt(&prompt_text).ok_or_else(|| format!("bad prompt {prompt_text:?}"))?;
         let after_text = String::from_utf8_lossy(&self.tail[open + PROMPT_OPEN.len()..close]);
-        let after = parse_prompt(&after_text).ok_or_else(|| format!("bad prompt {after_text:?}"))?;
+        let after =
+            parse_prompt(&after_text).ok_or_else(|| format!("bad prompt {after_text:?}"))?;
         let mut output = String::from_utf8_lossy(&self.head).into_owned();
         if self.elided > 0 {
             output.push_str(&format!("\n[… {} bytes of output elided …]\n", self.elided));
         }
         output.push_str(&String::from_utf8_lossy(&before[..p_open]));
-        Ok(RawReply { output, prompt, after })
+        Ok(RawReply {
+            output,
+            prompt,
+            after,
+        })
     }
 }
 
 /// The error message of a failed sentence: the text from the last line starting with `Error:`
 /// (without Coq's "Toplevel input" location echo), capped in length.
 pub fn error_message(output: &str) -> String {
-    let start = output.rfind("\nError:").map(|i| i + 1).or_else(|| output.starts_with("Error:").then_some(0));
+    let start = output
+        .rfind("\nError:")
+        .map(|i| i + 1)
+        .or_else(|| output.starts_with("Error:").then_some(0));
     let msg = match start {
         Some(i) => output[i..].trim(),
         None => output.trim(),
@@ -171,7 +195,10 @@ pub fn error_message(output: &str) -> String {
 
 /// The raw text of the last `Error:` block of an output (after `Error:`), trimmed.
 fn last_error(output: &str) -> Option<&str> {
-    let start = output.rfind("\nError:").map(|i| i + 1).or_else(|| output.starts_with("Error:").then_some(0))?;
+    let start = output
+        .rfind("\nError:")
+        .map(|i| i + 1)
+        .or_else(|| output.starts_with("Error:").then_some(0))?;
     Some(output[start + "Error:".len()..].trim())
 }
 
@@ -199,10 +226,21 @@ mod tests {
     fn prompts() {
         assert_eq!(
             parse_prompt("bar < 4 |bar| 0 < "),
-            Some(Prompt { name: "bar".into(), state: 4, open_proofs: vec!["bar".into()], depth: 0 })
+            Some(Prompt {
+                name: "bar".into(),
+                state: 4,
+                open_proofs: vec!["bar".into()],
+                depth: 0
+            })
         );
-        assert_eq!(parse_prompt("Coq < 10 || 0 < ").unwrap().open_proofs, Vec::<String>::new());
-        assert_eq!(parse_prompt("b < 7 |b|a| 0 < ").unwrap().open_proofs, vec!["b", "a"]);
+        assert_eq!(
+            parse_prompt("Coq < 10 || 0 < ").unwrap().open_proofs,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            parse_prompt("b < 7 |b|a| 0 < ").unwrap().open_proofs,
+            vec!["b", "a"]
+        );
         assert_eq!(parse_prompt("garbage"), None);
         assert_eq!(parse_prompt("a < x || 0 < "), None);
     }
@@ -263,6 +301,8 @@ mod tests {
         assert!(is_timeout("x\nError: Timeout!\n"));
         assert!(!is_timeout("Error: Tactic failure: Error: Timeout!."));
         assert!(is_out_of_memory("Error: Out of memory.\n"));
-        assert!(!is_out_of_memory("<infomsg>\nError: Out of memory.\n</infomsg>\nError: Tactic failure.\n"));
+        assert!(!is_out_of_memory(
+            "<infomsg>\nError: Out of memory.\n</infomsg>\nError: Tactic failure.\n"
+        ));
     }
 }

@@ -24,8 +24,8 @@ pub const MAX_PROOF_BYTES: usize = 200_000;
 /// Most sentences in one proof.
 pub const MAX_PROOF_SENTENCES: usize = 5_000;
 
-/// The theorem keywords accepted for statements.
-pub const THEOREM_KEYWORDS: &[&str] = &["Lemma", "Theorem", "Corollary", "Proposition", "Fact", "Remark"];
+/// The theorem keywords accepted for statements (one list for the whole project).
+pub use prod_coq::THEOREM_KEYWORDS;
 
 /// A checked statement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,14 +50,23 @@ pub struct Step {
 pub enum RuleError {
     Rejected(String),
     /// The proof text does not split into complete sentences (after `step` complete ones).
-    Syntax { step: usize, message: String },
+    Syntax {
+        step: usize,
+        message: String,
+    },
 }
 
 fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
     if text.len() > max {
-        return Err(RuleError::Rejected(format!("{what} is too long ({} bytes, at most {max})", text.len())));
+        return Err(RuleError::Rejected(format!(
+            "{what} is too long ({} bytes, at most {max})",
+            text.len()
+        )));
     }
-    if let Some((i, c)) = text.char_indices().find(|&(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r')) {
+    if let Some((i, c)) = text
+        .char_indices()
+        .find(|&(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+    {
         let (line, col) = prod_coq::line_col(text, i);
         return Err(RuleError::Rejected(format!(
             "{what}: control character U+{:04X} at line {line}, column {col}",
@@ -71,6 +80,11 @@ fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
 pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
     let rej = |m: String| Err(RuleError::Rejected(m));
     plain_text("statement", text, MAX_STATEMENT_BYTES)?;
+    // The shared strict parser first: one `Keyword name binders : type.` sentence, no mutual
+    // `with`, no glued comment, no attribute or control. The checks below stay as a second line.
+    if let Err(e) = prod_coq::parse_statement(text) {
+        return Err(RuleError::Rejected(format!("statement: {e}")));
+    }
     let lexed = sentences(text);
     if let Some(e) = lexed.errors.first() {
         return rej(format!("statement: {}", e.message(text)));
@@ -103,11 +117,24 @@ pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
         ));
     };
     let after = head.body[keyword.len()..].trim_start();
-    let name: String = after.chars().take_while(|&c| prod_coq::lexer::is_ident_char(c)).collect();
+    let name: String = after
+        .chars()
+        .take_while(|&c| prod_coq::lexer::is_ident_char(c))
+        .collect();
     if !prod_coq::is_identifier(&name) {
-        return rej(format!("statement: `{keyword}` must be followed by a lemma name"));
+        return rej(format!(
+            "statement: `{keyword}` must be followed by a lemma name"
+        ));
     }
-    if !after[name.len()..].trim_start().starts_with([':', '(', '{', '[', '`', '\'']) && !after[name.len()..].trim_start().chars().next().is_some_and(prod_coq::lexer::is_ident_start) {
+    if !after[name.len()..]
+        .trim_start()
+        .starts_with([':', '(', '{', '[', '`', '\''])
+        && !after[name.len()..]
+            .trim_start()
+            .chars()
+            .next()
+            .is_some_and(prod_coq::lexer::is_ident_start)
+    {
         return rej("statement: expected binders or `:` after the lemma name".into());
     }
     // A string with a line break or angle brackets could forge lines in Coq's answers (e.g. a
@@ -121,7 +148,10 @@ pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
             return rej("statement: string literals may not contain line breaks or `<`/`>`".into());
         }
     }
-    Ok(Statement { text: s.to_string(), name })
+    Ok(Statement {
+        text: s.to_string(),
+        name,
+    })
 }
 
 /// Split and check a proof (the conditional proof's text without `<invoke>`s).
@@ -129,7 +159,9 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
     plain_text("proof", proof_text, MAX_PROOF_BYTES)?;
     let lexed = sentences(proof_text);
     if lexed.sentences.len() > MAX_PROOF_SENTENCES {
-        return Err(RuleError::Rejected(format!("proof has more than {MAX_PROOF_SENTENCES} sentences")));
+        return Err(RuleError::Rejected(format!(
+            "proof has more than {MAX_PROOF_SENTENCES} sentences"
+        )));
     }
     let mut steps = Vec::with_capacity(lexed.sentences.len());
     for (i, sentence) in lexed.sentences.iter().enumerate() {
@@ -149,12 +181,21 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
             }
         };
         if !hammer && mentions_hammer(text) {
-            return Err(RuleError::Rejected(format!("{at}: `hammer` must be a sentence of its own (`hammer.`)")));
+            return Err(RuleError::Rejected(format!(
+                "{at}: `hammer` must be a sentence of its own (`hammer.`)"
+            )));
         }
-        steps.push(Step { text: text.to_string(), range: sentence.range.clone(), hammer });
+        steps.push(Step {
+            text: text.to_string(),
+            range: sentence.range.clone(),
+            hammer,
+        });
     }
     if let Some(e) = lexed.errors.first() {
-        return Err(RuleError::Syntax { step: steps.len() + 1, message: e.message(proof_text) });
+        return Err(RuleError::Syntax {
+            step: steps.len() + 1,
+            message: e.message(proof_text),
+        });
     }
     Ok(steps)
 }
@@ -172,7 +213,9 @@ fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
     match head.keyword {
         Some(k) => {
             if !k.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
-                return rej(format!("`{k}` is a command, not a tactic (only tactics, bullets and braces)"));
+                return rej(format!(
+                    "`{k}` is a command, not a tactic (only tactics, bullets and braces)"
+                ));
             }
         }
         None => {
@@ -181,7 +224,10 @@ fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
                 || (body.starts_with('(') && !body.starts_with("(*"))
                 || body.starts_with('[');
             if !ok {
-                return rej(format!("`{}` does not start a tactic", body.chars().take(20).collect::<String>()));
+                return rej(format!(
+                    "`{}` does not start a tactic",
+                    body.chars().take(20).collect::<String>()
+                ));
             }
         }
     }
@@ -189,11 +235,16 @@ fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
 }
 
 fn is_hammer(text: &str) -> bool {
-    prod_coq::comments_stripped(text).split_whitespace().collect::<Vec<_>>() == ["hammer."]
+    prod_coq::comments_stripped(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        == ["hammer."]
 }
 
 fn mentions_hammer(text: &str) -> bool {
-    prod_coq::identifiers(text).into_iter().any(|r| &text[r] == "hammer")
+    prod_coq::identifiers(text)
+        .into_iter()
+        .any(|r| &text[r] == "hammer")
 }
 
 /// Does a tactic printed by CoqHammer pass the proof rules (one tactic sentence)?
@@ -201,7 +252,9 @@ pub fn check_replacement(tactic: &str) -> Result<String, RuleError> {
     let steps = check_proof(tactic)?;
     match steps.as_slice() {
         [s] if !s.hammer => Ok(s.text.clone()),
-        _ => Err(RuleError::Rejected(format!("hammer printed an unusable tactic {tactic:?}"))),
+        _ => Err(RuleError::Rejected(format!(
+            "hammer printed an unusable tactic {tactic:?}"
+        ))),
     }
 }
 
@@ -216,8 +269,13 @@ mod tests {
     #[test]
     fn statements() {
         let s = check_statement("  Lemma foo (n : nat) : n + 0 = n.  ").unwrap();
-        assert_eq!((s.name.as_str(), s.text.as_str()), ("foo", "Lemma foo (n : nat) : n + 0 = n."));
+        assert_eq!(
+            (s.name.as_str(), s.text.as_str()),
+            ("foo", "Lemma foo (n : nat) : n + 0 = n.")
+        );
         assert_eq!(check_statement("Theorem t: True.").unwrap().name, "t");
+        assert_eq!(check_statement("Property p : True.").unwrap().name, "p");
+        assert_eq!(check_statement("Example e : 1 = 1.").unwrap().name, "e");
         for bad in [
             "Lemma a : True. Axiom b : False.",
             "Axiom a : False.",
@@ -230,6 +288,8 @@ mod tests {
             "Lemma a : \"x\ny\" = \"\".",
             "Lemma a : True.\0",
             "Definition a : True := I.",
+            "Lemma a : True with b : False.",
+            "Lemma a : True.(* c *)Axiom b : False.",
         ] {
             assert!(rejected(check_statement(bad)), "{bad:?} should be rejected");
         }
@@ -237,7 +297,9 @@ mod tests {
 
     #[test]
     fn proofs() {
-        let steps = check_proof(" intros n. - simpl. { lia. } 2: { auto. } hammer. (auto). [> a | b].").unwrap();
+        let steps =
+            check_proof(" intros n. - simpl. { lia. } 2: { auto. } hammer. (auto). [> a | b].")
+                .unwrap();
         assert_eq!(steps.len(), 12);
         assert!(steps[9].hammer);
         assert!(!steps[8].hammer);
@@ -261,7 +323,13 @@ mod tests {
         ] {
             assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
         }
-        assert!(matches!(check_proof("intros. lia"), Err(RuleError::Syntax { step: 2, .. })));
-        assert!(matches!(check_proof("idtac \"x. "), Err(RuleError::Syntax { .. })));
+        assert!(matches!(
+            check_proof("intros. lia"),
+            Err(RuleError::Syntax { step: 2, .. })
+        ));
+        assert!(matches!(
+            check_proof("idtac \"x. "),
+            Err(RuleError::Syntax { .. })
+        ));
     }
 }

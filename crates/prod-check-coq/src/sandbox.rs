@@ -2,7 +2,9 @@
 //! system read-only except a private `/tmp` and work directory) plus an address-space limit.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Mutex, OnceLock};
 
 use crate::config::CoqCheckConfig;
 
@@ -11,13 +13,32 @@ pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/libexec/coq-ha
 
 /// Read-only binds when they exist on this machine (`/etc/ocamlfind.conf` is needed by Coq's
 /// plugin loader, `/etc/alternatives` by Debian's program links).
-const RO_BINDS: &[&str] = &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ocamlfind.conf", "/etc/alternatives", "/etc/findlib.conf"];
+const RO_BINDS: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ocamlfind.conf",
+    "/etc/alternatives",
+    "/etc/findlib.conf",
+];
 
 /// A command running `program args…` sandboxed according to `cfg`, with `work` (if given)
 /// mounted read-write as `/work` and used as the working directory.
-pub fn command(cfg: &CoqCheckConfig, program: &Path, args: &[&str], work: Option<&Path>) -> Command {
+pub fn command(
+    cfg: &CoqCheckConfig,
+    program: &Path,
+    args: &[&str],
+    work: Option<&Path>,
+) -> Command {
     let mut cmd = Command::new("prlimit");
-    cmd.arg(format!("--as={}", cfg.memory_limit_mb.saturating_mul(1024 * 1024))).arg("--");
+    cmd.arg(format!(
+        "--as={}",
+        cfg.memory_limit_mb.saturating_mul(1024 * 1024)
+    ))
+    .arg("--");
     if cfg.sandbox {
         cmd.arg("bwrap");
         for p in RO_BINDS {
@@ -34,17 +55,74 @@ pub fn command(cfg: &CoqCheckConfig, program: &Path, args: &[&str], work: Option
                 cmd.args(["--dir", "/work"]);
             }
         }
-        cmd.args(["--chdir", "/work", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]);
-        cmd.args(["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]);
+        cmd.args([
+            "--chdir",
+            "/work",
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+        ]);
+        cmd.args([
+            "--setenv",
+            "PATH",
+            SANDBOX_PATH,
+            "--setenv",
+            "HOME",
+            "/tmp",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+        ]);
         cmd.arg("--");
         cmd.arg(program);
     } else {
         cmd.arg(program);
-        cmd.env("PATH", format!("{}:{}", std::env::var("PATH").unwrap_or_default(), "/usr/libexec/coq-hammer"));
+        cmd.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                std::env::var("PATH").unwrap_or_default(),
+                "/usr/libexec/coq-hammer"
+            ),
+        );
         if let Some(dir) = work {
             cmd.current_dir(dir);
         }
     }
     cmd.args(args);
     cmd
+}
+
+type SpawnJob = (Command, Sender<std::io::Result<Child>>);
+
+/// Spawn `cmd` from a thread that lives as long as the process.
+///
+/// bubblewrap's `--die-with-parent` uses `PR_SET_PDEATHSIG`, which fires when the *thread* that
+/// forked the sandbox exits, not the process. Workers outlive the short-lived threads that
+/// check a batch, so every long-lived sandbox is forked here.
+pub fn spawn_persistent(cmd: Command) -> std::io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<Sender<SpawnJob>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = channel::<SpawnJob>();
+        let _ = std::thread::Builder::new()
+            .name("coq-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            });
+        Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = channel();
+    let sent = spawner
+        .lock()
+        .map_err(|_| std::io::Error::other("spawner lock poisoned"))?
+        .send((cmd, reply_tx));
+    if sent.is_err() {
+        return Err(std::io::Error::other("spawner thread is gone"));
+    }
+    reply_rx
+        .recv()
+        .map_err(|_| std::io::Error::other("spawner thread is gone"))?
 }

@@ -35,14 +35,22 @@ impl PreparedContext {
             if let Some(e) = lexed.errors.first() {
                 return Err(format!("{what}: {}", e.message(text)));
             }
-            Ok(lexed.sentences.iter().map(|s| s.text(text).to_string()).collect())
+            Ok(lexed
+                .sentences
+                .iter()
+                .map(|s| s.text(text).to_string())
+                .collect())
         };
         let mut prelude = split("imports", &spec.imports)?;
         if spec.hammer {
             prelude.push(HAMMER_PLUGIN_IMPORT.to_string());
         }
         let sentences = split("context", &spec.context)?;
-        Ok(PreparedContext { spec, prelude, sentences })
+        Ok(PreparedContext {
+            spec,
+            prelude,
+            sentences,
+        })
     }
 }
 
@@ -68,15 +76,27 @@ struct Loaded {
 pub struct Session {
     pub worker: Worker,
     loaded: Option<Loaded>,
+    /// The environment is exactly the loaded context's base (no attempt in progress).
+    at_base: bool,
 }
 
 fn ok_with(reply: &Reply, name: &str, open: &[&str]) -> bool {
-    reply.prompt.name == name && reply.prompt.open_proofs.iter().map(String::as_str).eq(open.iter().copied())
+    reply.prompt.name == name
+        && reply
+            .prompt
+            .open_proofs
+            .iter()
+            .map(String::as_str)
+            .eq(open.iter().copied())
 }
 
 impl Session {
     pub fn start(cfg: &CoqCheckConfig) -> Result<Session, String> {
-        Ok(Session { worker: Worker::start(cfg)?, loaded: None })
+        Ok(Session {
+            worker: Worker::start(cfg)?,
+            loaded: None,
+            at_base: false,
+        })
     }
 
     /// Is this session holding exactly `ctx`?
@@ -88,24 +108,49 @@ impl Session {
 
     /// Make `ctx` the base state: nothing to do, extend the loaded context, or load afresh.
     /// `Err(Ok(msg))`: the context itself is broken; `Err(Err(fault))`: the worker failed.
-    pub fn ensure(&mut self, ctx: &PreparedContext, cfg: &CoqCheckConfig) -> Result<(), Result<String, Fault>> {
+    pub fn ensure(
+        &mut self,
+        ctx: &PreparedContext,
+        cfg: &CoqCheckConfig,
+    ) -> Result<(), Result<String, Fault>> {
         if self.holds(ctx) {
-            return Ok(());
+            return self.return_to_base(cfg).map_err(Err);
         }
         let limit = Duration::from_secs(cfg.context_timeout_s as u64);
         let extend_from = self.loaded.as_ref().and_then(|l| {
-            (l.prelude == ctx.prelude && l.hammer == ctx.spec.hammer && ctx.sentences.starts_with(&l.sentences))
-                .then_some(l.sentences.len())
+            (l.prelude == ctx.prelude
+                && l.hammer == ctx.spec.hammer
+                && ctx.sentences.starts_with(&l.sentences))
+            .then_some(l.sentences.len())
         });
         let (first, target) = match extend_from {
-            Some(n) => (n, self.loaded.as_ref().map(|l| l.base).unwrap_or(self.worker.initial_state)),
+            Some(n) => (
+                n,
+                self.loaded
+                    .as_ref()
+                    .map(|l| l.base)
+                    .unwrap_or(self.worker.initial_state),
+            ),
             None => (0, self.worker.initial_state),
         };
         self.loaded = None;
-        let back = self.worker.run(&format!("BackTo {target}."), limit).map_err(Err)?;
-        if back.after.name != "Coq" || !back.after.open_proofs.is_empty() {
-            self.worker.kill();
-            return Err(Err(Fault::Protocol("BackTo did not return to a top-level state".into())));
+        // After every attempt the worker is back at its base; only move when elsewhere.
+        let already_there = match extend_from {
+            Some(_) => self.at_base,
+            None => self.worker.state == self.worker.initial_state,
+        };
+        self.at_base = false;
+        if !already_there {
+            let back = self
+                .worker
+                .run(&format!("BackTo {target}."), limit)
+                .map_err(Err)?;
+            if back.after.name != "Coq" || !back.after.open_proofs.is_empty() {
+                self.worker.kill();
+                return Err(Err(Fault::Protocol(
+                    "BackTo did not return to a top-level state".into(),
+                )));
+            }
         }
         let mut texts: Vec<&str> = vec![];
         if extend_from.is_none() {
@@ -124,7 +169,11 @@ impl Session {
                 let what = if i < skip && extend_from.is_none() {
                     format!("import `{}`", texts[i])
                 } else if i < ctx_end {
-                    format!("context sentence {} `{}`", first + i - skip + 1, texts[i].chars().take(80).collect::<String>())
+                    format!(
+                        "context sentence {} `{}`",
+                        first + i - skip + 1,
+                        texts[i].chars().take(80).collect::<String>()
+                    )
                 } else {
                     format!("checker setting `{}`", texts[i])
                 };
@@ -146,40 +195,81 @@ impl Session {
             base_prompt,
             at_base: HashMap::new(),
         });
+        self.at_base = true;
         Ok(())
     }
 
     /// Run one attempt in the loaded context and return to the base state.
+    ///
+    /// The return to the base state (`BackTo`) is left for the start of the next attempt, so
+    /// that the verdict is out as soon as it is known (a blown-up attempt can take a while to
+    /// clean up after).
     pub fn attempt(&mut self, plan: &Plan, cfg: &CoqCheckConfig) -> Verdict {
+        if !self.at_base {
+            if let Err(f) = self.back_to_base(cfg) {
+                self.worker.kill();
+                return Verdict::infra(f.to_string());
+            }
+        }
         let start = Instant::now();
+        self.at_base = false;
         let verdict = match self.attempt_inner(plan, cfg, start) {
             Ok(v) => v,
             Err(f) => Verdict::infra(f.to_string()),
         };
         self.worker.attempts += 1;
-        if !self.worker.broken {
-            if let Err(f) = self.back_to_base(cfg) {
-                // The verdict stands; only this worker is lost.
-                let _ = f;
-                self.worker.kill();
-            }
+        if matches!(verdict, Verdict::Rejected { .. }) {
+            // Rejections found here mean text reached Coq that moved it somewhere unexpected;
+            // never reuse that process.
+            self.worker.kill();
         }
         verdict
     }
 
-    fn back_to_base(&mut self, cfg: &CoqCheckConfig) -> Result<(), Fault> {
-        let Some(l) = self.loaded.as_ref() else { return Err(Fault::Protocol("no context".into())) };
-        let (base, base_prompt) = (l.base, l.base_prompt.clone());
-        let r = self.worker.run(&format!("BackTo {base}."), Duration::from_secs(cfg.step_timeout_s as u64 + 5))?;
-        if r.prompt.state != base || r.prompt.name != base_prompt.name || r.prompt.open_proofs != base_prompt.open_proofs {
-            return Err(Fault::Protocol(format!("BackTo {base} landed in {:?}", r.prompt)));
+    /// Return to the base state now (otherwise the next attempt does it).
+    pub fn return_to_base(&mut self, cfg: &CoqCheckConfig) -> Result<(), Fault> {
+        if self.at_base {
+            return Ok(());
         }
+        let r = self.back_to_base(cfg);
+        if r.is_err() {
+            self.worker.kill();
+        }
+        r
+    }
+
+    fn back_to_base(&mut self, cfg: &CoqCheckConfig) -> Result<(), Fault> {
+        let Some(l) = self.loaded.as_ref() else {
+            return Err(Fault::Protocol("no context".into()));
+        };
+        let (base, base_prompt) = (l.base, l.base_prompt.clone());
+        let r = self.worker.run(
+            &format!("BackTo {base}."),
+            Duration::from_secs(cfg.step_timeout_s as u64 + 5),
+        )?;
+        if r.prompt.state != base
+            || r.prompt.name != base_prompt.name
+            || r.prompt.open_proofs != base_prompt.open_proofs
+        {
+            return Err(Fault::Protocol(format!(
+                "BackTo {base} landed in {:?}",
+                r.prompt
+            )));
+        }
+        self.at_base = true;
         Ok(())
     }
 
-    fn attempt_inner(&mut self, plan: &Plan, cfg: &CoqCheckConfig, start: Instant) -> Result<Verdict, Fault> {
+    fn attempt_inner(
+        &mut self,
+        plan: &Plan,
+        cfg: &CoqCheckConfig,
+        start: Instant,
+    ) -> Result<Verdict, Fault> {
         let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
-        let Some(l) = self.loaded.as_ref() else { return Err(Fault::Protocol("no context loaded".into())) };
+        let Some(l) = self.loaded.as_ref() else {
+            return Err(Fault::Protocol("no context loaded".into()));
+        };
         let base_name = l.base_prompt.name.clone();
         let hammer_loaded = l.hammer;
         let n = plan.steps.len();
@@ -191,14 +281,21 @@ impl Session {
                 return Ok(v);
             }
             if !ok_with(&r, &lemma.name, &[&lemma.name]) {
-                return Ok(Verdict::rejected(format!("proposed lemma {} is not a single lemma statement", i + 1)));
+                return Ok(Verdict::rejected(format!(
+                    "proposed lemma {} is not a single lemma statement",
+                    i + 1
+                )));
             }
             let r = self.worker.run("Admitted.", step_limit)?;
-            if let Some(v) = classify_failure(&r, 0, &format!("admitting proposed lemma {}", i + 1)) {
+            if let Some(v) = classify_failure(&r, 0, &format!("admitting proposed lemma {}", i + 1))
+            {
                 return Ok(v);
             }
             if !ok_with(&r, &base_name, &[]) {
-                return Ok(Verdict::rejected(format!("proposed lemma {} did not close with Admitted", i + 1)));
+                return Ok(Verdict::rejected(format!(
+                    "proposed lemma {} did not close with Admitted",
+                    i + 1
+                )));
             }
         }
         let name = plan.statement.name.as_str();
@@ -207,7 +304,9 @@ impl Session {
             return Ok(v);
         }
         if !ok_with(&r, name, &[name]) {
-            return Ok(Verdict::rejected("the statement did not open exactly one proof of its lemma"));
+            return Ok(Verdict::rejected(
+                "the statement did not open exactly one proof of its lemma",
+            ));
         }
         let r = self.worker.run("Proof.", step_limit)?;
         if let Some(v) = classify_failure(&r, 0, "Proof") {
@@ -216,8 +315,12 @@ impl Session {
 
         // Steps 1..=n: the proof's own sentences; after each, Coq must still be in our proof.
         let mut replacements = vec![];
+        let budget = Duration::from_secs(cfg.attempt_timeout_s as u64);
         for (i, step) in plan.steps.iter().enumerate() {
             let k = i + 1;
+            if start.elapsed() > budget {
+                return Ok(Verdict::TimedOut { step: k });
+            }
             if step.hammer && hammer_loaded {
                 match self.hammer(step, k, name, cfg)? {
                     Ok(rep) => replacements.push(rep),
@@ -226,11 +329,19 @@ impl Session {
                 continue;
             }
             let r = self.worker.run(&step.text, step_limit)?;
+            if r.prompt.state < r.before {
+                return Ok(Verdict::rejected(format!(
+                    "step {k} moved back in Coq's history"
+                )));
+            }
             if let Some(v) = classify_failure(&r, k, "") {
                 return Ok(v);
             }
-            if r.prompt.state < r.before || !ok_with(&r, name, &[name]) {
-                return Ok(Verdict::rejected(format!("step {k} left the proof (Coq's prompt: {} {:?})", r.prompt.name, r.prompt.open_proofs)));
+            if !ok_with(&r, name, &[name]) {
+                return Ok(Verdict::rejected(format!(
+                    "step {k} left the proof (Coq's prompt: {} {:?})",
+                    r.prompt.name, r.prompt.open_proofs
+                )));
             }
         }
 
@@ -242,14 +353,24 @@ impl Session {
         if !ok_with(&r, &base_name, &[]) {
             return Ok(Verdict::rejected("Qed did not return to the top level"));
         }
-        let r = self.worker.run(&format!("Print Assumptions {name}."), step_limit)?;
+        let r = self
+            .worker
+            .run(&format!("Print Assumptions {name}."), step_limit)?;
         if !r.ok() {
-            return Ok(Verdict::Failed { step: n + 1, message: format!("Print Assumptions: {}", error_message(&r.output)) });
+            return Ok(Verdict::Failed {
+                step: n + 1,
+                message: format!("Print Assumptions: {}", error_message(&r.output)),
+            });
         }
         let axioms = match parse_assumptions(&r.output) {
             Ok(Assumptions::Closed) => vec![],
             Ok(Assumptions::Axioms { axioms, .. }) => axioms,
-            Err(e) => return Ok(Verdict::Failed { step: n + 1, message: format!("unsafe or unknown assumption: {e}") }),
+            Err(e) => {
+                return Ok(Verdict::Failed {
+                    step: n + 1,
+                    message: format!("unsafe or unknown assumption: {e}"),
+                })
+            }
         };
         let proposed: Vec<&str> = plan.lemmas.iter().map(|l| l.name.as_str()).collect();
         let mut foreign = vec![];
@@ -261,7 +382,12 @@ impl Session {
             let r = self.worker.run(&format!("Locate {a}."), step_limit)?;
             match qualified_constant(&r.output) {
                 Some(q) => foreign.push((a.clone(), q)),
-                None => return Ok(Verdict::Failed { step: n + 1, message: format!("cannot resolve assumption `{a}`") }),
+                None => {
+                    return Ok(Verdict::Failed {
+                        step: n + 1,
+                        message: format!("cannot resolve assumption `{a}`"),
+                    })
+                }
             }
         }
         if !foreign.is_empty() {
@@ -292,33 +418,73 @@ impl Session {
                 }
             }
         }
-        Ok(Verdict::Proved { axioms, replacements, time: start.elapsed() })
+        Ok(Verdict::Proved {
+            axioms,
+            replacements,
+            time: start.elapsed(),
+        })
     }
 
     /// The `hammer.` step: the fixed tactic list, then CoqHammer; the tactic that worked is
     /// re-run from the state before the step and recorded.
-    fn hammer(&mut self, step: &Step, k: usize, name: &str, cfg: &CoqCheckConfig) -> Result<Result<Replacement, Verdict>, Fault> {
+    fn hammer(
+        &mut self,
+        step: &Step,
+        k: usize,
+        name: &str,
+        cfg: &CoqCheckConfig,
+    ) -> Result<Result<Replacement, Verdict>, Fault> {
         let h = &cfg.hammer;
         let before = self.worker.state;
         for t in &h.fixed_tactics {
             let text = format!("solve [ timeout {} {} ].", t.timeout_s.max(1), t.tactic);
-            let r = self.worker.run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
+            let r = self
+                .worker
+                .run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
             if r.interrupted || is_out_of_memory(&r.output) {
                 // Our own tactic list must never leave the worker in doubt.
-                return Err(Fault::Protocol(format!("fixed tactic `{}` had to be interrupted", t.tactic)));
+                return Err(Fault::Protocol(format!(
+                    "fixed tactic `{}` had to be interrupted",
+                    t.tactic
+                )));
             }
             if r.ok() {
                 if !ok_with(&r, name, &[name]) {
-                    return Ok(Err(Verdict::rejected(format!("step {k}: hammer left the proof"))));
+                    return Ok(Err(Verdict::rejected(format!(
+                        "step {k}: hammer left the proof"
+                    ))));
                 }
-                return Ok(Ok(Replacement { step: k, range: step.range.clone(), tactic: format!("{}.", t.tactic) }));
+                return Ok(Ok(Replacement {
+                    step: k,
+                    range: step.range.clone(),
+                    tactic: format!("{}.", t.tactic),
+                }));
             }
         }
         if !h.use_atp {
-            return Ok(Err(Verdict::Failed { step: k, message: "hammer: no tactic of the fixed list closes the goal".into() }));
+            return Ok(Err(Verdict::Failed {
+                step: k,
+                message: "hammer: no tactic of the fixed list closes the goal".into(),
+            }));
         }
         let limit = Duration::from_secs(h.timeout_s as u64);
-        let r = self.worker.run(&format!("Timeout {} hammer.", h.timeout_s), limit)?;
+        // CoqHammer's own time limits break under a default timeout ("CoqHammer bug: …
+        // Control.Timeout"), so lift it around the call and restore it right after.
+        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let unset = self.worker.run("Unset Default Timeout.", short)?;
+        if !unset.ok() {
+            return Err(Fault::Protocol("cannot unset the default timeout".into()));
+        }
+        let r = self
+            .worker
+            .run(&format!("Timeout {} hammer.", h.timeout_s), limit)?;
+        let reset = self.worker.run(
+            &format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
+            short,
+        )?;
+        if !reset.ok() {
+            return Err(Fault::Protocol("cannot restore the default timeout".into()));
+        }
         if !r.ok() {
             if r.interrupted || is_timeout(&r.output) || is_user_interrupt(&r.output) {
                 return Ok(Err(Verdict::TimedOut { step: k }));
@@ -326,37 +492,67 @@ impl Session {
             if is_out_of_memory(&r.output) {
                 return Err(Fault::Lost("out of memory during hammer".into()));
             }
-            return Ok(Err(Verdict::Failed { step: k, message: format!("hammer: {}", error_message(&r.output)) }));
+            return Ok(Err(Verdict::Failed {
+                step: k,
+                message: format!("hammer: {}", error_message(&r.output)),
+            }));
         }
         let Some(tactic) = hammer_replacement(&r.output) else {
-            return Ok(Err(Verdict::Failed { step: k, message: "hammer succeeded but printed no replacement tactic".into() }));
+            return Ok(Err(Verdict::Failed {
+                step: k,
+                message: "hammer succeeded but printed no replacement tactic".into(),
+            }));
         };
         let tactic = match rules::check_replacement(&tactic) {
             Ok(t) => t,
-            Err(_) => return Ok(Err(Verdict::Failed { step: k, message: format!("hammer printed an unusable tactic `{tactic}`") })),
+            Err(_) => {
+                return Ok(Err(Verdict::Failed {
+                    step: k,
+                    message: format!("hammer printed an unusable tactic `{tactic}`"),
+                }))
+            }
         };
         // Re-run the replacement itself, so the recorded proof is known to work without ATPs.
-        let back = self.worker.run(&format!("BackTo {before}."), Duration::from_secs(cfg.step_timeout_s as u64))?;
+        let back = self.worker.run(
+            &format!("BackTo {before}."),
+            Duration::from_secs(cfg.step_timeout_s as u64),
+        )?;
         if back.prompt.state != before || !ok_with(&back, name, &[name]) {
             return Err(Fault::Protocol("BackTo inside the proof failed".into()));
         }
-        let r = self.worker.run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
+        let r = self
+            .worker
+            .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
         if let Some(v) = classify_failure(&r, k, "hammer's replacement") {
             return Ok(Err(v));
         }
         if !ok_with(&r, name, &[name]) {
-            return Ok(Err(Verdict::rejected(format!("step {k}: hammer's replacement left the proof"))));
+            return Ok(Err(Verdict::rejected(format!(
+                "step {k}: hammer's replacement left the proof"
+            ))));
         }
-        Ok(Ok(Replacement { step: k, range: step.range.clone(), tactic }))
+        Ok(Ok(Replacement {
+            step: k,
+            range: step.range.clone(),
+            tactic,
+        }))
     }
 }
 
 /// The settings every context gets after loading: the per-step time limit (applies to `Qed`
 /// too) and CoqHammer's limits.
 fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
-    let mut s = vec![format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1))];
+    // `Set Silent` stops coqtop from printing the goals after every tactic (the checker never
+    // reads them); errors, `Print Assumptions` and hammer's answer are still printed.
+    let mut s = vec![
+        "Set Silent.".to_string(),
+        format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
+    ];
     if hammer {
-        s.push(format!("Set Hammer ATPLimit {}.", cfg.hammer.atp_limit_s.max(1)));
+        s.push(format!(
+            "Set Hammer ATPLimit {}.",
+            cfg.hammer.atp_limit_s.max(1)
+        ));
         s.push(format!("Set Hammer GSMode {}.", cfg.hammer.gs_mode.max(1)));
     }
     s
@@ -374,7 +570,14 @@ fn classify_failure(r: &Reply, step: usize, what: &str) -> Option<Verdict> {
         return Some(Verdict::infra(format!("out of memory at step {step}")));
     }
     let msg = error_message(&r.output);
-    Some(Verdict::Failed { step, message: if what.is_empty() { msg } else { format!("{what}: {msg}") } })
+    Some(Verdict::Failed {
+        step,
+        message: if what.is_empty() {
+            msg
+        } else {
+            format!("{what}: {msg}")
+        },
+    })
 }
 
 /// `Locate x.` → `Constant Q` → `Q`.
@@ -399,7 +602,10 @@ mod tests {
 
     #[test]
     fn parse_helpers() {
-        assert_eq!(qualified_constant("Constant Coq.Logic.Classical_Prop.classic\n"), Some("Coq.Logic.Classical_Prop.classic".into()));
+        assert_eq!(
+            qualified_constant("Constant Coq.Logic.Classical_Prop.classic\n"),
+            Some("Coq.Logic.Classical_Prop.classic".into())
+        );
         assert_eq!(qualified_constant("No object of basename x\n"), None);
         assert_eq!(
             hammer_replacement("<infomsg>Replace the hammer tactic with:\n\thauto use: rev_involutive.</infomsg>\n"),

@@ -87,7 +87,10 @@ pub struct Worker {
     pub broken: bool,
 }
 
-fn spawn_io(child: &mut Child) -> Result<(Sender<Vec<u8>>, Receiver<Vec<u8>>), String> {
+/// The channels to and from a coqtop's pipes.
+type Io = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
+
+fn spawn_io(child: &mut Child) -> Result<Io, String> {
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
     let mut stdout = child.stdout.take().ok_or("no stdout")?;
     let (to_tx, to_rx) = channel::<Vec<u8>>();
@@ -128,12 +131,24 @@ fn descendants(root: i32) -> Vec<(i32, String)> {
     let mut parent_of = vec![];
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
             // `pid (comm) state ppid …`; comm may contain spaces, so split at the last ')'.
-            let Some(close) = stat.rfind(')') else { continue };
-            let comm = stat.get(stat.find('(').map_or(0, |i| i + 1)..close).unwrap_or("").to_string();
-            let ppid = stat[close + 1..].split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok());
+            let Some(close) = stat.rfind(')') else {
+                continue;
+            };
+            let comm = stat
+                .get(stat.find('(').map_or(0, |i| i + 1)..close)
+                .unwrap_or("")
+                .to_string();
+            let ppid = stat[close + 1..]
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse::<i32>().ok());
             if let Some(ppid) = ppid {
                 parent_of.push((pid, ppid, comm));
             }
@@ -150,6 +165,12 @@ fn descendants(root: i32) -> Vec<(i32, String)> {
         }
     }
     out
+}
+
+/// `PROD_CHECK_TRACE=1` prints every sentence with its time (debugging and profiling).
+fn trace_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("PROD_CHECK_TRACE").is_some_and(|v| v != "0"))
 }
 
 fn signal(pid: i32, sig: i32) {
@@ -171,8 +192,11 @@ impl Worker {
             &["-c", "exec \"$0\" -emacs -quiet 2>&1", &coqtop],
             None,
         );
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start coqtop: {e}"))?;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child =
+            sandbox::spawn_persistent(cmd).map_err(|e| format!("cannot start coqtop: {e}"))?;
         let (to_coq, from_coq) = match spawn_io(&mut child) {
             Ok(io) => io,
             Err(e) => {
@@ -182,7 +206,12 @@ impl Worker {
             }
         };
         let nonce = format!("{:016x}", rand::thread_rng().gen::<u64>());
-        let blank = Prompt { name: "Coq".into(), state: 0, open_proofs: vec![], depth: 0 };
+        let blank = Prompt {
+            name: "Coq".into(),
+            state: 0,
+            open_proofs: vec![],
+            depth: 0,
+        };
         let mut w = Worker {
             child,
             to_coq,
@@ -217,14 +246,19 @@ impl Worker {
     }
 
     fn send(&mut self, text: &str) -> Result<(), Fault> {
-        self.to_coq.send(text.as_bytes().to_vec()).map_err(|_| Fault::Lost("stdin closed".into()))
+        self.to_coq
+            .send(text.as_bytes().to_vec())
+            .map_err(|_| Fault::Lost("stdin closed".into()))
     }
 
     /// The pid of coqtop itself (below prlimit/bwrap/sh), found lazily.
     fn coq_pid(&mut self) -> Option<i32> {
         if self.coq_pid.is_none() {
             let root = self.child.id() as i32;
-            let found = descendants(root).into_iter().find(|(_, comm)| comm.starts_with("coqtop")).map(|(p, _)| p);
+            let found = descendants(root)
+                .into_iter()
+                .find(|(_, comm)| comm.starts_with("coqtop"))
+                .map(|(p, _)| p);
             self.coq_pid = found.or_else(|| {
                 // Not sandboxed and exec'd in place: the child itself is coqtop.
                 std::fs::read_to_string(format!("/proc/{root}/comm"))
@@ -283,15 +317,20 @@ impl Worker {
         let deadline = Instant::now() + limit;
         let mut buf = std::mem::take(&mut self.pending);
         loop {
-            if let Some(pos) = buf.windows(marker.len()).position(|w| w == marker.as_bytes()) {
+            if let Some(pos) = buf
+                .windows(marker.len())
+                .position(|w| w == marker.as_bytes())
+            {
                 let rest = &buf[pos + marker.len()..];
                 if let (Some(o), Some(c)) = (
                     rest.windows(8).position(|w| w == b"<prompt>"),
                     rest.windows(9).position(|w| w == b"</prompt>"),
                 ) {
                     if o < c {
-                        let p = crate::protocol::parse_prompt(&String::from_utf8_lossy(&rest[o + 8..c]))
-                            .ok_or_else(|| Fault::Protocol("bad prompt".into()))?;
+                        let p = crate::protocol::parse_prompt(&String::from_utf8_lossy(
+                            &rest[o + 8..c],
+                        ))
+                        .ok_or_else(|| Fault::Protocol("bad prompt".into()))?;
                         self.pending = rest[c + 9..].to_vec();
                         self.state = p.state;
                         self.prompt = p.clone();
@@ -307,7 +346,9 @@ impl Worker {
                 Ok(chunk) => buf.extend_from_slice(&chunk),
                 Err(RecvTimeoutError::Timeout) => return Err(Fault::Unresponsive),
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(Fault::Lost(String::from_utf8_lossy(&buf).chars().take(500).collect()))
+                    return Err(Fault::Lost(
+                        String::from_utf8_lossy(&buf).chars().take(500).collect(),
+                    ))
                 }
             }
         }
@@ -317,6 +358,21 @@ impl Worker {
     /// `limit`. On `Err` the worker has been killed.
     pub fn run(&mut self, text: &str, limit: Duration) -> Result<Reply, Fault> {
         let r = self.run_inner(text, limit);
+        if trace_enabled() {
+            match &r {
+                Ok(rep) => eprintln!(
+                    "[coq {:>7.2} ms] {} -> {} {:?}",
+                    rep.elapsed.as_secs_f64() * 1000.0,
+                    text.chars().take(60).collect::<String>(),
+                    rep.prompt.state,
+                    rep.prompt.open_proofs
+                ),
+                Err(f) => eprintln!(
+                    "[coq fault] {} -> {f}",
+                    text.chars().take(60).collect::<String>()
+                ),
+            }
+        }
         if r.is_err() {
             self.kill();
         }
@@ -340,10 +396,21 @@ impl Worker {
             if !chunk.is_empty() {
                 if let Scan::Done(result, rest) = scanner.push(&chunk) {
                     self.pending = rest;
-                    let RawReply { output, prompt, after } = result.map_err(Fault::Protocol)?;
+                    let RawReply {
+                        output,
+                        prompt,
+                        after,
+                    } = result.map_err(Fault::Protocol)?;
                     self.state = after.state;
                     self.prompt = after.clone();
-                    return Ok(Reply { output, prompt, after, before, elapsed: start.elapsed(), interrupted });
+                    return Ok(Reply {
+                        output,
+                        prompt,
+                        after,
+                        before,
+                        elapsed: start.elapsed(),
+                        interrupted,
+                    });
                 }
             }
             let now = Instant::now();
@@ -397,7 +464,11 @@ impl Worker {
                 if !chunk.is_empty() {
                     if let Scan::Done(result, rest) = scanner.push(&chunk) {
                         chunk = rest;
-                        let RawReply { output, prompt, after } = match result {
+                        let RawReply {
+                            output,
+                            prompt,
+                            after,
+                        } = match result {
                             Ok(r) => r,
                             Err(e) => {
                                 self.kill();
@@ -406,7 +477,14 @@ impl Worker {
                         };
                         self.state = after.state;
                         self.prompt = after.clone();
-                        replies.push(Reply { output, prompt, after, before, elapsed: start.elapsed(), interrupted: false });
+                        replies.push(Reply {
+                            output,
+                            prompt,
+                            after,
+                            before,
+                            elapsed: start.elapsed(),
+                            interrupted: false,
+                        });
                         break;
                     }
                 }

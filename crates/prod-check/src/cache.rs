@@ -72,7 +72,9 @@ impl VerificationCache {
                 created_at INTEGER NOT NULL DEFAULT (strftime('%s','now'))
             );",
         )?;
-        Ok(VerificationCache { conn: Mutex::new(conn) })
+        Ok(VerificationCache {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -83,7 +85,11 @@ impl VerificationCache {
     pub fn get(&self, key: &str) -> Result<Option<Verdict>, CacheError> {
         let text: Option<String> = self
             .conn()
-            .query_row("SELECT verdict FROM verdicts WHERE key = ?1", params![key], |r| r.get(0))
+            .query_row(
+                "SELECT verdict FROM verdicts WHERE key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
             .optional()?;
         Ok(match text {
             Some(t) => Some(serde_json::from_str(&t)?),
@@ -105,7 +111,9 @@ impl VerificationCache {
     }
 
     pub fn len(&self) -> Result<usize, CacheError> {
-        let n: i64 = self.conn().query_row("SELECT COUNT(*) FROM verdicts", [], |r| r.get(0))?;
+        let n: i64 = self
+            .conn()
+            .query_row("SELECT COUNT(*) FROM verdicts", [], |r| r.get(0))?;
         Ok(n as usize)
     }
 
@@ -139,7 +147,10 @@ impl<C: Checker> Checker for CachedChecker<C> {
     fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
         let fp = self.inner.fingerprint();
         let keys: Vec<String> = requests.iter().map(|r| cache_key(&fp, r)).collect();
-        let mut out: Vec<Option<Verdict>> = keys.iter().map(|k| self.cache.get(k).ok().flatten()).collect();
+        let mut out: Vec<Option<Verdict>> = keys
+            .iter()
+            .map(|k| self.cache.get(k).ok().flatten())
+            .collect();
         for (i, v) in out.iter().enumerate() {
             if let Some(v) = v {
                 progress(i, v);
@@ -161,7 +172,9 @@ impl<C: Checker> Checker for CachedChecker<C> {
                 }
             }
         }
-        out.into_iter().map(|v| v.unwrap_or_else(|| Verdict::infra("checker returned too few verdicts"))).collect()
+        out.into_iter()
+            .map(|v| v.unwrap_or_else(|| Verdict::infra("checker returned too few verdicts")))
+            .collect()
     }
 }
 
@@ -196,9 +209,16 @@ mod tests {
                     let v = if text.contains("crash") {
                         Verdict::infra("worker lost")
                     } else if text.contains("ok") {
-                        Verdict::Proved { axioms: vec![], replacements: vec![], time: Duration::from_millis(3) }
+                        Verdict::Proved {
+                            axioms: vec![],
+                            replacements: vec![],
+                            time: Duration::from_millis(3),
+                        }
                     } else {
-                        Verdict::Failed { step: 1, message: "nope".into() }
+                        Verdict::Failed {
+                            step: 1,
+                            message: "nope".into(),
+                        }
                     };
                     progress(i, &v);
                     v
@@ -208,7 +228,12 @@ mod tests {
     }
 
     fn req(proof: &str) -> CheckRequest {
-        CheckRequest::new("", "", "Lemma a : True.", ConditionalProof::plain(T0::NoInvoke, proof))
+        CheckRequest::new(
+            "",
+            "",
+            "Lemma a : True.",
+            ConditionalProof::plain(T0::NoInvoke, proof),
+        )
     }
 
     #[test]
@@ -226,7 +251,11 @@ mod tests {
         let mut r = base.clone();
         r.statement = "Lemma a : False.".into();
         assert_ne!(k, cache_key("fp", &r));
-        let r = CheckRequest { proof: ConditionalProof::parse("<use_invoke> ok. <invoke>Lemma b : True.</invoke>").unwrap(), ..base.clone() };
+        let r = CheckRequest {
+            proof: ConditionalProof::parse("<use_invoke> ok. <invoke>Lemma b : True.</invoke>")
+                .unwrap(),
+            ..base.clone()
+        };
         assert_ne!(k, cache_key("fp", &r));
         // Moving text between fields must change the key (length prefixes).
         let a = CheckRequest::new("ab", "", "s", ConditionalProof::plain(T0::NoInvoke, ""));
@@ -239,9 +268,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cache.sqlite");
         let reqs = vec![req(" ok."), req(" bad."), req(" crash.")];
-        let checker = CachedChecker::new(Scripted { calls: AtomicUsize::new(0) }, VerificationCache::open(&path).unwrap());
+        let checker = CachedChecker::new(
+            Scripted {
+                calls: AtomicUsize::new(0),
+            },
+            VerificationCache::open(&path).unwrap(),
+        );
         let first = checker.check_batch(&reqs, &|_, _| {});
-        assert_eq!(first.iter().map(|v| v.kind().as_str()).collect::<Vec<_>>(), ["proved", "failed", "infra"]);
+        assert_eq!(
+            first.iter().map(|v| v.kind().as_str()).collect::<Vec<_>>(),
+            ["proved", "failed", "infra"]
+        );
         assert_eq!(checker.inner.calls.load(Ordering::SeqCst), 3);
         let seen = AtomicUsize::new(0);
         let second = checker.check_batch(&reqs, &|_, _| {

@@ -23,7 +23,12 @@ pub struct CheckRequest {
 
 impl CheckRequest {
     pub fn new(imports: &str, context: &str, statement: &str, proof: ConditionalProof) -> Self {
-        CheckRequest { imports: imports.into(), context: context.into(), statement: statement.into(), proof }
+        CheckRequest {
+            imports: imports.into(),
+            context: context.into(),
+            statement: statement.into(),
+            proof,
+        }
     }
 
     /// The proposed lemma statements, in order (trimmed).

@@ -36,7 +36,11 @@ impl RetryPolicy {
             }
         }
         let message = last.unwrap_or_default();
-        Verdict::infra(if max > 1 { format!("{message} (after {max} attempts)") } else { message })
+        Verdict::infra(if max > 1 {
+            format!("{message} (after {max} attempts)")
+        } else {
+            message
+        })
     }
 }
 
@@ -52,7 +56,10 @@ mod tests {
             if n < 1 {
                 Verdict::infra("lost worker")
             } else {
-                Verdict::Failed { step: 1, message: "no".into() }
+                Verdict::Failed {
+                    step: 1,
+                    message: "no".into(),
+                }
             }
         });
         assert_eq!(calls, 2);

@@ -28,7 +28,11 @@ pub struct Replacement {
 pub enum Verdict {
     /// The goal is closed and the proof relies on nothing beyond the proposed lemmas and the
     /// context's own axioms (`axioms` lists those it does rely on, by name).
-    Proved { axioms: Vec<String>, replacements: Vec<Replacement>, time: Duration },
+    Proved {
+        axioms: Vec<String>,
+        replacements: Vec<Replacement>,
+        time: Duration,
+    },
     /// The proof is wrong: the prover refused step `step`.
     Failed { step: usize, message: String },
     /// Step `step` ran past its time limit.
@@ -91,17 +95,25 @@ impl Verdict {
     }
 
     pub fn infra(message: impl Into<String>) -> Self {
-        Verdict::Infra { message: message.into() }
+        Verdict::Infra {
+            message: message.into(),
+        }
     }
 
     pub fn rejected(reason: impl Into<String>) -> Self {
-        Verdict::Rejected { reason: reason.into() }
+        Verdict::Rejected {
+            reason: reason.into(),
+        }
     }
 
     /// A one-line human message (empty for a plain `Proved`).
     pub fn message(&self) -> String {
         match self {
-            Verdict::Proved { axioms, replacements, .. } => {
+            Verdict::Proved {
+                axioms,
+                replacements,
+                ..
+            } => {
                 let mut parts = vec![];
                 if !axioms.is_empty() {
                     parts.push(format!("assumes {}", axioms.join(", ")));
@@ -160,12 +172,27 @@ mod tests {
         let a = text.find("hammer").unwrap();
         let b = text.rfind("hammer").unwrap();
         let reps = vec![
-            Replacement { step: 4, range: b..b + 7, tactic: "lia.".into() },
-            Replacement { step: 2, range: a..a + 7, tactic: "sauto.".into() },
+            Replacement {
+                step: 4,
+                range: b..b + 7,
+                tactic: "lia.".into(),
+            },
+            Replacement {
+                step: 2,
+                range: a..a + 7,
+                tactic: "sauto.".into(),
+            },
         ];
-        assert_eq!(apply_replacements(text, &reps), " intros. sauto. simpl. lia.");
+        assert_eq!(
+            apply_replacements(text, &reps),
+            " intros. sauto. simpl. lia."
+        );
         // Out-of-range replacements are ignored, not a panic.
-        let bad = vec![Replacement { step: 1, range: 5..500, tactic: "x.".into() }];
+        let bad = vec![Replacement {
+            step: 1,
+            range: 5..500,
+            tactic: "x.".into(),
+        }];
         assert_eq!(apply_replacements(text, &bad), text);
     }
 }

@@ -30,7 +30,16 @@ pub enum DatasetCommand {
     Stats(StatsArgs),
     /// Check sampled ground-truth conditional proofs with the real Coq checker.
     ///
-    /// Example: prod dataset validate data/stdlib --split test --sample 500 --seed 0 --json
+    /// Each sampled example is checked in its full context (from sources.jsonl) with its proposed
+    /// lemmas admitted and `hammer.` steps expanded by the checker. With --trees, each sampled
+    /// T_tree root is checked together with its ground-truth lemmas (recursively), the tree is
+    /// assembled child-first and the complete file is compiled cold by coqc. Prints
+    /// {"checked": N, "proved": P, "failed": F, "timed_out": T, "rejected": R, "infra": I};
+    /// every miss is listed on stderr.
+    ///
+    /// Examples:
+    ///   prod dataset validate data/stdlib --split test --sample 500 --seed 0 --json
+    ///   prod dataset validate data/stdlib --trees --sample 200 --json
     Validate(ValidateArgs),
 }
 
@@ -67,6 +76,10 @@ pub struct BuildArgs {
     /// Worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Keep at most this many bytes of each context inline (0: whole contexts; the dataset then
+    /// grows quadratically with file size). Full contexts are always in sources.jsonl.
+    #[arg(long, default_value_t = 16384)]
+    pub context_bytes: usize,
     /// Print the stats as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -74,25 +87,30 @@ pub struct BuildArgs {
 
 #[derive(Args)]
 pub struct StatsArgs {
+    /// A directory written by `prod dataset build`.
     pub dir: PathBuf,
+    /// Machine-readable output: one JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct ValidateArgs {
+    /// A directory written by `prod dataset build`.
     pub dir: PathBuf,
-    /// Which split file to sample from (train, val, test).
+    /// Which split file to sample from (train, val, test, rl, sft).
     #[arg(long, default_value = "test")]
     pub split: String,
     /// Number of examples (or trees with --trees) to check.
     #[arg(long, default_value_t = 100)]
     pub sample: usize,
+    /// Seed of the sample.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Assemble ground-truth proof trees and compile them cold instead of checking single proofs.
     #[arg(long)]
     pub trees: bool,
+    /// Machine-readable output: one JSON object (misses still go to stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -130,7 +148,7 @@ fn build(a: BuildArgs) -> i32 {
     if !(0.0..=1.0).contains(&a.test_fraction) || !(0.0..=1.0).contains(&a.val_fraction) {
         return exit::bad_input(anyhow!("--test-fraction and --val-fraction must lie in [0, 1]"));
     }
-    let mut cfg = DatasetConfig { seed: a.seed, test_fraction: a.test_fraction, val_fraction: a.val_fraction, unit, hammer: !a.no_hammer, threads: a.threads, ..Default::default() };
+    let mut cfg = DatasetConfig { seed: a.seed, test_fraction: a.test_fraction, val_fraction: a.val_fraction, unit, hammer: !a.no_hammer, threads: a.threads, context_bytes: a.context_bytes, ..Default::default() };
     if let Some(c) = a.coqlib {
         cfg.coqlib = c;
     }
@@ -142,7 +160,7 @@ fn build(a: BuildArgs) -> i32 {
         }
     };
     let spec = LibrarySpec::parse(&a.library);
-    let result = dataset::build(&spec, &a.out, &cfg, None, &cb);
+    let result = dataset::build(&spec, &a.out, &cfg, Some(&prod_coq::CoqLanguage), &cb);
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
@@ -154,28 +172,30 @@ fn build(a: BuildArgs) -> i32 {
 }
 
 fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     if json {
-        return match serde_json::to_string(s) {
-            Ok(t) => {
-                println!("{t}");
-                0
-            }
-            Err(e) => exit::failure(e.into()),
-        };
+        match serde_json::to_string(s) {
+            Ok(t) => o = t + "\n",
+            Err(e) => return exit::failure(e.into()),
+        }
+    } else {
+        let join = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(", ");
+        let _ = writeln!(o, "library {}: {} files ({} with .glob references, {} unreadable), {} theorem blocks ({} Qed, {} Defined)", s.library, s.files, s.files_with_glob_refs, s.files_failed, s.blocks, s.blocks_qed, s.blocks_defined);
+        let _ = writeln!(o, "examples: {}", join(&mut s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}"))));
+        let _ = writeln!(o, "files written: {}", join(&mut s.files_written.iter().map(|(k, v)| format!("{k} {v}"))));
+        let _ = writeln!(o, "peeled (T_tree): {} ({:.1}% of theorems with an example)", s.peeled, 100.0 * s.peeled_share);
+        let _ = writeln!(o, "depth histogram: {}", s.depth_histogram.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(" "));
+        let _ = writeln!(o, "hammer replacement: {} steps in {} examples", s.replaced_steps, s.examples_with_replacement);
+        let _ = writeln!(o, "skipped blocks: {}", join(&mut s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}"))));
+        let _ = writeln!(o, "split unit: {} ({} units; test: {})", s.split_unit, s.units, s.test_units.join(" "));
+        for n in &s.notes {
+            let _ = writeln!(o, "note: {n}");
+        }
+        let _ = writeln!(o, "built in {:.2} s", s.seconds);
     }
-    println!("library {}: {} files ({} with .glob references, {} unreadable), {} theorem blocks ({} Qed, {} Defined)", s.library, s.files, s.files_with_glob_refs, s.files_failed, s.blocks, s.blocks_qed, s.blocks_defined);
-    println!("examples: {}", s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
-    println!("files written: {}", s.files_written.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
-    println!("peeled (T_tree): {} ({:.1}% of theorems with an example)", s.peeled, 100.0 * s.peeled_share);
-    println!("depth histogram: {}", s.depth_histogram.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(" "));
-    println!("hammer replacement: {} steps in {} examples", s.replaced_steps, s.examples_with_replacement);
-    println!("skipped blocks: {}", s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
-    println!("split unit: {} ({} units; test: {})", s.split_unit, s.units, s.test_units.join(" "));
-    for n in &s.notes {
-        println!("note: {n}");
-    }
-    println!("built in {:.2} s", s.seconds);
-    0
+    use std::io::Write as _;
+    exit::written(std::io::stdout().lock().write_all(o.as_bytes()))
 }
 
 fn stats(a: StatsArgs) -> i32 {
@@ -185,6 +205,240 @@ fn stats(a: StatsArgs) -> i32 {
     }
 }
 
-fn validate(_a: ValidateArgs) -> i32 {
-    exit::failure(anyhow!("`prod dataset validate` is not wired yet: it needs the Coq checker of issue B"))
+/// The counts `validate` prints (the interface the CEO's checks read).
+#[derive(Default, serde::Serialize)]
+struct Counts {
+    checked: usize,
+    proved: usize,
+    failed: usize,
+    timed_out: usize,
+    rejected: usize,
+    infra: usize,
+}
+
+impl Counts {
+    fn add(&mut self, v: &prod_check::Verdict) {
+        use prod_check::VerdictKind as K;
+        self.checked += 1;
+        match v.kind() {
+            K::Proved => self.proved += 1,
+            K::Failed => self.failed += 1,
+            K::TimedOut => self.timed_out += 1,
+            K::Rejected => self.rejected += 1,
+            K::Infra => self.infra += 1,
+        }
+    }
+}
+
+fn sample<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    items.shuffle(&mut rng);
+    items.truncate(n);
+    items
+}
+
+fn validate(a: ValidateArgs) -> i32 {
+    if !["train", "val", "test", "rl", "sft"].contains(&a.split.as_str()) {
+        return exit::bad_input(anyhow!("--split {:?}: expected train, val, test, rl or sft", a.split));
+    }
+    let path = a.dir.join(format!("{}.jsonl", a.split));
+    let examples = match dataset::read_examples(&path) {
+        Ok(e) => e,
+        Err(e) => return exit::bad_input(anyhow!(e)),
+    };
+    let sources = match dataset::read_sources(&a.dir) {
+        Ok(s) => s,
+        Err(e) => return exit::bad_input(anyhow!(e)),
+    };
+    // Checking needs the full context (the inline `context` may be truncated).
+    let mut examples = examples;
+    for e in &mut examples {
+        match sources.get(&e.logical_path).and_then(|s| e.full_context(s)) {
+            Some(c) => e.context = c,
+            None => return exit::bad_input(anyhow!("{}: example {}: its file is not in sources.jsonl", path.display(), e.id)),
+        }
+    }
+    let checker = match prod_check_coq::CoqChecker::new(prod_check_coq::CoqCheckConfig::default()) {
+        Ok(c) => c,
+        Err(e) => return exit::failure(anyhow!("cannot start the Coq checker: {e}")),
+    };
+    if a.trees {
+        return validate_trees(&a, examples, &checker);
+    }
+    let chosen = sample(examples, a.sample, a.seed);
+    let mut requests = Vec::with_capacity(chosen.len());
+    for e in &chosen {
+        match prod_core::ConditionalProof::parse(&e.conditional_proof) {
+            Ok(cp) => requests.push(prod_check::CheckRequest::new("", &e.context, &e.statement, cp)),
+            Err(err) => return exit::bad_input(anyhow!("{}: example {}: conditional proof: {err}", path.display(), e.id)),
+        }
+    }
+    let pb = progress_bar(!a.json);
+    if let Some(pb) = &pb {
+        pb.set_length(requests.len() as u64);
+    }
+    let verdicts = prod_check::Checker::check_batch(&checker, &requests, &|_, _| {
+        if let Some(pb) = &pb {
+            pb.inc(1);
+        }
+    });
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let mut counts = Counts::default();
+    let (mut hammer_examples, mut hammer_proved) = (0, 0);
+    for (e, v) in chosen.iter().zip(&verdicts) {
+        counts.add(v);
+        if e.replaced_steps > 0 {
+            hammer_examples += 1;
+            hammer_proved += (v.kind() == prod_check::VerdictKind::Proved) as usize;
+        }
+        if v.kind() != prod_check::VerdictKind::Proved {
+            // The misses, for analysis (stderr keeps stdout one JSON object).
+            eprintln!("miss {} ({}:{}): {}", e.id, e.file, e.line, serde_json::to_string(v).unwrap_or_default());
+        }
+    }
+    // Appendix A.3 bookkeeping, on stderr so that stdout stays the one JSON object.
+    eprintln!("hammer: {hammer_proved} of {hammer_examples} checked examples with `hammer.` steps proved");
+    print_counts(&counts, a.json)
+}
+
+fn print_counts(c: &Counts, json: bool) -> i32 {
+    let o = if json {
+        serde_json::to_string(c).unwrap_or_default()
+    } else {
+        format!("checked {}: proved {}, failed {}, timed out {}, rejected {}, infra {}", c.checked, c.proved, c.failed, c.timed_out, c.rejected, c.infra)
+    };
+    use std::io::Write as _;
+    exit::written(writeln!(std::io::stdout().lock(), "{o}"))
+}
+
+/// Ground-truth proof trees: the root example and, recursively, the examples of the lemmas it
+/// proposes (same file), all checked in the ROOT's context (children share their parent's
+/// context, paper §2); then global correctness, assembly (child-first, `hammer.` steps replaced
+/// by the tactic the checker found), and a cold `coqc` of context + assembled proof.
+fn validate_trees(a: &ValidateArgs, examples: Vec<dataset::Example>, checker: &prod_check_coq::CoqChecker) -> i32 {
+    use std::collections::HashMap;
+    // Lemmas of a test root are peeled theorems of the same file; they are in T_tree, so their
+    // own examples are in the split file whose theorems they are, or in train/val/test. Load all.
+    let mut by_key: HashMap<(String, String), dataset::Example> = HashMap::new();
+    for split in ["train", "val", "test"] {
+        let p = a.dir.join(format!("{split}.jsonl"));
+        if let Ok(es) = dataset::read_examples(&p) {
+            // Only statements matter here: lemma nodes are checked in the root's context.
+            for e in es {
+                by_key.insert((e.logical_path.clone(), e.statement.trim().to_string()), e);
+            }
+        }
+    }
+    let roots = sample(examples.into_iter().filter(|e| e.in_tree && !e.name.is_empty()).collect(), a.sample, a.seed);
+    let lang = prod_coq::CoqLanguage;
+    let mut counts = Counts::default();
+    let pb = progress_bar(!a.json);
+    if let Some(pb) = &pb {
+        pb.set_length(roots.len() as u64);
+    }
+    for root in &roots {
+        // Collect the tree: root first, then every proposed lemma's own example (BFS).
+        let mut tree: Vec<&dataset::Example> = vec![root];
+        let mut k = 0;
+        let mut missing = None;
+        while k < tree.len() {
+            for l in tree[k].proposed_lemmas.clone() {
+                match by_key.get(&(root.logical_path.clone(), l.trim().to_string())) {
+                    Some(ex) if !tree.iter().any(|t| t.id == ex.id) => tree.push(ex),
+                    Some(_) => {}
+                    None => missing = Some(l),
+                }
+            }
+            k += 1;
+        }
+        let verdict = match missing {
+            Some(l) => prod_check::Verdict::infra(format!("lemma of the ground-truth tree has no example: {l}")),
+            None => check_tree(root, &tree, checker, &lang),
+        };
+        if verdict.kind() != prod_check::VerdictKind::Proved {
+            eprintln!("miss tree {} ({} nodes): {}", root.id, tree.len(), serde_json::to_string(&verdict).unwrap_or_default());
+        }
+        counts.add(&verdict);
+        if let Some(pb) = &pb {
+            pb.inc(1);
+        }
+    }
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    print_counts(&counts, a.json)
+}
+
+fn check_tree(root: &dataset::Example, tree: &[&dataset::Example], checker: &prod_check_coq::CoqChecker, lang: &prod_coq::CoqLanguage) -> prod_check::Verdict {
+    use prod_check::Verdict;
+    use prod_core::tree::{LocalVerdict, Node};
+    let mut requests = Vec::new();
+    for e in tree {
+        match prod_core::ConditionalProof::parse(&e.conditional_proof) {
+            Ok(cp) => requests.push(prod_check::CheckRequest::new("", &root.context, &e.statement, cp)),
+            Err(err) => return Verdict::rejected(format!("{}: {err}", e.id)),
+        }
+    }
+    let verdicts = prod_check::Checker::check_batch(checker, &requests, &|_, _| {});
+    let mut nodes = Vec::new();
+    for ((e, req), v) in tree.iter().zip(&requests).zip(&verdicts) {
+        let (local, proof) = match v {
+            Verdict::Proved { replacements, .. } => {
+                // The assembled file must not call CoqHammer: put the found tactics in.
+                let text = prod_check::apply_replacements(&req.proof.proof_text(), replacements);
+                (LocalVerdict::Correct, prod_core::ConditionalProof::from_parts(req.proof.t0(), rebuild_segments(&req.proof, &text), req.proof.lemmas().map(|l| format!(" {l} ")).collect()))
+            }
+            // A node that is not locally correct decides the tree's count with its own kind.
+            _ => {
+                eprintln!("  node {} of tree {}: {}", e.id, root.id, serde_json::to_string(v).unwrap_or_default());
+                return v.clone();
+            }
+        };
+        let Some(proof) = proof else { return Verdict::infra(format!("node {}: replacement broke the proof layout", e.id)) };
+        nodes.push(Node { id: e.id.clone(), context: root.context.clone(), statement: e.statement.clone(), proof, local });
+    }
+    let solution = prod_core::tree::solve(&nodes, lang);
+    let assembled = match prod_core::assemble(&nodes, &solution, 0, lang) {
+        Ok(p) => p,
+        Err(e) => return Verdict::Failed { step: 0, message: format!("assembly: {e}") },
+    };
+    // The tactics the checker put in for `hammer.` steps (`sfirstorder`, `hauto use: …`) need
+    // CoqHammer's tactic library; it goes first, as the checker loads it before the context.
+    let needs_hammer = verdicts.iter().any(|v| matches!(v, Verdict::Proved { replacements, .. } if !replacements.is_empty()));
+    let mut file = if needs_hammer { format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT) } else { String::new() };
+    file.push_str(&root.context);
+    file.push('\n');
+    file.push_str(&assembled.text);
+    file.push('\n');
+    for sc in root.scope.iter().rev() {
+        file.push_str(&format!("End {sc}.\n"));
+    }
+    // After `End M` the root is `M.name`; the assumption check needs a plain identifier.
+    let root_name = assembled.root().name.clone();
+    let check_name = if root.qualified_name.contains('.') {
+        let qualified = root.qualified_name.rsplit_once('.').map(|(m, _)| format!("{m}.{root_name}")).unwrap_or(root_name.clone());
+        file.push_str(&format!("Definition prod_validated_root := @{qualified}.\n"));
+        "prod_validated_root".to_string()
+    } else {
+        root_name
+    };
+    prod_check_coq::final_check(&file, &check_name, &[], checker.config(), std::time::Duration::from_secs(600))
+}
+
+/// Re-split a proof text whose hammer steps were replaced into the segments around the
+/// original `<invoke>` positions. Replacements never cross a lemma proposal (they replace one
+/// sentence of one segment), so the boundaries move by the length changes before them.
+fn rebuild_segments(cp: &prod_core::ConditionalProof, replaced: &str) -> Vec<String> {
+    if cp.lemma_count() == 0 {
+        return vec![replaced.to_string()];
+    }
+    // Without positional information from the checker, put all proposals first: assembly drops
+    // them anyway, and the proposals' order is kept.
+    let mut segs = vec![String::new(); cp.lemma_count()];
+    segs.push(replaced.to_string());
+    segs
 }

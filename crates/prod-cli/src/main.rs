@@ -5,8 +5,13 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod check;
+mod config;
 mod dataset;
 mod exit;
+#[cfg(feature = "policy")]
+mod model;
 mod tree;
 
 /// ProD: an LLM writes proofs that may propose lemmas, a real prover checks every piece,
@@ -23,16 +28,37 @@ enum Command {
     /// Datasets: build from a proof library, stats, validation with the real checker.
     #[command(subcommand)]
     Dataset(dataset::DatasetCommand),
+    /// Check nodes with the real prover (local correctness), one JSON line per node.
+    ///
+    /// Input line: {"id": "n1", "imports": "From Coq Require Import Arith List Lia.", "context": "",
+    /// "statement": "Lemma foo : forall n : nat, n + 0 = n.", "proof": "<no_invoke> intros n. lia."}
+    /// (`proof` is a conditional proof; its `<invoke> Lemma … . </invoke>` segments are admitted).
+    /// Output line, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
+    /// "message": "...", "time_ms": N}. Exit 0 when every line was judged, 2 on unreadable input.
+    ///
+    /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
+    Check(check::CheckArgs),
+    /// Benchmarks, measured side by side in one process.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Proof trees: global correctness of checked nodes, assembly of complete proofs.
     #[command(subcommand)]
     Tree(tree::TreeCommand),
+    /// The native policy: create, import a GGUF, sample, train (weighted CE), benchmark.
+    #[cfg(feature = "policy")]
+    #[command(subcommand)]
+    Model(model::ModelCommand),
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
+        Command::Check(args) => check::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
         Command::Tree(cmd) => tree::run(cmd),
+        #[cfg(feature = "policy")]
+        Command::Model(cmd) => model::run(cmd),
     };
     std::process::exit(code);
 }

@@ -29,8 +29,6 @@ pub enum TreeCommand {
     ///   prod tree solve nodes.jsonl --json
     ///   prod tree solve nodes.jsonl --assemble n1 > n1_complete.v
     Solve(SolveArgs),
-    /// Time the global-correctness solver on synthetic forests of growing size (linearity check).
-    Bench(BenchArgs),
 }
 
 #[derive(Args)]
@@ -45,7 +43,7 @@ pub struct SolveArgs {
     pub json: bool,
 }
 
-#[derive(Args)]
+#[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Largest forest size (nodes); the bench also runs a tenth of it, side by side.
     #[arg(long, default_value_t = 100_000)]
@@ -98,7 +96,6 @@ fn read_nodes(file: &PathBuf) -> anyhow::Result<Vec<Node>> {
 pub fn run(cmd: TreeCommand) -> i32 {
     match cmd {
         TreeCommand::Solve(args) => run_solve(args),
-        TreeCommand::Bench(args) => run_bench(args),
     }
 }
 
@@ -200,7 +197,7 @@ pub fn synthetic_forest(n: usize, seed: u64) -> Vec<Node> {
         .collect()
 }
 
-fn run_bench(args: BenchArgs) -> i32 {
+pub fn run_bench(args: BenchArgs) -> i32 {
     let lang = prod_coq::CoqLanguage;
     let sizes = [args.nodes / 10, args.nodes];
     let mut medians = Vec::new();

@@ -47,6 +47,8 @@ struct Scope {
     name: String,
     /// Module Type, functor, or module with a signature.
     sealed: bool,
+    /// A module (qualifies names) rather than a section.
+    module: bool,
 }
 
 struct Open {
@@ -121,20 +123,32 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
     let mut prev_end = 0usize;
     let mut program_obligations = 0usize;
     let mut content_sentences = 0usize;
+    // Closed modules: (scope id, name, end offset).
+    let mut modules: Vec<(usize, String, usize)> = Vec::new();
 
     // References of a sentence: (theorem index, qualified?).
+    // Identifier tokens, plus (a safety net for tokens the identifier lexer does not return as
+    // names, e.g. the intro-pattern view `H %app_eq_app` or `x·₀lemma1`) every run of ASCII
+    // identifier characters. Over-approximation only pins or proposes more.
     let textual_refs = |text: &str, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
-        identifiers(text)
-            .into_iter()
-            .filter_map(|r| {
-                let tok = text.get(r)?;
-                let (last, qualified) = match tok.rsplit_once('.') {
-                    Some((_, last)) => (last, true),
-                    None => (tok, false),
-                };
-                by_name.get(last).map(|&i| (i, qualified))
-            })
-            .collect()
+        let lookup = |tok: &str| -> Option<(usize, bool)> {
+            let tok = tok.trim_end_matches('.');
+            let (last, qualified) = match tok.rsplit_once('.') {
+                Some((_, last)) => (last, true),
+                None => (tok, false),
+            };
+            by_name.get(last).map(|&i| (i, qualified))
+        };
+        let mut refs: Vec<(usize, bool)> = identifiers(text).into_iter().filter_map(|r| lookup(text.get(r)?)).collect();
+        let stripped = comments_stripped(text);
+        for piece in stripped.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '\'' || c == '.')) {
+            if let Some(r) = lookup(piece) {
+                if !refs.contains(&r) && !refs.iter().any(|x| x.0 == r.0) {
+                    refs.push(r);
+                }
+            }
+        }
+        refs
     };
     let glob_refs_in = |start: usize, end: usize, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
         let from = glob_refs.partition_point(|r| r.0 < start);
@@ -208,6 +222,10 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                     close(th, o.scope_ids, &mut theorems, &mut decls, &mut by_name);
                     continue;
                 }
+                // The header stays with its block (`Proof with auto using foo`): what it names is pinned.
+                for (j, _) in textual_refs(text, &by_name) {
+                    theorems[j].pinned = true;
+                }
                 th.header = Some(text.to_string());
                 continue;
             }
@@ -263,6 +281,7 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                     pinned: false,
                     skip,
                     scope: scopes.iter().map(|sc| sc.name.clone()).collect(),
+                    module_path: scopes.iter().filter(|sc| sc.module).map(|sc| sc.name.clone()).collect(),
                 },
                 scope_ids: cur_scope_ids,
             });
@@ -273,30 +292,45 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
             "Section" => {
                 let name = identifiers(head.body).get(1).and_then(|r| head.body.get(r.clone())).unwrap_or("").to_string();
                 next_scope += 1;
-                scopes.push(Scope { id: next_scope, name, sealed: false });
+                scopes.push(Scope { id: next_scope, name, sealed: false, module: false });
             }
-            "Module" if !head.body.contains(":=") => {
+            // `Module M := F X.` defines M at once; a `:=` inside `with Module E := X` constraints does not.
+            "Module" if head.body.matches(":=").count() <= identifiers(head.body).into_iter().filter(|r| head.body.get(r.clone()) == Some("with")).count() => {
                 let words: Vec<&str> = identifiers(head.body).into_iter().filter_map(|r| head.body.get(r)).collect();
                 let is_type = words.get(1) == Some(&"Type");
                 let name = words.iter().skip(1).find(|w| !matches!(**w, "Type" | "Import" | "Export")).copied().unwrap_or("");
                 let after_name = head.body.split_once(name).map(|(_, r)| r).unwrap_or("");
                 let sealed = is_type || after_name.contains(':') || after_name.contains('(');
                 next_scope += 1;
-                scopes.push(Scope { id: next_scope, name: name.to_string(), sealed });
+                scopes.push(Scope { id: next_scope, name: name.to_string(), sealed, module: true });
+                modules.push((next_scope, name.to_string(), usize::MAX));
             }
             "End" => {
                 let name = identifiers(head.body).get(1).and_then(|r| head.body.get(r.clone())).unwrap_or("");
                 if let Some(pos) = scopes.iter().rposition(|sc| sc.name == name) {
+                    for sc in &scopes[pos..] {
+                        if let Some(m) = modules.iter_mut().find(|m| m.0 == sc.id) {
+                            m.2 = s.range.end;
+                        }
+                    }
                     scopes.truncate(pos);
+                }
+            }
+            // `Include F M` inside a module checks the module so far against F's parameter: every
+            // theorem of the open modules may be needed.
+            "Include" => {
+                let open_ids: Vec<usize> = scopes.iter().map(|sc| sc.id).collect();
+                for (t, d) in theorems.iter_mut().zip(&decls) {
+                    if d.scope_ids.iter().any(|id| open_ids.contains(id)) {
+                        t.pinned = true;
+                    }
                 }
             }
             "Require" | "From" if head.body.contains("Require") => {
                 out.imports.push((s.range.start, text.to_string()));
             }
-            "Next" | "Obligation" | "Obligations" => {
-                if head.body.starts_with("Next Obligation") || kw == "Obligation" {
-                    program_obligations += 1;
-                }
+            "Next" | "Obligation" if head.body.starts_with("Next Obligation") || kw == "Obligation" => {
+                program_obligations += 1;
             }
             _ => {}
         }
@@ -304,6 +338,27 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
         refs.extend(glob_refs_in(s.range.start, s.range.end, &by_name));
         for (j, _) in refs {
             theorems[j].pinned = true;
+        }
+    }
+    // A module named again after its `End` (functor argument `F(M)`, `Include M`, `Module N := M`,
+    // `<:` checks) may need every field it has: pin all its theorems. `Import`/`Export M` do not
+    // (out-of-scope uses of its lemmas are pinned one by one above).
+    for (id, name, end) in &modules {
+        if name.is_empty() || *end == usize::MAX {
+            continue;
+        }
+        let named_again = lexed.sentences.iter().filter(|s| s.range.start >= *end).any(|s| {
+            let text = s.text(source);
+            let h = sentence_head(text);
+            !matches!(h.keyword, Some("Import" | "Export" | "End"))
+                && identifiers(text).into_iter().any(|r| text.get(r).is_some_and(|t| t == name || t.strip_suffix(name.as_str()).is_some_and(|p| p.ends_with('.'))))
+        });
+        if named_again {
+            for (t, d) in theorems.iter_mut().zip(&decls) {
+                if d.scope_ids.contains(id) {
+                    t.pinned = true;
+                }
+            }
         }
     }
     if let Some(o) = open {
@@ -345,6 +400,34 @@ mod tests {
         let f = segment(src, None);
         let names: Vec<_> = f.segments.theorems.iter().map(|t| t.name.clone().unwrap_or_default()).collect();
         assert_eq!(names, ["l"]);
+    }
+
+    proptest::proptest! {
+        /// Any text: no panic, spans ordered and on char boundaries, examples well-formed.
+        #[test]
+        fn never_panics(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "Lemma a : True.", "Lemma b : a = a.", "Theorem c x : P x.", "Proof.", "Proof using.", "Proof a.", "Qed.",
+            "Defined.", "Admitted.", "Abort.", "apply a.", "exact b.", "-", "+", "{", "}", "Section S.", "End S.",
+            "Module M.", "Module N := M.", "End M.", "Include M.", "Hint Resolve a.", "(* c *)", "(* open", "\"str.",
+            "Goal True.", "Example e : 1 = 1 := eq_refl.", "Proof with auto.", "é.", "Next Obligation.", "lia.", " ", "\n",
+        ]), 0..40)) {
+            let src = parts.join(" ");
+            let f = segment(&src, None);
+            let mut last = 0;
+            for t in &f.segments.theorems {
+                proptest::prop_assert!(t.start >= last && t.start <= t.end_byte && t.end_byte <= src.len());
+                proptest::prop_assert!(src.is_char_boundary(t.start) && src.is_char_boundary(t.end_byte));
+                last = t.end_byte;
+            }
+            let p = crate::peel::peel(&f.segments);
+            let (ex, _) = crate::examples::build_examples(&f.segments, &p, &crate::hammer::replace_step);
+            let reduced = crate::examples::reduced_source(&f.segments, &p);
+            for e in ex {
+                let cp = prod_core::ConditionalProof::parse(&e.conditional_proof).unwrap();
+                proptest::prop_assert_eq!(cp.to_string(), e.conditional_proof.clone());
+                proptest::prop_assert!(reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len());
+            }
+        }
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct DatasetConfig {
     pub hammer: bool,
     /// Worker threads (0: all cores).
     pub threads: usize,
+    /// Keep at most this many bytes of each context inline (0: the whole context). The full
+    /// context is always recoverable from `sources.jsonl` (see [`Example::context`]).
+    pub context_bytes: usize,
 }
 
 impl Default for DatasetConfig {
@@ -44,6 +47,7 @@ impl Default for DatasetConfig {
             unit: SplitUnit::Auto,
             hammer: true,
             threads: 0,
+            context_bytes: 16 * 1024,
         }
     }
 }
@@ -73,12 +77,22 @@ pub struct Example {
     pub position: usize,
     /// Enclosing Section/Module names, outermost first (the context ends inside them).
     pub scope: Vec<String>,
+    /// The theorem's name once every scope is closed (`M.N.name` inside modules `M`, `N`).
+    pub qualified_name: String,
     pub name: String,
     /// `Require` sentences of the context.
     pub imports: Vec<String>,
     /// `coqc` flags the context needs (empty for the stdlib world).
     pub flags: Vec<String>,
+    /// The context to show a model: the last `context_bytes` of the full context (from a line
+    /// start), or all of it. Full context = `base[..context_end] + context_extra`, where `base` is
+    /// the file's `reduced` (variants `wo_lemmas`, `augmented`) or `source` (`w_lemmas`) text in
+    /// `sources.jsonl`; `context` = `base[context_start..context_end] + context_extra`.
     pub context: String,
+    pub context_start: usize,
+    pub context_end: usize,
+    /// Text after the file prefix: the admitted lemmas of an augmented example, else empty.
+    pub context_extra: String,
     pub statement: String,
     /// Ground truth: `t0` + proof steps with `<invoke>`s (and `hammer.` replacements).
     pub conditional_proof: String,
@@ -135,9 +149,14 @@ pub struct Stats {
     pub seconds: f64,
 }
 
+/// An example with its theorem's name, scope, line, imports and proof end.
+type FileExample = (TheoremExample, String, Vec<String>, usize, Vec<String>, ProofEnd, Vec<String>);
+
 /// What one file produced.
 struct FileOut {
-    examples: Vec<(TheoremExample, String, Vec<String>, usize, Vec<String>, ProofEnd)>,
+    source: String,
+    reduced: String,
+    examples: Vec<FileExample>,
     skipped: Vec<Skipped>,
     blocks: usize,
     qed: usize,
@@ -149,7 +168,7 @@ struct FileOut {
 fn process_file(lib: &Library, i: usize, hammer: bool) -> FileOut {
     let f = &lib.files[i];
     let file = f.path.display().to_string();
-    let mut out = FileOut { examples: vec![], skipped: vec![], blocks: 0, qed: 0, defined: 0, used_glob: false, failed: None };
+    let mut out = FileOut { source: String::new(), reduced: String::new(), examples: vec![], skipped: vec![], blocks: 0, qed: 0, defined: 0, used_glob: false, failed: None };
     let source = match std::fs::read(&f.path) {
         Ok(b) => match String::from_utf8(b) {
             Ok(s) => s,
@@ -175,6 +194,7 @@ fn process_file(lib: &Library, i: usize, hammer: bool) -> FileOut {
     let rewriter: &Rewriter = if hammer { &crate::hammer::replace_step } else { &no_rewrite };
     let (examples, failed) = build_examples(seg, &peeling, rewriter);
     out.blocks = seg.theorems.len();
+    out.reduced = crate::examples::reduced_source(seg, &peeling);
     for t in &seg.theorems {
         match t.end {
             ProofEnd::Qed => out.qed += 1,
@@ -197,9 +217,55 @@ fn process_file(lib: &Library, i: usize, hammer: bool) -> FileOut {
     for ex in examples {
         let t = &seg.theorems[ex.index];
         let imports = cf.imports.iter().filter(|(o, _)| *o < t.start).map(|(_, s)| s.clone()).collect();
-        out.examples.push((ex, t.name.clone().unwrap_or_default(), t.scope.clone(), t.line, imports, t.end));
+        out.examples.push((ex, t.name.clone().unwrap_or_default(), t.scope.clone(), t.line, imports, t.end, t.module_path.clone()));
     }
+    out.source = source;
     out
+}
+
+/// Where the shown part of a context starts: `end - max` moved forward to a line start.
+fn context_start(base: &str, end: usize, max: usize) -> usize {
+    if max == 0 || end <= max {
+        return 0;
+    }
+    let from = end - max;
+    match base.get(from..end).and_then(|t| t.find('\n')) {
+        Some(nl) => from + nl + 1,
+        None => (from..end).find(|&i| base.is_char_boundary(i)).unwrap_or(end),
+    }
+}
+
+/// One line of `sources.jsonl`: the texts contexts are slices of.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub logical_path: String,
+    pub file: String,
+    pub package: String,
+    pub flags: Vec<String>,
+    /// The file as it is (base of `w_lemmas` contexts).
+    pub source: String,
+    /// The file with every peeled pair removed (base of `wo_lemmas`/`augmented` contexts).
+    pub reduced: String,
+}
+
+impl Example {
+    /// The full, checkable context of this example, from its file's record.
+    pub fn full_context(&self, src: &SourceRecord) -> Option<String> {
+        let base = if self.variant == "w_lemmas" { &src.source } else { &src.reduced };
+        Some(format!("{}{}", base.get(..self.context_end)?, self.context_extra))
+    }
+}
+
+/// Read `sources.jsonl` into a map by logical path.
+pub fn read_sources(dir: &Path) -> Result<HashMap<String, SourceRecord>, String> {
+    let path = dir.join("sources.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = HashMap::new();
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let r: SourceRecord = serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+        out.insert(r.logical_path.clone(), r);
+    }
+    Ok(out)
 }
 
 /// Progress callback: (files done, files total).
@@ -308,8 +374,19 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
             skipped_all.push(Skipped { file: f.path.display().to_string(), line: 0, name: String::new(), reason: format!("file_{e}") });
         }
         skipped_all.extend(r.skipped.iter().cloned());
+        w.write(
+            "sources",
+            &SourceRecord {
+                logical_path: f.logical.clone(),
+                file: f.path.display().to_string(),
+                package: f.package.clone(),
+                flags: f.flags.clone(),
+                source: r.source.clone(),
+                reduced: r.reduced.clone(),
+            },
+        )?;
         let test_file = is_test_unit[unit_of[i]];
-        for (ex, name, scope, line, imports, end) in &r.examples {
+        for (ex, name, scope, line, imports, end, module_path) in &r.examples {
             with_example += 1;
             let split = if test_file {
                 "test"
@@ -325,6 +402,7 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
             *stats.depth_histogram.entry(ex.depth).or_default() += 1;
             stats.replaced_steps += ex.replaced_steps;
             stats.examples_with_replacement += (ex.replaced_steps > 0) as usize;
+            let cstart = context_start(&r.reduced, ex.context_end, cfg.context_bytes);
             let base = Example {
                 id: format!("{}:{}:{}", f.logical, ex.index, name),
                 library: lib.name.clone(),
@@ -334,10 +412,14 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
                 line: *line,
                 position: ex.index,
                 scope: scope.clone(),
+                qualified_name: module_path.iter().chain(std::iter::once(name)).cloned().collect::<Vec<_>>().join("."),
                 name: name.clone(),
                 imports: imports.clone(),
                 flags: f.flags.clone(),
-                context: ex.context.clone(),
+                context: r.reduced.get(cstart..ex.context_end).unwrap_or("").to_string(),
+                context_start: cstart,
+                context_end: ex.context_end,
+                context_extra: String::new(),
                 statement: ex.statement.clone(),
                 conditional_proof: ex.conditional_proof.clone(),
                 conditional_proof_original: ex.conditional_proof_original.clone(),
@@ -351,8 +433,11 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
                 variant: "wo_lemmas".into(),
             };
             // D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
+            let wstart = context_start(&r.source, ex.context_with_lemmas_end, cfg.context_bytes);
             let wl = Example {
-                context: ex.context_with_lemmas.clone(),
+                context: r.source.get(wstart..ex.context_with_lemmas_end).unwrap_or("").to_string(),
+                context_start: wstart,
+                context_end: ex.context_with_lemmas_end,
                 conditional_proof: ex.plain_proof.clone(),
                 conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
                     .map(|cp| ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string())
@@ -380,10 +465,13 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
                     w.write("sft", &base)?;
                     if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
                         if let Ok(cp) = ConditionalProof::parse(&base.conditional_proof) {
-                            let (ctx, proof) = cp.move_lemmas_to_context(&base.context, lang);
+                            // Only the admitted lemmas are new: they follow the file prefix.
+                            let (extra, proof) = cp.move_lemmas_to_context("", lang);
+                            let extra = format!("\n{extra}");
                             let aug = Example {
                                 id: format!("{}:augmented", base.id),
-                                context: ctx,
+                                context: format!("{}{extra}", base.context),
+                                context_extra: extra,
                                 conditional_proof: proof.to_string(),
                                 proposed_lemmas: vec![],
                                 proposed_names: vec![],
@@ -418,7 +506,7 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
 }
 
 /// The output files, in the order documented in docs/dataset.md.
-pub const OUTPUT_FILES: [&str; 10] = ["train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl", "skipped", "stats"];
+pub const OUTPUT_FILES: [&str; 11] = ["train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl", "sources", "skipped", "stats"];
 
 struct Writers {
     dir: PathBuf,

@@ -185,7 +185,7 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
         LibrarySpec::All => {
             lib.name = "all".into();
             let owners = debian_owners();
-            add_dir(&mut lib, stdlib_lp, "stdlib", &[], &HashMap::new())?;
+            add_dir(&mut lib, stdlib_lp, "stdlib", &[], &owners)?;
             let mut roots: Vec<_> = std::fs::read_dir(&contrib)
                 .map_err(io(&contrib))?
                 .flatten()
@@ -317,15 +317,22 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
             None => missing.push(i),
         }
     }
-    if !missing.is_empty() {
-        match run_coqdep(lib, &missing, coqlib) {
+    // The stdlib is compiled seeing only itself (`-boot -R theories Coq`); giving coqdep the
+    // user-contrib roots too would resolve a stdlib `Require Import Tactics` to `Hammer.Tactics`.
+    let theories = coqlib.join("theories");
+    let (in_stdlib, others): (Vec<usize>, Vec<usize>) = missing.iter().partition(|&&i| lib.files[i].path.starts_with(&theories));
+    for (group, stdlib_only) in [(in_stdlib, true), (others, false)] {
+        if group.is_empty() {
+            continue;
+        }
+        match run_coqdep(lib, &group, coqlib, stdlib_only) {
             Ok(deps) => {
                 for (i, d) in deps {
                     lib.file_deps[i] = d;
                     lib.dep_source[i] = "coqdep";
                 }
             }
-            Err(e) => lib.notes.push(format!("coqdep failed ({e}); {} files have no dependency information", missing.len())),
+            Err(e) => lib.notes.push(format!("coqdep failed ({e}); {} files have no dependency information", group.len())),
         }
     }
     for d in &mut lib.file_deps {
@@ -344,11 +351,11 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
     }
 }
 
-fn run_coqdep(lib: &Library, which: &[usize], coqlib: &Path) -> Result<Vec<(usize, Vec<usize>)>, String> {
+fn run_coqdep(lib: &Library, which: &[usize], coqlib: &Path, stdlib_only: bool) -> Result<Vec<(usize, Vec<usize>)>, String> {
     let mut cmd = Command::new("coqdep");
     cmd.arg("-boot");
-    let mut lps = lib.load_paths.clone();
     let theories = coqlib.join("theories");
+    let mut lps: Vec<LoadPath> = lib.load_paths.iter().filter(|lp| !stdlib_only || lp.dir == theories).cloned().collect();
     if !lps.iter().any(|lp| lp.dir == theories) {
         lps.push(LoadPath { dir: theories, logical: "Coq".into(), recursive: true });
     }

@@ -18,10 +18,12 @@ pub type Rewriter = dyn Fn(&[Step], usize) -> Option<String> + Sync;
 pub struct TheoremExample {
     /// Index of the theorem in the file.
     pub index: usize,
-    /// Context w/o lemmas (our setup): file prefix minus peeled pairs.
-    pub context: String,
-    /// Context w/ lemmas (the D^{w/ l} variant of §4.2): the whole file prefix.
-    pub context_with_lemmas: String,
+    /// Context w/o lemmas (our setup): the file prefix minus peeled pairs, which is the prefix
+    /// `reduced_source(..)[..context_end]` of the reduced file (kept as an offset: contexts of
+    /// all theorems of a file together are quadratic in its size).
+    pub context_end: usize,
+    /// Context w/ lemmas (the D^{w/ l} variant of §4.2): `source[..context_with_lemmas_end]`.
+    pub context_with_lemmas_end: usize,
     pub statement: String,
     /// `t0` + steps with `<invoke>`s, after step rewriting (hammer replacement).
     pub conditional_proof: String,
@@ -54,6 +56,21 @@ fn context_without(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, upto: u
     }
     out.push_str(src.get(pos..upto).unwrap_or(""));
     out
+}
+
+/// Bytes of peeled pairs that end before `upto` (so `upto` maps to `upto - this` in the reduced file).
+fn removed_before(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, upto: usize) -> usize {
+    f.theorems()
+        .iter()
+        .enumerate()
+        .filter(|(j, t)| peeling.in_tree(*j) && t.end_byte <= upto && t.start < t.end_byte)
+        .map(|(_, t)| t.end_byte - t.start)
+        .sum()
+}
+
+/// The context (w/o lemmas) of an example, given the file's [`reduced_source`].
+pub fn context<'a>(reduced: &'a str, e: &TheoremExample) -> &'a str {
+    reduced.get(..e.context_end).unwrap_or(reduced)
 }
 
 /// The whole file with every peeled pair removed: what must still compile (issue C, "done when").
@@ -118,7 +135,6 @@ pub fn build_examples(
 ) -> (Vec<TheoremExample>, Vec<usize>) {
     let mut out = Vec::new();
     let mut failed = Vec::new();
-    let src = f.source();
     for (i, t) in f.theorems().iter().enumerate() {
         if t.skip.is_some() {
             continue;
@@ -136,8 +152,8 @@ pub fn build_examples(
         let ths = f.theorems();
         out.push(TheoremExample {
             index: i,
-            context: context_without(f, peeling, t.start),
-            context_with_lemmas: src.get(..t.start).unwrap_or("").to_string(),
+            context_end: t.start - removed_before(f, peeling, t.start),
+            context_with_lemmas_end: t.start,
             statement: t.statement.trim().to_string(),
             conditional_proof: cp.to_string(),
             conditional_proof_original: cp_orig.to_string(),
@@ -159,6 +175,7 @@ mod tests {
     use crate::segment::{ProofEnd, Segments, Step, Theorem};
 
     /// Build a file from (name, [(step text, uses)]) with real spans.
+    #[allow(clippy::type_complexity)]
     fn file(parts: &[(&str, &str, &[(&str, &[usize])])]) -> Segments {
         let mut src = String::new();
         let mut ths = Vec::new();
@@ -188,6 +205,7 @@ mod tests {
                 pinned: false,
                 skip: None,
                 scope: vec![],
+                module_path: vec![],
             });
         }
         Segments { source: src, theorems: ths, ..Default::default() }
@@ -206,7 +224,11 @@ mod tests {
         assert!(failed.is_empty());
         assert_eq!(ex.len(), 3);
         // Every peeled pair is gone from the context; content stays.
-        assert_eq!(ex[2].context, "Require A.\n\nDefinition k := 0.\n\n");
+        let reduced = reduced_source(&f, &p);
+        assert_eq!(context(&reduced, &ex[2]), "Require A.\n\nDefinition k := 0.\n\n");
+        for e in &ex {
+            assert_eq!(context(&reduced, e), context_without(&f, &p, f.theorems[e.index].start));
+        }
         assert_eq!(ex[1].conditional_proof, "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. hammer.");
         assert_eq!(ex[1].conditional_proof_original, "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. lia.");
         assert_eq!(ex[1].replaced_steps, 1);
@@ -214,7 +236,7 @@ mod tests {
         assert_eq!(ex[2].proposed_names, ["b", "a"]);
         assert_eq!(ex[2].depth, 2);
         assert_eq!(ex[0].conditional_proof, "<no_invoke> exact I.");
-        assert!(ex[2].context_with_lemmas.contains("Lemma b"));
+        assert!(f.source[..ex[2].context_with_lemmas_end].contains("Lemma b"));
         for e in &ex {
             let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
             assert_eq!(cp.to_string(), e.conditional_proof);

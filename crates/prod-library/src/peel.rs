@@ -106,6 +106,7 @@ pub(crate) mod tests {
             pinned: false,
             skip: None,
             scope: vec![],
+            module_path: vec![],
         }
     }
 

@@ -53,6 +53,9 @@ pub struct Theorem {
     pub skip: Option<SkipReason>,
     /// Enclosing Section/Module names, outermost first (for the example's position).
     pub scope: Vec<String>,
+    /// The names of the enclosing *modules* (sections do not qualify names): after every scope is
+    /// closed, the theorem is `module_path.join(".") + "." + name`.
+    pub module_path: Vec<String>,
 }
 
 /// Why a block yields no example. Every skipped block carries one (reported in stats.json).

@@ -58,7 +58,7 @@ pub fn dependants_of(deps: &[Vec<usize>], test: &[usize]) -> Vec<usize> {
 /// Seeded validation choice: `true` for items that go to the validation split.
 pub fn validation_mask(n: usize, fraction: f64, seed: u64) -> Vec<bool> {
     let mut idx: Vec<usize> = (0..n).collect();
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x5eed_0f_7a1d);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x005e_ed0f_7a1d);
     idx.shuffle(&mut rng);
     let k = ((n as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
     let mut mask = vec![false; n];

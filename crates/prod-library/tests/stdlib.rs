@@ -44,6 +44,8 @@ fn stdlib_dataset_invariants() {
     // Every conditional proof parses, round-trips, and its t0 agrees with its lemmas.
     let mut ids = HashSet::new();
     let mut test_files = HashSet::new();
+    let mut sources: HashMap<String, String> = HashMap::new();
+    let records = dataset::read_sources(dir.path()).unwrap();
     for split in ["train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl"] {
         for e in read_examples(&dir.path().join(format!("{split}.jsonl"))).unwrap() {
             for text in [&e.conditional_proof, &e.conditional_proof_original] {
@@ -54,8 +56,14 @@ fn stdlib_dataset_invariants() {
             let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
             assert_eq!(cp.lemmas().collect::<Vec<_>>(), e.proposed_lemmas);
             // Proposed lemmas are never in the context (they were peeled).
+            // (Statements that occur twice in the file, e.g. in two modules, cannot be told apart here.)
+            let source = sources.entry(e.file.clone()).or_insert_with(|| std::fs::read_to_string(&e.file).unwrap());
+            let full = e.full_context(&records[&e.logical_path]).expect("context offsets lie in the file");
+            assert!(full.ends_with(&e.context), "{}: inline context is not the tail of the full one", e.id);
             for lemma in &e.proposed_lemmas {
-                assert!(!e.context.contains(lemma.as_str()), "{}: {lemma} in context", e.id);
+                if source.matches(lemma.as_str()).count() == 1 {
+                    assert!(!full.contains(lemma.as_str()), "{}: {lemma} in context", e.id);
+                }
             }
             if split == "test" {
                 assert!(e.in_tree, "test keeps only T_tree theorems");
@@ -81,13 +89,17 @@ fn stdlib_dataset_invariants() {
 
 /// Compile every stdlib file with its peeled pairs removed (a copy under a fresh logical root).
 /// Long (minutes): `cargo test -p prod-library --release -- --ignored reduced --nocapture`.
-/// `PROD_REDUCED_LIMIT=N` checks only the first N files.
+/// `PROD_REDUCED_LIMIT=N` checks only the first N files; `PROD_REDUCED_ONLY=a,b` only matching ones.
 #[test]
 #[ignore]
 fn stdlib_reduced_files_compile() {
     let Some(coqlib) = coqlib() else { return };
-    let lib = discovery::discover(&LibrarySpec::Stdlib, &coqlib).unwrap();
+    // `PROD_REDUCED_LIBRARY=libcoq-mathcomp-ssreflect` checks another installed library instead.
+    let spec = std::env::var("PROD_REDUCED_LIBRARY").map(|s| LibrarySpec::parse(&s)).unwrap_or(LibrarySpec::Stdlib);
+    let lib = discovery::discover(&spec, &coqlib).unwrap();
     let limit: usize = std::env::var("PROD_REDUCED_LIMIT").ok().and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+    // `PROD_REDUCED_ONLY=List,Znumtheory` restricts the run to files whose logical path contains one of them.
+    let only: Vec<String> = std::env::var("PROD_REDUCED_ONLY").map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
     let tmp = tempfile::tempdir().unwrap();
     let jobs: Vec<(usize, PathBuf, PathBuf)> = lib
         .files
@@ -95,6 +107,7 @@ fn stdlib_reduced_files_compile() {
         .enumerate()
         // Init files are compiled with -boot -noinit and define the prelude itself.
         .filter(|(_, f)| !f.logical.starts_with("Coq.Init."))
+        .filter(|(_, f)| only.is_empty() || only.iter().any(|o| f.logical.contains(o.as_str())))
         .take(limit)
         .map(|(i, f)| (i, f.path.clone(), tmp.path().join(format!("R{i}.v"))))
         .collect();
@@ -114,7 +127,8 @@ fn stdlib_reduced_files_compile() {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((_, src, dst)) = jobs.get(k) else { break };
                 let text = std::fs::read_to_string(src).unwrap();
-                let cf = prod_library::coq::segment(&text, None);
+                let glob = std::fs::read_to_string(src.with_extension("glob")).ok().map(|g| prod_library::glob::parse(&g).0);
+                let cf = prod_library::coq::segment(&text, glob.as_ref());
                 let peeling = prod_library::peel(&cf.segments);
                 if peeling.peeled_count() == 0 {
                     continue;
@@ -137,3 +151,4 @@ fn stdlib_reduced_files_compile() {
     eprintln!("checked {} files; {} reduced files fail, {} of them compile unreduced", jobs.len(), failures.len(), ours.len());
     assert!(ours.is_empty(), "{} reduced files fail where the original compiles", ours.len());
 }
+

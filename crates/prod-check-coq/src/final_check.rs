@@ -1,0 +1,187 @@
+//! The final verdict for a whole tree (deliverable 6): the assembled proof is compiled cold by
+//! `coqc` in a fresh sandbox, and its root must be closed under the global context (or rely
+//! only on the context's own axioms).
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use prod_check::Verdict;
+use rand::Rng;
+
+use crate::assumptions::{parse_assumptions, Assumptions};
+use crate::config::CoqCheckConfig;
+use crate::protocol::error_message;
+use crate::sandbox;
+
+/// Module name of the compiled file (its constants are `ProdAssembled.x`).
+pub const FILE_MODULE: &str = "ProdAssembled";
+
+/// Compile `file_text` (a complete Coq file: imports, context, lemmas child-first, the root) and
+/// check that `root` is closed. `allowed` are short or qualified names of the context's own
+/// axioms; axioms of loaded libraries are accepted, axioms declared in the file are not unless
+/// listed. `timeout` bounds the whole compilation.
+pub fn final_check(
+    file_text: &str,
+    root: &str,
+    allowed: &[String],
+    cfg: &CoqCheckConfig,
+    timeout: Duration,
+) -> Verdict {
+    if !prod_coq::is_identifier(root) {
+        return Verdict::rejected(format!("root name `{root}` is not an identifier"));
+    }
+    if file_text.contains('\0') {
+        return Verdict::rejected("file contains a NUL byte");
+    }
+    let start = Instant::now();
+    let nonce = format!("{:016x}", rand::thread_rng().gen::<u64>());
+    let sentinel = |tag: &str| format!("S{nonce}{tag}");
+    let answer = |tag: &str| format!("No object of basename {}\n", sentinel(tag));
+    // Our own closing lines: the proof text ran before them, so it cannot print after `a`.
+    let text = format!(
+        "{file_text}\n\nLocate {}.\nPrint Assumptions {root}.\nLocate {}.\n",
+        sentinel("a"),
+        sentinel("b")
+    );
+    let output = match compile(&text, cfg, timeout) {
+        Ok(o) => o,
+        Err(v) => return v,
+    };
+    let Some(region) = between(&output, &answer("a"), &answer("b")) else {
+        return Verdict::Failed {
+            step: 1,
+            message: "the closing Print Assumptions did not run".into(),
+        };
+    };
+    let axioms = match parse_assumptions(region) {
+        Ok(Assumptions::Closed) => vec![],
+        Ok(Assumptions::Axioms { axioms, .. }) => axioms,
+        Err(e) => {
+            return Verdict::Failed {
+                step: 1,
+                message: format!("unsafe or unknown assumption: {e}"),
+            }
+        }
+    };
+    let listed = |ax: &str| {
+        let short = ax.rsplit('.').next().unwrap_or(ax);
+        allowed.iter().any(|x| x == ax || x == short) || cfg.allowed_axioms.iter().any(|x| x == ax)
+    };
+    let unresolved: Vec<&String> = axioms.iter().filter(|a| !listed(a)).collect();
+    if !unresolved.is_empty() {
+        // Second pass: where does each remaining axiom live? One declared in this file is not
+        // the context's unless listed; one from a loaded library is.
+        let mut text2 = text.clone();
+        for (i, ax) in unresolved.iter().enumerate() {
+            text2.push_str(&format!(
+                "Locate {}.\nLocate {ax}.\n",
+                sentinel(&format!("q{i}"))
+            ));
+        }
+        text2.push_str(&format!("Locate {}.\n", sentinel("end")));
+        let out2 = match compile(&text2, cfg, timeout) {
+            Ok(o) => o,
+            Err(v) => return v,
+        };
+        for (i, ax) in unresolved.iter().enumerate() {
+            let next = if i + 1 < unresolved.len() {
+                answer(&format!("q{}", i + 1))
+            } else {
+                answer("end")
+            };
+            let located = between(&out2, &answer(&format!("q{i}")), &next)
+                .and_then(|r| r.lines().map(str::trim).find(|l| !l.is_empty()))
+                .and_then(|l| l.strip_prefix("Constant "))
+                .and_then(|l| l.split_whitespace().next())
+                .map(str::to_string);
+            match located {
+                Some(q) if !q.starts_with(&format!("{FILE_MODULE}.")) && q.contains('.') => {}
+                Some(q) => {
+                    return Verdict::Failed {
+                        step: 1,
+                        message: format!("the root relies on `{ax}` ({q}), declared in the file and not an allowed axiom"),
+                    }
+                }
+                None => return Verdict::Failed { step: 1, message: format!("cannot locate assumption `{ax}`") },
+            }
+        }
+    }
+    Verdict::Proved {
+        axioms,
+        replacements: vec![],
+        time: start.elapsed(),
+    }
+}
+
+/// The text strictly between the first `a` and the last `b` after it.
+fn between<'a>(hay: &'a str, a: &str, b: &str) -> Option<&'a str> {
+    let i = hay.find(a)? + a.len();
+    let j = hay[i..].rfind(b.trim_end())? + i;
+    Some(&hay[i..j])
+}
+
+/// Compile `text` as `ProdAssembled.v` with `coqc` in a fresh sandbox; `Ok(output)` when it
+/// compiled, else the verdict.
+fn compile(text: &str, cfg: &CoqCheckConfig, timeout: Duration) -> Result<String, Verdict> {
+    let start = Instant::now();
+    let dir = tempfile::tempdir().map_err(|e| Verdict::infra(format!("temp dir: {e}")))?;
+    let file = dir.path().join(format!("{FILE_MODULE}.v"));
+    std::fs::write(&file, text)
+        .map_err(|e| Verdict::infra(format!("write {}: {e}", file.display())))?;
+    let coqc = cfg.coqc.to_string_lossy().into_owned();
+    let file_arg = format!("{FILE_MODULE}.v");
+    let mut cmd = sandbox::command(
+        cfg,
+        std::path::Path::new("/bin/sh"),
+        &["-c", "exec \"$0\" \"$@\" 2>&1", &coqc, "-q", &file_arg],
+        Some(dir.path()),
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Verdict::infra(format!("cannot start coqc: {e}")))?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Verdict::infra("no coqc output"))?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![];
+        let _ = stdout.by_ref().take(64 * 1024 * 1024).read_to_end(&mut buf);
+        buf
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(Verdict::infra(format!("waiting for coqc: {e}"))),
+        }
+    };
+    let output = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+    let Some(status) = status else {
+        return Err(Verdict::TimedOut { step: 0 });
+    };
+    if !status.success() {
+        if output.contains("Error: Out of memory.") {
+            return Err(Verdict::infra("coqc ran out of memory"));
+        }
+        if !output.contains("Error") {
+            return Err(Verdict::infra(format!(
+                "coqc died ({status}): {}",
+                output.chars().take(300).collect::<String>()
+            )));
+        }
+        return Err(Verdict::Failed {
+            step: 0,
+            message: error_message(&output),
+        });
+    }
+    Ok(output)
+}

@@ -1,0 +1,123 @@
+//! Faults: an endless tactic, a memory blow-up and a worker killed mid-check each give the right
+//! verdict kind within the step timeout + 2 s, and the pool keeps working afterwards.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use prod_check::{CheckRequest, Checker, VerdictKind};
+use prod_check_coq::CoqChecker;
+use prod_core::ConditionalProof;
+
+const IMPORTS: &str = "From Coq Require Import Arith List Lia.";
+
+fn req(statement: &str, proof: &str) -> CheckRequest {
+    CheckRequest::new(
+        IMPORTS,
+        "",
+        statement,
+        ConditionalProof::parse(proof).unwrap(),
+    )
+}
+
+fn honest() -> CheckRequest {
+    req(
+        "Lemma ok : forall n : nat, n + 0 = n.",
+        "<no_invoke> intros n. lia.",
+    )
+}
+
+fn checker(step_timeout_s: u32, memory_mb: u64, max_attempts: u32) -> CoqChecker {
+    let mut cfg = common::config(1);
+    cfg.step_timeout_s = step_timeout_s;
+    cfg.memory_limit_mb = memory_mb;
+    cfg.max_attempts = max_attempts;
+    cfg.hammer.enabled = false;
+    CoqChecker::new(cfg).unwrap()
+}
+
+/// The fault tests measure time limits: run them one at a time, not in parallel.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Warm the worker up so the timings below measure the fault, not start-up.
+fn warm(c: &CoqChecker) {
+    assert_eq!(c.check(&honest()).kind(), VerdictKind::Proved);
+}
+
+#[test]
+fn endless_tactics_time_out_and_the_pool_goes_on() {
+    let _serial = serial();
+    let c = checker(2, 3000, 3);
+    warm(&c);
+    for proof in [
+        "<no_invoke> let rec f x := f x in f 0.",
+        "<no_invoke> do 1000000000 idtac.",
+        "<no_invoke> let x := eval vm_compute in (Nat.iter 100000000 (cons 0) nil) in idtac. exact I.",
+    ] {
+        let t = Instant::now();
+        let v = c.check(&req("Lemma loop : True.", proof));
+        let took = t.elapsed();
+        assert_eq!(v.kind(), VerdictKind::TimedOut, "{proof}: {v:?}");
+        assert!(took < Duration::from_secs(2 + 2), "{proof}: took {took:?}");
+        assert_eq!(c.check(&honest()).kind(), VerdictKind::Proved);
+    }
+}
+
+#[test]
+fn memory_blow_up_is_infra_and_the_pool_goes_on() {
+    let _serial = serial();
+    let c = checker(20, 1500, 1);
+    warm(&c);
+    let t = Instant::now();
+    let v = c.check(&req(
+        "Lemma big : True.",
+        "<no_invoke> let x := eval vm_compute in (List.repeat 0 (Nat.pow 2 28)) in idtac. exact I.",
+    ));
+    let took = t.elapsed();
+    assert_eq!(v.kind(), VerdictKind::Infra, "{v:?}");
+    assert!(took < Duration::from_secs(20 + 2), "took {took:?}");
+    assert_eq!(c.check(&honest()).kind(), VerdictKind::Proved);
+}
+
+#[test]
+fn killed_worker_is_infra_then_retried_and_the_pool_goes_on() {
+    let _serial = serial();
+    // Without retries: the kill shows as Infra, never as a proof verdict.
+    let c = checker(5, 3000, 1);
+    warm(&c);
+    let t = Instant::now();
+    let v = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            c.check(&req(
+                "Lemma loop : True.",
+                "<no_invoke> let rec f x := f x in f 0.",
+            ))
+        });
+        std::thread::sleep(Duration::from_millis(800));
+        assert!(c.kill_worker_for_test(0));
+        h.join().unwrap()
+    });
+    assert_eq!(v.kind(), VerdictKind::Infra, "{v:?}");
+    assert!(t.elapsed() < Duration::from_secs(5 + 2));
+    assert_eq!(c.check(&honest()).kind(), VerdictKind::Proved);
+
+    // With retries: a check whose worker dies is run again on a fresh worker.
+    let c = checker(5, 3000, 2);
+    warm(&c);
+    let step = " do 300000 idtac.";
+    let slow = req(
+        "Lemma slow : True.",
+        &format!("<no_invoke>{} exact I.", step.repeat(15)),
+    );
+    let v = std::thread::scope(|s| {
+        let h = s.spawn(|| c.check(&slow));
+        std::thread::sleep(Duration::from_millis(300));
+        c.kill_worker_for_test(0);
+        h.join().unwrap()
+    });
+    assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
+}

@@ -1,0 +1,352 @@
+//! `prod bench …`: benchmarks measured side by side in one process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context as _};
+use clap::{Args, Subcommand};
+use prod_check::{CheckRequest, Verdict};
+use prod_check_coq::{rules, sandbox, CoqCheckConfig, CoqChecker};
+use prod_core::{ConditionalProof, T0};
+
+use crate::exit;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Checking speed: `coqc` per check vs the persistent worker pool, on real stdlib lemmas
+    /// re-checked in place (each in the context of everything before it in its file).
+    ///
+    /// Example: prod bench check --count 300 --workers 2
+    Check(BenchCheckArgs),
+    /// Global-correctness solver on synthetic proof forests: the median time at N/10 and N nodes
+    /// side by side, and their ratio (linear time gives ~10).
+    ///
+    /// Example: prod bench tree --nodes 100000
+    Tree(crate::tree::BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchCheckArgs {
+    /// Number of lemmas to check (spread evenly over the file; 0 = every eligible lemma).
+    #[arg(long, default_value_t = 300)]
+    pub count: usize,
+    /// Workers for both ways (pool workers, parallel `coqc` processes).
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// How many of the checks to also run with `coqc` (default: all of them).
+    #[arg(long)]
+    pub coqc_checks: Option<usize>,
+    /// The Coq file to take lemmas from (default: the stdlib's `Lists/List.v`).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Print one JSON object with the figures.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cmd: BenchCommand) -> i32 {
+    match cmd {
+        BenchCommand::Check(a) => match bench_check(a) {
+            Ok(code) => code,
+            Err(e) => exit::failure(e),
+        },
+        BenchCommand::Tree(a) => crate::tree::run_bench(a),
+    }
+}
+
+/// One lemma of the file, re-checked in place.
+struct InPlace {
+    /// Everything before the lemma.
+    context_end: usize,
+    /// From the lemma statement to the end of its `Qed.`.
+    span: (usize, usize),
+    name: String,
+    statement: String,
+    body: String,
+}
+
+fn stdlib_list() -> anyhow::Result<PathBuf> {
+    let out = Command::new("coqc")
+        .arg("-where")
+        .output()
+        .context("cannot run coqc -where")?;
+    let lib = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok(Path::new(&lib).join("theories/Lists/List.v"))
+}
+
+/// Lemmas written `Lemma … . Proof. <tactics> Qed.` whose text passes the checker's rules.
+fn eligible(text: &str) -> Vec<InPlace> {
+    let lexed = prod_coq::sentences(text);
+    let ss = &lexed.sentences;
+    let mut out = vec![];
+    let mut i = 0;
+    while i + 1 < ss.len() {
+        let st = ss[i].text(text);
+        let Ok(statement) = rules::check_statement(st) else {
+            i += 1;
+            continue;
+        };
+        if ss[i + 1].text(text) != "Proof." {
+            i += 1;
+            continue;
+        }
+        let Some(k) = (i + 2..ss.len()).find(|&k| {
+            matches!(
+                ss[k].text(text),
+                "Qed." | "Defined." | "Admitted." | "Abort."
+            )
+        }) else {
+            break;
+        };
+        let body = &text[ss[i + 1].range.end..ss[k].range.start];
+        if ss[k].text(text) == "Qed." && rules::check_proof(body).is_ok() {
+            out.push(InPlace {
+                context_end: ss[i].range.start,
+                span: (ss[i].range.start, ss[k].range.end),
+                name: statement.name,
+                statement: st.to_string(),
+                body: body.to_string(),
+            });
+        }
+        i = k + 1;
+    }
+    out
+}
+
+/// Coq's own time (`coqc -time`) for each lemma span: the statement, `Proof.`, the tactics, `Qed.`.
+fn coq_own_times(
+    cfg: &CoqCheckConfig,
+    text: &str,
+    spans: &[(usize, usize)],
+) -> anyhow::Result<Vec<f64>> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("ProdBenchCopy.v"), text)?;
+    let mut cmd = sandbox::command(
+        cfg,
+        Path::new("coqc"),
+        &["-q", "-time", "ProdBenchCopy.v"],
+        Some(dir.path()),
+    );
+    let out = cmd.stdin(Stdio::null()).output().context("coqc -time")?;
+    if !out.status.success() {
+        return Err(anyhow!(
+            "coqc -time failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut times = vec![0.0; spans.len()];
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // `Chars 123 - 456 [sentence] 0.012 secs (0.01u,0.s)`
+        let Some(rest) = line.strip_prefix("Chars ") else {
+            continue;
+        };
+        let mut w = rest.split_whitespace();
+        let (Some(a), Some("-"), Some(b)) = (w.next(), w.next(), w.next()) else {
+            continue;
+        };
+        let (Ok(a), Ok(_b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
+            continue;
+        };
+        let Some(secs) = line
+            .rsplit_once(" secs (")
+            .and_then(|(l, _)| l.rsplit(' ').next())
+            .and_then(|s| s.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        if let Some(j) = spans.iter().position(|&(s, e)| a >= s && a < e) {
+            times[j] += secs;
+        }
+    }
+    Ok(times)
+}
+
+fn coqc_check(cfg: &CoqCheckConfig, file_text: &str) -> bool {
+    let Ok(dir) = tempfile::tempdir() else {
+        return false;
+    };
+    if std::fs::write(dir.path().join("ProdBenchCheck.v"), file_text).is_err() {
+        return false;
+    }
+    let mut cmd = sandbox::command(
+        cfg,
+        Path::new("coqc"),
+        &["-q", "ProdBenchCheck.v"],
+        Some(dir.path()),
+    );
+    let out = cmd.stdin(Stdio::null()).output();
+    // `Print Assumptions` ran (it is the file's last command, so everything before it passed) and
+    // shows no axiom: closed, or only section variables for a lemma inside a `Section` (coqc
+    // then also complains that the section is not closed at the end of the file).
+    let Ok(o) = out else { return false };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (text.contains("Closed under the global context") || text.contains("Section Variables:"))
+        && !text.contains("Axioms:")
+}
+
+fn bench_check(a: BenchCheckArgs) -> anyhow::Result<i32> {
+    let path = match a.file {
+        Some(p) => p,
+        None => stdlib_list()?,
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let all = eligible(&text);
+    if all.is_empty() {
+        return Ok(exit::bad_input(anyhow!(
+            "{}: no eligible `Lemma … Proof. … Qed.` found",
+            path.display()
+        )));
+    }
+    let n = if a.count == 0 {
+        all.len()
+    } else {
+        a.count.min(all.len())
+    };
+    // Spread evenly over the file, keeping file order.
+    let picked: Vec<&InPlace> = (0..n).map(|j| &all[j * all.len() / n]).collect();
+    let mut cfg = CoqCheckConfig {
+        workers: a.workers.max(1),
+        ..Default::default()
+    };
+    cfg.hammer.enabled = false;
+    eprintln!(
+        "bench check: {} lemmas of {} eligible in {}, {} workers",
+        n,
+        all.len(),
+        path.display(),
+        cfg.workers
+    );
+
+    // 1. The pool.
+    let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow!(e))?;
+    let requests: Vec<CheckRequest> = picked
+        .iter()
+        .map(|l| {
+            CheckRequest::new(
+                "",
+                &text[..l.context_end],
+                &l.statement,
+                ConditionalProof::plain(T0::NoInvoke, &l.body),
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let results = checker.check_batch_timed(&requests, &|_, _, _| {});
+    let pool_wall = t.elapsed();
+    let pool_proved = results.iter().filter(|(v, _)| v.is_proved()).count();
+    let attempt_times: Vec<f64> = results
+        .iter()
+        .filter_map(|(v, _)| match v {
+            Verdict::Proved { time, .. } => Some(time.as_secs_f64()),
+            _ => None,
+        })
+        .collect();
+    let pool_attempt_mean = attempt_times.iter().sum::<f64>() / attempt_times.len().max(1) as f64;
+    let failures: Vec<String> = results
+        .iter()
+        .zip(&picked)
+        .filter(|(r, _)| !r.0.is_proved())
+        .take(5)
+        .map(|(r, l)| format!("{}: {} {}", l.name, r.0.kind(), r.0.message()))
+        .collect();
+    drop(checker);
+
+    // 2. Coq's own time for the same sentences (the proved ones), from `coqc -time`.
+    let spans: Vec<(usize, usize)> = picked.iter().map(|l| l.span).collect();
+    let own = coq_own_times(&cfg, &text, &spans)?;
+    let own_proved: Vec<f64> = own
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.0.is_proved())
+        .map(|(t, _)| *t)
+        .collect();
+    let own_mean = own_proved.iter().sum::<f64>() / own_proved.len().max(1) as f64;
+
+    // 3. One cold `coqc` per check, same parallelism.
+    let m = a.coqc_checks.unwrap_or(n).min(n);
+    let sample: Vec<&InPlace> = (0..m).map(|j| picked[j * n / m.max(1)]).collect();
+    let next = AtomicUsize::new(0);
+    let ok = AtomicUsize::new(0);
+    let t = Instant::now();
+    let errors = Mutex::new(vec![]);
+    std::thread::scope(|s| {
+        for _ in 0..cfg.workers {
+            s.spawn(|| loop {
+                let j = next.fetch_add(1, Ordering::SeqCst);
+                let Some(l) = sample.get(j) else { break };
+                let file = format!(
+                    "{}\n{}\nProof.{}Qed.\nPrint Assumptions {}.\n",
+                    &text[..l.context_end],
+                    l.statement,
+                    l.body,
+                    l.name
+                );
+                if coqc_check(&cfg, &file) {
+                    ok.fetch_add(1, Ordering::SeqCst);
+                } else if let Ok(mut e) = errors.lock() {
+                    e.push(l.name.clone());
+                }
+            });
+        }
+    });
+    let coqc_wall = t.elapsed();
+    let coqc_mean = coqc_wall.as_secs_f64() / m.max(1) as f64;
+    let pool_mean = pool_wall.as_secs_f64() / n as f64;
+    let ratio = coqc_mean / pool_mean;
+    let ms = |d: f64| d * 1000.0;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "file": path.display().to_string(), "checks": n, "workers": cfg.workers,
+                "pool_wall_s": pool_wall.as_secs_f64(), "pool_proved": pool_proved,
+                "pool_wall_ms_per_check": ms(pool_mean), "pool_attempt_ms_mean": ms(pool_attempt_mean),
+                "coq_own_ms_mean": ms(own_mean), "overhead_ms": ms(pool_attempt_mean - own_mean),
+                "coqc_checks": m, "coqc_ok": ok.load(Ordering::SeqCst), "coqc_wall_s": coqc_wall.as_secs_f64(),
+                "coqc_ms_per_check": ms(coqc_mean), "ratio": ratio,
+            })
+        );
+    } else {
+        println!(
+            "file: {} ({} checks in place, {} workers both ways)",
+            path.display(),
+            n,
+            cfg.workers
+        );
+        println!(
+            "pool : {:8.2} s wall, {:7.1} ms/check wall, {:6.1} ms mean attempt; proved {}/{}",
+            pool_wall.as_secs_f64(),
+            ms(pool_mean),
+            ms(pool_attempt_mean),
+            pool_proved,
+            n
+        );
+        println!("coq  : {:6.1} ms mean own time for the same sentences (coqc -time); pool overhead {:+.1} ms", ms(own_mean), ms(pool_attempt_mean - own_mean));
+        println!(
+            "coqc : {:8.2} s wall, {:7.1} ms/check wall ({} checks); ok {}/{}",
+            coqc_wall.as_secs_f64(),
+            ms(coqc_mean),
+            m,
+            ok.load(Ordering::SeqCst),
+            m
+        );
+        println!("ratio: {ratio:.1}x (coqc per check / pool, wall time per check)");
+    }
+    for f in failures {
+        eprintln!("not proved by the pool: {f}");
+    }
+    if let Ok(e) = errors.lock() {
+        for name in e.iter().take(5) {
+            eprintln!("coqc did not close: {name}");
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,298 @@
+//! `prod check`: local correctness of nodes with the real prover (issue B's stable interface).
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context as _};
+use clap::Args;
+use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
+use prod_check_coq::{CoqCheckConfig, CoqChecker};
+use prod_core::ConditionalProof;
+use serde::Deserialize;
+
+use crate::exit;
+
+/// Check nodes with the real prover, one JSON object per line in, one verdict per line out.
+///
+/// Input (`FILE.jsonl`, one node per line):
+///   {"id": "n1", "imports": "From Coq Require Import Arith List Lia.", "context": "",
+///    "statement": "Lemma foo : forall n : nat, n + 0 = n.", "proof": "<no_invoke> intros n. lia."}
+/// `proof` is a conditional proof: its `<invoke> Lemma … . </invoke>` segments are admitted first.
+///
+/// Output, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
+/// "message": "...", "time_ms": N}. Exit 0 when every line was judged, 2 on unreadable input.
+///
+/// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The prover (only `coq` for now).
+    #[arg(long, default_value = "coq")]
+    pub prover: String,
+    /// JSONL file of nodes (`-` for stdin).
+    pub file: PathBuf,
+    /// One JSON object per output line.
+    #[arg(long)]
+    pub json: bool,
+    /// Persistent workers (default: `[check.coq] workers`, else one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Time limit per proof step, seconds (default 10).
+    #[arg(long)]
+    pub timeout: Option<u32>,
+    /// Address-space limit per Coq process, MiB (default 4096).
+    #[arg(long)]
+    pub memory_mb: Option<u64>,
+    /// SQLite verification cache file (default: `[check] cache`, else none).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Do not load CoqHammer; `hammer.` steps then fail like any unknown tactic.
+    #[arg(long)]
+    pub no_hammer: bool,
+    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); reads `[check]` and `[check.coq]`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// The `[check]` section of `prod.toml`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct CheckSection {
+    /// Verification cache file.
+    pub cache: Option<PathBuf>,
+    pub coq: CoqCheckConfig,
+}
+
+/// Printing in input order: the next line to print, the verdicts so far, the first write error.
+type PrintState = (usize, Vec<Option<(Verdict, Duration)>>, std::io::Result<()>);
+
+#[derive(Deserialize)]
+struct NodeLine {
+    id: serde_json::Value,
+    #[serde(default)]
+    imports: String,
+    #[serde(default)]
+    context: String,
+    statement: String,
+    proof: String,
+}
+
+fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
+    crate::config::ConfigFile::load(explicit)?.section("check")
+}
+
+/// Parse the input; `Err` names the line.
+fn read_nodes(
+    file: &Path,
+) -> anyhow::Result<Vec<(serde_json::Value, Result<CheckRequest, Verdict>)>> {
+    let reader: Box<dyn BufRead> = if file == Path::new("-") {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?,
+        ))
+    };
+    let mut out = vec![];
+    for (i, line) in reader.split(b'\n').enumerate() {
+        let n = i + 1;
+        let bytes = line.with_context(|| format!("{}: cannot read line {n}", file.display()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| anyhow!("{}: line {n} is not UTF-8", file.display()))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let node: NodeLine = serde_json::from_str(&text)
+            .with_context(|| format!("{}: line {n} is not a node", file.display()))?;
+        // A proof that is not a conditional proof is the model's fault, not unreadable input.
+        let req = ConditionalProof::parse(&node.proof)
+            .map(|p| CheckRequest::new(&node.imports, &node.context, &node.statement, p))
+            .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
+        out.push((node.id, req));
+    }
+    Ok(out)
+}
+
+pub fn run(a: CheckArgs) -> i32 {
+    if a.prover != "coq" {
+        return exit::bad_input(anyhow!(
+            "--prover {:?}: only `coq` is supported (Isabelle comes later)",
+            a.prover
+        ));
+    }
+    let section = match load_section(a.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return exit::bad_input(e),
+    };
+    let nodes = match read_nodes(&a.file) {
+        Ok(n) => n,
+        Err(e) => return exit::bad_input(e),
+    };
+    let mut cfg = section.coq;
+    if let Some(w) = a.workers {
+        cfg.workers = w;
+    }
+    if let Some(t) = a.timeout {
+        cfg.step_timeout_s = t;
+    }
+    if let Some(m) = a.memory_mb {
+        cfg.memory_limit_mb = m;
+    }
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    let checker = match CoqChecker::new(cfg) {
+        Ok(c) => c,
+        Err(e) => return exit::failure(anyhow!(e)),
+    };
+    let cache = match a.cache.or(section.cache) {
+        Some(p) => match VerificationCache::open(&p) {
+            Ok(c) => Some(c),
+            Err(e) => return exit::failure(e.into()),
+        },
+        None => None,
+    };
+    let fp = checker.fingerprint();
+
+    // Verdicts known before any prover runs: malformed proofs and cache hits.
+    let mut known: Vec<Option<(Verdict, Duration)>> = vec![None; nodes.len()];
+    let mut todo = vec![];
+    for (i, (_, req)) in nodes.iter().enumerate() {
+        match req {
+            Err(v) => known[i] = Some((v.clone(), Duration::ZERO)),
+            Ok(r) => match cache
+                .as_ref()
+                .and_then(|c| c.get(&cache_key(&fp, r)).ok().flatten())
+            {
+                Some(v) => known[i] = Some((v, Duration::ZERO)),
+                None => todo.push(i),
+            },
+        }
+    }
+
+    let pb = progress_bar(!a.json, nodes.len() as u64);
+    let stdout = std::io::stdout();
+    // Lines are printed in input order as soon as every earlier line is done.
+    let state = Mutex::new((0usize, known, Ok::<(), std::io::Error>(())));
+    let flush = |st: &mut PrintState| {
+        let mut out = stdout.lock();
+        while st.0 < nodes.len() {
+            let Some((v, t)) = st.1[st.0].as_ref() else {
+                break;
+            };
+            let line = render(&nodes[st.0].0, v, *t, a.json);
+            if st.2.is_ok() {
+                st.2 = writeln!(out, "{line}").and_then(|_| out.flush());
+            }
+            st.0 += 1;
+        }
+    };
+    if let Ok(mut st) = state.lock() {
+        flush(&mut st);
+    }
+    if let Some(pb) = &pb {
+        pb.inc((nodes.len() - todo.len()) as u64);
+    }
+    let requests: Vec<CheckRequest> = todo
+        .iter()
+        .filter_map(|&i| nodes[i].1.as_ref().ok().cloned())
+        .collect();
+    let results = checker.check_batch_timed(&requests, &|j, v, t| {
+        if let Some(pb) = &pb {
+            pb.inc(1);
+        }
+        if let Ok(mut st) = state.lock() {
+            st.1[todo[j]] = Some((v.clone(), t));
+            flush(&mut st);
+        }
+    });
+    if let Some(c) = &cache {
+        for (j, (v, _)) in results.iter().enumerate() {
+            let _ = c.put(&cache_key(&fp, &requests[j]), v);
+        }
+    }
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let st = match state.into_inner() {
+        Ok(s) => s,
+        Err(e) => e.into_inner(),
+    };
+    exit::written(st.2)
+}
+
+fn render(id: &serde_json::Value, v: &Verdict, t: Duration, json: bool) -> String {
+    // Proved checks report the prover's own time; others the wall time of their run.
+    let time = match v {
+        Verdict::Proved { time, .. } => *time,
+        _ => t,
+    };
+    let time_ms = time.as_millis() as u64;
+    if json {
+        serde_json::json!({"id": id, "verdict": v.kind().as_str(), "message": v.message(), "time_ms": time_ms}).to_string()
+    } else {
+        let id = match id {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        format!("{id}\t{}\t{time_ms} ms\t{}", v.kind(), v.message())
+    }
+}
+
+fn progress_bar(enabled: bool, len: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} checked {pos}/{len} [{bar:40}] {elapsed} eta {eta}",
+    ) {
+        pb.set_style(style);
+    }
+    Some(pb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_errors_name_the_line_and_bad_proofs_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.jsonl");
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"statement\":\"Lemma a : True.\",\"proof\":\"<no_invoke> exact I.\"}\n\n\
+             {\"id\":\"b\",\"statement\":\"Lemma b : True.\",\"proof\":\"exact I.\"}\n",
+        )
+        .unwrap();
+        let nodes = read_nodes(&p).unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert!(nodes[0].1.is_ok());
+        assert_eq!(nodes[1].1.as_ref().unwrap_err().kind().as_str(), "rejected");
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"statement\":\"x\",\"proof\":\"<no_invoke>\"}\n{\"id\":\"b\"}\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", read_nodes(&p).unwrap_err());
+        assert!(e.contains("line 2"), "{e}");
+        assert!(read_nodes(&dir.path().join("missing.jsonl")).is_err());
+    }
+
+    #[test]
+    fn output_has_exactly_the_interface_keys() {
+        let v = Verdict::Failed {
+            step: 2,
+            message: "no".into(),
+        };
+        let line = render(&serde_json::json!("n1"), &v, Duration::from_millis(7), true);
+        let j: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let mut keys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["id", "message", "time_ms", "verdict"]);
+        assert_eq!(j["verdict"], "failed");
+        assert_eq!(j["time_ms"], 7);
+    }
+}

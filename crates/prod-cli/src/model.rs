@@ -1,0 +1,576 @@
+//! `prod model …`: the native policy — create, import, sample, train, benchmark.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand, ValueEnum};
+use prod_core::{ConditionalProof, T0};
+use prod_policy::model::Llama;
+use prod_policy::prompt::{self, ExampleOptions, TrainExample};
+use prod_policy::sample::{self, SamplingParams};
+use prod_policy::train::{self, Trainer};
+use prod_policy::{LlamaConfig, PolicyConfig, ProdTokenizer};
+
+use crate::exit;
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Create a small random model with a byte-level BPE tokenizer trained on text (for tests
+    /// and toy runs; ProD's special tokens are single tokens).
+    ///
+    /// `--corpus` files are plain text, or dataset JSONL (`.jsonl`: context, statement and
+    /// conditional_proof of every line are used).
+    ///
+    /// Example: prod model init --corpus data/stdlib/train.jsonl --vocab-size 4000 --out models/toy
+    Init(InitArgs),
+    /// Turn a llama.cpp GGUF file (Llama architecture) into a model directory: weights
+    /// dequantised to f32, tokenizer rebuilt from the metadata, ProD's special tokens added with
+    /// embeddings initialised to the mean embedding.
+    ///
+    /// Example: prod model import-gguf SmolLM2-135M-Instruct.Q4_1.gguf --out models/smollm2
+    ImportGguf(ImportArgs),
+    /// Sample continuations: a raw prompt, or `t0 + conditional proof` for every line of a
+    /// dataset JSONL (prompt = last N context tokens + statement, as in the paper).
+    ///
+    /// Examples:
+    ///   prod model sample --model models/smollm2 --prompt "The capital of France is" --n 2
+    ///   prod model sample --model models/toy --data data/stdlib/test.jsonl --limit 20 --json
+    Sample(SampleArgs),
+    /// Supervised fine-tuning with weighted cross-entropy (loss on `t0 + proof + end` only),
+    /// AdamW, linear warm-up then constant learning rate, accumulation to a macro batch.
+    ///
+    /// Data: dataset JSONL (context, statement, conditional_proof; optional weight,
+    /// statement_in_loss). Writes a checkpoint (model + optimizer + position) to --out.
+    ///
+    /// Example: prod model train --model models/toy --data data/stdlib/train.jsonl --eval data/stdlib/val.jsonl --steps 200 --out models/toy-sft
+    Train(TrainArgs),
+    /// Benchmark at a model shape: sampling tok/s at batch 1 and 8, training s/step at 256
+    /// tokens, peak memory, and the matmul-bound training limit measured on this machine.
+    ///
+    /// Example: prod model bench --shape smollm2-135m
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct InitArgs {
+    #[arg(long, required = true, num_args = 1..)]
+    pub corpus: Vec<PathBuf>,
+    #[arg(long, default_value_t = 2000)]
+    pub vocab_size: usize,
+    #[arg(long, default_value_t = 128)]
+    pub hidden: usize,
+    #[arg(long, default_value_t = 4)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    #[arg(long, default_value_t = 2)]
+    pub kv_heads: usize,
+    #[arg(long, default_value_t = 384)]
+    pub intermediate: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    pub file: PathBuf,
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ForceT0 {
+    UseInvoke,
+    NoInvoke,
+}
+
+#[derive(Args)]
+pub struct SampleArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    /// A raw text prompt (no ProD formatting).
+    #[arg(long, conflicts_with = "data")]
+    pub prompt: Option<String>,
+    /// Dataset JSONL: one prompt per line from its context and statement.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Only the first N lines of --data.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Force the first token (the paper forces <no_invoke> at the depth limit).
+    #[arg(long, value_enum)]
+    pub force_t0: Option<ForceT0>,
+    #[arg(long, default_value_t = 1)]
+    pub n: usize,
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
+    #[arg(long, default_value_t = 256)]
+    pub max_new_tokens: usize,
+    #[arg(long, default_value_t = 1000)]
+    pub context_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// One JSON object per sample, then a summary object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct TrainArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Only the first N lines of --data.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Held-out JSONL for the eval loss (before and after training).
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
+    /// Only the first N eval lines.
+    #[arg(long, default_value_t = 200)]
+    pub eval_limit: usize,
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Optimizer steps (default: one epoch).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    #[arg(long, default_value_t = 1e-5)]
+    pub lr: f64,
+    #[arg(long, default_value_t = 100)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 128)]
+    pub macro_batch: usize,
+    #[arg(long, default_value_t = 4)]
+    pub micro_batch: usize,
+    #[arg(long, default_value_t = 2048)]
+    pub max_seq_len: usize,
+    #[arg(long, default_value_t = 1000)]
+    pub context_tokens: usize,
+    /// Save a checkpoint every N steps (and at the end).
+    #[arg(long, default_value_t = 100)]
+    pub save_every: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Shape {
+    Smollm2_135m,
+    Tiny,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[arg(long, value_enum, default_value = "smollm2-135m")]
+    pub shape: Shape,
+    /// Benchmark a model directory instead of random weights at --shape.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    #[arg(long, default_value_t = 32)]
+    pub new_tokens: usize,
+    #[arg(long, default_value_t = 2)]
+    pub train_steps: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cmd: ModelCommand) -> i32 {
+    let r = match cmd {
+        ModelCommand::Init(a) => init(a),
+        ModelCommand::ImportGguf(a) => import(a),
+        ModelCommand::Sample(a) => sample_cmd(a),
+        ModelCommand::Train(a) => train_cmd(a),
+        ModelCommand::Bench(a) => bench(a),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) if e.downcast_ref::<BadInput>().is_some() => exit::bad_input(e),
+        Err(e) => match e.downcast_ref::<prod_policy::PolicyError>() {
+            Some(prod_policy::PolicyError::BadInput(_) | prod_policy::PolicyError::Config(_)) => exit::bad_input(e),
+            _ => exit::failure(e),
+        },
+    }
+}
+
+/// Marks errors caused by the user's input (exit code 2).
+#[derive(Debug)]
+struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for BadInput {}
+
+fn bad(m: String) -> anyhow::Error {
+    anyhow::Error::new(BadInput(m))
+}
+
+fn progress(len: usize, json: bool) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if json || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// One dataset line, as much of it as the policy needs.
+struct DataLine {
+    /// 1-based line in its file.
+    line: usize,
+    id: String,
+    context: String,
+    statement: String,
+    conditional_proof: Option<String>,
+    weight: f32,
+    statement_in_loss: bool,
+}
+
+fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>> {
+    let f = std::fs::File::open(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        if limit.is_some_and(|l| out.len() >= l) {
+            break;
+        }
+        let line = line.map_err(|e| bad(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| bad(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+        let statement = s("statement").ok_or_else(|| bad(format!("{}:{}: no \"statement\" string", path.display(), i + 1)))?;
+        out.push(DataLine {
+            line: i + 1,
+            id: s("id").unwrap_or_else(|| format!("line{}", i + 1)),
+            context: s("context").unwrap_or_default(),
+            statement,
+            conditional_proof: s("conditional_proof"),
+            weight: v.get("weight").and_then(|w| w.as_f64()).unwrap_or(1.0) as f32,
+            statement_in_loss: v.get("statement_in_loss").and_then(|b| b.as_bool()).unwrap_or(false),
+        });
+    }
+    Ok(out)
+}
+
+fn device() -> prod_policy::candle_core::Device {
+    prod_policy::candle_core::Device::Cpu
+}
+
+fn init(a: InitArgs) -> anyhow::Result<()> {
+    let mut texts = Vec::new();
+    for p in &a.corpus {
+        if p.extension().is_some_and(|e| e == "jsonl") {
+            for l in read_jsonl(p, None)? {
+                texts.push(format!("{}\n{}\n{}", l.context, l.statement, l.conditional_proof.unwrap_or_default()));
+            }
+        } else {
+            texts.push(std::fs::read_to_string(p).map_err(|e| bad(format!("{}: {e}", p.display())))?);
+        }
+    }
+    let tok = ProdTokenizer::train_bpe(texts.iter(), a.vocab_size, 2)?;
+    let mut cfg = LlamaConfig::tiny(tok.vocab_size());
+    cfg.hidden_size = a.hidden;
+    cfg.num_hidden_layers = a.layers;
+    cfg.num_attention_heads = a.heads;
+    cfg.num_key_value_heads = Some(a.kv_heads);
+    cfg.intermediate_size = a.intermediate;
+    cfg.max_position_embeddings = 4096;
+    let mut model = Llama::random(&cfg, a.seed, &device())?;
+    prod_policy::save_model_dir(&a.out, &mut model, &tok)?;
+    eprintln!(
+        "wrote {} ({} parameters, vocabulary {})",
+        a.out.display(),
+        model.num_params(),
+        tok.vocab_size()
+    );
+    Ok(())
+}
+
+fn import(a: ImportArgs) -> anyhow::Result<()> {
+    let (mut model, tok) = prod_policy::gguf::import_gguf(&a.file, &device())?;
+    prod_policy::save_model_dir(&a.out, &mut model, &tok)?;
+    eprintln!(
+        "wrote {} ({} layers, {} parameters, vocabulary {} incl. ProD's 6 special tokens)",
+        a.out.display(),
+        model.config().num_hidden_layers,
+        model.num_params(),
+        model.config().vocab_size
+    );
+    Ok(())
+}
+
+fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
+    let (model, tok) = prod_policy::load_model_dir(&a.model, &device())?;
+    let params = SamplingParams {
+        n: a.n,
+        temperature: a.temperature,
+        top_p: a.top_p,
+        max_new_tokens: a.max_new_tokens,
+        seed: a.seed,
+        stop: vec![tok.end_id()],
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut emit = |v: serde_json::Value, text: &str| -> std::io::Result<()> {
+        if a.json {
+            writeln!(stdout, "{v}")
+        } else {
+            writeln!(stdout, "{text}\n---")
+        }
+    };
+    let start = Instant::now();
+    let mut generated = 0usize;
+    if let Some(p) = &a.prompt {
+        let mut ids = tok.encode(p)?;
+        if let Some(f) = a.force_t0 {
+            ids = prompt::with_forced_t0(&tok, &ids, t0_of(f));
+        }
+        let samples = sample::sample(&model, &ids, &params)?;
+        for (i, s) in samples.iter().enumerate() {
+            generated += s.ids.len();
+            let text = tok.decode(&s.ids)?;
+            let r = emit(serde_json::json!({"sample": i, "text": text, "tokens": s.ids.len(), "stopped": s.stopped}), &format!("{p}{text}"));
+            if exit::written(r) != 0 {
+                return Err(anyhow!("cannot write output"));
+            }
+        }
+    } else if let Some(d) = &a.data {
+        let lines = read_jsonl(d, a.limit)?;
+        let pb = progress(lines.len(), a.json);
+        let (mut total, mut parsed) = (0usize, 0usize);
+        for (li, l) in lines.iter().enumerate() {
+            let mut ids = prompt::prompt_ids(&tok, &l.context, &l.statement, a.context_tokens)
+                .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
+            let forced = a.force_t0.map(t0_of);
+            if let Some(t0) = forced {
+                ids = prompt::with_forced_t0(&tok, &ids, t0);
+            }
+            let p = SamplingParams { seed: a.seed.wrapping_add(li as u64), ..params.clone() };
+            for (i, s) in sample::sample(&model, &ids, &p)?.iter().enumerate() {
+                generated += s.ids.len();
+                let mut text = tok.decode(&s.ids)?;
+                if let Some(t0) = forced {
+                    text = format!("{}{text}", t0.token());
+                }
+                let ok = ConditionalProof::parse(&text).is_ok();
+                total += 1;
+                parsed += ok as usize;
+                let r = emit(
+                    serde_json::json!({"id": l.id, "sample": i, "conditional_proof": text, "parses": ok,
+                                       "stopped": s.stopped, "tokens": s.ids.len()}),
+                    &format!("{} #{i} (parses: {ok})\n{text}", l.id),
+                );
+                if exit::written(r) != 0 {
+                    return Err(anyhow!("cannot write output"));
+                }
+            }
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+        let summary = serde_json::json!({"summary": true, "samples": total, "parse_as_conditional_proof": parsed,
+            "parse_rate": if total > 0 { parsed as f64 / total as f64 } else { 0.0 }});
+        if a.json {
+            println!("{summary}");
+        } else {
+            eprintln!("{parsed}/{total} samples parse as conditional proofs");
+        }
+    } else {
+        return Err(bad("give --prompt TEXT or --data FILE.jsonl".into()));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!("{generated} tokens in {secs:.1} s ({:.1} tok/s)", generated as f64 / secs.max(1e-9));
+    Ok(())
+}
+
+fn t0_of(f: ForceT0) -> T0 {
+    match f {
+        ForceT0::UseInvoke => T0::UseInvoke,
+        ForceT0::NoInvoke => T0::NoInvoke,
+    }
+}
+
+fn examples(tok: &ProdTokenizer, lines: &[DataLine], path: &Path, opts: &ExampleOptions) -> (Vec<TrainExample>, usize) {
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for l in lines {
+        let Some(cp) = &l.conditional_proof else {
+            skipped += 1;
+            continue;
+        };
+        let o = ExampleOptions { statement_in_loss: l.statement_in_loss, ..*opts };
+        match prompt::policy_example(tok, &l.context, &l.statement, cp, l.weight, &o) {
+            Ok(e) => out.push(e),
+            Err(e) => {
+                skipped += 1;
+                if skipped <= 3 {
+                    eprintln!("skipped {}:{}: {e}", path.display(), l.line);
+                }
+            }
+        }
+    }
+    (out, skipped)
+}
+
+fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
+    let dev = device();
+    let (mut model, tok) = prod_policy::load_model_dir(&a.model, &dev)?;
+    let cfg = PolicyConfig {
+        learning_rate: a.lr,
+        warmup_steps: a.warmup,
+        macro_batch: a.macro_batch.max(1),
+        micro_batch: a.micro_batch.max(1),
+        max_seq_len: a.max_seq_len,
+        context_tokens: a.context_tokens,
+        seed: a.seed,
+        ..PolicyConfig::default()
+    };
+    let opts = ExampleOptions { context_tokens: a.context_tokens, max_seq_len: a.max_seq_len, statement_in_loss: false };
+    // A fixed shuffle (before --limit, so a limited run still sees every file) so that
+    // `data_position` means the same thing on resume.
+    let mut lines = read_jsonl(&a.data, None)?;
+    {
+        use rand::{seq::SliceRandom, SeedableRng};
+        lines.shuffle(&mut rand::rngs::StdRng::seed_from_u64(a.seed));
+    }
+    if let Some(l) = a.limit {
+        lines.truncate(l);
+    }
+    let (data, skipped) = examples(&tok, &lines, &a.data, &opts);
+    if data.is_empty() {
+        return Err(bad(format!("{}: no usable training example", a.data.display())));
+    }
+    let eval = match &a.eval {
+        Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts).0,
+        None => Vec::new(),
+    };
+    let mut trainer = if a.out.join("trainer_state.json").exists() {
+        model = prod_policy::load_model_dir(&a.out, &dev)?.0;
+        Trainer::resume(cfg.clone(), &a.out)?
+    } else {
+        Trainer::new(cfg.clone())
+    };
+    let steps = a.steps.unwrap_or(data.len().div_ceil(cfg.macro_batch));
+    let eval_before = if eval.is_empty() { None } else { Some(train::eval_loss(&model, &eval, cfg.micro_batch)?) };
+    let report = |v: serde_json::Value| {
+        if a.json {
+            println!("{v}");
+        } else {
+            eprintln!("{v}");
+        }
+    };
+    report(serde_json::json!({"examples": data.len(), "skipped": skipped, "eval_examples": eval.len(),
+        "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}));
+    let pb = progress(steps.saturating_sub(trainer.state.step), a.json);
+    let start = Instant::now();
+    let mut tokens_seen = 0usize;
+    while trainer.state.step < steps {
+        let pos = trainer.state.data_position % data.len();
+        let batch: Vec<TrainExample> = (0..cfg.macro_batch).map(|i| data[(pos + i) % data.len()].clone()).collect();
+        let s = trainer.step(&model, &batch)?;
+        tokens_seen += batch.iter().map(|e| e.ids.len()).sum::<usize>();
+        let tps = tokens_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+        pb.set_message(format!("loss {:.4} {:.0} tok/s", s.loss, tps));
+        pb.inc(1);
+        if a.json {
+            println!("{}", serde_json::json!({"step": s.step, "loss": s.loss, "grad_norm": s.grad_norm, "lr": s.lr, "tok_per_s": tps}));
+        }
+        if s.step % a.save_every.max(1) == 0 {
+            trainer.save_checkpoint(&model, &a.out)?;
+            tok.save(&a.out.join("tokenizer.json"))?;
+        }
+    }
+    pb.finish_and_clear();
+    model.set_eos_token_id(tok.end_id());
+    trainer.save_checkpoint(&model, &a.out)?;
+    tok.save(&a.out.join("tokenizer.json"))?;
+    let eval_after = if eval.is_empty() { None } else { Some(train::eval_loss(&model, &eval, cfg.micro_batch)?) };
+    report(serde_json::json!({"done": true, "step": trainer.state.step, "eval_loss_before": eval_before,
+        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": a.out}));
+    Ok(())
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    let dev = device();
+    let model = match &a.model {
+        Some(d) => prod_policy::load_model_dir(d, &dev)?.0,
+        None => {
+            let cfg = match a.shape {
+                Shape::Smollm2_135m => LlamaConfig::smollm2_135m(),
+                Shape::Tiny => LlamaConfig::tiny(512),
+            };
+            Llama::random(&cfg, 0, &dev)?
+        }
+    };
+    let cfg = model.config().clone();
+    let params = model.num_params();
+    // GEMM rate: 1024³ f32 matmuls, best of 5.
+    let n = 1024;
+    let x = prod_policy::candle_core::Tensor::randn(0f32, 1.0, (n, n), &dev)?;
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let y = x.matmul(&x)?;
+        let _ = y.sum_all()?.to_scalar::<f32>()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let gflops = 2.0 * (n as f64).powi(3) / best / 1e9;
+    let train_tokens = 256usize;
+    let limit_s = 6.0 * params as f64 * train_tokens as f64 / (gflops * 1e9);
+
+    // Sampling: a 16-token prompt, `new_tokens` new tokens, no stop.
+    let prompt: Vec<u32> = (0..16).map(|i| (i * 37 % cfg.vocab_size) as u32).collect();
+    let mut tok_s = Vec::new();
+    for batch in [1usize, 8] {
+        let p = SamplingParams { n: batch, temperature: 0.7, max_new_tokens: a.new_tokens, seed: 1, ..SamplingParams::default() };
+        let t = Instant::now();
+        let s = sample::sample(&model, &prompt, &p)?;
+        let total: usize = s.iter().map(|x| x.ids.len()).sum();
+        tok_s.push(total as f64 / t.elapsed().as_secs_f64());
+    }
+    // Training: one 256-token example, all of it in the loss; first step is warm-up.
+    let ids: Vec<u32> = (0..train_tokens).map(|i| (i * 7919 % cfg.vocab_size) as u32).collect();
+    let ex = TrainExample { ids, loss_from: 1, weight: 1.0 };
+    let mut trainer = Trainer::new(PolicyConfig { micro_batch: 1, warmup_steps: 0, ..PolicyConfig::default() });
+    trainer.step(&model, std::slice::from_ref(&ex))?;
+    let mut step_s = f64::MAX;
+    for _ in 0..a.train_steps.max(1) {
+        let t = Instant::now();
+        trainer.step(&model, std::slice::from_ref(&ex))?;
+        step_s = step_s.min(t.elapsed().as_secs_f64());
+    }
+    let out = serde_json::json!({
+        "params": params, "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
+        "sample_tok_per_s_batch1": tok_s[0], "sample_tok_per_s_batch8": tok_s[1],
+        "train_s_per_step_256_tokens": step_s, "gemm_gflops": gflops,
+        "matmul_bound_limit_s": limit_s, "train_over_limit": step_s / limit_s,
+        "peak_rss_mb": peak_rss_mb(),
+    });
+    if a.json {
+        println!("{out}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}

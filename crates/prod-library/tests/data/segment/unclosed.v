@@ -1,0 +1,5 @@
+Lemma fine : True.
+Proof. exact I. Qed.
+
+Lemma broken : True.
+Proof. (* never closed

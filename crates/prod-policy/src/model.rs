@@ -1,0 +1,552 @@
+//! A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU, tied or untied head)
+//! built only from candle ops that record a backward pass, so it can be trained.
+//!
+//! Parameter names and shapes are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, …),
+//! so a model directory written here loads in `transformers` and vice versa.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor, Var, D};
+use rand::{Rng, SeedableRng};
+
+use crate::config::LlamaConfig;
+use crate::{PolicyError, Result};
+
+/// Additive attention mask for forbidden keys. Finite so that a query with no visible key
+/// (a padding position) gets a uniform row instead of NaN.
+const MASKED: f32 = -1e30;
+
+struct Layer {
+    input_layernorm: Var,
+    q_proj: Var,
+    k_proj: Var,
+    v_proj: Var,
+    o_proj: Var,
+    post_attention_layernorm: Var,
+    gate_proj: Var,
+    up_proj: Var,
+    down_proj: Var,
+}
+
+/// The model. All parameters are `Var`s (f32) so that any forward pass can be differentiated;
+/// inference passes use detached views of the same storage (no graph is recorded).
+pub struct Llama {
+    cfg: LlamaConfig,
+    device: Device,
+    embed_tokens: Var,
+    layers: Vec<Layer>,
+    norm: Var,
+    /// `None` when the head is tied to `embed_tokens`.
+    lm_head: Option<Var>,
+}
+
+/// A batch of token sequences padded to one length `t`.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub b: usize,
+    pub t: usize,
+    /// Row-major `[b, t]`.
+    pub ids: Vec<u32>,
+    /// `false` at padding positions: they are never attended to.
+    pub valid: Vec<bool>,
+    /// RoPE positions: the number of valid tokens before this one in its row (plus the cache
+    /// offset when decoding), so left padding does not shift positions.
+    pub positions: Vec<u32>,
+}
+
+impl Batch {
+    /// Sequences padded on the right (training, scoring).
+    pub fn right_padded(seqs: &[&[u32]]) -> Batch {
+        Self::padded(seqs, false)
+    }
+
+    /// Sequences padded on the left (so that all rows end at the same column, as for decoding).
+    pub fn left_padded(seqs: &[&[u32]]) -> Batch {
+        Self::padded(seqs, true)
+    }
+
+    fn padded(seqs: &[&[u32]], left: bool) -> Batch {
+        let b = seqs.len();
+        let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        let mut ids = Vec::with_capacity(b * t);
+        let mut valid = Vec::with_capacity(b * t);
+        let mut positions = Vec::with_capacity(b * t);
+        for s in seqs {
+            let pad = t - s.len();
+            let (lead, trail) = if left { (pad, 0) } else { (0, pad) };
+            ids.resize(ids.len() + lead, 0);
+            valid.resize(valid.len() + lead, false);
+            positions.resize(positions.len() + lead, 0);
+            ids.extend_from_slice(s);
+            valid.resize(valid.len() + s.len(), true);
+            positions.extend(0..s.len() as u32);
+            ids.resize(ids.len() + trail, 0);
+            valid.resize(valid.len() + trail, false);
+            positions.resize(positions.len() + trail, s.len() as u32);
+        }
+        Batch { b, t, ids, valid, positions }
+    }
+}
+
+/// Keys and values of every layer for the tokens seen so far, for incremental decoding.
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    /// Per row: which cached keys are real tokens (not padding).
+    key_valid: Vec<Vec<bool>>,
+    /// Per row: the RoPE position of the next token.
+    next_position: Vec<u32>,
+}
+
+impl KvCache {
+    pub fn new(num_layers: usize) -> Self {
+        KvCache { layers: vec![None; num_layers], key_valid: Vec::new(), next_position: Vec::new() }
+    }
+
+    /// Number of cached columns (including padding).
+    pub fn len(&self) -> usize {
+        self.key_valid.first().map_or(0, |r| r.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.key_valid.len()
+    }
+
+    /// Repeats a one-row cache `n` times: one prefill serves `n` samples of the same prompt.
+    pub fn repeat_rows(&self, n: usize) -> Result<KvCache> {
+        if self.batch_size() != 1 {
+            return Err(PolicyError::BadInput(format!(
+                "repeat_rows needs a one-row cache, this one has {} rows",
+                self.batch_size()
+            )));
+        }
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            layers.push(match l {
+                None => None,
+                Some((k, v)) => {
+                    let rep = |x: &Tensor| -> Result<Tensor> {
+                        let mut dims = x.dims().to_vec();
+                        dims[0] = n;
+                        Ok(x.broadcast_as(dims)?.contiguous()?)
+                    };
+                    Some((rep(k)?, rep(v)?))
+                }
+            });
+        }
+        Ok(KvCache {
+            layers,
+            key_valid: vec![self.key_valid[0].clone(); n],
+            next_position: vec![self.next_position[0]; n],
+        })
+    }
+
+    /// Keeps only the given rows (e.g. drop finished samples).
+    pub fn select_rows(&self, rows: &[usize]) -> Result<KvCache> {
+        let idx = Tensor::from_vec(rows.iter().map(|&r| r as u32).collect::<Vec<_>>(), rows.len(), &Device::Cpu)?;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            layers.push(match l {
+                None => None,
+                Some((k, v)) => {
+                    let idx = idx.to_device(k.device())?;
+                    Some((k.index_select(&idx, 0)?, v.index_select(&idx, 0)?))
+                }
+            });
+        }
+        Ok(KvCache {
+            layers,
+            key_valid: rows.iter().map(|&r| self.key_valid[r].clone()).collect(),
+            next_position: rows.iter().map(|&r| self.next_position[r]).collect(),
+        })
+    }
+}
+
+fn normal_vec(rng: &mut rand::rngs::StdRng, n: usize, std: f64) -> Vec<f32> {
+    // Box–Muller: `rand_distr` is not a dependency and this is exact enough for initialisation.
+    (0..n)
+        .map(|_| {
+            let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
+            let u2: f64 = rng.gen();
+            ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos() * std) as f32
+        })
+        .collect()
+}
+
+impl Llama {
+    /// A randomly initialised model (weights ~ N(0, 0.02²), norms 1), reproducible under `seed`.
+    pub fn random(cfg: &LlamaConfig, seed: u64, device: &Device) -> Result<Llama> {
+        cfg.validate()?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut tensors = HashMap::new();
+        for (name, shape) in Self::param_shapes(cfg) {
+            let n: usize = shape.iter().product();
+            let t = if name.ends_with("layernorm.weight") || name == "model.norm.weight" {
+                Tensor::ones(shape, DType::F32, device)?
+            } else {
+                Tensor::from_vec(normal_vec(&mut rng, n, 0.02), shape, device)?
+            };
+            tensors.insert(name, t);
+        }
+        Self::from_tensors(cfg.clone(), tensors, device)
+    }
+
+    /// Every parameter's Hugging Face name and shape, in a fixed order.
+    pub fn param_shapes(cfg: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
+        let (d, f, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
+        let kvd = cfg.kv_heads() * cfg.head_dim();
+        let mut out = vec![("model.embed_tokens.weight".to_string(), vec![v, d])];
+        for i in 0..cfg.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            out.push((format!("{p}.input_layernorm.weight"), vec![d]));
+            out.push((format!("{p}.self_attn.q_proj.weight"), vec![d, d]));
+            out.push((format!("{p}.self_attn.k_proj.weight"), vec![kvd, d]));
+            out.push((format!("{p}.self_attn.v_proj.weight"), vec![kvd, d]));
+            out.push((format!("{p}.self_attn.o_proj.weight"), vec![d, d]));
+            out.push((format!("{p}.post_attention_layernorm.weight"), vec![d]));
+            out.push((format!("{p}.mlp.gate_proj.weight"), vec![f, d]));
+            out.push((format!("{p}.mlp.up_proj.weight"), vec![f, d]));
+            out.push((format!("{p}.mlp.down_proj.weight"), vec![d, f]));
+        }
+        out.push(("model.norm.weight".to_string(), vec![d]));
+        if !cfg.tie_word_embeddings {
+            out.push(("lm_head.weight".to_string(), vec![v, d]));
+        }
+        out
+    }
+
+    /// Builds a model from named tensors (converted to f32). Missing or misshapen parameters are
+    /// errors naming the parameter; extra tensors (e.g. `lm_head.weight` of a tied model,
+    /// rotary caches) are ignored.
+    pub fn from_tensors(cfg: LlamaConfig, mut tensors: HashMap<String, Tensor>, device: &Device) -> Result<Llama> {
+        cfg.validate()?;
+        let mut take = |name: &str, shape: &[usize]| -> Result<Var> {
+            let t = tensors
+                .remove(name)
+                .ok_or_else(|| PolicyError::Config(format!("missing parameter {name}")))?;
+            if t.dims() != shape {
+                return Err(PolicyError::Config(format!(
+                    "parameter {name} has shape {:?}, config.json implies {shape:?}",
+                    t.dims()
+                )));
+            }
+            let t = t.to_dtype(DType::F32)?.to_device(device)?;
+            Ok(Var::from_tensor(&t)?)
+        };
+        let shapes: HashMap<String, Vec<usize>> = Self::param_shapes(&cfg).into_iter().collect();
+        let mut get = |name: String| -> Result<Var> {
+            let shape = shapes.get(&name).cloned().unwrap_or_default();
+            take(&name, &shape)
+        };
+        let embed_tokens = get("model.embed_tokens.weight".into())?;
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for i in 0..cfg.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            layers.push(Layer {
+                input_layernorm: get(format!("{p}.input_layernorm.weight"))?,
+                q_proj: get(format!("{p}.self_attn.q_proj.weight"))?,
+                k_proj: get(format!("{p}.self_attn.k_proj.weight"))?,
+                v_proj: get(format!("{p}.self_attn.v_proj.weight"))?,
+                o_proj: get(format!("{p}.self_attn.o_proj.weight"))?,
+                post_attention_layernorm: get(format!("{p}.post_attention_layernorm.weight"))?,
+                gate_proj: get(format!("{p}.mlp.gate_proj.weight"))?,
+                up_proj: get(format!("{p}.mlp.up_proj.weight"))?,
+                down_proj: get(format!("{p}.mlp.down_proj.weight"))?,
+            });
+        }
+        let norm = get("model.norm.weight".into())?;
+        let lm_head = if cfg.tie_word_embeddings { None } else { Some(get("lm_head.weight".into())?) };
+        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head })
+    }
+
+    pub fn config(&self) -> &LlamaConfig {
+        &self.cfg
+    }
+
+    /// Records the end token in `config.json` (`eos_token_id`).
+    pub fn set_eos_token_id(&mut self, id: u32) {
+        self.cfg.eos_token_id = Some(id.into());
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Every parameter with its Hugging Face name, in the order of [`Llama::param_shapes`].
+    pub fn named_vars(&self) -> Vec<(String, &Var)> {
+        let mut out = vec![("model.embed_tokens.weight".to_string(), &self.embed_tokens)];
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = format!("model.layers.{i}");
+            out.push((format!("{p}.input_layernorm.weight"), &l.input_layernorm));
+            out.push((format!("{p}.self_attn.q_proj.weight"), &l.q_proj));
+            out.push((format!("{p}.self_attn.k_proj.weight"), &l.k_proj));
+            out.push((format!("{p}.self_attn.v_proj.weight"), &l.v_proj));
+            out.push((format!("{p}.self_attn.o_proj.weight"), &l.o_proj));
+            out.push((format!("{p}.post_attention_layernorm.weight"), &l.post_attention_layernorm));
+            out.push((format!("{p}.mlp.gate_proj.weight"), &l.gate_proj));
+            out.push((format!("{p}.mlp.up_proj.weight"), &l.up_proj));
+            out.push((format!("{p}.mlp.down_proj.weight"), &l.down_proj));
+        }
+        out.push(("model.norm.weight".to_string(), &self.norm));
+        if let Some(h) = &self.lm_head {
+            out.push(("lm_head.weight".to_string(), h));
+        }
+        out
+    }
+
+    pub fn num_params(&self) -> usize {
+        self.named_vars().iter().map(|(_, v)| v.elem_count()).sum()
+    }
+
+    /// Writes `config.json` and `model.safetensors` (f32) into `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+        self.cfg.save(&dir.join("config.json"))?;
+        let tensors: HashMap<String, Tensor> =
+            self.named_vars().into_iter().map(|(n, v)| (n, v.as_detached_tensor())).collect();
+        candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
+        Ok(())
+    }
+
+    /// Reads a Hugging Face model directory: `config.json` and either `model.safetensors` or the
+    /// shards listed in `model.safetensors.index.json`. Weights of any float dtype become f32.
+    pub fn load(dir: &Path, device: &Device) -> Result<Llama> {
+        let cfg = LlamaConfig::load(&dir.join("config.json"))?;
+        let single = dir.join("model.safetensors");
+        let index = dir.join("model.safetensors.index.json");
+        let files: Vec<std::path::PathBuf> = if single.exists() {
+            vec![single]
+        } else if index.exists() {
+            let text = std::fs::read_to_string(&index).map_err(|e| PolicyError::io(&index, e))?;
+            let json: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| PolicyError::Config(format!("{}: line {}: {e}", index.display(), e.line())))?;
+            let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| {
+                PolicyError::Config(format!("{}: no \"weight_map\" object", index.display()))
+            })?;
+            let mut names: Vec<String> = map.values().filter_map(|v| v.as_str().map(String::from)).collect();
+            names.sort();
+            names.dedup();
+            names.into_iter().map(|n| dir.join(n)).collect()
+        } else {
+            return Err(PolicyError::Config(format!(
+                "{}: neither model.safetensors nor model.safetensors.index.json",
+                dir.display()
+            )));
+        };
+        let mut tensors = HashMap::new();
+        for f in files {
+            let loaded = candle_core::safetensors::load(&f, &Device::Cpu)
+                .map_err(|e| PolicyError::Config(format!("{}: {e}", f.display())))?;
+            tensors.extend(loaded);
+        }
+        Self::from_tensors(cfg, tensors, device)
+    }
+
+    /// Grows the vocabulary to `new_vocab` rows (for tokens added to a pretrained tokenizer).
+    /// New embedding rows — and new head rows of an untied head — are the mean of the existing
+    /// rows: the new tokens then start "average" instead of random, which keeps the pretrained
+    /// distribution almost unchanged (Hewitt, 2021, "Initializing new word embeddings").
+    pub fn resize_vocab(&mut self, new_vocab: usize) -> Result<()> {
+        let old = self.cfg.vocab_size;
+        if new_vocab < old {
+            return Err(PolicyError::BadInput(format!("cannot shrink the vocabulary from {old} to {new_vocab}")));
+        }
+        if new_vocab == old {
+            return Ok(());
+        }
+        let grow = |v: &Var| -> Result<Var> {
+            let t = v.as_detached_tensor();
+            let mean = t.mean_keepdim(0)?;
+            let extra = mean.broadcast_as((new_vocab - old, t.dim(1)?))?;
+            Ok(Var::from_tensor(&Tensor::cat(&[&t, &extra.contiguous()?], 0)?)?)
+        };
+        self.embed_tokens = grow(&self.embed_tokens)?;
+        if let Some(h) = &self.lm_head {
+            self.lm_head = Some(grow(h)?);
+        }
+        self.cfg.vocab_size = new_vocab;
+        Ok(())
+    }
+
+    fn w(v: &Var, grad: bool) -> Tensor {
+        if grad {
+            v.as_tensor().clone()
+        } else {
+            v.as_detached_tensor()
+        }
+    }
+
+    fn rope_tables(&self, positions: &[u32], b: usize, t: usize) -> Result<(Tensor, Tensor)> {
+        let hd = self.cfg.head_dim();
+        let half = hd / 2;
+        let inv: Vec<f64> =
+            (0..half).map(|i| 1.0 / self.cfg.rope_theta.powf(2.0 * i as f64 / hd as f64)).collect();
+        let mut cos = Vec::with_capacity(positions.len() * hd);
+        let mut sin = Vec::with_capacity(positions.len() * hd);
+        for &p in positions {
+            // Hugging Face's non-interleaved layout: the two halves share frequencies.
+            for _ in 0..2 {
+                for f in &inv {
+                    let a = p as f64 * f;
+                    cos.push(a.cos() as f32);
+                    sin.push(a.sin() as f32);
+                }
+            }
+        }
+        let cos = Tensor::from_vec(cos, (b, 1, t, hd), &self.device)?;
+        let sin = Tensor::from_vec(sin, (b, 1, t, hd), &self.device)?;
+        Ok((cos, sin))
+    }
+
+    fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let hd = x.dim(D::Minus1)?;
+        let x1 = x.narrow(D::Minus1, 0, hd / 2)?;
+        let x2 = x.narrow(D::Minus1, hd / 2, hd / 2)?;
+        let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+        Ok((x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?)?)
+    }
+
+    fn linear(x2d: &Tensor, w: &Var, grad: bool) -> Result<Tensor> {
+        Ok(x2d.matmul(&Self::w(w, grad).t()?)?)
+    }
+
+    /// Hidden states after the final norm, `[b, t, hidden]`. With a cache, the batch continues
+    /// the cached sequences (its rows must match the cache's rows); padding in `batch.valid` is
+    /// remembered so later tokens never attend to it.
+    pub fn hidden(&self, batch: &Batch, mut cache: Option<&mut KvCache>, grad: bool) -> Result<Tensor> {
+        let (b, t) = (batch.b, batch.t);
+        if b == 0 || t == 0 {
+            return Err(PolicyError::BadInput("empty batch".into()));
+        }
+        if let Some(&bad) = batch.ids.iter().find(|&&i| i as usize >= self.cfg.vocab_size) {
+            return Err(PolicyError::BadInput(format!(
+                "token id {bad} is outside the vocabulary ({} tokens)",
+                self.cfg.vocab_size
+            )));
+        }
+        let (h, kvh, hd, d) = (self.cfg.num_attention_heads, self.cfg.kv_heads(), self.cfg.head_dim(), self.cfg.hidden_size);
+        let rep = h / kvh;
+
+        // Positions and key validity, continuing the cache when there is one.
+        let mut positions = batch.positions.clone();
+        let past = match cache.as_deref_mut() {
+            Some(c) => {
+                if c.is_empty() && c.batch_size() == 0 {
+                    c.key_valid = vec![Vec::new(); b];
+                    c.next_position = vec![0; b];
+                }
+                if c.batch_size() != b {
+                    return Err(PolicyError::BadInput(format!(
+                        "batch has {b} rows but the cache has {}",
+                        c.batch_size()
+                    )));
+                }
+                let past = c.len();
+                for r in 0..b {
+                    let off = c.next_position[r];
+                    for j in 0..t {
+                        positions[r * t + j] += off;
+                    }
+                    c.key_valid[r].extend_from_slice(&batch.valid[r * t..(r + 1) * t]);
+                    let new_valid = batch.valid[r * t..(r + 1) * t].iter().filter(|&&v| v).count();
+                    c.next_position[r] = off + new_valid as u32;
+                }
+                past
+            }
+            None => 0,
+        };
+        let total = past + t;
+        let mut mask = Vec::with_capacity(b * t * total);
+        for r in 0..b {
+            for i in 0..t {
+                for j in 0..total {
+                    let key_ok = match cache.as_deref() {
+                        Some(c) => c.key_valid[r][j],
+                        None => batch.valid[r * t + j],
+                    };
+                    mask.push(if j <= past + i && key_ok { 0.0 } else { MASKED });
+                }
+            }
+        }
+        let mask = Tensor::from_vec(mask, (b, 1, 1, t, total), &self.device)?;
+        let (cos, sin) = self.rope_tables(&positions, b, t)?;
+
+        let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
+        let mut x = Self::w(&self.embed_tokens, grad).index_select(&ids, 0)?; // [b*t, d]
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (li, l) in self.layers.iter().enumerate() {
+            let hn = candle_nn::ops::rms_norm_slow(&x, &Self::w(&l.input_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
+            let q = Self::linear(&hn, &l.q_proj, grad)?.reshape((b, t, h, hd))?.transpose(1, 2)?;
+            let k = Self::linear(&hn, &l.k_proj, grad)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?;
+            let v = Self::linear(&hn, &l.v_proj, grad)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+            let q = Self::rope(&q, &cos, &sin)?;
+            let k = Self::rope(&k, &cos, &sin)?;
+            let (k, v) = match cache.as_deref_mut() {
+                Some(c) => {
+                    let kv = match &c.layers[li] {
+                        Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+                        None => (k, v),
+                    };
+                    c.layers[li] = Some((kv.0.detach(), kv.1.detach()));
+                    kv
+                }
+                None => (k, v),
+            };
+            // Grouped-query attention without copying K/V: the `rep` query heads that share a
+            // key/value head are stacked along the query axis (HF orders heads kv-major).
+            let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
+            let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
+            let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(&mask)?;
+            let p = candle_nn::ops::softmax(&scores, D::Minus1)?.reshape((b, kvh, rep * t, total))?;
+            let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
+            let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
+            x = (x + Self::linear(&o, &l.o_proj, grad)?)?;
+
+            let hn = candle_nn::ops::rms_norm_slow(&x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
+            let gate = Self::linear(&hn, &l.gate_proj, grad)?.silu()?;
+            let up = Self::linear(&hn, &l.up_proj, grad)?;
+            x = (x + Self::linear(&(gate * up)?, &l.down_proj, grad)?)?;
+        }
+        let x = candle_nn::ops::rms_norm_slow(&x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
+        Ok(x.reshape((b, t, d))?)
+    }
+
+    /// The language-model head applied to hidden states `[n, hidden]` → logits `[n, vocab]`.
+    pub fn head(&self, hidden2d: &Tensor, grad: bool) -> Result<Tensor> {
+        let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        Self::linear(hidden2d, w, grad)
+    }
+
+    /// Full-sequence logits `[b, t, vocab]` (no cache). Rows at padding positions are
+    /// meaningless and must be ignored by the caller.
+    pub fn logits(&self, batch: &Batch, grad: bool) -> Result<Tensor> {
+        let hidden = self.hidden(batch, None, grad)?;
+        let (b, t, d) = hidden.dims3()?;
+        Ok(self.head(&hidden.reshape((b * t, d))?, grad)?.reshape((b, t, self.cfg.vocab_size))?)
+    }
+
+    /// Feeds `batch` through the cache and returns the logits of each row's last column, `[b, vocab]`.
+    pub fn forward_cached(&self, batch: &Batch, cache: &mut KvCache) -> Result<Tensor> {
+        let hidden = self.hidden(batch, Some(cache), false)?;
+        let last = hidden.narrow(1, batch.t - 1, 1)?.squeeze(1)?;
+        self.head(&last, false)
+    }
+
+    /// Logits of the next token after each (unpadded) sequence, `[n, vocab]`, in one padded batch.
+    pub fn next_token_logits(&self, seqs: &[&[u32]]) -> Result<Tensor> {
+        if seqs.iter().any(|s| s.is_empty()) {
+            return Err(PolicyError::BadInput("cannot score an empty prompt".into()));
+        }
+        let batch = Batch::right_padded(seqs);
+        let hidden = self.hidden(&batch, None, false)?;
+        let d = self.cfg.hidden_size;
+        let rows: Vec<u32> = seqs.iter().enumerate().map(|(i, s)| (i * batch.t + s.len() - 1) as u32).collect();
+        let idx = Tensor::from_vec(rows, seqs.len(), &self.device)?;
+        let last = hidden.reshape((batch.b * batch.t, d))?.index_select(&idx, 0)?;
+        self.head(&last, false)
+    }
+}

@@ -1,0 +1,139 @@
+//! Seeded batched sampling: `n` samples of one prompt share one prefill (the KV cache is
+//! repeated), then decode together; each sample draws from its own random stream derived from
+//! the seed, so results are reproducible.
+
+use candle_core::Tensor;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Batch, KvCache, Llama};
+use crate::{PolicyError, Result};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SamplingParams {
+    pub n: usize,
+    /// 0 = greedy.
+    pub temperature: f64,
+    /// Nucleus threshold in (0, 1]; 1 = off.
+    pub top_p: f64,
+    pub max_new_tokens: usize,
+    pub seed: u64,
+    /// Ids that end a sample (the end token); not included in the output.
+    pub stop: Vec<u32>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams { n: 1, temperature: 0.7, top_p: 1.0, max_new_tokens: 256, seed: 0, stop: Vec::new() }
+    }
+}
+
+/// One generated continuation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sample {
+    pub ids: Vec<u32>,
+    /// True if it ended with a stop token, false if it hit `max_new_tokens`.
+    pub stopped: bool,
+}
+
+/// Draws one id from `logits` (temperature, then top-p).
+pub fn draw(logits: &[f32], temperature: f64, top_p: f64, rng: &mut impl Rng) -> u32 {
+    let argmax = || {
+        logits
+            .iter()
+            .enumerate()
+            .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) })
+            .0 as u32
+    };
+    if temperature <= 0.0 {
+        return argmax();
+    }
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let mut probs: Vec<(u32, f64)> =
+        logits.iter().enumerate().map(|(i, &l)| (i as u32, ((l as f64 - max) / temperature).exp())).collect();
+    let total: f64 = probs.iter().map(|p| p.1).sum();
+    if !(total.is_finite() && total > 0.0) {
+        return argmax();
+    }
+    let mut mass = total;
+    if top_p < 1.0 {
+        // Keep the smallest set of most likely tokens whose mass reaches top_p (ties by id).
+        probs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut cum = 0.0;
+        let mut keep = probs.len();
+        for (i, p) in probs.iter().enumerate() {
+            cum += p.1;
+            if cum >= top_p * total {
+                keep = i + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+        mass = cum.min(total);
+    }
+    let mut u = rng.gen::<f64>() * mass;
+    for (id, p) in &probs {
+        if u < *p {
+            return *id;
+        }
+        u -= p;
+    }
+    probs.last().map_or(0, |p| p.0)
+}
+
+/// `params.n` samples continuing `prompt`.
+pub fn sample(model: &Llama, prompt: &[u32], params: &SamplingParams) -> Result<Vec<Sample>> {
+    if prompt.is_empty() {
+        return Err(PolicyError::BadInput("cannot sample from an empty prompt".into()));
+    }
+    if !(params.top_p > 0.0 && params.top_p <= 1.0) {
+        return Err(PolicyError::BadInput(format!("top_p must be in (0, 1], got {}", params.top_p)));
+    }
+    let n = params.n;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<Sample> = vec![Sample { ids: Vec::new(), stopped: false }; n];
+    if params.max_new_tokens == 0 {
+        return Ok(out);
+    }
+    let mut rngs: Vec<rand::rngs::StdRng> = (0..n as u64)
+        .map(|i| rand::rngs::StdRng::seed_from_u64(params.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        .collect();
+    let mut cache1 = KvCache::new(model.config().num_hidden_layers);
+    let first = model.forward_cached(&Batch::right_padded(&[prompt]), &mut cache1)?;
+    let first: Vec<f32> = first.squeeze(0)?.to_vec1()?;
+    let mut cache = cache1.repeat_rows(n)?;
+    drop(cache1);
+    // Rows of the cache ↔ samples still running.
+    let mut active: Vec<usize> = (0..n).collect();
+    let mut logits: Vec<Vec<f32>> = vec![first; n];
+    for _ in 0..params.max_new_tokens {
+        let mut next = Vec::with_capacity(active.len());
+        let mut keep_rows = Vec::with_capacity(active.len());
+        let mut still = Vec::with_capacity(active.len());
+        for (row, &s) in active.iter().enumerate() {
+            let id = draw(&logits[row], params.temperature, params.top_p, &mut rngs[s]);
+            if params.stop.contains(&id) {
+                out[s].stopped = true;
+            } else {
+                out[s].ids.push(id);
+                next.push(id);
+                keep_rows.push(row);
+                still.push(s);
+            }
+        }
+        if still.is_empty() || out[still[0]].ids.len() >= params.max_new_tokens {
+            break;
+        }
+        if keep_rows.len() != active.len() {
+            cache = cache.select_rows(&keep_rows)?;
+        }
+        active = still;
+        let seqs: Vec<[u32; 1]> = next.iter().map(|&id| [id]).collect();
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let l: Tensor = model.forward_cached(&Batch::right_padded(&refs), &mut cache)?;
+        logits = l.to_vec2()?;
+    }
+    Ok(out)
+}

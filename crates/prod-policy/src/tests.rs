@@ -1,0 +1,529 @@
+//! Unit tests on tiny random models (seconds in the test profile).
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor};
+use prod_core::conditional::SPECIAL_TOKENS;
+use prod_core::T0;
+
+use crate::config::{LlamaConfig, PolicyConfig};
+use crate::model::{Batch, KvCache, Llama};
+use crate::prompt::{self, ExampleOptions, TrainExample};
+use crate::sample::{self, SamplingParams};
+use crate::tokenizer::ProdTokenizer;
+use crate::train::{self, Trainer};
+
+const V: usize = 61;
+
+fn tiny(tied: bool, kv_heads: usize) -> LlamaConfig {
+    let mut c = LlamaConfig::tiny(V);
+    c.tie_word_embeddings = tied;
+    c.num_key_value_heads = Some(kv_heads);
+    c
+}
+
+fn model(tied: bool, kv_heads: usize, seed: u64) -> Llama {
+    Llama::random(&tiny(tied, kv_heads), seed, &Device::Cpu).expect("random model")
+}
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
+}
+
+fn ex(ids: &[u32], loss_from: usize, weight: f32) -> TrainExample {
+    TrainExample { ids: ids.to_vec(), loss_from, weight }
+}
+
+#[test]
+fn every_parameter_gets_a_nonzero_gradient() {
+    for (tied, kv) in [(false, 2), (true, 1), (false, 4)] {
+        let m = model(tied, kv, 1);
+        // Two rows of different lengths: padding and the mask are on the path too.
+        let batch = [ex(&[1, 5, 9, 2, 7, 3], 2, 1.0), ex(&[4, 8, 6], 1, 0.5)];
+        let (loss, n) = train::weighted_nll_sum(&m, &batch, true).unwrap();
+        assert_eq!(n, 4 + 2);
+        let grads = loss.backward().unwrap();
+        let vars = m.named_vars();
+        assert_eq!(vars.len(), Llama::param_shapes(m.config()).len());
+        for (name, var) in vars {
+            let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name} (tied={tied})"));
+            let s = g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(s > 0.0 && s.is_finite(), "{name}: gradient sum {s} (tied={tied}, kv={kv})");
+        }
+    }
+}
+
+#[test]
+fn kv_cache_logits_equal_full_sequence_logits() {
+    for (tied, kv) in [(false, 2), (true, 1), (false, 4)] {
+        let m = model(tied, kv, 2);
+        let seq: Vec<u32> = vec![3, 14, 15, 9, 26, 5, 35, 8, 9, 7];
+        let full = m.logits(&Batch::right_padded(&[&seq]), false).unwrap().squeeze(0).unwrap();
+        // Prefill 4 tokens, then a chunk of 3, then one at a time.
+        let mut cache = KvCache::new(m.config().num_hidden_layers);
+        let mut pos = 0;
+        for chunk in [4usize, 3, 1, 1, 1] {
+            let part = &seq[pos..pos + chunk];
+            let last = m.forward_cached(&Batch::right_padded(&[part]), &mut cache).unwrap().squeeze(0).unwrap();
+            pos += chunk;
+            let want = full.get(pos - 1).unwrap();
+            let d = max_abs_diff(&last, &want);
+            assert!(d < 1e-4, "position {}: cache vs full differ by {d}", pos - 1);
+        }
+        assert_eq!(cache.len(), seq.len());
+    }
+}
+
+#[test]
+fn padding_changes_no_valid_logit() {
+    let m = model(false, 2, 3);
+    let a: Vec<u32> = vec![1, 2, 3, 4, 5, 6, 7];
+    let b: Vec<u32> = vec![9, 8, 7];
+    let single_a = m.logits(&Batch::right_padded(&[&a]), false).unwrap().squeeze(0).unwrap();
+    let single_b = m.logits(&Batch::right_padded(&[&b]), false).unwrap().squeeze(0).unwrap();
+    // Right padding (training).
+    let both = m.logits(&Batch::right_padded(&[&a, &b]), false).unwrap();
+    assert!(max_abs_diff(&both.get(0).unwrap(), &single_a) < 1e-4);
+    assert!(max_abs_diff(&both.get(1).unwrap().narrow(0, 0, 3).unwrap(), &single_b) < 1e-4);
+    // Left padding through the cache (batched decoding of different prompts), then one more token.
+    let mut cache = KvCache::new(m.config().num_hidden_layers);
+    let last = m.forward_cached(&Batch::left_padded(&[&a, &b]), &mut cache).unwrap();
+    assert!(max_abs_diff(&last.get(0).unwrap(), &single_a.get(6).unwrap()) < 1e-4);
+    assert!(max_abs_diff(&last.get(1).unwrap(), &single_b.get(2).unwrap()) < 1e-4);
+    let next = m.forward_cached(&Batch::right_padded(&[&[11u32][..], &[12u32][..]]), &mut cache).unwrap();
+    let a2: Vec<u32> = a.iter().copied().chain([11]).collect();
+    let b2: Vec<u32> = b.iter().copied().chain([12]).collect();
+    let la = m.logits(&Batch::right_padded(&[&a2]), false).unwrap().squeeze(0).unwrap().get(7).unwrap();
+    let lb = m.logits(&Batch::right_padded(&[&b2]), false).unwrap().squeeze(0).unwrap().get(3).unwrap();
+    assert!(max_abs_diff(&next.get(0).unwrap(), &la) < 1e-4);
+    assert!(max_abs_diff(&next.get(1).unwrap(), &lb) < 1e-4);
+}
+
+#[test]
+fn save_then_load_is_exact() {
+    for tied in [false, true] {
+        let m = model(tied, 2, 4);
+        let dir = tempfile::tempdir().unwrap();
+        m.save(dir.path()).unwrap();
+        let back = Llama::load(dir.path(), &Device::Cpu).unwrap();
+        assert_eq!(back.config(), m.config());
+        let (a, b) = (m.named_vars(), back.named_vars());
+        assert_eq!(a.len(), b.len());
+        for ((na, va), (nb, vb)) in a.iter().zip(&b) {
+            assert_eq!(na, nb);
+            let x: Vec<f32> = va.flatten_all().unwrap().to_vec1().unwrap();
+            let y: Vec<f32> = vb.flatten_all().unwrap().to_vec1().unwrap();
+            assert!(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "{na} differs");
+        }
+        let seq = [1u32, 2, 3];
+        let l1 = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
+        let l2 = back.logits(&Batch::right_padded(&[&seq]), false).unwrap();
+        assert_eq!(max_abs_diff(&l1, &l2), 0.0);
+    }
+}
+
+#[test]
+fn loading_reports_missing_and_misshapen_parameters() {
+    let cfg = tiny(false, 2);
+    let m = model(false, 2, 5);
+    let mut t: HashMap<String, Tensor> = m.named_vars().into_iter().map(|(n, v)| (n, v.as_detached_tensor())).collect();
+    t.remove("model.layers.1.mlp.up_proj.weight");
+    let err = Llama::from_tensors(cfg.clone(), t.clone(), &Device::Cpu).err().unwrap().to_string();
+    assert!(err.contains("model.layers.1.mlp.up_proj.weight"), "{err}");
+    t.insert("model.layers.1.mlp.up_proj.weight".into(), Tensor::zeros((3, 3), candle_core::DType::F32, &Device::Cpu).unwrap());
+    let err = Llama::from_tensors(cfg, t, &Device::Cpu).err().unwrap().to_string();
+    assert!(err.contains("shape"), "{err}");
+}
+
+#[test]
+fn out_of_vocabulary_ids_are_errors_not_panics() {
+    let m = model(false, 2, 6);
+    assert!(m.logits(&Batch::right_padded(&[&[1u32, V as u32][..]]), false).is_err());
+}
+
+#[test]
+fn resized_vocabulary_starts_at_the_mean_embedding() {
+    let mut m = model(false, 2, 7);
+    let old_embed = m.named_vars()[0].1.as_detached_tensor();
+    let seq = [1u32, 2, 3];
+    let before = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
+    m.resize_vocab(V + 3).unwrap();
+    assert_eq!(m.config().vocab_size, V + 3);
+    let embed = m.named_vars()[0].1.as_detached_tensor();
+    let mean = old_embed.mean_keepdim(0).unwrap().squeeze(0).unwrap();
+    for r in V..V + 3 {
+        assert!(max_abs_diff(&embed.get(r).unwrap(), &mean) < 1e-6);
+    }
+    let after = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
+    assert!(max_abs_diff(&after.narrow(2, 0, V).unwrap(), &before) < 1e-6, "old logits changed");
+}
+
+/// A model whose every weight is zero predicts the uniform distribution, so the weighted loss
+/// is known in closed form: `Σ_i w_i n_i ln V / Σ_i n_i`.
+#[test]
+fn weighted_loss_equals_hand_computed_value() {
+    let cfg = tiny(false, 2);
+    let zeros: HashMap<String, Tensor> = Llama::param_shapes(&cfg)
+        .into_iter()
+        .map(|(n, s)| (n, Tensor::zeros(s, candle_core::DType::F32, &Device::Cpu).unwrap()))
+        .collect();
+    let m = Llama::from_tensors(cfg, zeros, &Device::Cpu).unwrap();
+    // Targets of 2 tokens (weight 1) and 3 tokens (weight 0.5).
+    let batch = [ex(&[5, 6, 7, 8], 2, 1.0), ex(&[1, 2, 3, 4, 9], 2, 0.5)];
+    let (sum, n) = train::weighted_nll_sum(&m, &batch, false).unwrap();
+    assert_eq!(n, 5);
+    let loss = sum.to_scalar::<f32>().unwrap() as f64 / n as f64;
+    let want = (2.0 * 1.0 + 3.0 * 0.5) * (V as f64).ln() / 5.0;
+    assert!((loss - want).abs() < 1e-5, "loss {loss}, hand-computed {want}");
+}
+
+/// On a random model the fast path (head only on target rows) matches a log-softmax done by
+/// hand in f64 over the full-sequence logits.
+#[test]
+fn weighted_loss_matches_manual_log_softmax() {
+    let m = model(true, 2, 8);
+    let batch = [ex(&[5, 6, 7, 8], 1, 2.0), ex(&[1, 2, 3], 2, -0.5)];
+    let (sum, n) = train::weighted_nll_sum(&m, &batch, false).unwrap();
+    let mut want = 0.0;
+    for e in &batch {
+        let l: Vec<Vec<f32>> = m.logits(&Batch::right_padded(&[&e.ids]), false).unwrap().squeeze(0).unwrap().to_vec2().unwrap();
+        for p in e.loss_from - 1..e.ids.len() - 1 {
+            let row = &l[p];
+            let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let lse = mx + row.iter().map(|&x| (x as f64 - mx).exp()).sum::<f64>().ln();
+            want += e.weight as f64 * (lse - row[e.ids[p + 1] as usize] as f64);
+        }
+    }
+    assert_eq!(n, 3 + 1);
+    let got = sum.to_scalar::<f32>().unwrap() as f64;
+    assert!((got - want).abs() < 1e-4, "got {got}, want {want}");
+}
+
+fn train_cfg(micro: usize) -> PolicyConfig {
+    PolicyConfig { learning_rate: 1e-2, warmup_steps: 0, micro_batch: micro, max_grad_norm: 1.0, ..PolicyConfig::default() }
+}
+
+#[test]
+fn a_few_steps_lower_the_loss() {
+    let m = model(false, 2, 9);
+    let data = [ex(&[1, 2, 3, 4, 5, 6], 2, 1.0), ex(&[7, 8, 9, 10, 11], 1, 1.0), ex(&[12, 13, 14, 15], 2, 0.5)];
+    let before = train::eval_loss(&m, &data, 2).unwrap();
+    let mut t = Trainer::new(train_cfg(2));
+    for _ in 0..8 {
+        t.step(&m, &data).unwrap();
+    }
+    let after = train::eval_loss(&m, &data, 2).unwrap();
+    assert!(after < 0.8 * before, "loss {before} → {after}");
+    assert_eq!(t.state.step, 8);
+    assert_eq!(t.state.data_position, 24);
+}
+
+#[test]
+fn accumulated_micro_batches_equal_one_batch() {
+    let data = [ex(&[1, 2, 3, 4, 5, 6], 2, 1.0), ex(&[7, 8, 9], 1, 0.3), ex(&[12, 13, 14, 15], 2, 2.0)];
+    let m = model(false, 2, 10);
+    let a = train::macro_gradients(&m, &data, 1).unwrap();
+    let b = train::macro_gradients(&m, &data, 3).unwrap();
+    assert_eq!(a.target_tokens, 4 + 2 + 2);
+    assert!((a.loss - b.loss).abs() < 1e-6 && (a.grad_norm - b.grad_norm).abs() < 1e-6);
+    assert_eq!(a.grads.len(), m.named_vars().len());
+    for (n, ga) in &a.grads {
+        assert!(max_abs_diff(ga, &b.grads[n]) < 1e-6, "{n} differs");
+    }
+}
+
+#[test]
+fn warmup_is_linear_then_constant() {
+    let t = Trainer::new(PolicyConfig { learning_rate: 1e-5, warmup_steps: 4, ..PolicyConfig::default() });
+    let lrs: Vec<f64> = (0..6).map(|s| t.lr_at(s)).collect();
+    let want = [2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5];
+    assert!(lrs.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{lrs:?}");
+}
+
+#[test]
+fn resume_continues_exactly() {
+    let data = [ex(&[1, 2, 3, 4, 5, 6], 2, 1.0), ex(&[7, 8, 9, 10], 1, 1.0)];
+    let straight = model(false, 2, 11);
+    let mut t = Trainer::new(train_cfg(2));
+    t.step(&straight, &data).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    t.save_checkpoint(&straight, dir.path()).unwrap();
+    t.step(&straight, &data).unwrap();
+
+    let resumed = Llama::load(dir.path(), &Device::Cpu).unwrap();
+    let mut t2 = Trainer::resume(train_cfg(2), dir.path()).unwrap();
+    assert_eq!(t2.state.step, 1);
+    assert_eq!(t2.state.data_position, 2);
+    t2.step(&resumed, &data).unwrap();
+    for ((n, va), (_, vb)) in straight.named_vars().iter().zip(resumed.named_vars()) {
+        assert!(max_abs_diff(va, vb) < 1e-6, "{n} differs after resume");
+    }
+}
+
+#[test]
+fn sampling_is_reproducible_under_a_seed() {
+    let m = model(false, 2, 12);
+    let p = SamplingParams { n: 4, temperature: 1.0, top_p: 0.95, max_new_tokens: 12, seed: 42, stop: vec![] };
+    let a = sample::sample(&m, &[1, 2, 3], &p).unwrap();
+    let b = sample::sample(&m, &[1, 2, 3], &p).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 4);
+    assert!(a.iter().all(|s| s.ids.len() == 12 && !s.stopped));
+    let c = sample::sample(&m, &[1, 2, 3], &SamplingParams { seed: 43, ..p.clone() }).unwrap();
+    assert_ne!(a, c, "a different seed should give different samples");
+    // The n samples are not copies of one another.
+    assert!(a.iter().any(|s| s.ids != a[0].ids));
+}
+
+#[test]
+fn greedy_sampling_follows_full_sequence_argmax() {
+    let m = model(true, 1, 13);
+    let prompt = vec![4u32, 5, 6];
+    let p = SamplingParams { n: 2, temperature: 0.0, max_new_tokens: 6, ..SamplingParams::default() };
+    let got = sample::sample(&m, &prompt, &p).unwrap();
+    let mut seq = prompt.clone();
+    for _ in 0..6 {
+        let l: Vec<f32> = m.next_token_logits(&[&seq]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+        seq.push(sample::draw(&l, 0.0, 1.0, &mut rand::thread_rng()));
+    }
+    assert_eq!(got[0].ids, seq[3..].to_vec());
+    assert_eq!(got[1].ids, got[0].ids);
+}
+
+#[test]
+fn sampling_stops_on_the_end_token() {
+    let m = model(false, 2, 14);
+    let all: Vec<u32> = (0..V as u32).collect();
+    let p = SamplingParams { n: 3, max_new_tokens: 5, stop: all, ..SamplingParams::default() };
+    let s = sample::sample(&m, &[1], &p).unwrap();
+    assert!(s.iter().all(|x| x.stopped && x.ids.is_empty()));
+    // Greedy with the greedy token as stop: stops at once; others run to the limit.
+    let l: Vec<f32> = m.next_token_logits(&[&[1u32][..]]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+    let g = sample::draw(&l, 0.0, 1.0, &mut rand::thread_rng());
+    let s = sample::sample(&m, &[1], &SamplingParams { n: 1, temperature: 0.0, max_new_tokens: 5, stop: vec![g], ..SamplingParams::default() }).unwrap();
+    assert!(s[0].stopped && s[0].ids.is_empty());
+}
+
+#[test]
+fn tiny_top_p_keeps_only_the_most_likely_token() {
+    use rand::SeedableRng;
+    let logits = [0.1f32, 2.0, 1.9, -3.0];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    for _ in 0..200 {
+        assert_eq!(sample::draw(&logits, 1.0, 1e-6, &mut rng), 1);
+    }
+    let hits = (0..2000).filter(|_| sample::draw(&logits, 1.0, 1.0, &mut rng) == 2).count();
+    assert!(hits > 400, "token 2 should be drawn often at top_p=1, got {hits}/2000");
+}
+
+const CORPUS: &[&str] = &[
+    "Lemma add_0_r : forall n : nat, n + 0 = n.",
+    "<no_invoke> intros n. induction n as [|n IH]; simpl; auto.",
+    "<use_invoke> intros. <invoke> Lemma helper : forall a b : nat, a + b = b + a. </invoke> apply helper.",
+    "Theorem app_nil_r : forall (A : Type) (l : list A), l ++ nil = l.",
+    "Proof. intros A l. induction l; simpl; rewrite ?IHl; reflexivity. Qed.",
+    "Definition double (n : nat) := n + n. <true> <false>",
+];
+
+fn tokenizer() -> ProdTokenizer {
+    ProdTokenizer::train_bpe(CORPUS.iter().cycle().take(60), 300, 2).expect("train bpe")
+}
+
+#[test]
+fn each_special_token_encodes_as_one_id() {
+    let tok = tokenizer();
+    let mut seen = std::collections::HashSet::new();
+    for t in SPECIAL_TOKENS {
+        let ids = tok.encode(t).unwrap();
+        assert_eq!(ids.len(), 1, "{t} → {ids:?}");
+        assert_eq!(Some(ids[0]), tok.special_id(t));
+        assert!(seen.insert(ids[0]), "{t} shares an id");
+        // Also inside text, glued to neighbours.
+        let ids = tok.encode(&format!("x.{t}y")).unwrap();
+        assert!(ids.contains(&tok.special_id(t).unwrap()), "{t} split inside text: {ids:?}");
+    }
+    assert_eq!(tok.encode(crate::tokenizer::END_OF_TEXT).unwrap(), vec![tok.end_id()]);
+    let text = "<use_invoke> intros. <invoke> Lemma h : 1 = 1. </invoke> exact h.";
+    assert_eq!(tok.decode(&tok.encode(text).unwrap()).unwrap(), text);
+    let dir = tempfile::tempdir().unwrap();
+    tok.save(&dir.path().join("tokenizer.json")).unwrap();
+    let back = ProdTokenizer::from_file(&dir.path().join("tokenizer.json"), None).unwrap();
+    assert_eq!(back.encode(text).unwrap(), tok.encode(text).unwrap());
+}
+
+#[test]
+fn special_tokens_are_added_to_a_tokenizer_without_them() {
+    // A byte-level BPE trained without ProD's tokens: `new` adds them as single tokens.
+    use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
+    use tokenizers::normalizers::NormalizerWrapper;
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    use tokenizers::processors::PostProcessorWrapper;
+    let mut trainer = BpeTrainerBuilder::new()
+        .vocab_size(280)
+        .show_progress(false)
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .special_tokens(vec![tokenizers::AddedToken::from("</s>", true)])
+        .build();
+    let mut base = tokenizers::TokenizerBuilder::<BPE, NormalizerWrapper, ByteLevel, PostProcessorWrapper, ByteLevel>::new()
+        .with_model(BPE::default())
+        .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
+        .with_decoder(Some(ByteLevel::default()))
+        .build()
+        .unwrap();
+    base.train(&mut trainer, CORPUS.iter()).unwrap();
+    let base = tokenizers::Tokenizer::from(base);
+    let before = base.get_vocab_size(true);
+    let tok = ProdTokenizer::new(base, None).unwrap();
+    assert_eq!(tok.vocab_size(), before + SPECIAL_TOKENS.len());
+    assert_eq!(tok.end_id(), tok.token_id("</s>").unwrap());
+    for t in SPECIAL_TOKENS {
+        assert_eq!(tok.encode(t).unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn prompts_truncate_the_context_and_targets_end_with_the_end_token() {
+    let tok = tokenizer();
+    let context = "Lemma add_0_r : forall n : nat, n + 0 = n. Theorem app_nil_r : forall (A : Type) (l : list A), l ++ nil = l.";
+    let statement = "Lemma foo : forall n : nat, n + 0 = n.";
+    let full_ctx = tok.encode(&format!("{context}\n")).unwrap();
+    let stmt = tok.encode(&format!("{statement}\n")).unwrap();
+    let p = prompt::prompt_ids(&tok, context, statement, 5).unwrap();
+    assert_eq!(p.len(), 5 + stmt.len());
+    assert_eq!(&p[..5], &full_ctx[full_ctx.len() - 5..], "keeps the LAST tokens of the context");
+    assert_eq!(&p[5..], &stmt[..]);
+    let p_all = prompt::prompt_ids(&tok, context, statement, 1000).unwrap();
+    assert_eq!(p_all.len(), full_ctx.len() + stmt.len());
+
+    let proof = "<no_invoke> intros n. auto.";
+    let opts = ExampleOptions { context_tokens: 5, max_seq_len: 2048, statement_in_loss: false };
+    let e = prompt::policy_example(&tok, context, statement, proof, 0.25, &opts).unwrap();
+    assert_eq!(&e.ids[..p.len()], &p[..]);
+    assert_eq!(e.loss_from, p.len());
+    assert_eq!(e.ids[e.loss_from], tok.no_invoke_id(), "target starts with t0");
+    assert_eq!(*e.ids.last().unwrap(), tok.end_id());
+    assert_eq!(tok.decode(&e.ids[e.loss_from..e.ids.len() - 1]).unwrap(), proof);
+    assert_eq!(e.weight, 0.25);
+    let with_stmt = prompt::policy_example(&tok, context, statement, proof, 1.0, &ExampleOptions { statement_in_loss: true, ..opts }).unwrap();
+    assert_eq!(with_stmt.loss_from, 5);
+    // Malformed targets never become training data.
+    for bad in ["intros n. auto.", "<use_invoke> <invoke> </invoke>", "<no_invoke> <true>"] {
+        assert!(prompt::policy_example(&tok, context, statement, bad, 1.0, &opts).is_err(), "{bad}");
+    }
+    assert!(prompt::policy_example(&tok, context, statement, proof, 1.0, &ExampleOptions { max_seq_len: 4, ..opts }).is_err());
+    let forced = prompt::with_forced_t0(&tok, &p, T0::UseInvoke);
+    assert_eq!(forced.last(), Some(&tok.use_invoke_id()));
+    let v = prompt::value_example(&tok, &p, false, 1.0).unwrap();
+    assert_eq!((v.loss_from, *v.ids.last().unwrap()), (p.len(), tok.false_id()));
+}
+
+#[test]
+fn pair_probabilities_are_renormalised_softmax() {
+    let tok = tokenizer();
+    let m = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 15, &Device::Cpu).unwrap();
+    let p1 = prompt::prompt_ids(&tok, "", "Lemma a : True.", 100).unwrap();
+    let p2 = prompt::prompt_ids(&tok, "Lemma b : False.", "Lemma a : 1 = 1.", 100).unwrap();
+    let got = prompt::p_use_invoke(&m, &tok, &[&p1, &p2]).unwrap();
+    let val = prompt::value(&m, &tok, &[&p1, &p2]).unwrap();
+    for (i, p) in [&p1, &p2].iter().enumerate() {
+        let l: Vec<f32> = m.logits(&Batch::right_padded(&[p]), false).unwrap().squeeze(0).unwrap().get(p.len() - 1).unwrap().to_vec1().unwrap();
+        let e = |id: u32| (l[id as usize] as f64).exp();
+        let want = e(tok.use_invoke_id()) / (e(tok.use_invoke_id()) + e(tok.no_invoke_id()));
+        assert!((got[i] - want).abs() < 1e-5, "{} vs {want}", got[i]);
+        let want_v = e(tok.true_id()) / (e(tok.true_id()) + e(tok.false_id()));
+        assert!((val[i] - want_v).abs() < 1e-5);
+    }
+}
+
+/// Writes a tiny model as llama.cpp would (renamed tensors, Q/K permuted, tokenizer in the
+/// metadata) and checks that the import gives back the same logits.
+#[test]
+fn gguf_import_round_trips_a_llama_cpp_layout() {
+    use candle_core::quantized::gguf_file::{self, Value};
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let mut alphabet: Vec<char> = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet().into_iter().collect();
+    alphabet.sort();
+    let mut tokens: Vec<String> = alphabet.iter().map(|c| c.to_string()).collect();
+    tokens.push("ab".into());
+    tokens.push("<|endoftext|>".into());
+    let n = tokens.len();
+    let mut types = vec![Value::I32(1); n];
+    types[n - 1] = Value::I32(3);
+    let mut cfg = tiny(true, 2);
+    cfg.vocab_size = n;
+    let m = Llama::random(&cfg, 16, &Device::Cpu).unwrap();
+    let w: HashMap<String, Tensor> = m.named_vars().into_iter().map(|(k, v)| (k, v.as_detached_tensor())).collect();
+    let mut qt: Vec<(String, QTensor)> = Vec::new();
+    let mut put = |name: String, t: Tensor| qt.push((name, QTensor::quantize(&t, GgmlDType::F32).unwrap()));
+    put("token_embd.weight".into(), w["model.embed_tokens.weight"].clone());
+    put("output_norm.weight".into(), w["model.norm.weight"].clone());
+    for i in 0..cfg.num_hidden_layers {
+        let h = |s: &str| w[&format!("model.layers.{i}.{s}")].clone();
+        put(format!("blk.{i}.attn_norm.weight"), h("input_layernorm.weight"));
+        put(format!("blk.{i}.attn_q.weight"), crate::gguf::permute_qk(&h("self_attn.q_proj.weight"), 4).unwrap());
+        put(format!("blk.{i}.attn_k.weight"), crate::gguf::permute_qk(&h("self_attn.k_proj.weight"), 2).unwrap());
+        put(format!("blk.{i}.attn_v.weight"), h("self_attn.v_proj.weight"));
+        put(format!("blk.{i}.attn_output.weight"), h("self_attn.o_proj.weight"));
+        put(format!("blk.{i}.ffn_norm.weight"), h("post_attention_layernorm.weight"));
+        put(format!("blk.{i}.ffn_gate.weight"), h("mlp.gate_proj.weight"));
+        put(format!("blk.{i}.ffn_up.weight"), h("mlp.up_proj.weight"));
+        put(format!("blk.{i}.ffn_down.weight"), h("mlp.down_proj.weight"));
+    }
+    let s = |x: &str| Value::String(x.into());
+    let md: Vec<(&str, Value)> = vec![
+        ("general.architecture", s("llama")),
+        ("llama.block_count", Value::U32(2)),
+        ("llama.embedding_length", Value::U32(32)),
+        ("llama.feed_forward_length", Value::U32(64)),
+        ("llama.attention.head_count", Value::U32(4)),
+        ("llama.attention.head_count_kv", Value::U32(2)),
+        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("llama.rope.freq_base", Value::F32(10_000.0)),
+        ("llama.context_length", Value::U32(512)),
+        ("tokenizer.ggml.model", s("gpt2")),
+        ("tokenizer.ggml.tokens", Value::Array(tokens.iter().map(|t| s(t)).collect())),
+        ("tokenizer.ggml.merges", Value::Array(vec![s("a b")])),
+        ("tokenizer.ggml.token_type", Value::Array(types)),
+        ("tokenizer.ggml.eos_token_id", Value::U32(n as u32 - 1)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (*k, v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = qt.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut f, &md_refs, &t_refs).unwrap();
+    drop(f);
+
+    let (imported, tok) = crate::gguf::import_gguf(&path, &Device::Cpu).unwrap();
+    assert_eq!(imported.config().vocab_size, n + SPECIAL_TOKENS.len());
+    assert_eq!(tok.end_id(), n as u32 - 1);
+    assert_eq!(tok.encode("ab").unwrap(), vec![n as u32 - 2]);
+    for t in SPECIAL_TOKENS {
+        assert_eq!(tok.encode(t).unwrap().len(), 1);
+    }
+    let seq = [5u32, 77, 140, n as u32 - 2];
+    let a = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
+    let b = imported.logits(&Batch::right_padded(&[&seq]), false).unwrap().narrow(2, 0, n).unwrap();
+    assert!(max_abs_diff(&a, &b) < 1e-5, "imported logits differ by {}", max_abs_diff(&a, &b));
+    assert!(crate::gguf::import_gguf(&dir.path().join("missing.gguf"), &Device::Cpu).is_err());
+}
+
+/// First AdamW step from zero state with bias correction: `p − lr·g/(|g|+eps)`, plus decoupled
+/// weight decay `p·(1 − lr·wd)`; parameters without a gradient are untouched.
+#[test]
+fn adamw_first_step_matches_the_formula() {
+    let m = model(false, 2, 17);
+    let name = "model.norm.weight".to_string();
+    let before: Vec<f32> = m.named_vars().iter().find(|(n, _)| *n == name).unwrap().1.to_vec1().unwrap();
+    let other_before = m.named_vars()[0].1.as_detached_tensor().copy().unwrap();
+    let g: Vec<f32> = (0..before.len()).map(|i| if i % 2 == 0 { 0.5 } else { -2.0 }).collect();
+    let grads = HashMap::from([(name.clone(), Tensor::from_vec(g.clone(), before.len(), &Device::Cpu).unwrap())]);
+    let mut opt = train::AdamW::new(&PolicyConfig { weight_decay: 0.1, ..PolicyConfig::default() });
+    opt.update(&m, &grads, 0.01).unwrap();
+    let after: Vec<f32> = m.named_vars().iter().find(|(n, _)| *n == name).unwrap().1.to_vec1().unwrap();
+    for i in 0..before.len() {
+        let want = before[i] as f64 * (1.0 - 0.01 * 0.1) - 0.01 * (g[i] as f64) / ((g[i] as f64).abs() + 1e-8);
+        assert!((after[i] as f64 - want).abs() < 1e-6, "{i}: {} vs {want}", after[i]);
+    }
+    assert_eq!(max_abs_diff(&m.named_vars()[0].1.as_detached_tensor(), &other_before), 0.0);
+}

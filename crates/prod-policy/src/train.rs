@@ -1,0 +1,297 @@
+//! Training: weighted cross-entropy (paper §3.2 step 3), AdamW with linear warm-up then a
+//! constant learning rate (§4.1), gradient accumulation to a macro batch, global-norm clipping,
+//! checkpoint and resume.
+//!
+//! The loss of a macro batch `B` is
+//! `L = Σ_{i∈B} w_i Σ_{t ∈ target_i} −log π(y_t | y_<t) / Σ_{i∈B} |target_i|`:
+//! every target token counts once, scaled by its example's weight, and the sum is divided by the
+//! number of target tokens of the whole macro batch — so accumulating micro-batches gives exactly
+//! the gradient of the full batch.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Tensor, D};
+use serde::{Deserialize, Serialize};
+
+use crate::config::PolicyConfig;
+use crate::model::{Batch, Llama};
+use crate::prompt::TrainExample;
+use crate::{PolicyError, Result};
+
+/// `(Σ_i w_i Σ_t nll_t, number of target tokens)` for a micro-batch. The first value is a
+/// scalar tensor that can be differentiated when `grad` is set.
+pub fn weighted_nll_sum(model: &Llama, examples: &[TrainExample], grad: bool) -> Result<(Tensor, usize)> {
+    if examples.is_empty() {
+        return Err(PolicyError::BadInput("empty micro-batch".into()));
+    }
+    for (i, e) in examples.iter().enumerate() {
+        if e.loss_from == 0 || e.loss_from > e.ids.len() {
+            return Err(PolicyError::BadInput(format!(
+                "example {i}: loss_from {} must be in 1..={}",
+                e.loss_from,
+                e.ids.len()
+            )));
+        }
+    }
+    let seqs: Vec<&[u32]> = examples.iter().map(|e| e.ids.as_slice()).collect();
+    let batch = Batch::right_padded(&seqs);
+    let hidden = model.hidden(&batch, None, grad)?;
+    let d = model.config().hidden_size;
+    let (mut rows, mut labels, mut weights) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, e) in examples.iter().enumerate() {
+        // Position p predicts token p + 1: only positions whose next token is a target count.
+        for p in e.loss_from - 1..e.ids.len() - 1 {
+            rows.push((i * batch.t + p) as u32);
+            labels.push(e.ids[p + 1]);
+            weights.push(e.weight);
+        }
+    }
+    let n = rows.len();
+    let dev = model.device();
+    if n == 0 {
+        return Ok((Tensor::zeros((), DType::F32, dev)?, 0));
+    }
+    let rows = Tensor::from_vec(rows, n, dev)?;
+    let h = hidden.reshape((batch.b * batch.t, d))?.index_select(&rows, 0)?;
+    // Only target positions go through the (large) head.
+    let logits = model.head(&h, grad)?;
+    let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
+    let labels = Tensor::from_vec(labels, (n, 1), dev)?;
+    let nll = logp.gather(&labels, 1)?.squeeze(1)?.neg()?;
+    let weights = Tensor::from_vec(weights, n, dev)?;
+    Ok(((nll * weights)?.sum_all()?, n))
+}
+
+/// Mean weighted loss over `examples` (no gradient), in micro-batches of `micro`.
+pub fn eval_loss(model: &Llama, examples: &[TrainExample], micro: usize) -> Result<f64> {
+    let (mut sum, mut tokens) = (0.0, 0usize);
+    for chunk in examples.chunks(micro.max(1)) {
+        let (s, n) = weighted_nll_sum(model, chunk, false)?;
+        sum += s.to_scalar::<f32>()? as f64;
+        tokens += n;
+    }
+    Ok(if tokens == 0 { 0.0 } else { sum / tokens as f64 })
+}
+
+/// AdamW (Loshchilov & Hutter), the same update as PyTorch's `AdamW`, with its state kept by
+/// parameter name so it can be checkpointed.
+///
+/// The update is one fused loop over host memory (moments kept as `Vec<f32>`): candle's
+/// tensor-op AdamW makes ~12 full passes per parameter and took about half of a CPU training
+/// step (research/ml.md §1.2). On a GPU this copies parameters to the host and back each step;
+/// a device-side kernel is future work.
+pub struct AdamW {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Number of updates applied so far.
+    pub step: usize,
+    m: HashMap<String, Vec<f32>>,
+    v: HashMap<String, Vec<f32>>,
+}
+
+impl AdamW {
+    pub fn new(cfg: &PolicyConfig) -> Self {
+        AdamW {
+            beta1: cfg.beta1,
+            beta2: cfg.beta2,
+            eps: cfg.eps,
+            weight_decay: cfg.weight_decay,
+            step: 0,
+            m: HashMap::new(),
+            v: HashMap::new(),
+        }
+    }
+
+    /// One update of every parameter that has a gradient in `grads` (by name).
+    pub fn update(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64) -> Result<()> {
+        self.step += 1;
+        let t = self.step as i32;
+        let (b1, b2) = (self.beta1 as f32, self.beta2 as f32);
+        let c1 = (1.0 - self.beta1.powi(t)) as f32;
+        let c2 = (1.0 - self.beta2.powi(t)) as f32;
+        let (lr32, eps) = (lr as f32, self.eps as f32);
+        let decay = (1.0 - lr * self.weight_decay) as f32;
+        for (name, var) in model.named_vars() {
+            let Some(g) = grads.get(&name) else { continue };
+            let g: Vec<f32> = g.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+            let mut p: Vec<f32> = var.as_detached_tensor().flatten_all()?.to_vec1()?;
+            let m = self.m.entry(name.clone()).or_insert_with(|| vec![0.0; g.len()]);
+            let v = self.v.entry(name.clone()).or_insert_with(|| vec![0.0; g.len()]);
+            if m.len() != g.len() || v.len() != g.len() || p.len() != g.len() {
+                return Err(PolicyError::BadInput(format!("optimizer state for {name} does not match its shape")));
+            }
+            for i in 0..g.len() {
+                let gi = g[i];
+                m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                let step = (m[i] / c1) / ((v[i] / c2).sqrt() + eps);
+                p[i] = p[i] * decay - lr32 * step;
+            }
+            var.set(&Tensor::from_vec(p, var.shape(), var.device())?)?;
+        }
+        Ok(())
+    }
+
+    fn state_tensors(&self, model: &Llama) -> Result<HashMap<String, Tensor>> {
+        let mut out = HashMap::new();
+        let dev = candle_core::Device::Cpu;
+        for (name, var) in model.named_vars() {
+            if let (Some(m), Some(v)) = (self.m.get(&name), self.v.get(&name)) {
+                out.insert(format!("m.{name}"), Tensor::from_slice(m, var.shape(), &dev)?);
+                out.insert(format!("v.{name}"), Tensor::from_slice(v, var.shape(), &dev)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What one optimizer step did.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepStats {
+    pub step: usize,
+    /// Weighted loss of the macro batch before the update.
+    pub loss: f64,
+    pub target_tokens: usize,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    pub lr: f64,
+}
+
+/// Where a training run is, saved with each checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    pub step: usize,
+    /// Examples consumed from the data stream (resume continues from here).
+    pub data_position: usize,
+}
+
+/// Gradients of a macro batch's loss `L` (see the module comment), by parameter name.
+pub struct MacroGradients {
+    pub grads: HashMap<String, Tensor>,
+    pub loss: f64,
+    pub target_tokens: usize,
+    /// Global L2 norm of `grads`.
+    pub grad_norm: f64,
+}
+
+/// Forward/backward over `examples` in micro-batches of `micro`, accumulating gradients of the
+/// unnormalised weighted sum, then dividing by the macro batch's target-token count.
+pub fn macro_gradients(model: &Llama, examples: &[TrainExample], micro: usize) -> Result<MacroGradients> {
+    let mut acc: HashMap<String, Tensor> = HashMap::new();
+    let (mut loss_sum, mut tokens) = (0.0f64, 0usize);
+    let vars = model.named_vars();
+    for chunk in examples.chunks(micro.max(1)) {
+        let (sum, n) = weighted_nll_sum(model, chunk, true)?;
+        if n == 0 {
+            continue;
+        }
+        loss_sum += sum.to_scalar::<f32>()? as f64;
+        tokens += n;
+        let grads = sum.backward()?;
+        for (name, var) in &vars {
+            if let Some(g) = grads.get(var.as_tensor()) {
+                let g = g.detach();
+                let merged = match acc.remove(name) {
+                    Some(a) => (a + g)?,
+                    None => g,
+                };
+                acc.insert(name.clone(), merged);
+            }
+        }
+    }
+    if tokens == 0 {
+        return Err(PolicyError::BadInput("macro batch has no target tokens".into()));
+    }
+    let inv = 1.0 / tokens as f64;
+    let mut sq = 0.0f64;
+    for g in acc.values_mut() {
+        *g = (&*g * inv)?;
+        sq += g.sqr()?.sum_all()?.to_scalar::<f32>()? as f64;
+    }
+    Ok(MacroGradients { grads: acc, loss: loss_sum * inv, target_tokens: tokens, grad_norm: sq.sqrt() })
+}
+
+/// Optimizer, schedule and gradient accumulator.
+pub struct Trainer {
+    pub cfg: PolicyConfig,
+    pub opt: AdamW,
+    pub state: TrainerState,
+}
+
+impl Trainer {
+    pub fn new(cfg: PolicyConfig) -> Self {
+        Trainer { opt: AdamW::new(&cfg), cfg, state: TrainerState::default() }
+    }
+
+    /// Linear warm-up to `learning_rate` over `warmup_steps`, then constant (paper §4.1).
+    pub fn lr_at(&self, step: usize) -> f64 {
+        let w = self.cfg.warmup_steps;
+        if w == 0 || step >= w {
+            self.cfg.learning_rate
+        } else {
+            self.cfg.learning_rate * (step + 1) as f64 / w as f64
+        }
+    }
+
+    /// One optimizer step on a macro batch: forward/backward in micro-batches (accumulating
+    /// gradients of the unnormalised sum), divide by the macro batch's target tokens, clip,
+    /// update.
+    pub fn step(&mut self, model: &Llama, examples: &[TrainExample]) -> Result<StepStats> {
+        let MacroGradients { mut grads, loss, target_tokens: tokens, grad_norm } =
+            macro_gradients(model, examples, self.cfg.micro_batch)?;
+        if !grad_norm.is_finite() {
+            return Err(PolicyError::BadInput(format!("gradient norm is {grad_norm}; update skipped")));
+        }
+        if self.cfg.max_grad_norm > 0.0 && grad_norm > self.cfg.max_grad_norm {
+            let s = self.cfg.max_grad_norm / grad_norm;
+            for g in grads.values_mut() {
+                *g = (&*g * s)?;
+            }
+        }
+        let lr = self.lr_at(self.state.step);
+        self.opt.update(model, &grads, lr)?;
+        self.state.step += 1;
+        self.state.data_position += examples.len();
+        Ok(StepStats { step: self.state.step, loss, target_tokens: tokens, grad_norm, lr })
+    }
+
+    /// Writes the model directory plus `optimizer.safetensors` and `trainer_state.json`.
+    pub fn save_checkpoint(&self, model: &Llama, dir: &Path) -> Result<()> {
+        model.save(dir)?;
+        let state = self.opt.state_tensors(model)?;
+        if !state.is_empty() {
+            candle_core::safetensors::save(&state, dir.join("optimizer.safetensors"))?;
+        }
+        let text = serde_json::to_string_pretty(&self.state)
+            .map_err(|e| PolicyError::Config(format!("cannot serialise trainer state: {e}")))?;
+        let path = dir.join("trainer_state.json");
+        std::fs::write(&path, text + "\n").map_err(|e| PolicyError::io(&path, e))
+    }
+
+    /// Restores optimizer state and position from a checkpoint written by `save_checkpoint`
+    /// (the model itself is loaded with `Llama::load`).
+    pub fn resume(cfg: PolicyConfig, dir: &Path) -> Result<Trainer> {
+        let path = dir.join("trainer_state.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| PolicyError::io(&path, e))?;
+        let state: TrainerState = serde_json::from_str(&text)
+            .map_err(|e| PolicyError::Config(format!("{}: line {}: {e}", path.display(), e.line())))?;
+        let mut t = Trainer::new(cfg);
+        t.opt.step = state.step;
+        let opt_path = dir.join("optimizer.safetensors");
+        if opt_path.exists() {
+            for (k, v) in candle_core::safetensors::load(&opt_path, &candle_core::Device::Cpu)? {
+                let data: Vec<f32> = v.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+                if let Some(name) = k.strip_prefix("m.") {
+                    t.opt.m.insert(name.to_string(), data);
+                } else if let Some(name) = k.strip_prefix("v.") {
+                    t.opt.v.insert(name.to_string(), data);
+                }
+            }
+        }
+        t.state = state;
+        Ok(t)
+    }
+}
