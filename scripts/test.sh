@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
-cargo test --workspace --locked "$@"
+cargo test --workspace --all-features --locked "$@"
