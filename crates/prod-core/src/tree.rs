@@ -126,8 +126,9 @@ impl Solution {
 /// (plus the cost of normalising each statement once).
 pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
     // Intern contexts and goals so the fixed point runs on integers.
+    let lemma_total: usize = nodes.iter().map(|n| n.proof.lemma_count()).sum();
     let mut contexts: HashMap<&str, usize> = HashMap::new();
-    let mut goals: HashMap<(usize, String), GoalId> = HashMap::new();
+    let mut goals: HashMap<(usize, String), GoalId> = HashMap::with_capacity(nodes.len() + lemma_total);
     let mut node_goal = Vec::with_capacity(nodes.len());
     let mut lemma_goals = Vec::with_capacity(nodes.len());
     for n in nodes {
