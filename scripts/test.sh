@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then runs every test of the workspace
-# (the Coq tests run the real Coq 8.16).
+# (the Coq tests run the real Coq 8.16). Ends with one summary line "tests: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
-cargo test --workspace --all-features --locked "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --all-features --locked "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+awk '/^test result:/ {p += $4; f += $6; s += $8}
+     END {printf "tests: %d passed, %d failed, %d skipped\n", p, f, s}' "$log"
+exit "$status"
