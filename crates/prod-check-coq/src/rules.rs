@@ -212,7 +212,10 @@ fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
     let body = head.body.trim_start();
     match head.keyword {
         Some(k) => {
-            if !k.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
+            // A qualified name (`Z.nzsimpl`, `Z.swap_greater`) is a tactic from a module: Coq's
+            // commands are keywords and never qualified.
+            let qualified = k.contains('.');
+            if !qualified && !k.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
                 return rej(format!(
                     "`{k}` is a command, not a tactic (only tactics, bullets and braces)"
                 ));
@@ -331,5 +334,6 @@ mod tests {
             check_proof("idtac \"x. "),
             Err(RuleError::Syntax { .. })
         ));
+        assert_eq!(check_proof("Z.nzsimpl. auto.").unwrap().len(), 2);
     }
 }
