@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-const STDLIB: &str = "/usr/lib/ocaml/coq/theories";
+mod common;
+
+use common::{v_files, STDLIB};
 const FILES: &[&str] = &[
     "Lists/List.v",
     "Bool/Bool.v",
@@ -90,20 +92,6 @@ fn sentence_ranges_match_coqc_time() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!("total: {compared} sentence ranges identical");
-}
-
-fn v_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            v_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "v") {
-            out.push(p);
-        }
-    }
 }
 
 /// The same comparison on EVERY stdlib file that compiles as a standalone copy (the `Init`

@@ -4,21 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const STDLIB: &str = "/usr/lib/ocaml/coq/theories";
+mod common;
 
-fn v_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            v_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "v") {
-            out.push(p);
-        }
-    }
-}
+use common::{v_files, STDLIB};
 
 #[test]
 fn stdlib_lexes_without_errors() {
