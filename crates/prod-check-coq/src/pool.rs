@@ -283,7 +283,7 @@ impl CoqChecker {
             };
             let spec = ContextSpec {
                 imports: req.imports.clone(),
-                hammer: self.cfg.hammer.enabled,
+                hammer: self.cfg.hammer.enabled && needs_hammer(&p),
                 context: req.context.clone(),
             };
             let ctx = contexts
@@ -337,4 +337,16 @@ impl CoqChecker {
             })
             .collect()
     }
+}
+
+/// Does this attempt need CoqHammer? Only then is its plugin imported after the imports: it adds
+/// hints (to `auto with *`, for one) that change how an unrelated context replays, so a context
+/// that compiles with `coqc` could fail to load ("No such goal").
+fn needs_hammer(plan: &crate::session::Plan) -> bool {
+    plan.steps.iter().any(|s| {
+        s.hammer
+            || prod_coq::identifiers(&s.text)
+                .into_iter()
+                .any(|r| prod_coq::COQHAMMER_TACTICS.contains(&&s.text[r]))
+    })
 }

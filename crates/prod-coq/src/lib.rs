@@ -64,3 +64,12 @@ pub use lexer::{
     LexError, LexErrorKind, Lexed, Sentence, SentenceKind,
 };
 pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};
+
+/// CoqHammer's tactic names (the 1.3 `sauto` family, the older `y*`/`h*` ones, and `hammer`):
+/// a step using one needs the Hammer plugin loaded (checker), and is replaced by `hammer.` in
+/// datasets (paper Appendix A.3).
+pub const COQHAMMER_TACTICS: &[&str] = &[
+    "sauto", "hauto", "qauto", "lauto", "sfirstorder", "qfirstorder", "hfirstorder", "sintuition", "qintuition",
+    "strivial", "qsimpl", "ssimpl", "scrush", "hcrush", "srun", "sdone", "seasy", "scongruence", "hecrush",
+    "hfcrush", "hrauto", "hsimpl", "hyelles", "yelles", "ycrush", "yreconstr", "yauto", "hammer",
+];

@@ -13,12 +13,8 @@ use prod_coq::{identifiers, sentence_head};
 
 use crate::segment::Step;
 
-/// CoqHammer reconstruction tactics (CoqHammer 1.3 `sauto` family and the older `y*`/`h*` ones).
-pub const RECONSTRUCTION_TACTICS: &[&str] = &[
-    "sauto", "hauto", "qauto", "lauto", "sfirstorder", "qfirstorder", "hfirstorder", "sintuition", "qintuition",
-    "strivial", "qsimpl", "ssimpl", "scrush", "hcrush", "srun", "sdone", "seasy", "scongruence", "hecrush",
-    "hfcrush", "hrauto", "hsimpl", "hyelles", "yelles", "ycrush", "yreconstr", "yauto", "hammer",
-];
+/// CoqHammer reconstruction tactics (one list for the project, in `prod-coq`).
+pub use prod_coq::COQHAMMER_TACTICS as RECONSTRUCTION_TACTICS;
 
 /// Simple tactics that fail unless they solve the goal.
 pub const CLOSING_TACTICS: &[&str] =
