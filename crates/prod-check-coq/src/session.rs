@@ -45,13 +45,35 @@ impl PreparedContext {
         if spec.hammer {
             prelude.push(HAMMER_PLUGIN_IMPORT.to_string());
         }
-        let sentences = split("context", &spec.context)?;
+        let sentences = split("context", &spec.context)?
+            .into_iter()
+            .flat_map(|s| match expand_proof_term(&s) {
+                Some(three) => three.to_vec(),
+                None => vec![s],
+            })
+            .collect();
         Ok(PreparedContext {
             spec,
             prelude,
             sentences,
         })
     }
+}
+
+/// `Proof term.` is `exact term. Qed.` (Coq reference manual). The worker's sentence-by-sentence
+/// replay does not close such a proof by itself ("Attempt to save an incomplete proof", while
+/// `coqc` accepts the file), so the trusted context is sent in the spelled-out form.
+fn expand_proof_term(sentence: &str) -> Option<[String; 3]> {
+    let head = prod_coq::sentence_head(sentence);
+    if head.keyword != Some("Proof") || !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() {
+        return None;
+    }
+    let term = head.body.trim_start().strip_prefix("Proof")?.trim().strip_suffix('.')?.trim();
+    let first = term.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+    if term.is_empty() || matches!(first, "using" | "with" | "Mode") {
+        return None;
+    }
+    Some(["Proof.".to_string(), format!("exact ({term})."), "Qed.".to_string()])
 }
 
 /// What one attempt needs, already checked against the rules.
@@ -611,5 +633,21 @@ mod tests {
             hammer_replacement("<infomsg>Replace the hammer tactic with:\n\thauto use: rev_involutive.</infomsg>\n"),
             Some("hauto use: rev_involutive.".into())
         );
+    }
+}
+
+#[cfg(test)]
+mod proof_term_tests {
+    use super::expand_proof_term;
+
+    #[test]
+    fn proof_term_is_spelled_out() {
+        let e = expand_proof_term("Proof (fun x => x).").unwrap();
+        assert_eq!(e, ["Proof.", "exact ((fun x => x)).", "Qed."]);
+        assert!(expand_proof_term("Proof.").is_none());
+        assert!(expand_proof_term("Proof using A B.").is_none());
+        assert!(expand_proof_term("Proof with auto.").is_none());
+        assert!(expand_proof_term("Proofs.").is_none());
+        assert!(expand_proof_term("intros.").is_none());
     }
 }
