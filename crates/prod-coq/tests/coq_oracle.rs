@@ -8,7 +8,7 @@ use std::process::Command;
 
 mod common;
 
-use common::{v_files, STDLIB};
+use common::{coq_ranges, sentence_ranges, v_files, STDLIB};
 const FILES: &[&str] = &[
     "Lists/List.v",
     "Bool/Bool.v",
@@ -18,39 +18,6 @@ const FILES: &[&str] = &[
     "Structures/Orders.v",
     "ZArith/Zcomplements.v",
 ];
-
-/// Coq's sentence ranges for `text`; `None` when coqc does not compile it.
-fn coq_ranges(dir: &Path, text: &str) -> Option<Vec<(usize, usize)>> {
-    let file = dir.join("Oracle.v");
-    std::fs::write(&file, text).ok()?;
-    let out = Command::new("coqc")
-        .args(["-q", "-time", "Oracle.v"])
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut ranges = vec![];
-    for line in stdout.lines() {
-        let Some(rest) = line.strip_prefix("Chars ") else {
-            continue;
-        };
-        let mut it = rest.split_whitespace();
-        let a = it.next().and_then(|x| x.parse().ok());
-        let _dash = it.next();
-        let b = it.next().and_then(|x| x.parse().ok());
-        // Coq replays a side-effecting command inside a proof (`Open Scope` after `Proof.`)
-        // when the proof closes and prints its range again: keep ranges in file order only.
-        if let (Some(a), Some(b)) = (a, b) {
-            if !matches!(ranges.last(), Some(&(_, end)) if a < end) {
-                ranges.push((a, b));
-            }
-        }
-    }
-    Some(ranges)
-}
 
 #[test]
 fn sentence_ranges_match_coqc_time() {
@@ -70,11 +37,7 @@ fn sentence_ranges_match_coqc_time() {
             println!("skipping missing {f}");
             continue;
         };
-        let ours: Vec<(usize, usize)> = prod_coq::sentences(&text)
-            .sentences
-            .iter()
-            .map(|s| (s.range.start, s.range.end))
-            .collect();
+        let ours = sentence_ranges(&text);
         let theirs = coq_ranges(&dir, &text).expect("coqc compiles this stdlib file");
         let first_diff = ours.iter().zip(&theirs).position(|(a, b)| a != b);
         if let Some(i) = first_diff {
@@ -124,15 +87,11 @@ fn all_stdlib_sentence_ranges_match_coqc_time() {
         let Ok(text) = std::fs::read_to_string(f) else {
             continue;
         };
-        let Some(theirs) = coq_ranges(&dir, &text) else {
+        let Ok(theirs) = coq_ranges(&dir, &text) else {
             skipped += 1;
             continue;
         };
-        let ours: Vec<(usize, usize)> = prod_coq::sentences(&text)
-            .sentences
-            .iter()
-            .map(|s| (s.range.start, s.range.end))
-            .collect();
+        let ours = sentence_ranges(&text);
         compared += 1;
         sentences += ours.len();
         if ours != theirs {

@@ -7,6 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
+use common::{coq_ranges, sentence_ranges};
+
 fn render(text: &str) -> String {
     let lexed = prod_coq::sentences(text);
     let mut out = String::new();
@@ -96,38 +100,9 @@ fn valid_fixtures_match_coqc_time() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("fixture");
-        std::fs::write(dir.join("Fixture.v"), &text).expect("write");
-        let out = Command::new("coqc")
-            .args(["-q", "-time", "Fixture.v"])
-            .current_dir(&dir)
-            .output()
-            .expect("coqc");
-        assert!(
-            out.status.success(),
-            "{} does not compile: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let theirs: Vec<(usize, usize)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| {
-                let mut it = l.strip_prefix("Chars ")?.split_whitespace();
-                let a = it.next()?.parse().ok()?;
-                it.next()?;
-                Some((a, it.next()?.parse().ok()?))
-            })
-            .fold(Vec::new(), |mut v: Vec<(usize, usize)>, (a, b)| {
-                // Coq prints a command replayed at `Qed` twice; keep file order only.
-                if !matches!(v.last(), Some(&(_, end)) if a < end) {
-                    v.push((a, b));
-                }
-                v
-            });
-        let ours: Vec<(usize, usize)> = prod_coq::sentences(&text)
-            .sentences
-            .iter()
-            .map(|s| (s.range.start, s.range.end))
-            .collect();
+        let theirs = coq_ranges(&dir, &text)
+            .unwrap_or_else(|e| panic!("{} does not compile: {e}", path.display()));
+        let ours = sentence_ranges(&text);
         assert_eq!(ours, theirs, "{}: lexer vs coqc -time", path.display());
     }
     let _ = std::fs::remove_dir_all(&dir);
