@@ -31,6 +31,10 @@ pub struct CoqCheckConfig {
     pub max_attempts: u32,
     pub coqtop: PathBuf,
     pub coqc: PathBuf,
+    /// Coq's independent checker; the final check of an assembled proof re-checks the compiled
+    /// file with it (`coqchk -norec`) when `final_coqchk` is on.
+    pub coqchk: PathBuf,
+    pub final_coqchk: bool,
     pub hammer: HammerConfig,
     /// Extra axioms accepted anywhere (fully qualified names, e.g.
     /// `Coq.Logic.FunctionalExtensionality.functional_extensionality_dep`). Normally empty: the
@@ -52,6 +56,8 @@ impl Default for CoqCheckConfig {
             max_attempts: 3,
             coqtop: PathBuf::from("coqtop"),
             coqc: PathBuf::from("coqc"),
+            coqchk: PathBuf::from("coqchk"),
+            final_coqchk: true,
             hammer: HammerConfig::default(),
             allowed_axioms: vec![],
         }

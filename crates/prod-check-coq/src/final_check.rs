@@ -1,6 +1,8 @@
 //! The final verdict for a whole tree (deliverable 6): the assembled proof is compiled cold by
 //! `coqc` in a fresh sandbox, and its root must be closed under the global context (or rely
-//! only on the context's own axioms).
+//! only on the context's own axioms). The compiled file is then re-checked by Coq's independent
+//! kernel checker `coqchk` (a second implementation of the kernel, so a bug in coqc's
+//! elaboration-time shortcuts cannot pass alone).
 
 use std::io::Read;
 use std::process::Stdio;
@@ -44,7 +46,7 @@ pub fn final_check(
         sentinel("a"),
         sentinel("b")
     );
-    let output = match compile(&text, cfg, timeout) {
+    let output = match compile(&text, cfg, timeout, cfg.final_coqchk) {
         Ok(o) => o,
         Err(v) => return v,
     };
@@ -80,7 +82,7 @@ pub fn final_check(
             ));
         }
         text2.push_str(&format!("Locate {}.\n", sentinel("end")));
-        let out2 = match compile(&text2, cfg, timeout) {
+        let out2 = match compile(&text2, cfg, timeout, false) {
             Ok(o) => o,
             Err(v) => return v,
         };
@@ -121,9 +123,14 @@ fn between<'a>(hay: &'a str, a: &str, b: &str) -> Option<&'a str> {
     Some(&hay[i..j])
 }
 
-/// Compile `text` as `ProdAssembled.v` with `coqc` in a fresh sandbox; `Ok(output)` when it
-/// compiled, else the verdict.
-fn compile(text: &str, cfg: &CoqCheckConfig, timeout: Duration) -> Result<String, Verdict> {
+/// Compile `text` as `ProdAssembled.v` with `coqc` in a fresh sandbox (then, if `coqchk`,
+/// re-check the `.vo` with `coqchk -norec`); `Ok(output)` when it compiled, else the verdict.
+fn compile(
+    text: &str,
+    cfg: &CoqCheckConfig,
+    timeout: Duration,
+    coqchk: bool,
+) -> Result<String, Verdict> {
     let start = Instant::now();
     let dir = tempfile::tempdir().map_err(|e| Verdict::infra(format!("temp dir: {e}")))?;
     let file = dir.path().join(format!("{FILE_MODULE}.v"));
@@ -131,22 +138,43 @@ fn compile(text: &str, cfg: &CoqCheckConfig, timeout: Duration) -> Result<String
         .map_err(|e| Verdict::infra(format!("write {}: {e}", file.display())))?;
     let coqc = cfg.coqc.to_string_lossy().into_owned();
     let file_arg = format!("{FILE_MODULE}.v");
-    let mut cmd = sandbox::command(
-        cfg,
-        std::path::Path::new("/bin/sh"),
-        &["-c", "exec \"$0\" \"$@\" 2>&1", &coqc, "-q", &file_arg],
-        Some(dir.path()),
-    );
+    let output = run_sandboxed(cfg, dir.path(), &[&coqc, "-q", &file_arg], start, timeout)?;
+    if coqchk {
+        let chk = cfg.coqchk.to_string_lossy().into_owned();
+        run_sandboxed(cfg, dir.path(), &[&chk, "-silent", "-norec", FILE_MODULE], start, timeout)
+            .map_err(|v| match v {
+                Verdict::Failed { step, message } => Verdict::Failed {
+                    step,
+                    message: format!("coqchk rejected the compiled file: {message}"),
+                },
+                other => other,
+            })?;
+    }
+    Ok(output)
+}
+
+/// Run `argv` (a Coq tool) in `dir` under the sandbox; `Ok(output)` on exit 0, else the verdict
+/// (`TimedOut` past the overall `timeout` counted from `start`).
+fn run_sandboxed(
+    cfg: &CoqCheckConfig,
+    dir: &std::path::Path,
+    argv: &[&str],
+    start: Instant,
+    timeout: Duration,
+) -> Result<String, Verdict> {
+    let mut args = vec!["-c", "exec \"$0\" \"$@\" 2>&1"];
+    args.extend_from_slice(argv);
+    let mut cmd = sandbox::command(cfg, std::path::Path::new("/bin/sh"), &args, Some(dir));
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut child = cmd
         .spawn()
-        .map_err(|e| Verdict::infra(format!("cannot start coqc: {e}")))?;
+        .map_err(|e| Verdict::infra(format!("cannot start {}: {e}", argv[0])))?;
     let mut stdout = child
         .stdout
         .take()
-        .ok_or_else(|| Verdict::infra("no coqc output"))?;
+        .ok_or_else(|| Verdict::infra("no output pipe"))?;
     let reader = std::thread::spawn(move || {
         let mut buf = vec![];
         let _ = stdout.by_ref().take(64 * 1024 * 1024).read_to_end(&mut buf);
@@ -161,7 +189,7 @@ fn compile(text: &str, cfg: &CoqCheckConfig, timeout: Duration) -> Result<String
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(Verdict::infra(format!("waiting for coqc: {e}"))),
+            Err(e) => return Err(Verdict::infra(format!("waiting for {}: {e}", argv[0]))),
         }
     };
     let output = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
@@ -170,11 +198,12 @@ fn compile(text: &str, cfg: &CoqCheckConfig, timeout: Duration) -> Result<String
     };
     if !status.success() {
         if output.contains("Error: Out of memory.") {
-            return Err(Verdict::infra("coqc ran out of memory"));
+            return Err(Verdict::infra(format!("{} ran out of memory", argv[0])));
         }
         if !output.contains("Error") {
             return Err(Verdict::infra(format!(
-                "coqc died ({status}): {}",
+                "{} died ({status}): {}",
+                argv[0],
                 output.chars().take(300).collect::<String>()
             )));
         }

@@ -43,6 +43,10 @@ pub struct Step {
     pub range: Range<usize>,
     /// A `hammer.` step, expanded by the checker.
     pub hammer: bool,
+    /// The step starts with this unqualified capitalised word (`Qc_unfolds`): it runs only if
+    /// Coq itself says the word names an Ltac tactic in the context (`Locate Ltac`), since
+    /// every vernacular command is capitalised too.
+    pub ltac_head: Option<String>,
 }
 
 /// Why the text cannot be run: a broken rule (`Rejected`) or a syntax problem (`Failed`).
@@ -169,15 +173,13 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
         let n = i + 1;
         let (line, col) = prod_coq::line_col(proof_text, sentence.range.start);
         let at = format!("step {n} (line {line}, column {col})");
-        let hammer = match sentence.kind {
-            SentenceKind::Bullet | SentenceKind::BraceClose => false,
-            SentenceKind::BraceOpen => {
-                check_tactic_head(text, &at)?;
-                false
-            }
+        let (hammer, ltac_head) = match sentence.kind {
+            SentenceKind::Bullet | SentenceKind::BraceClose => (false, None),
+            SentenceKind::BraceOpen => (false, check_tactic_head(text, &at)?),
+            SentenceKind::Command if is_unshelve(text) => (false, None),
             SentenceKind::Command => {
-                check_tactic_head(text, &at)?;
-                is_hammer(text)
+                let head = check_tactic_head(text, &at)?;
+                (is_hammer(text), head)
             }
         };
         if !hammer && mentions_hammer(text) {
@@ -189,6 +191,7 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
             text: text.to_string(),
             range: sentence.range.clone(),
             hammer,
+            ltac_head,
         });
     }
     if let Some(e) = lexed.errors.first() {
@@ -200,7 +203,18 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
     Ok(steps)
 }
 
-fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
+/// `Unshelve.` is the one proof-mode command a proof may use: it only moves shelved goals (of
+/// this proof) back into focus.
+fn is_unshelve(text: &str) -> bool {
+    prod_coq::comments_stripped(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        == ["Unshelve."]
+}
+
+/// `Ok(Some(word))`: the head is an unqualified capitalised word that must be confirmed as an
+/// Ltac name by Coq before the step runs.
+fn check_tactic_head(text: &str, at: &str) -> Result<Option<String>, RuleError> {
     let rej = |m: String| Err(RuleError::Rejected(format!("{at}: {m}")));
     let head = sentence_head(text);
     if let Some(c) = head.controls.first() {
@@ -216,9 +230,15 @@ fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
             // commands are keywords and never qualified.
             let qualified = k.contains('.');
             if !qualified && !k.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
-                return rej(format!(
-                    "`{k}` is a command, not a tactic (only tactics, bullets and braces)"
-                ));
+                // Commands are keywords (never identifiers of the context); a capitalised
+                // word passes only as a confirmed Ltac name, and only when the sentence does
+                // not read as a command some other way.
+                if !prod_coq::is_identifier(k) || COMMAND_WORDS.contains(&k) {
+                    return rej(format!(
+                        "`{k}` is a command, not a tactic (only tactics, bullets and braces)"
+                    ));
+                }
+                return Ok(Some(k.to_string()));
             }
         }
         None => {
@@ -234,8 +254,30 @@ fn check_tactic_head(text: &str, at: &str) -> Result<(), RuleError> {
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
+
+/// Vernacular words rejected outright, before any question to Coq (the Ltac confirmation
+/// would refuse them too: they are keywords, not identifiers; this list only makes the
+/// reason clear and the common cheats cheap).
+const COMMAND_WORDS: &[&str] = &[
+    "Qed", "Defined", "Admitted", "Abort", "Save", "Proof", "Axiom", "Axioms", "Parameter",
+    "Parameters", "Conjecture", "Hypothesis", "Variable", "Variables", "Set", "Unset", "Local",
+    "Global", "Export", "Import", "Require", "Load", "Cd", "Declare", "Redirect", "Time",
+    "Timeout", "Fail", "Succeed", "Instructions", "BackTo", "Back", "Reset", "Undo", "Restart",
+    "Focus", "Unfocus", "Unfocused", "Show", "Print", "Check", "Eval", "Compute", "Search",
+    "Locate", "About", "Extraction", "Recursive", "Separate", "Ltac", "Ltac2", "Tactic",
+    "Notation", "Infix", "Reserved", "Definition", "Fixpoint", "CoFixpoint", "Inductive",
+    "CoInductive", "Lemma", "Theorem", "Module", "End", "Section", "Hint", "Instance",
+    "Existing", "Canonical", "Coercion", "Opaque", "Transparent", "Arguments", "Implicit",
+    "Generalizable", "Context", "Let", "Program", "Obligation", "Next", "Goal", "Guarded",
+    "Abstract", "Strategy", "Typeclasses", "Create", "Remove", "Add", "Debug", "Drop",
+    "Quit", "Optimize", "Primitive", "Register", "Scheme", "Combined", "Derive", "Functional",
+    "Include", "Universe", "Universes", "Constraint", "Polymorphic", "Monomorphic",
+    "Cumulative", "NonCumulative", "Private", "Attributes", "Unshelve", "Grab",
+    "Existential", "Solve", "Obligations", "Final", "Hammer_version", "Hammer_print",
+    "Hammer_cleanup", "Hammer_objects", "Hammer_features", "Predict", "Hammer_features_all",
+];
 
 fn is_hammer(text: &str) -> bool {
     prod_coq::comments_stripped(text)
@@ -335,5 +377,15 @@ mod tests {
             Err(RuleError::Syntax { .. })
         ));
         assert_eq!(check_proof("Z.nzsimpl. auto.").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn capitalised_heads_wait_for_coq_and_unshelve_passes() {
+        let steps = check_proof("Qc_unfolds; ring. intros. Unshelve. 2: My_tac.").unwrap();
+        let heads: Vec<Option<&str>> = steps.iter().map(|s| s.ltac_head.as_deref()).collect();
+        assert_eq!(heads, [Some("Qc_unfolds"), None, None, Some("My_tac")]);
+        for bad in ["Qed.", "Print Assumptions x.", "Grab Existential Variables.", "Unshelve. Qed.", "Show."] {
+            assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
+        }
     }
 }

@@ -92,6 +92,8 @@ struct Loaded {
     base_prompt: Prompt,
     /// Qualified names known to exist (or not) in the base state.
     at_base: HashMap<String, bool>,
+    /// Capitalised words known to name (or not) an Ltac tactic of the context.
+    ltac_names: HashMap<String, bool>,
 }
 
 /// A worker plus what it has loaded.
@@ -216,6 +218,7 @@ impl Session {
             base: self.worker.state,
             base_prompt,
             at_base: HashMap::new(),
+            ltac_names: HashMap::new(),
         });
         self.at_base = true;
         Ok(())
@@ -235,6 +238,16 @@ impl Session {
         }
         let start = Instant::now();
         self.at_base = false;
+        // Capitalised tactic names first: only Coq knows whether `Foo` is an Ltac of the
+        // context; nothing of the attempt has reached Coq yet, so a refusal keeps the worker.
+        match self.confirm_ltac_heads(plan, cfg) {
+            Ok(None) => {}
+            Ok(Some(v)) => return v,
+            Err(f) => {
+                self.worker.attempts += 1;
+                return Verdict::infra(f.to_string());
+            }
+        }
         let verdict = match self.attempt_inner(plan, cfg, start) {
             Ok(v) => v,
             Err(f) => Verdict::infra(f.to_string()),
@@ -246,6 +259,42 @@ impl Session {
             self.worker.kill();
         }
         verdict
+    }
+
+    /// `Locate Ltac Foo.` for each capitalised step head (cached per context): a word that is not
+    /// an Ltac name of the context is refused before anything else runs.
+    fn confirm_ltac_heads(
+        &mut self,
+        plan: &Plan,
+        cfg: &CoqCheckConfig,
+    ) -> Result<Option<Verdict>, Fault> {
+        for (i, step) in plan.steps.iter().enumerate() {
+            let Some(word) = step.ltac_head.as_deref() else {
+                continue;
+            };
+            let known = self.loaded.as_ref().and_then(|l| l.ltac_names.get(word).copied());
+            let is_ltac = match known {
+                Some(b) => b,
+                None => {
+                    let r = self.worker.run(
+                        &format!("Locate Ltac {word}."),
+                        Duration::from_secs(cfg.step_timeout_s as u64),
+                    )?;
+                    let b = r.ok() && names_ltac(&r.output, word);
+                    if let Some(l) = self.loaded.as_mut() {
+                        l.ltac_names.insert(word.to_string(), b);
+                    }
+                    b
+                }
+            };
+            if !is_ltac {
+                return Ok(Some(Verdict::rejected(format!(
+                    "step {}: `{word}` is neither a tactic of the context nor a lower-case tactic",
+                    i + 1
+                ))));
+            }
+        }
+        Ok(None)
     }
 
     /// Return to the base state now (otherwise the next attempt does it).
@@ -600,6 +649,18 @@ fn classify_failure(r: &Reply, step: usize, what: &str) -> Option<Verdict> {
             format!("{what}: {msg}")
         },
     })
+}
+
+/// `Locate Ltac Foo.` → `Ltac Some.Path.Foo` (first line) names the tactic `Foo`.
+fn names_ltac(output: &str, word: &str) -> bool {
+    let Some(first) = output.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return false;
+    };
+    let Some(q) = first.strip_prefix("Ltac ") else {
+        return false;
+    };
+    let q = q.trim();
+    q.split_whitespace().count() == 1 && q.rsplit('.').next() == Some(word)
 }
 
 /// `Locate x.` → `Constant Q` → `Q`.

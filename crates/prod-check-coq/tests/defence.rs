@@ -26,6 +26,7 @@ fn plan(statement: &str, lemmas: &[&str], steps: &[&str]) -> Plan {
                 text: s.to_string(),
                 range: 0..0,
                 hammer: false,
+                ltac_head: None,
             })
             .collect(),
     }
