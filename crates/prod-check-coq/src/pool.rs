@@ -25,6 +25,15 @@ pub struct CoqChecker {
     pids: Mutex<Vec<Option<i32>>>,
 }
 
+/// What a worker does with a planned request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The real check.
+    Check,
+    /// The benchmark baseline (trusted text).
+    Replay,
+}
+
 /// The checked, runnable form of a request, or its final verdict.
 fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
     let to_verdict = |e: RuleError| match e {
@@ -177,6 +186,7 @@ impl CoqChecker {
         session: &mut Option<Session>,
         ctx: &PreparedContext,
         plan: &Plan,
+        mode: Mode,
     ) -> Verdict {
         if let Some(msg) = self
             .broken_contexts
@@ -227,7 +237,10 @@ impl CoqChecker {
                 }
                 Err(Err(fault)) => return Verdict::infra(fault.to_string()),
             }
-            let v = s.attempt(plan, &self.cfg);
+            let v = match mode {
+                Mode::Check => s.attempt(plan, &self.cfg),
+                Mode::Replay => s.replay(plan, &self.cfg),
+            };
             if matches!(v, Verdict::Infra { .. }) {
                 s.worker.kill();
             }
@@ -260,6 +273,22 @@ impl CoqChecker {
         &self,
         requests: &[CheckRequest],
         progress: &(dyn Fn(usize, &Verdict, Duration) + Sync),
+    ) -> Vec<(Verdict, Duration)> {
+        self.batch_timed(requests, progress, Mode::Check)
+    }
+
+    /// Benchmarks only, for trusted text: each request's sentences run in its context with one
+    /// sentinel after `Qed.` (see `Session::replay`); `Proved { time }` is Coq's own time for
+    /// them in a worker of this pool. Never use it to judge untrusted text.
+    pub fn replay_batch_timed(&self, requests: &[CheckRequest]) -> Vec<(Verdict, Duration)> {
+        self.batch_timed(requests, &|_, _, _| {}, Mode::Replay)
+    }
+
+    fn batch_timed(
+        &self,
+        requests: &[CheckRequest],
+        progress: &(dyn Fn(usize, &Verdict, Duration) + Sync),
+        mode: Mode,
     ) -> Vec<(Verdict, Duration)> {
         let results: Vec<Mutex<Option<(Verdict, Duration)>>> =
             requests.iter().map(|_| Mutex::new(None)).collect();
@@ -321,7 +350,7 @@ impl CoqChecker {
                             break;
                         };
                         let t = Instant::now();
-                        let v = self.run_one(slot_index, &mut guard, ctx, plan);
+                        let v = self.run_one(slot_index, &mut guard, ctx, plan, mode);
                         finish(*i, v, t.elapsed());
                     }
                 });

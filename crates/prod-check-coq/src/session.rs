@@ -261,6 +261,51 @@ impl Session {
         verdict
     }
 
+    /// Benchmark baseline, for trusted text only: the statement, `Proof.`, the steps and `Qed.`
+    /// sent to Coq in one write with a single sentinel after them, so the time is Coq's own for
+    /// those sentences in this very process, without the checker's per-sentence round trips,
+    /// prompt checks and `Print Assumptions`. Never a verdict on untrusted text.
+    pub fn replay(&mut self, plan: &Plan, cfg: &CoqCheckConfig) -> Verdict {
+        if !self.at_base {
+            if let Err(f) = self.back_to_base(cfg) {
+                self.worker.kill();
+                return Verdict::infra(f.to_string());
+            }
+        }
+        self.at_base = false;
+        let mut text = String::new();
+        for l in &plan.lemmas {
+            text.push_str(&l.text);
+            text.push_str("\nAdmitted.\n");
+        }
+        text.push_str(&plan.statement.text);
+        text.push_str("\nProof.\n");
+        for s in &plan.steps {
+            text.push_str(&s.text);
+            text.push('\n');
+        }
+        text.push_str("Qed.");
+        let start = Instant::now();
+        let limit = Duration::from_secs(cfg.attempt_timeout_s as u64);
+        let r = match self.worker.run(&text, limit) {
+            Ok(r) => r,
+            Err(f) => return Verdict::infra(f.to_string()),
+        };
+        let time = start.elapsed();
+        let base_name = self.loaded.as_ref().map(|l| l.base_prompt.name.clone());
+        if r.output.contains("Error") || Some(&r.after.name) != base_name.as_ref() {
+            return Verdict::Failed {
+                step: 0,
+                message: format!("replay: {}", error_message(&r.output)),
+            };
+        }
+        Verdict::Proved {
+            axioms: vec![],
+            replacements: vec![],
+            time,
+        }
+    }
+
     /// `Locate Ltac Foo.` for each capitalised step head (cached per context): a word that is not
     /// an Ltac name of the context is refused before anything else runs.
     fn confirm_ltac_heads(
