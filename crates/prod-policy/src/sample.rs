@@ -83,47 +83,59 @@ pub fn draw(logits: &[f32], temperature: f64, top_p: f64, rng: &mut impl Rng) ->
 
 /// `params.n` samples continuing `prompt`.
 pub fn sample(model: &Llama, prompt: &[u32], params: &SamplingParams) -> Result<Vec<Sample>> {
-    if prompt.is_empty() {
+    Ok(sample_prompts(model, &[prompt], params)?.pop().unwrap_or_default())
+}
+
+/// The random stream of sample `i` of prompt `p`: prompt 0 draws exactly as [`sample`] does, and
+/// a prompt's samples do not depend on which other prompts share its batch.
+fn stream(seed: u64, p: usize, i: usize) -> rand::rngs::StdRng {
+    let prompt_seed = seed.wrapping_add((p as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    rand::rngs::StdRng::seed_from_u64(prompt_seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// `params.n` samples for each of several prompts, decoded together: one left-padded prefill
+/// for all prompts, the cache rows repeated `n` times per prompt, then one decoding step per
+/// token for every running sample (padding is masked, RoPE positions ignore it). Result `[p][i]`.
+pub fn sample_prompts(model: &Llama, prompts: &[&[u32]], params: &SamplingParams) -> Result<Vec<Vec<Sample>>> {
+    if prompts.iter().any(|p| p.is_empty()) {
         return Err(PolicyError::BadInput("cannot sample from an empty prompt".into()));
     }
     if !(params.top_p > 0.0 && params.top_p <= 1.0) {
         return Err(PolicyError::BadInput(format!("top_p must be in (0, 1], got {}", params.top_p)));
     }
     let n = params.n;
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    let mut out: Vec<Sample> = vec![Sample { ids: Vec::new(), stopped: false }; n];
-    if params.max_new_tokens == 0 {
+    let mut out: Vec<Vec<Sample>> = vec![vec![Sample { ids: Vec::new(), stopped: false }; n]; prompts.len()];
+    if n == 0 || prompts.is_empty() || params.max_new_tokens == 0 {
         return Ok(out);
     }
-    let mut rngs: Vec<rand::rngs::StdRng> = (0..n as u64)
-        .map(|i| rand::rngs::StdRng::seed_from_u64(params.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
-        .collect();
+    // Sample s = p * n + i.
+    let total = prompts.len() * n;
+    let mut rngs: Vec<rand::rngs::StdRng> = (0..total).map(|s| stream(params.seed, s / n, s % n)).collect();
     let mut cache1 = KvCache::new(model.config().num_hidden_layers);
-    let first = model.forward_cached(&Batch::right_padded(&[prompt]), &mut cache1)?;
-    let first: Vec<f32> = first.squeeze(0)?.to_vec1()?;
-    let mut cache = cache1.repeat_rows(n)?;
-    drop(cache1);
+    let first: Vec<Vec<f32>> = model.forward_cached(&Batch::left_padded(prompts), &mut cache1)?.to_vec2()?;
+    let rows: Vec<usize> = (0..total).map(|s| s / n).collect();
+    let mut cache = if n == 1 { cache1 } else { cache1.select_rows(&rows)? };
     // Rows of the cache ↔ samples still running.
-    let mut active: Vec<usize> = (0..n).collect();
-    let mut logits: Vec<Vec<f32>> = vec![first; n];
-    for _ in 0..params.max_new_tokens {
+    let mut active: Vec<usize> = (0..total).collect();
+    let mut logits: Vec<Vec<f32>> = rows.iter().map(|&p| first[p].clone()).collect();
+    drop(first);
+    for step in 0..params.max_new_tokens {
         let mut next = Vec::with_capacity(active.len());
         let mut keep_rows = Vec::with_capacity(active.len());
         let mut still = Vec::with_capacity(active.len());
         for (row, &s) in active.iter().enumerate() {
             let id = draw(&logits[row], params.temperature, params.top_p, &mut rngs[s]);
+            let sample = &mut out[s / n][s % n];
             if params.stop.contains(&id) {
-                out[s].stopped = true;
+                sample.stopped = true;
             } else {
-                out[s].ids.push(id);
+                sample.ids.push(id);
                 next.push(id);
                 keep_rows.push(row);
                 still.push(s);
             }
         }
-        if still.is_empty() || out[still[0]].ids.len() >= params.max_new_tokens {
+        if still.is_empty() || step + 1 >= params.max_new_tokens {
             break;
         }
         if keep_rows.len() != active.len() {

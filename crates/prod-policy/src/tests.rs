@@ -291,6 +291,28 @@ fn greedy_sampling_follows_full_sequence_argmax() {
 }
 
 #[test]
+fn several_prompts_decode_together_like_each_alone() {
+    let m = model(true, 2, 15);
+    let prompts: Vec<Vec<u32>> = vec![vec![4, 5, 6], vec![7], vec![1, 2, 3, 4, 5, 6, 7]];
+    let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
+    // Greedy: each prompt's continuation in the padded batch is its own greedy continuation.
+    let p = SamplingParams { n: 2, temperature: 0.0, max_new_tokens: 8, ..SamplingParams::default() };
+    let together = sample::sample_prompts(&m, &refs, &p).unwrap();
+    assert_eq!(together.len(), 3);
+    for (prompt, got) in prompts.iter().zip(&together) {
+        let alone = sample::sample(&m, prompt, &p).unwrap();
+        assert_eq!(got, &alone, "prompt {prompt:?}");
+    }
+    // Seeded: prompt 0 of a batch draws exactly as `sample` does; the batch is reproducible.
+    let p = SamplingParams { n: 3, temperature: 1.0, top_p: 0.9, max_new_tokens: 10, seed: 7, stop: vec![] };
+    let a = sample::sample_prompts(&m, &refs, &p).unwrap();
+    assert_eq!(a, sample::sample_prompts(&m, &refs, &p).unwrap());
+    assert_eq!(a[0], sample::sample(&m, &prompts[0], &p).unwrap());
+    assert!(a[1] != a[2]);
+    assert!(sample::sample_prompts(&m, &[&[1u32][..], &[][..]], &p).is_err());
+}
+
+#[test]
 fn sampling_stops_on_the_end_token() {
     let m = model(false, 2, 14);
     let all: Vec<u32> = (0..V as u32).collect();
