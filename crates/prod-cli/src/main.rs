@@ -12,6 +12,7 @@ mod dataset;
 mod exit;
 #[cfg(feature = "policy")]
 mod model;
+mod report;
 mod tree;
 
 /// ProD: an LLM writes proofs that may propose lemmas, a real prover checks every piece,
@@ -48,6 +49,16 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Write an HTML report (SVG plots) and a Markdown summary from a run file.
+    ///
+    /// RUN.json is what `prod eval` / `prod rl` write (schema: `prod_report::RunReport`): the run's setup, its
+    /// evaluations (pass@k with bootstrap 95% CIs, the per-depth table of paper Fig. 5, the novel-lemma share) and
+    /// its RL rounds (correct nodes, weights, losses, time per phase). Writes DIR/report.html (one self-contained
+    /// file: inline CSS and SVG, no scripts), DIR/summary.md (tables for docs/results.md) and each figure as
+    /// DIR/FIGURE.svg. Exit 2 when RUN.json is unreadable or malformed (the message names line and column).
+    ///
+    /// Example: prod report runs/mini/run.json --out runs/mini/report
+    Report(report::ReportArgs),
 }
 
 fn main() {
@@ -59,6 +70,7 @@ fn main() {
         Command::Tree(cmd) => tree::run(cmd),
         #[cfg(feature = "policy")]
         Command::Model(cmd) => model::run(cmd),
+        Command::Report(args) => report::run(args),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,87 @@
+//! `prod report RUN.json --out DIR`: the HTML report (inline SVG plots) and the Markdown summary.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::exit;
+
+/// Arguments of `prod report` (the help text is on the subcommand in main.rs).
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The run file (`-` for standard input).
+    pub run: PathBuf,
+    /// Output directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Machine-readable output: one JSON object naming the files written.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn read_run(path: &Path) -> anyhow::Result<prod_report::RunReport> {
+    let stdin = path.as_os_str() == "-";
+    let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
+    let text = if stdin {
+        std::io::read_to_string(std::io::stdin()).context("cannot read standard input")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?
+    };
+    // serde_json's message ends with "at line L column C".
+    prod_report::parse(&text).with_context(|| format!("{name}: not a run report"))
+}
+
+pub fn run(args: ReportArgs) -> i32 {
+    let report = match read_run(&args.run) {
+        Ok(r) => r,
+        Err(e) => return exit::bad_input(e),
+    };
+    match write(&report, &args.out) {
+        Ok(files) => {
+            let out = if args.json {
+                serde_json::json!({
+                    "html": files[0],
+                    "markdown": files[1],
+                    "figures": &files[2..],
+                    "warnings": prod_report::warnings(&report),
+                })
+                .to_string()
+            } else {
+                let mut s = format!("wrote {} and {} ({} figures)", files[0], files[1], files.len() - 2);
+                for w in prod_report::warnings(&report) {
+                    s.push_str(&format!("\nwarning: {w}"));
+                }
+                s
+            };
+            exit::written(writeln_stdout(&out))
+        }
+        Err(e) => exit::failure(e),
+    }
+}
+
+fn writeln_stdout(s: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{s}")?;
+    out.flush()
+}
+
+/// Write the files; returns their paths: HTML, Markdown, then the figures.
+fn write(report: &prod_report::RunReport, dir: &Path) -> anyhow::Result<Vec<String>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut files = Vec::new();
+    let mut put = |name: &str, text: &str| -> anyhow::Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        files.push(path.display().to_string());
+        Ok(())
+    };
+    put("report.html", &prod_report::render_html(report))?;
+    put("summary.md", &prod_report::render_markdown(report))?;
+    for f in prod_report::figures(report) {
+        // Figure ids are fixed ASCII names chosen by the report, never taken from the run file.
+        put(&format!("{}.svg", f.id), &f.svg)?;
+    }
+    Ok(files)
+}

@@ -1,0 +1,259 @@
+//! The report's figures, each an SVG document of its own (inlined in the HTML, also written
+//! beside it by `prod report`).
+
+use crate::model::{Evaluation, RoundMetrics, RunReport};
+use crate::svg::{Axis, Bar, BarChart, BarGroup, Format, LineChart, Point, Series};
+use crate::tables::{all_k, depth_count, depth_total, ground_truth_depths, labels, temperature_sweeps};
+use crate::text::percent;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// File-name-safe identifier, e.g. `pass-at-k`, `depth`, `rounds-time`.
+    pub id: String,
+    pub title: String,
+    /// One sentence on how to read it.
+    pub caption: String,
+    pub svg: String,
+}
+
+/// Every figure the report has data for, in report order.
+pub fn figures(r: &RunReport) -> Vec<Figure> {
+    let mut v = Vec::new();
+    v.extend(pass_at_k(r));
+    v.extend(depth(r));
+    v.extend(temperature(r));
+    v.extend(rounds(r));
+    v
+}
+
+fn ci(p: &crate::model::PassAtK) -> Option<(f64, f64)> {
+    Some((p.ci_low, p.ci_high))
+}
+
+/// pass@k against k (log2 axis), one line per evaluation, bootstrap 95% CIs as error bars.
+pub fn pass_at_k(r: &RunReport) -> Option<Figure> {
+    if r.evaluations.iter().all(|e| e.pass_at_k.is_empty()) {
+        return None;
+    }
+    let evals: Vec<&Evaluation> = r.evaluations.iter().collect();
+    let mut ks: Vec<f64> = all_k(&evals).into_iter().map(|k| k as f64).collect();
+    if ks.len() > 12 {
+        // Too many to label: powers of two only.
+        ks.retain(|k| (*k as u64).is_power_of_two());
+    }
+    let names = labels(&r.evaluations);
+    let series = r
+        .evaluations
+        .iter()
+        .zip(names)
+        .filter(|(e, _)| !e.pass_at_k.is_empty())
+        .map(|(e, label)| Series {
+            label,
+            points: e
+                .pass_at_k
+                .iter()
+                .filter(|p| p.k > 0)
+                .map(|p| Point { x: p.k as f64, y: p.estimate, ci: ci(p) })
+                .collect(),
+        })
+        .collect();
+    let chart = LineChart {
+        title: "pass@k (bootstrap 95% CI)".to_string(),
+        x: Axis { log2: true, ticks: Some(ks), ..Axis::new("k (samples per theorem)", Format::Integer) },
+        y: Axis::share("pass@k"),
+        series,
+    };
+    Some(Figure {
+        id: "pass-at-k".to_string(),
+        title: chart.title.clone(),
+        caption: "Share of theorems proved by at least one of k proof trees (unbiased estimate from n samples per \
+                  theorem); error bars: bootstrap 95% confidence intervals over theorems."
+            .to_string(),
+        svg: chart.render(),
+    })
+}
+
+/// Paper Fig. 5: pass rate per ground-truth depth, stacked by the depth of the proving tree,
+/// one bar per evaluation.
+pub fn depth(r: &RunReport) -> Option<Figure> {
+    let names = labels(&r.evaluations);
+    let evals: Vec<(usize, &Evaluation, &String)> = r
+        .evaluations
+        .iter()
+        .zip(names.iter())
+        .enumerate()
+        .filter(|(_, (e, _))| e.depth_table.iter().any(|c| c.count > 0))
+        .map(|(i, (e, n))| (i, e, n))
+        .collect();
+    if evals.is_empty() {
+        return None;
+    }
+    let mut gts: Vec<Option<u32>> = evals.iter().flat_map(|(_, e, _)| ground_truth_depths(e)).collect();
+    gts.sort_by_key(|g| (g.is_none(), g.unwrap_or(0)));
+    gts.dedup();
+    let mut pds: Vec<u32> = evals.iter().flat_map(|(_, e, _)| crate::tables::proving_depths(e)).collect();
+    pds.sort_unstable();
+    pds.dedup();
+    let groups = gts
+        .iter()
+        .map(|&g| BarGroup {
+            label: g.map_or_else(|| "unknown".to_string(), |d| d.to_string()),
+            bars: evals
+                .iter()
+                .map(|(i, e, name)| {
+                    let total = depth_total(e, g);
+                    let share = |n: usize| if total == 0 { 0.0 } else { n as f64 / total as f64 };
+                    let segments: Vec<f64> = pds.iter().map(|&p| share(depth_count(e, g, Some(p)))).collect();
+                    let proved: usize = pds.iter().map(|&p| depth_count(e, g, Some(p))).sum();
+                    let by_depth: Vec<String> =
+                        pds.iter().map(|&p| format!("depth {p}: {}", depth_count(e, g, Some(p)))).collect();
+                    Bar {
+                        label: (i + 1).to_string(),
+                        tooltip: format!(
+                            "{name}, ground-truth depth {}: proved {proved} of {total} ({}); {}",
+                            g.map_or_else(|| "unknown".to_string(), |d| d.to_string()),
+                            percent(share(proved)),
+                            by_depth.join(", ")
+                        ),
+                        segments,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let chart = BarChart {
+        title: "Pass rate by depth of the ground-truth proof (Fig. 5)".to_string(),
+        x_label: "Depth of the ground-truth proof tree (bars: evaluations)".to_string(),
+        y: Axis::share("pass rate"),
+        segments: pds.iter().map(|d| format!("proved by a proof tree of depth {d}")).collect(),
+        bar_legend: evals.iter().map(|(i, _, name)| format!("{}: {name}", i + 1)).collect(),
+        groups,
+    };
+    Some(Figure {
+        id: "depth".to_string(),
+        title: chart.title.clone(),
+        caption: "Theorems grouped by the depth of their ground-truth proof; each bar is the share one evaluation \
+                  proved, coloured by the depth of the proof tree that proved it."
+            .to_string(),
+        svg: chart.render(),
+    })
+}
+
+/// pass@k against temperature, one line per k, for evaluations that differ only by temperature.
+pub fn temperature(r: &RunReport) -> Vec<Figure> {
+    temperature_sweeps(r)
+        .into_iter()
+        .enumerate()
+        .map(|(gi, group)| {
+            let ks = all_k(&group);
+            let series = ks
+                .iter()
+                .map(|&k| Series {
+                    label: format!("pass@{k}"),
+                    points: group
+                        .iter()
+                        .filter_map(|e| {
+                            let p = e.pass_at_k.iter().find(|p| p.k == k)?;
+                            Some(Point { x: e.temperature, y: p.estimate, ci: ci(p) })
+                        })
+                        .collect(),
+                })
+                .collect();
+            let first = group[0];
+            let title =
+                format!("Temperature sweep: {} ({}, n = {})", first.name, first.split, first.samples_per_theorem);
+            let chart = LineChart {
+                title: title.clone(),
+                x: Axis {
+                    ticks: Some(group.iter().map(|e| e.temperature).collect()),
+                    ..Axis::new("sampling temperature", Format::Number)
+                },
+                y: Axis::share("pass@k"),
+                series,
+            };
+            Figure {
+                id: format!("temperature-{}", gi + 1),
+                title,
+                caption: "pass@k at each sampling temperature (error bars: bootstrap 95% CIs).".to_string(),
+                svg: chart.render(),
+            }
+        })
+        .collect()
+}
+
+fn round_series(r: &RunReport, label: &str, f: impl Fn(&RoundMetrics) -> Option<f64>) -> Series {
+    Series {
+        label: label.to_string(),
+        points: r.rounds.iter().map(|m| Point { x: m.round as f64, y: f(m).unwrap_or(f64::NAN), ci: None }).collect(),
+    }
+}
+
+fn has_values(s: &Series) -> bool {
+    s.points.iter().any(|p| p.y.is_finite())
+}
+
+/// Per-round curves: correct nodes, mean weight, losses, time per phase, novel lemmas.
+pub fn rounds(r: &RunReport) -> Vec<Figure> {
+    if r.rounds.is_empty() {
+        return Vec::new();
+    }
+    let x = || Axis { ticks: None, ..Axis::new("round", Format::Integer) };
+    let mut out = Vec::new();
+    let mut push = |id: &str, title: &str, caption: &str, y: Axis, series: Vec<Series>| {
+        let series: Vec<Series> = series.into_iter().filter(has_values).collect();
+        if series.is_empty() {
+            return;
+        }
+        let chart = LineChart { title: title.to_string(), x: x(), y, series };
+        out.push(Figure {
+            id: id.to_string(),
+            title: title.to_string(),
+            caption: caption.to_string(),
+            svg: chart.render(),
+        });
+    };
+    push(
+        "rounds-correct",
+        "Correct nodes per round",
+        "Nodes of the round's train-time proof trees that were locally correct (their own proof checks) and \
+         globally correct (every proposed lemma proved too).",
+        Axis { zero_based: true, ..Axis::new("nodes", Format::Integer) },
+        vec![
+            round_series(r, "globally correct", |m| Some(m.globally_correct as f64)),
+            round_series(r, "locally correct", |m| Some(m.locally_correct as f64)),
+        ],
+    );
+    push(
+        "rounds-weight",
+        "Mean example weight per round",
+        "Mean REINFORCE weight w = γ^h · ∏ V(lᵢ) over the round's training examples.",
+        Axis { zero_based: true, ..Axis::new("mean weight", Format::Number) },
+        vec![round_series(r, "mean weight", |m| m.mean_weight)],
+    );
+    push(
+        "rounds-loss",
+        "Training loss per round",
+        "Weighted cross-entropy of the policy update, and the value model's loss where one is trained.",
+        Axis { zero_based: true, ..Axis::new("loss", Format::Number) },
+        vec![round_series(r, "policy loss", |m| m.loss), round_series(r, "value loss", |m| m.value_loss)],
+    );
+    push(
+        "rounds-time",
+        "Time per phase per round",
+        "Wall-clock seconds spent sampling, checking and training in each round.",
+        Axis { zero_based: true, ..Axis::new("seconds", Format::Number) },
+        vec![
+            round_series(r, "sample", |m| Some(m.sample_s)),
+            round_series(r, "check", |m| Some(m.check_s)),
+            round_series(r, "train", |m| Some(m.train_s)),
+        ],
+    );
+    push(
+        "rounds-novel",
+        "Novel lemmas in the replay buffer",
+        "Share of the replay buffer's lemmas that are not in the dataset (paper: 37.7%).",
+        Axis::share("novel share"),
+        vec![round_series(r, "novel lemma share", |m| m.novel_lemma_share)],
+    );
+    out
+}

@@ -1,0 +1,24 @@
+//! ProD run reports (issue E, deliverable 7): a self-contained HTML file with hand-written SVG
+//! plots (pass@k curves, the Fig. 5 depth bars, per-round curves, temperature sweeps) and a
+//! Markdown summary for docs/results.md. Pure: no I/O; the same input gives the same bytes.
+//!
+//! The input is [`RunReport`] (RUN.json), written by the run (`prod eval`, `prod rl`).
+
+pub mod figures;
+mod html;
+mod markdown;
+pub mod model;
+pub mod svg;
+pub mod tables;
+pub mod text;
+
+pub use figures::{figures, Figure};
+pub use html::render_html;
+pub use markdown::render_markdown;
+pub use model::{DatasetInfo, DepthCell, Evaluation, ModelInfo, PassAtK, RoundMetrics, RunReport};
+pub use tables::warnings;
+
+/// Read a RUN.json. The error names the line and column (serde_json's position).
+pub fn parse(json: &str) -> Result<RunReport, serde_json::Error> {
+    serde_json::from_str(json)
+}

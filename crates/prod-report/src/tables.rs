@@ -1,0 +1,361 @@
+//! The report's tables, built once as plain text and rendered as HTML or Markdown (each renderer
+//! escapes every cell).
+
+use std::collections::BTreeSet;
+
+use crate::model::{Evaluation, RunReport};
+use crate::text::{fixed, opt_fixed, opt_percent, pass_cell, percent, short};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// The first `text_columns` columns hold text (left-aligned); the others numbers (right-aligned).
+    pub text_columns: usize,
+}
+
+/// All k values that appear in any evaluation, ascending (k = 0 is meaningless and dropped).
+pub fn all_k(evals: &[&Evaluation]) -> Vec<usize> {
+    let ks: BTreeSet<usize> = evals.iter().flat_map(|e| e.pass_at_k.iter().map(|p| p.k)).filter(|&k| k > 0).collect();
+    ks.into_iter().collect()
+}
+
+/// Legend labels that tell evaluations apart: the name, then temperature, split and position
+/// only where needed.
+pub fn labels(evals: &[Evaluation]) -> Vec<String> {
+    let unique = |v: &[String]| v.iter().collect::<BTreeSet<_>>().len() == v.len();
+    let mut l: Vec<String> = evals.iter().map(|e| e.name.clone()).collect();
+    if unique(&l) {
+        return l;
+    }
+    for (i, e) in evals.iter().enumerate() {
+        if evals.iter().filter(|o| o.name == e.name).count() > 1 {
+            l[i] = format!("{} · T={}", e.name, short(e.temperature, 3));
+        }
+    }
+    if unique(&l) {
+        return l;
+    }
+    let base = l.clone();
+    for (i, e) in evals.iter().enumerate() {
+        if base.iter().filter(|o| **o == base[i]).count() > 1 {
+            l[i] = format!("{} · {}", base[i], e.split);
+        }
+    }
+    if unique(&l) {
+        return l;
+    }
+    l.iter().enumerate().map(|(i, s)| format!("{s} #{}", i + 1)).collect()
+}
+
+pub fn meta(r: &RunReport) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    let mut put = |k: &str, s: String| {
+        if !s.is_empty() {
+            v.push((k.to_string(), s));
+        }
+    };
+    put("Created", r.created.clone());
+    put("Prover", r.prover.clone());
+    let d = &r.dataset;
+    if !d.name.is_empty() || d.size > 0 {
+        let mut s = d.name.clone();
+        if !d.split.is_empty() {
+            s.push_str(&format!(", split {}", d.split));
+        }
+        s.push_str(&format!(", {} theorem{}", d.size, if d.size == 1 { "" } else { "s" }));
+        put("Dataset", s);
+    }
+    let m = &r.model;
+    let params = m.params.map(|p| format!(" ({} parameters)", human_count(p))).unwrap_or_default();
+    put("Model", format!("{}{params}", m.name).trim().to_string());
+    v
+}
+
+/// 124000000 -> "124M"; small counts verbatim.
+pub fn human_count(n: u64) -> String {
+    let f = n as f64;
+    if n >= 1_000_000_000 {
+        format!("{}B", short(f / 1e9, 2))
+    } else if n >= 1_000_000 {
+        format!("{}M", short(f / 1e6, 1))
+    } else if n >= 10_000 {
+        format!("{}k", short(f / 1e3, 1))
+    } else {
+        n.to_string()
+    }
+}
+
+/// One row per evaluation: setup, pass@k with CIs for every k, node counts, novel lemmas.
+pub fn evaluations(r: &RunReport) -> Table {
+    let evals: Vec<&Evaluation> = r.evaluations.iter().collect();
+    let ks = all_k(&evals);
+    let mut header: Vec<String> = ["Evaluation", "Split", "T", "n", "Theorems"].iter().map(|s| s.to_string()).collect();
+    header.extend(ks.iter().map(|k| format!("pass@{k}")));
+    header.extend(["Checked nodes", "Infra nodes", "Novel lemmas"].iter().map(|s| s.to_string()));
+    let rows = r
+        .evaluations
+        .iter()
+        .map(|e| {
+            let mut row = vec![
+                e.name.clone(),
+                e.split.clone(),
+                short(e.temperature, 3),
+                e.samples_per_theorem.to_string(),
+                e.theorems.to_string(),
+            ];
+            for k in &ks {
+                row.push(match e.pass_at_k.iter().find(|p| p.k == *k) {
+                    Some(p) => {
+                        let mut s = pass_cell(p.estimate, p.ci_low, p.ci_high);
+                        if p.theorems_judged != e.theorems {
+                            s.push_str(&format!(", {} judged", p.theorems_judged));
+                        }
+                        s
+                    }
+                    None => "–".to_string(),
+                });
+            }
+            row.push(e.checked_nodes.to_string());
+            row.push(e.infra_nodes.to_string());
+            row.push(opt_percent(e.novel_lemma_share));
+            row
+        })
+        .collect();
+    Table { header, rows, text_columns: 2 }
+}
+
+fn depth_name(d: Option<u32>) -> String {
+    d.map_or_else(|| "unknown".to_string(), |d| d.to_string())
+}
+
+/// Ground-truth depths of an evaluation, ascending, unknown last.
+pub fn ground_truth_depths(e: &Evaluation) -> Vec<Option<u32>> {
+    let s: BTreeSet<(bool, u32)> =
+        e.depth_table.iter().map(|c| (c.ground_truth_depth.is_none(), c.ground_truth_depth.unwrap_or(0))).collect();
+    s.into_iter().map(|(none, d)| if none { None } else { Some(d) }).collect()
+}
+
+pub fn proving_depths(e: &Evaluation) -> Vec<u32> {
+    let s: BTreeSet<u32> = e.depth_table.iter().filter_map(|c| c.proving_depth).collect();
+    s.into_iter().collect()
+}
+
+/// Count of theorems for (ground-truth depth, proving depth); cells may repeat and are summed.
+pub fn depth_count(e: &Evaluation, g: Option<u32>, p: Option<u32>) -> usize {
+    e.depth_table
+        .iter()
+        .filter(|c| c.ground_truth_depth == g && c.proving_depth == p)
+        .fold(0usize, |a, c| a.saturating_add(c.count))
+}
+
+pub fn depth_total(e: &Evaluation, g: Option<u32>) -> usize {
+    e.depth_table.iter().filter(|c| c.ground_truth_depth == g).fold(0usize, |a, c| a.saturating_add(c.count))
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        f64::NAN
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Paper Fig. 5 as a table: per ground-truth depth, how many theorems were proved by a tree of
+/// each depth.
+pub fn depth(e: &Evaluation) -> Table {
+    let pds = proving_depths(e);
+    let mut header: Vec<String> =
+        ["Ground-truth depth", "Theorems", "Proved", "Pass rate"].iter().map(|s| s.to_string()).collect();
+    header.extend(pds.iter().map(|d| format!("Proved at depth {d}")));
+    header.push("Not proved".to_string());
+    let mut rows = Vec::new();
+    let (mut all, mut all_proved) = (0usize, 0usize);
+    let mut per_depth = vec![0usize; pds.len()];
+    let mut all_unproved = 0usize;
+    for g in ground_truth_depths(e) {
+        let total = depth_total(e, g);
+        let unproved = depth_count(e, g, None);
+        let proved = total.saturating_sub(unproved);
+        let mut row = vec![depth_name(g), total.to_string(), proved.to_string(), percent(ratio(proved, total))];
+        for (i, d) in pds.iter().enumerate() {
+            let n = depth_count(e, g, Some(*d));
+            per_depth[i] = per_depth[i].saturating_add(n);
+            row.push(n.to_string());
+        }
+        row.push(unproved.to_string());
+        rows.push(row);
+        all = all.saturating_add(total);
+        all_proved = all_proved.saturating_add(proved);
+        all_unproved = all_unproved.saturating_add(unproved);
+    }
+    if rows.len() > 1 {
+        let mut row = vec!["all".to_string(), all.to_string(), all_proved.to_string(), percent(ratio(all_proved, all))];
+        row.extend(per_depth.iter().map(|n| n.to_string()));
+        row.push(all_unproved.to_string());
+        rows.push(row);
+    }
+    Table { header, rows, text_columns: 1 }
+}
+
+/// Evaluations that differ only by temperature: same name, split, n and theorem count, at least
+/// two temperatures. Each group is sorted by temperature.
+pub fn temperature_sweeps(r: &RunReport) -> Vec<Vec<&Evaluation>> {
+    let mut groups: Vec<Vec<&Evaluation>> = Vec::new();
+    for e in &r.evaluations {
+        let same = |o: &&Evaluation| {
+            o.name == e.name
+                && o.split == e.split
+                && o.samples_per_theorem == e.samples_per_theorem
+                && o.theorems == e.theorems
+        };
+        match groups.iter_mut().find(|g| g.first().is_some_and(same)) {
+            Some(g) => g.push(e),
+            None => groups.push(vec![e]),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.sort_by(|a, b| a.temperature.total_cmp(&b.temperature));
+            let temps: BTreeSet<u64> = g.iter().map(|e| e.temperature.to_bits()).collect();
+            (temps.len() > 1).then_some(g)
+        })
+        .collect()
+}
+
+pub fn sweep(group: &[&Evaluation]) -> Table {
+    let ks = all_k(group);
+    let mut header = vec!["T".to_string()];
+    header.extend(ks.iter().map(|k| format!("pass@{k}")));
+    let rows = group
+        .iter()
+        .map(|e| {
+            let mut row = vec![short(e.temperature, 3)];
+            for k in &ks {
+                row.push(
+                    e.pass_at_k
+                        .iter()
+                        .find(|p| p.k == *k)
+                        .map_or_else(|| "–".to_string(), |p| pass_cell(p.estimate, p.ci_low, p.ci_high)),
+                );
+            }
+            row
+        })
+        .collect();
+    Table { header, rows, text_columns: 1 }
+}
+
+/// One row per RL round, and a total row (examples, nodes, time per phase).
+pub fn rounds(r: &RunReport) -> Table {
+    let header: Vec<String> = [
+        "Round",
+        "Examples",
+        "Mean weight",
+        "Nodes",
+        "Locally correct",
+        "Globally correct",
+        "Replay buffer",
+        "Novel lemmas",
+        "Loss",
+        "Value loss",
+        "Sample (s)",
+        "Check (s)",
+        "Train (s)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut rows: Vec<Vec<String>> = r
+        .rounds
+        .iter()
+        .map(|m| {
+            vec![
+                m.round.to_string(),
+                m.examples.to_string(),
+                opt_fixed(m.mean_weight, 4),
+                m.nodes.to_string(),
+                m.locally_correct.to_string(),
+                m.globally_correct.to_string(),
+                m.replay_size.to_string(),
+                opt_percent(m.novel_lemma_share),
+                opt_fixed(m.loss, 4),
+                opt_fixed(m.value_loss, 4),
+                fixed(m.sample_s, 1),
+                fixed(m.check_s, 1),
+                fixed(m.train_s, 1),
+            ]
+        })
+        .collect();
+    if r.rounds.len() > 1 {
+        let sum_u = |f: fn(&crate::model::RoundMetrics) -> usize| {
+            r.rounds.iter().fold(0usize, |a, m| a.saturating_add(f(m))).to_string()
+        };
+        let sum_f = |f: fn(&crate::model::RoundMetrics) -> f64| fixed(r.rounds.iter().map(f).sum::<f64>(), 1);
+        rows.push(vec![
+            "total".to_string(),
+            sum_u(|m| m.examples),
+            String::new(),
+            sum_u(|m| m.nodes),
+            sum_u(|m| m.locally_correct),
+            sum_u(|m| m.globally_correct),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            sum_f(|m| m.sample_s),
+            sum_f(|m| m.check_s),
+            sum_f(|m| m.train_s),
+        ]);
+    }
+    Table { header, rows, text_columns: 1 }
+}
+
+/// Values that look wrong for what they claim to be; shown in the report, never hidden.
+pub fn warnings(r: &RunReport) -> Vec<String> {
+    let mut w = Vec::new();
+    for e in &r.evaluations {
+        for p in &e.pass_at_k {
+            let vals = [p.estimate, p.ci_low, p.ci_high];
+            if vals.iter().any(|v| !v.is_finite()) {
+                w.push(format!("{}: pass@{} has a value that is not a number", e.name, p.k));
+            } else if vals.iter().any(|v| !(0.0..=1.0).contains(v)) {
+                w.push(format!("{}: pass@{} lies outside [0, 1]", e.name, p.k));
+            } else if p.ci_low > p.estimate + 1e-12 || p.ci_high < p.estimate - 1e-12 {
+                w.push(format!("{}: pass@{} lies outside its confidence interval", e.name, p.k));
+            }
+            if p.k == 0 || (e.samples_per_theorem > 0 && p.k > e.samples_per_theorem) {
+                w.push(format!("{}: pass@{} needs 1 ≤ k ≤ n = {}", e.name, p.k, e.samples_per_theorem));
+            }
+        }
+        if !e.temperature.is_finite() {
+            w.push(format!("{}: temperature is not a number", e.name));
+        }
+        let depth_theorems = e.depth_table.iter().fold(0usize, |a, c| a.saturating_add(c.count));
+        if !e.depth_table.is_empty() && depth_theorems != e.theorems {
+            w.push(format!(
+                "{}: the depth table counts {depth_theorems} theorems, the evaluation {}",
+                e.name, e.theorems
+            ));
+        }
+        if let Some(s) = e.novel_lemma_share {
+            if !(0.0..=1.0).contains(&s) {
+                w.push(format!("{}: novel lemma share {} lies outside [0, 1]", e.name, fixed(s, 3)));
+            }
+        }
+    }
+    for m in &r.rounds {
+        if m.globally_correct > m.locally_correct || m.locally_correct > m.nodes {
+            w.push(format!(
+                "round {}: expected globally correct ≤ locally correct ≤ nodes, got {} ≤ {} ≤ {}",
+                m.round, m.globally_correct, m.locally_correct, m.nodes
+            ));
+        }
+        for (name, v) in [("sample_s", m.sample_s), ("check_s", m.check_s), ("train_s", m.train_s)] {
+            if !v.is_finite() || v < 0.0 {
+                w.push(format!("round {}: {name} is not a valid duration", m.round));
+            }
+        }
+    }
+    w
+}

@@ -1,0 +1,340 @@
+//! Data-driven tests: every `tests/data/NAME.json` is rendered; the Markdown summary must equal
+//! `NAME.md` and each figure `NAME.FIGURE.svg` (refresh with `UPDATE_EXPECT=1 cargo test -p
+//! prod-report`). Every SVG and the HTML must be well-formed with finite coordinates.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use prod_report::{figures, render_html, render_markdown, DepthCell, Evaluation, PassAtK, RoundMetrics, RunReport};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn update() -> bool {
+    std::env::var_os("UPDATE_EXPECT").is_some()
+}
+
+fn expect(path: &Path, actual: &str) {
+    if update() {
+        std::fs::write(path, actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(path)
+        .unwrap_or_else(|_| panic!("missing {}: run with UPDATE_EXPECT=1", path.display()));
+    assert_eq!(actual, want, "output differs from {} (UPDATE_EXPECT=1 to refresh)", path.display());
+}
+
+/// Well-formed, finite coordinates, and no non-number leaked into the text.
+fn assert_valid_svg(svg: &str, what: &str) {
+    let elements = common::check(svg).unwrap_or_else(|e| panic!("{what}: not well-formed: {e}\n{svg}"));
+    assert_eq!(elements.first().map(|e| e.0.as_str()), Some("svg"), "{what}: root is <svg>");
+    common::check_numbers(&elements).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        !svg.contains("NaN") && !svg.contains("inf\"") && !svg.contains(">inf"),
+        "{what}: non-finite number printed"
+    );
+}
+
+fn assert_valid_html(html: &str, what: &str) {
+    let elements = common::check(html).unwrap_or_else(|e| panic!("{what}: HTML not well-formed: {e}"));
+    assert_eq!(elements.first().map(|e| e.0.as_str()), Some("html"));
+    common::check_numbers(&elements).unwrap_or_else(|e| panic!("{what}: {e}"));
+    // Self-contained: nothing is fetched and nothing runs.
+    for bad in ["<script", "src=\"", "href=\"http", "<link", "@import", "url("] {
+        assert!(!html.contains(bad), "{what}: HTML contains {bad}");
+    }
+}
+
+#[test]
+fn golden() {
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() >= 4, "the fixtures are there");
+    for input in inputs {
+        let stem = input.file_stem().unwrap().to_string_lossy().to_string();
+        let report = prod_report::parse(&std::fs::read_to_string(&input).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+        expect(&data_dir().join(format!("{stem}.md")), &render_markdown(&report));
+        let figs = figures(&report);
+        let mut produced = BTreeSet::new();
+        for f in &figs {
+            assert_valid_svg(&f.svg, &format!("{stem}/{}", f.id));
+            let name = format!("{stem}.{}.svg", f.id);
+            expect(&data_dir().join(&name), &f.svg);
+            produced.insert(name);
+        }
+        // No stale expectation: every NAME.*.svg on disk is still produced.
+        for e in std::fs::read_dir(data_dir()).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().to_string();
+            if name.starts_with(&format!("{stem}.")) && name.ends_with(".svg") && !produced.contains(&name) {
+                if update() {
+                    std::fs::remove_file(data_dir().join(&name)).unwrap();
+                } else {
+                    panic!("{name} is no longer produced (UPDATE_EXPECT=1 removes it)");
+                }
+            }
+        }
+        let html = render_html(&report);
+        assert_valid_html(&html, &stem);
+        for f in &figs {
+            assert!(html.contains(&f.svg), "{stem}: the HTML inlines figure {}", f.id);
+        }
+    }
+}
+
+fn load(name: &str) -> RunReport {
+    prod_report::parse(&std::fs::read_to_string(data_dir().join(name)).unwrap()).unwrap()
+}
+
+#[test]
+fn full_report_has_every_section_and_figure() {
+    let r = load("full.json");
+    let ids: Vec<String> = figures(&r).into_iter().map(|f| f.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "pass-at-k",
+            "depth",
+            "temperature-1",
+            "rounds-correct",
+            "rounds-weight",
+            "rounds-loss",
+            "rounds-time",
+            "rounds-novel"
+        ]
+    );
+    let md = render_markdown(&r);
+    assert!(md.contains("| ProD-RL round 3 | test | 0.7 | 16 | 227 | 20.3% (17.0–23.8) |"), "{md}");
+    // The temperature sweep groups the three SFT evaluations, and only them.
+    assert!(md.contains("#### SFT w/o lemma proposal (test, n = 16)"));
+    assert_eq!(md.matches("### Temperature sweep").count(), 1);
+    // Round totals: time per phase summed.
+    assert!(md.contains("| total | 703 |  | 3072 | 633 | 447 |  |  |  |  | 181.1 | 246.2 | 122.8 |"), "{md}");
+    // Infra-reduced theorem count is shown, not hidden.
+    assert!(md.contains("17.0% (14.0–20.0), 225 judged"), "{md}");
+    assert!(prod_report::warnings(&r).is_empty(), "{:?}", prod_report::warnings(&r));
+}
+
+#[test]
+fn serde_round_trip() {
+    let r = load("full.json");
+    let again: RunReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(again, r);
+}
+
+#[test]
+fn hostile_names_are_escaped() {
+    let r = load("hostile.json");
+    let html = render_html(&r);
+    assert!(!html.contains("<script"), "markup from the run file is escaped");
+    assert!(!html.contains("<svg onload"));
+    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+    assert!(!html.contains('\u{0}') && !html.contains('\u{1b}'));
+    assert!(!html.contains('\u{202e}'), "a right-to-left override cannot reorder the report");
+    for f in figures(&r) {
+        assert_valid_svg(&f.svg, &f.id);
+        assert!(!f.svg.contains("<script"));
+    }
+    let md = render_markdown(&r);
+    // (The configuration is shown verbatim inside a code fence, where nothing is markup.)
+    let prose = md.split("### Configuration").next().unwrap();
+    for bad in ["<script", "<b>", "<svg", "<!--", "[link]"] {
+        assert!(!unescaped(prose, bad), "{bad} is escaped in {prose}");
+    }
+    assert!(!md.contains('\u{0}') && !md.contains('\u{202e}'));
+    // Every table row has exactly as many unescaped cell separators as its header.
+    for table in md.split("\n\n").filter(|b| b.starts_with('|')) {
+        let cols = |line: &str| {
+            let b = line.as_bytes();
+            (0..b.len()).filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\')).count()
+        };
+        let lines: Vec<&str> = table.lines().collect();
+        for l in &lines {
+            assert_eq!(cols(l), cols(lines[0]), "row breaks the table: {l}");
+        }
+    }
+    // The configuration cannot close its code fence early.
+    assert!(md.contains("`````json\n"), "{md}");
+    // Notes cannot start lists, headings or setext underlines.
+    assert!(md.contains("- 1\\. numbered?") && md.contains("- \\=== setext"), "{md}");
+}
+
+/// `pat` occurs in `md` without a backslash before it.
+fn unescaped(md: &str, pat: &str) -> bool {
+    md.match_indices(pat).any(|(i, _)| !md[..i].ends_with('\\'))
+}
+
+fn nan_report() -> RunReport {
+    let bad = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, -f64::MAX, f64::MIN_POSITIVE];
+    let evaluations = bad
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Evaluation {
+            name: format!("eval {i}"),
+            split: "test".into(),
+            temperature: v,
+            samples_per_theorem: 4,
+            theorems: 2,
+            pass_at_k: vec![
+                PassAtK { k: 1, estimate: v, ci_low: v, ci_high: v, theorems_judged: 2, theorems_skipped: 0 },
+                PassAtK { k: 2, estimate: 0.5, ci_low: v, ci_high: 1.0, theorems_judged: 2, theorems_skipped: 0 },
+                PassAtK { k: 4, estimate: 0.6, ci_low: 0.4, ci_high: 0.8, theorems_judged: 2, theorems_skipped: 0 },
+            ],
+            depth_table: vec![DepthCell { ground_truth_depth: Some(0), proving_depth: Some(0), count: usize::MAX }],
+            infra_nodes: 0,
+            checked_nodes: 8,
+            novel_lemma_share: Some(v),
+        })
+        .collect();
+    let rounds = bad
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| RoundMetrics {
+            round: i as u32,
+            examples: 1,
+            mean_weight: Some(v),
+            locally_correct: 1,
+            globally_correct: 1,
+            nodes: 1,
+            sample_s: v,
+            check_s: 1.0,
+            train_s: v,
+            loss: Some(v),
+            value_loss: None,
+            replay_size: 0,
+            novel_lemma_share: Some(v),
+        })
+        .collect();
+    RunReport { title: "non-finite".into(), evaluations, rounds, ..Default::default() }
+}
+
+#[test]
+fn non_finite_values_never_reach_the_svg() {
+    let r = nan_report();
+    let figs = figures(&r);
+    assert!(figs.len() >= 5);
+    for f in &figs {
+        assert_valid_svg(&f.svg, &f.id);
+    }
+    let html = render_html(&r);
+    assert_valid_html(&html, "non-finite");
+    assert!(!html.contains("NaN") && !html.contains("inf<"), "text says n/a instead");
+    assert!(render_markdown(&r).contains("n/a"));
+    assert!(!prod_report::warnings(&r).is_empty(), "bad values are reported");
+}
+
+#[test]
+fn empty_report_is_valid() {
+    let r = RunReport::default();
+    assert!(figures(&r).is_empty());
+    let html = render_html(&r);
+    assert_valid_html(&html, "empty");
+    assert!(html.contains("No evaluations in this run.") && html.contains("No RL rounds in this run."));
+}
+
+#[test]
+fn conversions_from_the_estimator() {
+    use prod_core::pass_at_k::{estimate, DepthTable, TheoremOutcome};
+    let outcomes = [
+        TheoremOutcome { samples: 4, correct: 1 },
+        TheoremOutcome { samples: 4, correct: 0 },
+        TheoremOutcome { samples: 1, correct: 1 },
+    ];
+    let e = estimate(&outcomes, 2, 200, 1).unwrap();
+    let p = PassAtK::from_estimate(&e);
+    assert_eq!((p.k, p.theorems_judged, p.theorems_skipped), (2, 2, 1));
+    assert_eq!((p.estimate, p.ci_low, p.ci_high), (e.estimate, e.ci_low, e.ci_high));
+    let mut t = DepthTable::default();
+    t.add(Some(1), Some(0));
+    t.add(Some(1), None);
+    t.add(Some(1), Some(0));
+    assert_eq!(
+        DepthCell::from_table(&t),
+        [
+            DepthCell { ground_truth_depth: Some(1), proving_depth: None, count: 1 },
+            DepthCell { ground_truth_depth: Some(1), proving_depth: Some(0), count: 2 },
+        ]
+    );
+}
+
+#[test]
+fn bad_json_names_the_position() {
+    let err = prod_report::parse("{\n  \"title\": \"x\",\n  \"evaluations\": [ {\"name\": 3} ]\n}").unwrap_err();
+    assert_eq!(err.line(), 3, "{err}");
+    assert!(err.to_string().contains("line 3 column"), "{err}");
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(0.0), 0.0..1.0f64, any::<f64>(),]
+    }
+
+    fn evaluation() -> impl Strategy<Value = Evaluation> {
+        (
+            ".{0,40}",
+            any_f64(),
+            proptest::collection::vec((0usize..40, any_f64(), any_f64(), any_f64()), 0..6),
+            proptest::collection::vec((proptest::option::of(0u32..5), proptest::option::of(0u32..5), 0usize..50), 0..8),
+        )
+            .prop_map(|(name, t, ps, cells)| Evaluation {
+                name,
+                split: "test".into(),
+                temperature: t,
+                samples_per_theorem: 16,
+                theorems: 10,
+                pass_at_k: ps
+                    .into_iter()
+                    .map(|(k, e, lo, hi)| PassAtK {
+                        k,
+                        estimate: e,
+                        ci_low: lo,
+                        ci_high: hi,
+                        theorems_judged: 10,
+                        theorems_skipped: 0,
+                    })
+                    .collect(),
+                depth_table: cells
+                    .into_iter()
+                    .map(|(g, p, count)| DepthCell { ground_truth_depth: g, proving_depth: p, count })
+                    .collect(),
+                infra_nodes: 0,
+                checked_nodes: 0,
+                novel_lemma_share: None,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn any_report_renders_valid_svg_and_html(
+            title in ".{0,30}",
+            evals in proptest::collection::vec(evaluation(), 0..4),
+            rounds in proptest::collection::vec((0u32..30, any_f64(), proptest::option::of(any_f64())), 0..5),
+            notes in proptest::collection::vec(".{0,30}", 0..3),
+        ) {
+            let rounds = rounds
+                .into_iter()
+                .map(|(round, s, loss)| RoundMetrics { round, sample_s: s, check_s: s, train_s: 1.0, loss, mean_weight: loss, ..Default::default() })
+                .collect();
+            let r = RunReport { title, evaluations: evals, rounds, notes, ..Default::default() };
+            for f in figures(&r) {
+                let elements = common::check(&f.svg).map_err(|e| TestCaseError::fail(format!("{}: {e}", f.id)))?;
+                common::check_numbers(&elements).map_err(|e| TestCaseError::fail(format!("{}: {e}", f.id)))?;
+            }
+            let html = render_html(&r);
+            common::check(&html).map_err(|e| TestCaseError::fail(format!("html: {e}")))?;
+            let md = render_markdown(&r);
+            prop_assert!(!unescaped(&md, "<"), "no raw markup in Markdown");
+        }
+    }
+}
