@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system packages ProD needs on Debian 12 (bookworm), only those that are missing.
 # Coq 8.16 with its stdlib (our prover and embedded proof library), CoqHammer with the E and
-# CVC4 provers (our Sledgehammer), Z3, and bubblewrap (the prover's sandbox).
+# CVC4 provers (our Sledgehammer), Z3, bubblewrap (the prover's sandbox), and OCaml with Coq's
+# development files to build the ProD Coq plugin (a faster `Print Assumptions`; the checker
+# falls back to `Print Assumptions` without it).
 set -euo pipefail
-packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux)
+packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux
+  ocaml-nox ocaml-findlib libcoq-core-ocaml-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

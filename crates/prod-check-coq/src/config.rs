@@ -35,6 +35,15 @@ pub struct CoqCheckConfig {
     /// file with it (`coqchk -norec`) when `final_coqchk` is on.
     pub coqchk: PathBuf,
     pub final_coqchk: bool,
+    /// Use the ProD Coq plugin's `ProdAssumptions` (same output as `Print Assumptions`, with the
+    /// walk of library constants remembered across checks) when it builds on this machine.
+    pub assumptions_plugin: bool,
+    /// Where the plugin is compiled (must be readable inside the sandbox, so not `/tmp`);
+    /// default `$XDG_CACHE_HOME/prod/coq-plugin` or `~/.cache/prod/coq-plugin`.
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// Set by the pool when the plugin is built and loads (not a configuration key).
+    #[serde(skip)]
+    pub plugin: Option<crate::plugin::PluginPaths>,
     pub hammer: HammerConfig,
     /// Extra axioms accepted anywhere (fully qualified names, e.g.
     /// `Coq.Logic.FunctionalExtensionality.functional_extensionality_dep`). Normally empty: the
@@ -58,6 +67,9 @@ impl Default for CoqCheckConfig {
             coqc: PathBuf::from("coqc"),
             coqchk: PathBuf::from("coqchk"),
             final_coqchk: true,
+            assumptions_plugin: true,
+            plugin_cache_dir: None,
+            plugin: None,
             hammer: HammerConfig::default(),
             allowed_axioms: vec![],
         }
@@ -65,6 +77,28 @@ impl Default for CoqCheckConfig {
 }
 
 impl CoqCheckConfig {
+    /// The command that prints a constant's assumptions in a worker.
+    pub fn assumptions_command(&self) -> &'static str {
+        if self.plugin.is_some() {
+            crate::plugin::PRINT_COMMAND
+        } else {
+            "Print Assumptions"
+        }
+    }
+
+    /// The plugin's build directory.
+    pub fn plugin_dir(&self) -> PathBuf {
+        if let Some(d) = &self.plugin_cache_dir {
+            return d.clone();
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        base.join("prod").join("coq-plugin")
+    }
+
     /// The number of workers to start.
     pub fn worker_count(&self) -> usize {
         if self.workers > 0 {

@@ -10,11 +10,15 @@
 //!   proposed lemmas and axioms the context already had.
 //! * [`rules`] — what untrusted text may contain (tactics, bullets, braces; one lemma statement).
 //! * The `hammer.` step: fixed tactic list, then CoqHammer; the tactic that worked is recorded.
-//! * [`final_check`] — a cold `coqc` of an assembled file in a fresh sandbox.
+//! * [`final_check`] — a cold `coqc` of an assembled file in a fresh sandbox, then `coqchk`.
+//! * [`plugin`] — the ProD Coq plugin: `ProdAssumptions`, `Print Assumptions` with the walk of
+//!   library constants remembered across checks (same output; built once when OCaml and Coq's
+//!   development files are installed, else the checker uses `Print Assumptions`).
 
 pub mod assumptions;
 pub mod config;
 pub mod final_check;
+pub mod plugin;
 pub mod pool;
 pub mod protocol;
 pub mod rules;

@@ -101,6 +101,42 @@ fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     Ok(format!("{version_line}; libs {libs}"))
 }
 
+/// Build the assumptions plugin (once per machine) and make sure a sandboxed coqtop loads it;
+/// `None` (with a warning) when either fails: the checker then uses `Print Assumptions`, which
+/// prints the same, only slower.
+fn load_plugin(cfg: &CoqCheckConfig) -> Option<crate::plugin::PluginPaths> {
+    static LOADED: Mutex<Option<(std::path::PathBuf, Option<crate::plugin::PluginPaths>)>> =
+        Mutex::new(None);
+    let dir = cfg.plugin_dir();
+    let mut memo = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((d, p)) = memo.as_ref() {
+        if *d == dir {
+            return p.clone();
+        }
+    }
+    let result = match crate::plugin::ensure_built(&dir) {
+        Ok(p) => {
+            let trial = CoqCheckConfig {
+                plugin: Some(p.clone()),
+                ..cfg.clone()
+            };
+            match crate::worker::Worker::start(&trial) {
+                Ok(_) => Some(p),
+                Err(e) => {
+                    eprintln!("warning: {e}; using Print Assumptions");
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("warning: the ProD Coq plugin is not available ({e}); using Print Assumptions");
+            None
+        }
+    };
+    *memo = Some((dir, result.clone()));
+    result
+}
+
 /// Is the CoqHammer library installed for this Coq?
 fn hammer_installed(cfg: &CoqCheckConfig) -> bool {
     Command::new(&cfg.coqc)
@@ -124,6 +160,9 @@ impl CoqChecker {
             // fail like any unknown tactic instead.
             eprintln!("warning: CoqHammer is not installed (no Hammer in coqc -where/user-contrib); hammer steps are disabled");
             cfg.hammer.enabled = false;
+        }
+        if cfg.assumptions_plugin && cfg.plugin.is_none() {
+            cfg.plugin = load_plugin(&cfg);
         }
         let h = &cfg.hammer;
         let options = format!(

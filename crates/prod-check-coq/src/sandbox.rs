@@ -46,6 +46,11 @@ pub fn command(
                 cmd.args(["--ro-bind", p, p]);
             }
         }
+        if let Some(plugin) = &cfg.plugin {
+            for d in plugin.ro_binds() {
+                cmd.arg("--ro-bind").arg(&d).arg(&d);
+            }
+        }
         cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         match work {
             Some(dir) => {

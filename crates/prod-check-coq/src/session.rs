@@ -471,7 +471,7 @@ impl Session {
         }
         let r = self
             .worker
-            .run(&format!("Print Assumptions {name}."), step_limit)?;
+            .run(&format!("{} {name}.", cfg.assumptions_command()), step_limit)?;
         if !r.ok() {
             return Ok(Verdict::Failed {
                 step: n + 1,

@@ -186,12 +186,10 @@ impl Worker {
         let coqtop = cfg.coqtop.to_string_lossy().into_owned();
         // coqtop prints prompts and errors on stderr and messages on stdout; one pipe keeps
         // them in the order Coq wrote them.
-        let mut cmd = sandbox::command(
-            cfg,
-            &PathBuf::from("/bin/sh"),
-            &["-c", "exec \"$0\" -emacs -quiet 2>&1", &coqtop],
-            None,
-        );
+        let plugin_args = cfg.plugin.as_ref().map(|p| p.coqtop_args()).unwrap_or_default();
+        let mut args: Vec<&str> = vec!["-c", "exec \"$0\" -emacs -quiet \"$@\" 2>&1", &coqtop];
+        args.extend(plugin_args.iter().map(String::as_str));
+        let mut cmd = sandbox::command(cfg, &PathBuf::from("/bin/sh"), &args, None);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -230,6 +228,20 @@ impl Worker {
         match w.sentinel_only(Duration::from_secs(60)) {
             Ok(p) => {
                 w.initial_state = p.state;
+                // The assumptions plugin is part of the blank state every context starts from.
+                if let Some(plugin) = &cfg.plugin {
+                    match w.run(plugin.declare_sentence, Duration::from_secs(60)) {
+                        Ok(r) if r.ok() => w.initial_state = r.after.state,
+                        Ok(r) => {
+                            w.kill();
+                            return Err(format!(
+                                "coqtop cannot load the assumptions plugin: {}",
+                                crate::protocol::error_message(&r.output)
+                            ));
+                        }
+                        Err(f) => return Err(format!("coqtop cannot load the assumptions plugin: {f}")),
+                    }
+                }
                 Ok(w)
             }
             Err(f) => {

@@ -12,6 +12,11 @@ fn no_cheat_is_proved_and_every_honest_proof_is() {
     let honest = common::load("honest.jsonl");
     assert!(cheats.len() >= 40);
     let checker = CoqChecker::new(common::config(2)).unwrap();
+    // Where the plugin builds, the pool must use it (its `ProdAssumptions` then decides every
+    // `proved` below); elsewhere the corpus runs on `Print Assumptions`.
+    let builds = prod_check_coq::plugin::ensure_built(&checker.config().plugin_dir()).is_ok();
+    assert_eq!(checker.config().plugin.is_some(), builds);
+    eprintln!("assumptions by: {}", checker.config().assumptions_command());
     let all: Vec<&common::Case> = cheats.iter().chain(honest.iter()).collect();
     let requests: Vec<_> = all.iter().map(|c| common::request(c)).collect();
     let verdicts = checker.check_batch(&requests, &|_, _| {});
