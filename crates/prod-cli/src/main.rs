@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod check;
+mod check_isabelle;
 mod config;
 mod dataset;
 mod exit;
@@ -49,6 +50,8 @@ enum Command {
     ///
     /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
     Check(check::CheckArgs),
+    /// Check nodes with a running Isabelle server (same lines as `check`; see its --help).
+    CheckIsabelle(check_isabelle::CheckIsabelleArgs),
     /// Benchmarks, measured side by side in one process.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -78,6 +81,7 @@ fn main() {
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
         Command::Check(args) => check::run(args),
+        Command::CheckIsabelle(args) => check_isabelle::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Tree(cmd) => tree::run(cmd),
         #[cfg(feature = "policy")]

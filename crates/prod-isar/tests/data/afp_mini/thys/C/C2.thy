@@ -1,0 +1,3 @@
+theory C2 imports Main begin
+definition a_goal where "a_goal = True"
+end

@@ -1,0 +1,2 @@
+theory D1 imports Main begin
+end

@@ -1,0 +1,2 @@
+theory Ex imports E.E1 begin
+end

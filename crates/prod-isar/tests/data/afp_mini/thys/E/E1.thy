@@ -1,0 +1,2 @@
+theory E1 imports D_Main.D1 begin
+end

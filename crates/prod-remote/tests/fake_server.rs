@@ -1,0 +1,277 @@
+//! The remote policy against a fake OpenAI-compatible server on a loopback socket: the requests
+//! ProD sends (token-id prompts, forced `t0`, `n`, vendor fields), the answers it reads (vLLM
+//! `prompt_logprobs`, SGLang `token_ids_logprob`, llama.cpp top-k), retries, refusals,
+//! timeouts and the concurrency bound. A real server is in `tests/llama_cpp.rs` (extended).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prod_core::T0;
+use prod_policy::tokenizer::ProdTokenizer;
+use prod_remote::{PromptFormat, RemoteConfig, RemotePolicy, ServerKind};
+use prod_rl::{Policy, SampleRequest};
+use serde_json::{json, Value};
+
+type Handler = dyn Fn(&str, &Value, usize) -> (u16, String) + Send + Sync;
+
+/// A minimal HTTP/1.1 server: each connection carries one request (the client may reuse it; we
+/// serve requests on it until it closes). Records (path, body) and the peak of requests in flight.
+struct Fake {
+    url: String,
+    log: Arc<Mutex<Vec<(String, Value)>>>,
+    peak: Arc<AtomicUsize>,
+}
+
+fn serve(handler: Arc<Handler>) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let log = Arc::new(Mutex::new(vec![]));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let count = Arc::new(AtomicUsize::new(0));
+    {
+        let log = log.clone();
+        let peak = peak.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let (handler, log, peak, in_flight, count) =
+                    (handler.clone(), log.clone(), peak.clone(), in_flight.clone(), count.clone());
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                        let mut len = 0usize;
+                        loop {
+                            let mut h = String::new();
+                            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if h == "\r\n" {
+                                break;
+                            }
+                            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                                len = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        let mut body = vec![0u8; len];
+                        reader.read_exact(&mut body).unwrap();
+                        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(now, Ordering::SeqCst);
+                        log.lock().unwrap().push((path.clone(), body.clone()));
+                        let n = count.fetch_add(1, Ordering::SeqCst);
+                        let (status, text) = handler(&path, &body, n);
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let resp = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
+                            text.len()
+                        );
+                        if stream.write_all(resp.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    }
+    Fake { url, log, peak }
+}
+
+fn tokenizer() -> ProdTokenizer {
+    let texts = ["Lemma foo : forall n : nat, n + 0 = n.", "intros n. lia.", "Proof. auto. Qed."];
+    ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap()
+}
+
+fn config(url: &str, server: ServerKind) -> RemoteConfig {
+    RemoteConfig { base_url: url.into(), server, backoff_ms: 1, timeout_s: 5, ..Default::default() }
+}
+
+fn completion(n: usize, texts: impl Fn(usize) -> String) -> String {
+    let choices: Vec<Value> = (0..n).map(|i| json!({"index": i, "text": texts(i), "finish_reason": "stop"})).collect();
+    json!({"id": "x", "object": "text_completion", "choices": choices}).to_string()
+}
+
+#[test]
+fn samples_send_training_tokens_and_group_identical_prompts() {
+    let fake = serve(Arc::new(|path: &str, body: &Value, _| {
+        assert_eq!(path, "/v1/completions");
+        let n = body["n"].as_u64().unwrap() as usize;
+        (200, completion(n, |i| format!(" intros n. lia. (* {i} *)")))
+    }));
+    let tok = tokenizer();
+    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok.clone()).unwrap();
+    let reqs = vec![
+        SampleRequest { context: "", statement: "Lemma foo : True.", forced_t0: None },
+        SampleRequest { context: "", statement: "Lemma foo : True.", forced_t0: None },
+        SampleRequest { context: "Definition x := 1.", statement: "Lemma bar : x = 1.", forced_t0: Some(T0::NoInvoke) },
+    ];
+    let out = p.sample(&reqs).unwrap();
+    assert_eq!(out.len(), 3);
+    assert!(out.iter().all(|t| t.starts_with(" intros n. lia.")));
+    assert_ne!(out[0], out[1], "two samples of one prompt come from one n = 2 request");
+    let log = fake.log.lock().unwrap();
+    assert_eq!(log.len(), 2);
+    let forced = log.iter().find(|(_, b)| b["n"] == 1).unwrap();
+    let ids: Vec<u32> = forced.1["prompt"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let want = p.prompt_ids("Definition x := 1.", "Lemma bar : x = 1.", Some(T0::NoInvoke)).unwrap();
+    assert_eq!(ids, want);
+    assert_eq!(*ids.last().unwrap(), tok.no_invoke_id(), "the forced t0 ends the prompt");
+    assert_eq!(forced.1["skip_special_tokens"], false);
+    assert_eq!(forced.1["temperature"], 0.7);
+}
+
+#[test]
+fn transient_failures_are_retried_and_refusals_name_the_reason() {
+    let fake = serve(Arc::new(|_: &str, body: &Value, n| match n {
+        0 => (503, "{\"error\": \"loading\"}".into()),
+        1 => (429, "{\"error\": \"busy\"}".into()),
+        _ if body["n"] == 1 => (200, completion(1, |_| " auto.".into())),
+        _ => (400, "{\"error\": \"n > 1 is not supported\"}".into()),
+    }));
+    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::LlamaCpp), tokenizer()).unwrap();
+    let one = [SampleRequest { context: "", statement: "Lemma a : True.", forced_t0: None }];
+    assert_eq!(p.sample(&one).unwrap(), vec![" auto.".to_string()]);
+    assert_eq!(p.requests_sent.load(Ordering::SeqCst), 3);
+    let two = [one[0], one[0]];
+    let e = p.sample(&two).unwrap_err();
+    assert!(e.0.contains("n > 1 is not supported") && e.0.contains("400"), "{e}");
+    // With one completion per request, the same two samples work.
+    let mut cfg = config(&fake.url, ServerKind::LlamaCpp);
+    cfg.max_n_per_request = 1;
+    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    assert_eq!(p.sample(&two).unwrap().len(), 2);
+}
+
+#[test]
+fn a_dead_or_silent_server_is_an_infrastructure_error() {
+    // Nothing listens on this port (bound, then dropped).
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cfg = config(&format!("http://127.0.0.1:{port}"), ServerKind::Vllm);
+    cfg.retries = 2;
+    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    let e = p.sample(&[SampleRequest { context: "", statement: "Lemma a : True.", forced_t0: None }]).unwrap_err();
+    assert!(e.0.contains("no answer after 3 tries"), "{e}");
+    // A server slower than the timeout.
+    let fake = serve(Arc::new(|_: &str, _: &Value, _| {
+        std::thread::sleep(Duration::from_millis(2500));
+        (200, completion(1, |_| "late".into()))
+    }));
+    let mut cfg = config(&fake.url, ServerKind::Vllm);
+    cfg.timeout_s = 1;
+    cfg.retries = 0;
+    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    assert!(p.sample(&[SampleRequest { context: "", statement: "Lemma a : True.", forced_t0: None }]).is_err());
+}
+
+#[test]
+fn concurrency_is_bounded() {
+    let fake = serve(Arc::new(|_: &str, _: &Value, _| {
+        std::thread::sleep(Duration::from_millis(50));
+        (200, completion(1, |_| " auto.".into()))
+    }));
+    let mut cfg = config(&fake.url, ServerKind::Vllm);
+    cfg.max_concurrency = 3;
+    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    let statements: Vec<String> = (0..12).map(|i| format!("Lemma a{i} : True.")).collect();
+    let reqs: Vec<SampleRequest> =
+        statements.iter().map(|s| SampleRequest { context: "", statement: s, forced_t0: None }).collect();
+    assert_eq!(p.sample(&reqs).unwrap().len(), 12);
+    let peak = fake.peak.load(Ordering::SeqCst);
+    assert!((2..=3).contains(&peak), "peak in flight {peak}");
+}
+
+#[test]
+fn vllm_probabilities_come_from_prompt_logprobs() {
+    let tok = tokenizer();
+    let (use_id, no_id) = (tok.use_invoke_id(), tok.no_invoke_id());
+    let fake = serve(Arc::new(move |path: &str, body: &Value, _| {
+        assert_eq!(path, "/v1/completions");
+        assert_eq!(body["prompt_logprobs"], 0);
+        let ids = body["prompt"].as_array().unwrap();
+        let last = ids.last().unwrap().as_u64().unwrap() as u32;
+        let lp = if last == use_id { (0.3f64).ln() } else { (0.1f64).ln() };
+        let mut entries: Vec<Value> = vec![Value::Null; ids.len() - 1];
+        entries.push(json!({ last.to_string(): {"logprob": lp, "rank": 5, "decoded_token": "x"} }));
+        (200, json!({"choices": [{"index": 0, "text": "", "prompt_logprobs": entries}]}).to_string())
+    }));
+    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok).unwrap();
+    let v = p.p_use_invoke(&[("", "Lemma a : True."), ("ctx.", "Lemma b : True.")]).unwrap();
+    assert_eq!(v.len(), 2);
+    assert!(v.iter().all(|x| (x - 0.75).abs() < 1e-9), "{v:?}");
+    let log = fake.log.lock().unwrap();
+    assert_eq!(log.len(), 4);
+    assert!(log.iter().any(|(_, b)| b["prompt"].as_array().unwrap().last().unwrap() == no_id));
+}
+
+#[test]
+fn sglang_probabilities_come_from_token_ids_logprob() {
+    let tok = tokenizer();
+    let (t, f) = (tok.true_id(), tok.false_id());
+    let fake = serve(Arc::new(move |path: &str, body: &Value, _| {
+        assert_eq!(path, "/generate");
+        assert_eq!(body["token_ids_logprob"], json!([t, f]));
+        let meta = json!({"output_token_ids_logprobs": [[[(0.2f64).ln(), t, null], [(0.6f64).ln(), f, null]]]});
+        (200, json!({"text": "x", "meta_info": meta}).to_string())
+    }));
+    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Sglang), tok).unwrap();
+    let v = p.value(&[("", "Lemma a : True.")]).unwrap();
+    assert!((v[0] - 0.25).abs() < 1e-9, "{v:?}");
+}
+
+#[test]
+fn llama_cpp_top_k_bounds_a_missing_token() {
+    let tok = tokenizer();
+    let use_text = tok.decode(&[tok.use_invoke_id()]).unwrap();
+    let no_text = tok.decode(&[tok.no_invoke_id()]).unwrap();
+    let both = Arc::new(Mutex::new(true));
+    let b2 = both.clone();
+    let fake = serve(Arc::new(move |_: &str, body: &Value, _| {
+        assert!(body["prompt"].is_string(), "llama.cpp gets text prompts");
+        assert_eq!(body["logprobs"], 20);
+        let mut top = serde_json::Map::new();
+        top.insert(use_text.clone(), json!((0.5f64).ln()));
+        top.insert("Proof".into(), json!((0.2f64).ln()));
+        if *b2.lock().unwrap() {
+            top.insert(no_text.clone(), json!((0.25f64).ln()));
+        }
+        (200, json!({"choices": [{"index": 0, "text": "", "logprobs": {"top_logprobs": [top]}}]}).to_string())
+    }));
+    let cfg = RemoteConfig { backoff_ms: 1, ..RemoteConfig::llama_cpp(&fake.url) };
+    assert_eq!(cfg.prompt_format, PromptFormat::Text);
+    let p = RemotePolicy::new(cfg, tok.clone()).unwrap();
+    let ids = p.prompt_ids("", "Lemma a : True.", None).unwrap();
+    let e = p.pair_probabilities(&[ids.clone()], tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
+    assert!((e[0].p - 2.0 / 3.0).abs() < 1e-9 && !e[0].bounded, "{e:?}");
+    *both.lock().unwrap() = false;
+    let e = p.pair_probabilities(&[ids], tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
+    // `<no_invoke>` is outside the top k: at most the smallest top-k probability (0.2).
+    assert!((e[0].p - 0.5 / 0.7).abs() < 1e-9 && e[0].bounded, "{e:?}");
+}
+
+#[test]
+fn bad_configurations_are_refused_up_front() {
+    let tok = tokenizer();
+    assert!(RemotePolicy::new(RemoteConfig { base_url: "localhost:8000".into(), ..Default::default() }, tok.clone()).is_err());
+    assert!(RemotePolicy::new(RemoteConfig { max_concurrency: 0, ..Default::default() }, tok.clone()).is_err());
+    let e = RemotePolicy::new(
+        RemoteConfig { api_key_env: Some("PROD_TEST_SURELY_UNSET_KEY".into()), ..Default::default() },
+        tok,
+    )
+    .err()
+    .unwrap();
+    assert!(e.0.contains("PROD_TEST_SURELY_UNSET_KEY"));
+    let parsed: RemoteConfig = toml_like();
+    assert_eq!(parsed.server, ServerKind::Sglang);
+}
+
+fn toml_like() -> RemoteConfig {
+    serde_json::from_value(json!({"base_url": "http://h:1", "server": "sglang", "max_concurrency": 4})).unwrap()
+}
