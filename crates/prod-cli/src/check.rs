@@ -9,6 +9,7 @@ use anyhow::{anyhow, Context as _};
 use clap::Args;
 use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
+use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
 use prod_core::ConditionalProof;
 use serde::Deserialize;
 
@@ -24,11 +25,19 @@ use crate::exit;
 /// Output, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
 /// "message": "...", "time_ms": N}. Exit 0 when every line was judged, 2 on unreadable input.
 ///
+/// Isabelle (`--prover isabelle`) needs a running Isabelle2022 server (`isabelle server -n prod`
+/// prints `server "prod" = 127.0.0.1:PORT (password "PW")`) with heaps for the session; node
+/// lines are the same with Isar text: {"imports": "Main", "statement": "lemma add_0: \"(n::nat) +
+/// 0 = n\"", "proof": "<no_invoke> by simp"}; `sledgehammer` steps are expanded (the paper's
+/// method list, then Sledgehammer). See crates/prod-check-isabelle/README.md.
+///
 /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
+/// Example: prod check --prover isabelle nodes.jsonl --server 127.0.0.1:4711 --password PW
+///          --session HOL --dirs /opt/afp-2022-12-06/thys --json
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The prover (only `coq` for now).
-    #[arg(long, default_value = "coq")]
+    /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle server).
+    #[arg(long, default_value = "coq", value_parser = ["coq", "isabelle"])]
     pub prover: String,
     /// JSONL file of nodes (`-` for stdin).
     pub file: PathBuf,
@@ -50,9 +59,28 @@ pub struct CheckArgs {
     /// Do not load CoqHammer; `hammer.` steps then fail like any unknown tactic.
     #[arg(long)]
     pub no_hammer: bool,
-    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); reads `[check]` and `[check.coq]`.
+    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); reads `[check]`,
+    /// `[check.coq]` and `[check.isabelle]`.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Isabelle: `HOST:PORT` of the server (default: `[check.isabelle] server`).
+    #[arg(long, help_heading = "Isabelle")]
+    pub server: Option<String>,
+    /// Isabelle: the server's password (default: `[check.isabelle] password`).
+    #[arg(long, env = "PROD_ISABELLE_PASSWORD", hide_env_values = true, help_heading = "Isabelle")]
+    pub password: Option<String>,
+    /// Isabelle: logic session, e.g. HOL or an AFP session (default HOL).
+    #[arg(long, help_heading = "Isabelle")]
+    pub session: Option<String>,
+    /// Isabelle: directory with ROOT/ROOTS files, e.g. the AFP's `thys` (repeatable).
+    #[arg(long, help_heading = "Isabelle")]
+    pub dirs: Vec<String>,
+    /// Isabelle: start the server with this command when nobody listens ("isabelle server -n prod").
+    #[arg(long, help_heading = "Isabelle")]
+    pub server_command: Option<String>,
+    /// Isabelle: leave the logic session running afterwards (faster next time).
+    #[arg(long, help_heading = "Isabelle")]
+    pub keep_session: bool,
 }
 
 /// The `[check]` section of `prod.toml`.
@@ -62,6 +90,90 @@ pub struct CheckSection {
     /// Verification cache file.
     pub cache: Option<PathBuf>,
     pub coq: CoqCheckConfig,
+    pub isabelle: IsabelleCheckConfig,
+}
+
+/// The checker behind `prod check`: the pipeline below is the same for every prover.
+enum Backend {
+    Coq(CoqChecker),
+    Isabelle(IsabelleChecker),
+}
+
+impl Backend {
+    fn checker(&self) -> &dyn Checker {
+        match self {
+            Backend::Coq(c) => c,
+            Backend::Isabelle(c) => c,
+        }
+    }
+
+    /// Check with each request's wall time (Coq measures it per worker; otherwise the time
+    /// since the batch started).
+    fn check_timed(
+        &self,
+        requests: &[CheckRequest],
+        progress: &(dyn Fn(usize, &Verdict, Duration) + Sync),
+    ) -> Vec<(Verdict, Duration)> {
+        match self {
+            Backend::Coq(c) => c.check_batch_timed(requests, progress),
+            Backend::Isabelle(c) => {
+                let start = std::time::Instant::now();
+                c.check_batch(requests, &|i, v| progress(i, v, start.elapsed()))
+                    .into_iter()
+                    .map(|v| (v, start.elapsed()))
+                    .collect()
+            }
+        }
+    }
+}
+
+fn coq_backend(a: &CheckArgs, mut cfg: CoqCheckConfig) -> Result<Backend, String> {
+    if let Some(w) = a.workers {
+        cfg.workers = w;
+    }
+    if let Some(t) = a.timeout {
+        cfg.step_timeout_s = t;
+    }
+    if let Some(m) = a.memory_mb {
+        cfg.memory_limit_mb = m;
+    }
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    CoqChecker::new(cfg).map(Backend::Coq)
+}
+
+fn isabelle_backend(a: &CheckArgs, mut cfg: IsabelleCheckConfig) -> Result<Backend, String> {
+    if let Some(s) = &a.server {
+        cfg.server = s.clone();
+    }
+    if let Some(p) = &a.password {
+        cfg.password = p.clone();
+    }
+    if let Some(s) = &a.session {
+        cfg.session = s.clone();
+    }
+    if !a.dirs.is_empty() {
+        cfg.dirs = a.dirs.clone();
+    }
+    if let Some(c) = &a.server_command {
+        cfg.server_command = c.split_whitespace().map(String::from).collect();
+    }
+    if let Some(w) = a.workers {
+        cfg.workers = w;
+    }
+    if let Some(t) = a.timeout {
+        cfg.step_timeout_s = t;
+    }
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    if cfg.server_command.is_empty() {
+        IsabelleChecker::connect(cfg).map(Backend::Isabelle).map_err(|e| e.to_string())
+    } else {
+        // The server may not be up yet: the first check starts it.
+        Ok(Backend::Isabelle(IsabelleChecker::with_version(cfg, "started by prod")))
+    }
 }
 
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
@@ -114,12 +226,6 @@ fn read_nodes(
 }
 
 pub fn run(a: CheckArgs) -> i32 {
-    if a.prover != "coq" {
-        return exit::bad_input(anyhow!(
-            "--prover {:?}: only `coq` is supported (Isabelle comes later)",
-            a.prover
-        ));
-    }
     let section = match load_section(a.config.as_deref()) {
         Ok(s) => s,
         Err(e) => return exit::bad_input(e),
@@ -128,23 +234,15 @@ pub fn run(a: CheckArgs) -> i32 {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
-    let mut cfg = section.coq;
-    if let Some(w) = a.workers {
-        cfg.workers = w;
-    }
-    if let Some(t) = a.timeout {
-        cfg.step_timeout_s = t;
-    }
-    if let Some(m) = a.memory_mb {
-        cfg.memory_limit_mb = m;
-    }
-    if a.no_hammer {
-        cfg.hammer.enabled = false;
-    }
-    let checker = match CoqChecker::new(cfg) {
-        Ok(c) => c,
+    let backend = match a.prover.as_str() {
+        "isabelle" => isabelle_backend(&a, section.isabelle),
+        _ => coq_backend(&a, section.coq),
+    };
+    let backend = match backend {
+        Ok(b) => b,
         Err(e) => return exit::failure(anyhow!(e)),
     };
+    let checker = backend.checker();
     let cache = match a.cache.or(section.cache) {
         Some(p) => match VerificationCache::open(&p) {
             Ok(c) => Some(c),
@@ -197,7 +295,7 @@ pub fn run(a: CheckArgs) -> i32 {
         .iter()
         .filter_map(|&i| nodes[i].1.as_ref().ok().cloned())
         .collect();
-    let results = checker.check_batch_timed(&requests, &|j, v, t| {
+    let results = backend.check_timed(&requests, &|j, v, t| {
         if let Some(pb) = &pb {
             pb.inc(1);
         }
@@ -213,6 +311,13 @@ pub fn run(a: CheckArgs) -> i32 {
     }
     if let Some(pb) = pb {
         pb.finish_and_clear();
+    }
+    if let Backend::Isabelle(c) = &backend {
+        if !a.keep_session {
+            if let Err(e) = c.stop_session() {
+                eprintln!("warning: could not stop the Isabelle session: {e}");
+            }
+        }
     }
     let st = match state.into_inner() {
         Ok(s) => s,

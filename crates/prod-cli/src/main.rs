@@ -7,7 +7,6 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod check;
-mod check_isabelle;
 mod config;
 mod dataset;
 mod exit;
@@ -48,10 +47,10 @@ enum Command {
     /// Output line, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
     /// "message": "...", "time_ms": N}. Exit 0 when every line was judged, 2 on unreadable input.
     ///
+    /// `--prover isabelle` sends the same lines (with Isar text) to a running Isabelle server.
+    ///
     /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
     Check(check::CheckArgs),
-    /// Check nodes with a running Isabelle server (same lines as `check`; see its --help).
-    CheckIsabelle(check_isabelle::CheckIsabelleArgs),
     /// Benchmarks, measured side by side in one process.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -81,7 +80,6 @@ fn main() {
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
         Command::Check(args) => check::run(args),
-        Command::CheckIsabelle(args) => check_isabelle::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Tree(cmd) => tree::run(cmd),
         #[cfg(feature = "policy")]
