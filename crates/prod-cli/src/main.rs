@@ -61,6 +61,10 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Training: `sft` (the policy) and `value` (the value model V); see `prod model train`.
+    #[cfg(feature = "policy")]
+    #[command(subcommand)]
+    Train(model::TrainCommand),
     /// Write an HTML report (SVG plots) and a Markdown summary from a run file.
     ///
     /// RUN.json is what `prod eval` / `prod rl` write (schema: `prod_report::RunReport`): the run's setup, its
@@ -84,6 +88,8 @@ fn main() {
         Command::Tree(cmd) => tree::run(cmd),
         #[cfg(feature = "policy")]
         Command::Model(cmd) => model::run(cmd),
+        #[cfg(feature = "policy")]
+        Command::Train(cmd) => model::run_train(cmd),
         Command::Report(args) => report::run(args),
     };
     std::process::exit(code);

@@ -15,6 +15,42 @@ use prod_policy::{LlamaConfig, PolicyConfig, ProdTokenizer};
 
 use crate::exit;
 
+/// `prod train sft|value`: the names for the two trainers (`prod model train` is SFT
+/// and, on lines with `proved`, value training at once).
+#[derive(Subcommand)]
+pub enum TrainCommand {
+    /// Supervised fine-tuning of the policy on dataset JSONL (context, statement,
+    /// conditional_proof): weighted cross-entropy on `t0 + proof + end`.
+    ///
+    /// Example: prod train sft --model models/toy --data data/stdlib/train.jsonl --steps 200 --out models/toy-sft
+    Sft(TrainArgs),
+    /// The value model V (paper §3.2) on JSONL lines {context, statement, proved: true|false}:
+    /// cross-entropy on `<true>`/`<false>` after the prompt; lines without `proved` are skipped.
+    ///
+    /// Example: prod train value --model models/toy-sft --data runs/r1/values.jsonl --out models/toy-value
+    Value(TrainArgs),
+}
+
+pub fn run_train(cmd: TrainCommand) -> i32 {
+    let r = match cmd {
+        TrainCommand::Sft(a) => train_with(a, Kind::Sft),
+        TrainCommand::Value(a) => train_with(a, Kind::Value),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => exit::failure(e),
+    }
+}
+
+/// Which examples a training run takes from its lines.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Policy lines, and value lines where a line has `proved` instead of a proof.
+    Any,
+    Sft,
+    Value,
+}
+
 #[derive(Subcommand)]
 pub enum ModelCommand {
     /// Create a small random model with a byte-level BPE tokenizer trained on text (for tests
@@ -43,6 +79,8 @@ pub enum ModelCommand {
     ///
     /// Data: dataset JSONL (context, statement, conditional_proof; optional weight,
     /// statement_in_loss). Writes a checkpoint (model + optimizer + position) to --out.
+    /// Value-model lines have `proved` (true/false) instead of `conditional_proof`: the target is
+    /// `<true>`/`<false>` after the prompt, so the same command trains the value model V.
     ///
     /// Example: prod model train --model models/toy --data data/stdlib/train.jsonl --eval data/stdlib/val.jsonl --steps 200 --out models/toy-sft
     Train(TrainArgs),
@@ -236,6 +274,8 @@ struct DataLine {
     context: String,
     statement: String,
     conditional_proof: Option<String>,
+    /// A value-model line: the node's global correctness (the target is `<true>`/`<false>`).
+    proved: Option<bool>,
     weight: f32,
     statement_in_loss: bool,
 }
@@ -261,6 +301,7 @@ fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>
             context: s("context").unwrap_or_default(),
             statement,
             conditional_proof: s("conditional_proof"),
+            proved: v.get("proved").and_then(|b| b.as_bool()),
             weight: v.get("weight").and_then(|w| w.as_f64()).unwrap_or(1.0) as f32,
             statement_in_loss: v.get("statement_in_loss").and_then(|b| b.as_bool()).unwrap_or(false),
         });
@@ -404,16 +445,29 @@ fn t0_of(f: ForceT0) -> T0 {
     }
 }
 
-fn examples(tok: &ProdTokenizer, lines: &[DataLine], path: &Path, opts: &ExampleOptions) -> (Vec<TrainExample>, usize) {
+fn examples(tok: &ProdTokenizer, lines: &[DataLine], path: &Path, opts: &ExampleOptions, kind: Kind) -> (Vec<TrainExample>, usize) {
     let mut out = Vec::new();
     let mut skipped = 0;
     for l in lines {
-        let Some(cp) = &l.conditional_proof else {
-            skipped += 1;
-            continue;
+        let (cp, proved) = match kind {
+            Kind::Any => (&l.conditional_proof, l.proved),
+            Kind::Sft => (&l.conditional_proof, None),
+            Kind::Value => (&None, l.proved),
         };
-        let o = ExampleOptions { statement_in_loss: l.statement_in_loss, ..*opts };
-        match prompt::policy_example(tok, &l.context, &l.statement, cp, l.weight, &o) {
+        let made = match (cp, proved) {
+            // Value model (paper §3.2): prompt `c s`, target `<true>` or `<false>`.
+            (None, Some(proved)) => prompt::prompt_ids(tok, &l.context, &l.statement, opts.context_tokens)
+                .and_then(|p| prompt::value_example(tok, &p, proved, l.weight)),
+            (Some(cp), _) => {
+                let o = ExampleOptions { statement_in_loss: l.statement_in_loss, ..*opts };
+                prompt::policy_example(tok, &l.context, &l.statement, cp, l.weight, &o)
+            }
+            (None, None) => {
+                skipped += 1;
+                continue;
+            }
+        };
+        match made {
             Ok(e) => out.push(e),
             Err(e) => {
                 skipped += 1;
@@ -427,6 +481,10 @@ fn examples(tok: &ProdTokenizer, lines: &[DataLine], path: &Path, opts: &Example
 }
 
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
+    train_with(a, Kind::Any)
+}
+
+fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
     let dev = device();
     let (mut model, tok) = prod_policy::load_model_dir(&a.model, &dev)?;
     let cfg = PolicyConfig {
@@ -450,12 +508,12 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
     if let Some(l) = a.limit {
         lines.truncate(l);
     }
-    let (data, skipped) = examples(&tok, &lines, &a.data, &opts);
+    let (data, skipped) = examples(&tok, &lines, &a.data, &opts, kind);
     if data.is_empty() {
         return Err(bad(format!("{}: no usable training example", a.data.display())));
     }
     let eval = match &a.eval {
-        Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts).0,
+        Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts, kind).0,
         None => Vec::new(),
     };
     let mut trainer = if a.out.join("trainer_state.json").exists() {
