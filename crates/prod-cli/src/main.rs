@@ -9,9 +9,15 @@ mod bench;
 mod check;
 mod config;
 mod dataset;
+#[cfg(feature = "policy")]
+mod demo;
+#[cfg(feature = "policy")]
+mod eval;
 mod exit;
 #[cfg(feature = "policy")]
 mod model;
+#[cfg(feature = "policy")]
+mod rl;
 mod report;
 mod tree;
 
@@ -65,6 +71,38 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(subcommand)]
     Train(model::TrainCommand),
+    /// Evaluate a model: test-time proof trees (Algorithm 1) checked by Coq, pass@k with CIs.
+    ///
+    /// Per theorem, --samples independent trees (lemmas proposed below --depth become the next
+    /// level's theorems; `<no_invoke>` forced at the limit); every node checked by the Coq pool
+    /// (verification cache); the assembled proof of each proved tree re-checked cold by coqc
+    /// (only then is the theorem proved). Writes RUN_DIR/run.json (pass@k with bootstrap 95% CIs,
+    /// Fig. 5 depth table, novel-lemma share) and RUN_DIR/run.sqlite; rerunning resumes.
+    ///
+    /// Example: prod eval --model models/sft --dataset data/stdlib --theorems 20 --k 1,2,4 --out runs/e1
+    #[cfg(feature = "policy")]
+    Eval(eval::EvalArgs),
+    /// The main job: stdlib dataset, small model, proof trees checked by Coq, report (≤ 20 min).
+    ///
+    /// Builds the Coq stdlib dataset, trains a ~1.3M-parameter model from scratch on its SFT data,
+    /// evaluates it on held-out test theorems with the real Coq, and writes OUT/run/report.html,
+    /// summary.md and run.json. Expect pass@k near 0% from a model this small: the numbers are
+    /// what was measured. Rerunning with the same --out reuses finished steps.
+    ///
+    /// Example: prod demo --out runs/demo --minutes 20
+    #[cfg(feature = "policy")]
+    Demo(demo::DemoArgs),
+    /// ProD-RL rounds from a config file (resumable; baselines by config).
+    ///
+    /// R rounds of B theorems: Algorithm 2 trees, Coq checks, filters, value head trained on global
+    /// correctness, weights γ^h·∏V(l), replay buffer, weighted-CE update, a checkpoint per round
+    /// (RUN_DIR/checkpoints/round-N). A killed run resumes where it stopped. Baselines:
+    /// `method = "expert_iteration"` or `"no_lemma_proposal"`. Config keys: prod_run::RlConfig
+    /// (example: crates/prod-run/examples/rl-small.toml).
+    ///
+    /// Example: prod rl --config rl.toml --out runs/rl1
+    #[cfg(feature = "policy")]
+    Rl(rl::RlArgs),
     /// Write an HTML report (SVG plots) and a Markdown summary from a run file.
     ///
     /// RUN.json is what `prod eval` / `prod rl` write (schema: `prod_report::RunReport`): the run's setup, its
@@ -90,6 +128,12 @@ fn main() {
         Command::Model(cmd) => model::run(cmd),
         #[cfg(feature = "policy")]
         Command::Train(cmd) => model::run_train(cmd),
+        #[cfg(feature = "policy")]
+        Command::Eval(args) => eval::run(args),
+        #[cfg(feature = "policy")]
+        Command::Demo(args) => demo::run(args),
+        #[cfg(feature = "policy")]
+        Command::Rl(args) => rl::run(args),
         Command::Report(args) => report::run(args),
     };
     std::process::exit(code);

@@ -1,0 +1,180 @@
+//! `prod eval`: test-time proof trees (paper Algorithm 1), checked by Coq, pass@k.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use prod_run::{Bars, BadInput, CoqJobConfig, EvalJob, EvalOptions, NativeParams};
+
+use crate::exit;
+
+/// Evaluate a model on a dataset split: for each theorem, `--samples` independent proof trees
+/// (paper Algorithm 1: lemmas proposed at depth < `--depth` become the next level's theorems,
+/// `<no_invoke>` is forced at the depth limit); every node is checked by the Coq pool (with
+/// the verification cache); global correctness per tree; the assembled proof of each proved
+/// tree is re-checked cold by `coqc` (a theorem counts as proved only if that passes); pass@k
+/// (unbiased estimator, bootstrap 95% CIs), the Fig. 5 depth table and the novel-lemma share.
+///
+/// Everything goes into RUN_DIR/run.sqlite; rerunning the same command resumes (nothing is
+/// sampled or checked twice; nodes lost to infra failures are retried). Results:
+/// RUN_DIR/run.json (render with `prod report RUN_DIR/run.json --out DIR`).
+///
+/// Example:
+///   prod eval --model models/toy-sft --dataset data/stdlib --theorems 20 --k 1,2,4 --out runs/eval1
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Model directory (config.json, model.safetensors, tokenizer.json).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Dataset directory written by `prod dataset build`.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// Evaluate this many theorems of the split, drawn with --seed (default: all).
+    #[arg(long)]
+    pub theorems: Option<usize>,
+    /// pass@k for these k (comma-separated; each ≤ --samples).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    pub k: Vec<usize>,
+    /// n: independent proof trees per theorem (default: the largest k).
+    #[arg(long)]
+    pub samples: Option<u32>,
+    /// Depth limit of the trees (paper: 2).
+    #[arg(long, default_value_t = 2)]
+    pub depth: u32,
+    /// Coq workers.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Time limit of one proof step, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u32,
+    /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
+    #[arg(long, default_value_t = 120)]
+    pub final_timeout: u64,
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
+    /// Longest generated proof, in tokens.
+    #[arg(long, default_value_t = 256)]
+    pub max_new_tokens: usize,
+    /// The context is cut to its last N tokens (paper: 1,000).
+    #[arg(long, default_value_t = 1000)]
+    pub context_tokens: usize,
+    /// Seed of sampling, of the theorem draw and of the bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Name of this evaluation in the report.
+    #[arg(long, default_value = "eval")]
+    pub name: String,
+    /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
+    #[arg(long)]
+    pub no_hammer: bool,
+    /// Verification cache file (default RUN_DIR/cache.sqlite).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Run directory (created; an existing one is resumed).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print one JSON summary line on stdout (no progress bars).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn job_of(a: &EvalArgs) -> EvalJob {
+    let samples = a.samples.unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
+    EvalJob {
+        model: a.model.clone(),
+        dataset: a.dataset.clone(),
+        theorems: a.theorems,
+        options: EvalOptions {
+            name: a.name.clone(),
+            split: a.split.clone(),
+            ks: a.k.clone(),
+            samples,
+            depth: a.depth,
+            final_timeout_s: a.final_timeout,
+            bootstrap: 1000,
+            seed: a.seed,
+            temperature: a.temperature,
+        },
+        sampling: NativeParams {
+            temperature: a.temperature,
+            top_p: a.top_p,
+            max_new_tokens: a.max_new_tokens,
+            context_tokens: a.context_tokens,
+            seed: a.seed,
+            ..NativeParams::default()
+        },
+        coq: CoqJobConfig { workers: a.workers, step_timeout_s: a.timeout, hammer: !a.no_hammer, hammer_atp: false },
+        out: a.out.clone(),
+        cache: a.cache.clone(),
+    }
+}
+
+/// Exit code of a job error: 2 for the user's input, 1 otherwise.
+pub fn error_code(e: anyhow::Error) -> i32 {
+    if e.downcast_ref::<BadInput>().is_some() || e.downcast_ref::<prod_run::StoreError>().is_some_and(|s| matches!(s, prod_run::StoreError::Mismatch(_))) {
+        exit::bad_input(e)
+    } else {
+        exit::failure(e)
+    }
+}
+
+/// One summary line: pass@k estimates with CIs.
+pub fn summary_json(report: &prod_run::prod_report::RunReport, run_json: &std::path::Path) -> serde_json::Value {
+    let evals: Vec<serde_json::Value> = report
+        .evaluations
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "name": e.name, "theorems": e.theorems, "samples": e.samples_per_theorem,
+                "pass_at_k": e.pass_at_k.iter().map(|p| serde_json::json!({"k": p.k, "estimate": p.estimate, "ci": [p.ci_low, p.ci_high]})).collect::<Vec<_>>(),
+                "checked_nodes": e.checked_nodes, "infra_nodes": e.infra_nodes, "novel_lemma_share": e.novel_lemma_share,
+            })
+        })
+        .collect();
+    serde_json::json!({"run": run_json.display().to_string(), "evaluations": evals})
+}
+
+pub fn print_human(report: &prod_run::prod_report::RunReport) {
+    for e in &report.evaluations {
+        eprintln!("{}: {} theorems, {} trees each (T = {})", e.name, e.theorems, e.samples_per_theorem, e.temperature);
+        for p in &e.pass_at_k {
+            eprintln!(
+                "  pass@{:<2} = {:5.1}%  (95% CI {:.1}–{:.1}%, {} theorems judged, {} skipped)",
+                p.k,
+                100.0 * p.estimate,
+                100.0 * p.ci_low,
+                100.0 * p.ci_high,
+                p.theorems_judged,
+                p.theorems_skipped
+            );
+        }
+        eprintln!("  nodes checked {}, lost to infra {}", e.checked_nodes, e.infra_nodes);
+        if let Some(s) = e.novel_lemma_share {
+            eprintln!("  novel lemmas among proved trees' lemmas: {:.1}%", 100.0 * s);
+        }
+    }
+    for n in &report.notes {
+        eprintln!("  {n}");
+    }
+}
+
+pub fn run(a: EvalArgs) -> i32 {
+    let bars = Bars::terminal(a.json);
+    let job = job_of(&a);
+    match prod_run::run_eval_job(&job, &bars) {
+        Ok((report, _)) => {
+            let path = a.out.join("run.json");
+            if a.json {
+                println!("{}", summary_json(&report, &path));
+            } else {
+                print_human(&report);
+                eprintln!("wrote {} (render: prod report {} --out DIR)", path.display(), path.display());
+            }
+            0
+        }
+        Err(e) => error_code(e),
+    }
+}

@@ -1,0 +1,533 @@
+//! Evaluation (paper §4.3): Algorithm 1 test-time proof trees, every node checked, global
+//! correctness per tree, the assembled proof of each proved tree re-checked cold by `coqc`,
+//! pass@k with bootstrap CIs, the Fig. 5 depth table and the novel-lemma share.
+//!
+//! Phases are resumable through the run store: `sample` (sample log + nodes), `check`
+//! (verdicts; infra nodes asked again on every resume), `solve` (global verdicts per tree),
+//! `final` (cold re-checks; infra ones retried).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use prod_check::{CheckRequest, Checker, Verdict};
+use prod_core::pass_at_k::{estimate, DepthTable, TheoremOutcome};
+use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
+use prod_core::{assemble, ConditionalProof, ProofLanguage};
+use prod_report::{DepthCell, Evaluation, PassAtK};
+use prod_rl::{generate_test_trees, GeneratedNode, Origin, TreeGoal};
+use serde::{Deserialize, Serialize};
+
+use crate::check::{check_nodes, local_verdict};
+use crate::policy::{LoggedPolicy, SeqPolicy};
+use crate::progress::Bars;
+use crate::store::{RunStore, StoredNode};
+
+/// A theorem of the run: what the policy sees and what the final check needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Theorem {
+    pub id: String,
+    /// The full, checkable context (imports included).
+    pub context: String,
+    pub statement: String,
+    /// Ground-truth conditional proof (training: joins level 0).
+    #[serde(default)]
+    pub ground_truth: Option<String>,
+    /// Depth of the ground-truth proof tree (Fig. 5 rows).
+    #[serde(default)]
+    pub depth: Option<u32>,
+    /// Enclosing Sections/Modules (the context ends inside them).
+    #[serde(default)]
+    pub scope: Vec<String>,
+    #[serde(default)]
+    pub qualified_name: String,
+}
+
+/// Read `split` of a dataset directory (docs/dataset.md) with full contexts from
+/// `sources.jsonl`; `limit` theorems drawn with a seeded shuffle (all when `None`).
+/// Theorems without a name (`Goal`) are left out: assembly needs a name.
+pub fn load_theorems(dir: &Path, split: &str, limit: Option<usize>, seed: u64) -> Result<Vec<Theorem>, String> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let path = dir.join(format!("{split}.jsonl"));
+    let examples = prod_library::dataset::read_examples(&path)?;
+    let sources = prod_library::dataset::read_sources(dir)?;
+    let mut out = Vec::new();
+    for e in examples {
+        if e.name.is_empty() {
+            continue;
+        }
+        let Some(context) = sources.get(&e.logical_path).and_then(|s| e.full_context(s)) else {
+            return Err(format!("{}: example {}: its file is not in sources.jsonl", path.display(), e.id));
+        };
+        out.push(Theorem {
+            id: e.id.clone(),
+            context,
+            statement: e.statement.clone(),
+            ground_truth: Some(e.conditional_proof.clone()),
+            depth: Some(e.depth),
+            scope: e.scope.clone(),
+            qualified_name: e.qualified_name.clone(),
+        });
+    }
+    if let Some(n) = limit {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        out.shuffle(&mut rng);
+        out.truncate(n);
+    }
+    Ok(out)
+}
+
+/// Normalised statements of every theorem and ground-truth lemma of the dataset (train, val,
+/// test): a proposed lemma outside this set is *novel* (paper §4.3: 37.7%).
+pub fn dataset_statements(dir: &Path, lang: &dyn ProofLanguage) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for split in ["train", "val", "test"] {
+        if let Ok(es) = prod_library::dataset::read_examples(&dir.join(format!("{split}.jsonl"))) {
+            for e in es {
+                out.insert(lang.normalize_statement(&e.statement));
+                for l in &e.proposed_lemmas {
+                    out.insert(lang.normalize_statement(l));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalOptions {
+    /// Report name ("ProD-SFT", "ProD-RL round 3", …).
+    pub name: String,
+    pub split: String,
+    /// pass@k for these k (each ≤ samples).
+    pub ks: Vec<usize>,
+    /// n: independent trees per theorem.
+    pub samples: u32,
+    /// Depth limit of Algorithm 1 (paper: 2).
+    pub depth: u32,
+    /// Time limit of one cold `coqc` re-check.
+    pub final_timeout_s: u64,
+    pub bootstrap: usize,
+    pub seed: u64,
+    pub temperature: f64,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            name: "eval".into(),
+            split: "test".into(),
+            ks: vec![1, 2, 4, 8, 16],
+            samples: 16,
+            depth: 2,
+            final_timeout_s: 120,
+            bootstrap: 1000,
+            seed: 0,
+            temperature: 0.7,
+        }
+    }
+}
+
+/// Seconds spent per phase (this process; phases skipped on resume count 0).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseTimes {
+    pub sample_s: f64,
+    pub check_s: f64,
+    pub solve_s: f64,
+    pub final_s: f64,
+    pub sampled_fresh: usize,
+    pub sampled_replayed: usize,
+    pub checked_now: usize,
+    pub generated_tokens: usize,
+}
+
+/// What an evaluation produced: the report's evaluation plus per-theorem details.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvalResult {
+    pub evaluation: Evaluation,
+    pub times: PhaseTimes,
+    /// Per theorem: (id, judged trees, proved trees, lowest proving depth).
+    pub per_theorem: Vec<(String, usize, usize, Option<u32>)>,
+    pub nodes: usize,
+    pub parsed_nodes: usize,
+    pub locally_correct: usize,
+}
+
+/// What evaluation needs from the checker side.
+pub struct CheckSetup<'a> {
+    pub checker: &'a dyn Checker,
+    pub coq: &'a prod_check_coq::CoqCheckConfig,
+    pub lang: &'a dyn ProofLanguage,
+}
+
+pub(crate) fn t0_name(t: Option<prod_core::T0>) -> Option<String> {
+    t.map(|t| match t {
+        prod_core::T0::UseInvoke => "use_invoke".to_string(),
+        prod_core::T0::NoInvoke => "no_invoke".to_string(),
+    })
+}
+
+/// Turn generated nodes into stored ones (contexts stored once, by key).
+pub(crate) fn to_stored(
+    store: &RunStore,
+    generated: &[GeneratedNode],
+    round: u32,
+    phase: &str,
+    root_index: &dyn Fn(&GeneratedNode, usize) -> Option<i64>,
+) -> crate::store::Result<Vec<StoredNode>> {
+    let mut keys: HashMap<&str, String> = HashMap::new();
+    let mut out = Vec::with_capacity(generated.len());
+    for (i, g) in generated.iter().enumerate() {
+        let key = match keys.get(g.context.as_str()) {
+            Some(k) => k.clone(),
+            None => {
+                let k = store.put_context(&g.context)?;
+                keys.insert(&g.context, k.clone());
+                k
+            }
+        };
+        out.push(StoredNode {
+            id: 0,
+            round,
+            phase: phase.into(),
+            theorem: root_index(g, i),
+            depth: g.depth,
+            tree: g.tree,
+            forced_t0: t0_name(g.forced_t0),
+            origin: match g.origin {
+                Origin::Sampled => "sampled".into(),
+                Origin::GroundTruth => "ground_truth".into(),
+            },
+            context_key: key,
+            statement: g.statement.clone(),
+            completion: g.completion.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Check every stored node of (round, phase) that has no verdict yet. Completions that are not
+/// conditional proofs are judged here (`Rejected`), without the checker.
+pub(crate) fn check_phase(
+    store: &RunStore,
+    nodes: &[StoredNode],
+    checker: &dyn Checker,
+    bars: &Bars,
+) -> crate::store::Result<crate::check::CheckStats> {
+    let mut contexts: HashMap<String, String> = HashMap::new();
+    let mut items = Vec::new();
+    for n in nodes {
+        match ConditionalProof::parse(&n.completion) {
+            Err(e) => {
+                if store.verdict(n.id)?.is_none() {
+                    store.put_verdict(n.id, &Verdict::rejected(format!("not a conditional proof: {e}")))?;
+                }
+            }
+            Ok(p) => {
+                if !contexts.contains_key(&n.context_key) {
+                    let text = store.context(&n.context_key)?.unwrap_or_default();
+                    contexts.insert(n.context_key.clone(), text);
+                }
+                let ctx = &contexts[&n.context_key];
+                items.push((n.id, CheckRequest::new("", ctx, &n.statement, p)));
+            }
+        }
+    }
+    let pending = {
+        let mut k = 0;
+        for (id, _) in &items {
+            if store.verdict(*id)?.is_none() {
+                k += 1;
+            }
+        }
+        k
+    };
+    let pb = bars.bar("check", pending);
+    let stats = check_nodes(store, checker, &items, &|_| pb.inc(1))?;
+    pb.finish_and_clear();
+    Ok(stats)
+}
+
+/// The proof as checked, with `hammer.` steps replaced by the tactic the checker found (the
+/// assembled file must not call CoqHammer's external provers).
+pub(crate) fn replaced_proof(p: &ConditionalProof, v: Option<&Verdict>) -> (ConditionalProof, bool) {
+    match v {
+        Some(Verdict::Proved { replacements, .. }) if !replacements.is_empty() => {
+            let text = prod_check::apply_replacements(&p.proof_text(), replacements);
+            // Replacements never cross a lemma proposal; assembly drops proposals, so keeping
+            // them in front of the replaced text preserves everything assembly and solve use.
+            let mut segs = vec![String::new(); p.lemma_count()];
+            segs.push(text);
+            let lemmas = p.lemmas().map(|l| format!(" {l} ")).collect();
+            match ConditionalProof::from_parts(p.t0(), segs, lemmas) {
+                Some(q) => (q, true),
+                None => (p.clone(), true),
+            }
+        }
+        _ => (p.clone(), false),
+    }
+}
+
+/// Solver input for a set of stored nodes: (node, stored id, has hammer replacements, the
+/// context axioms its local check accepted).
+#[allow(clippy::type_complexity)]
+pub(crate) fn solver_nodes(store: &RunStore, nodes: &[&StoredNode]) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>, Vec<Vec<String>>)> {
+    let (mut out, mut ids, mut hammer, mut axioms) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for n in nodes {
+        let Ok(p) = ConditionalProof::parse(&n.completion) else { continue };
+        let v = store.verdict(n.id)?;
+        let local = local_verdict(v.as_ref());
+        let (proof, h) = replaced_proof(&p, v.as_ref());
+        out.push(Node { id: n.id.to_string(), context: n.context_key.clone(), statement: n.statement.clone(), proof, local });
+        ids.push(n.id);
+        hammer.push(h);
+        // Only the context's axioms: never a name the node itself proposed (an admitted lemma
+        // must be proved in the assembled file, not allowed as an axiom).
+        let proposed: Vec<String> = p.lemmas().filter_map(|l| prod_coq::CoqLanguage.lemma_name(l)).collect();
+        axioms.push(match &v {
+            Some(Verdict::Proved { axioms, .. }) => axioms
+                .iter()
+                .filter(|a| !proposed.iter().any(|n| a.as_str() == n || a.rsplit('.').next() == Some(n.as_str())))
+                .cloned()
+                .collect(),
+            _ => vec![],
+        });
+    }
+    Ok((out, ids, hammer, axioms))
+}
+
+pub(crate) fn global_name(g: GlobalVerdict) -> &'static str {
+    match g {
+        GlobalVerdict::Correct => "correct",
+        GlobalVerdict::Incorrect => "incorrect",
+        GlobalVerdict::Undetermined => "undetermined",
+    }
+}
+
+/// The complete file for a cold re-check of `root` (as `prod dataset validate --trees` does):
+/// CoqHammer's tactic library when needed, the context, the assembled lemmas and root, the
+/// `End`s of the enclosing scopes. Returns (file, name to check).
+pub(crate) fn final_file(theorem: &Theorem, assembled_text: &str, root_name: &str, needs_hammer: bool) -> (String, String) {
+    let mut file = if needs_hammer { format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT) } else { String::new() };
+    file.push_str(&theorem.context);
+    file.push('\n');
+    file.push_str(assembled_text);
+    file.push('\n');
+    for sc in theorem.scope.iter().rev() {
+        file.push_str(&format!("End {sc}.\n"));
+    }
+    // After `End M` the root is `M.name`; the assumption check needs a plain identifier.
+    if theorem.qualified_name.contains('.') {
+        let qualified = theorem
+            .qualified_name
+            .rsplit_once('.')
+            .map(|(m, _)| format!("{m}.{root_name}"))
+            .unwrap_or(root_name.to_string());
+        file.push_str(&format!("Definition prod_checked_root := @{qualified}.\n"));
+        (file, "prod_checked_root".into())
+    } else {
+        (file, root_name.to_string())
+    }
+}
+
+fn uses_hammer_tactics(text: &str) -> bool {
+    prod_coq::identifiers(text).into_iter().any(|r| text.get(r).is_some_and(|id| prod_coq::COQHAMMER_TACTICS.contains(&id)))
+}
+
+/// Run (or resume) one evaluation in `store` under `round`/`phase` (e.g. 0/"eval").
+#[allow(clippy::too_many_arguments)]
+pub fn run_eval(
+    store: &RunStore,
+    policy: &mut dyn SeqPolicy,
+    setup: &CheckSetup<'_>,
+    theorems: &[Theorem],
+    novel_reference: &HashSet<String>,
+    opts: &EvalOptions,
+    round: u32,
+    phase: &str,
+    bars: &Bars,
+) -> anyhow::Result<EvalResult> {
+    let lang = setup.lang;
+    let mut times = PhaseTimes::default();
+    let ids: Vec<(String, String)> =
+        theorems.iter().map(|t| (t.id.clone(), serde_json::to_string(t).unwrap_or_default())).collect();
+    if round == 0 {
+        store.ensure_theorems(&ids)?;
+    }
+    let sample_phase = format!("{phase}/sample");
+    // --- sample ---------------------------------------------------------------------------
+    let t = Instant::now();
+    let nodes = if store.is_done(round, &sample_phase)? {
+        store.nodes(round, phase)?
+    } else {
+        let roots: Vec<TreeGoal> = theorems.iter().map(|t| TreeGoal::new(t.context.clone(), t.statement.clone())).collect();
+        // Upper bound for the bar: roots × trees at depth 0 (deeper levels extend it).
+        let pb = bars.bar("sample", roots.len() * opts.samples as usize);
+        let tick = |n: usize| pb.inc(n as u64);
+        let mut logged = LoggedPolicy::new(policy, store, round, phase);
+        logged.on_progress = Some(&tick);
+        let generated = generate_test_trees(&mut logged, &roots, opts.depth, opts.samples, lang)?;
+        times.sampled_fresh = logged.fresh;
+        times.sampled_replayed = logged.replayed;
+        pb.finish_and_clear();
+        // Depth-0 nodes of each tree come in the order of the roots.
+        let per_tree = roots.len();
+        let mut depth0_seen: HashMap<u32, usize> = HashMap::new();
+        let mut root_of = Vec::with_capacity(generated.len());
+        for g in &generated {
+            if g.depth == 0 {
+                let k = depth0_seen.entry(g.tree).or_default();
+                root_of.push(Some((*k % per_tree.max(1)) as i64));
+                *k += 1;
+            } else {
+                root_of.push(None);
+            }
+        }
+        let stored = to_stored(store, &generated, round, phase, &|_, i| root_of[i])?;
+        store.put_nodes(round, phase, &stored)?;
+        let nodes = store.nodes(round, phase)?;
+        store.mark_done(round, &sample_phase, t.elapsed().as_secs_f64())?;
+        nodes
+    };
+    times.sample_s = t.elapsed().as_secs_f64();
+    // --- check (always: infra nodes are retried) -------------------------------------------
+    let t = Instant::now();
+    let stats = check_phase(store, &nodes, setup.checker, bars)?;
+    times.checked_now = stats.asked;
+    times.check_s = t.elapsed().as_secs_f64();
+    // --- solve per tree, final re-check -------------------------------------------------------
+    let t = Instant::now();
+    let mut outcome: Vec<(usize, usize, Option<u32>)> = vec![(0, 0, None); theorems.len()];
+    let mut novel = (0usize, 0usize);
+    let mut final_jobs = Vec::new();
+    for tree in 0..opts.samples {
+        let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
+        let (sn, sids, hammer, axioms) = solver_nodes(store, &in_tree)?;
+        let solution = solve(&sn, lang);
+        for (i, id) in sids.iter().enumerate() {
+            store.put_global(*id, global_name(solution.verdict(i)), solution.height(i))?;
+        }
+        // Novel lemmas: those proposed by globally correct nodes.
+        for (i, n) in sn.iter().enumerate() {
+            if solution.verdict(i) == GlobalVerdict::Correct {
+                for l in n.proof.lemmas() {
+                    novel.1 += 1;
+                    if !novel_reference.contains(&lang.normalize_statement(l)) {
+                        novel.0 += 1;
+                    }
+                }
+            }
+        }
+        for (i, n) in in_tree.iter().enumerate() {
+            let Some(th) = n.theorem else { continue };
+            let Some(th_u) = usize::try_from(th).ok().filter(|&x| x < theorems.len()) else { continue };
+            let Some(si) = sids.iter().position(|&x| x == n.id) else {
+                // Unparsable root: a judged, failed sample.
+                outcome[th_u].0 += 1;
+                continue;
+            };
+            let _ = i;
+            match solution.verdict(si) {
+                GlobalVerdict::Incorrect => outcome[th_u].0 += 1,
+                GlobalVerdict::Undetermined => {}
+                GlobalVerdict::Correct => {
+                    let assembled = match assemble(&sn, &solution, si, lang) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            // Cannot be assembled (no name): judged as not proved, said loudly.
+                            eprintln!("warning: theorem {}: tree {tree}: cannot assemble: {e}", theorems[th_u].id);
+                            outcome[th_u].0 += 1;
+                            continue;
+                        }
+                    };
+                    let needs_hammer = assembled.lemmas.iter().any(|l| hammer.get(l.node).copied().unwrap_or(false))
+                        || uses_hammer_tactics(&assembled.text);
+                    let (file, root) = final_file(&theorems[th_u], &assembled.text, &assembled.root().name, needs_hammer);
+                    // The context's own axioms, as the local checks accepted them.
+                    let mut allowed: Vec<String> = assembled.lemmas.iter().flat_map(|l| axioms.get(l.node).cloned().unwrap_or_default()).collect();
+                    allowed.retain(|a| !assembled.lemmas.iter().any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str())));
+                    allowed.sort();
+                    allowed.dedup();
+                    final_jobs.push((th_u, tree, file, root, solution.height(si), allowed));
+                }
+            }
+        }
+    }
+    times.solve_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let pb = bars.bar("final", final_jobs.len());
+    for (th, tree, file, root, height, allowed) in final_jobs {
+        let v = match store.final_verdict(round, phase, th as i64, tree)? {
+            Some(v) => v,
+            None => {
+                let v = prod_check_coq::final_check(&file, &root, &allowed, setup.coq, Duration::from_secs(opts.final_timeout_s));
+                store.put_final(round, phase, th as i64, tree, &v, &file)?;
+                v
+            }
+        };
+        pb.inc(1);
+        match v {
+            Verdict::Proved { .. } => {
+                outcome[th].0 += 1;
+                outcome[th].1 += 1;
+                outcome[th].2 = match (outcome[th].2, height) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            Verdict::Infra { message } => eprintln!("warning: theorem {}: tree {tree}: final check infra: {message}", theorems[th].id),
+            other => {
+                // Locally checked nodes that do not compile together: a real failure, reported.
+                eprintln!("warning: theorem {}: tree {tree}: assembled proof failed the cold check: {}", theorems[th].id, other.message());
+                outcome[th].0 += 1;
+            }
+        }
+    }
+    pb.finish_and_clear();
+    times.final_s = t.elapsed().as_secs_f64();
+    // --- metrics ------------------------------------------------------------------------------
+    let outcomes: Vec<TheoremOutcome> = outcome.iter().map(|o| TheoremOutcome { samples: o.0, correct: o.1 }).collect();
+    let pass_at_k: Vec<PassAtK> = opts
+        .ks
+        .iter()
+        .filter(|&&k| k <= opts.samples as usize)
+        .filter_map(|&k| estimate(&outcomes, k, opts.bootstrap, opts.seed))
+        .map(|p| PassAtK::from_estimate(&p))
+        .collect();
+    let mut table = DepthTable::default();
+    for (t, o) in theorems.iter().zip(&outcome) {
+        table.add(t.depth, if o.1 > 0 { o.2 } else { None });
+    }
+    let mut checked = 0;
+    let mut infra = 0;
+    let mut parsed = 0;
+    let mut correct = 0;
+    for n in &nodes {
+        let v = store.verdict(n.id)?;
+        match &v {
+            Some(_) => checked += 1,
+            None => infra += 1,
+        }
+        if ConditionalProof::parse(&n.completion).is_ok() {
+            parsed += 1;
+        }
+        if local_verdict(v.as_ref()) == LocalVerdict::Correct {
+            correct += 1;
+        }
+    }
+    let evaluation = Evaluation {
+        name: opts.name.clone(),
+        split: opts.split.clone(),
+        temperature: opts.temperature,
+        samples_per_theorem: opts.samples as usize,
+        theorems: theorems.len(),
+        pass_at_k,
+        depth_table: DepthCell::from_table(&table),
+        infra_nodes: infra,
+        checked_nodes: checked,
+        novel_lemma_share: (novel.1 > 0).then(|| novel.0 as f64 / novel.1 as f64),
+    };
+    let per_theorem = theorems.iter().zip(&outcome).map(|(t, o)| (t.id.clone(), o.0, o.1, o.2)).collect();
+    Ok(EvalResult { evaluation, times, per_theorem, nodes: nodes.len(), parsed_nodes: parsed, locally_correct: correct })
+}

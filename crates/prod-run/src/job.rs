@@ -1,0 +1,190 @@
+//! Whole jobs as the CLI runs them: load the dataset and the model, start the Coq pool with its
+//! verification cache, run (or resume) in a run directory, write `RUN_DIR/run.json`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use prod_check::{CachedChecker, Checker, VerificationCache};
+use prod_check_coq::{CoqCheckConfig, CoqChecker};
+use prod_report::{DatasetInfo, ModelInfo, RunReport};
+use serde::{Deserialize, Serialize};
+
+use crate::eval::{dataset_statements, load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult};
+use crate::policy::{NativeParams, NativePolicy};
+use crate::progress::Bars;
+use crate::store::RunStore;
+
+/// Input that the user got wrong (exit code 2 in the CLI).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// `prod eval` as a job.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvalJob {
+    pub model: PathBuf,
+    pub dataset: PathBuf,
+    /// Theorems drawn (seeded) from the split; all when `None`.
+    pub theorems: Option<usize>,
+    pub options: EvalOptions,
+    pub sampling: NativeParams,
+    pub coq: CoqJobConfig,
+    pub out: PathBuf,
+    /// Verification cache file (default `RUN_DIR/cache.sqlite`).
+    pub cache: Option<PathBuf>,
+}
+
+/// The checker settings a job exposes (the rest of `[check.coq]` keeps its defaults).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoqJobConfig {
+    pub workers: usize,
+    pub step_timeout_s: u32,
+    /// Expand `hammer.` steps (fixed tactics, then CoqHammer's provers).
+    pub hammer: bool,
+    /// Run CoqHammer's external provers when the fixed tactic list fails (slow: seconds each).
+    pub hammer_atp: bool,
+}
+
+impl Default for CoqJobConfig {
+    fn default() -> Self {
+        CoqJobConfig { workers: 2, step_timeout_s: 10, hammer: true, hammer_atp: false }
+    }
+}
+
+impl CoqJobConfig {
+    pub fn to_config(&self) -> CoqCheckConfig {
+        let mut c = CoqCheckConfig { workers: self.workers, step_timeout_s: self.step_timeout_s, ..Default::default() };
+        c.hammer.enabled = self.hammer;
+        c.hammer.use_atp = self.hammer_atp;
+        c
+    }
+}
+
+/// The Coq pool behind the verification cache.
+pub fn start_checker(cfg: &CoqCheckConfig, cache: &Path) -> anyhow::Result<CachedChecker<CoqChecker>> {
+    // CoqHammer's helper binaries (htimeout, predict) live here on Debian.
+    if let Some(path) = std::env::var_os("PATH") {
+        let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+        let hammer = PathBuf::from("/usr/libexec/coq-hammer");
+        if hammer.is_dir() && !dirs.contains(&hammer) {
+            dirs.push(hammer);
+            if let Ok(joined) = std::env::join_paths(dirs) {
+                std::env::set_var("PATH", joined);
+            }
+        }
+    }
+    let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
+    let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
+    Ok(CachedChecker::new(checker, cache))
+}
+
+/// Now, as RFC 3339 UTC (no date crate needed: days-from-civil inverse).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The prover's name and version for reports ("coq 8.16.1").
+pub fn prover_name(fingerprint: &str) -> String {
+    let v = fingerprint
+        .split("version")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .map(|s| s.trim_end_matches([';', ',']))
+        .unwrap_or("?");
+    format!("coq {v}")
+}
+
+/// Write `run.json` atomically (temp file + rename): a kill never leaves half a report.
+pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
+    let path = dir.join("run.json");
+    let tmp = dir.join("run.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(report)? + "\n").with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))?;
+    Ok(path)
+}
+
+/// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
+pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
+    let lang = prod_coq::CoqLanguage;
+    let theorems = load_theorems(&job.dataset, &job.options.split, job.theorems, job.options.seed).map_err(BadInput)?;
+    if theorems.is_empty() {
+        return Err(BadInput(format!("{}: split {:?} has no named theorems", job.dataset.display(), job.options.split)).into());
+    }
+    if let Some(&k) = job.options.ks.iter().find(|&&k| k == 0 || k > job.options.samples as usize) {
+        return Err(BadInput(format!("k = {k}: every k must be in 1..=samples ({})", job.options.samples)).into());
+    }
+    let store = RunStore::open_dir(&job.out)?;
+    // A resumed run must be the same experiment.
+    let mut fixed = job.clone();
+    fixed.coq.workers = 0;
+    store.ensure_meta("eval_job", &serde_json::to_string(&fixed)?)?;
+    let cache = job.cache.clone().unwrap_or_else(|| job.out.join("cache.sqlite"));
+    let coq_cfg = job.coq.to_config();
+    let checker = start_checker(&coq_cfg, &cache)?;
+    let mut policy = NativePolicy::load(&job.model, job.sampling.clone())
+        .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?;
+    let novel = dataset_statements(&job.dataset, &lang);
+    let setup = CheckSetup { checker: &checker, coq: &coq_cfg, lang: &lang };
+    bars.say(&format!(
+        "eval: {} theorems × {} trees (depth ≤ {}) with {} → {}",
+        theorems.len(),
+        job.options.samples,
+        job.options.depth,
+        job.model.display(),
+        job.out.display()
+    ));
+    let result = run_eval(&store, &mut policy, &setup, &theorems, &novel, &job.options, 0, "eval", bars)?;
+    let t = &result.times;
+    let report = RunReport {
+        title: format!("ProD evaluation: {}", job.options.name),
+        created: now_rfc3339(),
+        prover: prover_name(&checker.fingerprint()),
+        dataset: DatasetInfo {
+            name: job.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            split: job.options.split.clone(),
+            size: theorems.len(),
+        },
+        model: ModelInfo {
+            name: job.model.display().to_string(),
+            params: Some(policy.model.num_params() as u64),
+        },
+        config: serde_json::to_value(job)?,
+        evaluations: vec![result.evaluation.clone()],
+        rounds: vec![],
+        notes: vec![
+            format!(
+                "nodes: {} sampled, {} parse as conditional proofs, {} locally correct",
+                result.nodes, result.parsed_nodes, result.locally_correct
+            ),
+            format!(
+                "phase seconds (this invocation): sample {:.1} ({} fresh, {} replayed from the run store, {} tokens), check {:.1} ({} sent to Coq), solve {:.2}, final coqc {:.1}",
+                t.sample_s, t.sampled_fresh, t.sampled_replayed, policy.generated_tokens, t.check_s, t.checked_now, t.solve_s, t.final_s
+            ),
+        ],
+    };
+    write_report(&job.out, &report)?;
+    Ok((report, result))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prover_name_and_date() {
+        assert_eq!(super::prover_name("The Coq Proof Assistant, version 8.16.1; libs 1234"), "coq 8.16.1");
+        assert_eq!(super::prover_name("nothing"), "coq ?");
+        let d = super::now_rfc3339();
+        assert_eq!((d.len(), &d[4..5], &d[10..11], &d[19..]), (20, "-", "T", "Z"));
+    }
+}

@@ -1,0 +1,29 @@
+//! ProD runs (issue E): the run store, the native policy behind `prod_rl::Policy`, evaluation
+//! with test-time proof trees (paper Algorithm 1, §4.3) and ProD-RL rounds (Algorithm 2, §3.2).
+//!
+//! * [`store`] — `RunStore` (SQLite, one file per run directory): sample log, nodes, verdicts
+//!   (never `Infra`), global verdicts, final checks, examples, checkpoints, phase marks.
+//! * [`policy`] — `NativePolicy` (prod-policy's Llama) and `LoggedPolicy` (answers from the
+//!   sample log first, so resumed runs sample nothing twice).
+//! * [`check`] — the check phase, committing each verdict as it arrives.
+//! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k.
+//! * [`rl`] — `run_rl`: rounds of train-time trees, filters, value model, weights, replay,
+//!   weighted-CE update, checkpoints.
+
+pub mod check;
+pub mod eval;
+pub mod policy;
+pub mod progress;
+pub mod rl;
+pub mod store;
+
+pub use eval::{load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult, Theorem};
+pub use policy::{LoggedPolicy, NativeParams, NativePolicy, SeqPolicy};
+pub use progress::Bars;
+pub use store::{RunStore, StoreError};
+pub mod job;
+pub use job::{run_eval_job, BadInput, CoqJobConfig, EvalJob};
+pub use prod_report;
+pub mod demo;
+pub use demo::{run_demo, DemoJob};
+pub use rl::{run_rl, run_rl_job, Method, RlConfig};

@@ -1,0 +1,266 @@
+//! Policies for runs: [`NativePolicy`] (prod-policy's Llama behind `prod_rl::Policy`) and
+//! [`LoggedPolicy`], which answers from the run store's sample log first so that a resumed run
+//! re-generates exactly the same trees without asking the model again.
+
+use std::collections::HashMap;
+
+use prod_core::T0;
+use prod_policy::model::Llama;
+use prod_policy::prompt;
+use prod_policy::sample::{self, SamplingParams};
+use prod_policy::ProdTokenizer;
+use prod_rl::{Policy, PolicyError, SampleRequest};
+
+use crate::store::{hash_fields, RunStore};
+
+/// A policy whose randomness is addressed by a request's sequence number: the answer to
+/// request `seq` does not depend on what was asked before it (so a resumed run, which skips
+/// the logged requests, draws exactly what an uninterrupted run would have drawn).
+pub trait SeqPolicy {
+    /// One completion per request; request `i` uses the random stream of `first_seq + i`.
+    fn sample_at(&mut self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<String>, PolicyError>;
+    /// P(<use_invoke>) normalised over the two `t0` tokens.
+    fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError>;
+}
+
+/// SplitMix64: seeds of independent streams from (seed, seq).
+pub fn mix_seed(seed: u64, seq: u64) -> u64 {
+    let mut z = seed ^ seq.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Sampling options of the native policy (defaults: the paper's temperature 0.7, 1,000 context
+/// tokens).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NativeParams {
+    pub temperature: f64,
+    pub top_p: f64,
+    pub max_new_tokens: usize,
+    pub context_tokens: usize,
+    pub seed: u64,
+    /// Prompts scored together by `p_use_invoke` / `value`.
+    pub score_batch: usize,
+}
+
+impl Default for NativeParams {
+    fn default() -> Self {
+        NativeParams { temperature: 0.7, top_p: 1.0, max_new_tokens: 256, context_tokens: 1000, seed: 0, score_batch: 8 }
+    }
+}
+
+/// prod-policy's Llama as a ProD policy. Prompts are built exactly by `prod_policy::prompt`
+/// (last N context tokens + statement, forced `t0` appended). Identical requests within one
+/// call share one prefill (`n` samples of one prompt, prod-policy's batching).
+pub struct NativePolicy {
+    pub model: Llama,
+    pub tok: ProdTokenizer,
+    pub params: NativeParams,
+    /// Next sequence number for calls through `prod_rl::Policy` directly.
+    pub next_seq: u64,
+    /// Completions generated (for throughput figures).
+    pub generated_tokens: usize,
+}
+
+impl NativePolicy {
+    pub fn new(model: Llama, tok: ProdTokenizer, params: NativeParams) -> Self {
+        NativePolicy { model, tok, params, next_seq: 0, generated_tokens: 0 }
+    }
+
+    /// Load a model directory (config.json, model.safetensors, tokenizer.json), on the CPU.
+    pub fn load(dir: &std::path::Path, params: NativeParams) -> prod_policy::Result<Self> {
+        let (model, tok) = prod_policy::load_model_dir(dir, &prod_policy::candle_core::Device::Cpu)?;
+        Ok(Self::new(model, tok, params))
+    }
+
+    /// Token ids of `x = c s`. Only the context's tail can matter (the prompt keeps its last
+    /// `context_tokens` tokens), so at most 16 bytes per kept token are tokenised: long
+    /// stdlib contexts (100+ KB) would otherwise dominate sampling time.
+    pub fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
+        let keep = self.params.context_tokens.saturating_mul(16);
+        let mut start = context.len().saturating_sub(keep);
+        while !context.is_char_boundary(start) {
+            start += 1;
+        }
+        let tail = &context[start..];
+        // Start at a line boundary, as the dataset's inline contexts do.
+        let tail = if start > 0 { tail.split_once('\n').map_or(tail, |(_, rest)| rest) } else { tail };
+        prompt::prompt_ids(&self.tok, tail, statement, self.params.context_tokens)
+    }
+
+    fn max_positions(&self) -> usize {
+        self.model.config().max_position_embeddings
+    }
+
+    /// `P(a)/(P(a)+P(b))` after each (context, statement) prompt, in batches. A prompt that
+    /// cannot be built (empty statement) or is too long scores 0.
+    fn pair_scores(&self, goals: &[(&str, &str)], a: u32, b: u32) -> Result<Vec<f64>, PolicyError> {
+        let mut out = vec![0.0; goals.len()];
+        let mut ok: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (i, (c, s)) in goals.iter().enumerate() {
+            if let Ok(ids) = self.prompt(c, s) {
+                if ids.len() < self.max_positions() {
+                    ok.push((i, ids));
+                }
+            }
+        }
+        for chunk in ok.chunks(self.params.score_batch.max(1)) {
+            let seqs: Vec<&[u32]> = chunk.iter().map(|(_, ids)| ids.as_slice()).collect();
+            let p = prompt::pair_probability(&self.model, &seqs, a, b).map_err(|e| PolicyError(e.to_string()))?;
+            for ((i, _), v) in chunk.iter().zip(p) {
+                out[*i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The value `V(x) = P(<true>)/(P(<true>)+P(<false>))` for each (context, statement).
+    pub fn values(&self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
+        self.pair_scores(goals, self.tok.true_id(), self.tok.false_id())
+    }
+}
+
+impl SeqPolicy for NativePolicy {
+    fn sample_at(&mut self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<String>, PolicyError> {
+        let mut out = vec![String::new(); requests.len()];
+        // Group identical requests (same prompt, same forced token) into one n-sample call.
+        let mut groups: Vec<(SampleRequest<'_>, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<(&str, &str, Option<T0>), usize> = HashMap::new();
+        for (i, r) in requests.iter().enumerate() {
+            let key = (r.context, r.statement, r.forced_t0);
+            match index.get(&key) {
+                Some(&g) => groups[g].1.push(i),
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((*r, vec![i]));
+                }
+            }
+        }
+        for (r, members) in groups {
+            // A prompt that cannot be built (a proposed lemma with an empty statement) gets an
+            // empty completion: it does not parse, so the node is locally incorrect.
+            let Ok(mut ids) = self.prompt(r.context, r.statement) else { continue };
+            if let Some(t0) = r.forced_t0 {
+                ids = prompt::with_forced_t0(&self.tok, &ids, t0);
+            }
+            let room = self.max_positions().saturating_sub(ids.len() + 1);
+            if room == 0 {
+                continue;
+            }
+            let params = SamplingParams {
+                n: members.len(),
+                temperature: self.params.temperature,
+                top_p: self.params.top_p,
+                max_new_tokens: self.params.max_new_tokens.min(room),
+                seed: mix_seed(self.params.seed, first_seq + members[0] as u64),
+                stop: vec![self.tok.end_id()],
+            };
+            let samples = sample::sample(&self.model, &ids, &params).map_err(|e| PolicyError(e.to_string()))?;
+            for (&i, s) in members.iter().zip(samples) {
+                self.generated_tokens += s.ids.len();
+                out[i] = self.tok.decode(&s.ids).map_err(|e| PolicyError(e.to_string()))?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
+        self.pair_scores(goals, self.tok.use_invoke_id(), self.tok.no_invoke_id())
+    }
+}
+
+impl Policy for NativePolicy {
+    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+        let seq = self.next_seq;
+        self.next_seq += requests.len() as u64;
+        self.sample_at(requests, seq)
+    }
+
+    fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
+        SeqPolicy::p_use_invoke(self, goals)
+    }
+}
+
+/// Answers from the run store's sample log when it can, asks `inner` otherwise and logs the
+/// answer (in chunks, each committed before the next is sampled).
+pub struct LoggedPolicy<'a> {
+    pub inner: &'a mut dyn SeqPolicy,
+    pub store: &'a RunStore,
+    pub round: u32,
+    pub phase: String,
+    /// Requests per committed chunk.
+    pub chunk: usize,
+    next_seq: u64,
+    /// Answers replayed from the log / asked from the model.
+    pub replayed: usize,
+    pub fresh: usize,
+    /// Called with the number of new completions after each chunk.
+    pub on_progress: Option<&'a dyn Fn(usize)>,
+}
+
+impl<'a> LoggedPolicy<'a> {
+    pub fn new(inner: &'a mut dyn SeqPolicy, store: &'a RunStore, round: u32, phase: &str) -> Self {
+        LoggedPolicy { inner, store, round, phase: phase.into(), chunk: 8, next_seq: 0, replayed: 0, fresh: 0, on_progress: None }
+    }
+
+    fn err(e: crate::store::StoreError) -> PolicyError {
+        PolicyError(e.to_string())
+    }
+}
+
+fn request_key(r: &SampleRequest<'_>) -> String {
+    hash_fields(&["sample", r.context, r.statement, r.forced_t0.map_or("", |t| t.token())])
+}
+
+impl Policy for LoggedPolicy<'_> {
+    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+        let first = self.next_seq;
+        self.next_seq += requests.len() as u64;
+        let keys: Vec<String> = requests.iter().map(request_key).collect();
+        let mut out = Vec::with_capacity(requests.len());
+        for (i, key) in keys.iter().enumerate() {
+            match self.store.logged_answer(self.round, &self.phase, first + i as u64, key).map_err(Self::err)? {
+                Some(a) => out.push(a),
+                None => break,
+            }
+        }
+        self.replayed += out.len();
+        while out.len() < requests.len() {
+            let start = out.len();
+            let end = (start + self.chunk.max(1)).min(requests.len());
+            let answers = self.inner.sample_at(&requests[start..end], first + start as u64)?;
+            if answers.len() != end - start {
+                return Err(PolicyError(format!("asked for {} samples, got {}", end - start, answers.len())));
+            }
+            let entries: Vec<(String, String)> = keys[start..end].iter().cloned().zip(answers.iter().cloned()).collect();
+            self.store.log_answers(self.round, &self.phase, first + start as u64, &entries).map_err(Self::err)?;
+            self.fresh += answers.len();
+            out.extend(answers);
+            if let Some(p) = self.on_progress {
+                p(end - start);
+            }
+        }
+        Ok(out)
+    }
+
+    fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut fields = vec!["p_use_invoke"];
+        for (c, s) in goals {
+            fields.push(c);
+            fields.push(s);
+        }
+        let key = hash_fields(&fields);
+        if let Some(a) = self.store.logged_answer(self.round, &self.phase, seq, &key).map_err(Self::err)? {
+            return serde_json::from_str(&a).map_err(|e| PolicyError(format!("sample log: {e}")));
+        }
+        // NaN would be logged as JSON null and not read back: a score that is not a number is 0.
+        let p: Vec<f64> = self.inner.p_use_invoke(goals)?.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
+        let text = serde_json::to_string(&p).map_err(|e| PolicyError(e.to_string()))?;
+        self.store.log_answers(self.round, &self.phase, seq, &[(key, text)]).map_err(Self::err)?;
+        Ok(p)
+    }
+}

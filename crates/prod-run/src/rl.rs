@@ -1,0 +1,624 @@
+//! ProD-RL rounds (paper §3.2, Appendix A.1): each round draws B theorems, generates
+//! train-time proof trees (Algorithm 2), checks every node, filters lemma proposals, computes
+//! global correctness, trains the value model on it, weights examples `γ^h·∏V(l)` (or expert
+//! iteration), mixes in the replay buffer and updates the policy with weighted cross-entropy;
+//! a checkpoint per round.
+//!
+//! Resume: completed rounds are skipped (their metrics and checkpoints are in the store); the
+//! current round restarts from the previous checkpoint, re-generates its trees from the sample
+//! log (no model call), checks only nodes without a stored verdict, gets filter checks from the
+//! verification cache, and trains again from that checkpoint.
+//!
+//! The value model is the policy's own `<true>`/`<false>` head (`prod_policy::prompt::value`),
+//! trained in the same update on `(x, <true>|<false>)` examples; the paper trains a separate
+//! copy initialised from the SFT model. Replay buffer: FIFO of the rounds' fresh examples
+//! (`replay_capacity`), and each round's batch adds `replay_mix × fresh` examples drawn from it.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use prod_check::{CheckRequest, Checker};
+use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
+use prod_core::{ConditionalProof, ProofLanguage, T0};
+use prod_policy::prompt::{self, ExampleOptions, TrainExample};
+use prod_policy::train::{eval_loss, Trainer};
+use prod_policy::PolicyConfig;
+use prod_report::RoundMetrics;
+use prod_rl::examples::{round_examples, without_lemma_proposal, ExampleKind, RoundOutcome, WeightedExample};
+use prod_rl::filters::without_each_lemma;
+use prod_rl::{generate_train_trees, GeneratedNode, Origin, ReplayBuffer, TreeGoal, Weighting, GAMMA_PAPER};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::check::local_verdict;
+use crate::eval::{check_phase, global_name, to_stored, Theorem};
+use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy};
+use crate::progress::Bars;
+use crate::store::{RunStore, StoredExample, StoredNode};
+
+/// Which method a run trains (paper §4.3 and Appendix A.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// ProD-RL: REINFORCE weights γ^h·∏V(l) with lemma proposals.
+    #[default]
+    ProdRl,
+    /// Expert iteration: weight 1 iff globally correct (with lemma proposals).
+    ExpertIteration,
+    /// RL without lemma proposal (Appendix A.2): only `<no_invoke>` samples; ground-truth
+    /// proofs join with their lemmas moved into the context.
+    NoLemmaProposal,
+}
+
+/// `rl.toml` (also the `[rl]` section of prod.toml). Paper values in comments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RlConfig {
+    /// Initial model directory (the SFT model).
+    pub model: PathBuf,
+    /// Dataset directory (`prod dataset build`).
+    pub dataset: PathBuf,
+    /// Split file the theorems come from (paper: the RL set, `rl.jsonl`).
+    pub split: String,
+    /// R (paper: 20).
+    pub rounds: u32,
+    /// B theorems per round (paper: 5,000).
+    pub batch: usize,
+    /// Depth limit of Algorithm 2 (paper: 3).
+    pub depth: u32,
+    pub method: Method,
+    /// γ (paper: e^-0.0005).
+    pub gamma: f64,
+    /// Train the value head each round on global correctness.
+    pub value_model: bool,
+    /// Remove unnecessary lemmas (one cached check per lemma).
+    pub unnecessary_lemma_filter: bool,
+    /// Drop proposals whose theorem closes from one lemma alone by this tactic (`{lemma}` is
+    /// replaced by the lemma's name); empty = only the same-statement test.
+    pub trivial_tactic: String,
+    pub replay_capacity: usize,
+    pub replay_mix: f64,
+    /// Optimizer (paper: 1e-5, macro batch 128).
+    pub learning_rate: f64,
+    pub warmup_steps: usize,
+    pub macro_batch: usize,
+    pub micro_batch: usize,
+    pub max_seq_len: usize,
+    /// Passes over each round's batch.
+    pub epochs: usize,
+    pub sampling: NativeParams,
+    pub coq: crate::job::CoqJobConfig,
+    pub seed: u64,
+}
+
+impl Default for RlConfig {
+    fn default() -> Self {
+        RlConfig {
+            model: PathBuf::new(),
+            dataset: PathBuf::new(),
+            split: "rl".into(),
+            rounds: 20,
+            batch: 5000,
+            depth: 3,
+            method: Method::ProdRl,
+            gamma: GAMMA_PAPER,
+            value_model: true,
+            unnecessary_lemma_filter: true,
+            trivial_tactic: "intros; eauto using {lemma}.".into(),
+            replay_capacity: 20_000,
+            replay_mix: 0.5,
+            learning_rate: 1e-5,
+            warmup_steps: 10,
+            macro_batch: 128,
+            micro_batch: 4,
+            max_seq_len: 2048,
+            epochs: 1,
+            sampling: NativeParams::default(),
+            coq: crate::job::CoqJobConfig::default(),
+            seed: 0,
+        }
+    }
+}
+
+impl RlConfig {
+    fn weighting(&self) -> Weighting {
+        match self.method {
+            Method::ExpertIteration => Weighting::ExpertIteration,
+            _ => Weighting::Reinforce { gamma: self.gamma },
+        }
+    }
+}
+
+fn goal_key(lang: &dyn ProofLanguage, context: &str, statement: &str) -> (String, String) {
+    (crate::store::hash_fields(&[context]), lang.normalize_statement(statement))
+}
+
+/// The theorems of round `round`: B drawn (seeded by round) from the split.
+pub fn round_theorems(all: &[Theorem], batch: usize, seed: u64, round: u32) -> Vec<Theorem> {
+    use rand::seq::SliceRandom;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(seed, 1_000_000 + round as u64));
+    let mut v: Vec<Theorem> = all.to_vec();
+    v.shuffle(&mut rng);
+    v.truncate(batch);
+    v
+}
+
+/// Everything a round needs besides the configuration.
+pub struct RlEnv<'a> {
+    pub store: &'a RunStore,
+    pub checker: &'a dyn Checker,
+    pub lang: &'a dyn ProofLanguage,
+    /// Where checkpoints go (`RUN_DIR/checkpoints/round-N`).
+    pub out: &'a Path,
+    pub bars: &'a Bars,
+    /// Normalised dataset statements (novel-lemma share).
+    pub dataset_statements: &'a HashSet<String>,
+}
+
+/// What a round produced, beyond the report metrics.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RoundRecord {
+    pub metrics: RoundMetrics,
+    /// Checks run by the filters (after the cache).
+    pub filter_checks: usize,
+    pub trivial_dropped: usize,
+    pub lemmas_removed: usize,
+}
+
+fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativePolicy> {
+    NativePolicy::load(dir, params.clone()).with_context(|| format!("load model {}", dir.display()))
+}
+
+/// Run (or resume) all rounds. `initial` is the SFT model. Returns every round's record.
+pub fn run_rl(
+    cfg: &RlConfig,
+    theorems: &[Theorem],
+    env: &RlEnv<'_>,
+    on_round: &dyn Fn(&[RoundRecord]) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<RoundRecord>> {
+    let mut records: Vec<RoundRecord> = Vec::new();
+    let mut last_ckpt: PathBuf = cfg.model.clone();
+    for (round, _path, metrics) in env.store.checkpoints()? {
+        let rec: RoundRecord = serde_json::from_str(&metrics)?;
+        records.push(rec);
+        last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+    }
+    let mut replay: ReplayBuffer<StoredExample> = ReplayBuffer::new(cfg.replay_capacity);
+    for r in 1..=records.len() as u32 {
+        replay.extend(env.store.examples(r)?.into_iter().filter(|e| e.kind != "replayed"));
+    }
+    for round in (records.len() as u32 + 1)..=cfg.rounds {
+        let mut policy = load_policy_from(&last_ckpt, &cfg.sampling)?;
+        let rec = run_round(cfg, theorems, env, round, &mut policy, &last_ckpt, &mut replay)?;
+        last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+        records.push(rec);
+        on_round(&records)?;
+    }
+    Ok(records)
+}
+
+fn stored_to_generated(store: &RunStore, n: &StoredNode, completion: &str) -> anyhow::Result<GeneratedNode> {
+    let context = store.context(&n.context_key)?.unwrap_or_default();
+    Ok(GeneratedNode {
+        context,
+        statement: n.statement.clone(),
+        depth: n.depth,
+        tree: n.tree,
+        forced_t0: match n.forced_t0.as_deref() {
+            Some("use_invoke") => Some(T0::UseInvoke),
+            Some("no_invoke") => Some(T0::NoInvoke),
+            _ => None,
+        },
+        origin: if n.origin == "ground_truth" { Origin::GroundTruth } else { Origin::Sampled },
+        completion: completion.to_string(),
+        proof: ConditionalProof::parse(completion),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_round(
+    cfg: &RlConfig,
+    all: &[Theorem],
+    env: &RlEnv<'_>,
+    round: u32,
+    policy: &mut NativePolicy,
+    start_ckpt: &Path,
+    replay: &mut ReplayBuffer<StoredExample>,
+) -> anyhow::Result<RoundRecord> {
+    let store = env.store;
+    let lang = env.lang;
+    let phase = "rl";
+    let theorems = round_theorems(all, cfg.batch, cfg.seed, round);
+    env.bars.say(&format!("round {round}/{}: {} theorems", cfg.rounds, theorems.len()));
+    // --- sample (Algorithm 2) ---------------------------------------------------------------
+    let t = Instant::now();
+    let sample_mark = format!("{phase}/sample");
+    let nodes = if store.is_done(round, &sample_mark)? {
+        store.nodes(round, phase)?
+    } else {
+        let no_lemmas = cfg.method == Method::NoLemmaProposal;
+        let goals: Vec<TreeGoal> = theorems
+            .iter()
+            .map(|t| {
+                let mut g = TreeGoal::new(t.context.clone(), t.statement.clone());
+                // Without lemma proposal, ground truth joins as examples (lemmas in context), not as nodes.
+                if !no_lemmas {
+                    g.ground_truth = t.ground_truth.as_deref().and_then(|p| ConditionalProof::parse(p).ok());
+                }
+                g
+            })
+            .collect();
+        let pb = env.bars.bar("sample", goals.len() * 2);
+        let tick = |n: usize| pb.inc(n as u64);
+        let mut logged = LoggedPolicy::new(policy, store, round, phase);
+        logged.on_progress = Some(&tick);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, round as u64));
+        // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
+        let depth = if no_lemmas { 0 } else { cfg.depth };
+        let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, lang)?;
+        pb.finish_and_clear();
+        let index: HashMap<(String, String), i64> = theorems
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((t.context.clone(), t.statement.clone()), i as i64))
+            .collect();
+        let stored = to_stored(store, &generated, round, phase, &|g, _| {
+            if g.depth == 0 {
+                index.get(&(g.context.clone(), g.statement.clone())).copied()
+            } else {
+                None
+            }
+        })?;
+        store.put_nodes(round, phase, &stored)?;
+        let nodes = store.nodes(round, phase)?;
+        store.mark_done(round, &sample_mark, t.elapsed().as_secs_f64())?;
+        nodes
+    };
+    let sample_s = t.elapsed().as_secs_f64();
+    // --- check ----------------------------------------------------------------------------
+    let t = Instant::now();
+    check_phase(store, &nodes, env.checker, env.bars)?;
+    // --- filters (Section 3.2): trivial proposals, unnecessary lemmas -------------------------
+    let mut completions: Vec<String> = nodes.iter().map(|n| n.completion.clone()).collect();
+    let mut local: Vec<LocalVerdict> = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        local.push(local_verdict(store.verdict(n.id)?.as_ref()));
+    }
+    let mut trivial = vec![false; nodes.len()];
+    let (mut filter_checks, mut trivial_dropped, mut lemmas_removed) = (0usize, 0usize, 0usize);
+    let mut contexts: HashMap<String, String> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if local[i] != LocalVerdict::Correct || n.origin == "ground_truth" {
+            continue;
+        }
+        let Ok(proof) = ConditionalProof::parse(&completions[i]) else { continue };
+        if proof.lemma_count() == 0 {
+            continue;
+        }
+        if !contexts.contains_key(&n.context_key) {
+            contexts.insert(n.context_key.clone(), store.context(&n.context_key)?.unwrap_or_default());
+        }
+        let ctx = contexts[&n.context_key].clone();
+        let f = filter_proposals(env.checker, lang, &ctx, &n.statement, proof, cfg);
+        filter_checks += f.checks;
+        lemmas_removed += f.removed;
+        trivial[i] = f.trivial;
+        trivial_dropped += usize::from(f.trivial);
+        completions[i] = f.proof.to_string();
+    }
+    let check_s = t.elapsed().as_secs_f64();
+    // --- global correctness over the round's forest -----------------------------------------
+    let mut solver = Vec::new();
+    let mut solver_idx = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if trivial[i] {
+            continue;
+        }
+        if let Ok(p) = ConditionalProof::parse(&completions[i]) {
+            solver.push(Node { id: n.id.to_string(), context: n.context_key.clone(), statement: n.statement.clone(), proof: p, local: local[i] });
+            solver_idx.push(i);
+        }
+    }
+    let solution = solve(&solver, lang);
+    let mut global = vec![GlobalVerdict::Incorrect; nodes.len()];
+    for (k, &i) in solver_idx.iter().enumerate() {
+        global[i] = solution.verdict(k);
+        store.put_global(nodes[i].id, global_name(global[i]), solution.height(k))?;
+    }
+    for (i, l) in local.iter().enumerate() {
+        if *l == LocalVerdict::Unknown && !solver_idx.contains(&i) {
+            global[i] = GlobalVerdict::Undetermined;
+        }
+    }
+    // --- examples: weights γ^h·∏V(l), augmented, ground truth -----------------------------------
+    let t = Instant::now();
+    let kept: Vec<usize> = (0..nodes.len()).filter(|&i| !trivial[i]).collect();
+    let mut generated = Vec::with_capacity(kept.len());
+    for &i in &kept {
+        generated.push(stored_to_generated(store, &nodes[i], &completions[i])?);
+    }
+    let kept_local: Vec<LocalVerdict> = kept.iter().map(|&i| local[i]).collect();
+    let kept_global: Vec<GlobalVerdict> = kept.iter().map(|&i| global[i]).collect();
+    // V(l) for every lemma of a locally correct node, scored in batches up front.
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for (g, l) in generated.iter().zip(&kept_local) {
+        if *l == LocalVerdict::Correct {
+            if let Ok(p) = &g.proof {
+                for lem in p.lemmas() {
+                    wanted.push((g.context.clone(), lem.to_string()));
+                }
+            }
+        }
+    }
+    wanted.sort();
+    wanted.dedup();
+    let pairs: Vec<(&str, &str)> = wanted.iter().map(|(c, s)| (c.as_str(), s.as_str())).collect();
+    let scores = if cfg.value_model { policy.values(&pairs)? } else { vec![1.0; pairs.len()] };
+    let value_of: HashMap<(String, String), f64> = wanted.iter().cloned().zip(scores).collect();
+    let mut value = |c: &str, l: &str| value_of.get(&(c.to_string(), l.to_string())).copied().unwrap_or(0.0);
+    let tok = policy.tok.clone();
+    let proof_tokens = |s: &str| tok.encode(s).map_or(s.len(), |ids| ids.len());
+    let outcome = RoundOutcome { nodes: &generated, local: &kept_local, global: &kept_global };
+    let mut fresh: Vec<WeightedExample> = round_examples(&outcome, cfg.weighting(), &mut value, &proof_tokens, lang);
+    if cfg.method == Method::NoLemmaProposal {
+        for t in &theorems {
+            if let Some(gt) = t.ground_truth.as_deref().and_then(|p| ConditionalProof::parse(p).ok()) {
+                let (context, plain) = without_lemma_proposal(&t.context, &gt, lang);
+                fresh.push(WeightedExample { context, statement: t.statement.clone(), target: plain.to_string(), weight: 1.0, kind: ExampleKind::GroundTruth });
+            }
+        }
+    }
+    let fresh: Vec<StoredExample> = fresh
+        .into_iter()
+        .map(|e| StoredExample {
+            context: e.context,
+            statement: e.statement,
+            target: e.target,
+            weight: e.weight,
+            kind: match e.kind {
+                ExampleKind::Generated => "generated".into(),
+                ExampleKind::Augmented => "augmented".into(),
+                ExampleKind::GroundTruth => "ground_truth".into(),
+            },
+        })
+        .collect();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, 2_000_000 + round as u64));
+    let fresh_len = fresh.len();
+    let mut batch = replay.mix_round(fresh.clone(), cfg.replay_mix, &mut rng);
+    for e in batch.iter_mut().skip(fresh_len) {
+        e.kind = "replayed".into();
+    }
+    store.put_examples(round, &batch)?;
+    // Value-model data: each distinct goal of the round with a decided global verdict.
+    let mut goal_proved: HashMap<(String, String), (String, String, bool)> = HashMap::new();
+    for (g, v) in generated.iter().zip(&kept_global) {
+        let Some(b) = v.as_bool() else { continue };
+        let e = goal_proved.entry(goal_key(lang, &g.context, &g.statement)).or_insert((g.context.clone(), g.statement.clone(), false));
+        e.2 |= b;
+    }
+    // --- train (weighted CE; value head on <true>/<false>) --------------------------------------
+    let opts = ExampleOptions { context_tokens: cfg.sampling.context_tokens, max_seq_len: cfg.max_seq_len, statement_in_loss: false };
+    let mut train: Vec<TrainExample> = Vec::new();
+    let mut weight_sum = 0.0;
+    for e in &batch {
+        weight_sum += e.weight;
+        // Weight-0 examples contribute no gradient: skipping them saves the forward pass.
+        if e.weight > 0.0 {
+            if let Ok(x) = prompt::policy_example(&policy.tok, &e.context, &e.statement, &e.target, e.weight as f32, &opts) {
+                train.push(x);
+            }
+        }
+    }
+    let mut value_train = Vec::new();
+    if cfg.value_model {
+        let mut goals: Vec<&(String, String, bool)> = goal_proved.values().collect();
+        goals.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        for (c, s, proved) in goals {
+            if let Ok(ids) = policy.prompt(c, s) {
+                if ids.len() < cfg.max_seq_len {
+                    if let Ok(x) = prompt::value_example(&policy.tok, &ids, *proved, 1.0) {
+                        value_train.push(x);
+                    }
+                }
+            }
+        }
+    }
+    let pcfg = PolicyConfig {
+        learning_rate: cfg.learning_rate,
+        warmup_steps: cfg.warmup_steps,
+        macro_batch: cfg.macro_batch,
+        micro_batch: cfg.micro_batch,
+        max_seq_len: cfg.max_seq_len,
+        context_tokens: cfg.sampling.context_tokens,
+        ..PolicyConfig::default()
+    };
+    let mut trainer = if start_ckpt.join("trainer_state.json").exists() {
+        Trainer::resume(pcfg.clone(), start_ckpt)?
+    } else {
+        Trainer::new(pcfg.clone())
+    };
+    let mut all_train: Vec<TrainExample> = train.iter().cloned().chain(value_train.iter().cloned()).collect();
+    {
+        use rand::seq::SliceRandom;
+        all_train.shuffle(&mut rng);
+    }
+    let pb = env.bars.bar("train", all_train.len() * cfg.epochs.max(1));
+    let (mut loss_sum, mut loss_n) = (0.0, 0usize);
+    for _ in 0..cfg.epochs.max(1) {
+        for chunk in all_train.chunks(cfg.macro_batch.max(1)) {
+            let s = trainer.step(&policy.model, chunk)?;
+            loss_sum += s.loss;
+            loss_n += 1;
+            pb.inc(chunk.len() as u64);
+            pb.set_message(format!("loss {:.3}", s.loss));
+        }
+    }
+    pb.finish_and_clear();
+    let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&policy.model, &value_train, cfg.micro_batch.max(1))?) };
+    let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+    std::fs::create_dir_all(&ckpt).with_context(|| format!("create {}", ckpt.display()))?;
+    trainer.save_checkpoint(&policy.model, &ckpt)?;
+    prod_policy::save_model_dir(&ckpt, &mut policy.model, &policy.tok)?;
+    let train_s = t.elapsed().as_secs_f64();
+    // --- metrics ------------------------------------------------------------------------------
+    let replay_lemmas: Vec<String> = replay_lemma_statements(replay);
+    let novel = replay_lemmas.iter().filter(|l| !env.dataset_statements.contains(&lang.normalize_statement(l))).count();
+    let metrics = RoundMetrics {
+        round,
+        examples: batch.len(),
+        mean_weight: (!batch.is_empty()).then(|| weight_sum / batch.len() as f64),
+        locally_correct: local.iter().filter(|l| **l == LocalVerdict::Correct).count(),
+        globally_correct: global.iter().filter(|g| **g == GlobalVerdict::Correct).count(),
+        nodes: nodes.len(),
+        sample_s,
+        check_s,
+        train_s,
+        loss: (loss_n > 0).then(|| loss_sum / loss_n as f64),
+        value_loss,
+        replay_size: replay.len(),
+        novel_lemma_share: (!replay_lemmas.is_empty()).then(|| novel as f64 / replay_lemmas.len() as f64),
+    };
+    let rec = RoundRecord { metrics, filter_checks, trivial_dropped, lemmas_removed };
+    store.put_checkpoint(round, &ckpt.display().to_string(), &serde_json::to_string(&rec)?)?;
+    store.mark_done(round, "rl/round", sample_s + check_s + train_s)?;
+    Ok(rec)
+}
+
+/// What the filters of Section 3.2 did to one locally correct proof.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Filtered {
+    /// The proof with unnecessary lemmas removed.
+    pub proof: ConditionalProof,
+    /// A remaining lemma directly implies the theorem: the example is dropped.
+    pub trivial: bool,
+    pub removed: usize,
+    /// Checker calls made (the verification cache answers repeated ones).
+    pub checks: usize,
+}
+
+/// The filters on one locally correct proof (paper §3.2, Step 2):
+/// (b) unnecessary lemmas first — a lemma is removed when the proof, without it and every
+/// reference to it, still checks (one check per lemma, repeated until nothing more goes);
+/// (a) then the proposal is *trivial* when the theorem closes from one remaining lemma alone
+/// by `cfg.trivial_tactic` (`{lemma}` = its name). An `Infra` verdict never removes anything.
+pub fn filter_proposals(
+    checker: &dyn Checker,
+    lang: &dyn ProofLanguage,
+    context: &str,
+    statement: &str,
+    mut proof: ConditionalProof,
+    cfg: &RlConfig,
+) -> Filtered {
+    let (mut checks, mut removed) = (0, 0);
+    let mut again = cfg.unnecessary_lemma_filter;
+    while again {
+        again = false;
+        for (_, candidate) in without_each_lemma(&proof, lang) {
+            checks += 1;
+            if checker.check(&CheckRequest::new("", context, statement, candidate.clone())).is_proved() {
+                proof = candidate;
+                removed += 1;
+                again = true;
+                break;
+            }
+        }
+    }
+    let mut trivial = false;
+    if !cfg.trivial_tactic.trim().is_empty() {
+        for l in proof.lemmas() {
+            let Some(name) = lang.lemma_name(l) else { continue };
+            let tactic = cfg.trivial_tactic.replace("{lemma}", &name);
+            let Ok(p) = ConditionalProof::parse(&format!("<use_invoke> <invoke> {l} </invoke> {tactic}")) else { continue };
+            checks += 1;
+            if checker.check(&CheckRequest::new("", context, statement, p)).is_proved() {
+                trivial = true;
+                break;
+            }
+        }
+    }
+    Filtered { proof, trivial, removed, checks }
+}
+
+/// Lemma statements proposed in the replay buffer's targets (for the novel-lemma share).
+fn replay_lemma_statements(replay: &ReplayBuffer<StoredExample>) -> Vec<String> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
+    replay
+        .draw(replay.len(), &mut rng)
+        .into_iter()
+        .filter(|e| e.weight > 0.0)
+        .filter_map(|e| ConditionalProof::parse(&e.target).ok())
+        .flat_map(|p| p.lemmas().map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+
+/// `prod rl` as a job: load the config's dataset split, start the checker, run or resume all
+/// rounds in `out`, and keep `out/run.json` current after every round.
+pub fn run_rl_job(cfg: &RlConfig, out: &Path, bars: &Bars) -> anyhow::Result<(prod_report::RunReport, Vec<RoundRecord>)> {
+    use crate::job::{now_rfc3339, prover_name, start_checker, write_report, BadInput};
+    let lang = prod_coq::CoqLanguage;
+    let theorems = crate::eval::load_theorems(&cfg.dataset, &cfg.split, None, cfg.seed).map_err(BadInput)?;
+    if theorems.is_empty() {
+        return Err(BadInput(format!("{}: split {:?} has no named theorems", cfg.dataset.display(), cfg.split)).into());
+    }
+    let store = RunStore::open_dir(out)?;
+    let mut fixed = cfg.clone();
+    fixed.coq.workers = 0;
+    store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
+    let coq_cfg = cfg.coq.to_config();
+    let checker = start_checker(&coq_cfg, &out.join("cache.sqlite"))?;
+    let statements = crate::eval::dataset_statements(&cfg.dataset, &lang);
+    let env = RlEnv { store: &store, checker: &checker, lang: &lang, out, bars, dataset_statements: &statements };
+    let prover = prover_name(&checker.fingerprint());
+    let params = NativePolicy::load(&cfg.model, cfg.sampling.clone()).map(|p| p.model.num_params() as u64).ok();
+    let report_of = |records: &[RoundRecord]| prod_report::RunReport {
+        title: format!("ProD-RL run ({:?})", cfg.method),
+        created: now_rfc3339(),
+        prover: prover.clone(),
+        dataset: prod_report::DatasetInfo {
+            name: cfg.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            split: cfg.split.clone(),
+            size: theorems.len(),
+        },
+        model: prod_report::ModelInfo { name: cfg.model.display().to_string(), params },
+        config: serde_json::to_value(cfg).unwrap_or_default(),
+        evaluations: vec![],
+        rounds: records.iter().map(|r| r.metrics.clone()).collect(),
+        notes: records
+            .iter()
+            .map(|r| {
+                format!(
+                    "round {}: {} filter checks, {} trivial proposals dropped, {} unnecessary lemmas removed",
+                    r.metrics.round, r.filter_checks, r.trivial_dropped, r.lemmas_removed
+                )
+            })
+            .collect(),
+    };
+    let write = |records: &[RoundRecord]| -> anyhow::Result<()> {
+        write_report(out, &report_of(records))?;
+        Ok(())
+    };
+    let records = run_rl(cfg, &theorems, &env, &write)?;
+    let report = report_of(&records);
+    write_report(out, &report)?;
+    Ok((report, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_sections_default_and_reject_unknown_keys() {
+        let cfg: RlConfig = toml::from_str("model = \"m\"\ndataset = \"d\"\nrounds = 2\n[sampling]\nmax_new_tokens = 9\n[coq]\nworkers = 1\n").unwrap();
+        assert_eq!((cfg.rounds, cfg.sampling.max_new_tokens, cfg.sampling.temperature), (2, 9, 0.7));
+        assert_eq!((cfg.coq.workers, cfg.coq.hammer), (1, true));
+        assert_eq!(cfg.method, Method::ProdRl);
+        assert!(toml::from_str::<RlConfig>("roundz = 2\n").is_err());
+        assert!(toml::from_str::<RlConfig>("[coq]\nworkerz = 2\n").is_err());
+        let m: RlConfig = toml::from_str("method = \"no_lemma_proposal\"\n").unwrap();
+        assert_eq!(m.method, Method::NoLemmaProposal);
+    }
+}

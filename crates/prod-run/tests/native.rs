@@ -1,0 +1,64 @@
+//! The native policy behind `prod_rl::Policy`: seeded by request sequence number, replayed
+//! from the run store's sample log without touching the model.
+
+use prod_core::T0;
+use prod_policy::model::Llama;
+use prod_policy::{LlamaConfig, ProdTokenizer};
+use prod_rl::{Policy, SampleRequest};
+use prod_run::{LoggedPolicy, NativeParams, NativePolicy, RunStore, SeqPolicy};
+
+fn tiny() -> NativePolicy {
+    let texts = ["Lemma a : forall n : nat, n + 0 = n. intros n. lia.", "Definition double n := n + n."];
+    let tok = ProdTokenizer::train_bpe(texts.iter(), 200, 1).unwrap();
+    let model = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 3, &prod_policy::candle_core::Device::Cpu).unwrap();
+    NativePolicy::new(model, tok, NativeParams { max_new_tokens: 10, ..NativeParams::default() })
+}
+
+fn reqs() -> Vec<SampleRequest<'static>> {
+    vec![
+        SampleRequest { context: "Definition double n := n + n.", statement: "Lemma a : double 0 = 0.", forced_t0: None },
+        SampleRequest { context: "Definition double n := n + n.", statement: "Lemma a : double 0 = 0.", forced_t0: None },
+        SampleRequest { context: "", statement: "Lemma b : True.", forced_t0: Some(T0::NoInvoke) },
+        // An empty statement cannot be prompted: an empty completion, not an error.
+        SampleRequest { context: "", statement: "  ", forced_t0: None },
+    ]
+}
+
+#[test]
+fn sampling_is_addressed_by_sequence_number() {
+    let mut p = tiny();
+    let a = p.sample_at(&reqs(), 100).unwrap();
+    let b = p.sample_at(&reqs(), 100).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a[3], "");
+    // Skipping the first request (a resume) leaves the others' draws unchanged when they are
+    // sampled alone at their own sequence numbers.
+    let c = p.sample_at(&reqs()[2..3], 102).unwrap();
+    assert_eq!(c[0], a[2]);
+    let p_use = SeqPolicy::p_use_invoke(&mut p, &[("", "Lemma b : True."), ("", "")]).unwrap();
+    assert!(p_use[0] > 0.0 && p_use[0] < 1.0);
+    assert_eq!(p_use[1], 0.0);
+    let v = p.values(&[("", "Lemma b : True.")]).unwrap();
+    assert!(v[0] > 0.0 && v[0] < 1.0);
+}
+
+#[test]
+fn logged_policy_replays_without_the_model() {
+    let store = RunStore::in_memory().unwrap();
+    let mut p = tiny();
+    let first = {
+        let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
+        let a = l.sample(&reqs()).unwrap();
+        let u = l.p_use_invoke(&[("", "Lemma b : True.")]).unwrap();
+        assert_eq!((l.fresh, l.replayed), (4, 0));
+        (a, u)
+    };
+    let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
+    let again = (l.sample(&reqs()).unwrap(), l.p_use_invoke(&[("", "Lemma b : True.")]).unwrap());
+    assert_eq!((l.fresh, l.replayed), (0, 4));
+    assert_eq!(again, first);
+    // A different request at a logged position is refused (the run's config changed).
+    let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
+    let other = [SampleRequest { context: "", statement: "Lemma z : False.", forced_t0: None }];
+    assert!(l.sample(&other).is_err());
+}
