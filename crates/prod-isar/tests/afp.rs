@@ -18,7 +18,8 @@ use prod_isar::afp::{entries_after, entry_date, Afp, KeywordResolver, HOLDOUT_EN
 use prod_isar::{segment_theory, KeywordTable};
 
 const CACHE: &str = "/tmp/afp-2022-12-06";
-const TARBALL: &str = "/work/shared/data/afp-2022-12-06.tar.xz";
+/// The project's shared data lives beside the repository (`../shared`).
+const TARBALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/afp-2022-12-06.tar.xz");
 
 fn afp_root() -> Option<PathBuf> {
     static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();

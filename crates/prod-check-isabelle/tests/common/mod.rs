@@ -20,11 +20,14 @@ use serde_json::{json, Value};
 
 pub const PASSWORD: &str = "c4f0e1d2-fake-pass";
 
-/// The recorded replies, or `None` (with a message) when `/work/shared` is not there.
+/// The recorded replies, or `None` (with a message) when `../shared` is not there.
 pub fn replies_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("PROD_ISABELLE_REPLIES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/isabelle/server-replies"));
+        // The project's shared data lives beside the repository (`../shared`).
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/isabelle/server-replies"))
+        });
     if dir.join("use_theories").is_file() {
         Some(dir)
     } else {
