@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
 # ProD quick start: installs what is missing, builds `prod`, and runs the main job on the
-# embedded default — Coq 8.16 with its standard library:
+# embedded default — Coq 8.16 with its standard library and a small model (`prod demo`):
 #   1. build the ProD dataset from the stdlib (blocks, peeling, conditional proofs, splits);
-#   2. re-check a sample of its ground-truth conditional proofs with the sandboxed Coq checker;
-#   3. check example nodes (honest and cheating) and solve / assemble an example proof forest.
-# Output goes to $PROD_OUT (default runs/quickstart).
+#   2. train a ~1.3 M-parameter model from scratch on its SFT examples (a wall-clock budget);
+#   3. sample proof trees for held-out test theorems, check every node with the sandboxed Coq,
+#      assemble and re-check the proved ones cold, and compute pass@k;
+#   4. write the report (HTML with SVG plots, Markdown summary, run.json).
+# About 15-20 minutes on 2 cores. Output goes to $PROD_OUT (default runs/demo); rerunning
+# with the same output reuses what is finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export PATH="$PATH:/usr/libexec/coq-hammer"
-cargo build --release --locked -p prod-cli
+cargo build --release --locked -p prod-cli --features policy
 prod="${CARGO_TARGET_DIR:-target}/release/prod"
-out="${PROD_OUT:-runs/quickstart}"
-mkdir -p "$out"
+out="${PROD_OUT:-runs/demo}"
 set -x
-"$prod" dataset build --prover coq --library stdlib --out "$out/stdlib"
-"$prod" dataset stats "$out/stdlib"
-"$prod" dataset validate "$out/stdlib" --split test --sample 50 --seed 0
 "$prod" check --prover coq examples/check.jsonl
-"$prod" tree solve examples/tree.jsonl
-"$prod" tree solve examples/tree.jsonl --assemble root
+"$prod" demo --out "$out" --minutes "${PROD_MINUTES:-15}"
