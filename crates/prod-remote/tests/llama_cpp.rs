@@ -1,7 +1,7 @@
 //! Extended test against a REAL server: llama.cpp (llama-cpp-python's OpenAI server) serving the
 //! SmolLM2 GGUF. Runs only when both are given, else prints SKIPPED:
 //!
-//!   scripts/llama-cpp-server.sh start          # builds llama-cpp-python in a venv, serves the GGUF
+//!   scripts/llama-cpp.sh test      # builds llama-cpp-python in a venv, serves the GGUF, runs this
 //!   PROD_LLAMA_URL=http://127.0.0.1:8765 PROD_LLAMA_GGUF=/path/SmolLM2-135M-Instruct.Q4_1.gguf \
 //!     cargo test -p prod-remote --test llama_cpp -- --nocapture
 //!
