@@ -91,6 +91,14 @@ pub struct RlConfig {
     pub sampling: NativeParams,
     pub coq: crate::job::CoqJobConfig,
     pub seed: u64,
+    /// Scale-out training: instead of the native trainer, run this command each round (argv;
+    /// `{examples}` = the round's `examples.jsonl`, `{model}` = the previous checkpoint (a
+    /// Hugging Face model directory), `{out}` = where the new checkpoint must be written, in the
+    /// same layout). Empty = the native trainer. Reference trainer: `python/train_weighted.py`.
+    pub external_trainer: Vec<String>,
+    /// Run after each round's checkpoint is written (same placeholders), e.g. to point a remote
+    /// inference server at the new weights (SGLang `/update_weights_from_disk`, or a restart).
+    pub after_round: Vec<String>,
 }
 
 impl Default for RlConfig {
@@ -118,6 +126,8 @@ impl Default for RlConfig {
             sampling: NativeParams::default(),
             coq: crate::job::CoqJobConfig::default(),
             seed: 0,
+            external_trainer: Vec::new(),
+            after_round: Vec::new(),
         }
     }
 }
@@ -434,16 +444,44 @@ fn run_round(
         context_tokens: cfg.sampling.context_tokens,
         ..PolicyConfig::default()
     };
-    let mut trainer = if start_ckpt.join("trainer_state.json").exists() {
-        Trainer::resume(pcfg.clone(), start_ckpt)?
-    } else {
-        Trainer::new(pcfg.clone())
-    };
     let mut all_train: Vec<TrainExample> = train.iter().cloned().chain(value_train.iter().cloned()).collect();
     {
         use rand::seq::SliceRandom;
         all_train.shuffle(&mut rng);
     }
+    let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+    // The round's weighted examples, in the format external trainers read (always written: it is
+    // also the record of what the policy was trained on).
+    let examples_path = env.out.join("rounds").join(format!("round-{round}")).join("examples.jsonl");
+    write_examples(&examples_path, &all_train, &policy.tok)?;
+    let fill = |argv: &[String]| -> Vec<String> {
+        argv.iter()
+            .map(|a| {
+                a.replace("{examples}", &examples_path.display().to_string())
+                    .replace("{model}", &start_ckpt.display().to_string())
+                    .replace("{out}", &ckpt.display().to_string())
+            })
+            .collect()
+    };
+    if !cfg.external_trainer.is_empty() {
+        run_command("external trainer", &fill(&cfg.external_trainer))?;
+        if !ckpt.join("config.json").is_file() {
+            anyhow::bail!("the external trainer wrote no model to {} (config.json missing)", ckpt.display());
+        }
+        let train_s = t.elapsed().as_secs_f64();
+        let next = NativePolicy::load(&ckpt, cfg.sampling.clone()).with_context(|| format!("load {}", ckpt.display()))?;
+        let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&next.model, &value_train, cfg.micro_batch.max(1))?) };
+        let loss = if train.is_empty() { None } else { Some(eval_loss(&next.model, &train, cfg.micro_batch.max(1))?) };
+        if !cfg.after_round.is_empty() {
+            run_command("after_round", &fill(&cfg.after_round))?;
+        }
+        return finish_round(env, round, &batch, weight_sum, &local, &global, nodes.len(), (sample_s, check_s, train_s), loss, value_loss, replay, lang, &ckpt, (filter_checks, trivial_dropped, lemmas_removed));
+    }
+    let mut trainer = if start_ckpt.join("trainer_state.json").exists() {
+        Trainer::resume(pcfg.clone(), start_ckpt)?
+    } else {
+        Trainer::new(pcfg.clone())
+    };
     let pb = env.bars.bar("train", all_train.len() * cfg.epochs.max(1));
     let (mut loss_sum, mut loss_n) = (0.0, 0usize);
     for _ in 0..cfg.epochs.max(1) {
@@ -457,11 +495,71 @@ fn run_round(
     }
     pb.finish_and_clear();
     let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&policy.model, &value_train, cfg.micro_batch.max(1))?) };
-    let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
     std::fs::create_dir_all(&ckpt).with_context(|| format!("create {}", ckpt.display()))?;
     trainer.save_checkpoint(&policy.model, &ckpt)?;
     prod_policy::save_model_dir(&ckpt, &mut policy.model, &policy.tok)?;
     let train_s = t.elapsed().as_secs_f64();
+    if !cfg.after_round.is_empty() {
+        run_command("after_round", &fill(&cfg.after_round))?;
+    }
+    let loss = (loss_n > 0).then(|| loss_sum / loss_n as f64);
+    finish_round(env, round, &batch, weight_sum, &local, &global, nodes.len(), (sample_s, check_s, train_s), loss, value_loss, replay, lang, &ckpt, (filter_checks, trivial_dropped, lemmas_removed))
+}
+
+/// One JSON line per training example: `prompt`/`completion` text (special tokens kept),
+/// `weight`, and the exact `prompt_ids`/`completion_ids` (loss on the completion only).
+fn write_examples(path: &Path, examples: &[TrainExample], tok: &prod_policy::ProdTokenizer) -> anyhow::Result<()> {
+    use std::io::Write;
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?);
+    for e in examples {
+        let (p, c) = e.ids.split_at(e.loss_from.min(e.ids.len()));
+        let line = serde_json::json!({
+            "prompt": tok.decode(p)?, "completion": tok.decode(c)?, "weight": e.weight,
+            "prompt_ids": p, "completion_ids": c,
+        });
+        writeln!(f, "{line}")?;
+    }
+    f.flush()?;
+    drop(f);
+    std::fs::rename(&tmp, path).with_context(|| format!("rename to {}", path.display()))?;
+    Ok(())
+}
+
+/// Run a configured command; a failure stops the run (it resumes from the last checkpoint).
+fn run_command(what: &str, argv: &[String]) -> anyhow::Result<()> {
+    let Some((program, args)) = argv.split_first() else { return Ok(()) };
+    let status = std::process::Command::new(program)
+        .args(args)
+        .status()
+        .with_context(|| format!("{what}: cannot run {program}"))?;
+    if !status.success() {
+        anyhow::bail!("{what} `{}` failed ({status})", argv.join(" "));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_round(
+    env: &RlEnv<'_>,
+    round: u32,
+    batch: &[StoredExample],
+    weight_sum: f64,
+    local: &[LocalVerdict],
+    global: &[GlobalVerdict],
+    nodes: usize,
+    (sample_s, check_s, train_s): (f64, f64, f64),
+    loss: Option<f64>,
+    value_loss: Option<f64>,
+    replay: &ReplayBuffer<StoredExample>,
+    lang: &dyn ProofLanguage,
+    ckpt: &Path,
+    (filter_checks, trivial_dropped, lemmas_removed): (usize, usize, usize),
+) -> anyhow::Result<RoundRecord> {
+    let store = env.store;
     // --- metrics ------------------------------------------------------------------------------
     let replay_lemmas: Vec<String> = replay_lemma_statements(replay);
     let novel = replay_lemmas.iter().filter(|l| !env.dataset_statements.contains(&lang.normalize_statement(l))).count();
@@ -471,11 +569,11 @@ fn run_round(
         mean_weight: (!batch.is_empty()).then(|| weight_sum / batch.len() as f64),
         locally_correct: local.iter().filter(|l| **l == LocalVerdict::Correct).count(),
         globally_correct: global.iter().filter(|g| **g == GlobalVerdict::Correct).count(),
-        nodes: nodes.len(),
+        nodes,
         sample_s,
         check_s,
         train_s,
-        loss: (loss_n > 0).then(|| loss_sum / loss_n as f64),
+        loss,
         value_loss,
         replay_size: replay.len(),
         novel_lemma_share: (!replay_lemmas.is_empty()).then(|| novel as f64 / replay_lemmas.len() as f64),

@@ -126,7 +126,17 @@ fn config(dir: &Path) -> RlConfig {
 }
 
 fn run(dir: &Path, run_dir: &Path, coq: &CoqChecker, sent: &Mutex<Vec<String>>, die_after: Option<usize>) -> Vec<prod_run::rl::RoundRecord> {
-    let cfg = config(dir);
+    run_with(&config(dir), dir, run_dir, coq, sent, die_after)
+}
+
+fn run_with(
+    cfg: &RlConfig,
+    dir: &Path,
+    run_dir: &Path,
+    coq: &CoqChecker,
+    sent: &Mutex<Vec<String>>,
+    die_after: Option<usize>,
+) -> Vec<prod_run::rl::RoundRecord> {
     let theorems = prod_run::load_theorems(dir, "rl", None, 0).unwrap();
     let store = RunStore::open_dir(run_dir).unwrap();
     let cache = VerificationCache::open(&run_dir.join("cache.sqlite")).unwrap();
@@ -134,7 +144,40 @@ fn run(dir: &Path, run_dir: &Path, coq: &CoqChecker, sent: &Mutex<Vec<String>>, 
     let lang = prod_coq::CoqLanguage;
     let statements = Default::default();
     let env = RlEnv { store: &store, checker: &checker, lang: &lang, out: run_dir, bars: &Bars::hidden(), dataset_statements: &statements };
-    run_rl(&cfg, &theorems, &env, &|_| Ok(())).unwrap()
+    run_rl(cfg, &theorems, &env, &|_| Ok(())).unwrap()
+}
+
+#[test]
+fn an_external_trainer_gets_the_rounds_examples_and_writes_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fixture(dir.path());
+    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
+    ccfg.hammer.enabled = false;
+    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let mut cfg = config(dir.path());
+    cfg.rounds = 1;
+    // A stand-in for python/train_weighted.py: needs the examples, writes a model directory.
+    let script = "test -s \"$0\" && mkdir -p \"$2\" && cp -r \"$1\"/. \"$2\"/ && touch \"$2\"/trained-externally";
+    cfg.external_trainer = ["sh", "-c", script, "{examples}", "{model}", "{out}"].map(String::from).to_vec();
+    cfg.after_round = ["touch", "{out}/after-round"].map(String::from).to_vec();
+    let run_dir = tempfile::tempdir().unwrap();
+    let records = run_with(&cfg, dir.path(), run_dir.path(), &coq, &Mutex::new(vec![]), None);
+    assert_eq!(records.len(), 1);
+    assert!(records[0].metrics.loss.is_some(), "the loss is measured on the new weights");
+    let ckpt = run_dir.path().join("checkpoints/round-1");
+    assert!(ckpt.join("trained-externally").exists() && ckpt.join("after-round").exists());
+    let tok = ProdTokenizer::from_file(&dir.path().join("model/tokenizer.json"), None).unwrap();
+    let text = std::fs::read_to_string(run_dir.path().join("rounds/round-1/examples.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() >= 2, "ground truth at least");
+    for l in &lines {
+        let ids = |k: &str| -> Vec<u32> { l[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect() };
+        assert_eq!(tok.decode(&ids("prompt_ids")).unwrap(), l["prompt"].as_str().unwrap());
+        assert_eq!(tok.decode(&ids("completion_ids")).unwrap(), l["completion"].as_str().unwrap());
+        assert!(l["weight"].as_f64().unwrap() > 0.0);
+    }
+    // A value example's completion is one of the two value tokens.
+    assert!(lines.iter().any(|l| ["<true>", "<false>"].contains(&l["completion"].as_str().unwrap())));
 }
 
 #[test]
