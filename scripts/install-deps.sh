@@ -3,10 +3,11 @@
 # Coq 8.16 with its stdlib (our prover and embedded proof library), CoqHammer with the E and
 # CVC4 provers (our Sledgehammer), Z3, bubblewrap (the prover's sandbox), and OCaml with Coq's
 # development files to build the ProD Coq plugin (a faster `Print Assumptions`; the checker
-# falls back to `Print Assumptions` without it).
+# falls back to `Print Assumptions` without it), and PostgreSQL (the shared check queue of
+# `prod queue`; its test starts a throw-away cluster).
 set -euo pipefail
 packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux
-  ocaml-nox ocaml-findlib libcoq-core-ocaml-dev)
+  ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

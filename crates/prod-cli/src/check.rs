@@ -190,12 +190,12 @@ struct NodeLine {
     proof: String,
 }
 
-fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
+pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
     crate::config::ConfigFile::load(explicit)?.section("check")
 }
 
 /// Parse the input; `Err` names the line.
-fn read_nodes(
+pub(crate) fn read_nodes(
     file: &Path,
 ) -> anyhow::Result<Vec<(serde_json::Value, Result<CheckRequest, Verdict>)>> {
     let reader: Box<dyn BufRead> = if file == Path::new("-") {
@@ -326,7 +326,7 @@ pub fn run(a: CheckArgs) -> i32 {
     exit::written(st.2)
 }
 
-fn render(id: &serde_json::Value, v: &Verdict, t: Duration, json: bool) -> String {
+pub(crate) fn render(id: &serde_json::Value, v: &Verdict, t: Duration, json: bool) -> String {
     // Proved checks report the prover's own time; others the wall time of their run.
     let time = match v {
         Verdict::Proved { time, .. } => *time,

@@ -16,6 +16,7 @@ mod eval;
 mod exit;
 #[cfg(feature = "policy")]
 mod model;
+mod queue;
 #[cfg(feature = "policy")]
 mod rl;
 mod report;
@@ -57,6 +58,10 @@ enum Command {
     ///
     /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
     Check(check::CheckArgs),
+    /// Checking at scale: a PostgreSQL queue of nodes that `prod queue work` processes on several
+    /// machines drain together (claims with FOR UPDATE SKIP LOCKED; a dead worker's claims expire).
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
     /// Benchmarks, measured side by side in one process.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -122,6 +127,7 @@ fn main() {
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
         Command::Check(args) => check::run(args),
+        Command::Queue(cmd) => queue::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Tree(cmd) => tree::run(cmd),
         #[cfg(feature = "policy")]

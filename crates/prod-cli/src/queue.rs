@@ -1,0 +1,174 @@
+//! `prod queue`: checking at scale — one round's checks in PostgreSQL, drained by any number of
+//! `prod queue work` processes on any number of machines (issue G).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use prod_check::Verdict;
+use prod_check_coq::CoqChecker;
+use prod_queue::{Queue, WorkOptions};
+
+use crate::check::{load_section, read_nodes, render};
+use crate::exit;
+
+#[derive(Subcommand, Debug)]
+pub enum QueueCommand {
+    /// Add the nodes of a JSONL file (the `prod check` input format) to a run's queue.
+    ///
+    /// Example: prod queue submit --store postgres://prod@db/prod --run round-3 nodes.jsonl
+    Submit(SubmitArgs),
+    /// Check queued nodes until none is left (claims expire after --lease; a worker that dies
+    /// leaves its claims to be retried). Start one per machine, e.g. as a Slurm array.
+    ///
+    /// Example: prod queue work --store postgres://prod@db/prod --run round-3 --workers 2
+    Work(WorkArgs),
+    /// Counts of waiting, claimed and done nodes.
+    Status(StoreArgs),
+    /// The recorded verdicts, in submission order, as `prod check` prints them.
+    Results(StoreArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    /// PostgreSQL connection (URL or libpq string), e.g. postgres://user@host/db or
+    /// "host=/run/postgresql user=prod".
+    #[arg(long, env = "PROD_STORE")]
+    pub store: String,
+    /// The run (a name; one queue per run).
+    #[arg(long)]
+    pub run: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// JSONL nodes (`id`, `imports`, `context`, `statement`, `proof`), `-` for stdin.
+    pub file: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Coq workers in this process.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Time limit per proof step, seconds.
+    #[arg(long)]
+    pub timeout: Option<u32>,
+    /// Nodes claimed at a time.
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// Seconds a claim holds before another worker may take the node.
+    #[arg(long, default_value_t = 900.0)]
+    pub lease: f64,
+    /// A name for this worker (default: host:pid).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Config file (reads `[check]` and `[check.coq]`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+pub fn run(cmd: QueueCommand) -> i32 {
+    let r = match cmd {
+        QueueCommand::Submit(a) => submit(a),
+        QueueCommand::Work(a) => work(a),
+        QueueCommand::Status(a) => status(a),
+        QueueCommand::Results(a) => results(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => exit::failure(e),
+    }
+}
+
+fn connect(a: &StoreArgs) -> anyhow::Result<Queue> {
+    Queue::connect(&a.store, &a.run).map_err(|e| anyhow!("cannot open the queue: {e}"))
+}
+
+fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
+    let nodes = match read_nodes(&a.file) {
+        Ok(n) => n,
+        Err(e) => return Ok(exit::bad_input(e)),
+    };
+    let mut jobs = vec![];
+    for (id, req) in nodes {
+        let item = match &id {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        match req {
+            Ok(r) => jobs.push((item, r)),
+            Err(v) => eprintln!("{item}: not queued: {}", v.message()),
+        }
+    }
+    let mut q = connect(&a.store)?;
+    let added = q.submit(&jobs)?;
+    let s = q.status()?;
+    if a.store.json {
+        println!("{}", serde_json::json!({"submitted": jobs.len(), "added": added, "todo": s.todo, "claimed": s.claimed, "done": s.done}));
+    } else {
+        println!("{added} new of {} submitted; todo {}, claimed {}, done {}", jobs.len(), s.todo, s.claimed, s.done);
+    }
+    Ok(0)
+}
+
+fn work(a: WorkArgs) -> anyhow::Result<i32> {
+    let section = match load_section(a.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return Ok(exit::bad_input(e)),
+    };
+    let mut cfg = section.coq;
+    if let Some(w) = a.workers {
+        cfg.workers = w;
+    }
+    if let Some(t) = a.timeout {
+        cfg.step_timeout_s = t;
+    }
+    let checker = CoqChecker::new(cfg).map_err(|e| anyhow!(e))?;
+    let name = a.name.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}:{}", host.trim(), std::process::id())
+    });
+    let mut q = connect(&a.store)?;
+    let opts = WorkOptions { batch: a.batch, lease: Duration::from_secs_f64(a.lease.max(0.0)), ..WorkOptions::default() };
+    let stats = prod_queue::work(&mut q, &checker, &name, &opts)?;
+    if a.store.json {
+        println!("{}", serde_json::json!({"worker": name, "claimed": stats.claimed, "recorded": stats.recorded, "lost_claims": stats.lost_claims, "released_infra": stats.released_infra}));
+    } else {
+        println!("{name}: claimed {}, recorded {}, lost claims {}, infra released {}", stats.claimed, stats.recorded, stats.lost_claims, stats.released_infra);
+    }
+    Ok(0)
+}
+
+fn status(a: StoreArgs) -> anyhow::Result<i32> {
+    let s = connect(&a)?.status()?;
+    if a.json {
+        println!("{}", serde_json::json!({"todo": s.todo, "claimed": s.claimed, "done": s.done}));
+    } else {
+        println!("todo {}, claimed {}, done {}", s.todo, s.claimed, s.done);
+    }
+    Ok(0)
+}
+
+fn results(a: StoreArgs) -> anyhow::Result<i32> {
+    for (item, v, attempts, completions) in connect(&a)?.results()? {
+        let v = v.unwrap_or_else(|| Verdict::infra("not checked yet"));
+        let line = render(&serde_json::Value::String(item), &v, Duration::ZERO, a.json);
+        if a.json {
+            let mut j: serde_json::Value = serde_json::from_str(&line)?;
+            j["claims"] = attempts.into();
+            j["recordings"] = completions.into();
+            println!("{j}");
+        } else {
+            println!("{line}");
+        }
+    }
+    Ok(0)
+}
