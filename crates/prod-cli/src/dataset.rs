@@ -5,24 +5,29 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use prod_library::dataset::{self, DatasetConfig, SplitUnit};
+use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
 use prod_library::LibrarySpec;
 
 use crate::exit;
 
 #[derive(Subcommand)]
 pub enum DatasetCommand {
-    /// Build a dataset directory from a Coq library (paper §2 "Dataset construction").
+    /// Build a dataset directory from a Coq library or the AFP (paper §2 "Dataset construction").
     ///
     /// Segments every file into blocks c1 s1 p1 … cl sl pl, peels the proof trees (T_tree), writes
-    /// contexts and conditional proofs, replaces hammer-findable steps by `hammer.`, and splits by
-    /// the dependency graph. Output: train/val/test/rl/sft(+_wl variants).jsonl, skipped.jsonl,
-    /// stats.json (schema: docs/dataset.md).
+    /// contexts and conditional proofs, replaces hammer-findable steps by `hammer.` (Coq) or
+    /// `sledgehammer` (Isabelle), and splits: Coq by the dependency graph, the AFP by the paper's
+    /// 36 holdout entries (or --split deps / after:DATE). Output: train/val/test/rl/sft(+_wl
+    /// variants).jsonl, sources.jsonl, skipped.jsonl, stats.json (schema: docs/dataset.md).
     ///
     /// Examples:
     ///   prod dataset build --prover coq --library stdlib --out data/stdlib
     ///   prod dataset build --library all --out data/all          # every installed libcoq-* package
     ///   prod dataset build --library libcoq-hammer --out data/hammer
     ///   prod dataset build --library ./my-project --out data/mine  # uses its _CoqProject
+    ///   prod dataset build --prover isabelle --library /data/afp-2022-12-06 --out data/afp
+    ///   prod dataset build --prover isabelle --library afp --afp afp-2022-12-06.tar.xz --out data/afp
+    ///   prod dataset build --prover isabelle --library afp --afp DIR --split after:2022-06-01 --out data/ood
     Build(BuildArgs),
     /// Print the stats of a built dataset directory.
     ///
@@ -45,13 +50,26 @@ pub enum DatasetCommand {
 
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Prover whose library is read (only `coq` for now).
+    /// Prover whose library is read: `coq` or `isabelle`.
     #[arg(long, default_value = "coq")]
     pub prover: String,
-    /// `stdlib`, `all`, a Debian package (`libcoq-mathcomp-ssreflect`), a user-contrib root
-    /// (`Hammer`), or a directory (with or without a `_CoqProject`).
+    /// Coq: `stdlib`, `all`, a Debian package (`libcoq-mathcomp-ssreflect`), a user-contrib root
+    /// (`Hammer`), or a directory (with or without a `_CoqProject`). Isabelle: `afp` (with
+    /// --afp) or the unpacked AFP directory (the one holding `thys/`).
     #[arg(long, default_value = "stdlib")]
     pub library: String,
+    /// Isabelle: the AFP, unpacked (the directory holding `thys/`) or as its release tarball
+    /// (`afp-2022-12-06.tar.xz`, unpacked once into the temporary directory and reused).
+    #[arg(long)]
+    pub afp: Option<PathBuf>,
+    /// Isabelle: the test split: `holdout` (the paper's 36 entries), `deps` (a seeded sample of
+    /// the entries nothing depends on, --test-fraction), or `after:YYYY-MM-DD` (entries dated
+    /// after that day; entries that depend on them are left out).
+    #[arg(long, default_value = "holdout")]
+    pub split: String,
+    /// Isabelle: build only some entries: `N` (the first N in dependency order) or `A,B,C`.
+    #[arg(long)]
+    pub entries: Option<String>,
     /// Output directory (created; existing dataset files in it are overwritten).
     #[arg(long)]
     pub out: PathBuf,
@@ -78,8 +96,10 @@ pub struct BuildArgs {
     pub threads: usize,
     /// Keep at most this many bytes of each context inline (0: whole contexts; the dataset then
     /// grows quadratically with file size). Full contexts are always in sources.jsonl.
-    #[arg(long, default_value_t = 16384)]
-    pub context_bytes: usize,
+    /// Default: 16384 for Coq, 4096 for Isabelle (the paper keeps the last 1k tokens; the AFP
+    /// with 16 KiB contexts is 9.4 GB of JSONL).
+    #[arg(long)]
+    pub context_bytes: Option<usize>,
     /// Print the stats as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -136,8 +156,8 @@ fn progress_bar(enabled: bool) -> Option<indicatif::ProgressBar> {
 }
 
 fn build(a: BuildArgs) -> i32 {
-    if a.prover != "coq" {
-        return exit::bad_input(anyhow!("--prover {:?}: only `coq` is supported (Isabelle is issue F)", a.prover));
+    if a.prover != "coq" && a.prover != "isabelle" {
+        return exit::bad_input(anyhow!("--prover {:?}: expected coq or isabelle", a.prover));
     }
     let unit = match a.unit.as_str() {
         "auto" => SplitUnit::Auto,
@@ -148,7 +168,7 @@ fn build(a: BuildArgs) -> i32 {
     if !(0.0..=1.0).contains(&a.test_fraction) || !(0.0..=1.0).contains(&a.val_fraction) {
         return exit::bad_input(anyhow!("--test-fraction and --val-fraction must lie in [0, 1]"));
     }
-    let mut cfg = DatasetConfig { seed: a.seed, test_fraction: a.test_fraction, val_fraction: a.val_fraction, unit, hammer: !a.no_hammer, threads: a.threads, context_bytes: a.context_bytes, ..Default::default() };
+    let mut cfg = DatasetConfig { seed: a.seed, test_fraction: a.test_fraction, val_fraction: a.val_fraction, unit, hammer: !a.no_hammer, threads: a.threads, context_bytes: a.context_bytes.unwrap_or(if a.prover == "isabelle" { 4096 } else { 16384 }), ..Default::default() };
     if let Some(c) = a.coqlib {
         cfg.coqlib = c;
     }
@@ -159,8 +179,30 @@ fn build(a: BuildArgs) -> i32 {
             pb.set_position(done as u64);
         }
     };
-    let spec = LibrarySpec::parse(&a.library);
-    let result = dataset::build(&spec, &a.out, &cfg, Some(&prod_coq::CoqLanguage), &cb);
+    let result = if a.prover == "isabelle" {
+        let split = match AfpSplit::parse(&a.split) {
+            Ok(s) => s,
+            Err(e) => return exit::bad_input(anyhow!("--split: {e}")),
+        };
+        let entries = a.entries.as_deref().map(EntrySelection::parse).unwrap_or(EntrySelection::All);
+        let dir = match (&a.afp, a.library.as_str()) {
+            (Some(p), _) => p.clone(),
+            (None, "afp" | "stdlib") => return exit::bad_input(anyhow!("--prover isabelle needs the AFP: --afp DIR_OR_TARBALL or --library DIR")),
+            (None, lib) => PathBuf::from(lib),
+        };
+        let dir = match afp_dir(&dir) {
+            Ok(d) => d,
+            Err(e) => return exit::bad_input(e),
+        };
+        let started = std::time::Instant::now();
+        match AfpSource::load(&dir, AfpOptions { split, entries }) {
+            Ok(src) => dataset::build_from(&src, &a.out, &cfg, &cb, started),
+            Err(e) => Err(e.into()),
+        }
+    } else {
+        let spec = LibrarySpec::parse(&a.library);
+        dataset::build(&spec, &a.out, &cfg, Some(&prod_coq::CoqLanguage), &cb)
+    };
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
@@ -169,6 +211,39 @@ fn build(a: BuildArgs) -> i32 {
         Err(e @ dataset::BuildError::Discovery(_)) => exit::bad_input(e.into()),
         Err(e) => exit::failure(e.into()),
     }
+}
+
+/// An unpacked AFP directory for `path`: the path itself, or, for a `.tar.xz`/`.tar.gz`/`.tar`
+/// release tarball, its unpacked copy under the temporary directory (unpacked once by `tar`,
+/// reused while its `thys/ROOTS` is there).
+fn afp_dir(path: &std::path::Path) -> anyhow::Result<PathBuf> {
+    if path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let Some(stem) = [".tar.xz", ".tar.gz", ".tgz", ".tar"].iter().find_map(|s| name.strip_suffix(s)) else {
+        return Err(anyhow!("{}: neither a directory nor an AFP tarball (.tar.xz)", path.display()));
+    };
+    if !path.is_file() {
+        return Err(anyhow!("{}: no such file", path.display()));
+    }
+    let dest = std::env::temp_dir().join(format!("prod-{stem}"));
+    let ready = |d: &std::path::Path| d.join(stem).join("thys/ROOTS").is_file() || d.join("thys/ROOTS").is_file();
+    if !ready(&dest) {
+        // Unpack into a fresh directory and rename it into place: a half-unpacked tree is never reused.
+        let tmp = std::env::temp_dir().join(format!("prod-{stem}.partial-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp)?;
+        eprintln!("unpacking {} into {} (once)", path.display(), dest.display());
+        let status = std::process::Command::new("tar").arg("-xf").arg(path).arg("-C").arg(&tmp).status().map_err(|e| anyhow!("cannot run tar: {e}"))?;
+        if !status.success() {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(anyhow!("tar -xf {} failed ({status})", path.display()));
+        }
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&tmp, &dest)?;
+    }
+    // The release tarball holds one top directory (`afp-2022-12-06/`).
+    Ok(if dest.join(stem).is_dir() { dest.join(stem) } else { dest })
 }
 
 fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
@@ -182,6 +257,7 @@ fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
     } else {
         let join = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(", ");
         let _ = writeln!(o, "library {}: {} files ({} with .glob references, {} unreadable), {} theorem blocks ({} Qed, {} Defined)", s.library, s.files, s.files_with_glob_refs, s.files_failed, s.blocks, s.blocks_qed, s.blocks_defined);
+        let _ = writeln!(o, "goal blocks: {} ({} unclosed)", s.goal_blocks, s.unclosed_blocks);
         let _ = writeln!(o, "examples: {}", join(&mut s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}"))));
         let _ = writeln!(o, "files written: {}", join(&mut s.files_written.iter().map(|(k, v)| format!("{k} {v}"))));
         let _ = writeln!(o, "peeled (T_tree): {} ({:.1}% of theorems with an example)", s.peeled, 100.0 * s.peeled_share);
@@ -189,6 +265,9 @@ fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
         let _ = writeln!(o, "hammer replacement: {} steps in {} examples", s.replaced_steps, s.examples_with_replacement);
         let _ = writeln!(o, "skipped blocks: {}", join(&mut s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}"))));
         let _ = writeln!(o, "split unit: {} ({} units; test: {})", s.split_unit, s.units, s.test_units.join(" "));
+        if !s.excluded_units.is_empty() {
+            let _ = writeln!(o, "left out (depend on test units): {} units, {} examples", s.excluded_units.len(), s.examples_excluded);
+        }
         for n in &s.notes {
             let _ = writeln!(o, "note: {n}");
         }
@@ -242,6 +321,10 @@ fn sample<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
 fn validate(a: ValidateArgs) -> i32 {
     if !["train", "val", "test", "rl", "sft"].contains(&a.split.as_str()) {
         return exit::bad_input(anyhow!("--split {:?}: expected train, val, test, rl or sft", a.split));
+    }
+    // Isabelle datasets need the Isabelle checker (a running Isabelle server), not wired here.
+    if dataset::read_stats(&a.dir).is_ok_and(|s| s.prover == "isabelle") {
+        return exit::bad_input(anyhow!("{}: an Isabelle dataset; `prod dataset validate` checks with the Coq checker only", a.dir.display()));
     }
     let path = a.dir.join(format!("{}.jsonl", a.split));
     let examples = match dataset::read_examples(&path) {

@@ -24,8 +24,14 @@ use std::collections::HashMap;
 use prod_coq::{comments_stripped, identifiers, line_col, sentence_head, sentences, LexError, SentenceKind};
 use serde::Serialize;
 
+use std::path::Path;
+
+use prod_core::ProofLanguage;
+
+use crate::discovery::{self, DiscoveryError, Library, LibrarySpec};
 use crate::glob::Glob;
 use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
+use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
 pub const THEOREM_KEYWORDS: &[&str] = &["Theorem", "Lemma", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example", "Goal"];
 
@@ -375,6 +381,63 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
         content_sentences,
     };
     out
+}
+
+/// A Coq library as a [`LibrarySource`]: discovery and dependencies from [`crate::discovery`],
+/// segmentation by [`segment`] with the file's `.glob` when there is one, the `hammer.` rule of
+/// [`crate::hammer`], and the dependency split.
+pub struct CoqSource<'l> {
+    pub library: Library,
+    pub language: Option<&'l dyn ProofLanguage>,
+}
+
+impl<'l> CoqSource<'l> {
+    /// Discover `spec` under `coqlib` and resolve its file dependencies.
+    pub fn discover(spec: &LibrarySpec, coqlib: &Path, language: Option<&'l dyn ProofLanguage>) -> Result<Self, DiscoveryError> {
+        let mut library = discovery::discover(spec, coqlib)?;
+        discovery::resolve_dependencies(&mut library, coqlib);
+        Ok(CoqSource { library, language })
+    }
+}
+
+struct CoqSegmenter<'a> {
+    library: &'a Library,
+}
+
+impl FileSegmenter for CoqSegmenter<'_> {
+    fn segment(&mut self, file: usize, source: &str) -> SegmentedSource {
+        let glob = self.library.files.get(file).and_then(|f| f.glob.as_ref()).and_then(|g| std::fs::read_to_string(g).ok()).map(|t| crate::glob::parse(&t).0);
+        let cf = segment(source, glob.as_ref());
+        let unclosed = cf.segments.theorems.iter().filter(|t| t.skip == Some(SkipReason::Unterminated)).count();
+        SegmentedSource {
+            goal_blocks: cf.segments.theorems.len(),
+            unclosed_blocks: unclosed,
+            segments: cf.segments,
+            imports: cf.imports,
+            // The lexer stops at its first error: the rest of the file is not seen.
+            issues: cf.lex_errors.first().map(|e| (0, format!("lex_error_rest_of_file: {e}"))).into_iter().collect(),
+            prover_references: cf.used_glob,
+            body_start: 0,
+        }
+    }
+}
+
+impl LibrarySource for CoqSource<'_> {
+    fn prover(&self) -> &'static str {
+        "coq"
+    }
+    fn library(&self) -> &Library {
+        &self.library
+    }
+    fn segmenter(&self) -> Box<dyn FileSegmenter + '_> {
+        Box::new(CoqSegmenter { library: &self.library })
+    }
+    fn rewrite_step(&self, steps: &[Step], k: usize) -> Option<String> {
+        crate::hammer::replace_step(steps, k)
+    }
+    fn language(&self) -> Option<&dyn ProofLanguage> {
+        self.language
+    }
 }
 
 #[cfg(test)]

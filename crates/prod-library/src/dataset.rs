@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use prod_core::{ConditionalProof, ProofLanguage};
 use serde::{Deserialize, Serialize};
 
-use crate::coq;
-use crate::discovery::{self, Library, LibrarySpec};
+use crate::discovery::{self, LibrarySpec};
+use crate::source::{FileSegmenter, LibrarySource};
 use crate::examples::{build_examples, Rewriter, TheoremExample};
 use crate::peel::peel;
 use crate::segment::{ProofEnd, SkipReason};
@@ -123,11 +123,20 @@ pub struct Skipped {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Stats {
     pub library: String,
+    /// `coq` or `isabelle`.
+    pub prover: String,
     pub files: usize,
     pub files_with_glob_refs: usize,
     pub files_failed: usize,
+    /// Every proof-opening block the segmenter found (Isabelle: also `instance`, `function`,
+    /// `termination`, … proofs, which stay content; Coq: the theorem blocks).
+    pub goal_blocks: usize,
+    /// Blocks whose proof never closes (skipped as `unterminated`).
+    pub unclosed_blocks: usize,
+    /// Theorem blocks (`Lemma …`/`lemma …`): the candidates for examples.
     pub blocks: usize,
     pub blocks_qed: usize,
     pub blocks_defined: usize,
@@ -144,6 +153,12 @@ pub struct Stats {
     pub split_unit: String,
     pub units: usize,
     pub test_units: Vec<String>,
+    /// Theorem blocks in each test unit (examples or not).
+    pub blocks_per_test_unit: BTreeMap<String, usize>,
+    /// Units left out of every split because they depend on a test unit (date split only).
+    pub excluded_units: Vec<String>,
+    /// Examples of the excluded units (not written).
+    pub examples_excluded: usize,
     pub dependency_sources: BTreeMap<String, usize>,
     pub notes: Vec<String>,
     pub seconds: f64,
@@ -161,14 +176,30 @@ struct FileOut {
     blocks: usize,
     qed: usize,
     defined: usize,
+    goal_blocks: usize,
+    unclosed_blocks: usize,
+    body_start: usize,
     used_glob: bool,
     failed: Option<String>,
 }
 
-fn process_file(lib: &Library, i: usize, hammer: bool) -> FileOut {
-    let f = &lib.files[i];
+fn process_file(src: &dyn LibrarySource, segmenter: &mut dyn FileSegmenter, i: usize, hammer: bool) -> FileOut {
+    let f = &src.library().files[i];
     let file = f.path.display().to_string();
-    let mut out = FileOut { source: String::new(), reduced: String::new(), examples: vec![], skipped: vec![], blocks: 0, qed: 0, defined: 0, used_glob: false, failed: None };
+    let mut out = FileOut {
+        source: String::new(),
+        reduced: String::new(),
+        examples: vec![],
+        skipped: vec![],
+        blocks: 0,
+        qed: 0,
+        defined: 0,
+        goal_blocks: 0,
+        unclosed_blocks: 0,
+        body_start: 0,
+        used_glob: false,
+        failed: None,
+    };
     let source = match std::fs::read(&f.path) {
         Ok(b) => match String::from_utf8(b) {
             Ok(s) => s,
@@ -182,16 +213,19 @@ fn process_file(lib: &Library, i: usize, hammer: bool) -> FileOut {
             return out;
         }
     };
-    let glob = f.glob.as_ref().and_then(|g| std::fs::read_to_string(g).ok()).map(|t| crate::glob::parse(&t).0);
-    let cf = coq::segment(&source, glob.as_ref());
-    out.used_glob = cf.used_glob;
-    if let Some(e) = cf.lex_errors.first() {
-        out.skipped.push(Skipped { file: file.clone(), line: 0, name: String::new(), reason: format!("lex_error_rest_of_file: {e}") });
+    let cf = segmenter.segment(i, &source);
+    out.used_glob = cf.prover_references;
+    out.goal_blocks = cf.goal_blocks;
+    out.unclosed_blocks = cf.unclosed_blocks;
+    out.body_start = cf.body_start;
+    for (line, reason) in &cf.issues {
+        out.skipped.push(Skipped { file: file.clone(), line: *line, name: String::new(), reason: reason.clone() });
     }
     let seg = &cf.segments;
     let peeling = peel(seg);
     let no_rewrite = |_: &[crate::segment::Step], _: usize| None;
-    let rewriter: &Rewriter = if hammer { &crate::hammer::replace_step } else { &no_rewrite };
+    let hammer_rule = |steps: &[crate::segment::Step], k: usize| src.rewrite_step(steps, k);
+    let rewriter: &Rewriter<'_> = if hammer { &hammer_rule } else { &no_rewrite };
     let (examples, failed) = build_examples(seg, &peeling, rewriter);
     out.blocks = seg.theorems.len();
     out.reduced = crate::examples::reduced_source(seg, &peeling);
@@ -246,6 +280,14 @@ pub struct SourceRecord {
     pub source: String,
     /// The file with every peeled pair removed (base of `wo_lemmas`/`augmented` contexts).
     pub reduced: String,
+    /// Isabelle: the byte after the theory header's `begin` (the same in `source` and
+    /// `reduced`); a checker's context is the text from here. Absent (0) for Coq.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub body_start: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Example {
@@ -253,6 +295,15 @@ impl Example {
     pub fn full_context(&self, src: &SourceRecord) -> Option<String> {
         let base = if self.variant == "w_lemmas" { &src.source } else { &src.reduced };
         Some(format!("{}{}", base.get(..self.context_end)?, self.context_extra))
+    }
+
+    /// The context as a checker takes it: the full context from the file's `body_start` (for
+    /// Isabelle the text after the theory header's `begin`, the imports being in `imports`;
+    /// for Coq the same as [`Example::full_context`]).
+    pub fn checker_context(&self, src: &SourceRecord) -> Option<String> {
+        let base = if self.variant == "w_lemmas" { &src.source } else { &src.reduced };
+        let start = src.body_start.min(self.context_end);
+        Some(format!("{}{}", base.get(start..self.context_end)?, self.context_extra))
     }
 }
 
@@ -271,11 +322,19 @@ pub fn read_sources(dir: &Path) -> Result<HashMap<String, SourceRecord>, String>
 /// Progress callback: (files done, files total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
-/// Build a dataset for `spec` into `out_dir`. Returns the stats (also written to `stats.json`).
+/// Build a dataset for the Coq library `spec` into `out_dir`. Returns the stats (also written to
+/// `stats.json`). `lang`: the language for augmented copies (`None`: none are written).
 pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Option<&dyn ProofLanguage>, progress: Progress) -> Result<Stats, BuildError> {
     let started = std::time::Instant::now();
-    let mut lib = discovery::discover(spec, &cfg.coqlib)?;
-    discovery::resolve_dependencies(&mut lib, &cfg.coqlib);
+    let source = crate::coq::CoqSource::discover(spec, &cfg.coqlib, lang)?;
+    build_from(&source, out_dir, cfg, progress, started)
+}
+
+/// Build a dataset from any [`LibrarySource`] (the one pipeline of every prover). `started`:
+/// when the build began (discovery included), for `stats.seconds`.
+pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, progress: Progress, started: std::time::Instant) -> Result<Stats, BuildError> {
+    let lib = src.library();
+    let lang = src.language();
     let n = lib.files.len();
     let threads = if cfg.threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) } else { cfg.threads };
     let next = AtomicUsize::new(0);
@@ -285,13 +344,14 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
         let handles: Vec<_> = (0..threads.max(1))
             .map(|_| {
                 s.spawn(|| {
+                    let mut segmenter = src.segmenter();
                     let mut mine = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= n {
                             break;
                         }
-                        mine.push((i, process_file(&lib, i, cfg.hammer)));
+                        mine.push((i, process_file(src, segmenter.as_mut(), i, cfg.hammer)));
                         progress(done.fetch_add(1, Ordering::Relaxed) + 1, n);
                     }
                     mine
@@ -311,50 +371,37 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
         return Err(BuildError::Worker);
     }
     let results: Vec<FileOut> = results.into_iter().flatten().collect();
+    if std::env::var_os("PROD_DATASET_TIMING").is_some() {
+        eprintln!("timing: files segmented, peeled and turned into examples after {:.2?}", started.elapsed());
+    }
 
-    // Units and the test split.
-    let packages: Vec<String> = {
-        let mut p: Vec<String> = lib.files.iter().map(|f| f.package.clone()).collect();
-        p.sort();
-        p.dedup();
-        p
-    };
-    let by_package = matches!(cfg.unit, SplitUnit::Package) || (cfg.unit == SplitUnit::Auto && packages.len() > 1);
-    let unit_of: Vec<usize> = if by_package {
-        let idx: HashMap<&str, usize> = packages.iter().enumerate().map(|(i, p)| (p.as_str(), i)).collect();
-        lib.files.iter().map(|f| idx[f.package.as_str()]).collect()
-    } else {
-        (0..n).collect()
-    };
-    let units = if by_package { packages.len() } else { n };
-    let unit_name = |u: usize| if by_package { packages[u].clone() } else { lib.files[u].logical.clone() };
-    let mut unit_deps = vec![Vec::new(); units];
-    let mut unknown = vec![false; units];
-    for (i, d) in lib.file_deps.iter().enumerate() {
-        for &j in d {
-            if unit_of[j] != unit_of[i] {
-                unit_deps[unit_of[i]].push(unit_of[j]);
-            }
-        }
-        if lib.dep_source[i] == "none" {
-            unknown[unit_of[i]] = true;
+    // Units and the test split (the prover's plan; by default the dependency sampler).
+    let plan = src.split_plan(cfg);
+    let unit_of = &plan.unit_of;
+    let units = plan.unit_names.len();
+    let mut is_test_unit = vec![false; units];
+    for &u in &plan.test {
+        if u < units {
+            is_test_unit[u] = true;
         }
     }
-    let test = crate::split::test_units(&unit_deps, cfg.test_fraction, cfg.seed, &unknown);
-    let mut is_test_unit = vec![false; units];
-    for &u in &test {
-        is_test_unit[u] = true;
+    let mut is_excluded = vec![false; units];
+    for &u in &plan.excluded {
+        if u < units {
+            is_excluded[u] = true;
+        }
     }
 
     // Assign splits; validation drawn from the non-test examples.
-    let non_test: usize = results.iter().enumerate().filter(|(i, _)| !is_test_unit[unit_of[*i]]).map(|(_, r)| r.examples.len()).sum();
+    let non_test: usize = results.iter().enumerate().filter(|(i, _)| !is_test_unit[unit_of[*i]] && !is_excluded[unit_of[*i]]).map(|(_, r)| r.examples.len()).sum();
     let val_mask = crate::split::validation_mask(non_test, cfg.val_fraction, cfg.seed);
-    let mut k = 0;
     std::fs::create_dir_all(out_dir).map_err(|e| BuildError::Io(out_dir.to_path_buf(), e))?;
     let mut w = Writers::new(out_dir)?;
-    let mut stats = Stats { library: lib.name.clone(), files: n, split_unit: if by_package { "package" } else { "file" }.into(), units, ..Default::default() };
-    stats.test_units = test.iter().map(|&u| unit_name(u)).collect();
+    let mut stats = Stats { library: lib.name.clone(), prover: src.prover().into(), files: n, split_unit: plan.unit_kind.clone(), units, ..Default::default() };
+    stats.test_units = plan.test.iter().filter_map(|&u| plan.unit_names.get(u).cloned()).collect();
+    stats.excluded_units = plan.excluded.iter().filter_map(|&u| plan.unit_names.get(u).cloned()).collect();
     stats.notes = lib.notes.clone();
+    stats.notes.extend(plan.notes.iter().cloned());
     if lang.is_none() {
         stats.notes.push("no ProofLanguage given: sft.jsonl has no augmented copies".into());
     }
@@ -362,131 +409,85 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
         *stats.dependency_sources.entry(s.to_string()).or_default() += 1;
     }
     let mut skipped_all = Vec::new();
-    let mut with_example = 0usize;
+    let mut val_start = vec![0usize; n];
+    let mut non_test_before = 0usize;
     for (i, r) in results.iter().enumerate() {
         let f = &lib.files[i];
         stats.blocks += r.blocks;
         stats.blocks_qed += r.qed;
         stats.blocks_defined += r.defined;
         stats.files_with_glob_refs += r.used_glob as usize;
+        stats.goal_blocks += r.goal_blocks;
+        if is_test_unit[unit_of[i]] {
+            let name = plan.unit_names.get(unit_of[i]).cloned().unwrap_or_default();
+            *stats.blocks_per_test_unit.entry(name).or_default() += r.blocks;
+        }
+        stats.unclosed_blocks += r.unclosed_blocks;
         if let Some(e) = &r.failed {
             stats.files_failed += 1;
             skipped_all.push(Skipped { file: f.path.display().to_string(), line: 0, name: String::new(), reason: format!("file_{e}") });
         }
         skipped_all.extend(r.skipped.iter().cloned());
-        w.write(
-            "sources",
-            &SourceRecord {
-                logical_path: f.logical.clone(),
-                file: f.path.display().to_string(),
-                package: f.package.clone(),
-                flags: f.flags.clone(),
-                source: r.source.clone(),
-                reduced: r.reduced.clone(),
-            },
-        )?;
-        let test_file = is_test_unit[unit_of[i]];
-        for (ex, name, scope, line, imports, end, module_path) in &r.examples {
-            with_example += 1;
-            let split = if test_file {
-                "test"
-            } else {
-                k += 1;
-                if val_mask[k - 1] {
-                    "val"
-                } else {
-                    "train"
+        val_start[i] = non_test_before;
+        if is_excluded[unit_of[i]] {
+            stats.examples_excluded += r.examples.len();
+        } else if !is_test_unit[unit_of[i]] {
+            non_test_before += r.examples.len();
+        }
+    }
+    // Lines are rendered per file in parallel and written in file order, so the output is the
+    // same whatever the thread count.
+    let rc = RenderContext { lib, cfg, lang, unit_of, is_test_unit: &is_test_unit, is_excluded: &is_excluded, val_mask: &val_mask, val_start: &val_start };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Rendered, String>)>(threads.max(1) * 4);
+    let next = AtomicUsize::new(0);
+    let mut with_example = 0usize;
+    let mut failure: Option<BuildError> = None;
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            let tx = tx.clone();
+            let (rc, results, next) = (&rc, &results, &next);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(r) = results.get(i) else { break };
+                if tx.send((i, render_file(rc, i, r))).is_err() {
+                    break;
                 }
-            };
-            stats.peeled += ex.in_tree as usize;
-            *stats.depth_histogram.entry(ex.depth).or_default() += 1;
-            stats.replaced_steps += ex.replaced_steps;
-            stats.examples_with_replacement += (ex.replaced_steps > 0) as usize;
-            let cstart = context_start(&r.reduced, ex.context_end, cfg.context_bytes);
-            let base = Example {
-                id: format!("{}:{}:{}", f.logical, ex.index, name),
-                library: lib.name.clone(),
-                package: f.package.clone(),
-                file: f.path.display().to_string(),
-                logical_path: f.logical.clone(),
-                line: *line,
-                position: ex.index,
-                scope: scope.clone(),
-                qualified_name: module_path.iter().chain(std::iter::once(name)).cloned().collect::<Vec<_>>().join("."),
-                name: name.clone(),
-                imports: imports.clone(),
-                flags: f.flags.clone(),
-                context: r.reduced.get(cstart..ex.context_end).unwrap_or("").to_string(),
-                context_start: cstart,
-                context_end: ex.context_end,
-                context_extra: String::new(),
-                statement: ex.statement.clone(),
-                conditional_proof: ex.conditional_proof.clone(),
-                conditional_proof_original: ex.conditional_proof_original.clone(),
-                proposed_lemmas: ex.proposed_lemmas.clone(),
-                proposed_names: ex.proposed_names.clone(),
-                depth: ex.depth,
-                in_tree: ex.in_tree,
-                proof_end: if *end == ProofEnd::Defined { "defined" } else { "qed" }.into(),
-                replaced_steps: ex.replaced_steps,
-                split: split.into(),
-                variant: "wo_lemmas".into(),
-            };
-            // D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
-            let wstart = context_start(&r.source, ex.context_with_lemmas_end, cfg.context_bytes);
-            let wl = Example {
-                context: r.source.get(wstart..ex.context_with_lemmas_end).unwrap_or("").to_string(),
-                context_start: wstart,
-                context_end: ex.context_with_lemmas_end,
-                conditional_proof: ex.plain_proof.clone(),
-                conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
-                    .map(|cp| ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string())
-                    .unwrap_or_default(),
-                proposed_lemmas: vec![],
-                proposed_names: vec![],
-                variant: "w_lemmas".into(),
-                ..base.clone()
-            };
-            match split {
-                "test" => {
-                    // Paper §4.1: the test sets keep only the theorems in T_tree.
-                    if ex.in_tree {
-                        w.write("test", &base)?;
-                        w.write("test_wl", &wl)?;
+            });
+        }
+        drop(tx);
+        let mut pending: BTreeMap<usize, Result<Rendered, String>> = BTreeMap::new();
+        let mut want = 0usize;
+        'receive: while let Ok((i, r)) = rx.recv() {
+            pending.insert(i, r);
+            while let Some(r) = pending.remove(&want) {
+                want += 1;
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failure = Some(BuildError::Io(out_dir.join("(serialisation)"), std::io::Error::other(e)));
+                        break 'receive;
                     }
+                };
+                with_example += r.with_example;
+                stats.peeled += r.peeled;
+                for (d, c) in &r.depth {
+                    *stats.depth_histogram.entry(*d).or_default() += c;
                 }
-                "val" => {
-                    w.write("val", &base)?;
-                    w.write("val_wl", &wl)?;
-                }
-                _ => {
-                    w.write("train", &base)?;
-                    w.write("train_wl", &wl)?;
-                    w.write("sft", &base)?;
-                    if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
-                        if let Ok(cp) = ConditionalProof::parse(&base.conditional_proof) {
-                            // Only the admitted lemmas are new: they follow the file prefix.
-                            let (extra, proof) = cp.move_lemmas_to_context("", lang);
-                            let extra = format!("\n{extra}");
-                            let aug = Example {
-                                id: format!("{}:augmented", base.id),
-                                context: format!("{}{extra}", base.context),
-                                context_extra: extra,
-                                conditional_proof: proof.to_string(),
-                                proposed_lemmas: vec![],
-                                proposed_names: vec![],
-                                variant: "augmented".into(),
-                                ..base.clone()
-                            };
-                            w.write("sft", &aug)?;
-                        }
-                    }
-                    if ex.in_tree {
-                        w.write("rl", &base)?;
+                stats.replaced_steps += r.replaced;
+                stats.examples_with_replacement += r.with_replacement;
+                for (name, (bytes, lines)) in r.lines {
+                    if let Err(e) = w.write_raw(name, &bytes, lines) {
+                        failure = Some(e);
+                        break 'receive;
                     }
                 }
             }
         }
+        // Dropping the receiver stops the workers after an error.
+        drop(rx);
+    });
+    if let Some(e) = failure {
+        return Err(e);
     }
     for s in &skipped_all {
         let reason = s.reason.split(':').next().unwrap_or(&s.reason).to_string();
@@ -503,6 +504,179 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
     let text = serde_json::to_string_pretty(&stats).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
     std::fs::write(&path, text + "\n").map_err(|e| BuildError::Io(path.clone(), e))?;
     Ok(stats)
+}
+
+/// What rendering needs beside one file's result.
+struct RenderContext<'a> {
+    lib: &'a crate::discovery::Library,
+    cfg: &'a DatasetConfig,
+    lang: Option<&'a dyn ProofLanguage>,
+    unit_of: &'a [usize],
+    is_test_unit: &'a [bool],
+    is_excluded: &'a [bool],
+    val_mask: &'a [bool],
+    /// Index into `val_mask` of each file's first example.
+    val_start: &'a [usize],
+}
+
+/// One file's lines for each output file, and its share of the example statistics.
+#[derive(Default)]
+struct Rendered {
+    lines: BTreeMap<&'static str, (Vec<u8>, usize)>,
+    with_example: usize,
+    peeled: usize,
+    depth: BTreeMap<u32, usize>,
+    replaced: usize,
+    with_replacement: usize,
+}
+
+impl Rendered {
+    fn push<T: Serialize>(&mut self, name: &'static str, v: &T) -> Result<(), String> {
+        let (buf, n) = self.lines.entry(name).or_default();
+        serde_json::to_writer(&mut *buf, v).map_err(|e| format!("{name}.jsonl: {e}"))?;
+        buf.push(b'\n');
+        *n += 1;
+        Ok(())
+    }
+}
+
+/// `sources.jsonl` line without copying the texts (same fields, same order as [`SourceRecord`]).
+#[derive(Serialize)]
+struct SourceRecordRef<'a> {
+    logical_path: &'a str,
+    file: String,
+    package: &'a str,
+    flags: &'a [String],
+    source: &'a str,
+    reduced: &'a str,
+    #[serde(skip_serializing_if = "is_zero")]
+    body_start: usize,
+}
+
+fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered, String> {
+    let (lib, cfg, lang) = (rc.lib, rc.cfg, rc.lang);
+    let f = &lib.files[i];
+    let mut out = Rendered::default();
+    out.push(
+        "sources",
+        &SourceRecordRef {
+            logical_path: &f.logical,
+            file: f.path.display().to_string(),
+            package: &f.package,
+            flags: &f.flags,
+            source: &r.source,
+            reduced: &r.reduced,
+            body_start: r.body_start,
+        },
+    )?;
+    let unit = rc.unit_of[i];
+    if rc.is_excluded[unit] {
+        return Ok(out);
+    }
+    let test_file = rc.is_test_unit[unit];
+    let mut k = rc.val_start[i];
+    for (ex, name, scope, line, imports, end, module_path) in &r.examples {
+        out.with_example += 1;
+        let split = if test_file {
+            "test"
+        } else {
+            k += 1;
+            if rc.val_mask.get(k - 1).copied().unwrap_or(false) {
+                "val"
+            } else {
+                "train"
+            }
+        };
+        out.peeled += ex.in_tree as usize;
+        *out.depth.entry(ex.depth).or_default() += 1;
+        out.replaced += ex.replaced_steps;
+        out.with_replacement += (ex.replaced_steps > 0) as usize;
+        let cstart = context_start(&r.reduced, ex.context_end, cfg.context_bytes);
+        let base = Example {
+            id: format!("{}:{}:{}", f.logical, ex.index, name),
+            library: lib.name.clone(),
+            package: f.package.clone(),
+            file: f.path.display().to_string(),
+            logical_path: f.logical.clone(),
+            line: *line,
+            position: ex.index,
+            scope: scope.clone(),
+            qualified_name: module_path.iter().chain(std::iter::once(name)).cloned().collect::<Vec<_>>().join("."),
+            name: name.clone(),
+            imports: imports.clone(),
+            flags: f.flags.clone(),
+            context: r.reduced.get(cstart..ex.context_end).unwrap_or("").to_string(),
+            context_start: cstart,
+            context_end: ex.context_end,
+            context_extra: String::new(),
+            statement: ex.statement.clone(),
+            conditional_proof: ex.conditional_proof.clone(),
+            conditional_proof_original: ex.conditional_proof_original.clone(),
+            proposed_lemmas: ex.proposed_lemmas.clone(),
+            proposed_names: ex.proposed_names.clone(),
+            depth: ex.depth,
+            in_tree: ex.in_tree,
+            proof_end: if *end == ProofEnd::Defined { "defined" } else { "qed" }.into(),
+            replaced_steps: ex.replaced_steps,
+            split: split.into(),
+            variant: "wo_lemmas".into(),
+        };
+        // D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
+        let wstart = context_start(&r.source, ex.context_with_lemmas_end, cfg.context_bytes);
+        let wl = Example {
+            context: r.source.get(wstart..ex.context_with_lemmas_end).unwrap_or("").to_string(),
+            context_start: wstart,
+            context_end: ex.context_with_lemmas_end,
+            conditional_proof: ex.plain_proof.clone(),
+            conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
+                .map(|cp| ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string())
+                .unwrap_or_default(),
+            proposed_lemmas: vec![],
+            proposed_names: vec![],
+            variant: "w_lemmas".into(),
+            ..base.clone()
+        };
+        match split {
+            "test" => {
+                // Paper §4.1: the test sets keep only the theorems in T_tree.
+                if ex.in_tree {
+                    out.push("test", &base)?;
+                    out.push("test_wl", &wl)?;
+                }
+            }
+            "val" => {
+                out.push("val", &base)?;
+                out.push("val_wl", &wl)?;
+            }
+            _ => {
+                out.push("train", &base)?;
+                out.push("train_wl", &wl)?;
+                out.push("sft", &base)?;
+                if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
+                    if let Ok(cp) = ConditionalProof::parse(&base.conditional_proof) {
+                        // Only the admitted lemmas are new: they follow the file prefix.
+                        let (extra, proof) = cp.move_lemmas_to_context("", lang);
+                        let extra = format!("\n{extra}");
+                        let aug = Example {
+                            id: format!("{}:augmented", base.id),
+                            context: format!("{}{extra}", base.context),
+                            context_extra: extra,
+                            conditional_proof: proof.to_string(),
+                            proposed_lemmas: vec![],
+                            proposed_names: vec![],
+                            variant: "augmented".into(),
+                            ..base.clone()
+                        };
+                        out.push("sft", &aug)?;
+                    }
+                }
+                if ex.in_tree {
+                    out.push("rl", &base)?;
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The output files, in the order documented in docs/dataset.md.
@@ -529,6 +703,14 @@ impl Writers {
         serde_json::to_writer(&mut *w, v).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
         w.write_all(b"\n").map_err(|e| BuildError::Io(path, e))?;
         *n += 1;
+        Ok(())
+    }
+    /// Append already serialised lines.
+    fn write_raw(&mut self, name: &'static str, bytes: &[u8], lines: usize) -> Result<(), BuildError> {
+        let path = self.dir.join(format!("{name}.jsonl"));
+        let Some((w, n)) = self.files.get_mut(name) else { return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into())) };
+        w.write_all(bytes).map_err(|e| BuildError::Io(path, e))?;
+        *n += lines;
         Ok(())
     }
     fn finish(self) -> Result<BTreeMap<String, usize>, BuildError> {
@@ -579,6 +761,7 @@ pub fn skip_reason_names() -> Vec<&'static str> {
         SkipReason::EmptyProof,
         SkipReason::Unsupported,
         SkipReason::Unterminated,
+        SkipReason::Schematic,
         SkipReason::Other,
     ]
     .iter()

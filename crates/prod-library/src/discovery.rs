@@ -30,6 +30,9 @@ pub enum DiscoveryError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{0}: no .v files found")]
     Empty(String),
+    /// The AFP (Isabelle path): not an unpacked AFP, an unknown entry, no theories.
+    #[error("{0}")]
+    Afp(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiscoveryError + '_ {

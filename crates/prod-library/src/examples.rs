@@ -11,7 +11,7 @@ use crate::peel::Peeling;
 use crate::segment::{SegmentedFile, Step, Theorem};
 
 /// Rewrites step `k` of a proof (e.g. into `hammer.`), or leaves it (`None`).
-pub type Rewriter = dyn Fn(&[Step], usize) -> Option<String> + Sync;
+pub type Rewriter<'a> = dyn Fn(&[Step], usize) -> Option<String> + Sync + 'a;
 
 /// What is built for one theorem of one file (file-level metadata is added by the caller).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -79,7 +79,7 @@ pub fn reduced_source(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling) -> S
 }
 
 /// Apply the step rewriter; returns (rewritten step texts, count replaced).
-fn rewrite_steps(t: &Theorem, rewrite: &Rewriter) -> (Vec<String>, usize) {
+fn rewrite_steps(t: &Theorem, rewrite: &Rewriter<'_>) -> (Vec<String>, usize) {
     let mut n = 0;
     let steps = t
         .steps
@@ -131,7 +131,7 @@ fn conditional(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, i: usize, s
 pub fn build_examples(
     f: &(impl SegmentedFile + ?Sized),
     peeling: &Peeling,
-    rewrite: &Rewriter,
+    rewrite: &Rewriter<'_>,
 ) -> (Vec<TheoremExample>, Vec<usize>) {
     let mut out = Vec::new();
     let mut failed = Vec::new();

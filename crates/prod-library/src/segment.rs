@@ -78,6 +78,8 @@ pub enum SkipReason {
     Unsupported,
     /// The file ended inside the proof.
     Unterminated,
+    /// Isabelle `schematic_goal`: admitted as a proposed lemma it would prove anything.
+    Schematic,
     /// The proof uses a tactic that changes how later sentences parse (none yet).
     Other,
 }
@@ -93,6 +95,7 @@ impl SkipReason {
             SkipReason::EmptyProof => "empty_proof",
             SkipReason::Unsupported => "unsupported",
             SkipReason::Unterminated => "unterminated",
+            SkipReason::Schematic => "schematic_goal",
             SkipReason::Other => "other",
         }
     }

@@ -1,0 +1,738 @@
+//! Isabelle/Isar behind the [`LibrarySource`] trait: the AFP as a library, theories segmented by
+//! `prod-isar` into [`Segments`], the paper's `sledgehammer` rule, and the AFP splits (the 36
+//! holdout entries, the dependency sampler over entries, a date split).
+//!
+//! Decisions, each conservative (a wrong peel gives a context that no longer checks or a
+//! proposed lemma stated in the wrong place):
+//! * Theorem blocks are goal blocks whose statement is `lemma`, `theorem`, `corollary`,
+//!   `proposition` or `schematic_goal`. Every other goal block (`instance`, `function`,
+//!   `termination`, `interpretation`, `typedef`, undeclared goals, …) is content `c_j`.
+//! * Skipped (no example, never peeled): `sorry`/`\<proof>` anywhere in the proof (`admitted`),
+//!   `oops` (`aborted`), unclosed proofs (`unterminated`), `schematic_goal` (a `sorry`-admitted
+//!   schematic statement proves anything), statements naming several facts
+//!   (`lemma a: "A" and b: "B"`, `mutual`).
+//! * Peelable: a named theorem whose attributes only transform the fact (`rule_format`,
+//!   `case_names`, `OF`, …). `[simp]`, `[intro]`, `[code]`, … declare the fact to tools that
+//!   later proofs use without naming it, so such a theorem is pinned.
+//! * References from proof steps: `prod_isar::fact_references` (facts after `using`/`from`/…,
+//!   method arguments, attributes), intersected with the names of earlier theorems of the file,
+//!   the latest declaration of a name winning. A use counts only when the user is in the same
+//!   `… begin … end` block and has the same locale target as the theorem; otherwise it pins.
+//!   Any other mention of a theorem name in a step (identifier tokens the reference finder does
+//!   not take for facts; names inside strings/cartouches with antiquotations) pins it.
+//! * Content and statements pin every theorem they mention: identifier tokens, plus the words
+//!   inside strings/cartouches of ML-like commands or with antiquotations (`@{thm foo}`);
+//!   document text (`text ‹…›`, `section`) only through antiquotations. A theory-level `this`
+//!   pins the theorem just before it.
+//! * Statements drop a leading `private`/`qualified` (the checker's statements are one
+//!   `lemma`-like command; the proposed lemma is only used inside the same block).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use prod_core::ProofLanguage;
+use prod_isar::afp::{entries_after, Afp, KeywordResolver, HOLDOUT_ENTRIES};
+use prod_isar::segment::Theory;
+use prod_isar::{fact_references, lex, segment_theory, KeywordKind, KeywordTable, Token, TokenKind};
+
+use crate::dataset::DatasetConfig;
+use crate::discovery::{DiscoveryError, Library, SourceFile};
+use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
+use crate::source::{FileSegmenter, LibrarySource, SegmentedSource, SplitPlan};
+
+/// Statement keywords that make a theorem block.
+pub const THEOREM_KEYWORDS: &[&str] = &["lemma", "theorem", "corollary", "proposition", "schematic_goal"];
+
+/// Attributes that only transform the stored fact (so a proposed `lemma … sorry` with the same
+/// attributes stores the same fact) and declare it to no tool.
+pub const HARMLESS_ATTRIBUTES: &[&str] = &[
+    "rule_format", "consumes", "case_names", "case_conclusion", "params", "symmetric", "THEN", "OF", "of", "where",
+    "unfolded", "folded", "simplified", "rotated", "elim_format", "no_vars", "abs_def", "atomize", "standard",
+];
+
+/// Words that start a context element or end a block header: never a context's name.
+const CONTEXT_ELEMENTS: &[&str] = &["begin", "fixes", "assumes", "includes", "notes", "defines", "constrains", "for"];
+
+/// The step that replaces hammer-findable steps (the checker's `prod_check_isabelle::HAMMER`).
+pub const SLEDGEHAMMER: &str = "sledgehammer";
+
+/// The paper's rule (Appendix A.4, `prod_isar::sledgehammer`), applied to terminal `by …` steps
+/// only: the checker replays a `sledgehammer` step as a terminal `by` method, so `apply (metis …)`
+/// (which may leave goals) and `qed (smt …)` (which also closes a block) stay as written.
+pub fn replace_step(steps: &[Step], k: usize) -> Option<String> {
+    let text = &steps.get(k)?.text;
+    let (tokens, errors) = lex(text);
+    if !errors.is_empty() {
+        return None;
+    }
+    let first = tokens.iter().find(|t| !t.is_improper())?;
+    if first.text(text) != "by" {
+        return None;
+    }
+    let body = text.get(first.range.start..)?;
+    prod_isar::sledgehammer::replaced_by_sledgehammer(body).then(|| format!("{}{SLEDGEHAMMER}", &text[..first.range.start]))
+}
+
+/// Which AFP entries are held out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfpSplit {
+    /// The paper's 36 holdout entries (Appendix A.3; no AFP entry depends on them).
+    Holdout,
+    /// The dependency sampler of the Coq path over entries (`--test-fraction`, `--seed`).
+    Deps,
+    /// Entries dated strictly after `YYYY-MM-DD` (metadata): an out-of-distribution set.
+    After(String),
+}
+
+impl AfpSplit {
+    /// `holdout`, `deps`, `after:2022-06-01`.
+    pub fn parse(s: &str) -> Result<AfpSplit, String> {
+        match s {
+            "holdout" => Ok(AfpSplit::Holdout),
+            "deps" => Ok(AfpSplit::Deps),
+            _ => match s.strip_prefix("after:") {
+                Some(d) if prod_isar::afp::is_iso_date(d) => Ok(AfpSplit::After(d.to_string())),
+                _ => Err(format!("split {s:?}: expected holdout, deps or after:YYYY-MM-DD")),
+            },
+        }
+    }
+}
+
+/// Which entries are built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntrySelection {
+    All,
+    /// The first N entries in dependency order (dependencies first).
+    First(usize),
+    /// These entries (names as in `thys/ROOTS`).
+    Named(Vec<String>),
+}
+
+impl EntrySelection {
+    /// `N` or `Entry1,Entry2,…`.
+    pub fn parse(s: &str) -> EntrySelection {
+        match s.trim().parse::<usize>() {
+            Ok(n) => EntrySelection::First(n),
+            Err(_) => EntrySelection::Named(s.split(',').map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AfpOptions {
+    pub split: AfpSplit,
+    pub entries: EntrySelection,
+}
+
+impl Default for AfpOptions {
+    fn default() -> Self {
+        AfpOptions { split: AfpSplit::Holdout, entries: EntrySelection::All }
+    }
+}
+
+/// The AFP as a [`LibrarySource`]: one unit per entry, the theory files its sessions check.
+pub struct AfpSource {
+    pub afp: Afp,
+    pub library: Library,
+    /// The AFP root (holding `thys/` and `metadata/`).
+    pub root: PathBuf,
+    pub options: AfpOptions,
+    /// Selected entries, sorted (the units).
+    pub entries: Vec<String>,
+}
+
+/// `DIR` or `DIR/thys`: the directory holding `ROOTS`.
+fn thys_dir(path: &Path) -> Option<PathBuf> {
+    if path.join("thys").join("ROOTS").is_file() || path.join("thys").is_dir() {
+        Some(path.join("thys"))
+    } else if path.join("ROOTS").is_file() {
+        Some(path.to_path_buf())
+    } else {
+        None
+    }
+}
+
+impl AfpSource {
+    /// Read an unpacked AFP (`path` holds `thys/`, or is `thys/`).
+    pub fn load(path: &Path, options: AfpOptions) -> Result<AfpSource, DiscoveryError> {
+        let thys = thys_dir(path).ok_or_else(|| DiscoveryError::Afp(format!("{}: not an unpacked AFP (no thys/ROOTS)", path.display())))?;
+        let root = thys.parent().map(Path::to_path_buf).unwrap_or_else(|| thys.clone());
+        let afp = Afp::load(&thys).map_err(|e| DiscoveryError::Afp(e.message))?;
+        let entries: Vec<String> = match &options.entries {
+            EntrySelection::All => afp.entries.keys().cloned().collect(),
+            EntrySelection::First(n) => {
+                let mut v: Vec<String> = afp.topological_order().0.into_iter().take(*n).collect();
+                v.sort();
+                v
+            }
+            EntrySelection::Named(names) => {
+                for n in names {
+                    if !afp.entries.contains_key(n) {
+                        return Err(DiscoveryError::Afp(format!("--entries: no AFP entry {n:?} in {}", thys.display())));
+                    }
+                }
+                let mut v = names.clone();
+                v.sort();
+                v.dedup();
+                v
+            }
+        };
+        let mut library = Library { name: "afp".into(), ..Default::default() };
+        for e in &entries {
+            let Some(entry) = afp.entries.get(e) else { continue };
+            for f in afp.session_theory_files(e) {
+                let rel = f.strip_prefix(&entry.dir).unwrap_or(&f).with_extension("");
+                let logical = format!("{e}/{}", rel.to_string_lossy());
+                library.files.push(SourceFile { path: f, logical, glob: None, package: e.clone(), flags: vec![] });
+            }
+        }
+        let n = library.files.len();
+        // The split works on the entry graph (sessions + imports), not on files.
+        library.file_deps = vec![Vec::new(); n];
+        library.dep_source = vec!["afp_entry_graph"; n];
+        if !afp.errors.is_empty() {
+            library.notes.push(format!("{} problems reading the AFP (first: {})", afp.errors.len(), afp.errors[0].message));
+        }
+        if n == 0 {
+            return Err(DiscoveryError::Afp(format!("{}: no theory files in the selected entries", path.display())));
+        }
+        Ok(AfpSource { afp, library, root, options, entries })
+    }
+
+    /// Entries that depend on `test` (transitively), among the selected ones, not in `test`.
+    fn dependants(&self, test: &HashSet<&str>) -> Vec<String> {
+        let selected: HashSet<&str> = self.entries.iter().map(String::as_str).collect();
+        let mut out: HashSet<String> = HashSet::new();
+        for t in test {
+            for d in self.afp.dependents(t) {
+                if selected.contains(d.as_str()) && !test.contains(d.as_str()) {
+                    out.insert(d);
+                }
+            }
+        }
+        let mut v: Vec<String> = out.into_iter().collect();
+        v.sort();
+        v
+    }
+}
+
+struct AfpSegmenter<'a> {
+    source: &'a AfpSource,
+    resolver: KeywordResolver<'a>,
+}
+
+impl FileSegmenter for AfpSegmenter<'_> {
+    fn segment(&mut self, file: usize, text: &str) -> SegmentedSource {
+        let table = match self.source.library.files.get(file) {
+            Some(f) => self.resolver.table_for(&f.path, text),
+            None => KeywordTable::hol(),
+        };
+        segment_isar(text, &table)
+    }
+}
+
+impl LibrarySource for AfpSource {
+    fn prover(&self) -> &'static str {
+        "isabelle"
+    }
+    fn library(&self) -> &Library {
+        &self.library
+    }
+    fn segmenter(&self) -> Box<dyn FileSegmenter + '_> {
+        Box::new(AfpSegmenter { source: self, resolver: KeywordResolver::new(&self.afp, KeywordTable::hol()) })
+    }
+    fn rewrite_step(&self, steps: &[Step], k: usize) -> Option<String> {
+        replace_step(steps, k)
+    }
+    fn language(&self) -> Option<&dyn ProofLanguage> {
+        Some(&prod_isar::IsarLanguage)
+    }
+    fn split_plan(&self, cfg: &DatasetConfig) -> SplitPlan {
+        let index: HashMap<&str, usize> = self.entries.iter().enumerate().map(|(i, e)| (e.as_str(), i)).collect();
+        let unit_of = self.library.files.iter().map(|f| index.get(f.package.as_str()).copied().unwrap_or(0)).collect();
+        let mut notes = Vec::new();
+        let test_names: Vec<String> = match &self.options.split {
+            AfpSplit::Holdout => {
+                let missing: Vec<&str> = HOLDOUT_ENTRIES.iter().copied().filter(|e| !index.contains_key(e)).collect();
+                if !missing.is_empty() && missing.len() < HOLDOUT_ENTRIES.len() {
+                    notes.push(format!("{} of the 36 holdout entries are not in this build", missing.len()));
+                }
+                HOLDOUT_ENTRIES.iter().filter(|e| index.contains_key(*e)).map(|e| e.to_string()).collect()
+            }
+            AfpSplit::Deps => {
+                let deps: Vec<Vec<usize>> = self
+                    .entries
+                    .iter()
+                    .map(|e| self.afp.deps.get(e).into_iter().flatten().filter_map(|d| index.get(d.as_str()).copied()).collect())
+                    .collect();
+                crate::split::test_units(&deps, cfg.test_fraction, cfg.seed, &[]).into_iter().map(|u| self.entries[u].clone()).collect()
+            }
+            AfpSplit::After(date) => {
+                let metadata = self.root.join("metadata").join("entries");
+                match entries_after(&metadata, &self.entries, date) {
+                    Ok((after, errs)) => {
+                        if !errs.is_empty() {
+                            notes.push(format!("{} entries without a readable date are never test entries (first: {})", errs.len(), errs[0].message));
+                        }
+                        after
+                    }
+                    Err(e) => {
+                        notes.push(e.message);
+                        vec![]
+                    }
+                }
+            }
+        };
+        let test_set: HashSet<&str> = test_names.iter().map(String::as_str).collect();
+        let excluded_names = self.dependants(&test_set);
+        if !excluded_names.is_empty() {
+            notes.push(format!("{} entries depend on test entries and are left out of every split", excluded_names.len()));
+        }
+        let mut test: Vec<usize> = test_names.iter().filter_map(|e| index.get(e.as_str()).copied()).collect();
+        test.sort_unstable();
+        let mut excluded: Vec<usize> = excluded_names.iter().filter_map(|e| index.get(e.as_str()).copied()).collect();
+        excluded.sort_unstable();
+        SplitPlan { unit_kind: "entry".into(), unit_names: self.entries.clone(), unit_of, test, excluded, notes }
+    }
+}
+
+/// Byte offsets of line starts, for 1-based line numbers.
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+}
+
+fn line_of(starts: &[usize], offset: usize) -> usize {
+    starts.partition_point(|&s| s <= offset)
+}
+
+/// Commands whose strings/cartouches are ML or tactic text, where facts are named by strings.
+fn is_ml_like(name: &str) -> bool {
+    name.starts_with("ML") || name.starts_with("SML") || name.ends_with("setup") || name.contains("declaration") || name == "oracle"
+}
+
+/// Word runs of `s` that could be fact names (`foo`, `foo.bar`, `foo'`).
+fn words(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'' || c == '.')).filter(|w| !w.is_empty())
+}
+
+/// The theorems a word may name: the whole word, and for a long name its first and last parts
+/// (`thm.simps`, `loc.thm`), which over-approximates (only used to pin).
+fn lookup_all<'m>(word: &str, by_name: &'m HashMap<String, usize>) -> impl Iterator<Item = usize> + 'm {
+    let word = word.trim_matches('.');
+    let mut v: Vec<usize> = Vec::new();
+    if let Some(&i) = by_name.get(word) {
+        v.push(i);
+    }
+    if word.contains('.') {
+        for part in [word.split('.').next(), word.rsplit('.').next()].into_iter().flatten() {
+            if let Some(&i) = by_name.get(part) {
+                v.push(i);
+            }
+        }
+    }
+    v.into_iter()
+}
+
+/// The attributes of a statement's binding `name[a, b c]:` (their names), and the extra fact
+/// names a statement binds (`lemma a: "A" and b: "B"`, `shows a: … and b: …`).
+fn statement_shape(text: &str, toks: &[&Token], name_at: Option<usize>) -> (Vec<String>, Vec<String>) {
+    let mut attrs = Vec::new();
+    if let Some(n) = name_at {
+        let mut j = n + 1;
+        if toks.get(j).is_some_and(|t| t.text(text) == "[") {
+            let mut depth = 0usize;
+            let mut expect = true;
+            while let Some(t) = toks.get(j) {
+                match t.text(text) {
+                    "[" => {
+                        depth += 1;
+                        expect = depth == 1;
+                    }
+                    "]" => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    "," if depth == 1 => expect = true,
+                    w if expect && depth == 1 => {
+                        attrs.push(w.to_string());
+                        expect = false;
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+    }
+    // Extra names: `and NAME:` / `and NAME[…]:` while in the conclusion part.
+    let mut extra = Vec::new();
+    let mut in_shows = true;
+    let mut depth = 0usize;
+    for (i, t) in toks.iter().enumerate() {
+        let w = t.text(text);
+        match w {
+            "[" | "(" => depth += 1,
+            "]" | ")" => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > 0 || t.kind != TokenKind::Ident {
+            continue;
+        }
+        match w {
+            "shows" => in_shows = true,
+            "fixes" | "assumes" | "obtains" | "defines" | "includes" | "notes" | "constrains" | "for" | "if" | "when" => in_shows = false,
+            "and" if in_shows => {
+                if let Some(n) = toks.get(i + 1).filter(|n| n.kind == TokenKind::Ident) {
+                    let mut k = i + 2;
+                    if toks.get(k).is_some_and(|t| t.text(text) == "[") {
+                        let mut d = 0usize;
+                        while let Some(t) = toks.get(k) {
+                            match t.text(text) {
+                                "[" => d += 1,
+                                "]" => {
+                                    d = d.saturating_sub(1);
+                                    if d == 0 {
+                                        k += 1;
+                                        break;
+                                    }
+                                }
+                                _ => {}
+                            }
+                            k += 1;
+                        }
+                    }
+                    if toks.get(k).is_some_and(|t| t.text(text) == ":") {
+                        extra.push(n.text(text).to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (attrs, extra)
+}
+
+/// Where the statement's name token is among its proper tokens (after the keyword and an
+/// optional `(in loc)` target), if the statement is named.
+fn name_position(text: &str, toks: &[&Token]) -> Option<usize> {
+    let mut k = 0;
+    while toks.get(k).is_some_and(|t| matches!(t.text(text), "private" | "qualified")) {
+        k += 1;
+    }
+    let mut i = k + 1;
+    if toks.get(i).is_some_and(|t| t.text(text) == "(") && toks.get(i + 1).is_some_and(|t| t.text(text) == "in") && toks.get(i + 3).is_some_and(|t| t.text(text) == ")") {
+        i += 4;
+    }
+    let t = toks.get(i)?;
+    (t.kind == TokenKind::Ident).then_some(i)
+}
+
+struct Scan<'a> {
+    text: &'a str,
+    th: &'a Theory,
+}
+
+impl Scan<'_> {
+    /// Theorems mentioned by span `si` (see the module documentation for what counts).
+    fn mentions(&self, si: usize, by_name: &HashMap<String, usize>, idents: bool) -> Vec<usize> {
+        let Some(span) = self.th.spans.get(si) else { return vec![] };
+        let name = span.name.as_deref().unwrap_or("");
+        let document = span.kind.is_some_and(|k| matches!(k, KeywordKind::DocumentHeading | KeywordKind::DocumentBody | KeywordKind::DocumentRaw));
+        let ml = is_ml_like(name);
+        let mut out = Vec::new();
+        for t in self.th.tokens.get(span.tokens.clone()).unwrap_or(&[]) {
+            let s = t.text(self.text);
+            match t.kind {
+                TokenKind::Ident if idents && !document => out.extend(lookup_all(s, by_name)),
+                TokenKind::String | TokenKind::AltString | TokenKind::Cartouche | TokenKind::Verbatim if ml || s.contains("@{") || s.contains("\\<^") => {
+                    for w in words(s) {
+                        out.extend(lookup_all(w, by_name));
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Where the text of span `si` ends without its trailing spaces and comments.
+fn trimmed_end(th: &Theory, text: &str, si: usize) -> usize {
+    th.spans.get(si).map(|s| s.range.start + s.text_trimmed(text, &th.tokens).len()).unwrap_or(text.len())
+}
+
+/// Per-theorem bookkeeping beyond [`Theorem`].
+struct Decl {
+    /// Ids of the enclosing `… begin` blocks and the locale target: uses must match exactly.
+    scope_key: (Vec<usize>, Option<String>),
+}
+
+/// Segment one theory into [`Segments`] (the Isabelle [`crate::source::FileSegmenter`] core).
+/// `table`: the keyword table for this theory (`KeywordResolver::table_for`). Never panics.
+pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
+    let th = segment_theory(text, table);
+    let starts = line_starts(text);
+    let scan = Scan { text, th: &th };
+    let spans = &th.spans;
+    let mut in_block: Vec<Option<usize>> = vec![None; spans.len()];
+    for (bi, b) in th.blocks.iter().enumerate() {
+        for si in b.spans.clone() {
+            if let Some(x) = in_block.get_mut(si) {
+                *x = Some(bi);
+            }
+        }
+    }
+    let mut theorems: Vec<Theorem> = Vec::new();
+    let mut decls: Vec<Decl> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    // Open `… begin` blocks: (id, name).
+    let mut scopes: Vec<(usize, String)> = Vec::new();
+    let mut next_scope = 0usize;
+    // The theorem block being read: (block index, theorem index, end of the previous piece).
+    let mut current: Option<(usize, usize, usize)> = None;
+    let mut extra_names: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut last_theorem: Option<usize> = None;
+    let mut content_sentences = 0usize;
+    for si in 0..spans.len() {
+        let span = &spans[si];
+        match in_block[si] {
+            Some(bi) => {
+                let b = &th.blocks[bi];
+                if si == b.statement {
+                    let kw = span.name.as_deref().unwrap_or("");
+                    if THEOREM_KEYWORDS.contains(&kw) && b.declared_goal {
+                        let stmt_end = trimmed_end(&th, text, si);
+                        let full = text.get(span.range.start..stmt_end).unwrap_or("");
+                        let (stoks, _) = lex(full);
+                        let proper: Vec<&Token> = stoks.iter().filter(|t| !t.is_improper()).collect();
+                        let mut statement = full;
+                        while let Some(rest) = ["private", "qualified"].iter().find_map(|p| statement.strip_prefix(p).filter(|r| r.starts_with(char::is_whitespace))) {
+                            statement = rest.trim_start();
+                        }
+                        let name_at = name_position(full, &proper).filter(|_| b.name.is_some());
+                        let (attrs, extra) = statement_shape(full, &proper, name_at);
+                        let cheats = th.has_cheats(b);
+                        let oops = b.proof_steps().any(|i| spans.get(i).and_then(|s| s.name.as_deref()) == Some("oops"));
+                        let skip = if !b.closed {
+                            Some(SkipReason::Unterminated)
+                        } else if oops {
+                            Some(SkipReason::Aborted)
+                        } else if cheats {
+                            Some(SkipReason::Admitted)
+                        } else if kw == "schematic_goal" {
+                            Some(SkipReason::Schematic)
+                        } else if !extra.is_empty() {
+                            Some(SkipReason::Mutual)
+                        } else {
+                            None
+                        };
+                        let end = match skip {
+                            Some(SkipReason::Aborted) => ProofEnd::Abort,
+                            Some(SkipReason::Admitted) => ProofEnd::Admitted,
+                            _ => ProofEnd::Qed,
+                        };
+                        let harmless = attrs.iter().all(|a| HARMLESS_ATTRIBUTES.contains(&a.as_str()));
+                        // `context fixes x begin` is unnamed (prod-isar reports the element word as its name).
+                        let target = b.target.clone().filter(|t| !CONTEXT_ELEMENTS.contains(&t.as_str()));
+                        let idx = theorems.len();
+                        // What the statement mentions always stays (in the context or an <invoke>).
+                        for j in scan.mentions(si, &by_name, true) {
+                            theorems[j].pinned = true;
+                        }
+                        theorems.push(Theorem {
+                            name: b.name.clone(),
+                            statement: statement.to_string(),
+                            header: None,
+                            steps: Vec::new(),
+                            end_text: String::new(),
+                            end,
+                            start: span.range.start,
+                            end_byte: stmt_end,
+                            line: line_of(&starts, span.keyword.start),
+                            peelable: b.name.is_some() && skip.is_none() && harmless,
+                            pinned: false,
+                            skip,
+                            scope: scopes.iter().map(|s| s.1.clone()).collect(),
+                            module_path: target.iter().cloned().collect(),
+                        });
+                        decls.push(Decl { scope_key: (scopes.iter().map(|s| s.0).collect(), target) });
+                        if !extra.is_empty() {
+                            extra_names.push((idx, extra));
+                        }
+                        current = Some((bi, idx, stmt_end));
+                    } else {
+                        content_sentences += 1;
+                        for j in scan.mentions(si, &by_name, true) {
+                            theorems[j].pinned = true;
+                        }
+                        current = None;
+                    }
+                } else if let Some((cbi, ti, prev_end)) = current.filter(|c| c.0 == bi) {
+                    // A proof step of the theorem being read.
+                    let end = trimmed_end(&th, text, si);
+                    let step_text = text.get(prev_end..end).unwrap_or("").to_string();
+                    let mut uses = Vec::new();
+                    let mentioned = scan.mentions(si, &by_name, true);
+                    if !mentioned.is_empty() {
+                        let facts = fact_references(&step_text);
+                        for f in &facts {
+                            if let Some(&j) = by_name.get(f.as_str()) {
+                                if decls[j].scope_key == decls[ti].scope_key {
+                                    if !uses.contains(&j) {
+                                        uses.push(j);
+                                    }
+                                } else {
+                                    theorems[j].pinned = true;
+                                }
+                            }
+                        }
+                        for j in mentioned {
+                            if !uses.contains(&j) {
+                                theorems[j].pinned = true;
+                            }
+                        }
+                    }
+                    let th_ = &mut theorems[ti];
+                    th_.steps.push(Step { text: step_text, uses });
+                    th_.end_byte = end;
+                    current = Some((cbi, ti, end));
+                } else {
+                    // A proof step of a content block (instance, termination, …).
+                    for j in scan.mentions(si, &by_name, true) {
+                        theorems[j].pinned = true;
+                    }
+                }
+                if si + 1 == b.spans.end {
+                    if let Some((_, ti, _)) = current.filter(|c| c.0 == bi) {
+                        let t = &theorems[ti];
+                        if t.skip != Some(SkipReason::Aborted) {
+                            if let Some(n) = t.name.clone() {
+                                by_name.insert(n, ti);
+                            }
+                            if let Some((_, names)) = extra_names.iter().find(|(i, _)| *i == ti) {
+                                for n in names {
+                                    by_name.insert(n.clone(), ti);
+                                }
+                            }
+                        }
+                        last_theorem = Some(ti);
+                    }
+                    current = None;
+                }
+            }
+            None => {
+                let Some(kind) = span.kind else { continue };
+                if kind == KeywordKind::ThyBegin {
+                    continue;
+                }
+                content_sentences += 1;
+                for j in scan.mentions(si, &by_name, true) {
+                    theorems[j].pinned = true;
+                }
+                let toks = th.tokens.get(span.tokens.clone()).unwrap_or(&[]);
+                let proper: Vec<&Token> = toks.iter().filter(|t| !t.is_improper() && t.range.start >= span.keyword.end).collect();
+                if proper.iter().any(|t| t.kind == TokenKind::Ident && t.text(text) == "this") {
+                    if let Some(j) = last_theorem {
+                        theorems[j].pinned = true;
+                    }
+                }
+                let name = span.name.as_deref().unwrap_or("");
+                if kind == KeywordKind::ThyDeclBlock && proper.last().is_some_and(|t| t.kind == TokenKind::Ident && t.text(text) == "begin") {
+                    next_scope += 1;
+                    let label = match (name, proper.first()) {
+                        ("context" | "locale" | "class", Some(t)) if !CONTEXT_ELEMENTS.contains(&t.text(text)) && matches!(t.kind, TokenKind::Ident | TokenKind::String) => {
+                            prod_isar::header::name_text(t, text)
+                        }
+                        _ => name.to_string(),
+                    };
+                    scopes.push((next_scope, label));
+                } else if kind == KeywordKind::ThyEnd {
+                    scopes.pop();
+                }
+            }
+        }
+    }
+    let goal_blocks = th.blocks.len();
+    let unclosed_blocks = th.blocks.iter().filter(|b| !b.closed).count();
+    let (imports, body_start) = match &th.header {
+        Some(h) => (h.imports.iter().map(|i| (h.range.start, i.clone())).collect(), h.range.end),
+        None => (vec![], 0),
+    };
+    let issues = th
+        .errors
+        .iter()
+        .filter(|e| !e.message.contains("unclosed proof"))
+        .map(|e| (line_of(&starts, e.offset), format!("segment_error: {}", e.message)))
+        .collect();
+    SegmentedSource {
+        segments: Segments { source: text.to_string(), theorems, other_skipped: vec![], content_sentences },
+        imports,
+        issues,
+        prover_references: false,
+        goal_blocks,
+        unclosed_blocks,
+        body_start,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(texts: &[&str]) -> Vec<Step> {
+        texts.iter().map(|t| Step { text: t.to_string(), uses: vec![] }).collect()
+    }
+
+    #[test]
+    fn sledgehammer_rule_on_terminal_by_steps() {
+        let s = steps(&["\n  by (metis foo)", " apply (smt bar)", "\n  (* c *) by  simp", " by (simp add: x)", " qed (metis)", " by auto simp"]);
+        let r: Vec<_> = (0..s.len()).map(|k| replace_step(&s, k)).collect();
+        assert_eq!(r[0].as_deref(), Some("\n  sledgehammer"));
+        assert_eq!(r[1], None, "apply may leave goals");
+        assert_eq!(r[2].as_deref(), Some("\n  (* c *) sledgehammer"));
+        assert_eq!(r[3], None);
+        assert_eq!(r[4], None, "qed also closes the block");
+        assert_eq!(r[5], None);
+    }
+
+    proptest::proptest! {
+        /// Any text: no panic, blocks ordered and on char boundaries, examples well-formed.
+        #[test]
+        fn never_panics(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "theory T imports Main begin", "lemma a: \"x = x\"", "lemma b[simp]: \"y\"", "theorem c: assumes \"P\" shows \"Q\"",
+            "by simp", "by (metis a)", "using a", "apply (rule b)", "done", "proof -", "have \"P\"", "show ?thesis", "qed", "next",
+            "{", "}", ".", "..", "sorry", "oops", "context begin", "locale l = fixes x begin", "end", "private", "lemmas d = a",
+            "text \\<open>@{thm a}\\<close>", "ML \\<open>@{thm b}\\<close>", "(* c *)", "(* open", "\"str", "\\<open>", "schematic_goal s: \"?x\"",
+            "lemma m: \"A\" and n: \"B\"", "fun f where \"f 0 = 0\"", "é", "<invoke>", " ", "\n",
+        ]), 0..40)) {
+            let src = parts.join(" ");
+            let f = segment_isar(&src, &KeywordTable::hol());
+            let mut last = 0;
+            for t in &f.segments.theorems {
+                proptest::prop_assert!(t.start >= last && t.start <= t.end_byte && t.end_byte <= src.len());
+                proptest::prop_assert!(src.is_char_boundary(t.start) && src.is_char_boundary(t.end_byte));
+                last = t.end_byte;
+            }
+            let p = crate::peel::peel(&f.segments);
+            let (ex, _) = crate::examples::build_examples(&f.segments, &p, &replace_step);
+            let reduced = crate::examples::reduced_source(&f.segments, &p);
+            for e in ex {
+                let cp = prod_core::ConditionalProof::parse(&e.conditional_proof).unwrap();
+                proptest::prop_assert_eq!(cp.to_string(), e.conditional_proof.clone());
+                proptest::prop_assert!(reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len());
+            }
+        }
+    }
+
+    #[test]
+    fn split_and_selection_parse() {
+        assert_eq!(AfpSplit::parse("holdout"), Ok(AfpSplit::Holdout));
+        assert_eq!(AfpSplit::parse("after:2022-06-01"), Ok(AfpSplit::After("2022-06-01".into())));
+        assert!(AfpSplit::parse("after:June").is_err());
+        assert_eq!(EntrySelection::parse("3"), EntrySelection::First(3));
+        assert_eq!(EntrySelection::parse("A, B"), EntrySelection::Named(vec!["A".into(), "B".into()]));
+    }
+}
