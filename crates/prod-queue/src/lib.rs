@@ -55,6 +55,9 @@ pub struct Job {
     pub request: CheckRequest,
 }
 
+/// One job's outcome: item, verdict if recorded, claims, recordings.
+pub type JobResult = (String, Option<Verdict>, i32, i32);
+
 /// Counts of one run's jobs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Status {
@@ -156,7 +159,7 @@ impl Queue {
     }
 
     /// Every job in submission order: (item, verdict if recorded, claims, recordings).
-    pub fn results(&mut self) -> Result<Vec<(String, Option<Verdict>, i32, i32)>> {
+    pub fn results(&mut self) -> Result<Vec<JobResult>> {
         let rows = self.client.query(
             "SELECT item, verdict, attempts, completions FROM prod_check_jobs WHERE run = $1 ORDER BY position, id",
             &[&self.run],

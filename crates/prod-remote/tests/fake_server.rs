@@ -248,7 +248,7 @@ fn llama_cpp_top_k_bounds_a_missing_token() {
     assert_eq!(cfg.prompt_format, PromptFormat::Text);
     let p = RemotePolicy::new(cfg, tok.clone()).unwrap();
     let ids = p.prompt_ids("", "Lemma a : True.", None).unwrap();
-    let e = p.pair_probabilities(&[ids.clone()], tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
+    let e = p.pair_probabilities(std::slice::from_ref(&ids), tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
     assert!((e[0].p - 2.0 / 3.0).abs() < 1e-9 && !e[0].bounded, "{e:?}");
     *both.lock().unwrap() = false;
     let e = p.pair_probabilities(&[ids], tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
