@@ -79,6 +79,16 @@ pub struct EvalArgs {
     /// Print one JSON summary line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
+    /// Sample from this OpenAI-compatible server (e.g. http://127.0.0.1:8000) instead of the
+    /// native model; --model then only provides the tokenizer (tokenizer.json).
+    #[arg(long, help_heading = "Remote inference")]
+    pub remote_url: Option<String>,
+    /// The server: vllm, sglang or llama_cpp (one completion per request, text prompts).
+    #[arg(long, default_value = "vllm", value_parser = ["vllm", "sglang", "llama_cpp"], help_heading = "Remote inference")]
+    pub remote_server: String,
+    /// The served model's name (vLLM --served-model-name).
+    #[arg(long, default_value = "prod", help_heading = "Remote inference")]
+    pub remote_model: String,
 }
 
 pub fn job_of(a: &EvalArgs) -> EvalJob {
@@ -109,6 +119,26 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
         coq: CoqJobConfig { workers: a.workers, step_timeout_s: a.timeout, hammer: !a.no_hammer, hammer_atp: false },
         out: a.out.clone(),
         cache: a.cache.clone(),
+        remote: a.remote_url.as_ref().map(|url| {
+            let base = if a.remote_server == "llama_cpp" {
+                prod_remote::RemoteConfig::llama_cpp(url)
+            } else {
+                prod_remote::RemoteConfig {
+                    base_url: url.clone(),
+                    server: if a.remote_server == "sglang" { prod_remote::ServerKind::Sglang } else { prod_remote::ServerKind::Vllm },
+                    ..Default::default()
+                }
+            };
+            prod_remote::RemoteConfig {
+                model: a.remote_model.clone(),
+                temperature: a.temperature,
+                top_p: a.top_p,
+                max_tokens: a.max_new_tokens,
+                context_tokens: a.context_tokens,
+                seed: Some(a.seed),
+                ..base
+            }
+        }),
     }
 }
 

@@ -28,13 +28,13 @@ use std::time::Duration;
 use prod_core::T0;
 use prod_policy::tokenizer::ProdTokenizer;
 use prod_rl::{Policy, PolicyError, SampleRequest};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use probability::PairEstimate;
 
 /// Which server is on the other end: it decides how the two-token probabilities are asked for
 /// and which vendor fields are sent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerKind {
     /// vLLM's OpenAI server (`prompt_logprobs`, token-id prompts, `n` > 1).
@@ -48,7 +48,7 @@ pub enum ServerKind {
 }
 
 /// How prompts are sent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptFormat {
     /// Token ids (exactly the training tokens).
@@ -59,7 +59,7 @@ pub enum PromptFormat {
 }
 
 /// `[policy.remote]` in `prod.toml`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RemoteConfig {
     /// e.g. `http://127.0.0.1:8000` (the `/v1/...` paths are added).

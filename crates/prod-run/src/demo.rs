@@ -242,6 +242,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         coq: CoqJobConfig { workers: job.workers, step_timeout_s: 5, hammer: true, hammer_atp: false },
         out: run_dir.clone(),
         cache: None,
+        remote: None,
     };
     let (mut report, _) = run_eval_job(&eval, bars)?;
     let eval_s = t.elapsed().as_secs_f64();

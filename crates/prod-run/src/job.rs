@@ -32,6 +32,10 @@ pub struct EvalJob {
     pub out: PathBuf,
     /// Verification cache file (default `RUN_DIR/cache.sqlite`).
     pub cache: Option<PathBuf>,
+    /// Sample from a remote inference server instead of the native model (`model` then only
+    /// provides the tokenizer, so prompts are the very tokens the served model was trained on).
+    #[serde(default)]
+    pub remote: Option<prod_remote::RemoteConfig>,
 }
 
 /// The checker settings a job exposes (the rest of `[check.coq]` keeps its defaults).
@@ -133,8 +137,28 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let cache = job.cache.clone().unwrap_or_else(|| job.out.join("cache.sqlite"));
     let coq_cfg = job.coq.to_config();
     let checker = start_checker(&coq_cfg, &cache)?;
-    let mut policy = NativePolicy::load(&job.model, job.sampling.clone())
-        .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?;
+    let mut native: Option<NativePolicy> = None;
+    let mut remote: Option<crate::policy::RemoteSeq> = None;
+    match &job.remote {
+        Some(r) => {
+            let tok = prod_policy::ProdTokenizer::from_file(&job.model.join("tokenizer.json"), None)
+                .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?;
+            remote = Some(crate::policy::RemoteSeq(
+                prod_remote::RemotePolicy::new(r.clone(), tok).map_err(|e| BadInput(e.to_string()))?,
+            ));
+        }
+        None => {
+            native = Some(
+                NativePolicy::load(&job.model, job.sampling.clone())
+                    .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?,
+            );
+        }
+    }
+    let policy: &mut dyn crate::policy::SeqPolicy = match (native.as_mut(), remote.as_mut()) {
+        (Some(n), _) => n,
+        (None, Some(r)) => r,
+        (None, None) => return Err(anyhow::anyhow!("no policy")),
+    };
     let novel = dataset_statements(&job.dataset, &lang);
     let setup = CheckSetup { checker: &checker, coq: &coq_cfg, lang: &lang };
     bars.say(&format!(
@@ -145,7 +169,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         job.model.display(),
         job.out.display()
     ));
-    let result = run_eval(&store, &mut policy, &setup, &theorems, &novel, &job.options, 0, "eval", bars)?;
+    let result = run_eval(&store, policy, &setup, &theorems, &novel, &job.options, 0, "eval", bars)?;
     let t = &result.times;
     let report = RunReport {
         title: format!("ProD evaluation: {}", job.options.name),
@@ -158,7 +182,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         },
         model: ModelInfo {
             name: job.model.display().to_string(),
-            params: Some(policy.model.num_params() as u64),
+            params: native.as_ref().map(|n| n.model.num_params() as u64),
         },
         config: serde_json::to_value(job)?,
         evaluations: vec![result.evaluation.clone()],
@@ -170,7 +194,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
             ),
             format!(
                 "phase seconds (this invocation): sample {:.1} ({} fresh, {} replayed from the run store, {} tokens), check {:.1} ({} sent to Coq), solve {:.2}, final coqc {:.1}",
-                t.sample_s, t.sampled_fresh, t.sampled_replayed, policy.generated_tokens, t.check_s, t.checked_now, t.solve_s, t.final_s
+                t.sample_s, t.sampled_fresh, t.sampled_replayed, native.as_ref().map_or(0, |n| n.generated_tokens), t.check_s, t.checked_now, t.solve_s, t.final_s
             ),
         ],
     };

@@ -183,6 +183,21 @@ impl Policy for NativePolicy {
     }
 }
 
+/// A remote inference server (vLLM, SGLang, llama.cpp) as a run's policy. Sequence numbers are
+/// not passed on: a server's sampling is not reproducible bit for bit anyway, and a resumed run
+/// replays its answers from the sample log.
+pub struct RemoteSeq(pub prod_remote::RemotePolicy);
+
+impl SeqPolicy for RemoteSeq {
+    fn sample_at(&mut self, requests: &[SampleRequest<'_>], _first_seq: u64) -> Result<Vec<String>, PolicyError> {
+        Policy::sample(&mut self.0, requests)
+    }
+
+    fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
+        Policy::p_use_invoke(&mut self.0, goals)
+    }
+}
+
 /// Answers from the run store's sample log when it can, asks `inner` otherwise and logs the
 /// answer (in chunks, each committed before the next is sampled).
 pub struct LoggedPolicy<'a> {
