@@ -93,21 +93,8 @@ impl Default for HammerConfig {
     fn default() -> Self {
         HammerConfig {
             enabled: true,
-            fixed_methods: [
-                "by auto",
-                "by simp",
-                "by blast",
-                "by fastforce",
-                "by force",
-                "by eval",
-                "by presburger",
-                "by sos",
-                "by arith",
-                "by linarith",
-                "by (auto simp: field_simps)",
-            ]
-            .map(String::from)
-            .to_vec(),
+            // The paper's list, shared with the dataset's sledgehammer rule.
+            fixed_methods: prod_isar::sledgehammer::SIMPLE_STEPS.map(String::from).to_vec(),
             use_atp: true,
             timeout_s: 10,
         }
