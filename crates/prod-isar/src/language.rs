@@ -75,24 +75,7 @@ fn parts(text: &str, toks: &[&Token]) -> Option<Parts> {
     let mut name = None;
     if toks.get(i).is_some_and(|t| t.kind == TokenKind::Ident) {
         // `name:` or `name[attrs]:`.
-        let mut j = i + 1;
-        if toks.get(j).is_some_and(|t| t.text(text) == "[") {
-            let mut depth = 0usize;
-            while let Some(t) = toks.get(j) {
-                match t.text(text) {
-                    "[" => depth += 1,
-                    "]" => {
-                        depth = depth.saturating_sub(1);
-                        if depth == 0 {
-                            j += 1;
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-        }
+        let j = crate::segment::skip_attributes(text, toks, i + 1);
         if toks.get(j).is_some_and(|t| t.text(text) == ":") {
             name = Some(i);
         }

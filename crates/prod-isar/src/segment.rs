@@ -326,6 +326,28 @@ fn args<'a>(span: &CommandSpan, tokens: &'a [Token]) -> Vec<&'a Token> {
         .collect()
 }
 
+/// The index after a bracketed attribute list `[…]` (nested brackets included) starting at
+/// `j`, or `j` when none starts there.
+pub(crate) fn skip_attributes(text: &str, toks: &[&Token], mut j: usize) -> usize {
+    if toks.get(j).is_some_and(|t| t.text(text) == "[") {
+        let mut depth = 0usize;
+        while let Some(t) = toks.get(j) {
+            match t.text(text) {
+                "[" => depth += 1,
+                "]" => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return j + 1;
+                    }
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+    }
+    j
+}
+
 /// `(in loc) name [attrs] :` after a statement keyword: (target, name).
 pub fn statement_name(
     text: &str,
@@ -349,24 +371,7 @@ pub fn statement_name(
         return (target, None);
     }
     let name = t.text(text).to_string();
-    let mut j = i + 1;
-    if a.get(j).is_some_and(|t| t.text(text) == "[") {
-        let mut depth = 0usize;
-        while let Some(t) = a.get(j) {
-            match t.text(text) {
-                "[" => depth += 1,
-                "]" => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        j += 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-            j += 1;
-        }
-    }
+    let j = skip_attributes(text, &a, i + 1);
     let named = a.get(j).is_some_and(|t| t.text(text) == ":");
     (target, named.then_some(name))
 }
