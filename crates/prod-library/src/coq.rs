@@ -476,20 +476,7 @@ mod tests {
         ]), 0..40)) {
             let src = parts.join(" ");
             let f = segment(&src, None);
-            let mut last = 0;
-            for t in &f.segments.theorems {
-                proptest::prop_assert!(t.start >= last && t.start <= t.end_byte && t.end_byte <= src.len());
-                proptest::prop_assert!(src.is_char_boundary(t.start) && src.is_char_boundary(t.end_byte));
-                last = t.end_byte;
-            }
-            let p = crate::peel::peel(&f.segments);
-            let (ex, _) = crate::examples::build_examples(&f.segments, &p, &crate::hammer::replace_step);
-            let reduced = crate::examples::reduced_source(&f.segments, &p);
-            for e in ex {
-                let cp = prod_core::ConditionalProof::parse(&e.conditional_proof).unwrap();
-                proptest::prop_assert_eq!(cp.to_string(), e.conditional_proof.clone());
-                proptest::prop_assert!(reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len());
-            }
+            crate::examples::check_segmented(&src, &f.segments, &crate::hammer::replace_step)?;
         }
     }
 

@@ -125,6 +125,31 @@ fn conditional(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, i: usize, s
     ConditionalProof::from_parts(t0, segments, lemmas).map(|cp| (cp, proposed))
 }
 
+/// Test support: what every segmenter must give on any text — theorems in order and on char
+/// boundaries, examples whose conditional proof round-trips, contexts inside the reduced source.
+#[cfg(test)]
+pub(crate) fn check_segmented(
+    src: &str,
+    f: &(impl SegmentedFile + ?Sized),
+    rewrite: &Rewriter<'_>,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let mut last = 0;
+    for t in f.theorems() {
+        proptest::prop_assert!(t.start >= last && t.start <= t.end_byte && t.end_byte <= src.len());
+        proptest::prop_assert!(src.is_char_boundary(t.start) && src.is_char_boundary(t.end_byte));
+        last = t.end_byte;
+    }
+    let p = crate::peel::peel(f);
+    let (ex, _) = build_examples(f, &p, rewrite);
+    let reduced = reduced_source(f, &p);
+    for e in ex {
+        let cp = prod_core::ConditionalProof::parse(&e.conditional_proof).unwrap();
+        proptest::prop_assert_eq!(cp.to_string(), e.conditional_proof.clone());
+        proptest::prop_assert!(reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len());
+    }
+    Ok(())
+}
+
 /// Build the examples of every non-skipped theorem of a file. Returns the examples and the
 /// indices of theorems whose conditional proof could not be built (a step contains a special
 /// token, for instance), which the caller reports as skipped.
