@@ -36,18 +36,11 @@ enum Mode {
 
 /// The checked, runnable form of a request, or its final verdict.
 fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
-    let to_verdict = |e: RuleError| match e {
-        RuleError::Rejected(r) => Verdict::Rejected { reason: r },
-        RuleError::Syntax { step, message } => Verdict::Failed { step, message },
-    };
     let mut lemmas = vec![];
     for (i, l) in req.proof.lemmas().enumerate() {
-        lemmas.push(rules::check_statement(l).map_err(|e| match e {
-            RuleError::Rejected(r) => Verdict::rejected(format!("proposed lemma {}: {r}", i + 1)),
-            other => to_verdict(other),
-        })?);
+        lemmas.push(rules::check_statement(l).map_err(|e| e.for_proposed_lemma(i))?);
     }
-    let statement = rules::check_statement(&req.statement).map_err(to_verdict)?;
+    let statement = rules::check_statement(&req.statement).map_err(RuleError::into_verdict)?;
     for (i, l) in lemmas.iter().enumerate() {
         if l.name == statement.name || lemmas[..i].iter().any(|m| m.name == l.name) {
             return Err(Verdict::rejected(format!(
@@ -57,7 +50,7 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
             )));
         }
     }
-    let steps = rules::check_proof(&req.proof.proof_text()).map_err(to_verdict)?;
+    let steps = rules::check_proof(&req.proof.proof_text()).map_err(RuleError::into_verdict)?;
     Ok(Plan {
         lemmas,
         statement,

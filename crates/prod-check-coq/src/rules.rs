@@ -49,16 +49,8 @@ pub struct Step {
     pub ltac_head: Option<String>,
 }
 
-/// Why the text cannot be run: a broken rule (`Rejected`) or a syntax problem (`Failed`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RuleError {
-    Rejected(String),
-    /// The proof text does not split into complete sentences (after `step` complete ones).
-    Syntax {
-        step: usize,
-        message: String,
-    },
-}
+/// Why the text cannot be run (shared with every backend).
+pub use prod_check::RuleError;
 
 fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
     if text.len() > max {

@@ -39,16 +39,9 @@ pub fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
 
 /// [`plan`] with a given keyword table.
 pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
-    let to_verdict = |e: RuleError| match e {
-        RuleError::Rejected(r) => Verdict::Rejected { reason: r },
-        RuleError::Syntax { step, message } => Verdict::Failed { step, message },
-    };
     let mut lemmas: Vec<Statement> = vec![];
     for (i, l) in req.proof.lemmas().enumerate() {
-        let s = rules.check_statement(l).map_err(|e| match e {
-            RuleError::Rejected(r) => Verdict::rejected(format!("proposed lemma {}: {r}", i + 1)),
-            other => to_verdict(other),
-        })?;
+        let s = rules.check_statement(l).map_err(|e| e.for_proposed_lemma(i))?;
         let Some(name) = s.name.clone() else {
             return Err(Verdict::rejected(format!(
                 "proposed lemma {} has no name (write `lemma name: \"…\"`)",
@@ -66,7 +59,7 @@ pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
         }
         lemmas.push(s);
     }
-    let statement = rules.check_statement(&req.statement).map_err(to_verdict)?;
+    let statement = rules.check_statement(&req.statement).map_err(RuleError::into_verdict)?;
     if let Some(n) = &statement.name {
         if let Some(i) = lemmas.iter().position(|l| l.name.as_ref() == Some(n)) {
             return Err(Verdict::rejected(format!(
@@ -77,7 +70,7 @@ pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
     }
     let steps = rules
         .check_proof(&req.proof.proof_text())
-        .map_err(to_verdict)?;
+        .map_err(RuleError::into_verdict)?;
     let imports =
         validate_imports(&req.imports).map_err(|m| Verdict::infra(format!("imports: {m}")))?;
     let open_blocks =

@@ -289,17 +289,8 @@ const ALLOWED_CONTROL_SYMBOLS: &[&str] = &[
     "\\<^isup>",
 ];
 
-/// Why the text cannot be run: a broken rule (`Rejected`) or a syntax problem (`Failed`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RuleError {
-    Rejected(String),
-    /// The text does not lex (unclosed string, cartouche, comment) or its proof is incomplete:
-    /// the prover would refuse it at `step`.
-    Syntax {
-        step: usize,
-        message: String,
-    },
-}
+/// Why the text cannot be run (shared with every backend).
+pub use prod_check::RuleError;
 
 /// A checked statement.
 #[derive(Clone, Debug, PartialEq, Eq)]

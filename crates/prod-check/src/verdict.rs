@@ -196,3 +196,30 @@ mod tests {
         assert_eq!(apply_replacements(text, &bad), text);
     }
 }
+
+/// Why untrusted text cannot be run, found by a backend's rules before anything reaches the
+/// prover: a broken rule, or text the prover would refuse at `step` (an unclosed string, an
+/// incomplete sentence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleError {
+    Rejected(String),
+    Syntax { step: usize, message: String },
+}
+
+impl RuleError {
+    /// The final verdict: `Rejected`, or `Failed` at the step.
+    pub fn into_verdict(self) -> Verdict {
+        match self {
+            RuleError::Rejected(reason) => Verdict::Rejected { reason },
+            RuleError::Syntax { step, message } => Verdict::Failed { step, message },
+        }
+    }
+
+    /// The verdict when the text was the `i`-th (0-based) proposed lemma's statement.
+    pub fn for_proposed_lemma(self, i: usize) -> Verdict {
+        match self {
+            RuleError::Rejected(r) => Verdict::rejected(format!("proposed lemma {}: {r}", i + 1)),
+            other => other.into_verdict(),
+        }
+    }
+}
