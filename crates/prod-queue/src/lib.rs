@@ -53,6 +53,8 @@ pub struct Job {
     pub id: i64,
     pub item: String,
     pub request: CheckRequest,
+    /// Claims of this job so far, this one included.
+    pub attempts: i32,
 }
 
 /// One job's outcome: item, verdict if recorded, claims, recordings.
@@ -108,14 +110,14 @@ impl Queue {
                        OR (state = 'claimed' AND claimed_at < now() - make_interval(secs => $3)))
                  ORDER BY id LIMIT $4
                  FOR UPDATE SKIP LOCKED)
-             RETURNING id, item, request",
+             RETURNING id, item, request, attempts",
             &[&worker, &self.run, &lease.as_secs_f64(), &(n as i64)],
         )?;
         let mut jobs = Vec::with_capacity(rows.len());
         for r in rows {
             let v: serde_json::Value = r.get(2);
             let request = serde_json::from_value(v).map_err(|e| QueueError::Data(format!("job {}: {e}", r.get::<_, i64>(0))))?;
-            jobs.push(Job { id: r.get(0), item: r.get(1), request });
+            jobs.push(Job { id: r.get(0), item: r.get(1), request, attempts: r.get(3) });
         }
         Ok(jobs)
     }
@@ -227,11 +229,7 @@ pub fn work(queue: &mut Queue, checker: &dyn Checker, worker: &str, opts: &WorkO
         let verdicts = checker.check_batch(&requests, &|_, _| {});
         for (job, v) in jobs.iter().zip(verdicts) {
             if matches!(v, Verdict::Infra { .. }) {
-                let attempts: i32 = queue
-                    .client
-                    .query_one("SELECT attempts FROM prod_check_jobs WHERE id = $1", &[&job.id])?
-                    .get(0);
-                if attempts < opts.max_attempts {
+                if job.attempts < opts.max_attempts {
                     queue.release(job.id, worker)?;
                     stats.released_infra += 1;
                     continue;

@@ -228,9 +228,9 @@ impl RemotePolicy {
     fn complete(&self, ids: &[u32], n: usize, seed_offset: u64) -> Result<Vec<String>, PolicyError> {
         let mut out = Vec::with_capacity(n);
         let mut part = 0u64;
+        let end = self.tok.decode(&[self.tok.end_id()]).map_err(|e| err(format!("decode: {e}")))?;
         while out.len() < n {
             let k = (n - out.len()).min(self.cfg.max_n_per_request);
-            let end = self.tok.decode(&[self.tok.end_id()]).map_err(|e| err(format!("decode: {e}")))?;
             let mut body = api::CompletionRequest {
                 model: self.cfg.model.clone(),
                 prompt: self.prompt_value(ids)?,
@@ -238,7 +238,7 @@ impl RemotePolicy {
                 temperature: self.cfg.temperature,
                 top_p: self.cfg.top_p,
                 max_tokens: self.cfg.max_tokens,
-                stop: vec![end],
+                stop: vec![end.clone()],
                 seed: self.cfg.seed.map(|s| s.wrapping_add(seed_offset).wrapping_add(part)),
                 logprobs: None,
                 extra: HashMap::new(),
