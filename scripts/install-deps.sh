@@ -5,9 +5,14 @@
 # development files to build the ProD Coq plugin (a faster `Print Assumptions`; the checker
 # falls back to `Print Assumptions` without it), and PostgreSQL (the shared check queue of
 # `prod queue`; its test starts a throw-away cluster).
+# --with-python (the test suite): also Debian's CPU PyTorch and a venv with the pinned
+# transformers/accelerate, for python/train_weighted.py's test against the native trainer.
 set -euo pipefail
 packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux
   ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql)
+with_python=0
+[ "${1:-}" = "--with-python" ] && with_python=1
+[ $with_python = 1 ] && packages+=(python3-torch python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +23,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+if [ $with_python = 1 ]; then
+  # Debian's torch 1.13 belongs to the system python (not a pyenv one on PATH).
+  pyvenv="${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}"
+  req="$(dirname "$0")/../python/requirements-ci.txt"
+  if ! cmp -s "$req" "$pyvenv/requirements-ci.txt"; then
+    echo "creating $pyvenv (python/requirements-ci.txt)" >&2
+    /usr/bin/python3 -m venv --system-site-packages "$pyvenv"
+    "$pyvenv/bin/pip" install -q -r "$req"
+    cp "$req" "$pyvenv/requirements-ci.txt"
+  fi
 fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2

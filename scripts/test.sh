@@ -3,7 +3,9 @@
 # (the Coq tests run the real Coq 8.16). Ends with one summary line "tests: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --with-python
+# python/train_weighted.py's test runs with this interpreter (crates/prod-run/tests/python_trainer.rs).
+export PROD_PYTHON="${PROD_PYTHON:-${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}/bin/python}"
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
 log=$(mktemp)
