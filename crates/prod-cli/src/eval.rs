@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use prod_run::{Bars, BadInput, CoqJobConfig, EvalJob, EvalOptions, NativeParams};
+use prod_run::{Bars, BadInput, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore};
 
 use crate::exit;
 
@@ -89,6 +89,44 @@ pub struct EvalArgs {
     /// The served model's name (vLLM --served-model-name).
     #[arg(long, default_value = "prod", help_heading = "Remote inference")]
     pub remote_model: String,
+    #[command(flatten)]
+    pub shared: SharedStoreArgs,
+}
+
+/// Scale-out: keep the run store in PostgreSQL and let `prod queue work` processes on other
+/// machines do the checks.
+#[derive(Args, Debug, Clone)]
+pub struct SharedStoreArgs {
+    /// PostgreSQL database for the run store and its check queue (postgres://user@host/db or
+    /// "host=/run/postgresql dbname=prod"). Start workers anywhere with
+    /// `prod queue work --store URL --run RUN` (same [coq] settings: a worker only takes
+    /// checks made for its exact checker configuration).
+    #[arg(long, help_heading = "Scale-out")]
+    pub store: Option<String>,
+    /// The run's name in the database (default: the --out directory's name).
+    #[arg(long, requires = "store", help_heading = "Scale-out")]
+    pub run: Option<String>,
+    /// Only the queue workers check; this process samples, waits and trains.
+    #[arg(long, requires = "store", help_heading = "Scale-out")]
+    pub no_check_here: bool,
+}
+
+impl SharedStoreArgs {
+    /// The flags over `base` (a config file's `[postgres]`), if any store is set.
+    pub fn apply(&self, base: Option<SharedStore>) -> Option<SharedStore> {
+        let mut s = match (&self.store, base) {
+            (Some(url), b) => SharedStore { url: url.clone(), ..b.unwrap_or_default() },
+            (None, Some(b)) => b,
+            (None, None) => return None,
+        };
+        if let Some(r) = &self.run {
+            s.run = r.clone();
+        }
+        if self.no_check_here {
+            s.check_here = false;
+        }
+        Some(s)
+    }
 }
 
 pub fn job_of(a: &EvalArgs) -> EvalJob {
@@ -139,6 +177,7 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
                 ..base
             }
         }),
+        postgres: a.shared.apply(None),
     }
 }
 

@@ -31,6 +31,16 @@ use prod_run::{Bars, BadInput, RlConfig};
 ///   max_new_tokens = 128
 ///   [coq]
 ///   workers = 2
+///   # optional: sample on an inference server (the model dir then only supplies the
+///   # tokenizer; `after_round` must point the server at each new checkpoint {out})
+///   [remote]
+///   base_url = "http://127.0.0.1:30000"
+///   server = "sglang"             # vllm, sglang, llama_cpp
+///   # optional: run store + check queue in PostgreSQL; `prod queue work` processes on
+///   # other machines do the checks (same flags: --store/--run/--no-check-here)
+///   [postgres]
+///   url = "host=/run/postgresql dbname=prod"
+///   check_here = true
 ///
 /// Example: prod rl --config rl.toml --out runs/rl1
 #[derive(Args)]
@@ -44,6 +54,8 @@ pub struct RlArgs {
     /// Print one JSON line per round on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub shared: crate::eval::SharedStoreArgs,
 }
 
 fn load(path: &PathBuf) -> anyhow::Result<RlConfig> {
@@ -67,10 +79,11 @@ fn load(path: &PathBuf) -> anyhow::Result<RlConfig> {
 }
 
 pub fn run(a: RlArgs) -> i32 {
-    let cfg = match load(&a.config) {
+    let mut cfg = match load(&a.config) {
         Ok(c) => c,
         Err(e) => return crate::eval::error_code(e),
     };
+    cfg.postgres = a.shared.apply(cfg.postgres.take());
     let bars = Bars::terminal(a.json);
     match prod_run::run_rl_job(&cfg, &a.out, &bars) {
         Ok((report, _)) => {

@@ -15,6 +15,9 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "test-cluster")]
+pub mod testing;
+
 use postgres::{Client, NoTls};
 use prod_check::{CheckRequest, Checker, Verdict};
 
@@ -45,6 +48,10 @@ CREATE TABLE IF NOT EXISTS prod_check_jobs (
     UNIQUE (run, item)
 );
 CREATE INDEX IF NOT EXISTS prod_check_jobs_todo ON prod_check_jobs (run, state, id);
+-- `want`: the checker fingerprint a job must be checked with (NULL: any worker);
+-- `fingerprint`: the one it was checked with.
+ALTER TABLE prod_check_jobs ADD COLUMN IF NOT EXISTS want TEXT;
+ALTER TABLE prod_check_jobs ADD COLUMN IF NOT EXISTS fingerprint TEXT;
 ";
 
 /// A claimed job.
@@ -85,22 +92,33 @@ impl Queue {
     /// Add jobs (`item` names a job within the run; a job already there is left as it is, so
     /// submitting twice is harmless). Returns how many were new.
     pub fn submit(&mut self, jobs: &[(String, CheckRequest)]) -> Result<u64> {
+        self.submit_for(jobs, None)
+    }
+
+    /// [`Queue::submit`] for workers whose checker fingerprint is `want` only (`None`: any
+    /// worker). A job that ended in an infrastructure failure is opened again (a resumed run
+    /// asks once more; the failure was never a verdict about the proof).
+    pub fn submit_for(&mut self, jobs: &[(String, CheckRequest)], want: Option<&str>) -> Result<u64> {
         let mut tx = self.client.transaction()?;
         let stmt = tx.prepare(
-            "INSERT INTO prod_check_jobs (run, item, position, request) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (run, item) DO NOTHING",
+            "INSERT INTO prod_check_jobs (run, item, position, request, want) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (run, item) DO UPDATE SET state = 'todo', claimed_by = NULL, claimed_at = NULL,
+                    attempts = 0, completions = 0, verdict = NULL, done_by = NULL, fingerprint = NULL
+             WHERE prod_check_jobs.state = 'done' AND prod_check_jobs.verdict->>'verdict' = 'infra'",
         )?;
         let mut added = 0;
+        let base: i64 = tx.query_one("SELECT COALESCE(MAX(position) + 1, 0) FROM prod_check_jobs WHERE run = $1", &[&self.run])?.get(0);
         for (i, (item, req)) in jobs.iter().enumerate() {
             let v = serde_json::to_value(req).map_err(|e| QueueError::Data(e.to_string()))?;
-            added += tx.execute(&stmt, &[&self.run, item, &(i as i64), &v])?;
+            added += tx.execute(&stmt, &[&self.run, item, &(base + i as i64), &v, &want])?;
         }
         tx.commit()?;
         Ok(added)
     }
 
-    /// Claim up to `n` jobs: waiting ones, and claimed ones whose lease expired.
-    pub fn claim(&mut self, worker: &str, n: usize, lease: Duration) -> Result<Vec<Job>> {
+    /// Claim up to `n` jobs: waiting ones, and claimed ones whose lease expired, among those a
+    /// checker with `fingerprint` may check.
+    pub fn claim(&mut self, worker: &str, fingerprint: &str, n: usize, lease: Duration) -> Result<Vec<Job>> {
         let rows = self.client.query(
             "UPDATE prod_check_jobs SET state = 'claimed', claimed_by = $1, claimed_at = now(),
                     attempts = attempts + 1
@@ -108,10 +126,11 @@ impl Queue {
                  SELECT id FROM prod_check_jobs
                  WHERE run = $2 AND (state = 'todo'
                        OR (state = 'claimed' AND claimed_at < now() - make_interval(secs => $3)))
+                   AND (want IS NULL OR want = $5)
                  ORDER BY id LIMIT $4
                  FOR UPDATE SKIP LOCKED)
              RETURNING id, item, request, attempts",
-            &[&worker, &self.run, &lease.as_secs_f64(), &(n as i64)],
+            &[&worker, &self.run, &lease.as_secs_f64(), &(n as i64), &fingerprint],
         )?;
         let mut jobs = Vec::with_capacity(rows.len());
         for r in rows {
@@ -122,14 +141,15 @@ impl Queue {
         Ok(jobs)
     }
 
-    /// Record a verdict; `false` when `worker` no longer holds the claim (nothing recorded).
-    pub fn complete(&mut self, job: i64, worker: &str, verdict: &Verdict) -> Result<bool> {
+    /// Record a verdict reached by a checker with `fingerprint`; `false` when `worker` no
+    /// longer holds the claim (nothing recorded).
+    pub fn complete(&mut self, job: i64, worker: &str, fingerprint: &str, verdict: &Verdict) -> Result<bool> {
         let v = serde_json::to_value(verdict).map_err(|e| QueueError::Data(e.to_string()))?;
         let n = self.client.execute(
             "UPDATE prod_check_jobs SET state = 'done', verdict = $3, done_by = $2,
-                    completions = completions + 1
+                    completions = completions + 1, fingerprint = $4
              WHERE id = $1 AND state = 'claimed' AND claimed_by = $2",
-            &[&job, &worker, &v],
+            &[&job, &worker, &v, &fingerprint],
         )?;
         Ok(n == 1)
     }
@@ -158,6 +178,22 @@ impl Queue {
             }
         }
         Ok(s)
+    }
+
+    /// The recorded verdicts among `items`: (item, verdict, fingerprint it was checked with).
+    pub fn verdicts_of(&mut self, items: &[String]) -> Result<Vec<(String, Verdict, Option<String>)>> {
+        let rows = self.client.query(
+            "SELECT item, verdict, fingerprint FROM prod_check_jobs
+             WHERE run = $1 AND state = 'done' AND item = ANY($2)",
+            &[&self.run, &items],
+        )?;
+        rows.into_iter()
+            .map(|r| {
+                let v: serde_json::Value = r.get(1);
+                let verdict = serde_json::from_value(v).map_err(|e| QueueError::Data(e.to_string()))?;
+                Ok((r.get(0), verdict, r.get(2)))
+            })
+            .collect()
     }
 
     /// Every job in submission order: (item, verdict if recorded, claims, recordings).
@@ -213,33 +249,142 @@ impl Default for WorkOptions {
 /// Drain the queue with `checker`.
 pub fn work(queue: &mut Queue, checker: &dyn Checker, worker: &str, opts: &WorkOptions) -> Result<WorkStats> {
     let mut stats = WorkStats::default();
+    let fingerprint = checker.fingerprint();
     loop {
-        let jobs = queue.claim(worker, opts.batch.max(1), opts.lease)?;
-        if jobs.is_empty() {
-            let s = queue.status()?;
-            if s.todo == 0 && (s.claimed == 0 || !opts.until_empty) {
-                return Ok(stats);
-            }
-            // Others hold the rest: wait for them to finish or for their leases to expire.
-            std::thread::sleep(opts.poll);
+        if work_once(queue, checker, &fingerprint, worker, opts, &mut stats)? {
             continue;
         }
-        stats.claimed += jobs.len();
-        let requests: Vec<CheckRequest> = jobs.iter().map(|j| j.request.clone()).collect();
-        let verdicts = checker.check_batch(&requests, &|_, _| {});
-        for (job, v) in jobs.iter().zip(verdicts) {
-            if matches!(v, Verdict::Infra { .. }) {
-                if job.attempts < opts.max_attempts {
-                    queue.release(job.id, worker)?;
-                    stats.released_infra += 1;
-                    continue;
+        let s = queue.status()?;
+        if s.todo == 0 && (s.claimed == 0 || !opts.until_empty) {
+            return Ok(stats);
+        }
+        // Others hold the rest (or it is for other checkers): wait for them to finish or for
+        // their leases to expire.
+        std::thread::sleep(opts.poll);
+    }
+}
+
+/// Claim one batch, check it, record it; `false` when there was nothing to claim.
+fn work_once(
+    queue: &mut Queue,
+    checker: &dyn Checker,
+    fingerprint: &str,
+    worker: &str,
+    opts: &WorkOptions,
+    stats: &mut WorkStats,
+) -> Result<bool> {
+    let jobs = queue.claim(worker, fingerprint, opts.batch.max(1), opts.lease)?;
+    if jobs.is_empty() {
+        return Ok(false);
+    }
+    stats.claimed += jobs.len();
+    let requests: Vec<CheckRequest> = jobs.iter().map(|j| j.request.clone()).collect();
+    let verdicts = checker.check_batch(&requests, &|_, _| {});
+    for (job, v) in jobs.iter().zip(verdicts) {
+        if matches!(v, Verdict::Infra { .. }) && job.attempts < opts.max_attempts {
+            queue.release(job.id, worker)?;
+            stats.released_infra += 1;
+            continue;
+        }
+        if queue.complete(job.id, worker, fingerprint, &v)? {
+            stats.recorded += 1;
+        } else {
+            stats.lost_claims += 1;
+        }
+    }
+    Ok(true)
+}
+
+/// A [`Checker`] whose checks go through a run's queue: `check_batch` submits the requests
+/// (each keyed by its verification-cache key, so a request is one job however often it is
+/// asked), then waits until workers — this process's own `local` checker, if any, and
+/// `prod queue work` processes anywhere — have recorded a verdict for each.
+///
+/// Jobs are marked for workers whose checker fingerprint equals this checker's: a worker with
+/// other time limits or another Coq never judges them. A lost database connection gives
+/// `Infra` verdicts (asked again on resume), never proof failures.
+pub struct QueueChecker<C: Checker> {
+    queue: std::sync::Mutex<Queue>,
+    local: Option<C>,
+    fingerprint: String,
+    prover: &'static str,
+    worker: String,
+    opts: WorkOptions,
+}
+
+impl<C: Checker> QueueChecker<C> {
+    /// `checker` fixes the fingerprint; it also checks here when `check_here` (otherwise only
+    /// other workers do).
+    pub fn new(queue: Queue, checker: C, check_here: bool, worker: &str, opts: WorkOptions) -> Self {
+        QueueChecker {
+            fingerprint: checker.fingerprint(),
+            prover: checker.prover(),
+            queue: std::sync::Mutex::new(queue),
+            local: check_here.then_some(checker),
+            worker: worker.to_string(),
+            opts,
+        }
+    }
+
+    fn run(&self, requests: &[CheckRequest], progress: prod_check::Progress<'_>, out: &mut [Option<Verdict>]) -> Result<()> {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let items: Vec<String> = requests.iter().map(|r| prod_check::cache_key(&self.fingerprint, r)).collect();
+        let mut index: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+        let mut jobs = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let slot = index.entry(item.as_str()).or_default();
+            if slot.is_empty() {
+                jobs.push((item.clone(), requests[i].clone()));
+            }
+            slot.push(i);
+        }
+        q.submit_for(&jobs, Some(&self.fingerprint))?;
+        let mut open: Vec<String> = jobs.into_iter().map(|(item, _)| item).collect();
+        let mut stats = WorkStats::default();
+        while !open.is_empty() {
+            for (item, verdict, fingerprint) in q.verdicts_of(&open)? {
+                // Only claims made for this fingerprint can be recorded, but a row is the
+                // database's word: judge nothing from a verdict of another checker.
+                let verdict = if fingerprint.as_deref() == Some(self.fingerprint.as_str()) {
+                    verdict
+                } else {
+                    Verdict::infra(format!("queue job {item} was checked with another checker configuration"))
+                };
+                for &i in index.get(item.as_str()).into_iter().flatten() {
+                    progress(i, &verdict);
+                    out[i] = Some(verdict.clone());
                 }
             }
-            if queue.complete(job.id, worker, &v)? {
-                stats.recorded += 1;
-            } else {
-                stats.lost_claims += 1;
+            open.retain(|item| index.get(item.as_str()).and_then(|v| v.first()).is_some_and(|&i| out[i].is_none()));
+            if open.is_empty() {
+                break;
+            }
+            let worked = match &self.local {
+                Some(c) => work_once(&mut q, c, &self.fingerprint, &self.worker, &self.opts, &mut stats)?,
+                None => false,
+            };
+            if !worked {
+                std::thread::sleep(self.opts.poll);
             }
         }
+        Ok(())
+    }
+}
+
+impl<C: Checker> Checker for QueueChecker<C> {
+    fn prover(&self) -> &'static str {
+        self.prover
+    }
+
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+
+    fn check_batch(&self, requests: &[CheckRequest], progress: prod_check::Progress<'_>) -> Vec<Verdict> {
+        let mut out: Vec<Option<Verdict>> = vec![None; requests.len()];
+        let err = self.run(requests, progress, &mut out).err();
+        out.into_iter()
+            .map(|v| v.unwrap_or_else(|| Verdict::infra(format!("check queue: {}", err.as_ref().map_or("no verdict".into(), |e| e.to_string())))))
+            .collect()
     }
 }

@@ -19,6 +19,8 @@
 
 pub mod api;
 pub mod probability;
+#[cfg(feature = "test-server")]
+pub mod testing;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -243,6 +243,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         out: run_dir.clone(),
         cache: None,
         remote: None,
+        postgres: None,
     };
     let (mut report, _) = run_eval_job(&eval, bars)?;
     let eval_s = t.elapsed().as_secs_f64();

@@ -36,6 +36,79 @@ pub struct EvalJob {
     /// provides the tokenizer, so prompts are the very tokens the served model was trained on).
     #[serde(default)]
     pub remote: Option<prod_remote::RemoteConfig>,
+    /// Scale-out: the run store and the checks in PostgreSQL (see [`SharedStore`]).
+    #[serde(default)]
+    pub postgres: Option<SharedStore>,
+}
+
+/// Scale-out (issue G): the run store lives in a PostgreSQL database (schema
+/// `prod_run_<run>`), and every check goes through the run's queue in the same database, where
+/// `prod queue work --store URL --run RUN` processes on any machine claim it. A worker only
+/// claims checks made for its exact checker configuration (the fingerprint: Coq version, time
+/// limits, automation); one that dies leaves its claims to expire after `lease_s` and be
+/// retried. The run directory keeps the files (checkpoints, examples, reports).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SharedStore {
+    /// `postgres://user@host/db` or a libpq string (`host=/run/postgresql dbname=prod`).
+    pub url: String,
+    /// The run's name (default: the run directory's name).
+    pub run: String,
+    /// This process checks too (with its `[coq]` workers); `false`: only queue workers do.
+    pub check_here: bool,
+    /// Seconds a claim holds (longer than the longest check).
+    pub lease_s: f64,
+    /// Checks claimed at a time by this process.
+    pub batch: usize,
+}
+
+impl Default for SharedStore {
+    fn default() -> Self {
+        SharedStore { url: String::new(), run: String::new(), check_here: true, lease_s: 900.0, batch: 8 }
+    }
+}
+
+impl SharedStore {
+    /// The run name: `run`, or the run directory's name.
+    pub fn run_name(&self, out: &Path) -> String {
+        if !self.run.is_empty() {
+            return self.run.clone();
+        }
+        out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into())
+    }
+}
+
+/// The run store of run directory `out`: `out/run.sqlite`, or the PostgreSQL one.
+pub fn open_store(out: &Path, shared: Option<&SharedStore>) -> anyhow::Result<RunStore> {
+    match shared {
+        None => Ok(RunStore::open_dir(out)?),
+        Some(s) => {
+            std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+            let run = s.run_name(out);
+            crate::store::postgres_schema(&run).map_err(BadInput)?;
+            RunStore::open_postgres(&s.url, &run).with_context(|| format!("PostgreSQL run store {run:?}"))
+        }
+    }
+}
+
+/// The checker of a run: the Coq pool, or (with a shared store) the run's check queue with
+/// this process's pool as one of its workers; behind the verification cache either way.
+pub fn start_run_checker(cfg: &CoqCheckConfig, cache: &Path, out: &Path, shared: Option<&SharedStore>) -> anyhow::Result<Box<dyn Checker>> {
+    let Some(s) = shared else { return Ok(Box::new(start_checker(cfg, cache)?)) };
+    hammer_on_path();
+    let coq = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
+    let run = s.run_name(out);
+    let queue = prod_queue::Queue::connect(&s.url, &run).with_context(|| format!("check queue of run {run:?}"))?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let opts = prod_queue::WorkOptions {
+        batch: s.batch.max(1),
+        lease: std::time::Duration::from_secs_f64(s.lease_s.max(1.0)),
+        poll: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let checker = prod_queue::QueueChecker::new(queue, coq, s.check_here, &format!("{}:{}:coordinator", host.trim(), std::process::id()), opts);
+    let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
+    Ok(Box::new(CachedChecker::new(checker, cache)))
 }
 
 /// The checker settings a job exposes (the rest of `[check.coq]` keeps its defaults).
@@ -67,7 +140,14 @@ impl CoqJobConfig {
 
 /// The Coq pool behind the verification cache.
 pub fn start_checker(cfg: &CoqCheckConfig, cache: &Path) -> anyhow::Result<CachedChecker<CoqChecker>> {
-    // CoqHammer's helper binaries (htimeout, predict) live here on Debian.
+    hammer_on_path();
+    let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
+    let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
+    Ok(CachedChecker::new(checker, cache))
+}
+
+/// CoqHammer's helper binaries (htimeout, predict) live in /usr/libexec/coq-hammer on Debian.
+fn hammer_on_path() {
     if let Some(path) = std::env::var_os("PATH") {
         let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
         let hammer = PathBuf::from("/usr/libexec/coq-hammer");
@@ -78,9 +158,6 @@ pub fn start_checker(cfg: &CoqCheckConfig, cache: &Path) -> anyhow::Result<Cache
             }
         }
     }
-    let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
-    let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
-    Ok(CachedChecker::new(checker, cache))
 }
 
 /// Now, as RFC 3339 UTC (no date crate needed: days-from-civil inverse).
@@ -129,14 +206,15 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     if let Some(&k) = job.options.ks.iter().find(|&&k| k == 0 || k > job.options.samples as usize) {
         return Err(BadInput(format!("k = {k}: every k must be in 1..=samples ({})", job.options.samples)).into());
     }
-    let store = RunStore::open_dir(&job.out)?;
-    // A resumed run must be the same experiment.
+    let store = open_store(&job.out, job.postgres.as_ref())?;
+    // A resumed run must be the same experiment (where it runs is not part of it).
     let mut fixed = job.clone();
     fixed.coq.workers = 0;
+    fixed.postgres = None;
     store.ensure_meta("eval_job", &serde_json::to_string(&fixed)?)?;
     let cache = job.cache.clone().unwrap_or_else(|| job.out.join("cache.sqlite"));
     let coq_cfg = job.coq.to_config();
-    let checker = start_checker(&coq_cfg, &cache)?;
+    let checker = start_run_checker(&coq_cfg, &cache, &job.out, job.postgres.as_ref())?;
     let mut native: Option<NativePolicy> = None;
     let mut remote: Option<crate::policy::RemoteSeq> = None;
     match &job.remote {
@@ -160,7 +238,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         (None, None) => return Err(anyhow::anyhow!("no policy")),
     };
     let novel = dataset_statements(&job.dataset, &lang);
-    let setup = CheckSetup { checker: &checker, coq: &coq_cfg, lang: &lang };
+    let setup = CheckSetup { checker: &*checker, coq: &coq_cfg, lang: &lang };
     bars.say(&format!(
         "eval: {} theorems × {} trees (depth ≤ {}) with {} → {}",
         theorems.len(),

@@ -64,6 +64,19 @@ pub struct NativePolicy {
     pub generated_tokens: usize,
 }
 
+/// Token ids of `x = c s` under `params` (see [`NativePolicy::prompt`]).
+pub fn prompt_ids(tok: &ProdTokenizer, params: &NativeParams, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
+    let keep = params.context_tokens.saturating_mul(16);
+    let mut start = context.len().saturating_sub(keep);
+    while !context.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &context[start..];
+    // Start at a line boundary, as the dataset's inline contexts do.
+    let tail = if start > 0 { tail.split_once('\n').map_or(tail, |(_, rest)| rest) } else { tail };
+    prompt::prompt_ids(tok, tail, statement, params.context_tokens)
+}
+
 impl NativePolicy {
     pub fn new(model: Llama, tok: ProdTokenizer, params: NativeParams) -> Self {
         NativePolicy { model, tok, params, next_seq: 0, generated_tokens: 0 }
@@ -79,15 +92,7 @@ impl NativePolicy {
     /// `context_tokens` tokens), so at most 16 bytes per kept token are tokenised: long
     /// stdlib contexts (100+ KB) would otherwise dominate sampling time.
     pub fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
-        let keep = self.params.context_tokens.saturating_mul(16);
-        let mut start = context.len().saturating_sub(keep);
-        while !context.is_char_boundary(start) {
-            start += 1;
-        }
-        let tail = &context[start..];
-        // Start at a line boundary, as the dataset's inline contexts do.
-        let tail = if start > 0 { tail.split_once('\n').map_or(tail, |(_, rest)| rest) } else { tail };
-        prompt::prompt_ids(&self.tok, tail, statement, self.params.context_tokens)
+        prompt_ids(&self.tok, &self.params, context, statement)
     }
 
     fn max_positions(&self) -> usize {

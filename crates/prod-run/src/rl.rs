@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::local_verdict;
 use crate::eval::{check_phase, global_name, to_stored, Theorem};
-use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy};
+use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 use crate::progress::Bars;
 use crate::store::{RunStore, StoredExample, StoredNode};
 
@@ -99,6 +99,13 @@ pub struct RlConfig {
     /// Run after each round's checkpoint is written (same placeholders), e.g. to point a remote
     /// inference server at the new weights (SGLang `/update_weights_from_disk`, or a restart).
     pub after_round: Vec<String>,
+    /// Sample (and score `V`, `P(<use_invoke>)`) on a remote inference server instead of the
+    /// native model; the model directory of each round then only supplies the tokenizer.
+    /// `after_round` must make the server serve `{out}` for the next round.
+    pub remote: Option<prod_remote::RemoteConfig>,
+    /// Scale-out: the run store and the checks in a PostgreSQL database, drained by
+    /// `prod queue work` processes on any machine.
+    pub postgres: Option<crate::job::SharedStore>,
 }
 
 impl Default for RlConfig {
@@ -128,6 +135,8 @@ impl Default for RlConfig {
             seed: 0,
             external_trainer: Vec::new(),
             after_round: Vec::new(),
+            remote: None,
+            postgres: None,
         }
     }
 }
@@ -181,6 +190,54 @@ fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativeP
     NativePolicy::load(dir, params.clone()).with_context(|| format!("load model {}", dir.display()))
 }
 
+/// A round's policy: the native model, or a remote server with the round's tokenizer.
+pub enum RoundPolicy {
+    Native(NativePolicy),
+    Remote { seq: RemoteSeq, tok: prod_policy::ProdTokenizer, params: NativeParams },
+}
+
+impl RoundPolicy {
+    fn load(cfg: &RlConfig, dir: &Path) -> anyhow::Result<RoundPolicy> {
+        match &cfg.remote {
+            None => Ok(RoundPolicy::Native(load_policy_from(dir, &cfg.sampling)?)),
+            Some(r) => {
+                let tok = prod_policy::ProdTokenizer::from_file(&dir.join("tokenizer.json"), None)
+                    .map_err(|e| anyhow::anyhow!("model {}: {e}", dir.display()))?;
+                let remote = prod_remote::RemotePolicy::new(r.clone(), tok.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(RoundPolicy::Remote { seq: RemoteSeq(remote), tok, params: cfg.sampling.clone() })
+            }
+        }
+    }
+
+    fn seq(&mut self) -> &mut dyn SeqPolicy {
+        match self {
+            RoundPolicy::Native(p) => p,
+            RoundPolicy::Remote { seq, .. } => seq,
+        }
+    }
+
+    fn tok(&self) -> &prod_policy::ProdTokenizer {
+        match self {
+            RoundPolicy::Native(p) => &p.tok,
+            RoundPolicy::Remote { tok, .. } => tok,
+        }
+    }
+
+    fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
+        match self {
+            RoundPolicy::Native(p) => p.prompt(context, statement),
+            RoundPolicy::Remote { tok, params, .. } => crate::policy::prompt_ids(tok, params, context, statement),
+        }
+    }
+
+    fn values(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, prod_rl::PolicyError> {
+        match self {
+            RoundPolicy::Native(p) => p.values(goals),
+            RoundPolicy::Remote { seq, .. } => seq.0.value(goals),
+        }
+    }
+}
+
 /// Run (or resume) all rounds. `initial` is the SFT model. Returns every round's record.
 pub fn run_rl(
     cfg: &RlConfig,
@@ -200,7 +257,7 @@ pub fn run_rl(
         replay.extend(env.store.examples(r)?.into_iter().filter(|e| e.kind != "replayed"));
     }
     for round in (records.len() as u32 + 1)..=cfg.rounds {
-        let mut policy = load_policy_from(&last_ckpt, &cfg.sampling)?;
+        let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
         let rec = run_round(cfg, theorems, env, round, &mut policy, &last_ckpt, &mut replay)?;
         last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
         records.push(rec);
@@ -233,7 +290,7 @@ fn run_round(
     all: &[Theorem],
     env: &RlEnv<'_>,
     round: u32,
-    policy: &mut NativePolicy,
+    policy: &mut RoundPolicy,
     start_ckpt: &Path,
     replay: &mut ReplayBuffer<StoredExample>,
 ) -> anyhow::Result<RoundRecord> {
@@ -262,7 +319,7 @@ fn run_round(
             .collect();
         let pb = env.bars.bar("sample", goals.len() * 2);
         let tick = |n: usize| pb.inc(n as u64);
-        let mut logged = LoggedPolicy::new(policy, store, round, phase);
+        let mut logged = LoggedPolicy::new(policy.seq(), store, round, phase);
         logged.on_progress = Some(&tick);
         let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, round as u64));
         // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
@@ -368,7 +425,7 @@ fn run_round(
     let scores = if cfg.value_model { policy.values(&pairs)? } else { vec![1.0; pairs.len()] };
     let value_of: HashMap<(String, String), f64> = wanted.iter().cloned().zip(scores).collect();
     let mut value = |c: &str, l: &str| value_of.get(&(c.to_string(), l.to_string())).copied().unwrap_or(0.0);
-    let tok = policy.tok.clone();
+    let tok = policy.tok().clone();
     let proof_tokens = |s: &str| tok.encode(s).map_or(s.len(), |ids| ids.len());
     let outcome = RoundOutcome { nodes: &generated, local: &kept_local, global: &kept_global };
     let mut fresh: Vec<WeightedExample> = round_examples(&outcome, cfg.weighting(), &mut value, &proof_tokens, lang);
@@ -416,7 +473,7 @@ fn run_round(
         weight_sum += e.weight;
         // Weight-0 examples contribute no gradient: skipping them saves the forward pass.
         if e.weight > 0.0 {
-            if let Ok(x) = prompt::policy_example(&policy.tok, &e.context, &e.statement, &e.target, e.weight as f32, &opts) {
+            if let Ok(x) = prompt::policy_example(policy.tok(), &e.context, &e.statement, &e.target, e.weight as f32, &opts) {
                 train.push(x);
             }
         }
@@ -428,7 +485,7 @@ fn run_round(
         for (c, s, proved) in goals {
             if let Ok(ids) = policy.prompt(c, s) {
                 if ids.len() < cfg.max_seq_len {
-                    if let Ok(x) = prompt::value_example(&policy.tok, &ids, *proved, 1.0) {
+                    if let Ok(x) = prompt::value_example(policy.tok(), &ids, *proved, 1.0) {
                         value_train.push(x);
                     }
                 }
@@ -453,7 +510,7 @@ fn run_round(
     // The round's weighted examples, in the format external trainers read (always written: it is
     // also the record of what the policy was trained on).
     let examples_path = env.out.join("rounds").join(format!("round-{round}")).join("examples.jsonl");
-    write_examples(&examples_path, &all_train, &policy.tok)?;
+    write_examples(&examples_path, &all_train, policy.tok())?;
     let fill = |argv: &[String]| -> Vec<String> {
         argv.iter()
             .map(|a| {
@@ -469,14 +526,29 @@ fn run_round(
             anyhow::bail!("the external trainer wrote no model to {} (config.json missing)", ckpt.display());
         }
         let train_s = t.elapsed().as_secs_f64();
-        let next = NativePolicy::load(&ckpt, cfg.sampling.clone()).with_context(|| format!("load {}", ckpt.display()))?;
-        let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&next.model, &value_train, cfg.micro_batch.max(1))?) };
-        let loss = if train.is_empty() { None } else { Some(eval_loss(&next.model, &train, cfg.micro_batch.max(1))?) };
+        let (loss, value_loss) = if cfg.remote.is_some() {
+            // The served model may be far too large to run here: the trainer's own figure.
+            (trainer_loss(&ckpt), None)
+        } else {
+            let next = NativePolicy::load(&ckpt, cfg.sampling.clone()).with_context(|| format!("load {}", ckpt.display()))?;
+            let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&next.model, &value_train, cfg.micro_batch.max(1))?) };
+            let loss = if train.is_empty() { None } else { Some(eval_loss(&next.model, &train, cfg.micro_batch.max(1))?) };
+            (loss, value_loss)
+        };
         if !cfg.after_round.is_empty() {
             run_command("after_round", &fill(&cfg.after_round))?;
         }
         return finish_round(env, round, &batch, weight_sum, &local, &global, nodes.len(), (sample_s, check_s, train_s), loss, value_loss, replay, lang, &ckpt, (filter_checks, trivial_dropped, lemmas_removed));
     }
+    // Remote sampling with the native trainer: the weights are trained here and served there.
+    let mut loaded;
+    let policy: &mut NativePolicy = match policy {
+        RoundPolicy::Native(p) => p,
+        RoundPolicy::Remote { .. } => {
+            loaded = load_policy_from(start_ckpt, &cfg.sampling)?;
+            &mut loaded
+        }
+    };
     let mut trainer = if start_ckpt.join("trainer_state.json").exists() {
         Trainer::resume(pcfg.clone(), start_ckpt)?
     } else {
@@ -504,6 +576,12 @@ fn run_round(
     }
     let loss = (loss_n > 0).then(|| loss_sum / loss_n as f64);
     finish_round(env, round, &batch, weight_sum, &local, &global, nodes.len(), (sample_s, check_s, train_s), loss, value_loss, replay, lang, &ckpt, (filter_checks, trivial_dropped, lemmas_removed))
+}
+
+/// The loss an external trainer reports in `OUT/trainer_metrics.json` (`{"loss": x}`), if any.
+fn trainer_loss(ckpt: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(ckpt.join("trainer_metrics.json")).ok()?;
+    serde_json::from_str::<serde_json::Value>(&text).ok()?.get("loss")?.as_f64()
 }
 
 /// One JSON line per training example: `prompt`/`completion` text (special tokens kept),
@@ -655,22 +733,27 @@ fn replay_lemma_statements(replay: &ReplayBuffer<StoredExample>) -> Vec<String> 
 /// `prod rl` as a job: load the config's dataset split, start the checker, run or resume all
 /// rounds in `out`, and keep `out/run.json` current after every round.
 pub fn run_rl_job(cfg: &RlConfig, out: &Path, bars: &Bars) -> anyhow::Result<(prod_report::RunReport, Vec<RoundRecord>)> {
-    use crate::job::{now_rfc3339, prover_name, start_checker, write_report, BadInput};
+    use crate::job::{now_rfc3339, open_store, prover_name, start_run_checker, write_report, BadInput};
     let lang = prod_coq::CoqLanguage;
     let theorems = crate::eval::load_theorems(&cfg.dataset, &cfg.split, None, cfg.seed).map_err(BadInput)?;
     if theorems.is_empty() {
         return Err(BadInput(format!("{}: split {:?} has no named theorems", cfg.dataset.display(), cfg.split)).into());
     }
-    let store = RunStore::open_dir(out)?;
+    let store = open_store(out, cfg.postgres.as_ref())?;
     let mut fixed = cfg.clone();
     fixed.coq.workers = 0;
+    fixed.postgres = None;
     store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
     let coq_cfg = cfg.coq.to_config();
-    let checker = start_checker(&coq_cfg, &out.join("cache.sqlite"))?;
+    let checker = start_run_checker(&coq_cfg, &out.join("cache.sqlite"), out, cfg.postgres.as_ref())?;
     let statements = crate::eval::dataset_statements(&cfg.dataset, &lang);
-    let env = RlEnv { store: &store, checker: &checker, lang: &lang, out, bars, dataset_statements: &statements };
+    let env = RlEnv { store: &store, checker: &*checker, lang: &lang, out, bars, dataset_statements: &statements };
     let prover = prover_name(&checker.fingerprint());
-    let params = NativePolicy::load(&cfg.model, cfg.sampling.clone()).map(|p| p.model.num_params() as u64).ok();
+    let params = if cfg.remote.is_some() {
+        None
+    } else {
+        NativePolicy::load(&cfg.model, cfg.sampling.clone()).map(|p| p.model.num_params() as u64).ok()
+    };
     let report_of = |records: &[RoundRecord]| prod_report::RunReport {
         title: format!("ProD-RL run ({:?})", cfg.method),
         created: now_rfc3339(),

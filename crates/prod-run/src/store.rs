@@ -12,20 +12,24 @@
 //!   failures) if they still fail;
 //! * global verdicts, final (cold `coqc`) checks, example weights, checkpoints, and phase marks.
 //!
-//! The store is a struct with a small method surface so that another backend (PostgreSQL,
-//! issue G) can implement the same operations later.
+//! Two backends behind the same methods, with one SQL text per operation: SQLite (embedded,
+//! the default) and PostgreSQL (issue G: one database that a coordinator on one machine and
+//! check workers on others share; each run gets its own schema, `prod_run_<name>`). The SQL
+//! is written in the dialect both accept (`$n` parameters, `ON CONFLICT … DO`, `RETURNING`).
 
 use std::path::Path;
 use std::sync::Mutex;
 
 use prod_check::Verdict;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("run store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("run store (PostgreSQL): {0}")]
+    Postgres(#[from] postgres::Error),
     #[error("run store: bad stored JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// The stored log does not match what the run asks now (config changed between runs).
@@ -74,13 +78,18 @@ pub struct StoredExample {
     pub kind: String,
 }
 
-/// The run store (SQLite, embedded). Safe to share between threads (one connection behind a
-/// mutex: the checker's progress callback commits verdicts from worker threads).
+/// The run store. Safe to share between threads (one connection behind a mutex: the checker's
+/// progress callback commits verdicts from worker threads).
 pub struct RunStore {
-    conn: Mutex<Connection>,
+    db: Db,
 }
 
-const SCHEMA: &str = "
+enum Db {
+    Sqlite(Mutex<Connection>),
+    Postgres(Mutex<postgres::Client>),
+}
+
+const SCHEMA_SQLITE: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS contexts (key TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS theorems (
@@ -113,6 +122,207 @@ CREATE TABLE IF NOT EXISTS phases (
     seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (round, phase));
 ";
 
+/// The same tables in PostgreSQL's types (every integer a BIGINT: one Rust type to read).
+const SCHEMA_POSTGRES: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS contexts (key TEXT PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS theorems (
+    idx BIGINT PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sample_log (
+    round BIGINT NOT NULL, phase TEXT NOT NULL, seq BIGINT NOT NULL,
+    request TEXT NOT NULL, answer TEXT NOT NULL,
+    PRIMARY KEY (round, phase, seq));
+CREATE TABLE IF NOT EXISTS nodes (
+    id BIGSERIAL PRIMARY KEY,
+    round BIGINT NOT NULL, phase TEXT NOT NULL, ord BIGINT NOT NULL,
+    theorem BIGINT, depth BIGINT NOT NULL, tree BIGINT NOT NULL,
+    forced_t0 TEXT, origin TEXT NOT NULL,
+    context_key TEXT NOT NULL, statement TEXT NOT NULL, completion TEXT NOT NULL,
+    UNIQUE (round, phase, ord));
+CREATE TABLE IF NOT EXISTS verdicts (
+    node BIGINT PRIMARY KEY, kind TEXT NOT NULL, verdict TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS globals (
+    node BIGINT PRIMARY KEY, global TEXT NOT NULL, height BIGINT);
+CREATE TABLE IF NOT EXISTS finals (
+    round BIGINT NOT NULL, phase TEXT NOT NULL, theorem BIGINT NOT NULL, tree BIGINT NOT NULL,
+    kind TEXT NOT NULL, verdict TEXT NOT NULL, file TEXT NOT NULL,
+    PRIMARY KEY (round, phase, theorem, tree));
+CREATE TABLE IF NOT EXISTS examples (
+    round BIGINT NOT NULL, ord BIGINT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (round, ord));
+CREATE TABLE IF NOT EXISTS checkpoints (round BIGINT PRIMARY KEY, path TEXT NOT NULL, metrics TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS phases (
+    round BIGINT NOT NULL, phase TEXT NOT NULL,
+    done_at BIGINT NOT NULL DEFAULT (extract(epoch from now())::bigint),
+    seconds DOUBLE PRECISION NOT NULL DEFAULT 0, PRIMARY KEY (round, phase));
+";
+
+/// A statement parameter.
+#[derive(Clone, Copy, Debug)]
+enum P<'a> {
+    I(i64),
+    OI(Option<i64>),
+    F(f64),
+    T(&'a str),
+    OT(Option<&'a str>),
+}
+
+/// A column value as read back.
+#[derive(Clone, Debug)]
+enum V {
+    Null,
+    I(i64),
+    F(f64),
+    T(String),
+}
+
+impl V {
+    fn oi(&self) -> Result<Option<i64>> {
+        match self {
+            V::Null => Ok(None),
+            V::I(i) => Ok(Some(*i)),
+            other => Err(StoreError::Mismatch(format!("expected an integer column, found {other:?}"))),
+        }
+    }
+    fn i(&self) -> Result<i64> {
+        self.oi()?.ok_or_else(|| StoreError::Mismatch("unexpected NULL integer".into()))
+    }
+    fn u32(&self) -> Result<u32> {
+        u32::try_from(self.i()?).map_err(|_| StoreError::Mismatch(format!("integer out of range: {self:?}")))
+    }
+    fn ou32(&self) -> Result<Option<u32>> {
+        self.oi()?
+            .map(|i| u32::try_from(i).map_err(|_| StoreError::Mismatch(format!("integer out of range: {i}"))))
+            .transpose()
+    }
+    fn f(&self) -> Result<f64> {
+        match self {
+            V::F(f) => Ok(*f),
+            V::I(i) => Ok(*i as f64),
+            other => Err(StoreError::Mismatch(format!("expected a number column, found {other:?}"))),
+        }
+    }
+    fn ot(&self) -> Result<Option<String>> {
+        match self {
+            V::Null => Ok(None),
+            V::T(t) => Ok(Some(t.clone())),
+            other => Err(StoreError::Mismatch(format!("expected a text column, found {other:?}"))),
+        }
+    }
+    fn t(&self) -> Result<String> {
+        self.ot()?.ok_or_else(|| StoreError::Mismatch("unexpected NULL text".into()))
+    }
+}
+
+/// One connection or transaction of either backend.
+trait Sql {
+    fn exec(&mut self, sql: &str, params: &[P<'_>]) -> Result<u64>;
+    fn rows(&mut self, sql: &str, params: &[P<'_>]) -> Result<Vec<Vec<V>>>;
+}
+
+struct Lite<'c>(&'c Connection);
+
+fn lite_param(p: &P<'_>) -> rusqlite::types::Value {
+    use rusqlite::types::Value;
+    match *p {
+        P::I(i) | P::OI(Some(i)) => Value::Integer(i),
+        P::F(f) => Value::Real(f),
+        P::T(t) | P::OT(Some(t)) => Value::Text(t.to_string()),
+        P::OI(None) | P::OT(None) => Value::Null,
+    }
+}
+
+/// `$n` → `?n` (SQLite's numbered parameters; no statement here has a `$` elsewhere).
+fn lite_sql(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+impl Sql for Lite<'_> {
+    fn exec(&mut self, sql: &str, params: &[P<'_>]) -> Result<u64> {
+        let mut stmt = self.0.prepare_cached(&lite_sql(sql))?;
+        Ok(stmt.execute(rusqlite::params_from_iter(params.iter().map(lite_param)))? as u64)
+    }
+
+    fn rows(&mut self, sql: &str, params: &[P<'_>]) -> Result<Vec<Vec<V>>> {
+        use rusqlite::types::ValueRef;
+        let mut stmt = self.0.prepare_cached(&lite_sql(sql))?;
+        let n = stmt.column_count();
+        let mut rows = stmt.query(rusqlite::params_from_iter(params.iter().map(lite_param)))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let mut row = Vec::with_capacity(n);
+            for i in 0..n {
+                row.push(match r.get_ref(i)? {
+                    ValueRef::Null => V::Null,
+                    ValueRef::Integer(i) => V::I(i),
+                    ValueRef::Real(f) => V::F(f),
+                    ValueRef::Text(t) | ValueRef::Blob(t) => V::T(String::from_utf8_lossy(t).into_owned()),
+                });
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+}
+
+struct Pg<'c, C: postgres::GenericClient>(&'c mut C);
+
+fn pg_params<'a>(params: &'a [P<'a>]) -> Vec<Box<dyn postgres::types::ToSql + Sync + 'a>> {
+    params
+        .iter()
+        .map(|p| -> Box<dyn postgres::types::ToSql + Sync + 'a> {
+            match *p {
+                P::I(i) => Box::new(i),
+                P::OI(i) => Box::new(i),
+                P::F(f) => Box::new(f),
+                P::T(t) => Box::new(t),
+                P::OT(t) => Box::new(t),
+            }
+        })
+        .collect()
+}
+
+impl<C: postgres::GenericClient> Sql for Pg<'_, C> {
+    fn exec(&mut self, sql: &str, params: &[P<'_>]) -> Result<u64> {
+        let boxed = pg_params(params);
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
+        Ok(self.0.execute(sql, &refs)?)
+    }
+
+    fn rows(&mut self, sql: &str, params: &[P<'_>]) -> Result<Vec<Vec<V>>> {
+        use postgres::types::Type;
+        let boxed = pg_params(params);
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
+        let mut out = Vec::new();
+        for r in self.0.query(sql, &refs)? {
+            let mut row = Vec::with_capacity(r.len());
+            for (i, col) in r.columns().iter().enumerate() {
+                let t = col.type_();
+                let v = if *t == Type::INT8 {
+                    r.try_get::<_, Option<i64>>(i)?.map_or(V::Null, V::I)
+                } else if *t == Type::INT4 {
+                    r.try_get::<_, Option<i32>>(i)?.map_or(V::Null, |x| V::I(x.into()))
+                } else if *t == Type::FLOAT8 {
+                    r.try_get::<_, Option<f64>>(i)?.map_or(V::Null, V::F)
+                } else {
+                    r.try_get::<_, Option<String>>(i)?.map_or(V::Null, V::T)
+                };
+                row.push(v);
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+}
+
+/// The PostgreSQL schema of run `run`: `[A-Za-z0-9_-]`, at most 40 characters.
+pub fn postgres_schema(run: &str) -> std::result::Result<String, String> {
+    if run.is_empty() || run.len() > 40 || !run.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(format!("run name {run:?}: use 1 to 40 letters, digits, `_` or `-`"));
+    }
+    Ok(format!("prod_run_{}", run.to_ascii_lowercase().replace('-', "_")))
+}
+
 impl RunStore {
     /// Open (creating if needed) `RUN_DIR/run.sqlite`.
     pub fn open_dir(dir: &Path) -> Result<Self> {
@@ -136,22 +346,84 @@ impl RunStore {
         // file consistent after a kill (at worst the last commits are lost and redone).
         let _ = conn.pragma_update(None, "synchronous", "NORMAL");
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(RunStore { conn: Mutex::new(conn) })
+        conn.execute_batch(SCHEMA_SQLITE)?;
+        Ok(RunStore { db: Db::Sqlite(Mutex::new(conn)) })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    /// Open (creating if needed) run `run` in a PostgreSQL database (`url`: a `postgres://`
+    /// URL or a libpq string). Its tables live in the schema [`postgres_schema`]`(run)`.
+    pub fn open_postgres(url: &str, run: &str) -> Result<Self> {
+        let schema = postgres_schema(run).map_err(StoreError::Mismatch)?;
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\";"))?;
+        client.batch_execute(SCHEMA_POSTGRES)?;
+        Ok(RunStore { db: Db::Postgres(Mutex::new(client)) })
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self.db {
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Run `f` on the connection (each statement commits on its own).
+    fn with<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T> {
+        match &self.db {
+            Db::Sqlite(c) => f(&mut Lite(&c.lock().unwrap_or_else(|e| e.into_inner()))),
+            Db::Postgres(c) => f(&mut Pg(&mut *c.lock().unwrap_or_else(|e| e.into_inner()))),
+        }
+    }
+
+    /// Run `f` in one transaction (all or nothing).
+    fn tx<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T> {
+        match &self.db {
+            Db::Sqlite(c) => {
+                let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                let tx = c.transaction()?;
+                let r = f(&mut Lite(&tx))?;
+                tx.commit()?;
+                Ok(r)
+            }
+            Db::Postgres(c) => {
+                let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                let mut tx = c.transaction()?;
+                let r = f(&mut Pg(&mut tx))?;
+                tx.commit()?;
+                Ok(r)
+            }
+        }
+    }
+
+    fn exec(&self, sql: &str, params: &[P<'_>]) -> Result<u64> {
+        self.with(|c| c.exec(sql, params))
+    }
+
+    fn rows(&self, sql: &str, params: &[P<'_>]) -> Result<Vec<Vec<V>>> {
+        self.with(|c| c.rows(sql, params))
+    }
+
+    /// The first column of the first row, if any.
+    fn one(&self, sql: &str, params: &[P<'_>]) -> Result<Option<V>> {
+        Ok(self.rows(sql, params)?.into_iter().next().and_then(|r| r.into_iter().next()))
+    }
+
+    fn count(&self, sql: &str, params: &[P<'_>]) -> Result<i64> {
+        self.one(sql, params)?.map_or(Ok(0), |v| v.i())
     }
 
     // --- meta / config -------------------------------------------------------------------
 
     pub fn get_meta(&self, key: &str) -> Result<Option<String>> {
-        Ok(self.conn().query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()?)
+        self.one("SELECT value FROM meta WHERE key = $1", &[P::T(key)])?.map(|v| v.t()).transpose()
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.conn().execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", params![key, value])?;
+        self.exec(
+            "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[P::T(key), P::T(value)],
+        )?;
         Ok(())
     }
 
@@ -174,31 +446,27 @@ impl RunStore {
     /// Stores a context text once; returns its key.
     pub fn put_context(&self, text: &str) -> Result<String> {
         let key = hash_fields(&[text]);
-        self.conn().execute("INSERT OR IGNORE INTO contexts (key, text) VALUES (?1, ?2)", params![key, text])?;
+        self.exec("INSERT INTO contexts (key, text) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[P::T(&key), P::T(text)])?;
         Ok(key)
     }
 
     pub fn context(&self, key: &str) -> Result<Option<String>> {
-        Ok(self.conn().query_row("SELECT text FROM contexts WHERE key = ?1", params![key], |r| r.get(0)).optional()?)
+        self.one("SELECT text FROM contexts WHERE key = $1", &[P::T(key)])?.map(|v| v.t()).transpose()
     }
 
     /// Theorems of the run, by index: `(id, data JSON)`. Stored once; a resume must list the
     /// same ids in the same order.
     pub fn ensure_theorems(&self, theorems: &[(String, String)]) -> Result<()> {
-        let mut conn = self.conn();
-        let n: i64 = conn.query_row("SELECT COUNT(*) FROM theorems", [], |r| r.get(0))?;
-        if n == 0 {
-            let tx = conn.transaction()?;
-            for (i, (id, data)) in theorems.iter().enumerate() {
-                tx.execute("INSERT INTO theorems (idx, id, data) VALUES (?1, ?2, ?3)", params![i as i64, id, data])?;
+        let ids = self.tx(|c| {
+            let ids = c.rows("SELECT id FROM theorems ORDER BY idx", &[])?;
+            if ids.is_empty() {
+                for (i, (id, data)) in theorems.iter().enumerate() {
+                    c.exec("INSERT INTO theorems (idx, id, data) VALUES ($1, $2, $3)", &[P::I(i as i64), P::T(id), P::T(data)])?;
+                }
             }
-            tx.commit()?;
-            return Ok(());
-        }
-        let mut stmt = conn.prepare("SELECT id FROM theorems ORDER BY idx")?;
-        let ids: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<std::result::Result<_, _>>()?;
-        let want: Vec<&String> = theorems.iter().map(|t| &t.0).collect();
-        if ids.iter().collect::<Vec<_>>() != want {
+            ids.iter().map(|r| r[0].t()).collect::<Result<Vec<String>>>()
+        })?;
+        if !ids.is_empty() && ids.iter().ne(theorems.iter().map(|t| &t.0)) {
             return Err(StoreError::Mismatch("the theorem list differs from the one this run started with".into()));
         }
         Ok(())
@@ -208,17 +476,16 @@ impl RunStore {
 
     /// The logged answer to request `seq` of (round, phase), checking the request hash.
     pub fn logged_answer(&self, round: u32, phase: &str, seq: u64, request: &str) -> Result<Option<String>> {
-        let row: Option<(String, String)> = self
-            .conn()
-            .query_row(
-                "SELECT request, answer FROM sample_log WHERE round = ?1 AND phase = ?2 AND seq = ?3",
-                params![round, phase, seq as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
+        let row = self
+            .rows(
+                "SELECT request, answer FROM sample_log WHERE round = $1 AND phase = $2 AND seq = $3",
+                &[P::I(round.into()), P::T(phase), P::I(seq as i64)],
+            )?
+            .into_iter()
+            .next();
         match row {
             None => Ok(None),
-            Some((req, ans)) if req == request => Ok(Some(ans)),
+            Some(r) if r[0].t()? == request => Ok(Some(r[1].t()?)),
             Some(_) => Err(StoreError::Mismatch(format!(
                 "sample log of round {round} phase {phase} differs at request {seq} (model or config changed?)"
             ))),
@@ -227,24 +494,20 @@ impl RunStore {
 
     /// Logs answers `first_seq..` in one transaction.
     pub fn log_answers(&self, round: u32, phase: &str, first_seq: u64, entries: &[(String, String)]) -> Result<()> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        for (i, (req, ans)) in entries.iter().enumerate() {
-            tx.execute(
-                "INSERT OR REPLACE INTO sample_log (round, phase, seq, request, answer) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![round, phase, (first_seq + i as u64) as i64, req, ans],
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
+        self.tx(|c| {
+            for (i, (req, ans)) in entries.iter().enumerate() {
+                c.exec(
+                    "INSERT INTO sample_log (round, phase, seq, request, answer) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (round, phase, seq) DO UPDATE SET request = excluded.request, answer = excluded.answer",
+                    &[P::I(round.into()), P::T(phase), P::I((first_seq + i as u64) as i64), P::T(req), P::T(ans)],
+                )?;
+            }
+            Ok(())
+        })
     }
 
     pub fn log_len(&self, round: u32, phase: &str) -> Result<u64> {
-        let n: i64 = self.conn().query_row(
-            "SELECT COUNT(*) FROM sample_log WHERE round = ?1 AND phase = ?2",
-            params![round, phase],
-            |r| r.get(0),
-        )?;
+        let n = self.count("SELECT COUNT(*) FROM sample_log WHERE round = $1 AND phase = $2", &[P::I(round.into()), P::T(phase)])?;
         Ok(n as u64)
     }
 
@@ -266,43 +529,56 @@ impl RunStore {
             }
             return Ok(existing.iter().map(|n| n.id).collect());
         }
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        let mut ids = Vec::with_capacity(nodes.len());
-        for (i, n) in nodes.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO nodes (round, phase, ord, theorem, depth, tree, forced_t0, origin, context_key, statement, completion)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![round, phase, i as i64, n.theorem, n.depth, n.tree, n.forced_t0, n.origin, n.context_key, n.statement, n.completion],
-            )?;
-            ids.push(tx.last_insert_rowid());
-        }
-        tx.commit()?;
-        Ok(ids)
+        self.tx(|c| {
+            let mut ids = Vec::with_capacity(nodes.len());
+            for (i, n) in nodes.iter().enumerate() {
+                let row = c.rows(
+                    "INSERT INTO nodes (round, phase, ord, theorem, depth, tree, forced_t0, origin, context_key, statement, completion)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+                    &[
+                        P::I(round.into()),
+                        P::T(phase),
+                        P::I(i as i64),
+                        P::OI(n.theorem),
+                        P::I(n.depth.into()),
+                        P::I(n.tree.into()),
+                        P::OT(n.forced_t0.as_deref()),
+                        P::T(&n.origin),
+                        P::T(&n.context_key),
+                        P::T(&n.statement),
+                        P::T(&n.completion),
+                    ],
+                )?;
+                let id = row.first().and_then(|r| r.first()).ok_or_else(|| StoreError::Mismatch("INSERT returned no id".into()))?;
+                ids.push(id.i()?);
+            }
+            Ok(ids)
+        })
     }
 
     pub fn nodes(&self, round: u32, phase: &str) -> Result<Vec<StoredNode>> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
+        let rows = self.rows(
             "SELECT id, round, phase, theorem, depth, tree, forced_t0, origin, context_key, statement, completion
-             FROM nodes WHERE round = ?1 AND phase = ?2 ORDER BY ord",
+             FROM nodes WHERE round = $1 AND phase = $2 ORDER BY ord",
+            &[P::I(round.into()), P::T(phase)],
         )?;
-        let rows = stmt.query_map(params![round, phase], |r| {
-            Ok(StoredNode {
-                id: r.get(0)?,
-                round: r.get(1)?,
-                phase: r.get(2)?,
-                theorem: r.get(3)?,
-                depth: r.get(4)?,
-                tree: r.get(5)?,
-                forced_t0: r.get(6)?,
-                origin: r.get(7)?,
-                context_key: r.get(8)?,
-                statement: r.get(9)?,
-                completion: r.get(10)?,
+        rows.iter()
+            .map(|r| {
+                Ok(StoredNode {
+                    id: r[0].i()?,
+                    round: r[1].u32()?,
+                    phase: r[2].t()?,
+                    theorem: r[3].oi()?,
+                    depth: r[4].u32()?,
+                    tree: r[5].u32()?,
+                    forced_t0: r[6].ot()?,
+                    origin: r[7].t()?,
+                    context_key: r[8].t()?,
+                    statement: r[9].t()?,
+                    completion: r[10].t()?,
+                })
             })
-        })?;
-        Ok(rows.collect::<std::result::Result<_, _>>()?)
+            .collect()
     }
 
     // --- verdicts ------------------------------------------------------------------------
@@ -313,42 +589,41 @@ impl RunStore {
             return Ok(false);
         }
         let text = serde_json::to_string(verdict)?;
-        self.conn().execute(
-            "INSERT OR REPLACE INTO verdicts (node, kind, verdict) VALUES (?1, ?2, ?3)",
-            params![node, verdict.kind().as_str(), text],
+        self.exec(
+            "INSERT INTO verdicts (node, kind, verdict) VALUES ($1, $2, $3)
+             ON CONFLICT (node) DO UPDATE SET kind = excluded.kind, verdict = excluded.verdict",
+            &[P::I(node), P::T(verdict.kind().as_str()), P::T(&text)],
         )?;
         Ok(true)
     }
 
     pub fn verdict(&self, node: i64) -> Result<Option<Verdict>> {
-        let t: Option<String> =
-            self.conn().query_row("SELECT verdict FROM verdicts WHERE node = ?1", params![node], |r| r.get(0)).optional()?;
-        Ok(match t {
-            Some(t) => Some(serde_json::from_str(&t)?),
-            None => None,
-        })
+        match self.one("SELECT verdict FROM verdicts WHERE node = $1", &[P::I(node)])? {
+            Some(t) => Ok(Some(serde_json::from_str(&t.t()?)?)),
+            None => Ok(None),
+        }
     }
 
     pub fn verdict_count(&self) -> Result<usize> {
-        let n: i64 = self.conn().query_row("SELECT COUNT(*) FROM verdicts", [], |r| r.get(0))?;
-        Ok(n as usize)
+        Ok(self.count("SELECT COUNT(*) FROM verdicts", &[])? as usize)
     }
 
     // --- globals and finals --------------------------------------------------------------
 
     pub fn put_global(&self, node: i64, global: &str, height: Option<u32>) -> Result<()> {
-        self.conn().execute(
-            "INSERT OR REPLACE INTO globals (node, global, height) VALUES (?1, ?2, ?3)",
-            params![node, global, height],
+        self.exec(
+            "INSERT INTO globals (node, global, height) VALUES ($1, $2, $3)
+             ON CONFLICT (node) DO UPDATE SET global = excluded.global, height = excluded.height",
+            &[P::I(node), P::T(global), P::OI(height.map(i64::from))],
         )?;
         Ok(())
     }
 
     pub fn global(&self, node: i64) -> Result<Option<(String, Option<u32>)>> {
-        Ok(self
-            .conn()
-            .query_row("SELECT global, height FROM globals WHERE node = ?1", params![node], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
+        self.rows("SELECT global, height FROM globals WHERE node = $1", &[P::I(node)])?
+            .first()
+            .map(|r| Ok((r[0].t()?, r[1].ou32()?)))
+            .transpose()
     }
 
     /// The cold re-check of one assembled tree; `Infra` is not stored (retried on resume).
@@ -356,71 +631,67 @@ impl RunStore {
         if !verdict.is_cacheable() {
             return Ok(false);
         }
-        self.conn().execute(
-            "INSERT OR REPLACE INTO finals (round, phase, theorem, tree, kind, verdict, file) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![round, phase, theorem, tree, verdict.kind().as_str(), serde_json::to_string(verdict)?, file],
+        let text = serde_json::to_string(verdict)?;
+        self.exec(
+            "INSERT INTO finals (round, phase, theorem, tree, kind, verdict, file) VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (round, phase, theorem, tree) DO UPDATE SET kind = excluded.kind, verdict = excluded.verdict, file = excluded.file",
+            &[P::I(round.into()), P::T(phase), P::I(theorem), P::I(tree.into()), P::T(verdict.kind().as_str()), P::T(&text), P::T(file)],
         )?;
         Ok(true)
     }
 
     pub fn final_verdict(&self, round: u32, phase: &str, theorem: i64, tree: u32) -> Result<Option<Verdict>> {
-        let t: Option<String> = self
-            .conn()
-            .query_row(
-                "SELECT verdict FROM finals WHERE round = ?1 AND phase = ?2 AND theorem = ?3 AND tree = ?4",
-                params![round, phase, theorem, tree],
-                |r| r.get(0),
-            )
-            .optional()?;
-        Ok(match t {
-            Some(t) => Some(serde_json::from_str(&t)?),
-            None => None,
-        })
+        match self.one(
+            "SELECT verdict FROM finals WHERE round = $1 AND phase = $2 AND theorem = $3 AND tree = $4",
+            &[P::I(round.into()), P::T(phase), P::I(theorem), P::I(tree.into())],
+        )? {
+            Some(t) => Ok(Some(serde_json::from_str(&t.t()?)?)),
+            None => Ok(None),
+        }
     }
 
     // --- examples, checkpoints, phases ----------------------------------------------------
 
     pub fn put_examples(&self, round: u32, examples: &[StoredExample]) -> Result<()> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        tx.execute("DELETE FROM examples WHERE round = ?1", params![round])?;
-        for (i, e) in examples.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO examples (round, ord, data) VALUES (?1, ?2, ?3)",
-                params![round, i as i64, serde_json::to_string(e)?],
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
+        let texts = examples.iter().map(serde_json::to_string).collect::<std::result::Result<Vec<_>, _>>()?;
+        self.tx(|c| {
+            c.exec("DELETE FROM examples WHERE round = $1", &[P::I(round.into())])?;
+            for (i, t) in texts.iter().enumerate() {
+                c.exec("INSERT INTO examples (round, ord, data) VALUES ($1, $2, $3)", &[P::I(round.into()), P::I(i as i64), P::T(t)])?;
+            }
+            Ok(())
+        })
     }
 
     pub fn examples(&self, round: u32) -> Result<Vec<StoredExample>> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT data FROM examples WHERE round = ?1 ORDER BY ord")?;
-        let texts: Vec<String> = stmt.query_map(params![round], |r| r.get(0))?.collect::<std::result::Result<_, _>>()?;
-        texts.iter().map(|t| Ok(serde_json::from_str(t)?)).collect()
+        self.rows("SELECT data FROM examples WHERE round = $1 ORDER BY ord", &[P::I(round.into())])?
+            .iter()
+            .map(|r| Ok(serde_json::from_str(&r[0].t()?)?))
+            .collect()
     }
 
     pub fn put_checkpoint(&self, round: u32, path: &str, metrics_json: &str) -> Result<()> {
-        self.conn().execute(
-            "INSERT OR REPLACE INTO checkpoints (round, path, metrics) VALUES (?1, ?2, ?3)",
-            params![round, path, metrics_json],
+        self.exec(
+            "INSERT INTO checkpoints (round, path, metrics) VALUES ($1, $2, $3)
+             ON CONFLICT (round) DO UPDATE SET path = excluded.path, metrics = excluded.metrics",
+            &[P::I(round.into()), P::T(path), P::T(metrics_json)],
         )?;
         Ok(())
     }
 
     /// `(round, path, metrics JSON)` in round order.
     pub fn checkpoints(&self) -> Result<Vec<(u32, String, String)>> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT round, path, metrics FROM checkpoints ORDER BY round")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<std::result::Result<_, _>>()?)
+        self.rows("SELECT round, path, metrics FROM checkpoints ORDER BY round", &[])?
+            .iter()
+            .map(|r| Ok((r[0].u32()?, r[1].t()?, r[2].t()?)))
+            .collect()
     }
 
     pub fn mark_done(&self, round: u32, phase: &str, seconds: f64) -> Result<()> {
-        self.conn().execute(
-            "INSERT OR REPLACE INTO phases (round, phase, seconds) VALUES (?1, ?2, ?3)",
-            params![round, phase, seconds],
+        self.exec(
+            "INSERT INTO phases (round, phase, seconds) VALUES ($1, $2, $3)
+             ON CONFLICT (round, phase) DO UPDATE SET seconds = excluded.seconds",
+            &[P::I(round.into()), P::T(phase), P::F(seconds)],
         )?;
         Ok(())
     }
@@ -430,10 +701,9 @@ impl RunStore {
     }
 
     pub fn phase_seconds(&self, round: u32, phase: &str) -> Result<Option<f64>> {
-        Ok(self
-            .conn()
-            .query_row("SELECT seconds FROM phases WHERE round = ?1 AND phase = ?2", params![round, phase], |r| r.get(0))
-            .optional()?)
+        self.one("SELECT seconds FROM phases WHERE round = $1 AND phase = $2", &[P::I(round.into()), P::T(phase)])?
+            .map(|v| v.f())
+            .transpose()
     }
 }
 
@@ -453,46 +723,102 @@ fn clip(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The embedded store, and the PostgreSQL one where the server is installed (CI has it).
+    fn stores(run: &str) -> (Option<prod_queue::testing::Pg>, Vec<RunStore>) {
+        let mut v = vec![RunStore::in_memory().unwrap()];
+        let pg = prod_queue::testing::Pg::start();
+        if let Some(pg) = &pg {
+            v.push(RunStore::open_postgres(&pg.url(), run).unwrap());
+        }
+        (pg, v)
+    }
+
     #[test]
     fn infra_is_never_stored_and_meta_must_match() {
-        let s = RunStore::in_memory().unwrap();
-        assert!(!s.put_verdict(1, &Verdict::infra("worker lost")).unwrap());
-        assert_eq!(s.verdict(1).unwrap(), None);
-        assert!(s.put_verdict(2, &Verdict::Failed { step: 1, message: "no".into() }).unwrap());
-        assert_eq!(s.verdict_count().unwrap(), 1);
-        assert!(!s.put_final(0, "eval", 0, 0, &Verdict::infra("coqc died"), "file").unwrap());
-        assert_eq!(s.final_verdict(0, "eval", 0, 0).unwrap(), None);
-        s.ensure_meta("cfg", "a").unwrap();
-        s.ensure_meta("cfg", "a").unwrap();
-        assert!(matches!(s.ensure_meta("cfg", "b"), Err(StoreError::Mismatch(_))));
+        let (_pg, stores) = stores("meta");
+        for s in &stores {
+            assert!(!s.put_verdict(1, &Verdict::infra("worker lost")).unwrap());
+            assert_eq!(s.verdict(1).unwrap(), None);
+            assert!(s.put_verdict(2, &Verdict::Failed { step: 1, message: "no".into() }).unwrap());
+            assert_eq!(s.verdict_count().unwrap(), 1);
+            assert!(!s.put_final(0, "eval", 0, 0, &Verdict::infra("coqc died"), "file").unwrap());
+            assert_eq!(s.final_verdict(0, "eval", 0, 0).unwrap(), None);
+            s.ensure_meta("cfg", "a").unwrap();
+            s.ensure_meta("cfg", "a").unwrap();
+            assert!(matches!(s.ensure_meta("cfg", "b"), Err(StoreError::Mismatch(_))), "{}", s.backend());
+        }
     }
 
     #[test]
     fn nodes_are_stored_once_and_log_checks_requests() {
-        let s = RunStore::in_memory().unwrap();
-        let key = s.put_context("Require Import Arith.").unwrap();
-        let n = StoredNode {
-            id: 0,
-            round: 1,
-            phase: "rl".into(),
-            theorem: Some(0),
-            depth: 0,
-            tree: 0,
-            forced_t0: Some("no_invoke".into()),
-            origin: "sampled".into(),
-            context_key: key.clone(),
-            statement: "Lemma a : True.".into(),
-            completion: "<no_invoke> exact I.".into(),
-        };
-        let ids = s.put_nodes(1, "rl", std::slice::from_ref(&n)).unwrap();
-        assert_eq!(s.put_nodes(1, "rl", std::slice::from_ref(&n)).unwrap(), ids, "a resumed phase gets the stored ids");
-        let other = StoredNode { completion: "<no_invoke> auto.".into(), ..n };
-        assert!(s.put_nodes(1, "rl", &[other]).is_err());
-        assert_eq!(s.context(&key).unwrap().as_deref(), Some("Require Import Arith."));
-        s.log_answers(1, "rl", 0, &[("h0".into(), "x".into()), ("h1".into(), "y".into())]).unwrap();
-        assert_eq!(s.logged_answer(1, "rl", 1, "h1").unwrap().as_deref(), Some("y"));
-        assert_eq!(s.logged_answer(1, "rl", 2, "h2").unwrap(), None);
-        assert!(s.logged_answer(1, "rl", 0, "other").is_err(), "a changed request is an error, not a wrong replay");
-        assert_eq!(s.log_len(1, "rl").unwrap(), 2);
+        let (_pg, stores) = stores("nodes");
+        for s in &stores {
+            let key = s.put_context("Require Import Arith.").unwrap();
+            assert_eq!(s.put_context("Require Import Arith.").unwrap(), key);
+            let n = StoredNode {
+                id: 0,
+                round: 1,
+                phase: "rl".into(),
+                theorem: Some(0),
+                depth: 0,
+                tree: 0,
+                forced_t0: Some("no_invoke".into()),
+                origin: "sampled".into(),
+                context_key: key.clone(),
+                statement: "Lemma a : True.".into(),
+                completion: "<no_invoke> exact I.".into(),
+            };
+            let lemma = StoredNode { theorem: None, depth: 1, forced_t0: None, statement: "Lemma b : True.".into(), ..n.clone() };
+            let ids = s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap();
+            assert_eq!(s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap(), ids, "a resumed phase gets the stored ids");
+            let got = s.nodes(1, "rl").unwrap();
+            assert_eq!(got, vec![StoredNode { id: ids[0], ..n.clone() }, StoredNode { id: ids[1], ..lemma }], "{}", s.backend());
+            let other = StoredNode { completion: "<no_invoke> auto.".into(), ..n };
+            assert!(s.put_nodes(1, "rl", &[other]).is_err());
+            assert_eq!(s.context(&key).unwrap().as_deref(), Some("Require Import Arith."));
+            s.log_answers(1, "rl", 0, &[("h0".into(), "x".into()), ("h1".into(), "y".into())]).unwrap();
+            assert_eq!(s.logged_answer(1, "rl", 1, "h1").unwrap().as_deref(), Some("y"));
+            assert_eq!(s.logged_answer(1, "rl", 2, "h2").unwrap(), None);
+            assert!(s.logged_answer(1, "rl", 0, "other").is_err(), "a changed request is an error, not a wrong replay");
+            assert_eq!(s.log_len(1, "rl").unwrap(), 2);
+        }
+    }
+
+    #[test]
+    fn every_record_round_trips_on_both_backends() {
+        let (pg, stores) = stores("records");
+        for s in &stores {
+            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())]).unwrap();
+            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())]).unwrap();
+            assert!(s.ensure_theorems(&[("B".into(), "{}".into())]).is_err());
+            let proved = Verdict::Proved { axioms: vec!["ax".into()], replacements: vec![], time: std::time::Duration::from_millis(3) };
+            assert!(s.put_verdict(7, &proved).unwrap());
+            assert_eq!(s.verdict(7).unwrap(), Some(proved.clone()));
+            s.put_global(7, "correct", Some(2)).unwrap();
+            s.put_global(8, "incorrect", None).unwrap();
+            assert_eq!(s.global(7).unwrap(), Some(("correct".into(), Some(2))));
+            assert_eq!(s.global(8).unwrap(), Some(("incorrect".into(), None)));
+            assert_eq!(s.global(9).unwrap(), None);
+            assert!(s.put_final(1, "eval", 3, 2, &proved, "T.v").unwrap());
+            assert_eq!(s.final_verdict(1, "eval", 3, 2).unwrap(), Some(proved.clone()));
+            let e = StoredExample { context: "c".into(), statement: "s".into(), target: "t".into(), weight: 0.25, kind: "generated".into() };
+            s.put_examples(2, &[e.clone(), e.clone()]).unwrap();
+            s.put_examples(2, std::slice::from_ref(&e)).unwrap();
+            assert_eq!(s.examples(2).unwrap(), vec![e], "a round's examples are replaced, not appended");
+            s.put_checkpoint(2, "ck/2", "{\"m\":1}").unwrap();
+            s.put_checkpoint(1, "ck/1", "{}").unwrap();
+            assert_eq!(s.checkpoints().unwrap(), vec![(1, "ck/1".into(), "{}".into()), (2, "ck/2".into(), "{\"m\":1}".into())]);
+            assert!(!s.is_done(1, "rl/sample").unwrap());
+            s.mark_done(1, "rl/sample", 1.5).unwrap();
+            s.mark_done(1, "rl/sample", 2.5).unwrap();
+            assert_eq!(s.phase_seconds(1, "rl/sample").unwrap(), Some(2.5));
+        }
+        if let Some(pg) = &pg {
+            // Runs in one database do not see each other.
+            let other = RunStore::open_postgres(&pg.url(), "records-2").unwrap();
+            assert_eq!(other.verdict(7).unwrap(), None);
+            assert!(other.checkpoints().unwrap().is_empty());
+            assert!(RunStore::open_postgres(&pg.url(), "bad name;").is_err());
+        }
     }
 }

@@ -4,8 +4,6 @@
 //! other in none.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_policy::ProdTokenizer;
@@ -13,48 +11,13 @@ use prod_remote::{RemoteConfig, RemotePolicy};
 use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, RemoteSeq, RunStore, Theorem};
 
 /// Serves `text` as every completion (as many choices as asked for); returns the base URL.
-fn fake_server(text: &'static str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let mut len = 0usize;
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if h == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; len];
-                    reader.read_exact(&mut body).unwrap();
-                    let req: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                    let n = req["n"].as_u64().unwrap_or(1);
-                    let choices: Vec<serde_json::Value> =
-                        (0..n).map(|i| serde_json::json!({"index": i, "text": text})).collect();
-                    let resp = serde_json::json!({"choices": choices}).to_string();
-                    let out = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{resp}", resp.len());
-                    if stream.write_all(out.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    url
+pub fn fake_server(text: &'static str) -> String {
+    let fake = prod_remote::testing::serve(std::sync::Arc::new(move |_path: &str, req: &serde_json::Value, _n: usize| {
+        let n = req["n"].as_u64().unwrap_or(1);
+        let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": text})).collect();
+        (200, serde_json::json!({"choices": choices}).to_string())
+    }));
+    fake.url
 }
 
 #[test]

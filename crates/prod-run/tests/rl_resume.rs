@@ -1,7 +1,8 @@
 //! ProD-RL end to end on a tiny config with the real Coq checker and a tiny random model:
 //! two rounds (Algorithm 2, checks, global correctness, value examples, weighted-CE update,
 //! checkpoints), then the same run killed during its second round's checks and resumed —
-//! the same rounds come out, and no request reaches Coq twice.
+//! the same rounds come out, and no request reaches Coq twice. Also: the same run with its
+//! store in PostgreSQL and its checks done by queue workers (issue G).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -252,4 +253,167 @@ fn filters_remove_unnecessary_lemmas_and_spot_trivial_proposals_with_real_coq() 
     let f = filter_proposals(&coq, &lang, SOURCE, "Lemma t_double : forall n : nat, double n = 2 * n.", p.clone(), &cfg);
     assert_eq!((f.removed, f.trivial), (0, false), "{f:?}");
     assert_eq!(f.proof, p);
+}
+
+/// Issue G, checking at scale: a ProD-RL run whose run store is PostgreSQL and whose checks are
+/// done only by queue workers (two threads with their own connections and Coq pools, as
+/// `prod queue work` processes would be), while a third worker claims a batch mid-way and dies
+/// without recording it. The rounds come out as in the embedded (SQLite, local Coq) run; every
+/// check is recorded exactly once, no request reaches Coq twice, and the dead worker's claims
+/// are retried after their lease.
+#[test]
+fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let Some(pg) = prod_queue::testing::Pg::start() else { return };
+    let url = pg.url();
+    let dir = tempfile::tempdir().unwrap();
+    write_fixture(dir.path());
+    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
+    ccfg.hammer.enabled = false;
+    let coq = CoqChecker::new(ccfg.clone()).expect("coq is installed");
+
+    let ref_dir = tempfile::tempdir().unwrap();
+    let sent_ref = Mutex::new(vec![]);
+    let reference = run(dir.path(), ref_dir.path(), &coq, &sent_ref, None);
+
+    let run_dir = tempfile::tempdir().unwrap();
+    let sent = Mutex::new(vec![]);
+    let stop = AtomicBool::new(false);
+    let dead_claims = Mutex::new(0usize);
+    let opts = prod_queue::WorkOptions { batch: 2, lease: Duration::from_secs(2), until_empty: false, poll: Duration::from_millis(50), ..Default::default() };
+    let records = std::thread::scope(|s| {
+        // The dying worker: claims one batch as soon as there is one, then is gone.
+        s.spawn(|| {
+            let mut q = prod_queue::Queue::connect(&url, "pg-run").unwrap();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(120) && !stop.load(Ordering::SeqCst) {
+                let jobs = q.claim("dead", &coq.fingerprint(), 2, Duration::from_secs(2)).unwrap();
+                if !jobs.is_empty() {
+                    *dead_claims.lock().unwrap() = jobs.len();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let workers: Vec<_> = ["w1", "w2"]
+            .into_iter()
+            .map(|name| {
+                let (url, stop, sent, ccfg, opts, dead_claims) = (&url, &stop, &sent, &ccfg, &opts, &dead_claims);
+                s.spawn(move || {
+                    // Live workers start after the dead one took its claims.
+                    while *dead_claims.lock().unwrap() == 0 && !stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let coq = CoqChecker::new(ccfg.clone()).unwrap();
+                    let counting = Counting { inner: &coq, sent, die_after: None };
+                    let mut q = prod_queue::Queue::connect(url, "pg-run").unwrap();
+                    let mut recorded = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        recorded += prod_queue::work(&mut q, &counting, name, opts).unwrap().recorded;
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    recorded
+                })
+            })
+            .collect();
+        let theorems = prod_run::load_theorems(dir.path(), "rl", None, 0).unwrap();
+        let store = RunStore::open_postgres(&url, "pg-run").unwrap();
+        assert_eq!(store.backend(), "postgres");
+        let queue = prod_queue::Queue::connect(&url, "pg-run").unwrap();
+        // The coordinator does no checking itself (its checker only fixes the fingerprint).
+        let never = Counting { inner: &coq, sent: &Mutex::new(vec![]), die_after: Some(0) };
+        let checker = prod_queue::QueueChecker::new(queue, never, false, "coordinator", opts.clone());
+        let cache = VerificationCache::open(&run_dir.path().join("cache.sqlite")).unwrap();
+        let checker = CachedChecker::new(checker, cache);
+        let lang = prod_coq::CoqLanguage;
+        let statements = Default::default();
+        let env = RlEnv { store: &store, checker: &checker, lang: &lang, out: run_dir.path(), bars: &Bars::hidden(), dataset_statements: &statements };
+        let records = run_rl(&config(dir.path()), &theorems, &env, &|_| Ok(())).unwrap();
+        stop.store(true, Ordering::SeqCst);
+        let recorded: Vec<usize> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        assert!(recorded.iter().all(|&r| r > 0), "both live workers checked: {recorded:?}");
+        records
+    });
+    let key = |r: &prod_run::rl::RoundRecord| {
+        let m = &r.metrics;
+        (m.round, m.nodes, m.locally_correct, m.globally_correct, m.examples, m.replay_size)
+    };
+    assert_eq!(records.iter().map(key).collect::<Vec<_>>(), reference.iter().map(key).collect::<Vec<_>>());
+    let sent = sent.lock().unwrap().clone();
+    let mut uniq = sent.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), sent.len(), "a request reached Coq twice");
+    assert_eq!(sent.len(), sent_ref.lock().unwrap().len(), "the workers checked exactly what the embedded run checked");
+    let dead = *dead_claims.lock().unwrap();
+    assert!(dead > 0, "the dying worker claimed a batch");
+    let results = prod_queue::Queue::connect(&url, "pg-run").unwrap().results().unwrap();
+    assert_eq!(results.len(), sent.len());
+    assert!(results.iter().all(|(_, v, _, recordings)| v.is_some() && *recordings == 1), "each check recorded exactly once");
+    let retried = results.iter().filter(|(_, _, claims, _)| *claims >= 2).count();
+    assert!(retried >= dead, "the dead worker's {dead} claims were taken again ({retried})");
+    // The rounds are in PostgreSQL: running again finds them done and asks nothing (a checker
+    // that dies on its first request).
+    let store = RunStore::open_postgres(&url, "pg-run").unwrap();
+    let never = Counting { inner: &coq, sent: &Mutex::new(vec![]), die_after: Some(0) };
+    let lang = prod_coq::CoqLanguage;
+    let statements = Default::default();
+    let env = RlEnv { store: &store, checker: &never, lang: &lang, out: run_dir.path(), bars: &Bars::hidden(), dataset_statements: &statements };
+    let theorems = prod_run::load_theorems(dir.path(), "rl", None, 0).unwrap();
+    let again = run_rl(&config(dir.path()), &theorems, &env, &|_| Ok(())).unwrap();
+    assert_eq!(again.iter().map(key).collect::<Vec<_>>(), reference.iter().map(key).collect::<Vec<_>>());
+}
+
+/// Issue G: `prod rl` sampling from a remote server (a fake SGLang: every completion is
+/// `intros n. lia.`, every two-token question answers 0.7 / 0.3). Its samples reach the real
+/// Coq (some prove their theorem: the native random model never does), the value weights come
+/// from the server, the policy trains natively, and `after_round` (where a real setup reloads
+/// the server) sees each new checkpoint.
+#[test]
+fn rl_rounds_sample_from_a_remote_server() {
+    use std::sync::Arc;
+    let fake = prod_remote::testing::serve(Arc::new(|path: &str, body: &serde_json::Value, _| {
+        if path.contains("generate") {
+            let ids = body["token_ids_logprob"].as_array().cloned().unwrap_or_default();
+            let (a, b) = (ids.first().cloned().unwrap_or_default(), ids.get(1).cloned().unwrap_or_default());
+            let meta = serde_json::json!({"output_token_ids_logprobs": [[[(0.7f64).ln(), a, null], [(0.3f64).ln(), b, null]]]});
+            return (200, serde_json::json!({"text": "", "meta_info": meta}).to_string());
+        }
+        let n = body["n"].as_u64().unwrap_or(1);
+        let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": " intros n. lia.", "finish_reason": "stop"})).collect();
+        (200, serde_json::json!({"choices": choices}).to_string())
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    write_fixture(dir.path());
+    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
+    ccfg.hammer.enabled = false;
+    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let mut cfg = config(dir.path());
+    cfg.remote = Some(prod_remote::RemoteConfig {
+        base_url: fake.url.clone(),
+        server: prod_remote::ServerKind::Sglang,
+        backoff_ms: 1,
+        max_tokens: 12,
+        ..Default::default()
+    });
+    cfg.after_round = ["touch", "{out}/served"].map(String::from).to_vec();
+    let run_dir = tempfile::tempdir().unwrap();
+    let records = run_with(&cfg, dir.path(), run_dir.path(), &coq, &Mutex::new(vec![]), None);
+    assert_eq!(records.len(), 2);
+    let store = RunStore::open_dir(run_dir.path()).unwrap();
+    for r in &records {
+        let round = r.metrics.round;
+        assert!(run_dir.path().join(format!("checkpoints/round-{round}/served")).exists(), "after_round ran on round {round}'s checkpoint");
+        assert!(r.metrics.loss.is_some(), "trained natively: {:?}", r.metrics);
+        let nodes = store.nodes(round, "rl").unwrap();
+        let proved_samples = nodes
+            .iter()
+            .filter(|n| n.origin == "sampled" && store.verdict(n.id).unwrap().is_some_and(|v| v.is_proved()))
+            .count();
+        assert!(proved_samples > 0, "round {round}: the server's proof checks for n + 0 = n or n * 1 = n");
+    }
+    let log = fake.log.lock().unwrap();
+    assert!(log.iter().any(|(p, _)| p.contains("completions")), "samples came from the server");
+    assert!(log.iter().any(|(p, _)| p.contains("generate")), "two-token probabilities came from the server");
 }
