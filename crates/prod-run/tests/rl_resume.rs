@@ -332,9 +332,9 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
         let records = run_rl(&config(dir.path()), &theorems, &env, &|_| Ok(())).unwrap();
         stop.store(true, Ordering::SeqCst);
         let recorded: Vec<usize> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-        assert!(recorded.iter().all(|&r| r > 0), "both live workers checked: {recorded:?}");
-        records
+        (records, recorded)
     });
+    let (records, recorded) = records;
     let key = |r: &prod_run::rl::RoundRecord| {
         let m = &r.metrics;
         (m.round, m.nodes, m.locally_correct, m.globally_correct, m.examples, m.replay_size)
@@ -351,6 +351,7 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
     let results = prod_queue::Queue::connect(&url, "pg-run").unwrap().results().unwrap();
     assert_eq!(results.len(), sent.len());
     assert!(results.iter().all(|(_, v, _, recordings)| v.is_some() && *recordings == 1), "each check recorded exactly once");
+    assert_eq!(recorded.iter().sum::<usize>(), results.len(), "every check recorded by a live worker ({recorded:?})");
     let retried = results.iter().filter(|(_, _, claims, _)| *claims >= 2).count();
     assert!(retried >= dead, "the dead worker's {dead} claims were taken again ({retried})");
     // The rounds are in PostgreSQL: running again finds them done and asks nothing (a checker
