@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Options of the Coq backend. Every field has a default (`#[serde(default)]`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct CoqCheckConfig {
     /// Persistent `coqtop` workers (0 = one per core).
@@ -112,14 +112,14 @@ impl CoqCheckConfig {
 }
 
 /// One tactic of the fixed list tried before CoqHammer, with its own time limit.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 pub struct FixedTactic {
     pub tactic: String,
     pub timeout_s: u32,
 }
 
 /// The `hammer.` step (paper §4.1: fixed tactic list first, then the premise-selection tool).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct HammerConfig {
     /// Load CoqHammer (`From Hammer Require Import Hammer.`) right after the imports of every

@@ -23,6 +23,9 @@ pub enum QueueCommand {
     /// leaves its claims to be retried). Start one per machine, e.g. as a Slurm array.
     ///
     /// Example: prod queue work --store postgres://prod@db/prod --run round-3 --workers 2
+    ///
+    /// For a `prod rl … --store URL --out runs/rl1` run: prod queue work --store URL --run rl1
+    /// --idle-exit 3600 (checker settings come from the run; each round's checks as they come).
     Work(WorkArgs),
     /// Counts of waiting, claimed and done nodes.
     Status(StoreArgs),
@@ -70,7 +73,12 @@ pub struct WorkArgs {
     /// A name for this worker (default: host:pid).
     #[arg(long)]
     pub name: Option<String>,
-    /// Config file (reads `[check]` and `[check.coq]`).
+    /// Keep waiting for new checks until none has come for this many seconds (a `prod rl` run
+    /// queues each round's checks as it gets there). 0: stop once the queue is empty.
+    #[arg(long, default_value_t = 0.0)]
+    pub idle_exit: f64,
+    /// Config file (reads `[check]` and `[check.coq]`). Without it, the worker uses the
+    /// checker settings the run's coordinator recorded (`prod rl`/`prod eval --store`).
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
@@ -124,7 +132,17 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         Ok(s) => s,
         Err(e) => return Ok(exit::bad_input(e)),
     };
+    let mut q = connect(&a.store)?;
     let mut cfg = section.coq;
+    // Without a config file, check as the run's coordinator does (it recorded its settings):
+    // only checks made for the same checker fingerprint are ever claimed.
+    if a.config.is_none() {
+        if let Some(v) = q.checker_config()? {
+            let workers = cfg.workers;
+            cfg = serde_json::from_value(v).map_err(|e| anyhow!("the run's recorded checker configuration: {e}"))?;
+            cfg.workers = workers;
+        }
+    }
     if let Some(w) = a.workers {
         cfg.workers = w;
     }
@@ -136,9 +154,20 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         format!("{}:{}", host.trim(), std::process::id())
     });
-    let mut q = connect(&a.store)?;
     let opts = WorkOptions { batch: a.batch, lease: Duration::from_secs_f64(a.lease.max(0.0)), ..WorkOptions::default() };
-    let stats = prod_queue::work(&mut q, &checker, &name, &opts)?;
+    let mut stats = prod_queue::work(&mut q, &checker, &name, &opts)?;
+    let mut idle_since = std::time::Instant::now();
+    while idle_since.elapsed().as_secs_f64() < a.idle_exit {
+        std::thread::sleep(opts.poll);
+        let more = prod_queue::work(&mut q, &checker, &name, &opts)?;
+        if more.claimed > 0 {
+            idle_since = std::time::Instant::now();
+        }
+        stats.claimed += more.claimed;
+        stats.recorded += more.recorded;
+        stats.lost_claims += more.lost_claims;
+        stats.released_infra += more.released_infra;
+    }
     if a.store.json {
         println!("{}", serde_json::json!({"worker": name, "claimed": stats.claimed, "recorded": stats.recorded, "lost_claims": stats.lost_claims, "released_infra": stats.released_infra}));
     } else {

@@ -106,3 +106,81 @@ fn workers_share_one_queue_and_a_dead_workers_claims_are_retried() {
     assert!(retried as i64 >= dead_claims, "the dead worker's {dead_claims} claims were claimed again ({retried})");
     assert_eq!(status(&url), serde_json::json!({"todo": 0, "claimed": 0, "done": 12}));
 }
+
+/// `prod eval --store … --no-check-here`: the run store in PostgreSQL, every check done by a
+/// separate `prod queue work` process started with nothing but the store and the run name (it
+/// takes the checker settings the coordinator recorded, so its fingerprint matches). Samples
+/// come from a fake server (every completion `intros n. lia.`), so the pass@k is known: the same
+/// as the embedded (SQLite, local Coq) evaluation.
+#[cfg(feature = "policy")]
+#[test]
+fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
+    let Some(pg) = Pg::start() else { return };
+    let url = pg.url();
+    let d = tempfile::tempdir().unwrap();
+    let source = "From Coq Require Import Arith Lia.\n";
+    let mut lines = String::new();
+    let mut corpus = String::new();
+    for (i, statement) in ["forall n : nat, n + 0 = n", "forall n : nat, n = n + 1", "forall n : nat, n * 1 = n"].iter().enumerate() {
+        let name = format!("t{i}");
+        let e = serde_json::json!({
+            "id": format!("Fix:{name}"), "library": "fixture", "package": "fixture", "file": "Fix.v",
+            "logical_path": "Fix", "line": 2, "position": i, "scope": [], "qualified_name": name, "name": name,
+            "imports": [], "flags": [], "context": source, "context_start": 0, "context_end": source.len(),
+            "context_extra": "", "statement": format!("Lemma {name} : {statement}."),
+            "conditional_proof": "<no_invoke> intros n. lia.", "conditional_proof_original": "<no_invoke> intros n. lia.",
+            "proposed_lemmas": [], "proposed_names": [], "depth": 0, "in_tree": true, "proof_end": "qed",
+            "replaced_steps": 0, "split": "test", "variant": "wo_lemmas"
+        });
+        lines.push_str(&format!("{e}\n"));
+        corpus.push_str(&format!("{source}Lemma {name} : {statement}. intros n. lia.\n"));
+    }
+    std::fs::create_dir_all(d.path().join("data")).unwrap();
+    std::fs::write(d.path().join("data/test.jsonl"), lines).unwrap();
+    let src = serde_json::json!({"logical_path": "Fix", "file": "Fix.v", "package": "fixture", "flags": [], "source": source, "reduced": source});
+    std::fs::write(d.path().join("data/sources.jsonl"), format!("{src}\n")).unwrap();
+    std::fs::write(d.path().join("corpus.txt"), corpus).unwrap();
+    let out = prod(&["model", "init", "--corpus", "corpus.txt", "--vocab-size", "300", "--out", "m"], d.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fake = prod_remote::testing::serve(std::sync::Arc::new(|_: &str, body: &serde_json::Value, _| {
+        let n = body["n"].as_u64().unwrap_or(1);
+        let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": " intros n. lia.", "finish_reason": "stop"})).collect();
+        (200, serde_json::json!({"choices": choices}).to_string())
+    }));
+    let eval = |out_dir: &str, store: &[&str]| {
+        let mut args = vec![
+            "eval", "--model", "m", "--dataset", "data", "--samples", "2", "--k", "1,2", "--depth", "0", "--no-hammer",
+            "--workers", "1", "--remote-url", &fake.url, "--out", out_dir, "--json",
+        ];
+        args.extend_from_slice(store);
+        prod(&args, d.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+    let embedded = eval("local", &[]).wait_with_output_checked();
+
+    let coordinator = eval("shared", &["--store", &url, "--run", "e1", "--no-check-here"]);
+    // The worker starts once the coordinator has queued its checks (a worker with an empty
+    // queue is done at once).
+    let t = Instant::now();
+    loop {
+        let s = Command::new(env!("CARGO_BIN_EXE_prod")).args(["queue", "status", "--store", &url, "--run", "e1", "--json"]).output().unwrap();
+        let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap_or_default();
+        if s["todo"].as_i64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "the coordinator never queued its checks");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let worker = prod(&["queue", "work", "--store", &url, "--run", "e1", "--workers", "1", "--json"], d.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output_checked();
+    assert!(worker["recorded"].as_i64().unwrap() >= 3, "{worker}");
+    let shared = coordinator.wait_with_output_checked();
+    let pass = |v: &serde_json::Value| v["evaluations"][0]["pass_at_k"].clone();
+    assert_eq!(pass(&shared), pass(&embedded), "shared {shared} embedded {embedded}");
+    assert!((pass(&shared)[0]["estimate"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9, "{shared}");
+    assert_eq!(shared["evaluations"][0]["infra_nodes"], 0);
+    assert!(!d.path().join("shared/run.sqlite").exists(), "the run store is in PostgreSQL");
+}

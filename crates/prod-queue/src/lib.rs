@@ -52,6 +52,12 @@ CREATE INDEX IF NOT EXISTS prod_check_jobs_todo ON prod_check_jobs (run, state, 
 -- `fingerprint`: the one it was checked with.
 ALTER TABLE prod_check_jobs ADD COLUMN IF NOT EXISTS want TEXT;
 ALTER TABLE prod_check_jobs ADD COLUMN IF NOT EXISTS fingerprint TEXT;
+-- Until when a claim holds: set by the claimant from its own lease (a worker with long checks
+-- takes long leases; a short-lease claim of a dead worker comes back soon).
+ALTER TABLE prod_check_jobs ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
+-- The checker configuration a run's coordinator checks with: workers start from it, so their
+-- fingerprints match without repeating every setting on every machine.
+CREATE TABLE IF NOT EXISTS prod_check_runs (run TEXT PRIMARY KEY, checker JSONB NOT NULL);
 ";
 
 /// A claimed job.
@@ -116,16 +122,16 @@ impl Queue {
         Ok(added)
     }
 
-    /// Claim up to `n` jobs: waiting ones, and claimed ones whose lease expired, among those a
-    /// checker with `fingerprint` may check.
+    /// Claim up to `n` jobs for `lease`: waiting ones, and claimed ones whose lease expired,
+    /// among those a checker with `fingerprint` may check.
     pub fn claim(&mut self, worker: &str, fingerprint: &str, n: usize, lease: Duration) -> Result<Vec<Job>> {
         let rows = self.client.query(
             "UPDATE prod_check_jobs SET state = 'claimed', claimed_by = $1, claimed_at = now(),
-                    attempts = attempts + 1
+                    lease_until = now() + make_interval(secs => $3), attempts = attempts + 1
              WHERE id IN (
                  SELECT id FROM prod_check_jobs
                  WHERE run = $2 AND (state = 'todo'
-                       OR (state = 'claimed' AND claimed_at < now() - make_interval(secs => $3)))
+                       OR (state = 'claimed' AND COALESCE(lease_until, claimed_at) < now()))
                    AND (want IS NULL OR want = $5)
                  ORDER BY id LIMIT $4
                  FOR UPDATE SKIP LOCKED)
@@ -162,6 +168,31 @@ impl Queue {
             &[&job, &worker],
         )?;
         Ok(n == 1)
+    }
+
+    /// Record the checker configuration of this run (the coordinator's; workers read it).
+    pub fn set_checker_config(&mut self, config: &serde_json::Value) -> Result<()> {
+        self.client.execute(
+            "INSERT INTO prod_check_runs (run, checker) VALUES ($1, $2)
+             ON CONFLICT (run) DO UPDATE SET checker = excluded.checker",
+            &[&self.run, config],
+        )?;
+        Ok(())
+    }
+
+    /// The recorded checker configuration of this run, if any.
+    pub fn checker_config(&mut self) -> Result<Option<serde_json::Value>> {
+        Ok(self.client.query_opt("SELECT checker FROM prod_check_runs WHERE run = $1", &[&self.run])?.map(|r| r.get(0)))
+    }
+
+    /// Waiting jobs by the fingerprint they want (`None`: any worker), most first.
+    pub fn waiting_by_fingerprint(&mut self) -> Result<Vec<(Option<String>, i64)>> {
+        let rows = self.client.query(
+            "SELECT want, count(*) FROM prod_check_jobs WHERE run = $1 AND state = 'todo'
+             GROUP BY want ORDER BY count(*) DESC",
+            &[&self.run],
+        )?;
+        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     pub fn status(&mut self) -> Result<Status> {
@@ -250,6 +281,7 @@ impl Default for WorkOptions {
 pub fn work(queue: &mut Queue, checker: &dyn Checker, worker: &str, opts: &WorkOptions) -> Result<WorkStats> {
     let mut stats = WorkStats::default();
     let fingerprint = checker.fingerprint();
+    let mut warned = false;
     loop {
         if work_once(queue, checker, &fingerprint, worker, opts, &mut stats)? {
             continue;
@@ -257,6 +289,19 @@ pub fn work(queue: &mut Queue, checker: &dyn Checker, worker: &str, opts: &WorkO
         let s = queue.status()?;
         if s.todo == 0 && (s.claimed == 0 || !opts.until_empty) {
             return Ok(stats);
+        }
+        if s.todo > 0 && !warned {
+            // Waiting jobs this worker may not take: say why once (a silent worker that never
+            // claims anything looks like a hang).
+            let waiting = queue.waiting_by_fingerprint()?;
+            if !waiting.iter().any(|(want, _)| want.as_deref().is_none_or(|w| w == fingerprint)) {
+                let (want, n) = &waiting[0];
+                eprintln!(
+                    "{worker}: {n} waiting checks want a checker with fingerprint\n  {}\nbut this worker's is\n  {fingerprint}\n(another Coq installation or other settings); not taking them",
+                    want.as_deref().unwrap_or("")
+                );
+                warned = true;
+            }
         }
         // Others hold the rest (or it is for other checkers): wait for them to finish or for
         // their leases to expire.

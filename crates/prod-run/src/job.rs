@@ -98,7 +98,9 @@ pub fn start_run_checker(cfg: &CoqCheckConfig, cache: &Path, out: &Path, shared:
     hammer_on_path();
     let coq = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
     let run = s.run_name(out);
-    let queue = prod_queue::Queue::connect(&s.url, &run).with_context(|| format!("check queue of run {run:?}"))?;
+    let mut queue = prod_queue::Queue::connect(&s.url, &run).with_context(|| format!("check queue of run {run:?}"))?;
+    // Workers started with only --store/--run check with exactly this configuration.
+    queue.set_checker_config(&serde_json::to_value(cfg)?)?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let opts = prod_queue::WorkOptions {
         batch: s.batch.max(1),

@@ -191,9 +191,11 @@ fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativeP
 }
 
 /// A round's policy: the native model, or a remote server with the round's tokenizer.
+// One value per round, never stored in bulk: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum RoundPolicy {
     Native(NativePolicy),
-    Remote { seq: Box<RemoteSeq>, tok: Box<prod_policy::ProdTokenizer>, params: NativeParams },
+    Remote { seq: RemoteSeq, tok: prod_policy::ProdTokenizer, params: NativeParams },
 }
 
 impl RoundPolicy {
@@ -204,7 +206,7 @@ impl RoundPolicy {
                 let tok = prod_policy::ProdTokenizer::from_file(&dir.join("tokenizer.json"), None)
                     .map_err(|e| anyhow::anyhow!("model {}: {e}", dir.display()))?;
                 let remote = prod_remote::RemotePolicy::new(r.clone(), tok.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
-                Ok(RoundPolicy::Remote { seq: Box::new(RemoteSeq(remote)), tok: Box::new(tok), params: cfg.sampling.clone() })
+                Ok(RoundPolicy::Remote { seq: RemoteSeq(remote), tok, params: cfg.sampling.clone() })
             }
         }
     }
@@ -212,7 +214,7 @@ impl RoundPolicy {
     fn seq(&mut self) -> &mut dyn SeqPolicy {
         match self {
             RoundPolicy::Native(p) => p,
-            RoundPolicy::Remote { seq, .. } => &mut **seq,
+            RoundPolicy::Remote { seq, .. } => seq,
         }
     }
 

@@ -281,14 +281,16 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
     let sent = Mutex::new(vec![]);
     let stop = AtomicBool::new(false);
     let dead_claims = Mutex::new(0usize);
-    let opts = prod_queue::WorkOptions { batch: 2, lease: Duration::from_secs(2), until_empty: false, poll: Duration::from_millis(50), ..Default::default() };
+    // Live workers hold their claims long enough for any check here; the dying one's 1 s claims
+    // come back soon.
+    let opts = prod_queue::WorkOptions { batch: 2, lease: Duration::from_secs(120), until_empty: false, poll: Duration::from_millis(50), ..Default::default() };
     let records = std::thread::scope(|s| {
         // The dying worker: claims one batch as soon as there is one, then is gone.
         s.spawn(|| {
             let mut q = prod_queue::Queue::connect(&url, "pg-run").unwrap();
             let t = Instant::now();
             while t.elapsed() < Duration::from_secs(120) && !stop.load(Ordering::SeqCst) {
-                let jobs = q.claim("dead", &coq.fingerprint(), 2, Duration::from_secs(2)).unwrap();
+                let jobs = q.claim("dead", &coq.fingerprint(), 2, Duration::from_secs(1)).unwrap();
                 if !jobs.is_empty() {
                     *dead_claims.lock().unwrap() = jobs.len();
                     return;
