@@ -315,89 +315,23 @@ fn params(model: &Llama) -> Vec<Vec<f32>> {
 
 // ---- one `prod rl` round with the real script as external trainer ------------------------------
 
-mod rl_fixture {
-    use super::*;
-    use prod_library::dataset::{Example, SourceRecord};
-    use prod_run::{CoqJobConfig, NativeParams, RlConfig};
-
-    pub const SOURCE: &str = "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
-
-    fn example(name: &str, statement: &str, proof: &str) -> Example {
-        Example {
-            id: format!("Fix:{name}"),
-            library: "fixture".into(),
-            package: "fixture".into(),
-            file: "Fix.v".into(),
-            logical_path: "Fix".into(),
-            line: 3,
-            position: 0,
-            scope: vec![],
-            qualified_name: name.into(),
-            name: name.into(),
-            imports: vec![],
-            flags: vec![],
-            context: SOURCE.into(),
-            context_start: 0,
-            context_end: SOURCE.len(),
-            context_extra: String::new(),
-            statement: statement.into(),
-            conditional_proof: proof.into(),
-            conditional_proof_original: proof.into(),
-            proposed_lemmas: vec![],
-            proposed_names: vec![],
-            depth: 0,
-            in_tree: true,
-            proof_end: "qed".into(),
-            replaced_steps: 0,
-            split: "train".into(),
-            variant: "wo_lemmas".into(),
-        }
-    }
-
-    pub fn write(dir: &Path) {
-        let examples = [
-            example("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", "<no_invoke> intros n. lia."),
-            example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia."),
-        ];
-        let lines: Vec<String> = examples.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
-        std::fs::write(dir.join("rl.jsonl"), lines.join("\n") + "\n").unwrap();
-        let src = serde_json::json!({"logical_path": "Fix", "file": "Fix.v", "package": "fixture", "flags": [], "source": SOURCE, "reduced": SOURCE});
-        let _: SourceRecord = serde_json::from_value(src.clone()).unwrap();
-        std::fs::write(dir.join("sources.jsonl"), src.to_string() + "\n").unwrap();
-        let texts: Vec<String> = examples.iter().map(|e| format!("{SOURCE}\n{}\n{}", e.statement, e.conditional_proof)).collect();
-        let tok = ProdTokenizer::train_bpe(texts.iter(), 300, 1).unwrap();
-        let mut model = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 7, &Device::Cpu).unwrap();
-        prod_policy::save_model_dir(&dir.join("model"), &mut model, &tok).unwrap();
-    }
-
-    pub fn config(dir: &Path) -> RlConfig {
-        RlConfig {
-            model: dir.join("model"),
-            dataset: dir.to_path_buf(),
-            rounds: 1,
-            batch: 2,
-            depth: 1,
-            learning_rate: 1e-3,
-            warmup_steps: 0,
-            macro_batch: 8,
-            micro_batch: 4,
-            max_seq_len: 512,
-            sampling: NativeParams { max_new_tokens: 12, ..NativeParams::default() },
-            coq: CoqJobConfig { workers: 1, hammer: false, ..CoqJobConfig::default() },
-            ..RlConfig::default()
-        }
-    }
-}
+mod common;
 
 #[test]
 fn a_prod_rl_round_trains_with_the_real_python_trainer() {
     let Some(py) = python("a_prod_rl_round_trains_with_the_real_python_trainer") else { return };
     let dir = tempfile::tempdir().unwrap();
-    rl_fixture::write(dir.path());
+    common::write_fixture(
+        dir.path(),
+        &[
+            common::example("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", "<no_invoke> intros n. lia.", &[]),
+            common::example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia.", &[]),
+        ],
+    );
     let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
     ccfg.hammer.enabled = false;
     let coq = CoqChecker::new(ccfg).expect("coq is installed");
-    let mut cfg = rl_fixture::config(dir.path());
+    let mut cfg = common::rl_config(dir.path(), 1);
     cfg.external_trainer = vec![
         py.display().to_string(),
         script().display().to_string(),

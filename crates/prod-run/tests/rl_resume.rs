@@ -10,69 +10,28 @@ use std::sync::Mutex;
 
 use prod_check::{CachedChecker, CheckRequest, Checker, Progress, Verdict, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
-use prod_library::dataset::{Example, SourceRecord};
-use prod_policy::model::Llama;
-use prod_policy::{LlamaConfig, ProdTokenizer};
+use prod_policy::ProdTokenizer;
 use prod_run::rl::{run_rl, RlEnv};
-use prod_run::{Bars, CoqJobConfig, NativeParams, RlConfig, RunStore};
+use prod_run::{Bars, RlConfig, RunStore};
 
-const SOURCE: &str = "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
-
-fn example(name: &str, statement: &str, proof: &str, lemmas: &[&str]) -> Example {
-    Example {
-        id: format!("Fix:{name}"),
-        library: "fixture".into(),
-        package: "fixture".into(),
-        file: "Fix.v".into(),
-        logical_path: "Fix".into(),
-        line: 3,
-        position: 0,
-        scope: vec![],
-        qualified_name: name.into(),
-        name: name.into(),
-        imports: vec![],
-        flags: vec![],
-        context: SOURCE.into(),
-        context_start: 0,
-        context_end: SOURCE.len(),
-        context_extra: String::new(),
-        statement: statement.into(),
-        conditional_proof: proof.into(),
-        conditional_proof_original: proof.into(),
-        proposed_lemmas: lemmas.iter().map(|s| s.to_string()).collect(),
-        proposed_names: vec![],
-        depth: u32::from(!lemmas.is_empty()),
-        in_tree: true,
-        proof_end: "qed".into(),
-        replaced_steps: 0,
-        split: "train".into(),
-        variant: "wo_lemmas".into(),
-    }
-}
+mod common;
+use common::{example, SOURCE};
 
 fn write_fixture(dir: &Path) {
     let dbl = "Lemma dbl : forall n : nat, double n = n + n.";
-    let examples = [
-        example("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", "<no_invoke> intros n. lia.", &[]),
-        example(
-            "t_double",
-            "Lemma t_double : forall n : nat, double n = 2 * n.",
-            &format!("<use_invoke> <invoke> {dbl} </invoke> intros n. rewrite dbl. lia."),
-            &[dbl],
-        ),
-        example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia.", &[]),
-    ];
-    let lines: Vec<String> = examples.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
-    std::fs::write(dir.join("rl.jsonl"), lines.join("\n") + "\n").unwrap();
-    // As JSON: the record may gain optional fields (Isabelle's `body_start`).
-    let src = serde_json::json!({"logical_path": "Fix", "file": "Fix.v", "package": "fixture", "flags": [], "source": SOURCE, "reduced": SOURCE});
-    let _: SourceRecord = serde_json::from_value(src.clone()).unwrap();
-    std::fs::write(dir.join("sources.jsonl"), src.to_string() + "\n").unwrap();
-    // The tiny model: BPE on the fixture's own text, random weights.
-    let texts: Vec<String> = examples.iter().map(|e| format!("{SOURCE}\n{}\n{}", e.statement, e.conditional_proof)).collect();
-    let tok = ProdTokenizer::train_bpe(texts.iter(), 300, 1).unwrap();
-    let mut model = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 7, &prod_policy::candle_core::Device::Cpu).unwrap();
-    prod_policy::save_model_dir(&dir.join("model"), &mut model, &tok).unwrap();
+    common::write_fixture(
+        dir,
+        &[
+            example("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", "<no_invoke> intros n. lia.", &[]),
+            example(
+                "t_double",
+                "Lemma t_double : forall n : nat, double n = 2 * n.",
+                &format!("<use_invoke> <invoke> {dbl} </invoke> intros n. rewrite dbl. lia."),
+                &[dbl],
+            ),
+            example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia.", &[]),
+        ],
+    );
 }
 
 /// Real Coq behind a counter that can die (a kill) after `die_after` requests.
@@ -109,21 +68,7 @@ impl Checker for Counting<'_> {
 }
 
 fn config(dir: &Path) -> RlConfig {
-    RlConfig {
-        model: dir.join("model"),
-        dataset: dir.to_path_buf(),
-        rounds: 2,
-        batch: 2,
-        depth: 1,
-        learning_rate: 1e-3,
-        warmup_steps: 0,
-        macro_batch: 8,
-        micro_batch: 4,
-        max_seq_len: 512,
-        sampling: NativeParams { max_new_tokens: 12, ..NativeParams::default() },
-        coq: CoqJobConfig { workers: 1, hammer: false, ..CoqJobConfig::default() },
-        ..RlConfig::default()
-    }
+    common::rl_config(dir, 2)
 }
 
 fn run(dir: &Path, run_dir: &Path, coq: &CoqChecker, sent: &Mutex<Vec<String>>, die_after: Option<usize>) -> Vec<prod_run::rl::RoundRecord> {
