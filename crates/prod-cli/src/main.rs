@@ -123,6 +123,9 @@ enum Command {
 fn main() {
     // SAFETY: sets a process-wide allocator option before any thread is started.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    // Before any thread or tensor op: candle reads its thread settings once.
+    #[cfg(feature = "policy")]
+    prod_policy::init_cpu_threads();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),

@@ -10,7 +10,10 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, Var, D};
 use rand::{Rng, SeedableRng};
 
+use std::sync::Arc;
+
 use crate::config::LlamaConfig;
+use crate::ops::GradSlot;
 use crate::{PolicyError, Result};
 
 /// Additive attention mask for forbidden keys. Finite so that a query with no visible key
@@ -39,6 +42,62 @@ pub struct Llama {
     norm: Var,
     /// `None` when the head is tied to `embed_tokens`.
     lm_head: Option<Var>,
+    /// Differentiable passes on the CPU use the fused ops of [`crate::ops`] (one graph node each,
+    /// hand-written backward); `false` selects the composite candle ops they replace, which the
+    /// tests use as the reference.
+    pub(crate) fused: bool,
+}
+
+/// Gradient slots ([`crate::ops::GradSlot`]) for every matrix parameter of a model — the
+/// embedding, the head and each layer's seven projections — so a training pass accumulates
+/// their gradients in place instead of through candle's autograd.
+pub(crate) struct GradSinks {
+    pub embed: Arc<GradSlot>,
+    /// `None` when the head is tied (it then shares `embed`).
+    pub lm_head: Option<Arc<GradSlot>>,
+    /// q, k, v, o, gate, up, down of each layer.
+    pub layers: Vec<[Arc<GradSlot>; 7]>,
+}
+
+impl GradSinks {
+    pub fn new(model: &Llama) -> GradSinks {
+        let slot = |v: &Var| GradSlot::new(v.elem_count());
+        GradSinks {
+            embed: slot(&model.embed_tokens),
+            lm_head: model.lm_head.as_ref().map(slot),
+            layers: model
+                .layers
+                .iter()
+                .map(|l| {
+                    [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj].map(slot)
+                })
+                .collect(),
+        }
+    }
+
+    /// The accumulated gradients by parameter name (parameters no op wrote are absent).
+    pub fn take(&self, model: &Llama) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::new();
+        let mut put = |name: String, slot: &Arc<GradSlot>, var: &Var| -> Result<()> {
+            if let Some(g) = slot.take()? {
+                out.push((name, Tensor::from_vec(g, var.shape(), var.device())?));
+            }
+            Ok(())
+        };
+        put("model.embed_tokens.weight".into(), &self.embed, &model.embed_tokens)?;
+        if let (Some(s), Some(v)) = (&self.lm_head, &model.lm_head) {
+            put("lm_head.weight".into(), s, v)?;
+        }
+        for (i, (slots, l)) in self.layers.iter().zip(&model.layers).enumerate() {
+            let p = format!("model.layers.{i}");
+            let names = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"];
+            let vars = [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj];
+            for ((n, s), v) in names.iter().zip(slots).zip(vars) {
+                put(format!("{p}.{n}.weight"), s, v)?;
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// A batch of token sequences padded to one length `t`.
@@ -260,7 +319,7 @@ impl Llama {
         }
         let norm = get("model.norm.weight".into())?;
         let lm_head = if cfg.tie_word_embeddings { None } else { Some(get("lm_head.weight".into())?) };
-        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head })
+        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head, fused: true })
     }
 
     pub fn config(&self) -> &LlamaConfig {
@@ -380,7 +439,8 @@ impl Llama {
         }
     }
 
-    fn rope_tables(&self, positions: &[u32], b: usize, t: usize) -> Result<(Tensor, Tensor)> {
+    /// `cos`/`sin` of every position's angles, `[b, t, head_dim]` flattened.
+    fn rope_tables(&self, positions: &[u32]) -> (Vec<f32>, Vec<f32>) {
         let hd = self.cfg.head_dim();
         let half = hd / 2;
         let inv: Vec<f64> =
@@ -397,12 +457,16 @@ impl Llama {
                 }
             }
         }
-        let cos = Tensor::from_vec(cos, (b, 1, t, hd), &self.device)?;
-        let sin = Tensor::from_vec(sin, (b, 1, t, hd), &self.device)?;
-        Ok((cos, sin))
+        (cos, sin)
     }
 
-    fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    /// Whether a pass uses the fused ops: differentiable full-sequence passes on the CPU.
+    /// Inference (sampling, scoring) keeps the composite path, whose speed is measured there.
+    pub(crate) fn use_fused(&self, grad: bool, cached: bool) -> bool {
+        self.fused && grad && !cached && self.device.is_cpu()
+    }
+
+    pub(crate) fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
         let hd = x.dim(D::Minus1)?;
         let x1 = x.narrow(D::Minus1, 0, hd / 2)?;
         let x2 = x.narrow(D::Minus1, hd / 2, hd / 2)?;
@@ -417,7 +481,18 @@ impl Llama {
     /// Hidden states after the final norm, `[b, t, hidden]`. With a cache, the batch continues
     /// the cached sequences (its rows must match the cache's rows); padding in `batch.valid` is
     /// remembered so later tokens never attend to it.
-    pub fn hidden(&self, batch: &Batch, mut cache: Option<&mut KvCache>, grad: bool) -> Result<Tensor> {
+    pub fn hidden(&self, batch: &Batch, cache: Option<&mut KvCache>, grad: bool) -> Result<Tensor> {
+        self.hidden_impl(batch, cache, grad, None)
+    }
+
+    /// [`Llama::hidden`]; on the fused path, weight gradients go to `sinks` when given.
+    pub(crate) fn hidden_impl(
+        &self,
+        batch: &Batch,
+        mut cache: Option<&mut KvCache>,
+        grad: bool,
+        sinks: Option<&GradSinks>,
+    ) -> Result<Tensor> {
         let (b, t) = (batch.b, batch.t);
         if b == 0 || t == 0 {
             return Err(PolicyError::BadInput("empty batch".into()));
@@ -472,8 +547,13 @@ impl Llama {
                 }
             }
         }
+        let (cos, sin) = self.rope_tables(&positions);
+        if self.use_fused(grad, cache.is_some()) {
+            return self.hidden_fused(batch, mask, cos, sin, sinks);
+        }
         let mask = Tensor::from_vec(mask, (b, 1, 1, t, total), &self.device)?;
-        let (cos, sin) = self.rope_tables(&positions, b, t)?;
+        let cos = Tensor::from_vec(cos, (b, 1, t, hd), &self.device)?;
+        let sin = Tensor::from_vec(sin, (b, 1, t, hd), &self.device)?;
 
         let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
         let mut x = Self::w(&self.embed_tokens, grad).index_select(&ids, 0)?; // [b*t, d]
@@ -513,6 +593,69 @@ impl Llama {
         }
         let x = candle_nn::ops::rms_norm_slow(&x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
         Ok(x.reshape((b, t, d))?)
+    }
+
+    /// [`Llama::hidden`] for a differentiable full-sequence pass, built from the fused ops
+    /// (same mathematics; `mask` is `[b, t, t]`, `cos`/`sin` are `[b, t, head_dim]`).
+    fn hidden_fused(
+        &self,
+        batch: &Batch,
+        mask: Vec<f32>,
+        cos: Vec<f32>,
+        sin: Vec<f32>,
+        sinks: Option<&GradSinks>,
+    ) -> Result<Tensor> {
+        use crate::ops;
+        let (b, t) = (batch.b, batch.t);
+        let (h, kvh, hd, d) = (self.cfg.num_attention_heads, self.cfg.kv_heads(), self.cfg.head_dim(), self.cfg.hidden_size);
+        let rep = h / kvh;
+        let eps = self.cfg.rms_norm_eps as f32;
+        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let (mask, cos, sin) = (std::sync::Arc::new(mask), std::sync::Arc::new(cos), std::sync::Arc::new(sin));
+        let w = |v: &Var| v.as_tensor().clone();
+        let mut x = match sinks {
+            Some(s) => ops::embedding_sink(&w(&self.embed_tokens), batch.ids.clone(), s.embed.clone())?,
+            None => {
+                let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
+                w(&self.embed_tokens).index_select(&ids, 0)?
+            }
+        }; // [b*t, d]
+        for (li, l) in self.layers.iter().enumerate() {
+            // The weight-gradient slots of this layer: q, k, v, o, gate, up, down.
+            let sink = |i: usize| sinks.map(|s| s.layers[li][i].clone());
+            let hn = ops::rms_norm(&x, &w(&l.input_layernorm), eps)?;
+            let q = ops::linear_sink(&hn, &w(&l.q_proj), sink(0))?.reshape((b, t, h, hd))?;
+            let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
+            let k = ops::linear_sink(&hn, &w(&l.k_proj), sink(1))?.reshape((b, t, kvh, hd))?;
+            let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
+            let v = ops::linear_sink(&hn, &w(&l.v_proj), sink(2))?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+            // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
+            let q = q.reshape((b, kvh, rep * t, hd))?;
+            let scores = q.matmul(&k.t()?)?; // [b, kvh, rep*t, t]
+            let p = ops::masked_softmax(&scores, mask.clone(), scale, b, t, t)?;
+            let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
+            let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
+            x = (x + ops::linear_sink(&o, &w(&l.o_proj), sink(3))?)?;
+
+            let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
+            let gate = ops::linear_sink(&hn, &w(&l.gate_proj), sink(4))?;
+            let up = ops::linear_sink(&hn, &w(&l.up_proj), sink(5))?;
+            x = (x + ops::linear_sink(&ops::swiglu(&gate, &up)?, &w(&l.down_proj), sink(6))?)?;
+        }
+        let x = ops::rms_norm(&x, &w(&self.norm), eps)?;
+        Ok(x.reshape((b, t, d))?)
+    }
+
+    /// The head for a differentiable pass: the fused linear op when [`Llama::use_fused`].
+    pub(crate) fn head_grad(&self, hidden2d: &Tensor, sinks: Option<&GradSinks>) -> Result<Tensor> {
+        if self.use_fused(true, false) {
+            let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+            // A tied head shares the embedding's slot.
+            let sink = sinks.map(|s| s.lm_head.clone().unwrap_or_else(|| s.embed.clone()));
+            Ok(crate::ops::linear_sink(hidden2d, w.as_tensor(), sink)?)
+        } else {
+            self.head(hidden2d, true)
+        }
     }
 
     /// The language-model head applied to hidden states `[n, hidden]` → logits `[n, vocab]`.

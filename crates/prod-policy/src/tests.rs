@@ -226,9 +226,9 @@ fn accumulated_micro_batches_equal_one_batch() {
     let b = train::macro_gradients(&m, &data, 3).unwrap();
     assert_eq!(a.target_tokens, 4 + 2 + 2);
     assert!((a.loss - b.loss).abs() < 1e-6 && (a.grad_norm - b.grad_norm).abs() < 1e-6);
-    assert_eq!(a.grads.len(), m.named_vars().len());
-    for (n, ga) in &a.grads {
-        assert!(max_abs_diff(ga, &b.grads[n]) < 1e-6, "{n} differs");
+    assert_eq!(a.grad_sums.len(), m.named_vars().len());
+    for (n, ga) in &a.grad_sums {
+        assert!(max_abs_diff(ga, &b.grad_sums[n]) < 1e-6, "{n} differs");
     }
 }
 
@@ -548,4 +548,261 @@ fn adamw_first_step_matches_the_formula() {
         assert!((after[i] as f64 - want).abs() < 1e-6, "{i}: {} vs {want}", after[i]);
     }
     assert_eq!(max_abs_diff(&m.named_vars()[0].1.as_detached_tensor(), &other_before), 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused ops (crate::ops) against the composite candle ops they replace: forward values and
+// gradients (through candle's autograd on the plain ops) on small random tensors.
+
+fn randn(shape: &[usize], seed: u64) -> Tensor {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect();
+    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+}
+
+/// Runs `fused` and `reference` on fresh `Var`s of `inputs`, compares outputs, then the
+/// gradients of `Σ out ⊙ R` (R random) with respect to every input.
+fn check_op(
+    what: &str,
+    inputs: &[Tensor],
+    fused: impl Fn(&[Tensor]) -> Tensor,
+    reference: impl Fn(&[Tensor]) -> Tensor,
+    tol: f32,
+) {
+    let run = |f: &dyn Fn(&[Tensor]) -> Tensor| {
+        let vars: Vec<candle_core::Var> = inputs.iter().map(|t| candle_core::Var::from_tensor(t).unwrap()).collect();
+        let ts: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+        let out = f(&ts);
+        let r = randn(out.dims(), 99);
+        let loss = (&out * &r).unwrap().sum_all().unwrap();
+        let grads = loss.backward().unwrap();
+        let gs: Vec<Tensor> = vars
+            .iter()
+            .map(|v| grads.get(v.as_tensor()).cloned().unwrap_or_else(|| v.as_tensor().zeros_like().unwrap()))
+            .collect();
+        (out.detach(), gs)
+    };
+    let (out_f, g_f) = run(&fused);
+    let (out_r, g_r) = run(&reference);
+    assert_eq!(out_f.dims(), out_r.dims(), "{what}: output shape");
+    let d = max_abs_diff(&out_f, &out_r);
+    assert!(d < tol, "{what}: forward differs by {d}");
+    for (i, (a, b)) in g_f.iter().zip(&g_r).enumerate() {
+        assert_eq!(a.dims(), b.dims(), "{what}: gradient {i} shape");
+        let d = max_abs_diff(a, b);
+        let scale = b.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap().max(1.0);
+        assert!(d / scale < tol, "{what}: gradient of input {i} differs by {d} (scale {scale})");
+        // The check must not pass vacuously.
+        assert!(scale > 0.0);
+    }
+}
+
+#[test]
+fn fused_linear_matches_matmul() {
+    check_op(
+        "linear",
+        &[randn(&[5, 7], 1), randn(&[4, 7], 2)],
+        |t| crate::ops::linear(&t[0], &t[1]).unwrap(),
+        |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+        1e-5,
+    );
+}
+
+#[test]
+fn fused_rms_norm_matches_rms_norm_slow() {
+    let w = (randn(&[8], 4).abs().unwrap() + 0.5).unwrap();
+    check_op(
+        "rms_norm",
+        &[randn(&[6, 8], 3), w],
+        |t| crate::ops::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
+        |t| candle_nn::ops::rms_norm_slow(&t[0], &t[1], 1e-5).unwrap(),
+        1e-5,
+    );
+}
+
+#[test]
+fn fused_swiglu_matches_silu_times_up() {
+    check_op(
+        "swiglu",
+        &[randn(&[4, 9], 5), randn(&[4, 9], 6)],
+        |t| crate::ops::swiglu(&t[0], &t[1]).unwrap(),
+        |t| (t[0].silu().unwrap() * &t[1]).unwrap(),
+        1e-5,
+    );
+}
+
+#[test]
+fn fused_rope_transpose_matches_composite_rope() {
+    let (b, tt, h, hd) = (2, 3, 4, 6);
+    let cos = randn(&[b, tt, hd], 7);
+    let sin = randn(&[b, tt, hd], 8);
+    let cv = std::sync::Arc::new(cos.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    let sv = std::sync::Arc::new(sin.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    let (c4, s4) = (cos.reshape((b, 1, tt, hd)).unwrap(), sin.reshape((b, 1, tt, hd)).unwrap());
+    check_op(
+        "rope",
+        &[randn(&[b, tt, h, hd], 9)],
+        |t| crate::ops::rope_transpose(&t[0], cv.clone(), sv.clone()).unwrap(),
+        |t| Llama::rope(&t[0].transpose(1, 2).unwrap(), &c4, &s4).unwrap(),
+        1e-5,
+    );
+}
+
+#[test]
+fn fused_masked_softmax_matches_softmax_with_mask() {
+    // b = 2 rows, kvh = 2, rep = 2, t = 3: the second row's last position is padding (its query
+    // sees no key: a uniform row) and its last key is masked for everyone.
+    let (b, kvh, rep, t) = (2usize, 2usize, 2usize, 3usize);
+    let valid = [[true, true, true], [true, true, false]];
+    let mut mask = Vec::new();
+    for vr in valid {
+        for i in 0..t {
+            for (j, &ok) in vr.iter().enumerate() {
+                mask.push(if j <= i && ok && vr[i] { 0.0 } else { -1e30f32 });
+            }
+        }
+    }
+    let scale = 0.37f32;
+    let mask_t = Tensor::from_vec(mask.clone(), (b, 1, 1, t, t), &Device::Cpu).unwrap();
+    let mask = std::sync::Arc::new(mask);
+    check_op(
+        "masked_softmax",
+        &[randn(&[b, kvh, rep * t, t], 10)],
+        |x| crate::ops::masked_softmax(&x[0], mask.clone(), scale, b, t, t).unwrap(),
+        |x| {
+            let s = (x[0].clone() * scale as f64).unwrap().reshape((b, kvh, rep, t, t)).unwrap();
+            let s = s.broadcast_add(&mask_t).unwrap();
+            candle_nn::ops::softmax(&s, candle_core::D::Minus1).unwrap().reshape((b, kvh, rep * t, t)).unwrap()
+        },
+        1e-5,
+    );
+}
+
+#[test]
+fn fused_weighted_cross_entropy_matches_log_softmax_gather() {
+    // Weight-0 rows (whose gradient must be exactly zero) and repeated labels included.
+    let labels = vec![3u32, 0, 10, 3, 7];
+    let weights = vec![1.0f32, 0.0, 2.5, 0.3, 0.0];
+    let (lf, wf) = (labels.clone(), weights.clone());
+    check_op(
+        "weighted_ce",
+        &[(randn(&[5, 11], 11) * 3.0).unwrap()],
+        move |t| crate::ops::weighted_cross_entropy(&t[0], lf.clone(), wf.clone()).unwrap(),
+        |t| {
+            let logp = candle_nn::ops::log_softmax(&t[0], candle_core::D::Minus1).unwrap();
+            let l = Tensor::from_vec(labels.clone(), (5, 1), &Device::Cpu).unwrap();
+            let nll = logp.gather(&l, 1).unwrap().squeeze(1).unwrap().neg().unwrap();
+            let w = Tensor::from_vec(weights.clone(), 5, &Device::Cpu).unwrap();
+            (nll * w).unwrap().sum_all().unwrap()
+        },
+        1e-5,
+    );
+    // Rows of weight 0 get an exactly-zero gradient.
+    let z = candle_core::Var::from_tensor(&randn(&[5, 11], 12)).unwrap();
+    let loss = crate::ops::weighted_cross_entropy(z.as_tensor(), vec![3, 0, 10, 3, 7], vec![1.0, 0.0, 2.5, 0.3, 0.0]).unwrap();
+    let g = loss.backward().unwrap().get(z.as_tensor()).unwrap().to_vec2::<f32>().unwrap();
+    assert!(g[1].iter().chain(&g[4]).all(|&v| v == 0.0));
+    assert!(g[0].iter().any(|&v| v != 0.0));
+}
+
+/// A padded batch with a weight-0 example and a statement-in-loss example.
+fn mixed_batch() -> Vec<TrainExample> {
+    vec![
+        ex(&[1, 5, 9, 2, 7, 3, 11, 40], 3, 1.0),
+        ex(&[4, 8, 6], 1, 0.5),
+        ex(&[13, 21, 34, 55, 8], 2, 0.0),
+        ex(&[2, 3, 5, 7, 11, 13], 4, 2.0),
+    ]
+}
+
+/// The whole differentiable pass: the fused path gives the reference path's loss and gradients.
+#[test]
+fn fused_model_gradients_match_the_composite_model() {
+    for (tied, kv) in [(false, 2), (true, 1), (false, 4), (true, 2)] {
+        let mut m = model(tied, kv, 21);
+        let batch = mixed_batch();
+        let mut results = Vec::new();
+        for fused in [true, false] {
+            m.fused = fused;
+            let (loss, n) = train::weighted_nll_sum(&m, &batch, true).unwrap();
+            let grads = loss.backward().unwrap();
+            let gs: Vec<(String, Tensor)> = m
+                .named_vars()
+                .into_iter()
+                .map(|(name, v)| (name.clone(), grads.get(v.as_tensor()).unwrap().clone()))
+                .collect();
+            results.push((loss.to_scalar::<f32>().unwrap(), n, gs));
+        }
+        let ((lf, nf, gf), (lr, nr, gr)) = (&results[0], &results[1]);
+        assert_eq!(nf, nr);
+        assert!((lf - lr).abs() < 1e-4 * lr.abs().max(1.0), "tied={tied} kv={kv}: loss {lf} vs {lr}");
+        for ((name, a), (_, b)) in gf.iter().zip(gr) {
+            let d = max_abs_diff(a, b);
+            let scale = b.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+            assert!(scale > 0.0, "{name}: zero reference gradient");
+            assert!(d <= 1e-4 * scale.max(1e-3), "tied={tied} kv={kv} {name}: gradient differs by {d} (max {scale})");
+        }
+    }
+}
+
+/// One optimizer step (fused ops, in-place AdamW with the 1/tokens and clipping factors folded
+/// in) leaves the same parameters as the composite ops followed by the plain AdamW formula.
+#[test]
+fn fused_training_step_matches_the_reference_update() {
+    for (tied, clip) in [(true, 1e-3), (false, 0.0), (false, 100.0)] {
+        let cfg = PolicyConfig { micro_batch: 2, warmup_steps: 0, learning_rate: 1e-2, max_grad_norm: clip, weight_decay: 0.1, ..PolicyConfig::default() };
+        let data = mixed_batch();
+        // Fused path through the trainer.
+        let fast = model(tied, 2, 23);
+        let mut trainer = Trainer::new(cfg.clone());
+        let stats = trainer.step(&fast, &data).unwrap();
+        // Reference: composite ops, gradient of L formed explicitly, clipped, plain AdamW loop.
+        let mut slow = model(tied, 2, 23);
+        slow.fused = false;
+        let mut grads: HashMap<String, Tensor> = HashMap::new();
+        let mut tokens = 0usize;
+        let mut loss = 0f64;
+        for chunk in data.chunks(cfg.micro_batch) {
+            let (sum, n) = train::weighted_nll_sum(&slow, chunk, true).unwrap();
+            tokens += n;
+            loss += sum.to_scalar::<f32>().unwrap() as f64;
+            let g = sum.backward().unwrap();
+            for (name, v) in slow.named_vars() {
+                let gi = g.get(v.as_tensor()).unwrap().detach();
+                let merged = match grads.remove(&name) {
+                    Some(a) => (a + gi).unwrap(),
+                    None => gi,
+                };
+                grads.insert(name, merged);
+            }
+        }
+        let inv = 1.0 / tokens as f64;
+        let mut sq = 0f64;
+        for g in grads.values_mut() {
+            *g = (&*g * inv).unwrap();
+            sq += g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() as f64;
+        }
+        let norm = sq.sqrt();
+        assert!((stats.loss - loss * inv).abs() < 1e-5 * stats.loss.abs().max(1.0), "loss {} vs {}", stats.loss, loss * inv);
+        assert!((stats.grad_norm - norm).abs() < 1e-4 * norm, "norm {} vs {norm}", stats.grad_norm);
+        let c = if clip > 0.0 && norm > clip { clip / norm } else { 1.0 };
+        let (lr, wd, b1, b2, eps) = (cfg.learning_rate, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps);
+        let mut max_step = 0f32;
+        for ((name, vf), (_, vs)) in fast.named_vars().into_iter().zip(slow.named_vars()) {
+            let p: Vec<f32> = vs.as_detached_tensor().flatten_all().unwrap().to_vec1().unwrap();
+            let g: Vec<f32> = grads[&name].flatten_all().unwrap().to_vec1().unwrap();
+            let got: Vec<f32> = vf.as_detached_tensor().flatten_all().unwrap().to_vec1().unwrap();
+            for i in 0..p.len() {
+                let gi = g[i] as f64 * c;
+                let (m, v) = ((1.0 - b1) * gi, (1.0 - b2) * gi * gi);
+                let step = (m / (1.0 - b1)) / ((v / (1.0 - b2)).sqrt() + eps);
+                let want = p[i] as f64 * (1.0 - lr * wd) - lr * step;
+                max_step = max_step.max((got[i] - p[i]).abs());
+                assert!((got[i] as f64 - want).abs() < 1e-5, "tied={tied} clip={clip} {name}[{i}]: {} vs {want}", got[i]);
+            }
+        }
+        assert!(max_step > 1e-3, "the step moved nothing");
+    }
 }

@@ -15,13 +15,19 @@ use candle_core::{DType, Tensor, D};
 use serde::{Deserialize, Serialize};
 
 use crate::config::PolicyConfig;
-use crate::model::{Batch, Llama};
+use crate::model::{Batch, GradSinks, Llama};
 use crate::prompt::TrainExample;
 use crate::{PolicyError, Result};
 
 /// `(Σ_i w_i Σ_t nll_t, number of target tokens)` for a micro-batch. The first value is a
 /// scalar tensor that can be differentiated when `grad` is set.
 pub fn weighted_nll_sum(model: &Llama, examples: &[TrainExample], grad: bool) -> Result<(Tensor, usize)> {
+    nll_sum(model, examples, grad, None)
+}
+
+/// [`weighted_nll_sum`]; with `sinks` (fused path), the matrix parameters' gradients are
+/// accumulated there instead of being returned by `backward`.
+fn nll_sum(model: &Llama, examples: &[TrainExample], grad: bool, sinks: Option<&GradSinks>) -> Result<(Tensor, usize)> {
     if examples.is_empty() {
         return Err(PolicyError::BadInput("empty micro-batch".into()));
     }
@@ -36,7 +42,7 @@ pub fn weighted_nll_sum(model: &Llama, examples: &[TrainExample], grad: bool) ->
     }
     let seqs: Vec<&[u32]> = examples.iter().map(|e| e.ids.as_slice()).collect();
     let batch = Batch::right_padded(&seqs);
-    let hidden = model.hidden(&batch, None, grad)?;
+    let hidden = model.hidden_impl(&batch, None, grad, sinks)?;
     let d = model.config().hidden_size;
     let (mut rows, mut labels, mut weights) = (Vec::new(), Vec::new(), Vec::new());
     for (i, e) in examples.iter().enumerate() {
@@ -55,6 +61,12 @@ pub fn weighted_nll_sum(model: &Llama, examples: &[TrainExample], grad: bool) ->
     let rows = Tensor::from_vec(rows, n, dev)?;
     let h = hidden.reshape((batch.b * batch.t, d))?.index_select(&rows, 0)?;
     // Only target positions go through the (large) head.
+    if model.use_fused(grad, false) {
+        // One op for log-softmax, gather and weighting: no [n, vocab] temporaries besides the
+        // logits and, backward, their gradient.
+        let logits = model.head_grad(&h, sinks)?;
+        return Ok((crate::ops::weighted_cross_entropy(&logits, labels, weights)?, n));
+    }
     let logits = model.head(&h, grad)?;
     let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
     let labels = Tensor::from_vec(labels, (n, 1), dev)?;
@@ -107,6 +119,13 @@ impl AdamW {
 
     /// One update of every parameter that has a gradient in `grads` (by name).
     pub fn update(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64) -> Result<()> {
+        self.update_scaled(model, grads, lr, 1.0)
+    }
+
+    /// [`AdamW::update`] with every gradient multiplied by `grad_scale` first (the
+    /// 1/target-tokens normalisation and the clipping factor, folded into the update's single
+    /// pass instead of a pass of their own).
+    pub fn update_scaled(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64, grad_scale: f64) -> Result<()> {
         self.step += 1;
         let t = self.step as i32;
         let (b1, b2) = (self.beta1 as f32, self.beta2 as f32);
@@ -114,15 +133,42 @@ impl AdamW {
         let c2 = (1.0 - self.beta2.powi(t)) as f32;
         let (lr32, eps) = (lr as f32, self.eps as f32);
         let decay = (1.0 - lr * self.weight_decay) as f32;
+        let scale = if grad_scale == 1.0 { None } else { Some(grad_scale as f32) };
         for (name, var) in model.named_vars() {
             let Some(g) = grads.get(&name) else { continue };
-            let g: Vec<f32> = g.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
-            let mut p: Vec<f32> = var.as_detached_tensor().flatten_all()?.to_vec1()?;
-            let m = self.m.entry(name.clone()).or_insert_with(|| vec![0.0; g.len()]);
-            let v = self.v.entry(name.clone()).or_insert_with(|| vec![0.0; g.len()]);
-            if m.len() != g.len() || v.len() != g.len() || p.len() != g.len() {
+            let n = var.elem_count();
+            if g.elem_count() != n {
+                return Err(PolicyError::BadInput(format!("gradient of {name} does not match its shape")));
+            }
+            let m = self.m.entry(name.clone()).or_insert_with(|| vec![0.0; n]);
+            let v = self.v.entry(name.clone()).or_insert_with(|| vec![0.0; n]);
+            if m.len() != n || v.len() != n {
                 return Err(PolicyError::BadInput(format!("optimizer state for {name} does not match its shape")));
             }
+            if var.device().is_cpu() && var.dtype() == DType::F32 && var.is_contiguous() {
+                // In place on the parameter's own storage: one pass over p, g, m, v.
+                let g = g.to_dtype(DType::F32)?;
+                let op = crate::ops::AdamStep {
+                    m: std::sync::Mutex::new(m.as_mut_slice()),
+                    v: std::sync::Mutex::new(v.as_mut_slice()),
+                    b1,
+                    b2,
+                    c1,
+                    c2,
+                    lr: lr32,
+                    eps,
+                    decay,
+                    grad_scale: scale,
+                };
+                var.as_tensor().inplace_op2(&g, &op)?;
+                continue;
+            }
+            // Other devices: through host memory.
+            let mut g: Vec<f32> = g.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+            if let Some(s) = scale {
+                g.iter_mut().for_each(|x| *x *= s);
+            }
+            let mut p: Vec<f32> = var.as_detached_tensor().flatten_all()?.to_vec1()?;
             for i in 0..g.len() {
                 let gi = g[i];
                 m[i] = b1 * m[i] + (1.0 - b1) * gi;
@@ -169,11 +215,17 @@ pub struct TrainerState {
 }
 
 /// Gradients of a macro batch's loss `L` (see the module comment), by parameter name.
+///
+/// `grad_sums` are the gradients of the unnormalised weighted sum; the gradient of `L` is
+/// `grad_sums · scale` (`scale` = 1 / target tokens). Keeping the factor apart saves a full pass
+/// over every gradient: the optimizer applies it in its own pass.
 pub struct MacroGradients {
-    pub grads: HashMap<String, Tensor>,
+    pub grad_sums: HashMap<String, Tensor>,
+    /// 1 / target tokens of the macro batch.
+    pub scale: f64,
     pub loss: f64,
     pub target_tokens: usize,
-    /// Global L2 norm of `grads`.
+    /// Global L2 norm of the gradient of `L` (`grad_sums · scale`).
     pub grad_norm: f64,
 }
 
@@ -183,8 +235,9 @@ pub fn macro_gradients(model: &Llama, examples: &[TrainExample], micro: usize) -
     let mut acc: HashMap<String, Tensor> = HashMap::new();
     let (mut loss_sum, mut tokens) = (0.0f64, 0usize);
     let vars = model.named_vars();
+    let sinks = model.use_fused(true, false).then(|| GradSinks::new(model));
     for chunk in examples.chunks(micro.max(1)) {
-        let (sum, n) = weighted_nll_sum(model, chunk, true)?;
+        let (sum, n) = nll_sum(model, chunk, true, sinks.as_ref())?;
         if n == 0 {
             continue;
         }
@@ -193,25 +246,44 @@ pub fn macro_gradients(model: &Llama, examples: &[TrainExample], micro: usize) -
         let grads = sum.backward()?;
         for (name, var) in &vars {
             if let Some(g) = grads.get(var.as_tensor()) {
-                let g = g.detach();
-                let merged = match acc.remove(name) {
-                    Some(a) => (a + g)?,
-                    None => g,
-                };
-                acc.insert(name.clone(), merged);
+                match acc.get(name) {
+                    // In place: the accumulator is our own detached copy of the first gradient.
+                    Some(a) if a.device().is_cpu() && a.dtype() == DType::F32 && a.is_contiguous() => {
+                        crate::ops::add_assign(a, g)?
+                    }
+                    Some(a) => {
+                        let merged = (a + g.detach())?;
+                        acc.insert(name.clone(), merged);
+                    }
+                    None => {
+                        // Detached, it owns its storage: candle's backward sums every gradient
+                        // into a fresh tensor, and the gradient store is dropped below.
+                        acc.insert(name.clone(), g.detach());
+                    }
+                }
             }
         }
     }
     if tokens == 0 {
         return Err(PolicyError::BadInput("macro batch has no target tokens".into()));
     }
+    if let Some(s) = &sinks {
+        for (name, g) in s.take(model)? {
+            if acc.insert(name.clone(), g).is_some() {
+                return Err(PolicyError::BadInput(format!("{name}: gradient both in a slot and from autograd")));
+            }
+        }
+    }
     let inv = 1.0 / tokens as f64;
     let mut sq = 0.0f64;
-    for g in acc.values_mut() {
-        *g = (&*g * inv)?;
-        sq += g.sqr()?.sum_all()?.to_scalar::<f32>()? as f64;
+    for g in acc.values() {
+        sq += if g.device().is_cpu() && g.dtype() == DType::F32 {
+            crate::ops::sum_squares(g)?
+        } else {
+            g.sqr()?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?
+        };
     }
-    Ok(MacroGradients { grads: acc, loss: loss_sum * inv, target_tokens: tokens, grad_norm: sq.sqrt() })
+    Ok(MacroGradients { grad_sums: acc, scale: inv, loss: loss_sum * inv, target_tokens: tokens, grad_norm: sq.sqrt() * inv })
 }
 
 /// Optimizer, schedule and gradient accumulator.
@@ -240,19 +312,18 @@ impl Trainer {
     /// gradients of the unnormalised sum), divide by the macro batch's target tokens, clip,
     /// update.
     pub fn step(&mut self, model: &Llama, examples: &[TrainExample]) -> Result<StepStats> {
-        let MacroGradients { mut grads, loss, target_tokens: tokens, grad_norm } =
+        let MacroGradients { grad_sums, scale, loss, target_tokens: tokens, grad_norm } =
             macro_gradients(model, examples, self.cfg.micro_batch)?;
         if !grad_norm.is_finite() {
             return Err(PolicyError::BadInput(format!("gradient norm is {grad_norm}; update skipped")));
         }
-        if self.cfg.max_grad_norm > 0.0 && grad_norm > self.cfg.max_grad_norm {
-            let s = self.cfg.max_grad_norm / grad_norm;
-            for g in grads.values_mut() {
-                *g = (&*g * s)?;
-            }
-        }
+        let clip = if self.cfg.max_grad_norm > 0.0 && grad_norm > self.cfg.max_grad_norm {
+            self.cfg.max_grad_norm / grad_norm
+        } else {
+            1.0
+        };
         let lr = self.lr_at(self.state.step);
-        self.opt.update(model, &grads, lr)?;
+        self.opt.update_scaled(model, &grad_sums, lr, scale * clip)?;
         self.state.step += 1;
         self.state.data_position += examples.len();
         Ok(StepStats { step: self.state.step, loss, target_tokens: tokens, grad_norm, lr })

@@ -1,0 +1,764 @@
+//! Fused CPU ops with hand-written backward passes, for training.
+//!
+//! Why: candle's autograd allocates a zero tensor and then a fresh sum for every gradient that
+//! reaches every node (`GradStore::or_insert` + `add`), so a composite op such as
+//! `rms_norm_slow` or `log_softmax` costs several full-size temporaries forward and twice as
+//! many backward; a transposed weight (`x.matmul(&w.t())`) adds a strided accumulation of the
+//! whole weight. Each op here is one graph node (`CustomOp1/2`, whose `bwd` candle records), so
+//! it costs one output forward and one gradient per input backward.
+//!
+//! Every op is checked against the composite candle version it replaces, forward and
+//! gradient, in `tests.rs` (`fused_*` tests). All ops are f32 and CPU-only; on another device or
+//! dtype they return an error (the model falls back to the composite ops there).
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use candle_core::{
+    bail, CpuStorage, CustomOp1, CustomOp2, DType, InplaceOp2, Layout, Result, Shape, Tensor,
+};
+
+/// The contiguous f32 data of an op argument.
+fn f32_slice<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<&'a [f32]> {
+    let Some((start, end)) = l.contiguous_offsets() else {
+        bail!("{op}: argument must be contiguous")
+    };
+    match s {
+        CpuStorage::F32(v) => Ok(&v[start..end]),
+        _ => bail!("{op}: only f32 is supported"),
+    }
+}
+
+/// A raw pointer that worker threads may write through, each to its own disjoint range.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut f32);
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+impl SharedMut {
+    /// # Safety
+    /// `range` must be in bounds and no other thread may touch it concurrently.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self, range: Range<usize>) -> &mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(range.start), range.len())
+    }
+}
+
+/// Runs `f` over `0..n` split into ranges on rayon's global pool — the threads gemm already
+/// uses, so no extra threads compete on a 2-core machine — when there is enough work to pay
+/// for the hand-off.
+fn par_ranges(n: usize, min_parallel: usize, f: impl Fn(Range<usize>) + Sync) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    if n < min_parallel || threads < 2 {
+        return f(0..n);
+    }
+    let chunk = n.div_ceil(threads * 4).max(1);
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..n.min((c + 1) * chunk)));
+}
+
+fn ensure_cpu_f32(t: &Tensor, op: &str) -> Result<()> {
+    if !t.device().is_cpu() || t.dtype() != DType::F32 {
+        bail!("{op}: fused ops are f32 on the CPU only")
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear: y = x · wᵀ with w in Hugging Face's [out, in] layout.
+
+struct Linear {
+    /// Where the weight's gradient goes, accumulated in place (see [`GradSlot`]); `None`: the
+    /// gradient is returned to candle's autograd like any other.
+    sink: Option<std::sync::Arc<GradSlot>>,
+}
+
+/// A parameter's gradient, accumulated in place by the ops that use the parameter instead of
+/// being returned to candle's autograd — which would allocate a zero tensor and a fresh sum for
+/// it (two extra passes over every weight per step). Summed over every use and micro-batch.
+pub(crate) struct GradSlot {
+    pub len: usize,
+    pub buf: Mutex<Option<Vec<f32>>>,
+}
+
+impl GradSlot {
+    pub fn new(len: usize) -> std::sync::Arc<GradSlot> {
+        std::sync::Arc::new(GradSlot { len, buf: Mutex::new(None) })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<Vec<f32>>>> {
+        self.buf.lock().map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))
+    }
+
+    /// The accumulated gradient, if any op wrote one.
+    pub fn take(&self) -> Result<Option<Vec<f32>>> {
+        Ok(self.lock()?.take())
+    }
+}
+
+/// `dst (+)= lhs · rhs` with explicit strides (`accumulate`: add to `dst`, else overwrite it).
+///
+/// # Safety
+/// The strides must describe in-bounds `[m, k]`, `[k, n]` and `[m, n]` matrices of the pointers.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_f32(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: isize,
+    accumulate: bool,
+    lhs: *const f32,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const f32,
+    rhs_cs: isize,
+    rhs_rs: isize,
+) {
+    let threads = candle_core::utils::get_num_threads();
+    let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_rs,
+        accumulate,
+        lhs,
+        lhs_cs,
+        lhs_rs,
+        rhs,
+        rhs_cs,
+        rhs_rs,
+        if accumulate { 1f32 } else { 0f32 },
+        1f32,
+        false,
+        false,
+        false,
+        parallelism,
+    )
+}
+
+impl CustomOp2 for Linear {
+    fn name(&self) -> &'static str {
+        "fused-linear"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s1, l1, "linear")?;
+        let w = f32_slice(s2, l2, "linear")?;
+        let (n, k) = l1.shape().dims2()?;
+        let (m, k2) = l2.shape().dims2()?;
+        if k != k2 {
+            bail!("linear: x is [{n}, {k}] but w is [{m}, {k2}]")
+        }
+        let mut y = vec![0f32; n * m];
+        // SAFETY: x is [n, k] row-major, wᵀ is [k, m] (column j = row j of w), y is [n, m].
+        unsafe { gemm_f32(n, m, k, y.as_mut_ptr(), m as isize, false, x.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1) };
+        Ok((CpuStorage::F32(y), Shape::from((n, m))))
+    }
+
+    fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // dx = g · w ; dw = gᵀ · x, both already in their argument's layout (no transpose pass).
+        let (x, w) = (x.detach(), w.detach());
+        let dx = g.matmul(&w)?;
+        let Some(sink) = &self.sink else { return Ok((Some(dx), Some(g.t()?.matmul(&x)?))) };
+        let (n, m) = g.dims2()?;
+        let k = x.dim(1)?;
+        if sink.len != m * k {
+            bail!("linear: gradient slot of {} for a [{m}, {k}] weight", sink.len)
+        }
+        let (g, x) = (g.contiguous()?, x.contiguous()?);
+        let (gs, gl) = g.storage_and_layout();
+        let (xs, xl) = x.storage_and_layout();
+        let (gv, xv) = match (&*gs, &*xs) {
+            (candle_core::Storage::Cpu(a), candle_core::Storage::Cpu(b)) => (f32_slice(a, gl, "linear")?, f32_slice(b, xl, "linear")?),
+            _ => bail!("linear: CPU only"),
+        };
+        let mut slot = sink.lock()?;
+        let accumulate = slot.is_some();
+        let buf = slot.get_or_insert_with(|| Vec::with_capacity(m * k));
+        // SAFETY: gᵀ is [m, n] (element (i, j) = g[j·m + i]), x is [n, k], dst is [m, k] within
+        // the buffer's capacity; without `accumulate` gemm writes every element before set_len.
+        unsafe {
+            gemm_f32(m, k, n, buf.as_mut_ptr(), k as isize, accumulate, gv.as_ptr(), m as isize, 1, xv.as_ptr(), 1, k as isize);
+            buf.set_len(m * k);
+        }
+        Ok((Some(dx), None))
+    }
+}
+
+/// `x · wᵀ` for `x` `[n, in]` and `w` `[out, in]`.
+pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    ensure_cpu_f32(x, "linear")?;
+    x.contiguous()?.apply_op2(&w.contiguous()?, Linear { sink: None })
+}
+
+/// [`linear`] whose weight gradient is accumulated into `sink` instead of candle's autograd.
+pub(crate) fn linear_sink(x: &Tensor, w: &Tensor, sink: Option<std::sync::Arc<GradSlot>>) -> Result<Tensor> {
+    ensure_cpu_f32(x, "linear")?;
+    x.contiguous()?.apply_op2(&w.contiguous()?, Linear { sink })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding lookup whose gradient is scattered into a gradient slot.
+
+struct Embedding {
+    ids: Vec<u32>,
+    sink: std::sync::Arc<GradSlot>,
+}
+
+impl CustomOp1 for Embedding {
+    fn name(&self) -> &'static str {
+        "fused-embedding"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let w = f32_slice(s, l, "embedding")?;
+        let (v, d) = l.shape().dims2()?;
+        let mut out = Vec::with_capacity(self.ids.len() * d);
+        for &id in &self.ids {
+            if id as usize >= v {
+                bail!("embedding: id {id} is outside the vocabulary ({v})")
+            }
+            out.extend_from_slice(&w[id as usize * d..(id as usize + 1) * d]);
+        }
+        Ok((CpuStorage::F32(out), Shape::from((self.ids.len(), d))))
+    }
+
+    fn bwd(&self, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+        let (v, d) = w.dims2()?;
+        if self.sink.len != v * d {
+            bail!("embedding: gradient slot of {} for a [{v}, {d}] table", self.sink.len)
+        }
+        let g = g.contiguous()?;
+        let (gs, gl) = g.storage_and_layout();
+        let gv = match &*gs {
+            candle_core::Storage::Cpu(c) => f32_slice(c, gl, "embedding")?,
+            _ => bail!("embedding: CPU only"),
+        };
+        let mut slot = self.sink.lock()?;
+        // Only the rows looked up change: a fresh slot must start at zero (the tied head, when
+        // there is one, has usually written it already).
+        let buf = slot.get_or_insert_with(|| vec![0f32; v * d]);
+        for (r, &id) in self.ids.iter().enumerate() {
+            let dst = &mut buf[id as usize * d..(id as usize + 1) * d];
+            for (a, b) in dst.iter_mut().zip(&gv[r * d..(r + 1) * d]) {
+                *a += b;
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Rows `ids` of `w` `[vocab, d]`; the gradient of `w` is accumulated into `sink`.
+pub(crate) fn embedding_sink(w: &Tensor, ids: Vec<u32>, sink: std::sync::Arc<GradSlot>) -> Result<Tensor> {
+    ensure_cpu_f32(w, "embedding")?;
+    w.contiguous()?.apply_op1(Embedding { ids, sink })
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMSNorm: y = x / sqrt(mean(x²) + eps) ⊙ w, over the last dimension.
+
+struct RmsNorm {
+    eps: f32,
+}
+
+fn rms_inv(row: &[f32], eps: f32) -> f32 {
+    let ss: f32 = row.iter().map(|v| v * v).sum();
+    1.0 / (ss / row.len() as f32 + eps).sqrt()
+}
+
+impl CustomOp2 for RmsNorm {
+    fn name(&self) -> &'static str {
+        "fused-rms-norm"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s1, l1, "rms_norm")?;
+        let w = f32_slice(s2, l2, "rms_norm")?;
+        let d = w.len();
+        if d == 0 || x.len() % d != 0 || l1.dims().last() != Some(&d) {
+            bail!("rms_norm: last dimension of {:?} is not the weight's {d}", l1.dims())
+        }
+        let mut y = vec![0f32; x.len()];
+        for (xr, yr) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
+            let r = rms_inv(xr, self.eps);
+            for ((yv, xv), wv) in yr.iter_mut().zip(xr).zip(w) {
+                *yv = xv * r * wv;
+            }
+        }
+        Ok((CpuStorage::F32(y), l1.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // With x̂ = x·r, y = x̂ ⊙ w:  dw = Σ_rows g ⊙ x̂;  dx = r · (g⊙w − x̂ · mean(g⊙w⊙x̂)).
+        let xs = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let ws = w.contiguous()?.to_vec1::<f32>()?;
+        let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let d = ws.len();
+        let mut dx = vec![0f32; xs.len()];
+        let mut dw = vec![0f32; d];
+        for ((xr, gr), dxr) in xs.chunks_exact(d).zip(gs.chunks_exact(d)).zip(dx.chunks_exact_mut(d)) {
+            let r = rms_inv(xr, self.eps);
+            let mut dot = 0f32;
+            for i in 0..d {
+                let xh = xr[i] * r;
+                dw[i] += gr[i] * xh;
+                dot += gr[i] * ws[i] * xh;
+            }
+            let mean = dot / d as f32;
+            for i in 0..d {
+                dxr[i] = r * (gr[i] * ws[i] - xr[i] * r * mean);
+            }
+        }
+        let dx = Tensor::from_vec(dx, x.shape(), x.device())?;
+        let dw = Tensor::from_vec(dw, w.shape(), w.device())?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+/// RMSNorm of `x` (any rank, normalised over the last dimension) scaled by `w` `[d]`.
+pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+    ensure_cpu_f32(x, "rms_norm")?;
+    x.contiguous()?.apply_op2(&w.contiguous()?, RmsNorm { eps })
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwiGLU: silu(gate) ⊙ up.
+
+struct SwiGlu;
+
+fn sigmoid(v: f32) -> f32 {
+    1.0 / (1.0 + (-v).exp())
+}
+
+impl CustomOp2 for SwiGlu {
+    fn name(&self) -> &'static str {
+        "fused-swiglu"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let g = f32_slice(s1, l1, "swiglu")?;
+        let u = f32_slice(s2, l2, "swiglu")?;
+        if l1.shape() != l2.shape() {
+            bail!("swiglu: gate {:?} and up {:?} differ", l1.dims(), l2.dims())
+        }
+        let mut y = vec![0f32; g.len()];
+        let out = SharedMut(y.as_mut_ptr());
+        par_ranges(g.len(), 1 << 15, |range| {
+            // SAFETY: each range is written by exactly one worker.
+            let yr = unsafe { out.slice(range.clone()) };
+            for ((y, &a), &b) in yr.iter_mut().zip(&g[range.clone()]).zip(&u[range]) {
+                *y = a * sigmoid(a) * b;
+            }
+        });
+        Ok((CpuStorage::F32(y), l1.shape().clone()))
+    }
+
+    fn bwd(&self, gate: &Tensor, up: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // d silu(a)/da = s·(1 + a·(1 − s)) with s = sigmoid(a).
+        let a = gate.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let b = up.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let mut da = vec![0f32; a.len()];
+        let mut db = vec![0f32; a.len()];
+        let (pa, pb) = (SharedMut(da.as_mut_ptr()), SharedMut(db.as_mut_ptr()));
+        par_ranges(a.len(), 1 << 15, |range| {
+            // SAFETY: each range is written by exactly one worker.
+            let (da, db) = unsafe { (pa.slice(range.clone()), pb.slice(range.clone())) };
+            for (k, i) in range.enumerate() {
+                let s = sigmoid(a[i]);
+                db[k] = gs[i] * a[i] * s;
+                da[k] = gs[i] * b[i] * s * (1.0 + a[i] * (1.0 - s));
+            }
+        });
+        Ok((
+            Some(Tensor::from_vec(da, gate.shape(), gate.device())?),
+            Some(Tensor::from_vec(db, up.shape(), up.device())?),
+        ))
+    }
+}
+
+/// `silu(gate) ⊙ up` (same shapes).
+pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    ensure_cpu_f32(gate, "swiglu")?;
+    gate.contiguous()?.apply_op2(&up.contiguous()?, SwiGlu)
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoPE fused with the head transpose: [b, t, h, hd] → rotated [b, h, t, hd].
+
+struct RopeTranspose {
+    /// `[b, t, hd]` each: the angle tables of every row's positions.
+    cos: std::sync::Arc<Vec<f32>>,
+    sin: std::sync::Arc<Vec<f32>>,
+}
+
+/// `y = x⊙cos + rot(x)⊙sin` with `rot([x1, x2]) = [−x2, x1]`, reading `[b, t, h, hd]` and
+/// writing `[b, h, t, hd]`. `inverse` applies the transpose of that map (its gradient):
+/// `x = y⊙cos + rotᵀ(y⊙sin)`, `rotᵀ([u1, u2]) = [u2, −u1]`, reading `[b, h, t, hd]` and
+/// writing `[b, t, h, hd]`.
+fn rope_apply(src: &[f32], dims: [usize; 4], cos: &[f32], sin: &[f32], inverse: bool) -> Vec<f32> {
+    let [b, t, h, hd] = dims;
+    let half = hd / 2;
+    let mut out = vec![0f32; src.len()];
+    for bi in 0..b {
+        for ti in 0..t {
+            let c = &cos[(bi * t + ti) * hd..][..hd];
+            let s = &sin[(bi * t + ti) * hd..][..hd];
+            for hi in 0..h {
+                let bthd = ((bi * t + ti) * h + hi) * hd;
+                let bhtd = ((bi * h + hi) * t + ti) * hd;
+                if !inverse {
+                    let x = &src[bthd..bthd + hd];
+                    let y = &mut out[bhtd..bhtd + hd];
+                    for i in 0..half {
+                        y[i] = x[i] * c[i] - x[i + half] * s[i];
+                        y[i + half] = x[i + half] * c[i + half] + x[i] * s[i + half];
+                    }
+                } else {
+                    let g = &src[bhtd..bhtd + hd];
+                    let x = &mut out[bthd..bthd + hd];
+                    for i in 0..half {
+                        x[i] = g[i] * c[i] + g[i + half] * s[i + half];
+                        x[i + half] = g[i + half] * c[i + half] - g[i] * s[i];
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+impl CustomOp1 for RopeTranspose {
+    fn name(&self) -> &'static str {
+        "fused-rope-transpose"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s, l, "rope")?;
+        let (b, t, h, hd) = l.shape().dims4()?;
+        if hd % 2 != 0 || self.cos.len() != b * t * hd {
+            bail!("rope: tables do not match [{b}, {t}, {h}, {hd}]")
+        }
+        let y = rope_apply(x, [b, t, h, hd], &self.cos, &self.sin, false);
+        Ok((CpuStorage::F32(y), Shape::from((b, h, t, hd))))
+    }
+
+    fn bwd(&self, x: &Tensor, _res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+        let (b, t, h, hd) = x.dims4()?;
+        let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let dx = rope_apply(&gs, [b, t, h, hd], &self.cos, &self.sin, true);
+        Ok(Some(Tensor::from_vec(dx, x.shape(), x.device())?))
+    }
+}
+
+/// Rotary embedding (Hugging Face's non-interleaved halves) of `x` `[b, t, h, hd]`, returned
+/// transposed to `[b, h, t, hd]`; `cos`/`sin` are `[b, t, hd]` flattened.
+pub fn rope_transpose(x: &Tensor, cos: std::sync::Arc<Vec<f32>>, sin: std::sync::Arc<Vec<f32>>) -> Result<Tensor> {
+    ensure_cpu_f32(x, "rope")?;
+    x.contiguous()?.apply_op1(RopeTranspose { cos, sin })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention probabilities: softmax(scale · s + mask) over the last dimension.
+
+struct MaskedSoftmax {
+    scale: f32,
+    /// `[b, t, total]` additive mask; the scores are `[b, kvh, rep, t, total]` (`rep·t` rows).
+    mask: std::sync::Arc<Vec<f32>>,
+    b: usize,
+    t: usize,
+    total: usize,
+    /// `kvh · rep · t`: score rows per batch row.
+    rows_per_batch_row: usize,
+}
+
+impl MaskedSoftmax {
+    fn mask_row(&self, row: usize) -> &[f32] {
+        // row = ((bi·kvh + kv)·rep + r)·t + ti: the batch row is row / (rows per batch row).
+        let per_b = self.rows_per_batch_row;
+        let bi = row / per_b;
+        let ti = row % self.t;
+        &self.mask[(bi * self.t + ti) * self.total..][..self.total]
+    }
+}
+
+impl CustomOp1 for MaskedSoftmax {
+    fn name(&self) -> &'static str {
+        "fused-masked-softmax"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s, l, "masked_softmax")?;
+        let total = self.total;
+        if l.dims().last() != Some(&total) || x.len() % (self.b * self.t * total) != 0 {
+            bail!("masked_softmax: scores {:?} do not match the mask [{}, {}, {total}]", l.dims(), self.b, self.t)
+        }
+        let rows = x.len() / total;
+        let mut y = vec![0f32; x.len()];
+        let out = SharedMut(y.as_mut_ptr());
+        par_ranges(rows, 64, |range| {
+            for row in range {
+                let xr = &x[row * total..(row + 1) * total];
+                // SAFETY: row `row` is written by exactly one worker.
+                let yr = unsafe { out.slice(row * total..(row + 1) * total) };
+                let m = self.mask_row(row);
+                let mut max = f32::NEG_INFINITY;
+                for j in 0..total {
+                    let v = xr[j] * self.scale + m[j];
+                    yr[j] = v;
+                    max = max.max(v);
+                }
+                let mut sum = 0f32;
+                for v in yr.iter_mut() {
+                    let d = *v - max;
+                    // expf is exactly 0 below −103.98; skipping it avoids libm's slow underflow
+                    // path on every masked key (half of a causal mask).
+                    *v = if d < -104.0 { 0.0 } else { d.exp() };
+                    sum += *v;
+                }
+                let inv = 1.0 / sum;
+                for v in yr.iter_mut() {
+                    *v *= inv;
+                }
+            }
+        });
+        Ok((CpuStorage::F32(y), l.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+        // ds = scale · p ⊙ (g − Σ_j g_j p_j)
+        let p = res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let total = self.total;
+        let mut dx = vec![0f32; p.len()];
+        let out = SharedMut(dx.as_mut_ptr());
+        par_ranges(p.len() / total, 64, |range| {
+            for row in range {
+                let (pr, gr) = (&p[row * total..(row + 1) * total], &gs[row * total..(row + 1) * total]);
+                // SAFETY: row `row` is written by exactly one worker.
+                let dr = unsafe { out.slice(row * total..(row + 1) * total) };
+                let dot: f32 = pr.iter().zip(gr).map(|(a, b)| a * b).sum();
+                for j in 0..total {
+                    dr[j] = self.scale * pr[j] * (gr[j] - dot);
+                }
+            }
+        });
+        Ok(Some(Tensor::from_vec(dx, x.shape(), x.device())?))
+    }
+}
+
+/// Attention probabilities `softmax(scale·scores + mask)` for scores `[b, kvh, rep·t, total]`
+/// (query heads stacked kv-major, as the model lays them out) and `mask` `[b, t, total]`.
+pub fn masked_softmax(
+    scores: &Tensor,
+    mask: std::sync::Arc<Vec<f32>>,
+    scale: f32,
+    b: usize,
+    t: usize,
+    total: usize,
+) -> Result<Tensor> {
+    ensure_cpu_f32(scores, "masked_softmax")?;
+    let dims = scores.dims();
+    if dims.len() != 4 || dims[0] != b || dims[3] != total || !dims[2].is_multiple_of(t) || mask.len() != b * t * total {
+        bail!("masked_softmax: scores {dims:?} do not match the mask [{b}, {t}, {total}]")
+    }
+    let rows_per_batch_row = dims[1] * dims[2];
+    scores.contiguous()?.apply_op1(MaskedSoftmax { scale, mask, b, t, total, rows_per_batch_row })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weighted cross-entropy: Σ_i w_i (logsumexp(z_i) − z_i[y_i]) over logits rows.
+
+struct WeightedCe {
+    labels: Vec<u32>,
+    weights: Vec<f32>,
+    /// logsumexp of each row, saved by the forward pass for the backward pass.
+    lse: Mutex<Vec<f32>>,
+}
+
+fn row_lse(z: &[f32]) -> f32 {
+    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = z.iter().map(|v| (v - max).exp()).sum();
+    max + sum.ln()
+}
+
+impl CustomOp1 for WeightedCe {
+    fn name(&self) -> &'static str {
+        "fused-weighted-cross-entropy"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let z = f32_slice(s, l, "weighted_ce")?;
+        let (n, v) = l.shape().dims2()?;
+        if self.labels.len() != n || self.weights.len() != n {
+            bail!("weighted_ce: {n} rows but {} labels and {} weights", self.labels.len(), self.weights.len())
+        }
+        if let Some(&bad) = self.labels.iter().find(|&&y| y as usize >= v) {
+            bail!("weighted_ce: label {bad} is outside the vocabulary ({v})")
+        }
+        let mut lse = vec![0f32; n];
+        let out = SharedMut(lse.as_mut_ptr());
+        par_ranges(n, 8, |range| {
+            // SAFETY: each range of rows is written by exactly one worker.
+            let dst = unsafe { out.slice(range.clone()) };
+            for (k, i) in range.enumerate() {
+                dst[k] = row_lse(&z[i * v..(i + 1) * v]);
+            }
+        });
+        let mut total = 0f32;
+        for i in 0..n {
+            total += self.weights[i] * (lse[i] - z[i * v + self.labels[i] as usize]);
+        }
+        *self.lse.lock().map_err(|_| candle_core::Error::Msg("weighted_ce: poisoned state".into()))? = lse;
+        Ok((CpuStorage::F32(vec![total]), Shape::from(())))
+    }
+
+    fn bwd(&self, z: &Tensor, _res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
+        // dz_i = g · w_i · (softmax(z_i) − onehot(y_i))
+        let gscale = g.to_scalar::<f32>()?;
+        let (n, v) = z.dims2()?;
+        let lse = self.lse.lock().map_err(|_| candle_core::Error::Msg("weighted_ce: poisoned state".into()))?;
+        if lse.len() != n {
+            bail!("weighted_ce: backward without forward")
+        }
+        let zc = z.contiguous()?;
+        let (st, lay) = zc.storage_and_layout();
+        let zs = match &*st {
+            candle_core::Storage::Cpu(c) => f32_slice(c, lay, "weighted_ce")?,
+            _ => bail!("weighted_ce: CPU only"),
+        };
+        let mut dz = vec![0f32; n * v];
+        let out = SharedMut(dz.as_mut_ptr());
+        par_ranges(n, 8, |range| {
+            for i in range {
+                // SAFETY: row i is written by exactly one worker.
+                let dr = unsafe { out.slice(i * v..(i + 1) * v) };
+                let c = gscale * self.weights[i];
+                let zr = &zs[i * v..(i + 1) * v];
+                if c == 0.0 {
+                    continue; // weight-0 rows (and padding) contribute nothing
+                }
+                for j in 0..v {
+                    dr[j] = c * (zr[j] - lse[i]).exp();
+                }
+                dr[self.labels[i] as usize] -= c;
+            }
+        });
+        drop(st);
+        Ok(Some(Tensor::from_vec(dz, (n, v), z.device())?))
+    }
+}
+
+/// `Σ_i weights_i · (−log softmax(logits_i)[labels_i])` as a scalar, for logits `[n, vocab]`.
+pub fn weighted_cross_entropy(logits: &Tensor, labels: Vec<u32>, weights: Vec<f32>) -> Result<Tensor> {
+    ensure_cpu_f32(logits, "weighted_ce")?;
+    logits.contiguous()?.apply_op1(WeightedCe { labels, weights, lse: Mutex::new(Vec::new()) })
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-place AdamW step and in-place accumulation.
+
+/// One AdamW update of a parameter in place, reading its gradient (times `grad_scale`) and
+/// updating the moments `m`, `v`: PyTorch's `AdamW` (bias-corrected moments, decoupled weight
+/// decay), with the bias corrections folded into two constants.
+pub(crate) struct AdamStep<'a> {
+    pub m: Mutex<&'a mut [f32]>,
+    pub v: Mutex<&'a mut [f32]>,
+    pub b1: f32,
+    pub b2: f32,
+    pub c1: f32,
+    pub c2: f32,
+    pub lr: f32,
+    pub eps: f32,
+    pub decay: f32,
+    /// 1 / tokens · clipping factor, folded in here instead of a separate pass (`None`: 1).
+    pub grad_scale: Option<f32>,
+}
+
+impl InplaceOp2 for AdamStep<'_> {
+    fn name(&self) -> &'static str {
+        "adamw-step"
+    }
+
+    fn cpu_fwd(&self, dst: &mut CpuStorage, dst_l: &Layout, src: &CpuStorage, src_l: &Layout) -> Result<()> {
+        let Some((ps, pe)) = dst_l.contiguous_offsets() else { bail!("adamw: parameter must be contiguous") };
+        let g = f32_slice(src, src_l, "adamw")?;
+        let p = match dst {
+            CpuStorage::F32(v) => &mut v[ps..pe],
+            _ => bail!("adamw: only f32 parameters"),
+        };
+        let mut m = self.m.lock().map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
+        let mut v = self.v.lock().map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
+        let n = g.len();
+        if p.len() != n || m.len() != n || v.len() != n {
+            bail!("adamw: parameter, gradient and moments differ in size")
+        }
+        let (pp, mp, vp) = (SharedMut(p.as_mut_ptr()), SharedMut(m.as_mut_ptr()), SharedMut(v.as_mut_ptr()));
+        let (b1, b2, decay, eps) = (self.b1, self.b2, self.decay, self.eps);
+        // step = (m/c1) / (sqrt(v/c2) + eps) = m·(lr/c1) / (sqrt(v)·(1/sqrt(c2)) + eps): one
+        // division and one square root per element instead of three divisions.
+        let k1 = self.lr / self.c1;
+        let k2 = 1.0 / self.c2.sqrt();
+        let scale = self.grad_scale.unwrap_or(1.0);
+        par_ranges(n, 1 << 16, |range| {
+            // SAFETY: each range is written by exactly one worker.
+            let (p, m, v) = unsafe { (pp.slice(range.clone()), mp.slice(range.clone()), vp.slice(range.clone())) };
+            let g = &g[range];
+            for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+                let gi = g * scale;
+                *m = b1 * *m + (1.0 - b1) * gi;
+                *v = b2 * *v + (1.0 - b2) * gi * gi;
+                *p = *p * decay - (*m * k1) / (v.sqrt() * k2 + eps);
+            }
+        });
+        Ok(())
+    }
+}
+
+struct AddAssign;
+
+impl InplaceOp2 for AddAssign {
+    fn name(&self) -> &'static str {
+        "add-assign"
+    }
+
+    fn cpu_fwd(&self, dst: &mut CpuStorage, dst_l: &Layout, src: &CpuStorage, src_l: &Layout) -> Result<()> {
+        let Some((ps, pe)) = dst_l.contiguous_offsets() else { bail!("add_assign: destination must be contiguous") };
+        let g = f32_slice(src, src_l, "add_assign")?;
+        let a = match dst {
+            CpuStorage::F32(v) => &mut v[ps..pe],
+            _ => bail!("add_assign: only f32"),
+        };
+        if a.len() != g.len() {
+            bail!("add_assign: sizes differ")
+        }
+        for (x, y) in a.iter_mut().zip(g) {
+            *x += y;
+        }
+        Ok(())
+    }
+}
+
+/// `acc += g` in place (`acc` must own its storage: nothing else may share it).
+pub(crate) fn add_assign(acc: &Tensor, g: &Tensor) -> Result<()> {
+    acc.inplace_op2(&g.contiguous()?, &AddAssign)
+}
+
+/// `Σ x²` of a tensor in f64, without temporaries.
+pub(crate) fn sum_squares(t: &Tensor) -> Result<f64> {
+    let t = t.contiguous()?;
+    let (st, lay) = t.storage_and_layout();
+    let s = match &*st {
+        candle_core::Storage::Cpu(c) => f32_slice(c, lay, "sum_squares")?,
+        _ => bail!("sum_squares: CPU only"),
+    };
+    use rayon::prelude::*;
+    // f32 partial sums over short runs, f64 across runs: exact enough and vectorisable.
+    let total: f64 = s.par_chunks(1 << 12).map(|c| c.iter().map(|v| v * v).sum::<f32>() as f64).sum();
+    Ok(total)
+}
