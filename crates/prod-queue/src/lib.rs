@@ -60,6 +60,9 @@ ALTER TABLE prod_check_jobs ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
 CREATE TABLE IF NOT EXISTS prod_check_runs (run TEXT PRIMARY KEY, checker JSONB NOT NULL);
 ";
 
+/// The advisory lock key under which prod sets up its tables ("prod" in ASCII).
+pub const SCHEMA_LOCK: i64 = 0x7072_6f64;
+
 /// A claimed job.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -91,7 +94,12 @@ impl Queue {
     /// `url`: a libpq connection string or `postgres://` URL. Creates the table if needed.
     pub fn connect(url: &str, run: &str) -> Result<Queue> {
         let mut client = Client::connect(url, NoTls)?;
-        client.batch_execute(SCHEMA)?;
+        // Workers start together: concurrent `CREATE … IF NOT EXISTS` can still collide in
+        // PostgreSQL's catalogs, so the schema is set up under one advisory lock.
+        let mut tx = client.transaction()?;
+        tx.batch_execute(&format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK});"))?;
+        tx.batch_execute(SCHEMA)?;
+        tx.commit()?;
         Ok(Queue { client, run: run.to_string() })
     }
 

@@ -355,8 +355,14 @@ impl RunStore {
     pub fn open_postgres(url: &str, run: &str) -> Result<Self> {
         let schema = postgres_schema(run).map_err(StoreError::Mismatch)?;
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
-        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\";"))?;
-        client.batch_execute(SCHEMA_POSTGRES)?;
+        // One process at a time sets up tables (concurrent `CREATE … IF NOT EXISTS` can collide).
+        let mut tx = client.transaction()?;
+        tx.batch_execute(&format!("SELECT pg_advisory_xact_lock({});", prod_queue::SCHEMA_LOCK))?;
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\";"))?;
+        tx.batch_execute(&format!("SET LOCAL search_path TO \"{schema}\";"))?;
+        tx.batch_execute(SCHEMA_POSTGRES)?;
+        tx.commit()?;
+        client.batch_execute(&format!("SET search_path TO \"{schema}\";"))?;
         Ok(RunStore { db: Db::Postgres(Mutex::new(client)) })
     }
 
