@@ -11,6 +11,7 @@
 //! Modules:
 //! - [`config`]: `config.json` ([`LlamaConfig`]) and the `prod.toml` section ([`PolicyConfig`]).
 //! - [`model`]: the model, KV cache, Hugging Face layout read/write.
+//! - [`decode`]: the projections of decoding (a few rows against large weights), inference only.
 //! - [`ops`]: fused CPU ops with hand-written backward passes (training speed).
 //! - [`tokenizer`]: ProD's special tokens as single tokens; BPE training for from-scratch models.
 //! - [`prompt`]: prompts and targets exactly as the paper builds them.
@@ -18,6 +19,7 @@
 //! - [`sample`]: seeded batched sampling (temperature, top-p, stop on the end token).
 
 pub mod config;
+pub mod decode;
 pub mod gguf;
 pub mod model;
 pub mod ops;
@@ -46,6 +48,12 @@ pub use tokenizer::ProdTokenizer;
 pub fn init_cpu_threads() {
     if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+    // candle asks for the thread count before every matmul, and without this variable the
+    // answer re-reads cgroup files each time: 30% of decoding at one sample.
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     }
 }
 

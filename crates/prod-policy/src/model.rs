@@ -474,7 +474,31 @@ impl Llama {
         Ok((x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?)?)
     }
 
+    /// RMSNorm: candle's fused op when no gradient is wanted (it records no backward pass).
+    fn rms_norm(grad: bool, x: &Tensor, alpha: &Tensor, eps: f32) -> Result<Tensor> {
+        Ok(if grad { candle_nn::ops::rms_norm_slow(x, alpha, eps)? } else { candle_nn::ops::rms_norm(&x.contiguous()?, alpha, eps)? })
+    }
+
+    /// Softmax over the last axis: candle's fused op when no gradient is wanted.
+    fn softmax(grad: bool, x: &Tensor) -> Result<Tensor> {
+        Ok(if grad { candle_nn::ops::softmax(x, D::Minus1)? } else { candle_nn::ops::softmax_last_dim(&x.contiguous()?)? })
+    }
+
     fn linear(x2d: &Tensor, w: &Var, grad: bool) -> Result<Tensor> {
+        let m = x2d.dim(0)?;
+        if !grad && m <= 16 && x2d.dtype() == DType::F32 {
+            let w = w.as_detached_tensor();
+            // Decoding: a few rows against a large weight matrix, where general GEMM kernels
+            // use the machine poorly (see `decode`).
+            if m >= 4 && w.dim(0)? <= 16_384 && crate::decode::available() {
+                return Ok(crate::decode::linear_small(x2d, &w)?);
+            }
+            if m > 1 {
+                // (W · xᵀ)ᵀ: the GEMM's long side on the weights, where it blocks well.
+                return Ok(w.matmul(&x2d.t()?)?.t()?.contiguous()?);
+            }
+            return Ok(x2d.matmul(&w.t()?)?);
+        }
         Ok(x2d.matmul(&Self::w(w, grad).t()?)?)
     }
 
@@ -559,7 +583,7 @@ impl Llama {
         let mut x = Self::w(&self.embed_tokens, grad).index_select(&ids, 0)?; // [b*t, d]
         let scale = 1.0 / (hd as f64).sqrt();
         for (li, l) in self.layers.iter().enumerate() {
-            let hn = candle_nn::ops::rms_norm_slow(&x, &Self::w(&l.input_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
+            let hn = Self::rms_norm(grad, &x, &Self::w(&l.input_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
             let q = Self::linear(&hn, &l.q_proj, grad)?.reshape((b, t, h, hd))?.transpose(1, 2)?;
             let k = Self::linear(&hn, &l.k_proj, grad)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?;
             let v = Self::linear(&hn, &l.v_proj, grad)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
@@ -581,17 +605,17 @@ impl Llama {
             let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
             let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
             let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(&mask)?;
-            let p = candle_nn::ops::softmax(&scores, D::Minus1)?.reshape((b, kvh, rep * t, total))?;
+            let p = Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?;
             let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
             let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
             x = (x + Self::linear(&o, &l.o_proj, grad)?)?;
 
-            let hn = candle_nn::ops::rms_norm_slow(&x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
+            let hn = Self::rms_norm(grad, &x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
             let gate = Self::linear(&hn, &l.gate_proj, grad)?.silu()?;
             let up = Self::linear(&hn, &l.up_proj, grad)?;
             x = (x + Self::linear(&(gate * up)?, &l.down_proj, grad)?)?;
         }
-        let x = candle_nn::ops::rms_norm_slow(&x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
+        let x = Self::rms_norm(grad, &x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
         Ok(x.reshape((b, t, d))?)
     }
 
