@@ -794,13 +794,20 @@ fn fused_training_step_matches_the_reference_update() {
             let p: Vec<f32> = vs.as_detached_tensor().flatten_all().unwrap().to_vec1().unwrap();
             let g: Vec<f32> = grads[&name].flatten_all().unwrap().to_vec1().unwrap();
             let got: Vec<f32> = vf.as_detached_tensor().flatten_all().unwrap().to_vec1().unwrap();
+            // Adam's first step is g/(|g|+eps): where a gradient is at the level of the two
+            // paths' rounding (different GEMM kernels sum in different orders), the reference
+            // step itself is noise of up to lr, and only such elements get that slack (exact
+            // zeros stay strict: weight decay alone must move them).
+            let gmax = g.iter().fold(0f64, |a, &x| a.max((x as f64 * c).abs()));
+            let rounding = 1e-5 * gmax;
             for i in 0..p.len() {
                 let gi = g[i] as f64 * c;
                 let (m, v) = ((1.0 - b1) * gi, (1.0 - b2) * gi * gi);
                 let step = (m / (1.0 - b1)) / ((v / (1.0 - b2)).sqrt() + eps);
                 let want = p[i] as f64 * (1.0 - lr * wd) - lr * step;
                 max_step = max_step.max((got[i] - p[i]).abs());
-                assert!((got[i] as f64 - want).abs() < 1e-5, "tied={tied} clip={clip} {name}[{i}]: {} vs {want}", got[i]);
+                let slack = if gi != 0.0 && gi.abs() <= rounding { lr } else { 0.0 };
+                assert!((got[i] as f64 - want).abs() < 1e-5 + slack, "tied={tied} clip={clip} {name}[{i}]: {} vs {want} (g {gi})", got[i]);
             }
         }
         assert!(max_step > 1e-3, "the step moved nothing");
