@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use prod_check::VerificationCache;
-use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_policy::candle_core::Device;
 use prod_policy::model::Llama;
 use prod_policy::prompt::TrainExample;
@@ -328,9 +327,7 @@ fn a_prod_rl_round_trains_with_the_real_python_trainer() {
             common::example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia.", &[]),
         ],
     );
-    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
-    ccfg.hammer.enabled = false;
-    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let coq = common::coq();
     let mut cfg = common::rl_config(dir.path(), 1);
     cfg.external_trainer = vec![
         py.display().to_string(),

@@ -97,9 +97,7 @@ fn run_with(
 fn an_external_trainer_gets_the_rounds_examples_and_writes_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     write_fixture(dir.path());
-    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
-    ccfg.hammer.enabled = false;
-    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let coq = common::coq();
     let mut cfg = config(dir.path());
     cfg.rounds = 1;
     // A stand-in for python/train_weighted.py: needs the examples, writes a model directory.
@@ -130,9 +128,7 @@ fn an_external_trainer_gets_the_rounds_examples_and_writes_the_checkpoint() {
 fn rl_rounds_with_real_coq_resume_after_a_kill() {
     let dir = tempfile::tempdir().unwrap();
     write_fixture(dir.path());
-    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
-    ccfg.hammer.enabled = false;
-    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let coq = common::coq();
 
     let ref_dir = tempfile::tempdir().unwrap();
     let sent_ref = Mutex::new(vec![]);
@@ -176,9 +172,7 @@ fn rl_rounds_with_real_coq_resume_after_a_kill() {
 fn filters_remove_unnecessary_lemmas_and_spot_trivial_proposals_with_real_coq() {
     use prod_core::ConditionalProof;
     use prod_run::rl::filter_proposals;
-    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
-    ccfg.hammer.enabled = false;
-    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let coq = common::coq();
     let lang = prod_coq::CoqLanguage;
     let cfg = RlConfig::default();
     // `u` is never needed; `k` states the theorem itself up to names: trivial.
@@ -334,9 +328,7 @@ fn rl_rounds_sample_from_a_remote_server() {
     }));
     let dir = tempfile::tempdir().unwrap();
     write_fixture(dir.path());
-    let mut ccfg = CoqCheckConfig { workers: 1, ..Default::default() };
-    ccfg.hammer.enabled = false;
-    let coq = CoqChecker::new(ccfg).expect("coq is installed");
+    let coq = common::coq();
     let mut cfg = config(dir.path());
     cfg.remote = Some(prod_remote::RemoteConfig {
         base_url: fake.url.clone(),

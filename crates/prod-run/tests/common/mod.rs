@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_library::dataset::{Example, SourceRecord};
 use prod_policy::model::Llama;
 use prod_policy::{LlamaConfig, ProdTokenizer};
@@ -76,4 +77,11 @@ pub fn rl_config(dir: &Path, rounds: u32) -> RlConfig {
         coq: CoqJobConfig { workers: 1, hammer: false, ..CoqJobConfig::default() },
         ..RlConfig::default()
     }
+}
+
+/// The real Coq checker: one worker, no hammer.
+pub fn coq() -> CoqChecker {
+    let mut cfg = CoqCheckConfig { workers: 1, ..Default::default() };
+    cfg.hammer.enabled = false;
+    CoqChecker::new(cfg).expect("coq is installed")
 }
