@@ -96,14 +96,14 @@ pub struct CheckSection {
 /// The checker behind `prod check`: the pipeline below is the same for every prover.
 enum Backend {
     Coq(CoqChecker),
-    Isabelle(IsabelleChecker),
+    Isabelle(Box<IsabelleChecker>),
 }
 
 impl Backend {
     fn checker(&self) -> &dyn Checker {
         match self {
             Backend::Coq(c) => c,
-            Backend::Isabelle(c) => c,
+            Backend::Isabelle(c) => &**c,
         }
     }
 
@@ -169,10 +169,10 @@ fn isabelle_backend(a: &CheckArgs, mut cfg: IsabelleCheckConfig) -> Result<Backe
         cfg.hammer.enabled = false;
     }
     if cfg.server_command.is_empty() {
-        IsabelleChecker::connect(cfg).map(Backend::Isabelle).map_err(|e| e.to_string())
+        IsabelleChecker::connect(cfg).map(|c| Backend::Isabelle(Box::new(c))).map_err(|e| e.to_string())
     } else {
         // The server may not be up yet: the first check starts it.
-        Ok(Backend::Isabelle(IsabelleChecker::with_version(cfg, "started by prod")))
+        Ok(Backend::Isabelle(Box::new(IsabelleChecker::with_version(cfg, "started by prod"))))
     }
 }
 
