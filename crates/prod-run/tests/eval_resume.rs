@@ -7,12 +7,12 @@ use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use prod_check::{CheckRequest, Checker, Progress, Verdict};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_rl::{PolicyError, SampleRequest};
 use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, RunStore, SeqPolicy, Theorem};
 
-const CONTEXT: &str = "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
+mod common;
+use common::{Counting, SOURCE as CONTEXT};
 
 /// Answers by statement and sequence number; panics after `die_after` fresh samples (a kill).
 struct Scripted {
@@ -55,39 +55,6 @@ impl SeqPolicy for Scripted {
     }
 }
 
-/// Real Coq, one request at a time; counts what reaches Coq and dies after `die_after`.
-struct Counting<'a> {
-    inner: &'a CoqChecker,
-    sent: &'a Mutex<Vec<String>>,
-    die_after: Option<usize>,
-}
-
-impl Checker for Counting<'_> {
-    fn prover(&self) -> &'static str {
-        "coq"
-    }
-    fn fingerprint(&self) -> String {
-        self.inner.fingerprint()
-    }
-    fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
-        let mut out = vec![];
-        for (i, r) in requests.iter().enumerate() {
-            {
-                let mut sent = self.sent.lock().unwrap();
-                if self.die_after.is_some_and(|d| sent.len() >= d) {
-                    drop(sent);
-                    panic!("killed during checking");
-                }
-                sent.push(format!("{}|{}", r.statement, r.proof));
-            }
-            let v = self.inner.check(r);
-            progress(i, &v);
-            out.push(v);
-        }
-        out
-    }
-}
-
 fn theorems() -> Vec<Theorem> {
     let t = |id: &str, statement: &str, depth: u32| Theorem {
         id: id.into(),
@@ -106,9 +73,7 @@ fn theorems() -> Vec<Theorem> {
 }
 
 fn coq() -> (CoqChecker, CoqCheckConfig) {
-    let mut cfg = CoqCheckConfig { workers: 1, ..Default::default() };
-    cfg.hammer.enabled = false;
-    (CoqChecker::new(cfg.clone()).expect("coq is installed"), cfg)
+    (common::coq(), common::coq_config())
 }
 
 fn opts() -> EvalOptions {

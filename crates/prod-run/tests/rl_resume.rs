@@ -8,14 +8,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Mutex;
 
-use prod_check::{CachedChecker, CheckRequest, Checker, Progress, Verdict, VerificationCache};
+use prod_check::{CachedChecker, Checker, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_policy::ProdTokenizer;
 use prod_run::rl::{run_rl, RlEnv};
 use prod_run::{Bars, RlConfig, RunStore};
 
 mod common;
-use common::{example, SOURCE};
+use common::{example, Counting, SOURCE};
 
 fn write_fixture(dir: &Path) {
     let dbl = "Lemma dbl : forall n : nat, double n = n + n.";
@@ -32,39 +32,6 @@ fn write_fixture(dir: &Path) {
             example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia.", &[]),
         ],
     );
-}
-
-/// Real Coq behind a counter that can die (a kill) after `die_after` requests.
-struct Counting<'a> {
-    inner: &'a CoqChecker,
-    sent: &'a Mutex<Vec<String>>,
-    die_after: Option<usize>,
-}
-
-impl Checker for Counting<'_> {
-    fn prover(&self) -> &'static str {
-        "coq"
-    }
-    fn fingerprint(&self) -> String {
-        self.inner.fingerprint()
-    }
-    fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
-        let mut out = vec![];
-        for (i, r) in requests.iter().enumerate() {
-            {
-                let mut sent = self.sent.lock().unwrap();
-                if self.die_after.is_some_and(|d| sent.len() >= d) {
-                    drop(sent);
-                    panic!("killed during checking");
-                }
-                sent.push(format!("{}|{}|{}", r.context.len(), r.statement, r.proof));
-            }
-            let v = self.inner.check(r);
-            progress(i, &v);
-            out.push(v);
-        }
-        out
-    }
 }
 
 fn config(dir: &Path) -> RlConfig {

@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::sync::Mutex;
+
+use prod_check::{CheckRequest, Checker, Progress, Verdict};
 
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_library::dataset::{Example, SourceRecord};
@@ -79,9 +82,48 @@ pub fn rl_config(dir: &Path, rounds: u32) -> RlConfig {
     }
 }
 
-/// The real Coq checker: one worker, no hammer.
-pub fn coq() -> CoqChecker {
+/// The tests' Coq settings: one worker, no hammer.
+pub fn coq_config() -> CoqCheckConfig {
     let mut cfg = CoqCheckConfig { workers: 1, ..Default::default() };
     cfg.hammer.enabled = false;
-    CoqChecker::new(cfg).expect("coq is installed")
+    cfg
+}
+
+/// The real Coq checker with [`coq_config`].
+pub fn coq() -> CoqChecker {
+    CoqChecker::new(coq_config()).expect("coq is installed")
+}
+
+/// Real Coq, one request at a time, behind a counter of what reaches it (context length,
+/// statement, proof) that can die — a kill — once `die_after` requests went through.
+pub struct Counting<'a> {
+    pub inner: &'a CoqChecker,
+    pub sent: &'a Mutex<Vec<String>>,
+    pub die_after: Option<usize>,
+}
+
+impl Checker for Counting<'_> {
+    fn prover(&self) -> &'static str {
+        "coq"
+    }
+    fn fingerprint(&self) -> String {
+        self.inner.fingerprint()
+    }
+    fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
+        let mut out = vec![];
+        for (i, r) in requests.iter().enumerate() {
+            {
+                let mut sent = self.sent.lock().unwrap();
+                if self.die_after.is_some_and(|d| sent.len() >= d) {
+                    drop(sent);
+                    panic!("killed during checking");
+                }
+                sent.push(format!("{}|{}|{}", r.context.len(), r.statement, r.proof));
+            }
+            let v = self.inner.check(r);
+            progress(i, &v);
+            out.push(v);
+        }
+        out
+    }
 }
