@@ -51,16 +51,8 @@ pub struct EvalArgs {
     /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
     #[arg(long, default_value_t = 120)]
     pub final_timeout: u64,
-    #[arg(long, default_value_t = 0.7)]
-    pub temperature: f64,
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f64,
-    /// Longest generated proof, in tokens.
-    #[arg(long, default_value_t = 256)]
-    pub max_new_tokens: usize,
-    /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = 1000)]
-    pub context_tokens: usize,
+    #[command(flatten)]
+    pub sampling: crate::model::SamplingArgs,
     /// Seed of sampling, of the theorem draw and of the bootstrap.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -144,13 +136,13 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             final_timeout_s: a.final_timeout,
             bootstrap: 1000,
             seed: a.seed,
-            temperature: a.temperature,
+            temperature: a.sampling.temperature,
         },
         sampling: NativeParams {
-            temperature: a.temperature,
-            top_p: a.top_p,
-            max_new_tokens: a.max_new_tokens,
-            context_tokens: a.context_tokens,
+            temperature: a.sampling.temperature,
+            top_p: a.sampling.top_p,
+            max_new_tokens: a.sampling.max_new_tokens,
+            context_tokens: a.sampling.context_tokens,
             seed: a.seed,
             ..NativeParams::default()
         },
@@ -169,10 +161,10 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             };
             prod_remote::RemoteConfig {
                 model: a.remote_model.clone(),
-                temperature: a.temperature,
-                top_p: a.top_p,
-                max_tokens: a.max_new_tokens,
-                context_tokens: a.context_tokens,
+                temperature: a.sampling.temperature,
+                top_p: a.sampling.top_p,
+                max_tokens: a.sampling.max_new_tokens,
+                context_tokens: a.sampling.context_tokens,
                 seed: Some(a.seed),
                 ..base
             }

@@ -144,19 +144,30 @@ pub struct SampleArgs {
     pub force_t0: Option<ForceT0>,
     #[arg(long, default_value_t = 1)]
     pub n: usize,
-    #[arg(long, default_value_t = 0.7)]
-    pub temperature: f64,
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f64,
-    #[arg(long, default_value_t = 256)]
-    pub max_new_tokens: usize,
-    #[arg(long, default_value_t = 1000)]
-    pub context_tokens: usize,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// One JSON object per sample, then a summary object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How samples are drawn: `prod model sample` and `prod eval` take the same options.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature (0 = greedy; paper: 0.7).
+    #[arg(long, default_value_t = 0.7)]
+    pub temperature: f64,
+    /// Nucleus (top-p) threshold; 1 = off.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
+    /// Longest generated proof, in tokens.
+    #[arg(long, default_value_t = 256)]
+    pub max_new_tokens: usize,
+    /// The context is cut to its last N tokens (paper: 1,000).
+    #[arg(long, default_value_t = 1000)]
+    pub context_tokens: usize,
 }
 
 #[derive(Args)]
@@ -360,9 +371,9 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
     let (model, tok) = prod_policy::load_model_dir(&a.model, &device())?;
     let params = SamplingParams {
         n: a.n,
-        temperature: a.temperature,
-        top_p: a.top_p,
-        max_new_tokens: a.max_new_tokens,
+        temperature: a.sampling.temperature,
+        top_p: a.sampling.top_p,
+        max_new_tokens: a.sampling.max_new_tokens,
         seed: a.seed,
         stop: vec![tok.end_id()],
     };
@@ -395,7 +406,7 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         let pb = progress(lines.len(), a.json);
         let (mut total, mut parsed) = (0usize, 0usize);
         for (li, l) in lines.iter().enumerate() {
-            let mut ids = prompt::prompt_ids(&tok, &l.context, &l.statement, a.context_tokens)
+            let mut ids = prompt::prompt_ids(&tok, &l.context, &l.statement, a.sampling.context_tokens)
                 .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
             let forced = a.force_t0.map(t0_of);
             if let Some(t0) = forced {
