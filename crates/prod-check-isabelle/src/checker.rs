@@ -569,6 +569,19 @@ impl Run<'_> {
         &self.checker.cfg
     }
 
+    /// What a sledgehammer step tries after the `j`-th fixed method failed: the next fixed
+    /// method, then Sledgehammer itself if enabled; `None` when nothing is left.
+    fn after_fixed(&self, j: usize) -> Option<HammerPhase> {
+        let h = &self.cfg().hammer;
+        if j + 1 < h.fixed_methods.len() {
+            Some(HammerPhase::Fixed(j + 1))
+        } else if h.use_atp {
+            Some(HammerPhase::Atp)
+        } else {
+            None
+        }
+    }
+
     /// The proof steps' texts with every `sledgehammer` replaced as `phases` says.
     fn step_texts(&self, phases: &HashMap<usize, HammerPhase>) -> Vec<String> {
         let h = &self.cfg().hammer;
@@ -782,19 +795,17 @@ impl Run<'_> {
                             }
                         }
                         Region::Step(k) => match phases.get(&k).cloned() {
-                            Some(HammerPhase::Fixed(j)) => {
-                                let h = &self.cfg().hammer;
-                                if j + 1 < h.fixed_methods.len() {
-                                    phases.insert(k, HammerPhase::Fixed(j + 1));
-                                } else if h.use_atp {
-                                    phases.insert(k, HammerPhase::Atp);
-                                } else {
-                                    return Verdict::Failed {
-                                    step: k,
-                                    message: "sledgehammer: no method of the fixed list closes the goal".into(),
-                                };
+                            Some(HammerPhase::Fixed(j)) => match self.after_fixed(j) {
+                                Some(next) => {
+                                    phases.insert(k, next);
                                 }
-                            }
+                                None => {
+                                    return Verdict::Failed {
+                                        step: k,
+                                        message: "sledgehammer: no method of the fixed list closes the goal".into(),
+                                    }
+                                }
+                            },
                             Some(HammerPhase::Found(t)) => {
                                 return Verdict::Failed {
                                     step: k,
@@ -826,16 +837,12 @@ impl Run<'_> {
                         .map(|(k, _)| *k)
                         .min();
                     match first_fixed.and_then(|k| phases.get(&k).cloned().map(|p| (k, p))) {
-                        Some((k, HammerPhase::Fixed(j))) => {
-                            let h = &self.cfg().hammer;
-                            if j + 1 < h.fixed_methods.len() {
-                                phases.insert(k, HammerPhase::Fixed(j + 1));
-                            } else if h.use_atp {
-                                phases.insert(k, HammerPhase::Atp);
-                            } else {
-                                return Verdict::TimedOut { step: k };
+                        Some((k, HammerPhase::Fixed(j))) => match self.after_fixed(j) {
+                            Some(next) => {
+                                phases.insert(k, next);
                             }
-                        }
+                            None => return Verdict::TimedOut { step: k },
+                        },
                         _ => return Verdict::TimedOut { step: n + 1 },
                     }
                 }
