@@ -150,10 +150,7 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         cfg.step_timeout_s = t;
     }
     let checker = CoqChecker::new(cfg).map_err(|e| anyhow!(e))?;
-    let name = a.name.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        format!("{}:{}", host.trim(), std::process::id())
-    });
+    let name = a.name.clone().unwrap_or_else(prod_queue::process_worker_name);
     let opts = WorkOptions { batch: a.batch, lease: Duration::from_secs_f64(a.lease.max(0.0)), ..WorkOptions::default() };
     let mut stats = prod_queue::work(&mut q, &checker, &name, &opts)?;
     let mut idle_since = std::time::Instant::now();

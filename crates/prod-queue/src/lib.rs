@@ -254,6 +254,12 @@ impl Queue {
     }
 }
 
+/// This process's default worker name, `host:pid` (claims and recordings carry it).
+pub fn process_worker_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}:{}", host.trim(), std::process::id())
+}
+
 /// What one worker did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WorkStats {

@@ -95,22 +95,20 @@ pub fn open_store(out: &Path, shared: Option<&SharedStore>) -> anyhow::Result<Ru
 /// this process's pool as one of its workers; behind the verification cache either way.
 pub fn start_run_checker(cfg: &CoqCheckConfig, cache: &Path, out: &Path, shared: Option<&SharedStore>) -> anyhow::Result<Box<dyn Checker>> {
     let Some(s) = shared else { return Ok(Box::new(start_checker(cfg, cache)?)) };
-    hammer_on_path();
-    let coq = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
+    let coq = coq_checker(cfg)?;
     let run = s.run_name(out);
     let mut queue = prod_queue::Queue::connect(&s.url, &run).with_context(|| format!("check queue of run {run:?}"))?;
     // Workers started with only --store/--run check with exactly this configuration.
     queue.set_checker_config(&serde_json::to_value(cfg)?)?;
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let opts = prod_queue::WorkOptions {
         batch: s.batch.max(1),
         lease: std::time::Duration::from_secs_f64(s.lease_s.max(1.0)),
         poll: std::time::Duration::from_millis(200),
         ..Default::default()
     };
-    let checker = prod_queue::QueueChecker::new(queue, coq, s.check_here, &format!("{}:{}:coordinator", host.trim(), std::process::id()), opts);
-    let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
-    Ok(Box::new(CachedChecker::new(checker, cache)))
+    let worker = format!("{}:coordinator", prod_queue::process_worker_name());
+    let checker = prod_queue::QueueChecker::new(queue, coq, s.check_here, &worker, opts);
+    Ok(Box::new(cached(checker, cache)?))
 }
 
 /// The checker settings a job exposes (the rest of `[check.coq]` keeps its defaults).
@@ -142,8 +140,17 @@ impl CoqJobConfig {
 
 /// The Coq pool behind the verification cache.
 pub fn start_checker(cfg: &CoqCheckConfig, cache: &Path) -> anyhow::Result<CachedChecker<CoqChecker>> {
+    cached(coq_checker(cfg)?, cache)
+}
+
+/// The Coq pool, with CoqHammer's helpers on PATH.
+fn coq_checker(cfg: &CoqCheckConfig) -> anyhow::Result<CoqChecker> {
     hammer_on_path();
-    let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))?;
+    CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))
+}
+
+/// `checker` behind the verification cache file `cache`.
+fn cached<C: Checker>(checker: C, cache: &Path) -> anyhow::Result<CachedChecker<C>> {
     let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
     Ok(CachedChecker::new(checker, cache))
 }
