@@ -163,6 +163,11 @@ impl RemotePolicy {
         Ok(RemotePolicy { cfg, tok, client, api_key, requests_sent: AtomicUsize::new(0) })
     }
 
+    /// The tokenizer prompts are built with.
+    pub fn tokenizer(&self) -> &ProdTokenizer {
+        &self.tok
+    }
+
     pub fn config(&self) -> &RemoteConfig {
         &self.cfg
     }

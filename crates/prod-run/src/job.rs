@@ -227,13 +227,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let mut native: Option<NativePolicy> = None;
     let mut remote: Option<crate::policy::RemoteSeq> = None;
     match &job.remote {
-        Some(r) => {
-            let tok = prod_policy::ProdTokenizer::from_file(&job.model.join("tokenizer.json"), None)
-                .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?;
-            remote = Some(crate::policy::RemoteSeq(
-                prod_remote::RemotePolicy::new(r.clone(), tok).map_err(|e| BadInput(e.to_string()))?,
-            ));
-        }
+        Some(r) => remote = Some(crate::policy::RemoteSeq::open(r, &job.model).map_err(BadInput)?),
         None => {
             native = Some(
                 NativePolicy::load(&job.model, job.sampling.clone())

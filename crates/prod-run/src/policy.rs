@@ -193,6 +193,15 @@ impl Policy for NativePolicy {
 /// replays its answers from the sample log.
 pub struct RemoteSeq(pub prod_remote::RemotePolicy);
 
+impl RemoteSeq {
+    /// The server of `cfg`, with the tokenizer of model directory `model` (its
+    /// `tokenizer.json`: prompts are the very tokens the served model was trained on).
+    pub fn open(cfg: &prod_remote::RemoteConfig, model: &std::path::Path) -> Result<RemoteSeq, String> {
+        let tok = ProdTokenizer::from_file(&model.join("tokenizer.json"), None).map_err(|e| format!("model {}: {e}", model.display()))?;
+        Ok(RemoteSeq(prod_remote::RemotePolicy::new(cfg.clone(), tok).map_err(|e| e.to_string())?))
+    }
+}
+
 impl SeqPolicy for RemoteSeq {
     fn sample_at(&mut self, requests: &[SampleRequest<'_>], _first_seq: u64) -> Result<Vec<String>, PolicyError> {
         Policy::sample(&mut self.0, requests)

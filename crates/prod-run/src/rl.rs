@@ -195,19 +195,14 @@ fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativeP
 #[allow(clippy::large_enum_variant)]
 pub enum RoundPolicy {
     Native(NativePolicy),
-    Remote { seq: RemoteSeq, tok: prod_policy::ProdTokenizer, params: NativeParams },
+    Remote { seq: RemoteSeq, params: NativeParams },
 }
 
 impl RoundPolicy {
     fn load(cfg: &RlConfig, dir: &Path) -> anyhow::Result<RoundPolicy> {
         match &cfg.remote {
             None => Ok(RoundPolicy::Native(load_policy_from(dir, &cfg.sampling)?)),
-            Some(r) => {
-                let tok = prod_policy::ProdTokenizer::from_file(&dir.join("tokenizer.json"), None)
-                    .map_err(|e| anyhow::anyhow!("model {}: {e}", dir.display()))?;
-                let remote = prod_remote::RemotePolicy::new(r.clone(), tok.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
-                Ok(RoundPolicy::Remote { seq: RemoteSeq(remote), tok, params: cfg.sampling.clone() })
-            }
+            Some(r) => Ok(RoundPolicy::Remote { seq: RemoteSeq::open(r, dir).map_err(anyhow::Error::msg)?, params: cfg.sampling.clone() }),
         }
     }
 
@@ -221,14 +216,14 @@ impl RoundPolicy {
     fn tok(&self) -> &prod_policy::ProdTokenizer {
         match self {
             RoundPolicy::Native(p) => &p.tok,
-            RoundPolicy::Remote { tok, .. } => tok,
+            RoundPolicy::Remote { seq, .. } => seq.0.tokenizer(),
         }
     }
 
     fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
         match self {
             RoundPolicy::Native(p) => p.prompt(context, statement),
-            RoundPolicy::Remote { tok, params, .. } => crate::policy::prompt_ids(tok, params, context, statement),
+            RoundPolicy::Remote { seq, params } => crate::policy::prompt_ids(seq.0.tokenizer(), params, context, statement),
         }
     }
 
