@@ -102,6 +102,9 @@ l = a["llama_cpp_tok_per_s_batch1"]
 print(f"llama.cpp batch 1: {l:7.1f} tok/s (Q4_1)")
 print(f"prod      batch 1: {b['sample_tok_per_s_batch1']:7.1f} tok/s (f32)  ratio {b['sample_tok_per_s_batch1']/l:.2f}x")
 print(f"prod      batch 8: {b['sample_tok_per_s_batch8']:7.1f} tok/s (f32)  ratio {b['sample_tok_per_s_batch8']/l:.2f}x")
+q = f"q8: {100 * b['q8_weights_in_4_bits']:.1f}% of weights in 4 bits"
+print(f"prod      batch 1: {b['sample_q8_tok_per_s_batch1']:7.1f} tok/s ({q})  ratio {b['sample_q8_tok_per_s_batch1']/l:.2f}x")
+print(f"prod      batch 8: {b['sample_q8_tok_per_s_batch8']:7.1f} tok/s (q8)  ratio {b['sample_q8_tok_per_s_batch8']/l:.2f}x")
 PY
     ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;

@@ -144,6 +144,7 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             max_new_tokens: a.sampling.max_new_tokens,
             context_tokens: a.sampling.context_tokens,
             seed: a.seed,
+            decode_weights: a.sampling.decode_weights,
             ..NativeParams::default()
         },
         coq: CoqJobConfig { workers: a.workers, step_timeout_s: a.timeout, hammer: !a.no_hammer, hammer_atp: false },

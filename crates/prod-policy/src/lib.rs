@@ -24,12 +24,14 @@ pub mod gguf;
 pub mod model;
 pub mod ops;
 pub mod prompt;
+pub mod quant;
 pub mod sample;
 pub mod tokenizer;
 pub mod train;
 
 pub use config::{LlamaConfig, PolicyConfig};
 pub use model::{KvCache, Llama};
+pub use quant::DecodeWeights;
 pub use tokenizer::ProdTokenizer;
 
 /// Lets candle run its element-wise CPU ops on the calling thread (`CANDLE_NUM_THREADS=1`)

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::config::LlamaConfig;
 use crate::ops::GradSlot;
+use crate::quant::{DecodeWeights, QuantizedWeights};
 use crate::{PolicyError, Result};
 
 /// Additive attention mask for forbidden keys. Finite so that a query with no visible key
@@ -46,6 +47,9 @@ pub struct Llama {
     /// hand-written backward); `false` selects the composite candle ops they replace, which the
     /// tests use as the reference.
     pub(crate) fused: bool,
+    /// Block-quantised copies of the projections for [`DecodeWeights::Q8`] decoding, built on
+    /// first use and dropped by [`Llama::weights_changed`] (the optimizer calls it).
+    quantized: std::sync::Mutex<Option<Arc<QuantizedWeights>>>,
 }
 
 /// Gradient slots ([`crate::ops::GradSlot`]) for every matrix parameter of a model — the
@@ -319,7 +323,7 @@ impl Llama {
         }
         let norm = get("model.norm.weight".into())?;
         let lm_head = if cfg.tie_word_embeddings { None } else { Some(get("lm_head.weight".into())?) };
-        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head, fused: true })
+        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head, fused: true, quantized: Default::default() })
     }
 
     pub fn config(&self) -> &LlamaConfig {
@@ -423,12 +427,34 @@ impl Llama {
             let extra = mean.broadcast_as((new_vocab - old, t.dim(1)?))?;
             Ok(Var::from_tensor(&Tensor::cat(&[&t, &extra.contiguous()?], 0)?)?)
         };
+        self.weights_changed();
         self.embed_tokens = grow(&self.embed_tokens)?;
         if let Some(h) = &self.lm_head {
             self.lm_head = Some(grow(h)?);
         }
         self.cfg.vocab_size = new_vocab;
         Ok(())
+    }
+
+    /// Drops the quantised copies of the weights: whoever changes weights in place calls this
+    /// before decoding again (the optimizer does).
+    pub fn weights_changed(&self) {
+        *self.quantized.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The quantised copies of every projection and the head (built now if needed).
+    pub fn quantized_weights(&self) -> Result<Arc<QuantizedWeights>> {
+        let mut slot = self.quantized.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = slot.as_ref() {
+            return Ok(q.clone());
+        }
+        let mut mats: Vec<&Var> = vec![self.lm_head.as_ref().unwrap_or(&self.embed_tokens)];
+        for l in &self.layers {
+            mats.extend([&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj]);
+        }
+        let q = Arc::new(QuantizedWeights::new(mats.into_iter().map(|v| v.as_tensor()))?);
+        *slot = Some(q.clone());
+        Ok(q)
     }
 
     fn w(v: &Var, grad: bool) -> Tensor {
@@ -484,9 +510,13 @@ impl Llama {
         Ok(if grad { candle_nn::ops::softmax(x, D::Minus1)? } else { candle_nn::ops::softmax_last_dim(&x.contiguous()?)? })
     }
 
-    fn linear(x2d: &Tensor, w: &Var, grad: bool) -> Result<Tensor> {
+    /// `x2d · wᵀ`. `quant`: the quantised weights of a decoding step, used for up to 16 rows.
+    fn linear(x2d: &Tensor, w: &Var, grad: bool, quant: Option<&QuantizedWeights>) -> Result<Tensor> {
         let m = x2d.dim(0)?;
         if !grad && m <= 16 && x2d.dtype() == DType::F32 {
+            if let Some(q) = quant.and_then(|q| q.get(w.as_tensor())) {
+                return Ok(q.matmul_t(x2d)?);
+            }
             let w = w.as_detached_tensor();
             // Decoding: a few rows against a large weight matrix, where general GEMM kernels
             // use the machine poorly (see `decode`).
@@ -506,7 +536,7 @@ impl Llama {
     /// the cached sequences (its rows must match the cache's rows); padding in `batch.valid` is
     /// remembered so later tokens never attend to it.
     pub fn hidden(&self, batch: &Batch, cache: Option<&mut KvCache>, grad: bool) -> Result<Tensor> {
-        self.hidden_impl(batch, cache, grad, None)
+        self.hidden_impl(batch, cache, grad, None, None)
     }
 
     /// [`Llama::hidden`]; on the fused path, weight gradients go to `sinks` when given.
@@ -516,6 +546,7 @@ impl Llama {
         mut cache: Option<&mut KvCache>,
         grad: bool,
         sinks: Option<&GradSinks>,
+        quant: Option<&QuantizedWeights>,
     ) -> Result<Tensor> {
         let (b, t) = (batch.b, batch.t);
         if b == 0 || t == 0 {
@@ -584,9 +615,9 @@ impl Llama {
         let scale = 1.0 / (hd as f64).sqrt();
         for (li, l) in self.layers.iter().enumerate() {
             let hn = Self::rms_norm(grad, &x, &Self::w(&l.input_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
-            let q = Self::linear(&hn, &l.q_proj, grad)?.reshape((b, t, h, hd))?.transpose(1, 2)?;
-            let k = Self::linear(&hn, &l.k_proj, grad)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?;
-            let v = Self::linear(&hn, &l.v_proj, grad)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+            let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?.transpose(1, 2)?;
+            let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?;
+            let v = Self::linear(&hn, &l.v_proj, grad, quant)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
             let q = Self::rope(&q, &cos, &sin)?;
             let k = Self::rope(&k, &cos, &sin)?;
             let (k, v) = match cache.as_deref_mut() {
@@ -608,12 +639,12 @@ impl Llama {
             let p = Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?;
             let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
             let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
-            x = (x + Self::linear(&o, &l.o_proj, grad)?)?;
+            x = (x + Self::linear(&o, &l.o_proj, grad, quant)?)?;
 
             let hn = Self::rms_norm(grad, &x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
-            let gate = Self::linear(&hn, &l.gate_proj, grad)?.silu()?;
-            let up = Self::linear(&hn, &l.up_proj, grad)?;
-            x = (x + Self::linear(&(gate * up)?, &l.down_proj, grad)?)?;
+            let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?.silu()?;
+            let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
+            x = (x + Self::linear(&(gate * up)?, &l.down_proj, grad, quant)?)?;
         }
         let x = Self::rms_norm(grad, &x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
         Ok(x.reshape((b, t, d))?)
@@ -684,8 +715,12 @@ impl Llama {
 
     /// The language-model head applied to hidden states `[n, hidden]` → logits `[n, vocab]`.
     pub fn head(&self, hidden2d: &Tensor, grad: bool) -> Result<Tensor> {
+        self.head_with(hidden2d, grad, None)
+    }
+
+    fn head_with(&self, hidden2d: &Tensor, grad: bool, quant: Option<&QuantizedWeights>) -> Result<Tensor> {
         let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
-        Self::linear(hidden2d, w, grad)
+        Self::linear(hidden2d, w, grad, quant)
     }
 
     /// Full-sequence logits `[b, t, vocab]` (no cache). Rows at padding positions are
@@ -698,9 +733,19 @@ impl Llama {
 
     /// Feeds `batch` through the cache and returns the logits of each row's last column, `[b, vocab]`.
     pub fn forward_cached(&self, batch: &Batch, cache: &mut KvCache) -> Result<Tensor> {
-        let hidden = self.hidden(batch, Some(cache), false)?;
+        self.forward_cached_with(batch, cache, DecodeWeights::F32)
+    }
+
+    /// [`Llama::forward_cached`] reading `weights`: with [`DecodeWeights::Q8`], projections of
+    /// at most 16 rows (decoding steps, not a long prefill) use the quantised copies.
+    pub fn forward_cached_with(&self, batch: &Batch, cache: &mut KvCache, weights: DecodeWeights) -> Result<Tensor> {
+        let quant = match weights {
+            DecodeWeights::F32 => None,
+            DecodeWeights::Q8 => Some(self.quantized_weights()?),
+        };
+        let hidden = self.hidden_impl(batch, Some(cache), false, None, quant.as_deref())?;
         let last = hidden.narrow(1, batch.t - 1, 1)?.squeeze(1)?;
-        self.head(&last, false)
+        self.head_with(&last, false, quant.as_deref())
     }
 
     /// Logits of the next token after each (unpadded) sequence, `[n, vocab]`, in one padded batch.

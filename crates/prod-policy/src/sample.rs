@@ -7,7 +7,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Batch, KvCache, Llama};
-use crate::{PolicyError, Result};
+use crate::{DecodeWeights, PolicyError, Result};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SamplingParams {
@@ -20,11 +20,22 @@ pub struct SamplingParams {
     pub seed: u64,
     /// Ids that end a sample (the end token); not included in the output.
     pub stop: Vec<u32>,
+    /// The weights decoding steps read (the prompt's prefill always uses f32).
+    #[serde(default, skip_serializing_if = "DecodeWeights::is_f32")]
+    pub decode_weights: DecodeWeights,
 }
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        SamplingParams { n: 1, temperature: 0.7, top_p: 1.0, max_new_tokens: 256, seed: 0, stop: Vec::new() }
+        SamplingParams {
+            n: 1,
+            temperature: 0.7,
+            top_p: 1.0,
+            max_new_tokens: 256,
+            seed: 0,
+            stop: Vec::new(),
+            decode_weights: DecodeWeights::F32,
+        }
     }
 }
 
@@ -97,6 +108,13 @@ fn stream(seed: u64, p: usize, i: usize) -> rand::rngs::StdRng {
 /// for all prompts, the cache rows repeated `n` times per prompt, then one decoding step per
 /// token for every running sample (padding is masked, RoPE positions ignore it). Result `[p][i]`.
 pub fn sample_prompts(model: &Llama, prompts: &[&[u32]], params: &SamplingParams) -> Result<Vec<Vec<Sample>>> {
+    // On a worker of the thread pool: the parallel parts of each decoding step are then forked
+    // from inside the pool instead of handed over from outside (a wake-up and a wait per
+    // projection), and the caller's thread does not compete with the pool's for the cores.
+    rayon::scope(|_| sample_prompts_here(model, prompts, params))
+}
+
+fn sample_prompts_here(model: &Llama, prompts: &[&[u32]], params: &SamplingParams) -> Result<Vec<Vec<Sample>>> {
     if prompts.iter().any(|p| p.is_empty()) {
         return Err(PolicyError::BadInput("cannot sample from an empty prompt".into()));
     }
@@ -112,7 +130,7 @@ pub fn sample_prompts(model: &Llama, prompts: &[&[u32]], params: &SamplingParams
     let total = prompts.len() * n;
     let mut rngs: Vec<rand::rngs::StdRng> = (0..total).map(|s| stream(params.seed, s / n, s % n)).collect();
     let mut cache1 = KvCache::new(model.config().num_hidden_layers);
-    let first: Vec<Vec<f32>> = model.forward_cached(&Batch::left_padded(prompts), &mut cache1)?.to_vec2()?;
+    let first: Vec<Vec<f32>> = model.forward_cached_with(&Batch::left_padded(prompts), &mut cache1, params.decode_weights)?.to_vec2()?;
     let rows: Vec<usize> = (0..total).map(|s| s / n).collect();
     let mut cache = if n == 1 { cache1 } else { cache1.select_rows(&rows)? };
     // Rows of the cache ↔ samples still running.
@@ -144,7 +162,7 @@ pub fn sample_prompts(model: &Llama, prompts: &[&[u32]], params: &SamplingParams
         active = still;
         let seqs: Vec<[u32; 1]> = next.iter().map(|&id| [id]).collect();
         let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
-        let l: Tensor = model.forward_cached(&Batch::right_padded(&refs), &mut cache)?;
+        let l: Tensor = model.forward_cached_with(&Batch::right_padded(&refs), &mut cache, params.decode_weights)?;
         logits = l.to_vec2()?;
     }
     Ok(out)

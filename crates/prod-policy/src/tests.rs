@@ -263,7 +263,7 @@ fn resume_continues_exactly() {
 #[test]
 fn sampling_is_reproducible_under_a_seed() {
     let m = model(false, 2, 12);
-    let p = SamplingParams { n: 4, temperature: 1.0, top_p: 0.95, max_new_tokens: 12, seed: 42, stop: vec![] };
+    let p = SamplingParams { n: 4, temperature: 1.0, top_p: 0.95, max_new_tokens: 12, seed: 42, stop: vec![], ..SamplingParams::default() };
     let a = sample::sample(&m, &[1, 2, 3], &p).unwrap();
     let b = sample::sample(&m, &[1, 2, 3], &p).unwrap();
     assert_eq!(a, b);
@@ -304,7 +304,7 @@ fn several_prompts_decode_together_like_each_alone() {
         assert_eq!(got, &alone, "prompt {prompt:?}");
     }
     // Seeded: prompt 0 of a batch draws exactly as `sample` does; the batch is reproducible.
-    let p = SamplingParams { n: 3, temperature: 1.0, top_p: 0.9, max_new_tokens: 10, seed: 7, stop: vec![] };
+    let p = SamplingParams { n: 3, temperature: 1.0, top_p: 0.9, max_new_tokens: 10, seed: 7, stop: vec![], ..SamplingParams::default() };
     let a = sample::sample_prompts(&m, &refs, &p).unwrap();
     assert_eq!(a, sample::sample_prompts(&m, &refs, &p).unwrap());
     assert_eq!(a[0], sample::sample(&m, &prompts[0], &p).unwrap());
@@ -812,4 +812,100 @@ fn fused_training_step_matches_the_reference_update() {
         }
         assert!(max_step > 1e-3, "the step moved nothing");
     }
+}
+
+/// `m` with every matrix replaced by `f(weights, n, k)` (norms kept; the input embedding
+/// too when `keep_embedding`).
+fn with_matrices(m: &Llama, keep_embedding: bool, f: impl Fn(&[f32], usize, usize) -> Vec<f32>) -> Llama {
+    let mut tensors = HashMap::new();
+    for (name, var) in m.named_vars() {
+        let t = var.as_detached_tensor();
+        let t = match t.dims2() {
+            Ok(_) if keep_embedding && name == "model.embed_tokens.weight" => t,
+            Ok((n, k)) => Tensor::from_vec(f(&t.flatten_all().unwrap().to_vec1().unwrap(), n, k), (n, k), &Device::Cpu).unwrap(),
+            Err(_) => t,
+        };
+        tensors.insert(name, t);
+    }
+    Llama::from_tensors(m.config().clone(), tensors, &Device::Cpu).unwrap()
+}
+
+/// The weights q8 decoding multiplies with, for an untied model (the embedding lookup stays f32).
+fn dequantised(m: &Llama) -> Llama {
+    assert!(!m.config().tie_word_embeddings);
+    with_matrices(m, true, |w, n, k| crate::quant::QuantMatrix::quantize(w, n, k).unwrap().dequantize())
+}
+
+/// Prefill of a prompt, then three single-token steps: the logits of each step.
+fn decode_logits(m: &Llama, weights: crate::DecodeWeights) -> Vec<Tensor> {
+    let mut cache = KvCache::new(m.config().num_hidden_layers);
+    let mut out = vec![m.forward_cached_with(&Batch::left_padded(&[&[3, 1, 4, 1, 5], &[9, 2]]), &mut cache, weights).unwrap()];
+    for id in [6u32, 7, 8] {
+        let batch = Batch::right_padded(&[&[id][..], &[id + 1][..]]);
+        out.push(m.forward_cached_with(&batch, &mut cache, weights).unwrap());
+    }
+    out
+}
+
+/// q8 decoding computes with the quantised weights and nothing else: it equals f32 decoding of
+/// a model holding the dequantised weights (untied: a tied head's copy cannot be told apart
+/// from the embedding there), and stays near the f32 model itself.
+#[test]
+fn q8_decoding_uses_exactly_the_quantised_weights() {
+    use crate::DecodeWeights::{F32, Q8};
+    for (tied, kv) in [(false, 2), (true, 1)] {
+        let m = model(tied, kv, 21);
+        let q = m.quantized_weights().unwrap();
+        assert_eq!(q.len(), 1 + 7 * m.config().num_hidden_layers, "head and every projection");
+        let got = decode_logits(&m, Q8);
+        if !tied {
+            for (i, (g, want)) in got.iter().zip(decode_logits(&dequantised(&m), F32)).enumerate() {
+                assert!(max_abs_diff(g, &want) < 1e-5, "step {i}: {}", max_abs_diff(g, &want));
+            }
+        }
+        for (i, (g, exact)) in got.iter().zip(decode_logits(&m, F32)).enumerate() {
+            let scale = exact.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            let d = max_abs_diff(g, &exact);
+            assert!(d > 0.0 && d < 0.05 * scale, "step {i}: q8 vs f32 {d} (logits up to {scale}, tied {tied})");
+        }
+    }
+}
+
+/// A model already on a 16-level grid per block (as imported from a Q4 GGUF) decodes in 4 bits
+/// with the very same weights: q8 equals f32.
+#[test]
+fn q4_grid_models_decode_losslessly() {
+    let m = with_matrices(&model(false, 2, 22), false, |w, _, _| {
+        w.chunks(crate::quant::BLOCK)
+            .flat_map(|b| {
+                let lo = b.iter().copied().fold(f32::MAX, f32::min);
+                let d = (b.iter().copied().fold(f32::MIN, f32::max) - lo) / 15.0;
+                b.iter().map(move |x| ((x - lo) / d).round() * d + lo).collect::<Vec<_>>()
+            })
+            .collect()
+    });
+    let (four, eight, _) = m.quantized_weights().unwrap().summary();
+    let matrices: usize = m.named_vars().iter().filter(|(n, _)| n.ends_with("proj.weight") || n == "lm_head.weight").map(|(_, v)| v.elem_count()).sum();
+    assert_eq!((four, eight), (matrices, 0));
+    for (got, want) in decode_logits(&m, crate::DecodeWeights::Q8).iter().zip(decode_logits(&m, crate::DecodeWeights::F32)) {
+        assert!(max_abs_diff(got, &want) < 1e-5, "{}", max_abs_diff(got, &want));
+    }
+}
+
+/// A training step drops the quantised copies: q8 decoding afterwards uses the new weights.
+#[test]
+fn training_refreshes_the_quantised_weights() {
+    let m = model(false, 2, 23);
+    let before = decode_logits(&m, crate::DecodeWeights::Q8);
+    let mut t = Trainer::new(train_cfg(2));
+    t.step(&m, &[ex(&[1, 2, 3, 4, 5, 6], 2, 1.0)]).unwrap();
+    let after = decode_logits(&m, crate::DecodeWeights::Q8);
+    let reference = decode_logits(&dequantised(&m), crate::DecodeWeights::F32);
+    assert!(max_abs_diff(&after[3], &before[3]) > 1e-3);
+    for (got, want) in after.iter().zip(&reference) {
+        assert!(max_abs_diff(got, want) < 1e-5, "{}", max_abs_diff(got, want));
+    }
+    // And seeded q8 sampling is reproducible.
+    let p = SamplingParams { n: 3, max_new_tokens: 8, seed: 5, decode_weights: crate::DecodeWeights::Q8, ..SamplingParams::default() };
+    assert_eq!(sample::sample(&m, &[1, 2, 3], &p).unwrap(), sample::sample(&m, &[1, 2, 3], &p).unwrap());
 }

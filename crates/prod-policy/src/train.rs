@@ -42,7 +42,7 @@ fn nll_sum(model: &Llama, examples: &[TrainExample], grad: bool, sinks: Option<&
     }
     let seqs: Vec<&[u32]> = examples.iter().map(|e| e.ids.as_slice()).collect();
     let batch = Batch::right_padded(&seqs);
-    let hidden = model.hidden_impl(&batch, None, grad, sinks)?;
+    let hidden = model.hidden_impl(&batch, None, grad, sinks, None)?;
     let d = model.config().hidden_size;
     let (mut rows, mut labels, mut weights) = (Vec::new(), Vec::new(), Vec::new());
     for (i, e) in examples.iter().enumerate() {
@@ -126,6 +126,7 @@ impl AdamW {
     /// 1/target-tokens normalisation and the clipping factor, folded into the update's single
     /// pass instead of a pass of their own).
     pub fn update_scaled(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64, grad_scale: f64) -> Result<()> {
+        model.weights_changed();
         self.step += 1;
         let t = self.step as i32;
         let (b1, b2) = (self.beta1 as f32, self.beta2 as f32);

@@ -8,7 +8,7 @@ use prod_core::T0;
 use prod_policy::model::Llama;
 use prod_policy::prompt;
 use prod_policy::sample::{self, SamplingParams};
-use prod_policy::ProdTokenizer;
+use prod_policy::{DecodeWeights, ProdTokenizer};
 use prod_rl::{Policy, PolicyError, SampleRequest};
 
 use crate::store::{hash_fields, RunStore};
@@ -43,11 +43,22 @@ pub struct NativeParams {
     pub seed: u64,
     /// Prompts scored together by `p_use_invoke` / `value`.
     pub score_batch: usize,
+    /// The weights decoding steps read: `f32` (exact) or `q8` (block-quantised, faster).
+    #[serde(skip_serializing_if = "DecodeWeights::is_f32")]
+    pub decode_weights: DecodeWeights,
 }
 
 impl Default for NativeParams {
     fn default() -> Self {
-        NativeParams { temperature: 0.7, top_p: 1.0, max_new_tokens: 256, context_tokens: 1000, seed: 0, score_batch: 8 }
+        NativeParams {
+            temperature: 0.7,
+            top_p: 1.0,
+            max_new_tokens: 256,
+            context_tokens: 1000,
+            seed: 0,
+            score_batch: 8,
+            decode_weights: DecodeWeights::F32,
+        }
     }
 }
 
@@ -161,6 +172,7 @@ impl SeqPolicy for NativePolicy {
                 max_new_tokens: self.params.max_new_tokens.min(room),
                 seed: mix_seed(self.params.seed, first_seq + members[0] as u64),
                 stop: vec![self.tok.end_id()],
+                decode_weights: self.params.decode_weights,
             };
             let samples = sample::sample(&self.model, &ids, &params).map_err(|e| PolicyError(e.to_string()))?;
             for (&i, s) in members.iter().zip(samples) {
