@@ -152,9 +152,69 @@ impl Batch {
     }
 }
 
+/// One layer's keys and values, `[b, kv_heads, capacity, head_dim]` each, of which the first
+/// `len` columns are filled: a step writes its columns in place instead of concatenating the
+/// whole cache anew (at a 1,000-token prompt that copy was most of a decoding step).
+#[derive(Clone)]
+struct LayerKv {
+    k: Tensor,
+    v: Tensor,
+    len: usize,
+}
+
+impl LayerKv {
+    /// Room for `needed` columns in all, keeping the filled ones; grows by half at least, so
+    /// the copies over a long generation stay linear in its length.
+    fn reserve(&mut self, needed: usize) -> Result<()> {
+        let cap = self.k.dim(2)?;
+        if needed <= cap {
+            return Ok(());
+        }
+        let new_cap = needed.max(cap + cap / 2);
+        let grow = |x: &Tensor| -> Result<Tensor> {
+            let (b, h, _, d) = x.dims4()?;
+            let bigger = Tensor::zeros((b, h, new_cap, d), x.dtype(), x.device())?;
+            bigger.slice_set(&x.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+            Ok(bigger)
+        };
+        self.k = grow(&self.k)?;
+        self.v = grow(&self.v)?;
+        Ok(())
+    }
+
+    /// Appends `k`, `v` (`[b, kv_heads, t, head_dim]`) and returns views of all filled columns.
+    fn append(slot: &mut Option<LayerKv>, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (k, v) = (k.contiguous()?, v.contiguous()?);
+        let t = k.dim(2)?;
+        let l = match slot {
+            Some(l) => l,
+            None => {
+                // Room for the prompt and a typical generation before the first growth.
+                let (b, h, _, d) = k.dims4()?;
+                let cap = t + 256;
+                slot.insert(LayerKv {
+                    k: Tensor::zeros((b, h, cap, d), k.dtype(), k.device())?,
+                    v: Tensor::zeros((b, h, cap, d), v.dtype(), v.device())?,
+                    len: 0,
+                })
+            }
+        };
+        l.reserve(l.len + t)?;
+        l.k.slice_set(&k, 2, l.len)?;
+        l.v.slice_set(&v, 2, l.len)?;
+        l.len += t;
+        Ok((l.k.narrow(2, 0, l.len)?, l.v.narrow(2, 0, l.len)?))
+    }
+
+    /// The same cache for other rows of the batch (`f` maps a buffer to the new rows).
+    fn map_rows(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<LayerKv> {
+        Ok(LayerKv { k: f(&self.k)?, v: f(&self.v)?, len: self.len })
+    }
+}
+
 /// Keys and values of every layer for the tokens seen so far, for incremental decoding.
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<Option<LayerKv>>,
     /// Per row: which cached keys are real tokens (not padding).
     key_valid: Vec<Vec<bool>>,
     /// Per row: the RoPE position of the next token.
@@ -187,20 +247,12 @@ impl KvCache {
                 self.batch_size()
             )));
         }
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for l in &self.layers {
-            layers.push(match l {
-                None => None,
-                Some((k, v)) => {
-                    let rep = |x: &Tensor| -> Result<Tensor> {
-                        let mut dims = x.dims().to_vec();
-                        dims[0] = n;
-                        Ok(x.broadcast_as(dims)?.contiguous()?)
-                    };
-                    Some((rep(k)?, rep(v)?))
-                }
-            });
-        }
+        let rep = |x: &Tensor| -> Result<Tensor> {
+            let mut dims = x.dims().to_vec();
+            dims[0] = n;
+            Ok(x.broadcast_as(dims)?.contiguous()?)
+        };
+        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| l.map_rows(rep)).transpose()).collect::<Result<_>>()?;
         Ok(KvCache {
             layers,
             key_valid: vec![self.key_valid[0].clone(); n],
@@ -211,16 +263,8 @@ impl KvCache {
     /// Keeps only the given rows (e.g. drop finished samples).
     pub fn select_rows(&self, rows: &[usize]) -> Result<KvCache> {
         let idx = Tensor::from_vec(rows.iter().map(|&r| r as u32).collect::<Vec<_>>(), rows.len(), &Device::Cpu)?;
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for l in &self.layers {
-            layers.push(match l {
-                None => None,
-                Some((k, v)) => {
-                    let idx = idx.to_device(k.device())?;
-                    Some((k.index_select(&idx, 0)?, v.index_select(&idx, 0)?))
-                }
-            });
-        }
+        let pick = |x: &Tensor| -> Result<Tensor> { Ok(x.index_select(&idx.to_device(x.device())?, 0)?) };
+        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| l.map_rows(pick)).transpose()).collect::<Result<_>>()?;
         Ok(KvCache {
             layers,
             key_valid: rows.iter().map(|&r| self.key_valid[r].clone()).collect(),
@@ -621,14 +665,7 @@ impl Llama {
             let q = Self::rope(&q, &cos, &sin)?;
             let k = Self::rope(&k, &cos, &sin)?;
             let (k, v) = match cache.as_deref_mut() {
-                Some(c) => {
-                    let kv = match &c.layers[li] {
-                        Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-                        None => (k, v),
-                    };
-                    c.layers[li] = Some((kv.0.detach(), kv.1.detach()));
-                    kv
-                }
+                Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
                 None => (k, v),
             };
             // Grouped-query attention without copying K/V: the `rep` query heads that share a

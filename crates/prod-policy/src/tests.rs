@@ -909,3 +909,30 @@ fn training_refreshes_the_quantised_weights() {
     let p = SamplingParams { n: 3, max_new_tokens: 8, seed: 5, decode_weights: crate::DecodeWeights::Q8, ..SamplingParams::default() };
     assert_eq!(sample::sample(&m, &[1, 2, 3], &p).unwrap(), sample::sample(&m, &[1, 2, 3], &p).unwrap());
 }
+
+/// A generation longer than the cache's first capacity (prompt + 256 columns): the cache grows
+/// and keeps every column; rows selected and repeated after growing keep theirs.
+#[test]
+fn kv_cache_grows_past_its_first_capacity() {
+    let m = model(false, 2, 24);
+    let seq: Vec<u32> = (0..300u32).map(|i| (i * 7 + 3) % V as u32).collect();
+    let full = m.logits(&Batch::right_padded(&[&seq]), false).unwrap().squeeze(0).unwrap();
+    let mut cache = KvCache::new(m.config().num_hidden_layers);
+    m.forward_cached(&Batch::right_padded(&[&seq[..2]]), &mut cache).unwrap();
+    for pos in 2..seq.len() {
+        let last = m.forward_cached(&Batch::right_padded(&[&seq[pos..pos + 1]]), &mut cache).unwrap().squeeze(0).unwrap();
+        if pos % 37 == 0 || pos == seq.len() - 1 {
+            let d = max_abs_diff(&last, &full.get(pos).unwrap());
+            assert!(d < 1e-4, "position {pos}: cache vs full differ by {d}");
+        }
+    }
+    assert_eq!(cache.len(), seq.len());
+    // Rows of the grown cache: repeat to 3 rows, keep rows 2 and 0, feed one more token each.
+    let mut two = cache.repeat_rows(3).unwrap().select_rows(&[2, 0]).unwrap();
+    let next = m.forward_cached(&Batch::right_padded(&[&[5u32][..], &[5u32][..]]), &mut two).unwrap();
+    let seq2: Vec<u32> = seq.iter().copied().chain([5]).collect();
+    let want = m.logits(&Batch::right_padded(&[&seq2]), false).unwrap().squeeze(0).unwrap().get(300).unwrap();
+    for r in 0..2 {
+        assert!(max_abs_diff(&next.get(r).unwrap(), &want) < 1e-4);
+    }
+}
