@@ -230,8 +230,12 @@ pub struct BenchArgs {
     /// Benchmark a model directory instead of random weights at --shape.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Tokens generated per sample.
     #[arg(long, default_value_t = 32)]
     pub new_tokens: usize,
+    /// Prompt length for sampling (ProD's prompts are about 1,000 context tokens + statement).
+    #[arg(long, default_value_t = 16)]
+    pub prompt_tokens: usize,
     #[arg(long, default_value_t = 2)]
     pub train_steps: usize,
     #[arg(long)]
@@ -661,8 +665,12 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     // forward, and its two backward products), at their own skinny shapes, nothing else.
     let model_gemm_s = model_gemm_seconds(&cfg, train_tokens, &dev)?;
 
-    // Sampling: a 16-token prompt, `new_tokens` new tokens, no stop.
-    let prompt: Vec<u32> = (0..16).map(|i| (i * 37 % cfg.vocab_size) as u32).collect();
+    // Sampling: a `prompt_tokens` prompt, `new_tokens` new tokens, no stop; tok/s counts the
+    // prompt's prefill too, which is timed on its own as well.
+    let prompt: Vec<u32> = (0..a.prompt_tokens.max(1)).map(|i| (i * 37 % cfg.vocab_size) as u32).collect();
+    let t = Instant::now();
+    sample::sample(&model, &prompt, &SamplingParams { n: 1, max_new_tokens: 1, ..SamplingParams::default() })?;
+    let prefill_s = t.elapsed().as_secs_f64();
     // f32 then q8 decoding (the quantised copies are built before the clock starts).
     let (four_bit, eight_bit, quant_bytes) = model.quantized_weights()?.summary();
     let mut tok_s = Vec::new();
@@ -695,6 +703,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     }
     let out = serde_json::json!({
         "params": params, "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
+        "prompt_tokens": prompt.len(), "prefill_s": prefill_s,
         "sample_tok_per_s_batch1": tok_s[0], "sample_tok_per_s_batch8": tok_s[1],
         "sample_q8_tok_per_s_batch1": tok_s[2], "sample_q8_tok_per_s_batch8": tok_s[3],
         "q8_weights_in_4_bits": four_bit as f64 / (four_bit + eight_bit).max(1) as f64, "q8_weights_mb": quant_bytes as f64 / 1e6,

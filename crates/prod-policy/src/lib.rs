@@ -28,6 +28,7 @@ pub mod quant;
 pub mod sample;
 pub mod tokenizer;
 pub mod train;
+mod vexp;
 
 pub use config::{LlamaConfig, PolicyConfig};
 pub use model::{KvCache, Llama};

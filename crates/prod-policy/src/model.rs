@@ -554,13 +554,13 @@ impl Llama {
         Ok(if grad { candle_nn::ops::softmax(x, D::Minus1)? } else { candle_nn::ops::softmax_last_dim(&x.contiguous()?)? })
     }
 
-    /// `x2d · wᵀ`. `quant`: the quantised weights of a decoding step, used for up to 16 rows.
+    /// `x2d · wᵀ`. `quant`: the quantised weights of a decoding step.
     fn linear(x2d: &Tensor, w: &Var, grad: bool, quant: Option<&QuantizedWeights>) -> Result<Tensor> {
         let m = x2d.dim(0)?;
+        if let (false, Some(q), DType::F32) = (grad, quant.and_then(|q| q.get(w.as_tensor())), x2d.dtype()) {
+            return Ok(q.matmul_t(x2d)?);
+        }
         if !grad && m <= 16 && x2d.dtype() == DType::F32 {
-            if let Some(q) = quant.and_then(|q| q.get(w.as_tensor())) {
-                return Ok(q.matmul_t(x2d)?);
-            }
             let w = w.as_detached_tensor();
             // Decoding: a few rows against a large weight matrix, where general GEMM kernels
             // use the machine poorly (see `decode`).
@@ -650,20 +650,38 @@ impl Llama {
         if self.use_fused(grad, cache.is_some()) {
             return self.hidden_fused(batch, mask, cos, sin, sinks);
         }
-        let mask = Tensor::from_vec(mask, (b, 1, 1, t, total), &self.device)?;
-        let cos = Tensor::from_vec(cos, (b, 1, t, hd), &self.device)?;
-        let sin = Tensor::from_vec(sin, (b, 1, t, hd), &self.device)?;
+        // Inference on the CPU uses the fused ops' forward passes (the masked softmax skips the
+        // exponentials of masked keys, which otherwise took libm's slow underflow path: a
+        // quarter of a 1,000-token prefill). The composite ops stay for gradients (the fused
+        // training path is tested against them) and for other devices.
+        let infer = !grad && self.fused && self.device.is_cpu();
+        let (mask_v, cos_v, sin_v) = (Arc::new(mask), Arc::new(cos), Arc::new(sin));
+        let (mask, cos, sin) = if infer {
+            (Tensor::zeros(1, DType::F32, &self.device)?, Tensor::zeros(1, DType::F32, &self.device)?, Tensor::zeros(1, DType::F32, &self.device)?)
+        } else {
+            (
+                Tensor::from_slice(&mask_v[..], (b, 1, 1, t, total), &self.device)?,
+                Tensor::from_slice(&cos_v[..], (b, 1, t, hd), &self.device)?,
+                Tensor::from_slice(&sin_v[..], (b, 1, t, hd), &self.device)?,
+            )
+        };
 
         let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
         let mut x = Self::w(&self.embed_tokens, grad).index_select(&ids, 0)?; // [b*t, d]
         let scale = 1.0 / (hd as f64).sqrt();
         for (li, l) in self.layers.iter().enumerate() {
             let hn = Self::rms_norm(grad, &x, &Self::w(&l.input_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
-            let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?.transpose(1, 2)?;
-            let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?;
+            let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?;
+            let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?;
             let v = Self::linear(&hn, &l.v_proj, grad, quant)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
-            let q = Self::rope(&q, &cos, &sin)?;
-            let k = Self::rope(&k, &cos, &sin)?;
+            let (q, k) = if infer {
+                (
+                    crate::ops::rope_transpose(&q, cos_v.clone(), sin_v.clone())?,
+                    crate::ops::rope_transpose(&k, cos_v.clone(), sin_v.clone())?,
+                )
+            } else {
+                (Self::rope(&q.transpose(1, 2)?, &cos, &sin)?, Self::rope(&k.transpose(1, 2)?, &cos, &sin)?)
+            };
             let (k, v) = match cache.as_deref_mut() {
                 Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
                 None => (k, v),
@@ -671,17 +689,22 @@ impl Llama {
             // Grouped-query attention without copying K/V: the `rep` query heads that share a
             // key/value head are stacked along the query axis (HF orders heads kv-major).
             let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
-            let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
-            let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(&mask)?;
-            let p = Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?;
+            let p = if infer {
+                crate::ops::masked_softmax(&q.matmul(&k.t()?)?, mask_v.clone(), scale as f32, b, t, total)?
+            } else {
+                let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
+                let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(&mask)?;
+                Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?
+            };
             let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
             let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
             x = (x + Self::linear(&o, &l.o_proj, grad, quant)?)?;
 
             let hn = Self::rms_norm(grad, &x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
-            let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?.silu()?;
+            let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?;
             let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
-            x = (x + Self::linear(&(gate * up)?, &l.down_proj, grad, quant)?)?;
+            let act = if infer { crate::ops::swiglu(&gate, &up)? } else { (gate.silu()? * up)? };
+            x = (x + Self::linear(&act, &l.down_proj, grad, quant)?)?;
         }
         let x = Self::rms_norm(grad, &x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
         Ok(x.reshape((b, t, d))?)
@@ -773,12 +796,12 @@ impl Llama {
         self.forward_cached_with(batch, cache, DecodeWeights::F32)
     }
 
-    /// [`Llama::forward_cached`] reading `weights`: with [`DecodeWeights::Q8`], projections of
-    /// at most 16 rows (decoding steps, not a long prefill) use the quantised copies.
+    /// [`Llama::forward_cached`] reading `weights`: with [`DecodeWeights::Q8`], decoding steps
+    /// (one new token per row) use the quantised copies; a prompt's prefill uses f32.
     pub fn forward_cached_with(&self, batch: &Batch, cache: &mut KvCache, weights: DecodeWeights) -> Result<Tensor> {
         let quant = match weights {
-            DecodeWeights::F32 => None,
-            DecodeWeights::Q8 => Some(self.quantized_weights()?),
+            DecodeWeights::Q8 if batch.t == 1 => Some(self.quantized_weights()?),
+            _ => None,
         };
         let hidden = self.hidden_impl(batch, Some(cache), false, None, quant.as_deref())?;
         let last = hidden.narrow(1, batch.t - 1, 1)?.squeeze(1)?;

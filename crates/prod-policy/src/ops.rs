@@ -507,20 +507,9 @@ impl CustomOp1 for MaskedSoftmax {
                 // SAFETY: row `row` is written by exactly one worker.
                 let yr = unsafe { out.slice(row * total..(row + 1) * total) };
                 let m = self.mask_row(row);
-                let mut max = f32::NEG_INFINITY;
-                for j in 0..total {
-                    let v = xr[j] * self.scale + m[j];
-                    yr[j] = v;
-                    max = max.max(v);
-                }
-                let mut sum = 0f32;
-                for v in yr.iter_mut() {
-                    let d = *v - max;
-                    // expf is exactly 0 below −103.98; skipping it avoids libm's slow underflow
-                    // path on every masked key (half of a causal mask).
-                    *v = if d < -104.0 { 0.0 } else { d.exp() };
-                    sum += *v;
-                }
+                let max = crate::vexp::scale_add_max(xr, m, self.scale, yr);
+                // Masked keys give exactly 0 (no slow underflow path in `vexp`).
+                let sum = crate::vexp::exp_in_place(yr, max, 1.0);
                 let inv = 1.0 / sum;
                 for v in yr.iter_mut() {
                     *v *= inv;
@@ -583,8 +572,7 @@ struct WeightedCe {
 
 fn row_lse(z: &[f32]) -> f32 {
     let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = z.iter().map(|v| (v - max).exp()).sum();
-    max + sum.ln()
+    max + crate::vexp::exp_sum(z, max).ln()
 }
 
 impl CustomOp1 for WeightedCe {
@@ -643,9 +631,7 @@ impl CustomOp1 for WeightedCe {
                 if c == 0.0 {
                     continue; // weight-0 rows (and padding) contribute nothing
                 }
-                for j in 0..v {
-                    dr[j] = c * (zr[j] - lse[i]).exp();
-                }
+                crate::vexp::exp_into(zr, dr, lse[i], c);
                 dr[self.labels[i] as usize] -= c;
             }
         });

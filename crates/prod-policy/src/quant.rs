@@ -214,7 +214,7 @@ impl QuantMatrix {
         (bits, &self.q[start..start + len])
     }
 
-    /// `x [m, k] · selfᵀ → [m, n]` (f32; any m, meant for a few rows).
+    /// `x [m, k] · selfᵀ → [m, n]` (f32; any m, in passes of 8 rows: meant for decoding).
     pub fn matmul_t(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.contiguous()?.apply_op1_no_bwd(&QLinear(self))
     }

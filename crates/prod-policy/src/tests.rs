@@ -228,7 +228,10 @@ fn accumulated_micro_batches_equal_one_batch() {
     assert!((a.loss - b.loss).abs() < 1e-6 && (a.grad_norm - b.grad_norm).abs() < 1e-6);
     assert_eq!(a.grad_sums.len(), m.named_vars().len());
     for (n, ga) in &a.grad_sums {
-        assert!(max_abs_diff(ga, &b.grad_sums[n]) < 1e-6, "{n} differs");
+        // Gradient sums (not means) reach ~8 here: compare to float rounding at their size.
+        let scale = ga.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().max(1.0);
+        let d = max_abs_diff(ga, &b.grad_sums[n]);
+        assert!(d < 1e-6 * scale, "{n} differs by {d} (values up to {scale})");
     }
 }
 
@@ -836,20 +839,26 @@ fn dequantised(m: &Llama) -> Llama {
     with_matrices(m, true, |w, n, k| crate::quant::QuantMatrix::quantize(w, n, k).unwrap().dequantize())
 }
 
-/// Prefill of a prompt, then three single-token steps: the logits of each step.
-fn decode_logits(m: &Llama, weights: crate::DecodeWeights) -> Vec<Tensor> {
+/// Prefill of a prompt, then three single-token steps: the logits of each step. The decoding
+/// steps run on `decoder` (same shape; the cache carries over).
+fn decode_logits_on(m: &Llama, decoder: &Llama, weights: crate::DecodeWeights) -> Vec<Tensor> {
     let mut cache = KvCache::new(m.config().num_hidden_layers);
     let mut out = vec![m.forward_cached_with(&Batch::left_padded(&[&[3, 1, 4, 1, 5], &[9, 2]]), &mut cache, weights).unwrap()];
     for id in [6u32, 7, 8] {
         let batch = Batch::right_padded(&[&[id][..], &[id + 1][..]]);
-        out.push(m.forward_cached_with(&batch, &mut cache, weights).unwrap());
+        out.push(decoder.forward_cached_with(&batch, &mut cache, weights).unwrap());
     }
     out
 }
 
-/// q8 decoding computes with the quantised weights and nothing else: it equals f32 decoding of
-/// a model holding the dequantised weights (untied: a tied head's copy cannot be told apart
-/// from the embedding there), and stays near the f32 model itself.
+fn decode_logits(m: &Llama, weights: crate::DecodeWeights) -> Vec<Tensor> {
+    decode_logits_on(m, m, weights)
+}
+
+/// q8 decoding computes with the quantised weights and nothing else: its prefill equals the
+/// f32 model's, its decoding steps equal f32 decoding by a model holding the dequantised
+/// weights (untied: a tied head's copy cannot be told apart from the embedding there), and
+/// stay near the f32 model itself.
 #[test]
 fn q8_decoding_uses_exactly_the_quantised_weights() {
     use crate::DecodeWeights::{F32, Q8};
@@ -859,14 +868,18 @@ fn q8_decoding_uses_exactly_the_quantised_weights() {
         assert_eq!(q.len(), 1 + 7 * m.config().num_hidden_layers, "head and every projection");
         let got = decode_logits(&m, Q8);
         if !tied {
-            for (i, (g, want)) in got.iter().zip(decode_logits(&dequantised(&m), F32)).enumerate() {
+            for (i, (g, want)) in got.iter().zip(decode_logits_on(&m, &dequantised(&m), F32)).enumerate() {
                 assert!(max_abs_diff(g, &want) < 1e-5, "step {i}: {}", max_abs_diff(g, &want));
             }
         }
         for (i, (g, exact)) in got.iter().zip(decode_logits(&m, F32)).enumerate() {
             let scale = exact.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             let d = max_abs_diff(g, &exact);
-            assert!(d > 0.0 && d < 0.05 * scale, "step {i}: q8 vs f32 {d} (logits up to {scale}, tied {tied})");
+            if i == 0 {
+                assert_eq!(d, 0.0, "the prefill uses f32");
+            } else {
+                assert!(d > 0.0 && d < 0.05 * scale, "step {i}: q8 vs f32 {d} (logits up to {scale}, tied {tied})");
+            }
         }
     }
 }
@@ -900,7 +913,7 @@ fn training_refreshes_the_quantised_weights() {
     let mut t = Trainer::new(train_cfg(2));
     t.step(&m, &[ex(&[1, 2, 3, 4, 5, 6], 2, 1.0)]).unwrap();
     let after = decode_logits(&m, crate::DecodeWeights::Q8);
-    let reference = decode_logits(&dequantised(&m), crate::DecodeWeights::F32);
+    let reference = decode_logits_on(&m, &dequantised(&m), crate::DecodeWeights::F32);
     assert!(max_abs_diff(&after[3], &before[3]) > 1e-3);
     for (got, want) in after.iter().zip(&reference) {
         assert!(max_abs_diff(got, want) < 1e-5, "{}", max_abs_diff(got, want));
@@ -934,5 +947,25 @@ fn kv_cache_grows_past_its_first_capacity() {
     let want = m.logits(&Batch::right_padded(&[&seq2]), false).unwrap().squeeze(0).unwrap().get(300).unwrap();
     for r in 0..2 {
         assert!(max_abs_diff(&next.get(r).unwrap(), &want) < 1e-4);
+    }
+}
+
+/// Inference on the CPU (fused RoPE, masked softmax, SwiGLU forward passes) gives the logits of
+/// the composite ops: full sequences with padding, and a cached prefill plus decoding steps.
+#[test]
+fn fused_inference_matches_the_composite_ops() {
+    for (tied, kv) in [(false, 2), (true, 1)] {
+        let fast = model(tied, kv, 25);
+        let mut slow = model(tied, kv, 25);
+        slow.fused = false;
+        let seqs: [&[u32]; 2] = [&[1, 5, 9, 2, 7, 3, 8], &[4, 8, 6]];
+        let d = max_abs_diff(
+            &fast.logits(&Batch::right_padded(&seqs), false).unwrap(),
+            &slow.logits(&Batch::right_padded(&seqs), false).unwrap(),
+        );
+        assert!(d < 1e-5, "full sequence: {d}");
+        for (a, b) in decode_logits(&fast, crate::DecodeWeights::F32).iter().zip(decode_logits(&slow, crate::DecodeWeights::F32)) {
+            assert!(max_abs_diff(a, &b) < 1e-5, "cached: {}", max_abs_diff(a, &b));
+        }
     }
 }

@@ -798,5 +798,9 @@ mod tests {
         assert!(toml::from_str::<RlConfig>("[coq]\nworkerz = 2\n").is_err());
         let m: RlConfig = toml::from_str("method = \"no_lemma_proposal\"\n").unwrap();
         assert_eq!(m.method, Method::NoLemmaProposal);
+        assert_eq!(cfg.sampling.decode_weights, prod_policy::DecodeWeights::F32);
+        let q: RlConfig = toml::from_str("[sampling]\ndecode_weights = \"q8\"\n").unwrap();
+        assert_eq!(q.sampling.decode_weights, prod_policy::DecodeWeights::Q8);
+        assert!(toml::from_str::<RlConfig>("[sampling]\ndecode_weights = \"q3\"\n").is_err());
     }
 }
