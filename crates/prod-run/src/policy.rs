@@ -305,3 +305,16 @@ impl Policy for LoggedPolicy<'_> {
         Ok(p)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Logged scores are read back bit for bit (a resumed run must see what the first run
+    /// saw). serde_json's default float parser is off by an ulp for some 17-digit values, such
+    /// as this score from a real run; its `float_roundtrip` feature (workspace Cargo.toml) is not.
+    #[test]
+    fn logged_scores_read_back_exactly() {
+        let p = vec![0.491_566_198_858_942_76_f64, 0.1 + 0.2, 1.0 / 3.0, f64::MIN_POSITIVE, 5e-324];
+        let back: Vec<f64> = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), p.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    }
+}
