@@ -92,7 +92,7 @@ for _ in range(3):
 print(json.dumps({"llama_cpp_tok_per_s_batch1": best, "quantisation": "Q4_1 (as shipped)"}))
 PY
 )
-    ours=$("$prod" model bench --model "$model" --new-tokens "$new" --train-steps 1 --json)
+    ours=$("$prod" model bench --model "$model" --new-tokens "$new" --train-steps 2 --json)
     echo "$llama"
     echo "$ours"
     "$venv/bin/python" - "$llama" "$ours" <<'PY'

@@ -3,10 +3,10 @@
 //! weight is the only way to more tokens per second. Each weight row is cut into blocks of
 //! [`BLOCK`] weights stored as `w ≈ scale · q + min` with `q` in 4 or 8 bits.
 //!
-//! A matrix is stored in 4 bits only when that is exact (every block already lies on a 16-step
-//! grid, as in a model imported from a Q4 GGUF file: decoding then uses the very weights the
-//! file holds); otherwise in 8 bits, where each weight is within `(max − min) / 510` of its
-//! block's f32 value. Inference only: training always uses the f32 weights.
+//! A chunk of 64 rows is stored in 4 bits only when that is exact (every block already lies on a
+//! 16-step grid, as in a model imported from a Q4 GGUF file: decoding then uses the very
+//! weights the file holds); otherwise in 8 bits, where each weight is within `(max − min) / 510`
+//! of its block's f32 value. Inference only: training always uses the f32 weights.
 
 use std::collections::HashMap;
 
