@@ -251,17 +251,17 @@ mod tests {
         fn any_messages_round_trip(msgs in proptest::collection::vec("[^\r]{1,300}", 1..6), chunk in 1usize..50) {
             // Empty-after-trim lines are not messages; the server never sends them.
             let msgs: Vec<String> = msgs.into_iter().filter(|m| !m.is_empty() && !m.ends_with('\n')).collect();
+            // A short message that is all digits would read as a length line: the writer never
+            // produces one for JSON replies, so skip such inputs (before decoding: the misread
+            // length may cut a character in two).
+            proptest::prop_assume!(msgs.iter().all(|m| m.contains('\n') || m.len() > 100 || !m.bytes().all(|b| b.is_ascii_digit())));
             let mut buf = vec![];
             for m in &msgs {
                 write_message(&mut buf, m.as_bytes()).unwrap();
             }
             let got = all(&buf, chunk).unwrap();
             let got: Vec<String> = got.iter().map(|m| String::from_utf8(m.clone()).unwrap()).collect();
-            // A short message that is all digits would read as a length line: the writer never
-            // produces one for JSON replies, so skip such inputs.
-            if msgs.iter().all(|m| m.contains('\n') || m.len() > 100 || !m.bytes().all(|b| b.is_ascii_digit())) {
-                proptest::prop_assert_eq!(got, msgs);
-            }
+            proptest::prop_assert_eq!(got, msgs);
         }
     }
 }
