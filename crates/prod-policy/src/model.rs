@@ -654,16 +654,17 @@ impl Llama {
         // exponentials of masked keys, which otherwise took libm's slow underflow path: a
         // quarter of a 1,000-token prefill). The composite ops stay for gradients (the fused
         // training path is tested against them) and for other devices.
+        // `composite`: the mask and RoPE tables as tensors, only when the composite ops run.
         let infer = !grad && self.fused && self.device.is_cpu();
         let (mask_v, cos_v, sin_v) = (Arc::new(mask), Arc::new(cos), Arc::new(sin));
-        let (mask, cos, sin) = if infer {
-            (Tensor::zeros(1, DType::F32, &self.device)?, Tensor::zeros(1, DType::F32, &self.device)?, Tensor::zeros(1, DType::F32, &self.device)?)
+        let composite = if infer {
+            None
         } else {
-            (
+            Some((
                 Tensor::from_slice(&mask_v[..], (b, 1, 1, t, total), &self.device)?,
                 Tensor::from_slice(&cos_v[..], (b, 1, t, hd), &self.device)?,
                 Tensor::from_slice(&sin_v[..], (b, 1, t, hd), &self.device)?,
-            )
+            ))
         };
 
         let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
@@ -674,13 +675,12 @@ impl Llama {
             let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?;
             let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?;
             let v = Self::linear(&hn, &l.v_proj, grad, quant)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
-            let (q, k) = if infer {
-                (
+            let (q, k) = match &composite {
+                None => (
                     crate::ops::rope_transpose(&q, cos_v.clone(), sin_v.clone())?,
                     crate::ops::rope_transpose(&k, cos_v.clone(), sin_v.clone())?,
-                )
-            } else {
-                (Self::rope(&q.transpose(1, 2)?, &cos, &sin)?, Self::rope(&k.transpose(1, 2)?, &cos, &sin)?)
+                ),
+                Some((_, cos, sin)) => (Self::rope(&q.transpose(1, 2)?, cos, sin)?, Self::rope(&k.transpose(1, 2)?, cos, sin)?),
             };
             let (k, v) = match cache.as_deref_mut() {
                 Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
@@ -689,12 +689,13 @@ impl Llama {
             // Grouped-query attention without copying K/V: the `rep` query heads that share a
             // key/value head are stacked along the query axis (HF orders heads kv-major).
             let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
-            let p = if infer {
-                crate::ops::masked_softmax(&q.matmul(&k.t()?)?, mask_v.clone(), scale as f32, b, t, total)?
-            } else {
-                let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
-                let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(&mask)?;
-                Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?
+            let p = match &composite {
+                None => crate::ops::masked_softmax(&q.matmul(&k.t()?)?, mask_v.clone(), scale as f32, b, t, total)?,
+                Some((mask, _, _)) => {
+                    let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
+                    let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(mask)?;
+                    Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?
+                }
             };
             let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
             let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
@@ -703,7 +704,7 @@ impl Llama {
             let hn = Self::rms_norm(grad, &x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
             let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?;
             let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
-            let act = if infer { crate::ops::swiglu(&gate, &up)? } else { (gate.silu()? * up)? };
+            let act = if composite.is_none() { crate::ops::swiglu(&gate, &up)? } else { (gate.silu()? * up)? };
             x = (x + Self::linear(&act, &l.down_proj, grad, quant)?)?;
         }
         let x = Self::rms_norm(grad, &x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
