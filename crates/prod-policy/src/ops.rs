@@ -29,6 +29,17 @@ fn f32_slice<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<&'a [f32]> {
     }
 }
 
+/// The contiguous f32 data of an in-place op's destination.
+fn f32_slice_mut<'a>(s: &'a mut CpuStorage, l: &Layout, op: &str) -> Result<&'a mut [f32]> {
+    let Some((start, end)) = l.contiguous_offsets() else {
+        bail!("{op}: destination must be contiguous")
+    };
+    match s {
+        CpuStorage::F32(v) => Ok(&mut v[start..end]),
+        _ => bail!("{op}: only f32 is supported"),
+    }
+}
+
 /// A raw pointer that worker threads may write through, each to its own disjoint range.
 #[derive(Clone, Copy)]
 struct SharedMut(*mut f32);
@@ -672,12 +683,8 @@ impl InplaceOp2 for AdamStep<'_> {
     }
 
     fn cpu_fwd(&self, dst: &mut CpuStorage, dst_l: &Layout, src: &CpuStorage, src_l: &Layout) -> Result<()> {
-        let Some((ps, pe)) = dst_l.contiguous_offsets() else { bail!("adamw: parameter must be contiguous") };
         let g = f32_slice(src, src_l, "adamw")?;
-        let p = match dst {
-            CpuStorage::F32(v) => &mut v[ps..pe],
-            _ => bail!("adamw: only f32 parameters"),
-        };
+        let p = f32_slice_mut(dst, dst_l, "adamw")?;
         let mut m = self.m.lock().map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
         let mut v = self.v.lock().map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
         let n = g.len();
@@ -714,12 +721,8 @@ impl InplaceOp2 for AddAssign {
     }
 
     fn cpu_fwd(&self, dst: &mut CpuStorage, dst_l: &Layout, src: &CpuStorage, src_l: &Layout) -> Result<()> {
-        let Some((ps, pe)) = dst_l.contiguous_offsets() else { bail!("add_assign: destination must be contiguous") };
         let g = f32_slice(src, src_l, "add_assign")?;
-        let a = match dst {
-            CpuStorage::F32(v) => &mut v[ps..pe],
-            _ => bail!("add_assign: only f32"),
-        };
+        let a = f32_slice_mut(dst, dst_l, "add_assign")?;
         if a.len() != g.len() {
             bail!("add_assign: sizes differ")
         }
