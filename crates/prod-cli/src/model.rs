@@ -171,7 +171,7 @@ pub struct SamplingArgs {
     pub context_tokens: usize,
     /// Weights the decoding steps read: f32 (exact) or q8 (block-quantised copies: 4 bits
     /// where that is exact, as for a model imported from a Q4 GGUF, else 8 bits; about 3×
-    /// faster at batch 1). The prompt's prefill always uses f32.
+    /// faster at batch 1). A prompt longer than one token is prefilled in f32.
     #[arg(long, default_value_t = DecodeWeights::F32)]
     pub decode_weights: DecodeWeights,
 }

@@ -797,8 +797,9 @@ impl Llama {
         self.forward_cached_with(batch, cache, DecodeWeights::F32)
     }
 
-    /// [`Llama::forward_cached`] reading `weights`: with [`DecodeWeights::Q8`], decoding steps
-    /// (one new token per row) use the quantised copies; a prompt's prefill uses f32.
+    /// [`Llama::forward_cached`] reading `weights`: with [`DecodeWeights::Q8`], steps of one new
+    /// token per row use the quantised copies (so a one-token prompt's prefill does too); longer
+    /// prefills use f32.
     pub fn forward_cached_with(&self, batch: &Batch, cache: &mut KvCache, weights: DecodeWeights) -> Result<Tensor> {
         let quant = match weights {
             DecodeWeights::Q8 if batch.t == 1 => Some(self.quantized_weights()?),

@@ -20,7 +20,7 @@ pub struct SamplingParams {
     pub seed: u64,
     /// Ids that end a sample (the end token); not included in the output.
     pub stop: Vec<u32>,
-    /// The weights decoding steps read (a prompt's prefill uses f32).
+    /// The weights decoding steps read (a prompt longer than one token is prefilled in f32).
     #[serde(default, skip_serializing_if = "DecodeWeights::is_f32")]
     pub decode_weights: DecodeWeights,
 }
