@@ -180,10 +180,6 @@ impl QuantMatrix {
         CHUNK.min(self.n - c * CHUNK)
     }
 
-    pub fn shape(&self) -> (usize, usize) {
-        (self.n, self.k)
-    }
-
     /// Bytes read per pass over the matrix.
     pub fn bytes(&self) -> usize {
         self.q.len() + 4 * (self.scale.len() + self.min.len())
