@@ -969,3 +969,14 @@ fn fused_inference_matches_the_composite_ops() {
         }
     }
 }
+
+#[test]
+fn sum_squares_matches_f64_at_ragged_lengths() {
+    for n in [0usize, 1, 31, 32, 33, 4095, 4096, 4097, 10_007] {
+        let v: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0).collect();
+        let want: f64 = v.iter().map(|&x| (x as f64) * (x as f64)).sum();
+        let t = Tensor::from_vec(v, n, &Device::Cpu).unwrap();
+        let got = crate::ops::sum_squares(&t).unwrap();
+        assert!((got - want).abs() <= 1e-6 * want.max(1.0), "n = {n}: {got} vs {want}");
+    }
+}
