@@ -23,6 +23,7 @@ pub mod decode;
 pub mod gguf;
 pub mod model;
 pub mod ops;
+mod pool;
 pub mod prompt;
 pub mod quant;
 pub mod sample;

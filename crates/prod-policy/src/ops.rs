@@ -60,6 +60,9 @@ impl SharedMut {
 /// for the hand-off.
 fn par_ranges(n: usize, min_parallel: usize, f: impl Fn(Range<usize>) + Sync) {
     use rayon::prelude::*;
+    if n >= min_parallel && crate::pool::active() {
+        return crate::pool::for_ranges(n, &f);
+    }
     let threads = rayon::current_num_threads();
     if n < min_parallel || threads < 2 {
         return f(0..n);
@@ -126,6 +129,36 @@ unsafe fn gemm_f32(
     rhs_cs: isize,
     rhs_rs: isize,
 ) {
+    let (alpha, beta) = (if accumulate { 1f32 } else { 0f32 }, 1f32);
+    if crate::pool::active() && m * n * k >= 1 << 20 {
+        // Training: split the product's longer side over the spin pool, each part one
+        // single-threaded gemm (see `pool`: rayon's wake-ups cost more than these products).
+        let pool = crate::pool::pool();
+        let split_rows = m >= n;
+        let len = if split_rows { m } else { n };
+        let chunk = len.div_ceil(pool.parts()).next_multiple_of(16);
+        let (dst, lhs, rhs) = (dst as usize, lhs as usize, rhs as usize);
+        pool.execute(|part| {
+            let a = part * chunk;
+            if a >= len {
+                return;
+            }
+            let b = len.min(a + chunk);
+            let (dst, lhs, rhs) = (dst as *mut f32, lhs as *const f32, rhs as *const f32);
+            // SAFETY: parts cover disjoint rows (or columns) of dst, within the caller's
+            // bounds; lhs and rhs are only read.
+            unsafe {
+                if split_rows {
+                    let (d, l) = (dst.offset(a as isize * dst_rs), lhs.offset(a as isize * lhs_rs));
+                    gemm::gemm(b - a, n, k, d, 1, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, beta, false, false, false, gemm::Parallelism::None)
+                } else {
+                    let (d, r) = (dst.offset(a as isize), rhs.offset(a as isize * rhs_cs));
+                    gemm::gemm(m, b - a, k, d, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs, alpha, beta, false, false, false, gemm::Parallelism::None)
+                }
+            }
+        });
+        return;
+    }
     let threads = candle_core::utils::get_num_threads();
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
@@ -230,6 +263,161 @@ pub(crate) fn linear_sink(x: &Tensor, w: &Tensor, sink: Option<std::sync::Arc<Gr
 }
 
 // ---------------------------------------------------------------------------------------------
+// Batched matmul for attention (`q·kᵀ`, `p·v`), strided operands, products on the spin pool.
+
+/// A `[.., rows, cols]` operand: the f32 storage from its offset, and (batches, batch stride,
+/// row stride, column stride), when its leading dimensions collapse into one batch stride.
+struct Strided<'a> {
+    data: &'a [f32],
+    batches: usize,
+    bs: isize,
+    rs: isize,
+    cs: isize,
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> Strided<'a> {
+    fn new(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<Strided<'a>> {
+        let CpuStorage::F32(v) = s else { bail!("{op}: only f32 is supported") };
+        let (dims, st) = (l.dims(), l.stride());
+        let n = dims.len();
+        if n < 2 {
+            bail!("{op}: operands need at least two dimensions, got {dims:?}")
+        }
+        let mut bs = 0usize;
+        let mut next: Option<usize> = None;
+        for i in (0..n - 2).rev() {
+            if dims[i] == 1 {
+                continue;
+            }
+            match next {
+                None => bs = st[i],
+                Some(e) if st[i] == e => {}
+                Some(_) => bail!("{op}: batch dimensions {dims:?} with strides {st:?} do not collapse"),
+            }
+            next = Some(st[i] * dims[i]);
+        }
+        // The farthest element must lie in the storage (candle's layouts guarantee it; checked
+        // because the products below read through raw pointers).
+        let last: usize = dims.iter().zip(st).map(|(&d, &s)| d.saturating_sub(1) * s).sum();
+        let data = &v[l.start_offset()..];
+        if dims.iter().all(|&d| d > 0) && last >= data.len() {
+            bail!("{op}: layout {dims:?}/{st:?} reaches past its storage")
+        }
+        Ok(Strided {
+            data,
+            batches: dims[..n - 2].iter().product(),
+            bs: bs as isize,
+            rs: st[n - 2] as isize,
+            cs: st[n - 1] as isize,
+            rows: dims[n - 2],
+            cols: dims[n - 1],
+        })
+    }
+
+    /// The same operand transposed (a view: strides swapped).
+    fn t(&self) -> Strided<'a> {
+        Strided { rs: self.cs, cs: self.rs, rows: self.cols, cols: self.rows, ..*self }
+    }
+}
+
+/// `out[i] = a[i] · b[i]` for every batch `i` (out contiguous `[batches, a.rows, b.cols]`).
+fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if b.rows != k || a.batches != b.batches {
+        bail!("{op}: [{}, {m}, {k}] · [{}, {}, {n}]", a.batches, b.batches, b.rows)
+    }
+    let batches = a.batches;
+    let mut out: Vec<f32> = Vec::with_capacity(batches * m * n);
+    if k == 0 {
+        out.resize(batches * m * n, 0.0);
+        return Ok(out);
+    }
+    let (o, ap, bp) = (out.as_mut_ptr() as usize, a.data.as_ptr() as usize, b.data.as_ptr() as usize);
+    // Rows `r` of batch `i`: one single-threaded gemm.
+    let rows = |i: usize, r: Range<usize>| {
+        let (o, ap, bp) = (o as *mut f32, ap as *const f32, bp as *const f32);
+        // SAFETY: `Strided::new` checked both operands' extents; each call writes rows `r` of
+        // batch `i` of `out` (capacity batches·m·n), disjoint from every other call's.
+        unsafe {
+            gemm::gemm(
+                r.len(), n, k,
+                o.add(i * m * n + r.start * n), 1, n as isize, false,
+                ap.offset(i as isize * a.bs + r.start as isize * a.rs), a.cs, a.rs,
+                bp.offset(i as isize * b.bs), b.cs, b.rs,
+                0f32, 1f32, false, false, false, gemm::Parallelism::None,
+            )
+        }
+    };
+    if crate::pool::active() && m >= 32 {
+        // Training: every part takes its share of the rows of every batch, one region.
+        let pool = crate::pool::pool();
+        let chunk = m.div_ceil(pool.parts()).next_multiple_of(16);
+        pool.execute(|part| {
+            let r0 = part * chunk;
+            if r0 < m {
+                (0..batches).for_each(|i| rows(i, r0..m.min(r0 + chunk)));
+            }
+        });
+    } else {
+        use rayon::prelude::*;
+        let chunk = m.div_ceil(rayon::current_num_threads()).next_multiple_of(16).max(16);
+        (0..batches * m.div_ceil(chunk)).into_par_iter().for_each(|j| {
+            let (i, c) = (j / m.div_ceil(chunk), j % m.div_ceil(chunk));
+            rows(i, c * chunk..m.min((c + 1) * chunk));
+        });
+    }
+    // SAFETY: every row of every batch was written by exactly one gemm call above.
+    unsafe { out.set_len(batches * m * n) };
+    Ok(out)
+}
+
+struct BatchMatmul;
+
+impl CustomOp2 for BatchMatmul {
+    fn name(&self) -> &'static str {
+        "fused-bmm"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (a, b) = (Strided::new(s1, l1, "bmm")?, Strided::new(s2, l2, "bmm")?);
+        if l1.dims()[..l1.dims().len() - 2] != l2.dims()[..l2.dims().len().saturating_sub(2)] {
+            bail!("bmm: batch dimensions {:?} and {:?} differ", l1.dims(), l2.dims())
+        }
+        let out = bmm_into(&a, &b, "bmm")?;
+        let mut dims = l1.dims().to_vec();
+        let last = dims.len() - 1;
+        dims[last] = b.cols;
+        Ok((CpuStorage::F32(out), Shape::from(dims)))
+    }
+
+    fn bwd(&self, a: &Tensor, b: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // da = g · bᵀ and db = aᵀ · g, reading the operands through their own strides.
+        let g = g.contiguous()?;
+        let (ga, gl) = g.storage_and_layout();
+        let (sa, la) = a.storage_and_layout();
+        let (sb, lb) = b.storage_and_layout();
+        let (da, db) = match (&*ga, &*sa, &*sb) {
+            (candle_core::Storage::Cpu(gs), candle_core::Storage::Cpu(as_), candle_core::Storage::Cpu(bs)) => {
+                let (gv, av, bv) = (Strided::new(gs, gl, "bmm")?, Strided::new(as_, la, "bmm")?, Strided::new(bs, lb, "bmm")?);
+                (bmm_into(&gv, &bv.t(), "bmm backward")?, bmm_into(&av.t(), &gv, "bmm backward")?)
+            }
+            _ => bail!("bmm: CPU only"),
+        };
+        Ok((Some(Tensor::from_vec(da, a.shape(), a.device())?), Some(Tensor::from_vec(db, b.shape(), b.device())?)))
+    }
+}
+
+/// `a · b` over matching leading (batch) dimensions, like `Tensor::matmul`; the operands may be
+/// transposed views (`k.t()`), read through their strides without a copy.
+pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    ensure_cpu_f32(a, "bmm")?;
+    ensure_cpu_f32(b, "bmm")?;
+    a.apply_op2(b, BatchMatmul)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Embedding lookup whose gradient is scattered into a gradient slot.
 
 struct Embedding {
@@ -293,10 +481,27 @@ struct RmsNorm {
     eps: f32,
 }
 
-fn rms_inv(row: &[f32], eps: f32) -> f32 {
-    let ss: f32 = row.iter().map(|v| v * v).sum();
-    1.0 / (ss / row.len() as f32 + eps).sqrt()
+/// `Σ a[i]·b[i]` in 16 independent f32 lanes (a single running sum is a serial chain of adds
+/// that the compiler may not reorder; separate lanes vectorise).
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let mut acc = [0f32; LANES];
+    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
+
+fn rms_inv(row: &[f32], eps: f32) -> f32 {
+    1.0 / (dot_lanes(row, row) / row.len() as f32 + eps).sqrt()
+}
+
+/// Rows per task of the norm's backward (each task keeps its own partial `dw`).
+const RMS_ROWS: usize = 16;
 
 impl CustomOp2 for RmsNorm {
     fn name(&self) -> &'static str {
@@ -311,34 +516,67 @@ impl CustomOp2 for RmsNorm {
             bail!("rms_norm: last dimension of {:?} is not the weight's {d}", l1.dims())
         }
         let mut y = vec![0f32; x.len()];
-        for (xr, yr) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
-            let r = rms_inv(xr, self.eps);
-            for ((yv, xv), wv) in yr.iter_mut().zip(xr).zip(w) {
-                *yv = xv * r * wv;
+        let out = SharedMut(y.as_mut_ptr());
+        par_ranges(x.len() / d, 64, |rows| {
+            // SAFETY: each range of rows is written by exactly one worker.
+            let yr = unsafe { out.slice(rows.start * d..rows.end * d) };
+            for (xr, yr) in x[rows.start * d..rows.end * d].chunks_exact(d).zip(yr.chunks_exact_mut(d)) {
+                let r = rms_inv(xr, self.eps);
+                for ((yv, xv), wv) in yr.iter_mut().zip(xr).zip(w) {
+                    *yv = xv * r * wv;
+                }
             }
-        }
+        });
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         // With x̂ = x·r, y = x̂ ⊙ w:  dw = Σ_rows g ⊙ x̂;  dx = r · (g⊙w − x̂ · mean(g⊙w⊙x̂)).
-        let xs = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let ws = w.contiguous()?.to_vec1::<f32>()?;
-        let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let d = ws.len();
-        let mut dx = vec![0f32; xs.len()];
-        let mut dw = vec![0f32; d];
-        for ((xr, gr), dxr) in xs.chunks_exact(d).zip(gs.chunks_exact(d)).zip(dx.chunks_exact_mut(d)) {
-            let r = rms_inv(xr, self.eps);
-            let mut dot = 0f32;
-            for i in 0..d {
-                let xh = xr[i] * r;
-                dw[i] += gr[i] * xh;
-                dot += gr[i] * ws[i] * xh;
+        let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
+        let (sx, lx) = x.storage_and_layout();
+        let (sw, lw) = w.storage_and_layout();
+        let (sg, lg) = g.storage_and_layout();
+        let (xs, ws, gs) = match (&*sx, &*sw, &*sg) {
+            (candle_core::Storage::Cpu(a), candle_core::Storage::Cpu(b), candle_core::Storage::Cpu(c)) => {
+                (f32_slice(a, lx, "rms_norm")?, f32_slice(b, lw, "rms_norm")?, f32_slice(c, lg, "rms_norm")?)
             }
-            let mean = dot / d as f32;
-            for i in 0..d {
-                dxr[i] = r * (gr[i] * ws[i] - xr[i] * r * mean);
+            _ => bail!("rms_norm: CPU only"),
+        };
+        let d = ws.len();
+        if d == 0 || xs.len() % d != 0 || gs.len() != xs.len() {
+            bail!("rms_norm backward: x of {} and g of {} for a weight of {d}", xs.len(), gs.len())
+        }
+        let rows = xs.len() / d;
+        let tasks = rows.div_ceil(RMS_ROWS);
+        let mut dx = vec![0f32; xs.len()];
+        let mut partial = vec![0f32; tasks * d];
+        let (pdx, pdw) = (SharedMut(dx.as_mut_ptr()), SharedMut(partial.as_mut_ptr()));
+        par_ranges(tasks, 2, |range| {
+            for task in range {
+                let r0 = task * RMS_ROWS;
+                let r1 = rows.min(r0 + RMS_ROWS);
+                // SAFETY: task `task` alone writes rows r0..r1 of dx and its own row of `partial`.
+                let (dxt, dw) = unsafe { (pdx.slice(r0 * d..r1 * d), pdw.slice(task * d..(task + 1) * d)) };
+                let span = r0 * d..r1 * d;
+                for ((xr, gr), dxr) in xs[span.clone()].chunks_exact(d).zip(gs[span].chunks_exact(d)).zip(dxt.chunks_exact_mut(d)) {
+                    let r = rms_inv(xr, self.eps);
+                    // Σ g·w·x̂ = r · Σ (g·w)·x; dxr holds g·w until the last line.
+                    for ((o, &gv), &wv) in dxr.iter_mut().zip(gr).zip(ws) {
+                        *o = gv * wv;
+                    }
+                    let mean = r * dot_lanes(dxr, xr) / d as f32;
+                    for (((o, &xv), &gv), dwv) in dxr.iter_mut().zip(xr).zip(gr).zip(dw.iter_mut()) {
+                        let xh = xv * r;
+                        *dwv += gv * xh;
+                        *o = r * (*o - xh * mean);
+                    }
+                }
+            }
+        });
+        let mut dw = vec![0f32; d];
+        for p in partial.chunks_exact(d) {
+            for (a, &b) in dw.iter_mut().zip(p) {
+                *a += b;
             }
         }
         let dx = Tensor::from_vec(dx, x.shape(), x.device())?;

@@ -980,3 +980,60 @@ fn sum_squares_matches_f64_at_ragged_lengths() {
         assert!((got - want).abs() <= 1e-6 * want.max(1.0), "n = {n}: {got} vs {want}");
     }
 }
+
+/// Products big enough to be split over the spin pool (and, outside `training`, over rayon).
+#[test]
+fn fused_products_and_norm_match_the_composite_ops_on_both_pools() {
+    for in_training in [false, true] {
+        let scope = |f: &dyn Fn()| if in_training { crate::pool::training(f) } else { f() };
+        scope(&|| {
+            // q·kᵀ with k a transposed view, then p·v; 40 rows is past the pool's 32-row split.
+            check_op(
+                "bmm q·kᵀ",
+                &[randn(&[2, 3, 40, 16], 11), randn(&[2, 3, 24, 16], 12)],
+                |t| crate::ops::bmm(&t[0], &t[1].t().unwrap()).unwrap(),
+                |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+                1e-5,
+            );
+            check_op(
+                "bmm p·v",
+                &[randn(&[1, 3, 70, 24], 13), randn(&[1, 3, 24, 16], 14)],
+                |t| crate::ops::bmm(&t[0], &t[1]).unwrap(),
+                |t| t[0].matmul(&t[1]).unwrap(),
+                1e-5,
+            );
+            // 70 rows: several backward tasks (partial weight gradients summed); 40 wide: lanes
+            // and a tail.
+            let w = (randn(&[40], 21).abs().unwrap() + 0.5).unwrap();
+            check_op(
+                "rms_norm",
+                &[randn(&[70, 40], 20), w],
+                |t| crate::ops::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
+                |t| candle_nn::ops::rms_norm_slow(&t[0], &t[1], 1e-5).unwrap(),
+                1e-5,
+            );
+            // 130·170·96 multiply-adds: past the 2^20 at which the training pass splits a product.
+            check_op(
+                "linear",
+                &[randn(&[130, 96], 15), randn(&[170, 96], 16)],
+                |t| crate::ops::linear(&t[0], &t[1]).unwrap(),
+                |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+                1e-4,
+            );
+        });
+        // The weight gradient through a slot (as in training): dx and dw, split the same way.
+        scope(&|| {
+            let (x, w) = (randn(&[130, 96], 17), randn(&[170, 96], 18));
+            let xv = candle_core::Var::from_tensor(&x).unwrap();
+            let slot = crate::ops::GradSlot::new(170 * 96);
+            let y = crate::ops::linear_sink(xv.as_tensor(), &w, Some(slot.clone())).unwrap();
+            let r = randn(y.dims(), 19);
+            let grads = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let dx = grads.get(xv.as_tensor()).unwrap();
+            let dw = Tensor::from_vec(slot.take().unwrap().unwrap(), (170, 96), &Device::Cpu).unwrap();
+            let (dx_want, dw_want) = (r.matmul(&w).unwrap(), r.t().unwrap().matmul(&x).unwrap());
+            assert!(max_abs_diff(dx, &dx_want) < 1e-3, "dx (training: {in_training})");
+            assert!(max_abs_diff(&dw, &dw_want) < 1e-3, "dw (training: {in_training})");
+        });
+    }
+}

@@ -126,6 +126,10 @@ impl AdamW {
     /// 1/target-tokens normalisation and the clipping factor, folded into the update's single
     /// pass instead of a pass of their own).
     pub fn update_scaled(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64, grad_scale: f64) -> Result<()> {
+        crate::pool::training(|| self.update_scaled_here(model, grads, lr, grad_scale))
+    }
+
+    fn update_scaled_here(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64, grad_scale: f64) -> Result<()> {
         model.weights_changed();
         self.step += 1;
         let t = self.step as i32;
@@ -233,6 +237,11 @@ pub struct MacroGradients {
 /// Forward/backward over `examples` in micro-batches of `micro`, accumulating gradients of the
 /// unnormalised weighted sum, then dividing by the macro batch's target-token count.
 pub fn macro_gradients(model: &Llama, examples: &[TrainExample], micro: usize) -> Result<MacroGradients> {
+    // The training pass's parallel regions on the spin pool (see `pool`).
+    crate::pool::training(|| macro_gradients_here(model, examples, micro))
+}
+
+fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) -> Result<MacroGradients> {
     let mut acc: HashMap<String, Tensor> = HashMap::new();
     let (mut loss_sum, mut tokens) = (0.0f64, 0usize);
     let vars = model.named_vars();
