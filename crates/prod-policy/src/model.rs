@@ -747,9 +747,7 @@ impl Llama {
             let v = ops::linear_sink(&hn, &w(&l.v_proj), sink(2))?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
             // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
             let q = q.reshape((b, kvh, rep * t, hd))?;
-            let scores = ops::bmm(&q, &k.t()?)?; // [b, kvh, rep*t, t]
-            let p = ops::masked_softmax(&scores, mask.clone(), scale, b, t, t)?;
-            let o = ops::bmm(&p, &v)?; // [b, kvh, rep*t, hd]
+            let o = ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t)?; // [b, kvh, rep*t, hd]
             let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
             x = (x + ops::linear_sink(&o, &w(&l.o_proj), sink(3))?)?;
 

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use candle_core::{
-    bail, CpuStorage, CustomOp1, CustomOp2, DType, InplaceOp2, Layout, Result, Shape, Tensor,
+    bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, InplaceOp2, Layout, Result, Shape, Tensor,
 };
 
 /// The contiguous f32 data of an op argument.
@@ -849,6 +849,150 @@ pub fn masked_softmax(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Attention in one graph node: o = softmax(scale·q·kᵀ + mask)·v.
+//
+// Why one node: candle's autograd gives every gradient a zero tensor and a fresh sum
+// (`GradStore::or_insert` + `add`); the scores and the probabilities are the largest tensors of a
+// layer (`[b, kvh, rep·t, total]`, 7 MB each at SmolLM2's shape and 256 tokens), so as two nodes
+// they cost about 56 MB of extra memory traffic per layer and step.
+
+struct Attention {
+    softmax: MaskedSoftmax,
+    /// The probabilities, saved by the forward pass for the backward pass.
+    p: Mutex<Option<std::sync::Arc<Vec<f32>>>>,
+}
+
+impl Strided<'_> {
+    /// A contiguous `[batches, rows, cols]` buffer.
+    fn packed(data: &[f32], batches: usize, rows: usize, cols: usize) -> Strided<'_> {
+        Strided { data, batches, bs: (rows * cols) as isize, rs: cols as isize, cs: 1, rows, cols }
+    }
+}
+
+impl Attention {
+    /// `softmax(scale·s + mask)` row by row, in place.
+    fn softmax_in_place(&self, s: &mut [f32]) {
+        let total = self.softmax.total;
+        let out = SharedMut(s.as_mut_ptr());
+        par_ranges(s.len() / total, 64, |range| {
+            let mut tmp = vec![0f32; total];
+            for row in range {
+                // SAFETY: row `row` is read and written by exactly one task.
+                let r = unsafe { out.slice(row * total..(row + 1) * total) };
+                let max = crate::vexp::scale_add_max(r, self.softmax.mask_row(row), self.softmax.scale, &mut tmp);
+                let sum = crate::vexp::exp_into(&tmp, r, max, 1.0);
+                let inv = 1.0 / sum;
+                for v in r.iter_mut() {
+                    *v *= inv;
+                }
+            }
+        });
+    }
+}
+
+impl CustomOp3 for Attention {
+    fn name(&self) -> &'static str {
+        "fused-attention"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout, s3: &CpuStorage, l3: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (q, k, v) = (Strided::new(s1, l1, "attention")?, Strided::new(s2, l2, "attention")?, Strided::new(s3, l3, "attention")?);
+        if k.rows != self.softmax.total || v.rows != k.rows || k.cols != q.cols {
+            bail!("attention: q {:?}, k {:?}, v {:?} for {} keys", l1.dims(), l2.dims(), l3.dims(), self.softmax.total)
+        }
+        let mut p = bmm_into(&q, &k.t(), "attention")?;
+        self.softmax_in_place(&mut p);
+        let o = bmm_into(&Strided::packed(&p, q.batches, q.rows, k.rows), &v, "attention")?;
+        *self.p.lock().map_err(|_| candle_core::Error::Msg("attention: poisoned".into()))? = Some(std::sync::Arc::new(p));
+        let mut dims = l1.dims().to_vec();
+        let last = dims.len() - 1;
+        dims[last] = v.cols;
+        Ok((CpuStorage::F32(o), Shape::from(dims)))
+    }
+
+    fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let p = self
+            .p
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("attention: poisoned".into()))?
+            .clone()
+            .ok_or_else(|| candle_core::Error::Msg("attention: backward before forward".into()))?;
+        let g = g.contiguous()?;
+        let (sg, lg) = g.storage_and_layout();
+        let (sq, lq) = q.storage_and_layout();
+        let (sk, lk) = k.storage_and_layout();
+        let (sv, lv) = v.storage_and_layout();
+        let total = self.softmax.total;
+        let (dq, dk, dv) = match (&*sg, &*sq, &*sk, &*sv) {
+            (candle_core::Storage::Cpu(gs), candle_core::Storage::Cpu(qs), candle_core::Storage::Cpu(ks), candle_core::Storage::Cpu(vs)) => {
+                let (gv, qv, kv, vv) = (
+                    Strided::new(gs, lg, "attention")?,
+                    Strided::new(qs, lq, "attention")?,
+                    Strided::new(ks, lk, "attention")?,
+                    Strided::new(vs, lv, "attention")?,
+                );
+                if p.len() != qv.batches * qv.rows * total {
+                    bail!("attention: saved probabilities do not match q {:?}", lq.dims())
+                }
+                let pv = Strided::packed(&p, qv.batches, qv.rows, total);
+                let dv = bmm_into(&pv.t(), &gv, "attention backward")?;
+                // dp = g·vᵀ, then ds = scale · p ⊙ (dp − Σ_j dp_j p_j), in place.
+                let mut ds = bmm_into(&gv, &vv.t(), "attention backward")?;
+                let out = SharedMut(ds.as_mut_ptr());
+                let scale = self.softmax.scale;
+                par_ranges(ds.len() / total, 64, |range| {
+                    for row in range {
+                        let pr = &p[row * total..(row + 1) * total];
+                        // SAFETY: row `row` is read and written by exactly one task.
+                        let dr = unsafe { out.slice(row * total..(row + 1) * total) };
+                        let dot = dot_lanes(pr, dr);
+                        for (d, &pj) in dr.iter_mut().zip(pr) {
+                            *d = scale * pj * (*d - dot);
+                        }
+                    }
+                });
+                let dsv = Strided::packed(&ds, qv.batches, qv.rows, total);
+                (bmm_into(&dsv, &kv, "attention backward")?, bmm_into(&dsv.t(), &qv, "attention backward")?, dv)
+            }
+            _ => bail!("attention: CPU only"),
+        };
+        Ok((
+            Some(Tensor::from_vec(dq, q.shape(), q.device())?),
+            Some(Tensor::from_vec(dk, k.shape(), k.device())?),
+            Some(Tensor::from_vec(dv, v.shape(), v.device())?),
+        ))
+    }
+}
+
+/// `softmax(scale·q·kᵀ + mask)·v` for `q` `[b, kvh, rep·t, hd]` (query heads stacked kv-major),
+/// `k`, `v` `[b, kvh, total, hd]` and `mask` `[b, t, total]`: [`bmm`], [`masked_softmax`] and
+/// [`bmm`] as one graph node (the probabilities are kept for the backward pass).
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: std::sync::Arc<Vec<f32>>,
+    scale: f32,
+    b: usize,
+    t: usize,
+    total: usize,
+) -> Result<Tensor> {
+    for (x, what) in [(q, "q"), (k, "k"), (v, "v")] {
+        ensure_cpu_f32(x, "attention")?;
+        if x.rank() != 4 || x.dim(0)? != b {
+            bail!("attention: {what} is {:?}, not [{b}, kv heads, rows, head dim]", x.dims())
+        }
+    }
+    let dims = q.dims();
+    if !dims[2].is_multiple_of(t) || mask.len() != b * t * total || k.dim(2)? != total {
+        bail!("attention: q {dims:?} and k {:?} do not match the mask [{b}, {t}, {total}]", k.dims())
+    }
+    let softmax = MaskedSoftmax { scale, mask, b, t, total, rows_per_batch_row: dims[1] * dims[2] };
+    q.apply_op3(k, v, Attention { softmax, p: Mutex::new(None) })
+}
+
+// ---------------------------------------------------------------------------------------------
 // Weighted cross-entropy: Σ_i w_i (logsumexp(z_i) − z_i[y_i]) over logits rows.
 
 struct WeightedCe {
@@ -1023,10 +1167,32 @@ pub(crate) fn sum_squares(t: &Tensor) -> Result<f64> {
         candle_core::Storage::Cpu(c) => f32_slice(c, lay, "sum_squares")?,
         _ => bail!("sum_squares: CPU only"),
     };
-    use rayon::prelude::*;
-    // f32 partial sums over short runs, f64 across runs.
-    let total: f64 = s.par_chunks(1 << 12).map(sum_squares_run).sum();
-    Ok(total)
+    // f32 partial sums over runs of 4,096, f64 across runs, added up in order (the same total
+    // whichever thread took which run).
+    const RUN: usize = 1 << 12;
+    let mut runs = vec![0f64; s.len().div_ceil(RUN)];
+    let out = SharedMutF64(runs.as_mut_ptr());
+    par_ranges(runs.len(), 16, |range| {
+        for r in range {
+            // SAFETY: run `r` is written by the one task that was given it.
+            unsafe { out.write(r, sum_squares_run(&s[r * RUN..s.len().min((r + 1) * RUN)])) };
+        }
+    });
+    Ok(runs.iter().sum())
+}
+
+#[derive(Clone, Copy)]
+struct SharedMutF64(*mut f64);
+// SAFETY: used only to write disjoint elements from parallel tasks, as `SharedMut`.
+unsafe impl Send for SharedMutF64 {}
+unsafe impl Sync for SharedMutF64 {}
+
+impl SharedMutF64 {
+    /// # Safety
+    /// `i` must be in bounds and no other thread may touch element `i` concurrently.
+    unsafe fn write(&self, i: usize, v: f64) {
+        *self.0.add(i) = v;
+    }
 }
 
 /// `Σ x²` of a short run in 32 independent f32 lanes: a single running sum is one serial chain

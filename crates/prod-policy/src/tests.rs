@@ -1002,6 +1002,31 @@ fn fused_products_and_norm_match_the_composite_ops_on_both_pools() {
                 |t| t[0].matmul(&t[1]).unwrap(),
                 1e-5,
             );
+            // Attention as one node against bmm → masked softmax → bmm: 2 batch rows, the second
+            // padded at its start, 2 kv heads of 3 query heads each, 24 positions (72 score rows).
+            let (b, kvh, rep, t, hd) = (2usize, 2usize, 3usize, 24usize, 8usize);
+            let mut mask = Vec::new();
+            for r in 0..b {
+                for i in 0..t {
+                    for j in 0..t {
+                        let pad = r == 1 && j < 5;
+                        mask.push(if j <= i && !pad { 0.0 } else { -1e30 });
+                    }
+                }
+            }
+            let mask = std::sync::Arc::new(mask);
+            let scale = 0.35f32;
+            check_op(
+                "attention",
+                &[randn(&[b, kvh, rep * t, hd], 22), randn(&[b, kvh, t, hd], 23), randn(&[b, kvh, t, hd], 24)],
+                |x| crate::ops::attention(&x[0], &x[1], &x[2], mask.clone(), scale, b, t, t).unwrap(),
+                |x| {
+                    let s = x[0].matmul(&x[1].t().unwrap()).unwrap();
+                    let p = crate::ops::masked_softmax(&s, mask.clone(), scale, b, t, t).unwrap();
+                    p.matmul(&x[2]).unwrap()
+                },
+                1e-5,
+            );
             // 70 rows: several backward tasks (partial weight gradients summed); 40 wide: lanes
             // and a tail.
             let w = (randn(&[40], 21).abs().unwrap() + 0.5).unwrap();
