@@ -751,10 +751,20 @@ impl Llama {
             let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
             x = (x + ops::linear_sink(&o, &w(&l.o_proj), sink(3))?)?;
 
-            let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
-            let gate = ops::linear_sink(&hn, &w(&l.gate_proj), sink(4))?;
-            let up = ops::linear_sink(&hn, &w(&l.up_proj), sink(5))?;
-            x = (x + ops::linear_sink(&ops::swiglu(&gate, &up)?, &w(&l.down_proj), sink(6))?)?;
+            x = match sinks {
+                // The MLP block as one graph node (see `ops::mlp_block`).
+                Some(s) => {
+                    let [.., g, u, dn] = &s.layers[li];
+                    let weights = [w(&l.gate_proj), w(&l.up_proj), w(&l.down_proj)];
+                    ops::mlp_block(&x, &w(&l.post_attention_layernorm), weights, [g.clone(), u.clone(), dn.clone()], eps)?
+                }
+                None => {
+                    let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
+                    let gate = ops::linear_sink(&hn, &w(&l.gate_proj), None)?;
+                    let up = ops::linear_sink(&hn, &w(&l.up_proj), None)?;
+                    (&x + ops::linear_sink(&ops::swiglu(&gate, &up)?, &w(&l.down_proj), None)?)?
+                }
+            };
         }
         let x = ops::rms_norm(&x, &w(&self.norm), eps)?;
         Ok(x.reshape((b, t, d))?)

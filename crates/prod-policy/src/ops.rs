@@ -185,6 +185,62 @@ unsafe fn gemm_f32(
     )
 }
 
+/// `x · wᵀ` (`x` `[n, k]`, `w` `[m, k]`, row-major) into a new `[n, m]` buffer; with `add`, the
+/// buffer starts as a copy of `add` (`[n, m]`) and the product is added to it.
+fn matmul_wt(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, add: Option<&[f32]>) -> Vec<f32> {
+    debug_assert!(x.len() == n * k && w.len() == m * k);
+    match add {
+        Some(a) => {
+            let mut y = a.to_vec();
+            // SAFETY: x is [n, k], wᵀ is [k, m] (column j = row j of w), y is [n, m].
+            unsafe { gemm_f32(n, m, k, y.as_mut_ptr(), m as isize, true, x.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1) };
+            y
+        }
+        None => {
+            let mut y = Vec::with_capacity(n * m);
+            // SAFETY: as above, y within its capacity; without `accumulate` gemm writes every
+            // element before set_len.
+            unsafe {
+                gemm_f32(n, m, k, y.as_mut_ptr(), m as isize, false, x.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1);
+                y.set_len(n * m);
+            }
+            y
+        }
+    }
+}
+
+/// `dst (+)= g · w` (`g` `[n, m]`, `w` `[m, k]`, `dst` `[n, k]`; `accumulate`: add to `dst`).
+fn matmul_w_into(g: &[f32], w: &[f32], n: usize, m: usize, k: usize, dst: &mut Vec<f32>, accumulate: bool) {
+    debug_assert!(g.len() == n * m && w.len() == m * k && (!accumulate || dst.len() == n * k));
+    if !accumulate {
+        dst.clear();
+        dst.reserve(n * k);
+    }
+    // SAFETY: g is [n, m], w is [m, k], dst is [n, k] within its capacity, all row-major;
+    // without `accumulate` gemm writes every element before set_len.
+    unsafe {
+        gemm_f32(n, k, m, dst.as_mut_ptr(), k as isize, accumulate, g.as_ptr(), 1, m as isize, w.as_ptr(), 1, k as isize);
+        dst.set_len(n * k);
+    }
+}
+
+/// A weight's gradient `gᵀ · x` (`g` `[n, m]`, `x` `[n, k]`) added to its slot (`[m, k]`).
+fn add_weight_grad(sink: &GradSlot, g: &[f32], x: &[f32], n: usize, m: usize, k: usize) -> Result<()> {
+    if sink.len != m * k || g.len() != n * m || x.len() != n * k {
+        bail!("linear: gradient slot of {} for a [{m}, {k}] weight", sink.len)
+    }
+    let mut slot = sink.lock()?;
+    let accumulate = slot.is_some();
+    let buf = slot.get_or_insert_with(|| Vec::with_capacity(m * k));
+    // SAFETY: gᵀ is [m, n] (element (i, j) = g[j·m + i]), x is [n, k], dst is [m, k] within the
+    // buffer's capacity; without `accumulate` gemm writes every element before set_len.
+    unsafe {
+        gemm_f32(m, k, n, buf.as_mut_ptr(), k as isize, accumulate, g.as_ptr(), m as isize, 1, x.as_ptr(), 1, k as isize);
+        buf.set_len(m * k);
+    }
+    Ok(())
+}
+
 impl CustomOp2 for Linear {
     fn name(&self) -> &'static str {
         "fused-linear"
@@ -199,14 +255,7 @@ impl CustomOp2 for Linear {
             bail!("linear: x is [{n}, {k}] but w is [{m}, {k2}]")
         }
         // Not zeroed first: gemm overwrites every element (a zeroing pass was 2% of a step).
-        let mut y = Vec::with_capacity(n * m);
-        // SAFETY: x is [n, k] row-major, wᵀ is [k, m] (column j = row j of w), y is [n, m]
-        // within its capacity; without `accumulate` gemm writes every element before set_len.
-        unsafe {
-            gemm_f32(n, m, k, y.as_mut_ptr(), m as isize, false, x.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1);
-            y.set_len(n * m);
-        }
-        Ok((CpuStorage::F32(y), Shape::from((n, m))))
+        Ok((CpuStorage::F32(matmul_wt(x, w, n, k, m, None)), Shape::from((n, m))))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -229,24 +278,10 @@ impl CustomOp2 for Linear {
             _ => bail!("linear: CPU only"),
         };
         // dx = g · w straight into an unzeroed buffer (candle's matmul zeroes its output first).
-        let mut dx = Vec::with_capacity(n * k);
-        // SAFETY: g is [n, m], w is [m, k], dx is [n, k] within its capacity, all row-major;
-        // without `accumulate` gemm writes every element before set_len.
-        unsafe {
-            gemm_f32(n, k, m, dx.as_mut_ptr(), k as isize, false, gv.as_ptr(), 1, m as isize, wv.as_ptr(), 1, k as isize);
-            dx.set_len(n * k);
-        }
-        let dx = Tensor::from_vec(dx, (n, k), g.device())?;
-        let mut slot = sink.lock()?;
-        let accumulate = slot.is_some();
-        let buf = slot.get_or_insert_with(|| Vec::with_capacity(m * k));
-        // SAFETY: gᵀ is [m, n] (element (i, j) = g[j·m + i]), x is [n, k], dst is [m, k] within
-        // the buffer's capacity; without `accumulate` gemm writes every element before set_len.
-        unsafe {
-            gemm_f32(m, k, n, buf.as_mut_ptr(), k as isize, accumulate, gv.as_ptr(), m as isize, 1, xv.as_ptr(), 1, k as isize);
-            buf.set_len(m * k);
-        }
-        Ok((Some(dx), None))
+        let mut dx = Vec::new();
+        matmul_w_into(gv, wv, n, m, k, &mut dx, false);
+        add_weight_grad(sink, gv, xv, n, m, k)?;
+        Ok((Some(Tensor::from_vec(dx, (n, k), g.device())?), None))
     }
 }
 
@@ -511,27 +546,13 @@ impl CustomOp2 for RmsNorm {
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
         let x = f32_slice(s1, l1, "rms_norm")?;
         let w = f32_slice(s2, l2, "rms_norm")?;
-        let d = w.len();
-        if d == 0 || x.len() % d != 0 || l1.dims().last() != Some(&d) {
-            bail!("rms_norm: last dimension of {:?} is not the weight's {d}", l1.dims())
+        if l1.dims().last() != Some(&w.len()) {
+            bail!("rms_norm: last dimension of {:?} is not the weight's {}", l1.dims(), w.len())
         }
-        let mut y = vec![0f32; x.len()];
-        let out = SharedMut(y.as_mut_ptr());
-        par_ranges(x.len() / d, 64, |rows| {
-            // SAFETY: each range of rows is written by exactly one worker.
-            let yr = unsafe { out.slice(rows.start * d..rows.end * d) };
-            for (xr, yr) in x[rows.start * d..rows.end * d].chunks_exact(d).zip(yr.chunks_exact_mut(d)) {
-                let r = rms_inv(xr, self.eps);
-                for ((yv, xv), wv) in yr.iter_mut().zip(xr).zip(w) {
-                    *yv = xv * r * wv;
-                }
-            }
-        });
-        Ok((CpuStorage::F32(y), l1.shape().clone()))
+        Ok((CpuStorage::F32(rms_forward(x, w, self.eps)?), l1.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        // With x̂ = x·r, y = x̂ ⊙ w:  dw = Σ_rows g ⊙ x̂;  dx = r · (g⊙w − x̂ · mean(g⊙w⊙x̂)).
         let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
         let (sx, lx) = x.storage_and_layout();
         let (sw, lw) = w.storage_and_layout();
@@ -542,47 +563,76 @@ impl CustomOp2 for RmsNorm {
             }
             _ => bail!("rms_norm: CPU only"),
         };
-        let d = ws.len();
-        if d == 0 || xs.len() % d != 0 || gs.len() != xs.len() {
-            bail!("rms_norm backward: x of {} and g of {} for a weight of {d}", xs.len(), gs.len())
-        }
-        let rows = xs.len() / d;
-        let tasks = rows.div_ceil(RMS_ROWS);
-        let mut dx = vec![0f32; xs.len()];
-        let mut partial = vec![0f32; tasks * d];
-        let (pdx, pdw) = (SharedMut(dx.as_mut_ptr()), SharedMut(partial.as_mut_ptr()));
-        par_ranges(tasks, 2, |range| {
-            for task in range {
-                let r0 = task * RMS_ROWS;
-                let r1 = rows.min(r0 + RMS_ROWS);
-                // SAFETY: task `task` alone writes rows r0..r1 of dx and its own row of `partial`.
-                let (dxt, dw) = unsafe { (pdx.slice(r0 * d..r1 * d), pdw.slice(task * d..(task + 1) * d)) };
-                let span = r0 * d..r1 * d;
-                for ((xr, gr), dxr) in xs[span.clone()].chunks_exact(d).zip(gs[span].chunks_exact(d)).zip(dxt.chunks_exact_mut(d)) {
-                    let r = rms_inv(xr, self.eps);
-                    // Σ g·w·x̂ = r · Σ (g·w)·x; dxr holds g·w until the last line.
-                    for ((o, &gv), &wv) in dxr.iter_mut().zip(gr).zip(ws) {
-                        *o = gv * wv;
-                    }
-                    let mean = r * dot_lanes(dxr, xr) / d as f32;
-                    for (((o, &xv), &gv), dwv) in dxr.iter_mut().zip(xr).zip(gr).zip(dw.iter_mut()) {
-                        let xh = xv * r;
-                        *dwv += gv * xh;
-                        *o = r * (*o - xh * mean);
-                    }
-                }
-            }
-        });
-        let mut dw = vec![0f32; d];
-        for p in partial.chunks_exact(d) {
-            for (a, &b) in dw.iter_mut().zip(p) {
-                *a += b;
-            }
-        }
+        let (dx, dw) = rms_backward(xs, ws, gs, self.eps)?;
         let dx = Tensor::from_vec(dx, x.shape(), x.device())?;
         let dw = Tensor::from_vec(dw, w.shape(), w.device())?;
         Ok((Some(dx), Some(dw)))
     }
+}
+
+/// RMSNorm of the rows of `x` (`w.len()` wide) scaled by `w`.
+fn rms_forward(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>> {
+    let d = w.len();
+    if d == 0 || x.len() % d != 0 {
+        bail!("rms_norm: {} values are not rows of the weight's {d}", x.len())
+    }
+    let mut y = vec![0f32; x.len()];
+    let out = SharedMut(y.as_mut_ptr());
+    par_ranges(x.len() / d, 64, |rows| {
+        // SAFETY: each range of rows is written by exactly one worker.
+        let yr = unsafe { out.slice(rows.start * d..rows.end * d) };
+        for (xr, yr) in x[rows.start * d..rows.end * d].chunks_exact(d).zip(yr.chunks_exact_mut(d)) {
+            let r = rms_inv(xr, eps);
+            for ((yv, xv), wv) in yr.iter_mut().zip(xr).zip(w) {
+                *yv = xv * r * wv;
+            }
+        }
+    });
+    Ok(y)
+}
+
+/// Gradients `(dx, dw)` of [`rms_forward`] for the output gradient `g`.
+///
+/// With x̂ = x·r, y = x̂ ⊙ w:  dw = Σ_rows g ⊙ x̂;  dx = r · (g⊙w − x̂ · mean(g⊙w⊙x̂)).
+fn rms_backward(xs: &[f32], ws: &[f32], gs: &[f32], eps: f32) -> Result<(Vec<f32>, Vec<f32>)> {
+    let d = ws.len();
+    if d == 0 || xs.len() % d != 0 || gs.len() != xs.len() {
+        bail!("rms_norm backward: x of {} and g of {} for a weight of {d}", xs.len(), gs.len())
+    }
+    let rows = xs.len() / d;
+    let tasks = rows.div_ceil(RMS_ROWS);
+    let mut dx = vec![0f32; xs.len()];
+    let mut partial = vec![0f32; tasks * d];
+    let (pdx, pdw) = (SharedMut(dx.as_mut_ptr()), SharedMut(partial.as_mut_ptr()));
+    par_ranges(tasks, 2, |range| {
+        for task in range {
+            let r0 = task * RMS_ROWS;
+            let r1 = rows.min(r0 + RMS_ROWS);
+            // SAFETY: task `task` alone writes rows r0..r1 of dx and its own row of `partial`.
+            let (dxt, dw) = unsafe { (pdx.slice(r0 * d..r1 * d), pdw.slice(task * d..(task + 1) * d)) };
+            let span = r0 * d..r1 * d;
+            for ((xr, gr), dxr) in xs[span.clone()].chunks_exact(d).zip(gs[span].chunks_exact(d)).zip(dxt.chunks_exact_mut(d)) {
+                let r = rms_inv(xr, eps);
+                // Σ g·w·x̂ = r · Σ (g·w)·x; dxr holds g·w until the last line.
+                for ((o, &gv), &wv) in dxr.iter_mut().zip(gr).zip(ws) {
+                    *o = gv * wv;
+                }
+                let mean = r * dot_lanes(dxr, xr) / d as f32;
+                for (((o, &xv), &gv), dwv) in dxr.iter_mut().zip(xr).zip(gr).zip(dw.iter_mut()) {
+                    let xh = xv * r;
+                    *dwv += gv * xh;
+                    *o = r * (*o - xh * mean);
+                }
+            }
+        }
+    });
+    let mut dw = vec![0f32; d];
+    for p in partial.chunks_exact(d) {
+        for (a, &b) in dw.iter_mut().zip(p) {
+            *a += b;
+        }
+    }
+    Ok((dx, dw))
 }
 
 /// RMSNorm of `x` (any rank, normalised over the last dimension) scaled by `w` `[d]`.
@@ -622,47 +672,14 @@ impl CustomOp2 for SwiGlu {
         if l1.shape() != l2.shape() {
             bail!("swiglu: gate {:?} and up {:?} differ", l1.dims(), l2.dims())
         }
-        let mut y = vec![0f32; g.len()];
-        let out = SharedMut(y.as_mut_ptr());
-        par_ranges(g.len(), 1 << 15, |range| {
-            // SAFETY: each range is written by exactly one worker.
-            let yr = unsafe { out.slice(range.clone()) };
-            let mut s = [0f32; SIGMOID_RUN];
-            for ((yr, a), b) in yr.chunks_mut(SIGMOID_RUN).zip(g[range.clone()].chunks(SIGMOID_RUN)).zip(u[range].chunks(SIGMOID_RUN)) {
-                let s = &mut s[..a.len()];
-                sigmoid_into(a, s);
-                for (((y, &a), &b), &s) in yr.iter_mut().zip(a).zip(b).zip(s.iter()) {
-                    *y = a * s * b;
-                }
-            }
-        });
-        Ok((CpuStorage::F32(y), l1.shape().clone()))
+        Ok((CpuStorage::F32(swiglu_forward(g, u)), l1.shape().clone()))
     }
 
     fn bwd(&self, gate: &Tensor, up: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        // d silu(a)/da = s·(1 + a·(1 − s)) with s = sigmoid(a).
         let a = gate.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let b = up.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let mut da = vec![0f32; a.len()];
-        let mut db = vec![0f32; a.len()];
-        let (pa, pb) = (SharedMut(da.as_mut_ptr()), SharedMut(db.as_mut_ptr()));
-        par_ranges(a.len(), 1 << 15, |range| {
-            // SAFETY: each range is written by exactly one worker.
-            let (da, db) = unsafe { (pa.slice(range.clone()), pb.slice(range.clone())) };
-            let mut sig = [0f32; SIGMOID_RUN];
-            let start = range.start;
-            for (c, a) in a[range].chunks(SIGMOID_RUN).enumerate() {
-                let sig = &mut sig[..a.len()];
-                sigmoid_into(a, sig);
-                let off = c * SIGMOID_RUN;
-                for (j, (&a, &s)) in a.iter().zip(sig.iter()).enumerate() {
-                    let (k, i) = (off + j, start + off + j);
-                    db[k] = gs[i] * a * s;
-                    da[k] = gs[i] * b[i] * s * (1.0 + a * (1.0 - s));
-                }
-            }
-        });
+        let (da, db, _) = swiglu_backward(&a, &b, &gs, false);
         Ok((
             Some(Tensor::from_vec(da, gate.shape(), gate.device())?),
             Some(Tensor::from_vec(db, up.shape(), up.device())?),
@@ -670,10 +687,184 @@ impl CustomOp2 for SwiGlu {
     }
 }
 
+/// `silu(a) ⊙ b` elementwise.
+fn swiglu_forward(a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut y = vec![0f32; a.len()];
+    let out = SharedMut(y.as_mut_ptr());
+    par_ranges(a.len(), 1 << 15, |range| {
+        // SAFETY: each range is written by exactly one worker.
+        let yr = unsafe { out.slice(range.clone()) };
+        let mut s = [0f32; SIGMOID_RUN];
+        for ((yr, a), b) in yr.chunks_mut(SIGMOID_RUN).zip(a[range.clone()].chunks(SIGMOID_RUN)).zip(b[range].chunks(SIGMOID_RUN)) {
+            let s = &mut s[..a.len()];
+            sigmoid_into(a, s);
+            for (((y, &a), &b), &s) in yr.iter_mut().zip(a).zip(b).zip(s.iter()) {
+                *y = a * s * b;
+            }
+        }
+    });
+    y
+}
+
+/// Gradients `(da, db)` of [`swiglu_forward`] for the output gradient `g`, and with `want_act`
+/// the forward output too (one sigmoid pass for both).
+///
+/// d silu(a)/da = s·(1 + a·(1 − s)) with s = sigmoid(a).
+fn swiglu_backward(a: &[f32], b: &[f32], gs: &[f32], want_act: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut da = vec![0f32; a.len()];
+    let mut db = vec![0f32; a.len()];
+    let mut act = if want_act { vec![0f32; a.len()] } else { Vec::new() };
+    let (pa, pb, py) = (SharedMut(da.as_mut_ptr()), SharedMut(db.as_mut_ptr()), SharedMut(act.as_mut_ptr()));
+    par_ranges(a.len(), 1 << 15, |range| {
+        // SAFETY: each range is written by exactly one worker (`act` only when it has the room).
+        let (da, db) = unsafe { (pa.slice(range.clone()), pb.slice(range.clone())) };
+        let mut act = want_act.then(|| unsafe { py.slice(range.clone()) });
+        let mut sig = [0f32; SIGMOID_RUN];
+        let start = range.start;
+        for (c, a) in a[range].chunks(SIGMOID_RUN).enumerate() {
+            let sig = &mut sig[..a.len()];
+            sigmoid_into(a, sig);
+            let off = c * SIGMOID_RUN;
+            for (j, (&a, &s)) in a.iter().zip(sig.iter()).enumerate() {
+                let (k, i) = (off + j, start + off + j);
+                db[k] = gs[i] * a * s;
+                da[k] = gs[i] * b[i] * s * (1.0 + a * (1.0 - s));
+                if let Some(y) = act.as_deref_mut() {
+                    y[k] = a * s * b[i];
+                }
+            }
+        }
+    });
+    (da, db, act)
+}
+
 /// `silu(gate) ⊙ up` (same shapes).
 pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     ensure_cpu_f32(gate, "swiglu")?;
     gate.contiguous()?.apply_op2(&up.contiguous()?, SwiGlu)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A layer's MLP block in one graph node: x + down(silu(gate(rms(x))) ⊙ up(rms(x))).
+//
+// Why one node: as six (norm, three products, SwiGLU, residual sum) candle's autograd gave each
+// of their inputs a zero-filled gradient and a fresh sum (about 2 M floats per layer and step,
+// the largest share of a step's element-wise traffic), and the shared norm output two more.
+
+struct MlpBlock {
+    eps: f32,
+    /// gate `[inter, d]`, up `[inter, d]`, down `[d, inter]`.
+    w: [Tensor; 3],
+    /// Their gradient slots.
+    sinks: [std::sync::Arc<GradSlot>; 3],
+    /// The norm's output and the two projections, kept by the forward pass for the backward.
+    saved: Mutex<Option<std::sync::Arc<[Vec<f32>; 3]>>>,
+}
+
+impl MlpBlock {
+    fn shapes(&self, d: usize) -> Result<usize> {
+        let inter = self.w[0].dim(0)?;
+        if self.w[0].dims2()? != (inter, d) || self.w[1].dims2()? != (inter, d) || self.w[2].dims2()? != (d, inter) {
+            bail!("mlp: weights {:?} {:?} {:?} for width {d}", self.w[0].dims(), self.w[1].dims(), self.w[2].dims())
+        }
+        for (w, s) in self.w.iter().zip(&self.sinks) {
+            if s.len != w.elem_count() {
+                bail!("mlp: gradient slot of {} for a {:?} weight", s.len, w.dims())
+            }
+        }
+        Ok(inter)
+    }
+}
+
+/// Runs `f` on the f32 data of three contiguous CPU tensors.
+fn with_three<R>(t: &[Tensor; 3], what: &str, f: impl FnOnce(&[f32], &[f32], &[f32]) -> Result<R>) -> Result<R> {
+    let (s0, l0) = t[0].storage_and_layout();
+    let (s1, l1) = t[1].storage_and_layout();
+    let (s2, l2) = t[2].storage_and_layout();
+    match (&*s0, &*s1, &*s2) {
+        (candle_core::Storage::Cpu(a), candle_core::Storage::Cpu(b), candle_core::Storage::Cpu(c)) => {
+            f(f32_slice(a, l0, what)?, f32_slice(b, l1, what)?, f32_slice(c, l2, what)?)
+        }
+        _ => bail!("{what}: CPU only"),
+    }
+}
+
+impl CustomOp2 for MlpBlock {
+    fn name(&self) -> &'static str {
+        "fused-mlp-block"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s1, l1, "mlp")?;
+        let nw = f32_slice(s2, l2, "mlp")?;
+        let d = nw.len();
+        if l1.dims().last() != Some(&d) {
+            bail!("mlp: last dimension of {:?} is not the norm's {d}", l1.dims())
+        }
+        let inter = self.shapes(d)?;
+        let n = x.len() / d;
+        let (y, saved) = with_three(&self.w, "mlp", |wg, wu, wd| {
+            let hn = rms_forward(x, nw, self.eps)?;
+            let gate = matmul_wt(&hn, wg, n, d, inter, None);
+            let up = matmul_wt(&hn, wu, n, d, inter, None);
+            let act = swiglu_forward(&gate, &up);
+            Ok((matmul_wt(&act, wd, n, inter, d, Some(x)), [hn, gate, up]))
+        })?;
+        *self.saved.lock().map_err(|_| candle_core::Error::Msg("mlp: poisoned".into()))? = Some(std::sync::Arc::new(saved));
+        Ok((CpuStorage::F32(y), l1.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, nw: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let saved = self
+            .saved
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("mlp: poisoned".into()))?
+            .clone()
+            .ok_or_else(|| candle_core::Error::Msg("mlp: backward before forward".into()))?;
+        let [hn, gate, up] = &*saved;
+        let (x, nw, g) = (x.contiguous()?, nw.contiguous()?, g.contiguous()?);
+        let d = nw.elem_count();
+        let inter = self.shapes(d)?;
+        let n = x.elem_count() / d.max(1);
+        if g.elem_count() != n * d || hn.len() != n * d || gate.len() != n * inter {
+            bail!("mlp backward: gradient {:?} for input {:?}", g.dims(), x.dims())
+        }
+        let (dx, dnw) = with_three(&[x.clone(), nw.clone(), g.clone()], "mlp", |xs, nws, gs| {
+            with_three(&self.w, "mlp", |wg, wu, wd| {
+                let mut g_act = Vec::new();
+                matmul_w_into(gs, wd, n, d, inter, &mut g_act, false);
+                let (dgate, dup, act) = swiglu_backward(gate, up, &g_act, true);
+                drop(g_act);
+                add_weight_grad(&self.sinks[2], gs, &act, n, d, inter)?;
+                add_weight_grad(&self.sinks[0], &dgate, hn, n, inter, d)?;
+                add_weight_grad(&self.sinks[1], &dup, hn, n, inter, d)?;
+                let mut g_hn = Vec::new();
+                matmul_w_into(&dgate, wg, n, inter, d, &mut g_hn, false);
+                matmul_w_into(&dup, wu, n, inter, d, &mut g_hn, true);
+                let (mut dx, dnw) = rms_backward(xs, nws, &g_hn, self.eps)?;
+                // The residual path: the block's output gradient reaches x unchanged.
+                for (a, &b) in dx.iter_mut().zip(gs) {
+                    *a += b;
+                }
+                Ok((dx, dnw))
+            })
+        })?;
+        Ok((Some(Tensor::from_vec(dx, x.shape(), x.device())?), Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?)))
+    }
+}
+
+/// `x + down(silu(gate(h)) ⊙ up(h))` with `h = rms_norm(x, norm_w)`, for `x` `[n, d]`, as one
+/// graph node; the three projection weights' gradients go to their slots (gate, up, down).
+pub(crate) fn mlp_block(
+    x: &Tensor,
+    norm_w: &Tensor,
+    w: [Tensor; 3],
+    sinks: [std::sync::Arc<GradSlot>; 3],
+    eps: f32,
+) -> Result<Tensor> {
+    ensure_cpu_f32(x, "mlp")?;
+    let w = [w[0].contiguous()?, w[1].contiguous()?, w[2].contiguous()?];
+    x.contiguous()?.apply_op2(&norm_w.contiguous()?, MlpBlock { eps, w, sinks, saved: Mutex::new(None) })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1062,3 +1062,74 @@ fn fused_products_and_norm_match_the_composite_ops_on_both_pools() {
         });
     }
 }
+
+/// The training pass proper (fused ops, weight gradients in slots, the attention and MLP blocks
+/// as single nodes) gives the composite model's gradients.
+#[test]
+fn training_pass_gradients_match_the_composite_model() {
+    for (tied, kv) in [(false, 2), (true, 1)] {
+        let mut m = model(tied, kv, 31);
+        let batch = mixed_batch();
+        m.fused = true;
+        let fused = train::macro_gradients(&m, &batch, 2).unwrap();
+        m.fused = false;
+        let (loss, _) = train::weighted_nll_sum(&m, &batch, true).unwrap();
+        let grads = loss.backward().unwrap();
+        for (name, v) in m.named_vars() {
+            let want = grads.get(v.as_tensor()).unwrap();
+            let got = &fused.grad_sums[&name];
+            let scale = want.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(scale > 0.0, "{name}: zero reference gradient");
+            let d = max_abs_diff(got, want);
+            assert!(d <= 1e-4 * scale.max(1e-3), "tied={tied} {name}: gradient differs by {d} (max {scale})");
+        }
+    }
+}
+
+/// The MLP block against its six composite ops, weight gradients included, at a size that the
+/// training pool splits.
+#[test]
+fn fused_mlp_block_matches_the_composite_ops_on_both_pools() {
+    let (n, d, inter) = (70usize, 96usize, 200usize);
+    for in_training in [false, true] {
+        let run = || {
+            let x = candle_core::Var::from_tensor(&randn(&[n, d], 41)).unwrap();
+            let nw = candle_core::Var::from_tensor(&(randn(&[d], 42).abs().unwrap() + 0.5).unwrap()).unwrap();
+            let ws = [randn(&[inter, d], 43), randn(&[inter, d], 44), randn(&[d, inter], 45)];
+            let ws = ws.map(|w| (w * 0.2).unwrap());
+            let wv: Vec<candle_core::Var> = ws.iter().map(|w| candle_core::Var::from_tensor(w).unwrap()).collect();
+            let slots = [0, 1, 2].map(|i| crate::ops::GradSlot::new(ws[i].elem_count()));
+            let r = randn(&[n, d], 46);
+            // Fused: weights through slots.
+            let y = crate::ops::mlp_block(x.as_tensor(), nw.as_tensor(), ws.clone(), slots.clone(), 1e-5).unwrap();
+            let g = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let fused_w: Vec<Tensor> =
+                (0..3).map(|i| Tensor::from_vec(slots[i].take().unwrap().unwrap(), ws[i].shape(), &Device::Cpu).unwrap()).collect();
+            // Composite.
+            let h = candle_nn::ops::rms_norm_slow(x.as_tensor(), nw.as_tensor(), 1e-5).unwrap();
+            let gate = h.matmul(&wv[0].as_tensor().t().unwrap()).unwrap();
+            let up = h.matmul(&wv[1].as_tensor().t().unwrap()).unwrap();
+            let act = (gate.silu().unwrap() * up).unwrap();
+            let y2 = (x.as_tensor() + act.matmul(&wv[2].as_tensor().t().unwrap()).unwrap()).unwrap();
+            let g2 = (&y2 * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            assert!(max_abs_diff(&y, &y2) < 1e-4, "forward (training: {in_training})");
+            let pairs = [
+                ("x", g.get(x.as_tensor()).unwrap().clone(), g2.get(x.as_tensor()).unwrap().clone()),
+                ("norm", g.get(nw.as_tensor()).unwrap().clone(), g2.get(nw.as_tensor()).unwrap().clone()),
+                ("gate", fused_w[0].clone(), g2.get(wv[0].as_tensor()).unwrap().clone()),
+                ("up", fused_w[1].clone(), g2.get(wv[1].as_tensor()).unwrap().clone()),
+                ("down", fused_w[2].clone(), g2.get(wv[2].as_tensor()).unwrap().clone()),
+            ];
+            for (what, a, b) in pairs {
+                let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(scale > 0.0);
+                assert!(max_abs_diff(&a, &b) <= 1e-4 * scale, "{what} (training: {in_training})");
+            }
+        };
+        if in_training {
+            crate::pool::training(run)
+        } else {
+            run()
+        }
+    }
+}
