@@ -737,22 +737,37 @@ impl Llama {
             }
         }; // [b*t, d]
         for (li, l) in self.layers.iter().enumerate() {
-            // The weight-gradient slots of this layer: q, k, v, o, gate, up, down.
-            let sink = |i: usize| sinks.map(|s| s.layers[li][i].clone());
-            let hn = ops::rms_norm(&x, &w(&l.input_layernorm), eps)?;
-            let q = ops::linear_sink(&hn, &w(&l.q_proj), sink(0))?.reshape((b, t, h, hd))?;
-            let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
-            let k = ops::linear_sink(&hn, &w(&l.k_proj), sink(1))?.reshape((b, t, kvh, hd))?;
-            let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
-            let v = ops::linear_sink(&hn, &w(&l.v_proj), sink(2))?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
-            // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
-            let q = q.reshape((b, kvh, rep * t, hd))?;
-            let o = ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t)?; // [b, kvh, rep*t, hd]
-            let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
-            x = (x + ops::linear_sink(&o, &w(&l.o_proj), sink(3))?)?;
+            // With gradient slots (the training pass) each block is one graph node, its weights'
+            // gradients in the slots; without them (tests against the composite model) the
+            // fused ops one by one, the weights' gradients through candle's autograd.
+            if let Some(s) = sinks {
+                let [sq, sk, sv, so, ..] = &s.layers[li];
+                let parts = ops::AttentionBlockParts {
+                    w: [w(&l.q_proj), w(&l.k_proj), w(&l.v_proj), w(&l.o_proj)],
+                    sinks: [sq.clone(), sk.clone(), sv.clone(), so.clone()],
+                    cos: cos.clone(),
+                    sin: sin.clone(),
+                    mask: mask.clone(),
+                    dims: [b, t, h, kvh, hd],
+                    scale,
+                    eps,
+                };
+                x = ops::attention_block(&x, &w(&l.input_layernorm), parts)?;
+            } else {
+                let hn = ops::rms_norm(&x, &w(&l.input_layernorm), eps)?;
+                let q = ops::linear_sink(&hn, &w(&l.q_proj), None)?.reshape((b, t, h, hd))?;
+                let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
+                let k = ops::linear_sink(&hn, &w(&l.k_proj), None)?.reshape((b, t, kvh, hd))?;
+                let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
+                let v = ops::linear_sink(&hn, &w(&l.v_proj), None)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+                // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
+                let q = q.reshape((b, kvh, rep * t, hd))?;
+                let o = ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t)?; // [b, kvh, rep*t, hd]
+                let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
+                x = (x + ops::linear_sink(&o, &w(&l.o_proj), None)?)?;
+            }
 
             x = match sinks {
-                // The MLP block as one graph node (see `ops::mlp_block`).
                 Some(s) => {
                     let [.., g, u, dn] = &s.layers[li];
                     let weights = [w(&l.gate_proj), w(&l.up_proj), w(&l.down_proj)];

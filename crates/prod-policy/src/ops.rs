@@ -185,6 +185,33 @@ unsafe fn gemm_f32(
     )
 }
 
+/// This machine's f32 matrix-product rate in GFLOP/s: an `n`×`n`×`n` product, best of `reps`, run
+/// both on rayon (as candle's matmul and sampling run it) and on the training pass's spin pool;
+/// the higher rate of the two, so that a limit derived from it is the stricter one.
+pub fn measured_gemm_gflops(n: usize, reps: usize) -> f64 {
+    let a: Vec<f32> = (0..n * n).map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 1009.0).collect();
+    let mut c = vec![0f32; n * n];
+    let mut best = f64::MAX;
+    for on_pool in [false, true] {
+        for _ in 0..reps.max(1) {
+            let t = std::time::Instant::now();
+            let dst = c.as_mut_ptr();
+            let run = || {
+                // SAFETY: a and c are n×n row-major.
+                unsafe { gemm_f32(n, n, n, dst, n as isize, false, a.as_ptr(), 1, n as isize, a.as_ptr(), 1, n as isize) }
+            };
+            if on_pool {
+                crate::pool::training(run)
+            } else {
+                run()
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+    }
+    std::hint::black_box(&c);
+    2.0 * (n as f64).powi(3) / best / 1e9
+}
+
 /// `x · wᵀ` (`x` `[n, k]`, `w` `[m, k]`, row-major) into a new `[n, m]` buffer; with `add`, the
 /// buffer starts as a copy of `add` (`[n, m]`) and the product is added to it.
 fn matmul_wt(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, add: Option<&[f32]>) -> Vec<f32> {
@@ -745,6 +772,186 @@ pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A layer's attention block in one graph node: x + o(attention(rope(q(h)), rope(k(h)), v(h)))
+// with h = rms(x). Same reason as the MLP block below: as about fifteen nodes (norm, three
+// products, reshapes, RoPE, transposes, attention, output product, residual sum) each input
+// gradient cost candle a zero fill and a fresh sum, and the shared norm output two more.
+
+/// `[b, t, h, hd]` → `[b, h, t, hd]`, or back with `inverse`.
+fn transpose_heads(src: &[f32], [b, t, h, hd]: [usize; 4], inverse: bool) -> Vec<f32> {
+    let mut out = vec![0f32; src.len()];
+    for bi in 0..b {
+        for ti in 0..t {
+            for hi in 0..h {
+                let (bthd, bhtd) = (((bi * t + ti) * h + hi) * hd, ((bi * h + hi) * t + ti) * hd);
+                let (from, to) = if inverse { (bhtd, bthd) } else { (bthd, bhtd) };
+                out[to..to + hd].copy_from_slice(&src[from..from + hd]);
+            }
+        }
+    }
+    out
+}
+
+struct AttentionBlock {
+    eps: f32,
+    /// q `[h·hd, d]`, k and v `[kvh·hd, d]`, o `[d, h·hd]`.
+    w: [Tensor; 4],
+    sinks: [std::sync::Arc<GradSlot>; 4],
+    /// `[b, t, hd]` each.
+    cos: std::sync::Arc<Vec<f32>>,
+    sin: std::sync::Arc<Vec<f32>>,
+    core: Attention,
+    /// b, t, h, kvh, hd.
+    dims: [usize; 5],
+    /// h, rotated q, rotated k, v (heads first), p, attention output (heads last), from the
+    /// forward pass.
+    saved: Mutex<Option<std::sync::Arc<[Vec<f32>; 6]>>>,
+}
+
+impl AttentionBlock {
+    fn check(&self, d: usize) -> Result<()> {
+        let [b, t, h, kvh, hd] = self.dims;
+        let want = [(h * hd, d), (kvh * hd, d), (kvh * hd, d), (d, h * hd)];
+        for (i, w) in self.w.iter().enumerate() {
+            if w.dims2()? != want[i] || self.sinks[i].len != w.elem_count() {
+                bail!("attention block: weight {i} is {:?}, expected {:?}", w.dims(), want[i])
+            }
+        }
+        if hd % 2 != 0 || kvh == 0 || h % kvh != 0 || self.cos.len() != b * t * hd || self.sin.len() != b * t * hd {
+            bail!("attention block: {h} heads, {kvh} kv heads of {hd} for tables of {}", self.cos.len())
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` on the f32 data of four contiguous CPU tensors.
+fn with_four<R>(t: &[Tensor; 4], what: &str, f: impl FnOnce([&[f32]; 4]) -> Result<R>) -> Result<R> {
+    let g: Vec<_> = t.iter().map(|x| x.storage_and_layout()).collect();
+    let mut v: Vec<&[f32]> = Vec::with_capacity(4);
+    for (s, l) in &g {
+        match &**s {
+            candle_core::Storage::Cpu(c) => v.push(f32_slice(c, l, what)?),
+            _ => bail!("{what}: CPU only"),
+        }
+    }
+    f([v[0], v[1], v[2], v[3]])
+}
+
+impl CustomOp2 for AttentionBlock {
+    fn name(&self) -> &'static str {
+        "fused-attention-block"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s1, l1, "attention block")?;
+        let nw = f32_slice(s2, l2, "attention block")?;
+        let d = nw.len();
+        let [b, t, h, kvh, hd] = self.dims;
+        let n = b * t;
+        if l1.dims().last() != Some(&d) || x.len() != n * d {
+            bail!("attention block: x {:?} for {b}×{t} tokens of width {d}", l1.dims())
+        }
+        self.check(d)?;
+        let rep = h / kvh;
+        let (y, saved) = with_four(&self.w, "attention block", |[wq, wk, wv, wo]| {
+            let hn = rms_forward(x, nw, self.eps)?;
+            let q = rope_apply(&matmul_wt(&hn, wq, n, d, h * hd, None), [b, t, h, hd], &self.cos, &self.sin, false);
+            let k = rope_apply(&matmul_wt(&hn, wk, n, d, kvh * hd, None), [b, t, kvh, hd], &self.cos, &self.sin, false);
+            let v = transpose_heads(&matmul_wt(&hn, wv, n, d, kvh * hd, None), [b, t, kvh, hd], false);
+            let (qs, ks, vs) = (
+                Strided::packed(&q, b * kvh, rep * t, hd),
+                Strided::packed(&k, b * kvh, t, hd),
+                Strided::packed(&v, b * kvh, t, hd),
+            );
+            let (o, p) = self.core.forward(&qs, &ks, &vs)?;
+            let o = transpose_heads(&o, [b, t, h, hd], true);
+            Ok((matmul_wt(&o, wo, n, h * hd, d, Some(x)), [hn, q, k, v, p, o]))
+        })?;
+        *self.saved.lock().map_err(|_| candle_core::Error::Msg("attention block: poisoned".into()))? = Some(std::sync::Arc::new(saved));
+        Ok((CpuStorage::F32(y), l1.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, nw: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let saved = self
+            .saved
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("attention block: poisoned".into()))?
+            .clone()
+            .ok_or_else(|| candle_core::Error::Msg("attention block: backward before forward".into()))?;
+        let [hn, q, k, v, p, o] = &*saved;
+        let (x, nw, g) = (x.contiguous()?, nw.contiguous()?, g.contiguous()?);
+        let d = nw.elem_count();
+        self.check(d)?;
+        let [b, t, h, kvh, hd] = self.dims;
+        let (n, rep) = (b * t, h / kvh);
+        if g.elem_count() != n * d || x.elem_count() != n * d {
+            bail!("attention block backward: gradient {:?} for input {:?}", g.dims(), x.dims())
+        }
+        let (dx, dnw) = with_three(&[x.clone(), nw.clone(), g.clone()], "attention block", |xs, nws, gs| {
+            with_four(&self.w, "attention block", |[wq, wk, wv, wo]| {
+                add_weight_grad(&self.sinks[3], gs, o, n, d, h * hd)?;
+                let mut go = Vec::new();
+                matmul_w_into(gs, wo, n, d, h * hd, &mut go, false);
+                let go = transpose_heads(&go, [b, t, h, hd], false);
+                let (qs, ks, vs) = (
+                    Strided::packed(q, b * kvh, rep * t, hd),
+                    Strided::packed(k, b * kvh, t, hd),
+                    Strided::packed(v, b * kvh, t, hd),
+                );
+                let (dq, dk, dv) = self.core.backward(&qs, &ks, &vs, p, &Strided::packed(&go, b * kvh, rep * t, hd))?;
+                drop(go);
+                let dq = rope_apply(&dq, [b, t, h, hd], &self.cos, &self.sin, true);
+                let dk = rope_apply(&dk, [b, t, kvh, hd], &self.cos, &self.sin, true);
+                let dv = transpose_heads(&dv, [b, t, kvh, hd], true);
+                add_weight_grad(&self.sinks[0], &dq, hn, n, h * hd, d)?;
+                add_weight_grad(&self.sinks[1], &dk, hn, n, kvh * hd, d)?;
+                add_weight_grad(&self.sinks[2], &dv, hn, n, kvh * hd, d)?;
+                let mut g_hn = Vec::new();
+                matmul_w_into(&dq, wq, n, h * hd, d, &mut g_hn, false);
+                matmul_w_into(&dk, wk, n, kvh * hd, d, &mut g_hn, true);
+                matmul_w_into(&dv, wv, n, kvh * hd, d, &mut g_hn, true);
+                let (mut dx, dnw) = rms_backward(xs, nws, &g_hn, self.eps)?;
+                // The residual path: the block's output gradient reaches x unchanged.
+                for (a, &b) in dx.iter_mut().zip(gs) {
+                    *a += b;
+                }
+                Ok((dx, dnw))
+            })
+        })?;
+        Ok((Some(Tensor::from_vec(dx, x.shape(), x.device())?), Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?)))
+    }
+}
+
+/// The attention block's weights, gradient slots and position tables (q, k, v, o order).
+pub(crate) struct AttentionBlockParts {
+    pub w: [Tensor; 4],
+    pub sinks: [std::sync::Arc<GradSlot>; 4],
+    pub cos: std::sync::Arc<Vec<f32>>,
+    pub sin: std::sync::Arc<Vec<f32>>,
+    pub mask: std::sync::Arc<Vec<f32>>,
+    /// b, t, h, kvh, hd.
+    pub dims: [usize; 5],
+    pub scale: f32,
+    pub eps: f32,
+}
+
+/// `x + o(attention(rope(q(h)), rope(k(h)), v(h)))` with `h = rms_norm(x, norm_w)`, for `x`
+/// `[b·t, d]` without a cache (the mask is `[b, t, t]`), as one graph node; the four projection
+/// weights' gradients go to their slots.
+pub(crate) fn attention_block(x: &Tensor, norm_w: &Tensor, parts: AttentionBlockParts) -> Result<Tensor> {
+    ensure_cpu_f32(x, "attention block")?;
+    let AttentionBlockParts { w, sinks, cos, sin, mask, dims, scale, eps } = parts;
+    let [b, t, h, kvh, _] = dims;
+    if mask.len() != b * t * t || kvh == 0 {
+        bail!("attention block: a mask of {} for {b}×{t} tokens", mask.len())
+    }
+    let softmax = MaskedSoftmax { scale, mask, b, t, total: t, rows_per_batch_row: h / kvh * t * kvh };
+    let w = [w[0].contiguous()?, w[1].contiguous()?, w[2].contiguous()?, w[3].contiguous()?];
+    let core = Attention { softmax, p: Mutex::new(None) };
+    x.contiguous()?.apply_op2(&norm_w.contiguous()?, AttentionBlock { eps, w, sinks, cos, sin, core, dims, saved: Mutex::new(None) })
+}
+
+// ---------------------------------------------------------------------------------------------
 // A layer's MLP block in one graph node: x + down(silu(gate(rms(x))) ⊙ up(rms(x))).
 //
 // Why one node: as six (norm, three products, SwiGLU, residual sum) candle's autograd gave each
@@ -1061,6 +1268,38 @@ impl Strided<'_> {
 }
 
 impl Attention {
+    /// `(o, p)`: the output `p·v` and the probabilities `p = softmax(scale·q·kᵀ + mask)`.
+    fn forward(&self, q: &Strided, k: &Strided, v: &Strided) -> Result<(Vec<f32>, Vec<f32>)> {
+        let mut p = bmm_into(q, &k.t(), "attention")?;
+        self.softmax_in_place(&mut p);
+        let o = bmm_into(&Strided::packed(&p, q.batches, q.rows, k.rows), v, "attention")?;
+        Ok((o, p))
+    }
+
+    /// `(dq, dk, dv)` for the output gradient `g`, from the forward pass's probabilities `p`.
+    fn backward(&self, q: &Strided, k: &Strided, v: &Strided, p: &[f32], g: &Strided) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+        let total = self.softmax.total;
+        let pv = Strided::packed(p, q.batches, q.rows, total);
+        let dv = bmm_into(&pv.t(), g, "attention backward")?;
+        // dp = g·vᵀ, then ds = scale · p ⊙ (dp − Σ_j dp_j p_j), in place.
+        let mut ds = bmm_into(g, &v.t(), "attention backward")?;
+        let out = SharedMut(ds.as_mut_ptr());
+        let scale = self.softmax.scale;
+        par_ranges(ds.len() / total, 64, |range| {
+            for row in range {
+                let pr = &p[row * total..(row + 1) * total];
+                // SAFETY: row `row` is read and written by exactly one task.
+                let dr = unsafe { out.slice(row * total..(row + 1) * total) };
+                let dot = dot_lanes(pr, dr);
+                for (d, &pj) in dr.iter_mut().zip(pr) {
+                    *d = scale * pj * (*d - dot);
+                }
+            }
+        });
+        let dsv = Strided::packed(&ds, q.batches, q.rows, total);
+        Ok((bmm_into(&dsv, k, "attention backward")?, bmm_into(&dsv.t(), q, "attention backward")?, dv))
+    }
+
     /// `softmax(scale·s + mask)` row by row, in place.
     fn softmax_in_place(&self, s: &mut [f32]) {
         let total = self.softmax.total;
@@ -1091,9 +1330,7 @@ impl CustomOp3 for Attention {
         if k.rows != self.softmax.total || v.rows != k.rows || k.cols != q.cols {
             bail!("attention: q {:?}, k {:?}, v {:?} for {} keys", l1.dims(), l2.dims(), l3.dims(), self.softmax.total)
         }
-        let mut p = bmm_into(&q, &k.t(), "attention")?;
-        self.softmax_in_place(&mut p);
-        let o = bmm_into(&Strided::packed(&p, q.batches, q.rows, k.rows), &v, "attention")?;
+        let (o, p) = self.forward(&q, &k, &v)?;
         *self.p.lock().map_err(|_| candle_core::Error::Msg("attention: poisoned".into()))? = Some(std::sync::Arc::new(p));
         let mut dims = l1.dims().to_vec();
         let last = dims.len() - 1;
@@ -1125,25 +1362,7 @@ impl CustomOp3 for Attention {
                 if p.len() != qv.batches * qv.rows * total {
                     bail!("attention: saved probabilities do not match q {:?}", lq.dims())
                 }
-                let pv = Strided::packed(&p, qv.batches, qv.rows, total);
-                let dv = bmm_into(&pv.t(), &gv, "attention backward")?;
-                // dp = g·vᵀ, then ds = scale · p ⊙ (dp − Σ_j dp_j p_j), in place.
-                let mut ds = bmm_into(&gv, &vv.t(), "attention backward")?;
-                let out = SharedMut(ds.as_mut_ptr());
-                let scale = self.softmax.scale;
-                par_ranges(ds.len() / total, 64, |range| {
-                    for row in range {
-                        let pr = &p[row * total..(row + 1) * total];
-                        // SAFETY: row `row` is read and written by exactly one task.
-                        let dr = unsafe { out.slice(row * total..(row + 1) * total) };
-                        let dot = dot_lanes(pr, dr);
-                        for (d, &pj) in dr.iter_mut().zip(pr) {
-                            *d = scale * pj * (*d - dot);
-                        }
-                    }
-                });
-                let dsv = Strided::packed(&ds, qv.batches, qv.rows, total);
-                (bmm_into(&dsv, &kv, "attention backward")?, bmm_into(&dsv.t(), &qv, "attention backward")?, dv)
+                self.backward(&qv, &kv, &vv, &p, &gv)?
             }
             _ => bail!("attention: CPU only"),
         };

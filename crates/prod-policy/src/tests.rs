@@ -1133,3 +1133,80 @@ fn fused_mlp_block_matches_the_composite_ops_on_both_pools() {
         }
     }
 }
+
+/// The attention block against the fused ops one by one (each checked against candle's own ops
+/// above), weight gradients included, with padding and grouped heads, at a size the training
+/// pool splits.
+#[test]
+fn fused_attention_block_matches_the_ops_one_by_one_on_both_pools() {
+    let (b, t, h, kvh, hd) = (2usize, 48usize, 8usize, 2usize, 16usize);
+    let (d, n, rep) = (h * hd, b * t, h / kvh);
+    let angles: Vec<f32> = (0..b * t * hd).map(|i| ((i * 37 % 101) as f32) * 0.07).collect();
+    let cos = std::sync::Arc::new(angles.iter().map(|a| a.cos()).collect::<Vec<f32>>());
+    let sin = std::sync::Arc::new(angles.iter().map(|a| a.sin()).collect::<Vec<f32>>());
+    let mut mask = Vec::new();
+    for r in 0..b {
+        for i in 0..t {
+            for j in 0..t {
+                mask.push(if j <= i && !(r == 0 && j < 3) { 0.0 } else { -1e30 });
+            }
+        }
+    }
+    let mask = std::sync::Arc::new(mask);
+    let (scale, eps) = (0.25f32, 1e-5f32);
+    for in_training in [false, true] {
+        let run = || {
+            let x = candle_core::Var::from_tensor(&randn(&[n, d], 51)).unwrap();
+            let nw = candle_core::Var::from_tensor(&(randn(&[d], 52).abs().unwrap() + 0.5).unwrap()).unwrap();
+            let ws = [randn(&[d, d], 53), randn(&[kvh * hd, d], 54), randn(&[kvh * hd, d], 55), randn(&[d, d], 56)]
+                .map(|w| (w * 0.1).unwrap());
+            let wv: Vec<candle_core::Var> = ws.iter().map(|w| candle_core::Var::from_tensor(w).unwrap()).collect();
+            let slots = [0, 1, 2, 3].map(|i| crate::ops::GradSlot::new(ws[i].elem_count()));
+            let r = randn(&[n, d], 57);
+            let parts = crate::ops::AttentionBlockParts {
+                w: ws.clone(),
+                sinks: slots.clone(),
+                cos: cos.clone(),
+                sin: sin.clone(),
+                mask: mask.clone(),
+                dims: [b, t, h, kvh, hd],
+                scale,
+                eps,
+            };
+            let y = crate::ops::attention_block(x.as_tensor(), nw.as_tensor(), parts).unwrap();
+            let g = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let fused_w: Vec<Tensor> =
+                (0..4).map(|i| Tensor::from_vec(slots[i].take().unwrap().unwrap(), ws[i].shape(), &Device::Cpu).unwrap()).collect();
+            // One by one.
+            let lin = |a: &Tensor, i: usize| crate::ops::linear(a, wv[i].as_tensor()).unwrap();
+            let hn = crate::ops::rms_norm(x.as_tensor(), nw.as_tensor(), eps).unwrap();
+            let q = crate::ops::rope_transpose(&lin(&hn, 0).reshape((b, t, h, hd)).unwrap(), cos.clone(), sin.clone()).unwrap();
+            let k = crate::ops::rope_transpose(&lin(&hn, 1).reshape((b, t, kvh, hd)).unwrap(), cos.clone(), sin.clone()).unwrap();
+            let v = lin(&hn, 2).reshape((b, t, kvh, hd)).unwrap().transpose(1, 2).unwrap().contiguous().unwrap();
+            let q = q.reshape((b, kvh, rep * t, hd)).unwrap();
+            let o = crate::ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t).unwrap();
+            let o = o.reshape((b, h, t, hd)).unwrap().transpose(1, 2).unwrap().reshape((n, d)).unwrap();
+            let y2 = (x.as_tensor() + lin(&o, 3)).unwrap();
+            let g2 = (&y2 * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            assert!(max_abs_diff(&y, &y2) < 1e-4, "forward (training: {in_training})");
+            let mut pairs = vec![
+                ("x", g.get(x.as_tensor()).unwrap().clone(), g2.get(x.as_tensor()).unwrap().clone()),
+                ("norm", g.get(nw.as_tensor()).unwrap().clone(), g2.get(nw.as_tensor()).unwrap().clone()),
+            ];
+            for (i, what) in ["q", "k", "v", "o"].into_iter().enumerate() {
+                pairs.push((what, fused_w[i].clone(), g2.get(wv[i].as_tensor()).unwrap().clone()));
+            }
+            for (what, a, b) in pairs {
+                let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(scale > 0.0, "{what}: zero reference gradient");
+                let diff = max_abs_diff(&a, &b);
+                assert!(diff <= 1e-4 * scale, "{what} (training: {in_training}): differs by {diff} (max {scale})");
+            }
+        };
+        if in_training {
+            crate::pool::training(run)
+        } else {
+            run()
+        }
+    }
+}
