@@ -2,8 +2,9 @@
 //!
 //! Why: a training step runs about 1,500 parallel regions (each projection forward and its two
 //! backward products, the element-wise ops), most of them a fraction of a millisecond. rayon
-//! puts idle workers to sleep at once and wakes them with a futex: 30–80 µs per region on the
-//! 2-core machine (`examples` timing, and `perf`: 8% of a step in the scheduler). Here the
+//! puts idle workers to sleep soon and wakes them with a futex: 30–80 µs per region on the
+//! 2-core machine (timed with a 100 µs region after gaps of 20–500 µs; in `perf`, 8% of a step
+//! was in the scheduler). Here the
 //! caller runs a share itself and the workers spin for a while after each region before they
 //! park, so back-to-back regions cost about a microsecond each.
 //!
