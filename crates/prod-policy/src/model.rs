@@ -79,12 +79,13 @@ impl GradSinks {
         }
     }
 
-    /// The accumulated gradients by parameter name (parameters no op wrote are absent).
-    pub fn take(&self, model: &Llama) -> Result<Vec<(String, Tensor)>> {
+    /// The accumulated gradients by parameter name (parameters no op wrote are absent), each
+    /// with its `Σ g²` where the last write computed it.
+    pub fn take(&self, model: &Llama) -> Result<Vec<(String, Tensor, Option<f64>)>> {
         let mut out = Vec::new();
         let mut put = |name: String, slot: &Arc<GradSlot>, var: &Var| -> Result<()> {
             if let Some(g) = slot.take()? {
-                out.push((name, Tensor::from_vec(g, var.shape(), var.device())?));
+                out.push((name, Tensor::from_vec(g, var.shape(), var.device())?, slot.take_squares()?));
             }
             Ok(())
         };

@@ -93,11 +93,26 @@ struct Linear {
 pub(crate) struct GradSlot {
     pub len: usize,
     pub buf: Mutex<Option<Vec<f32>>>,
+    /// `Σ g²` of `buf` as the last write left it, when that write was a product
+    /// ([`add_weight_grad`] sums it right after, while the gradient is still in cache, which
+    /// spares the gradient norm a pass over every weight from memory); `None` after any other
+    /// write.
+    squares: Mutex<Option<f64>>,
 }
 
 impl GradSlot {
     pub fn new(len: usize) -> std::sync::Arc<GradSlot> {
-        std::sync::Arc::new(GradSlot { len, buf: Mutex::new(None) })
+        std::sync::Arc::new(GradSlot { len, buf: Mutex::new(None), squares: Mutex::new(None) })
+    }
+
+    fn set_squares(&self, v: Option<f64>) -> Result<()> {
+        *self.squares.lock().map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))? = v;
+        Ok(())
+    }
+
+    /// `Σ g²` of the gradient [`GradSlot::take`] returns, if the last write computed it.
+    pub fn take_squares(&self) -> Result<Option<f64>> {
+        Ok(self.squares.lock().map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))?.take())
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<Vec<f32>>>> {
@@ -265,7 +280,7 @@ fn add_weight_grad(sink: &GradSlot, g: &[f32], x: &[f32], n: usize, m: usize, k:
         gemm_f32(m, k, n, buf.as_mut_ptr(), k as isize, accumulate, g.as_ptr(), m as isize, 1, x.as_ptr(), 1, k as isize);
         buf.set_len(m * k);
     }
-    Ok(())
+    sink.set_squares(Some(sum_squares_slice(buf)))
 }
 
 impl CustomOp2 for Linear {
@@ -517,6 +532,7 @@ impl CustomOp1 for Embedding {
             _ => bail!("embedding: CPU only"),
         };
         let mut slot = self.sink.lock()?;
+        self.sink.set_squares(None)?;
         // Only the rows looked up change: a fresh slot must start at zero (the tied head, when
         // there is one, has usually written it already).
         let buf = slot.get_or_insert_with(|| vec![0f32; v * d]);
@@ -1577,6 +1593,11 @@ pub(crate) fn sum_squares(t: &Tensor) -> Result<f64> {
         candle_core::Storage::Cpu(c) => f32_slice(c, lay, "sum_squares")?,
         _ => bail!("sum_squares: CPU only"),
     };
+    Ok(sum_squares_slice(s))
+}
+
+/// `Σ x²` in f64 (see [`sum_squares`]).
+fn sum_squares_slice(s: &[f32]) -> f64 {
     // f32 partial sums over runs of 4,096, f64 across runs, added up in order (the same total
     // whichever thread took which run).
     const RUN: usize = 1 << 12;
@@ -1588,7 +1609,7 @@ pub(crate) fn sum_squares(t: &Tensor) -> Result<f64> {
             unsafe { out.write(r, sum_squares_run(&s[r * RUN..s.len().min((r + 1) * RUN)])) };
         }
     });
-    Ok(runs.iter().sum())
+    runs.iter().sum()
 }
 
 #[derive(Clone, Copy)]

@@ -1073,8 +1073,17 @@ fn training_pass_gradients_match_the_composite_model() {
         m.fused = true;
         let fused = train::macro_gradients(&m, &batch, 2).unwrap();
         m.fused = false;
-        let (loss, _) = train::weighted_nll_sum(&m, &batch, true).unwrap();
+        let (loss, tokens) = train::weighted_nll_sum(&m, &batch, true).unwrap();
         let grads = loss.backward().unwrap();
+        // The norm from the sums of squares the products kept (and, for the embedding the
+        // lookups also wrote, a fresh pass) equals the norm of the reference gradients.
+        let sq: f64 = m
+            .named_vars()
+            .iter()
+            .map(|(_, v)| grads.get(v.as_tensor()).unwrap().sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() as f64)
+            .sum();
+        let want_norm = sq.sqrt() / tokens as f64;
+        assert!((fused.grad_norm - want_norm).abs() <= 1e-4 * want_norm, "tied={tied}: norm {} vs {want_norm}", fused.grad_norm);
         for (name, v) in m.named_vars() {
             let want = grads.get(v.as_tensor()).unwrap();
             let got = &fused.grad_sums[&name];

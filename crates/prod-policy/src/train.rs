@@ -277,8 +277,13 @@ fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) 
     if tokens == 0 {
         return Err(PolicyError::BadInput("macro batch has no target tokens".into()));
     }
+    // Σ g² of slot gradients, summed by the products that wrote them while still in cache.
+    let mut squares: HashMap<String, f64> = HashMap::new();
     if let Some(s) = &sinks {
-        for (name, g) in s.take(model)? {
+        for (name, g, sq) in s.take(model)? {
+            if let Some(sq) = sq {
+                squares.insert(name.clone(), sq);
+            }
             if acc.insert(name.clone(), g).is_some() {
                 return Err(PolicyError::BadInput(format!("{name}: gradient both in a slot and from autograd")));
             }
@@ -286,8 +291,14 @@ fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) 
     }
     let inv = 1.0 / tokens as f64;
     let mut sq = 0.0f64;
-    for g in acc.values() {
-        sq += if g.device().is_cpu() && g.dtype() == DType::F32 {
+    // In name order: the same total however the map is laid out.
+    let mut names: Vec<&String> = acc.keys().collect();
+    names.sort();
+    for name in names {
+        let g = &acc[name];
+        sq += if let Some(&s) = squares.get(name) {
+            s
+        } else if g.device().is_cpu() && g.dtype() == DType::F32 {
             crate::ops::sum_squares(g)?
         } else {
             g.sqr()?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?
