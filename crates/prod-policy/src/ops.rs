@@ -562,6 +562,26 @@ struct RmsNorm {
 /// `Σ a[i]·b[i]` in 16 independent f32 lanes (a single running sum is a serial chain of adds
 /// that the compiler may not reorder; separate lanes vectorise).
 fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::decode::available() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { dot_lanes_avx512(a, b) };
+        }
+    }
+    dot_lanes_portable(a, b)
+}
+
+/// [`dot_lanes_portable`] compiled for AVX-512 (one 16-lane register per step instead of four
+/// SSE ones): these short sums run on data still in cache, where the instruction count shows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot_lanes_avx512(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes_portable(a, b)
+}
+
+#[inline(always)]
+fn dot_lanes_portable(a: &[f32], b: &[f32]) -> f32 {
     const LANES: usize = 16;
     let mut acc = [0f32; LANES];
     let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -928,9 +948,7 @@ impl CustomOp2 for AttentionBlock {
                 matmul_w_into(&dv, wv, n, kvh * hd, d, &mut g_hn, true);
                 let (mut dx, dnw) = rms_backward(xs, nws, &g_hn, self.eps)?;
                 // The residual path: the block's output gradient reaches x unchanged.
-                for (a, &b) in dx.iter_mut().zip(gs) {
-                    *a += b;
-                }
+                add_into(&mut dx, gs);
                 Ok((dx, dnw))
             })
         })?;
@@ -997,6 +1015,19 @@ impl MlpBlock {
         }
         Ok(inter)
     }
+}
+
+/// `dst += src` elementwise, split over the pool in the training pass.
+fn add_into(dst: &mut [f32], src: &[f32]) {
+    debug_assert_eq!(dst.len(), src.len());
+    let out = SharedMut(dst.as_mut_ptr());
+    par_ranges(dst.len().min(src.len()), 1 << 15, |r| {
+        // SAFETY: each range is written by exactly one worker.
+        let d = unsafe { out.slice(r.clone()) };
+        for (a, &b) in d.iter_mut().zip(&src[r]) {
+            *a += b;
+        }
+    });
 }
 
 /// Runs `f` on the f32 data of three contiguous CPU tensors.
@@ -1066,9 +1097,7 @@ impl CustomOp2 for MlpBlock {
                 matmul_w_into(&dup, wu, n, inter, d, &mut g_hn, true);
                 let (mut dx, dnw) = rms_backward(xs, nws, &g_hn, self.eps)?;
                 // The residual path: the block's output gradient reaches x unchanged.
-                for (a, &b) in dx.iter_mut().zip(gs) {
-                    *a += b;
-                }
+                add_into(&mut dx, gs);
                 Ok((dx, dnw))
             })
         })?;
@@ -1629,6 +1658,25 @@ impl SharedMutF64 {
 /// `Σ x²` of a short run in 32 independent f32 lanes: a single running sum is one serial chain
 /// of adds that the compiler may not reorder (4% of a training step); separate lanes vectorise.
 fn sum_squares_run(c: &[f32]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::decode::available() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { sum_squares_run_avx512(c) };
+        }
+    }
+    sum_squares_run_portable(c)
+}
+
+/// [`sum_squares_run_portable`] compiled for AVX-512 (see [`dot_lanes_avx512`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn sum_squares_run_avx512(c: &[f32]) -> f64 {
+    sum_squares_run_portable(c)
+}
+
+#[inline(always)]
+fn sum_squares_run_portable(c: &[f32]) -> f64 {
     const LANES: usize = 32;
     let mut acc = [0f32; LANES];
     let mut runs = c.chunks_exact(LANES);
