@@ -167,7 +167,7 @@ unsafe fn gemm_f32(
                     let (d, l) = (dst.offset(a as isize * dst_rs), lhs.offset(a as isize * lhs_rs));
                     gemm::gemm(b - a, n, k, d, 1, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, beta, false, false, false, gemm::Parallelism::None)
                 } else {
-                    let (d, r) = (dst.offset(a as isize), rhs.offset(a as isize * rhs_cs));
+                    let (d, r) = (dst.add(a), rhs.offset(a as isize * rhs_cs));
                     gemm::gemm(m, b - a, k, d, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs, alpha, beta, false, false, false, gemm::Parallelism::None)
                 }
             }
@@ -310,19 +310,13 @@ impl CustomOp2 for Linear {
             bail!("linear: gradient slot of {} for a [{m}, {k}] weight", sink.len)
         }
         let (g, x, w) = (g.contiguous()?, x.contiguous()?, w.contiguous()?);
-        let (gs, gl) = g.storage_and_layout();
-        let (xs, xl) = x.storage_and_layout();
-        let (ws, wl) = w.storage_and_layout();
-        let (gv, xv, wv) = match (&*gs, &*xs, &*ws) {
-            (candle_core::Storage::Cpu(a), candle_core::Storage::Cpu(b), candle_core::Storage::Cpu(c)) => {
-                (f32_slice(a, gl, "linear")?, f32_slice(b, xl, "linear")?, f32_slice(c, wl, "linear")?)
-            }
-            _ => bail!("linear: CPU only"),
-        };
-        // dx = g · w straight into an unzeroed buffer (candle's matmul zeroes its output first).
-        let mut dx = Vec::new();
-        matmul_w_into(gv, wv, n, m, k, &mut dx, false);
-        add_weight_grad(sink, gv, xv, n, m, k)?;
+        let dx = with_slices(&[g.clone(), x, w], "linear", |s| {
+            // dx = g · w straight into an unzeroed buffer (candle's matmul zeroes its output).
+            let mut dx = Vec::new();
+            matmul_w_into(s[0], s[2], n, m, k, &mut dx, false);
+            add_weight_grad(sink, s[0], s[1], n, m, k)?;
+            Ok(dx)
+        })?;
         Ok((Some(Tensor::from_vec(dx, (n, k), g.device())?), None))
     }
 }
@@ -617,16 +611,7 @@ impl CustomOp2 for RmsNorm {
 
     fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
-        let (sx, lx) = x.storage_and_layout();
-        let (sw, lw) = w.storage_and_layout();
-        let (sg, lg) = g.storage_and_layout();
-        let (xs, ws, gs) = match (&*sx, &*sw, &*sg) {
-            (candle_core::Storage::Cpu(a), candle_core::Storage::Cpu(b), candle_core::Storage::Cpu(c)) => {
-                (f32_slice(a, lx, "rms_norm")?, f32_slice(b, lw, "rms_norm")?, f32_slice(c, lg, "rms_norm")?)
-            }
-            _ => bail!("rms_norm: CPU only"),
-        };
-        let (dx, dw) = rms_backward(xs, ws, gs, self.eps)?;
+        let (dx, dw) = with_slices(&[x.clone(), w.clone(), g], "rms_norm", |s| rms_backward(s[0], s[1], s[2], self.eps))?;
         let dx = Tensor::from_vec(dx, x.shape(), x.device())?;
         let dw = Tensor::from_vec(dw, w.shape(), w.device())?;
         Ok((Some(dx), Some(dw)))
@@ -636,7 +621,7 @@ impl CustomOp2 for RmsNorm {
 /// RMSNorm of the rows of `x` (`w.len()` wide) scaled by `w`.
 fn rms_forward(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>> {
     let d = w.len();
-    if d == 0 || x.len() % d != 0 {
+    if d == 0 || !x.len().is_multiple_of(d) {
         bail!("rms_norm: {} values are not rows of the weight's {d}", x.len())
     }
     let mut y = vec![0f32; x.len()];
@@ -659,7 +644,7 @@ fn rms_forward(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>> {
 /// With x̂ = x·r, y = x̂ ⊙ w:  dw = Σ_rows g ⊙ x̂;  dx = r · (g⊙w − x̂ · mean(g⊙w⊙x̂)).
 fn rms_backward(xs: &[f32], ws: &[f32], gs: &[f32], eps: f32) -> Result<(Vec<f32>, Vec<f32>)> {
     let d = ws.len();
-    if d == 0 || xs.len() % d != 0 || gs.len() != xs.len() {
+    if d == 0 || !xs.len().is_multiple_of(d) || gs.len() != xs.len() {
         bail!("rms_norm backward: x of {} and g of {} for a weight of {d}", xs.len(), gs.len())
     }
     let rows = xs.len() / d;
@@ -813,6 +798,66 @@ pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 // products, reshapes, RoPE, transposes, attention, output product, residual sum) each input
 // gradient cost candle a zero fill and a fresh sum, and the shared norm output two more.
 
+/// What an op's forward pass keeps for its backward pass (the op is applied once per graph).
+struct Saved<T>(Mutex<Option<std::sync::Arc<T>>>);
+
+impl<T> Saved<T> {
+    fn new() -> Saved<T> {
+        Saved(Mutex::new(None))
+    }
+
+    fn keep(&self, op: &str, v: T) -> Result<()> {
+        *self.0.lock().map_err(|_| candle_core::Error::Msg(format!("{op}: poisoned")))? = Some(std::sync::Arc::new(v));
+        Ok(())
+    }
+
+    fn get(&self, op: &str) -> Result<std::sync::Arc<T>> {
+        self.0
+            .lock()
+            .map_err(|_| candle_core::Error::Msg(format!("{op}: poisoned")))?
+            .clone()
+            .ok_or_else(|| candle_core::Error::Msg(format!("{op}: backward before forward")))
+    }
+}
+
+/// Runs `f` on the f32 data of contiguous CPU tensors.
+fn with_slices<R>(t: &[Tensor], what: &str, f: impl FnOnce(&[&[f32]]) -> Result<R>) -> Result<R> {
+    let guards: Vec<_> = t.iter().map(|x| x.storage_and_layout()).collect();
+    let mut v: Vec<&[f32]> = Vec::with_capacity(t.len());
+    for (s, l) in &guards {
+        match &**s {
+            candle_core::Storage::Cpu(c) => v.push(f32_slice(c, l, what)?),
+            _ => bail!("{what}: CPU only"),
+        }
+    }
+    f(&v)
+}
+
+/// The backward pass of a block `y = x + f(rms_norm(x, w))`: `grads(g)` returns the gradient
+/// of the norm's output for the block's output gradient `g`; the norm's backward and the
+/// residual path are added here.
+fn residual_block_bwd(
+    what: &str,
+    x: &Tensor,
+    nw: &Tensor,
+    g: &Tensor,
+    eps: f32,
+    grads: impl FnOnce(&[f32]) -> Result<Vec<f32>>,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let (x, nw, g) = (x.contiguous()?, nw.contiguous()?, g.contiguous()?);
+    if g.elem_count() != x.elem_count() {
+        bail!("{what} backward: gradient {:?} for input {:?}", g.dims(), x.dims())
+    }
+    let (dx, dnw) = with_slices(&[x.clone(), nw.clone(), g.clone()], what, |s| {
+        let g_hn = grads(s[2])?;
+        let (mut dx, dnw) = rms_backward(s[0], s[1], &g_hn, eps)?;
+        // The residual path: the block's output gradient reaches x unchanged.
+        add_into(&mut dx, s[2]);
+        Ok((dx, dnw))
+    })?;
+    Ok((Some(Tensor::from_vec(dx, x.shape(), x.device())?), Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?)))
+}
+
 /// `[b, t, h, hd]` → `[b, h, t, hd]`, or back with `inverse`.
 fn transpose_heads(src: &[f32], [b, t, h, hd]: [usize; 4], inverse: bool) -> Vec<f32> {
     let mut out = vec![0f32; src.len()];
@@ -841,7 +886,7 @@ struct AttentionBlock {
     dims: [usize; 5],
     /// h, rotated q, rotated k, v (heads first), p, attention output (heads last), from the
     /// forward pass.
-    saved: Mutex<Option<std::sync::Arc<[Vec<f32>; 6]>>>,
+    saved: Saved<[Vec<f32>; 6]>,
 }
 
 impl AttentionBlock {
@@ -860,19 +905,6 @@ impl AttentionBlock {
     }
 }
 
-/// Runs `f` on the f32 data of four contiguous CPU tensors.
-fn with_four<R>(t: &[Tensor; 4], what: &str, f: impl FnOnce([&[f32]; 4]) -> Result<R>) -> Result<R> {
-    let g: Vec<_> = t.iter().map(|x| x.storage_and_layout()).collect();
-    let mut v: Vec<&[f32]> = Vec::with_capacity(4);
-    for (s, l) in &g {
-        match &**s {
-            candle_core::Storage::Cpu(c) => v.push(f32_slice(c, l, what)?),
-            _ => bail!("{what}: CPU only"),
-        }
-    }
-    f([v[0], v[1], v[2], v[3]])
-}
-
 impl CustomOp2 for AttentionBlock {
     fn name(&self) -> &'static str {
         "fused-attention-block"
@@ -889,7 +921,8 @@ impl CustomOp2 for AttentionBlock {
         }
         self.check(d)?;
         let rep = h / kvh;
-        let (y, saved) = with_four(&self.w, "attention block", |[wq, wk, wv, wo]| {
+        let (y, saved) = with_slices(&self.w, "attention block", |w| {
+            let [wq, wk, wv, wo] = [w[0], w[1], w[2], w[3]];
             let hn = rms_forward(x, nw, self.eps)?;
             let q = rope_apply(&matmul_wt(&hn, wq, n, d, h * hd, None), [b, t, h, hd], &self.cos, &self.sin, false);
             let k = rope_apply(&matmul_wt(&hn, wk, n, d, kvh * hd, None), [b, t, kvh, hd], &self.cos, &self.sin, false);
@@ -903,28 +936,23 @@ impl CustomOp2 for AttentionBlock {
             let o = transpose_heads(&o, [b, t, h, hd], true);
             Ok((matmul_wt(&o, wo, n, h * hd, d, Some(x)), [hn, q, k, v, p, o]))
         })?;
-        *self.saved.lock().map_err(|_| candle_core::Error::Msg("attention block: poisoned".into()))? = Some(std::sync::Arc::new(saved));
+        self.saved.keep("attention block", saved)?;
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, nw: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let saved = self
-            .saved
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("attention block: poisoned".into()))?
-            .clone()
-            .ok_or_else(|| candle_core::Error::Msg("attention block: backward before forward".into()))?;
+        let saved = self.saved.get("attention block")?;
         let [hn, q, k, v, p, o] = &*saved;
-        let (x, nw, g) = (x.contiguous()?, nw.contiguous()?, g.contiguous()?);
         let d = nw.elem_count();
         self.check(d)?;
         let [b, t, h, kvh, hd] = self.dims;
         let (n, rep) = (b * t, h / kvh);
-        if g.elem_count() != n * d || x.elem_count() != n * d {
-            bail!("attention block backward: gradient {:?} for input {:?}", g.dims(), x.dims())
+        if x.elem_count() != n * d || hn.len() != n * d {
+            bail!("attention block backward: input {:?} for {b}×{t} tokens of width {d}", x.dims())
         }
-        let (dx, dnw) = with_three(&[x.clone(), nw.clone(), g.clone()], "attention block", |xs, nws, gs| {
-            with_four(&self.w, "attention block", |[wq, wk, wv, wo]| {
+        residual_block_bwd("attention block", x, nw, g, self.eps, |gs| {
+            with_slices(&self.w, "attention block", |w| {
+                let [wq, wk, wv, wo] = [w[0], w[1], w[2], w[3]];
                 add_weight_grad(&self.sinks[3], gs, o, n, d, h * hd)?;
                 let mut go = Vec::new();
                 matmul_w_into(gs, wo, n, d, h * hd, &mut go, false);
@@ -946,13 +974,9 @@ impl CustomOp2 for AttentionBlock {
                 matmul_w_into(&dq, wq, n, h * hd, d, &mut g_hn, false);
                 matmul_w_into(&dk, wk, n, kvh * hd, d, &mut g_hn, true);
                 matmul_w_into(&dv, wv, n, kvh * hd, d, &mut g_hn, true);
-                let (mut dx, dnw) = rms_backward(xs, nws, &g_hn, self.eps)?;
-                // The residual path: the block's output gradient reaches x unchanged.
-                add_into(&mut dx, gs);
-                Ok((dx, dnw))
+                Ok(g_hn)
             })
-        })?;
-        Ok((Some(Tensor::from_vec(dx, x.shape(), x.device())?), Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?)))
+        })
     }
 }
 
@@ -981,8 +1005,8 @@ pub(crate) fn attention_block(x: &Tensor, norm_w: &Tensor, parts: AttentionBlock
     }
     let softmax = MaskedSoftmax { scale, mask, b, t, total: t, rows_per_batch_row: h / kvh * t * kvh };
     let w = [w[0].contiguous()?, w[1].contiguous()?, w[2].contiguous()?, w[3].contiguous()?];
-    let core = Attention { softmax, p: Mutex::new(None) };
-    x.contiguous()?.apply_op2(&norm_w.contiguous()?, AttentionBlock { eps, w, sinks, cos, sin, core, dims, saved: Mutex::new(None) })
+    let core = Attention { softmax, p: Saved::new() };
+    x.contiguous()?.apply_op2(&norm_w.contiguous()?, AttentionBlock { eps, w, sinks, cos, sin, core, dims, saved: Saved::new() })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -999,7 +1023,7 @@ struct MlpBlock {
     /// Their gradient slots.
     sinks: [std::sync::Arc<GradSlot>; 3],
     /// The norm's output and the two projections, kept by the forward pass for the backward.
-    saved: Mutex<Option<std::sync::Arc<[Vec<f32>; 3]>>>,
+    saved: Saved<[Vec<f32>; 3]>,
 }
 
 impl MlpBlock {
@@ -1030,19 +1054,6 @@ fn add_into(dst: &mut [f32], src: &[f32]) {
     });
 }
 
-/// Runs `f` on the f32 data of three contiguous CPU tensors.
-fn with_three<R>(t: &[Tensor; 3], what: &str, f: impl FnOnce(&[f32], &[f32], &[f32]) -> Result<R>) -> Result<R> {
-    let (s0, l0) = t[0].storage_and_layout();
-    let (s1, l1) = t[1].storage_and_layout();
-    let (s2, l2) = t[2].storage_and_layout();
-    match (&*s0, &*s1, &*s2) {
-        (candle_core::Storage::Cpu(a), candle_core::Storage::Cpu(b), candle_core::Storage::Cpu(c)) => {
-            f(f32_slice(a, l0, what)?, f32_slice(b, l1, what)?, f32_slice(c, l2, what)?)
-        }
-        _ => bail!("{what}: CPU only"),
-    }
-}
-
 impl CustomOp2 for MlpBlock {
     fn name(&self) -> &'static str {
         "fused-mlp-block"
@@ -1057,34 +1068,30 @@ impl CustomOp2 for MlpBlock {
         }
         let inter = self.shapes(d)?;
         let n = x.len() / d;
-        let (y, saved) = with_three(&self.w, "mlp", |wg, wu, wd| {
+        let (y, saved) = with_slices(&self.w, "mlp", |w| {
+            let [wg, wu, wd] = [w[0], w[1], w[2]];
             let hn = rms_forward(x, nw, self.eps)?;
             let gate = matmul_wt(&hn, wg, n, d, inter, None);
             let up = matmul_wt(&hn, wu, n, d, inter, None);
             let act = swiglu_forward(&gate, &up);
             Ok((matmul_wt(&act, wd, n, inter, d, Some(x)), [hn, gate, up]))
         })?;
-        *self.saved.lock().map_err(|_| candle_core::Error::Msg("mlp: poisoned".into()))? = Some(std::sync::Arc::new(saved));
+        self.saved.keep("mlp", saved)?;
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, nw: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let saved = self
-            .saved
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("mlp: poisoned".into()))?
-            .clone()
-            .ok_or_else(|| candle_core::Error::Msg("mlp: backward before forward".into()))?;
+        let saved = self.saved.get("mlp")?;
         let [hn, gate, up] = &*saved;
-        let (x, nw, g) = (x.contiguous()?, nw.contiguous()?, g.contiguous()?);
         let d = nw.elem_count();
         let inter = self.shapes(d)?;
         let n = x.elem_count() / d.max(1);
-        if g.elem_count() != n * d || hn.len() != n * d || gate.len() != n * inter {
-            bail!("mlp backward: gradient {:?} for input {:?}", g.dims(), x.dims())
+        if hn.len() != n * d || gate.len() != n * inter {
+            bail!("mlp backward: input {:?} for saved activations of {} rows", x.dims(), hn.len() / d.max(1))
         }
-        let (dx, dnw) = with_three(&[x.clone(), nw.clone(), g.clone()], "mlp", |xs, nws, gs| {
-            with_three(&self.w, "mlp", |wg, wu, wd| {
+        residual_block_bwd("mlp", x, nw, g, self.eps, |gs| {
+            with_slices(&self.w, "mlp", |w| {
+                let [wg, wu, wd] = [w[0], w[1], w[2]];
                 let mut g_act = Vec::new();
                 matmul_w_into(gs, wd, n, d, inter, &mut g_act, false);
                 let (dgate, dup, act) = swiglu_backward(gate, up, &g_act, true);
@@ -1095,13 +1102,9 @@ impl CustomOp2 for MlpBlock {
                 let mut g_hn = Vec::new();
                 matmul_w_into(&dgate, wg, n, inter, d, &mut g_hn, false);
                 matmul_w_into(&dup, wu, n, inter, d, &mut g_hn, true);
-                let (mut dx, dnw) = rms_backward(xs, nws, &g_hn, self.eps)?;
-                // The residual path: the block's output gradient reaches x unchanged.
-                add_into(&mut dx, gs);
-                Ok((dx, dnw))
+                Ok(g_hn)
             })
-        })?;
-        Ok((Some(Tensor::from_vec(dx, x.shape(), x.device())?), Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?)))
+        })
     }
 }
 
@@ -1116,7 +1119,7 @@ pub(crate) fn mlp_block(
 ) -> Result<Tensor> {
     ensure_cpu_f32(x, "mlp")?;
     let w = [w[0].contiguous()?, w[1].contiguous()?, w[2].contiguous()?];
-    x.contiguous()?.apply_op2(&norm_w.contiguous()?, MlpBlock { eps, w, sinks, saved: Mutex::new(None) })
+    x.contiguous()?.apply_op2(&norm_w.contiguous()?, MlpBlock { eps, w, sinks, saved: Saved::new() })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1302,7 +1305,7 @@ pub fn masked_softmax(
 struct Attention {
     softmax: MaskedSoftmax,
     /// The probabilities, saved by the forward pass for the backward pass.
-    p: Mutex<Option<std::sync::Arc<Vec<f32>>>>,
+    p: Saved<Vec<f32>>,
 }
 
 impl Strided<'_> {
@@ -1376,7 +1379,7 @@ impl CustomOp3 for Attention {
             bail!("attention: q {:?}, k {:?}, v {:?} for {} keys", l1.dims(), l2.dims(), l3.dims(), self.softmax.total)
         }
         let (o, p) = self.forward(&q, &k, &v)?;
-        *self.p.lock().map_err(|_| candle_core::Error::Msg("attention: poisoned".into()))? = Some(std::sync::Arc::new(p));
+        self.p.keep("attention", p)?;
         let mut dims = l1.dims().to_vec();
         let last = dims.len() - 1;
         dims[last] = v.cols;
@@ -1384,12 +1387,7 @@ impl CustomOp3 for Attention {
     }
 
     fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let p = self
-            .p
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("attention: poisoned".into()))?
-            .clone()
-            .ok_or_else(|| candle_core::Error::Msg("attention: backward before forward".into()))?;
+        let p = self.p.get("attention")?;
         let g = g.contiguous()?;
         let (sg, lg) = g.storage_and_layout();
         let (sq, lq) = q.storage_and_layout();
@@ -1444,7 +1442,7 @@ pub fn attention(
         bail!("attention: q {dims:?} and k {:?} do not match the mask [{b}, {t}, {total}]", k.dims())
     }
     let softmax = MaskedSoftmax { scale, mask, b, t, total, rows_per_batch_row: dims[1] * dims[2] };
-    q.apply_op3(k, v, Attention { softmax, p: Mutex::new(None) })
+    q.apply_op3(k, v, Attention { softmax, p: Saved::new() })
 }
 
 // ---------------------------------------------------------------------------------------------
