@@ -186,6 +186,18 @@ impl AdamW {
         Ok(())
     }
 
+    /// Zeroed moments for every parameter that has none yet. Called before the first
+    /// gradient pass: allocated after it, they took the memory that pass had just freed, and
+    /// the second pass then had to fault in about 600 MB of fresh pages (a second step of
+    /// 1.3–2.2 s instead of 0.6 s at SmolLM2-135M's shape).
+    pub fn allocate_state(&mut self, model: &Llama) {
+        for (name, var) in model.named_vars() {
+            let n = var.elem_count();
+            self.m.entry(name.clone()).or_insert_with(|| vec![0.0; n]);
+            self.v.entry(name).or_insert_with(|| vec![0.0; n]);
+        }
+    }
+
     fn state_tensors(&self, model: &Llama) -> Result<HashMap<String, Tensor>> {
         let mut out = HashMap::new();
         let dev = candle_core::Device::Cpu;
@@ -333,6 +345,7 @@ impl Trainer {
     /// gradients of the unnormalised sum), divide by the macro batch's target tokens, clip,
     /// update.
     pub fn step(&mut self, model: &Llama, examples: &[TrainExample]) -> Result<StepStats> {
+        self.opt.allocate_state(model);
         let MacroGradients { grad_sums, scale, loss, target_tokens: tokens, grad_norm } =
             macro_gradients(model, examples, self.cfg.micro_batch)?;
         if !grad_norm.is_finite() {
