@@ -114,50 +114,6 @@ pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-pub(super) struct BatchMatmul;
-
-impl CustomOp2 for BatchMatmul {
-    fn name(&self) -> &'static str {
-        "fused-bmm"
-    }
-
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (a, b) = (Strided::new(s1, l1, "bmm")?, Strided::new(s2, l2, "bmm")?);
-        if l1.dims()[..l1.dims().len() - 2] != l2.dims()[..l2.dims().len().saturating_sub(2)] {
-            bail!("bmm: batch dimensions {:?} and {:?} differ", l1.dims(), l2.dims())
-        }
-        let out = bmm_into(&a, &b, "bmm")?;
-        let mut dims = l1.dims().to_vec();
-        let last = dims.len() - 1;
-        dims[last] = b.cols;
-        Ok((CpuStorage::F32(out), Shape::from(dims)))
-    }
-
-    fn bwd(&self, a: &Tensor, b: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        // da = g · bᵀ and db = aᵀ · g, reading the operands through their own strides.
-        let g = g.contiguous()?;
-        let (ga, gl) = g.storage_and_layout();
-        let (sa, la) = a.storage_and_layout();
-        let (sb, lb) = b.storage_and_layout();
-        let (da, db) = match (&*ga, &*sa, &*sb) {
-            (candle_core::Storage::Cpu(gs), candle_core::Storage::Cpu(as_), candle_core::Storage::Cpu(bs)) => {
-                let (gv, av, bv) = (Strided::new(gs, gl, "bmm")?, Strided::new(as_, la, "bmm")?, Strided::new(bs, lb, "bmm")?);
-                (bmm_into(&gv, &bv.t(), "bmm backward")?, bmm_into(&av.t(), &gv, "bmm backward")?)
-            }
-            _ => bail!("bmm: CPU only"),
-        };
-        Ok((Some(Tensor::from_vec(da, a.shape(), a.device())?), Some(Tensor::from_vec(db, b.shape(), b.device())?)))
-    }
-}
-
-/// `a · b` over matching leading (batch) dimensions, like `Tensor::matmul`; the operands may be
-/// transposed views (`k.t()`), read through their strides without a copy.
-pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    ensure_cpu_f32(a, "bmm")?;
-    ensure_cpu_f32(b, "bmm")?;
-    a.apply_op2(b, BatchMatmul)
-}
-
 // ---------------------------------------------------------------------------------------------
 // RoPE fused with the head transpose: [b, t, h, hd] → rotated [b, h, t, hd].
 
@@ -248,6 +204,46 @@ pub(super) struct MaskedSoftmax {
 }
 
 impl MaskedSoftmax {
+    /// `softmax(scale·x + mask)` of every row of `x` (`total` wide) into a new buffer.
+    fn forward_rows(&self, x: &[f32]) -> Vec<f32> {
+        let total = self.total;
+        let mut y = vec![0f32; x.len()];
+        let out = SharedMut(y.as_mut_ptr());
+        par_ranges(x.len() / total, 64, |range| {
+            for row in range {
+                let xr = &x[row * total..(row + 1) * total];
+                // SAFETY: row `row` is written by exactly one worker.
+                let yr = unsafe { out.slice(row * total..(row + 1) * total) };
+                let max = crate::vexp::scale_add_max(xr, self.mask_row(row), self.scale, yr);
+                // Masked keys give exactly 0 (no slow underflow path in `vexp`).
+                let sum = crate::vexp::exp_in_place(yr, max, 1.0);
+                let inv = 1.0 / sum;
+                for v in yr.iter_mut() {
+                    *v *= inv;
+                }
+            }
+        });
+        y
+    }
+
+    /// The scores' gradient from the probabilities `p` and their gradient `g`, in place of `g`:
+    /// `scale · p ⊙ (g − Σ_j g_j p_j)` row by row.
+    fn backward_rows(&self, p: &[f32], g: &mut [f32]) {
+        let total = self.total;
+        let out = SharedMut(g.as_mut_ptr());
+        par_ranges(g.len() / total, 64, |range| {
+            for row in range {
+                let pr = &p[row * total..(row + 1) * total];
+                // SAFETY: row `row` is read and written by exactly one task.
+                let dr = unsafe { out.slice(row * total..(row + 1) * total) };
+                let dot = dot_lanes(pr, dr);
+                for (d, &pj) in dr.iter_mut().zip(pr) {
+                    *d = self.scale * pj * (*d - dot);
+                }
+            }
+        });
+    }
+
     fn mask_row(&self, row: usize) -> &[f32] {
         // row = ((bi·kvh + kv)·rep + r)·t + ti: the batch row is row / (rows per batch row).
         let per_b = self.rows_per_batch_row;
@@ -268,45 +264,19 @@ impl CustomOp1 for MaskedSoftmax {
         if l.dims().last() != Some(&total) || x.len() % (self.b * self.t * total) != 0 {
             bail!("masked_softmax: scores {:?} do not match the mask [{}, {}, {total}]", l.dims(), self.b, self.t)
         }
-        let rows = x.len() / total;
-        let mut y = vec![0f32; x.len()];
-        let out = SharedMut(y.as_mut_ptr());
-        par_ranges(rows, 64, |range| {
-            for row in range {
-                let xr = &x[row * total..(row + 1) * total];
-                // SAFETY: row `row` is written by exactly one worker.
-                let yr = unsafe { out.slice(row * total..(row + 1) * total) };
-                let m = self.mask_row(row);
-                let max = crate::vexp::scale_add_max(xr, m, self.scale, yr);
-                // Masked keys give exactly 0 (no slow underflow path in `vexp`).
-                let sum = crate::vexp::exp_in_place(yr, max, 1.0);
-                let inv = 1.0 / sum;
-                for v in yr.iter_mut() {
-                    *v *= inv;
-                }
-            }
-        });
+        let y = self.forward_rows(x);
         Ok((CpuStorage::F32(y), l.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
-        // ds = scale · p ⊙ (g − Σ_j g_j p_j)
-        let p = res.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let total = self.total;
-        let mut dx = vec![0f32; p.len()];
-        let out = SharedMut(dx.as_mut_ptr());
-        par_ranges(p.len() / total, 64, |range| {
-            for row in range {
-                let (pr, gr) = (&p[row * total..(row + 1) * total], &gs[row * total..(row + 1) * total]);
-                // SAFETY: row `row` is written by exactly one worker.
-                let dr = unsafe { out.slice(row * total..(row + 1) * total) };
-                let dot: f32 = pr.iter().zip(gr).map(|(a, b)| a * b).sum();
-                for j in 0..total {
-                    dr[j] = self.scale * pr[j] * (gr[j] - dot);
-                }
+        let mut dx = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        with_slices(&[res.contiguous()?], "masked_softmax", |p| {
+            if p[0].len() != dx.len() {
+                bail!("masked_softmax backward: {} probabilities for a gradient of {}", p[0].len(), dx.len())
             }
-        });
+            self.backward_rows(p[0], &mut dx);
+            Ok(())
+        })?;
         Ok(Some(Tensor::from_vec(dx, x.shape(), x.device())?))
     }
 }
@@ -360,8 +330,7 @@ impl Attention {
 
     /// `(o, p)`: the output `p·v` and the probabilities `p = softmax(scale·q·kᵀ + mask)`.
     pub(super) fn forward(&self, q: &Strided, k: &Strided, v: &Strided) -> Result<(Vec<f32>, Vec<f32>)> {
-        let mut p = bmm_into(q, &k.t(), "attention")?;
-        self.softmax_in_place(&mut p);
+        let p = self.softmax.forward_rows(&bmm_into(q, &k.t(), "attention")?);
         let o = bmm_into(&Strided::packed(&p, q.batches, q.rows, k.rows), v, "attention")?;
         Ok((o, p))
     }
@@ -373,40 +342,9 @@ impl Attention {
         let dv = bmm_into(&pv.t(), g, "attention backward")?;
         // dp = g·vᵀ, then ds = scale · p ⊙ (dp − Σ_j dp_j p_j), in place.
         let mut ds = bmm_into(g, &v.t(), "attention backward")?;
-        let out = SharedMut(ds.as_mut_ptr());
-        let scale = self.softmax.scale;
-        par_ranges(ds.len() / total, 64, |range| {
-            for row in range {
-                let pr = &p[row * total..(row + 1) * total];
-                // SAFETY: row `row` is read and written by exactly one task.
-                let dr = unsafe { out.slice(row * total..(row + 1) * total) };
-                let dot = dot_lanes(pr, dr);
-                for (d, &pj) in dr.iter_mut().zip(pr) {
-                    *d = scale * pj * (*d - dot);
-                }
-            }
-        });
+        self.softmax.backward_rows(p, &mut ds);
         let dsv = Strided::packed(&ds, q.batches, q.rows, total);
         Ok((bmm_into(&dsv, k, "attention backward")?, bmm_into(&dsv.t(), q, "attention backward")?, dv))
-    }
-
-    /// `softmax(scale·s + mask)` row by row, in place.
-    fn softmax_in_place(&self, s: &mut [f32]) {
-        let total = self.softmax.total;
-        let out = SharedMut(s.as_mut_ptr());
-        par_ranges(s.len() / total, 64, |range| {
-            let mut tmp = vec![0f32; total];
-            for row in range {
-                // SAFETY: row `row` is read and written by exactly one task.
-                let r = unsafe { out.slice(row * total..(row + 1) * total) };
-                let max = crate::vexp::scale_add_max(r, self.softmax.mask_row(row), self.softmax.scale, &mut tmp);
-                let sum = crate::vexp::exp_into(&tmp, r, max, 1.0);
-                let inv = 1.0 / sum;
-                for v in r.iter_mut() {
-                    *v *= inv;
-                }
-            }
-        });
     }
 }
 
@@ -460,8 +398,8 @@ impl CustomOp3 for Attention {
 }
 
 /// `softmax(scale·q·kᵀ + mask)·v` for `q` `[b, kvh, rep·t, hd]` (query heads stacked kv-major),
-/// `k`, `v` `[b, kvh, total, hd]` and `mask` `[b, t, total]`: [`bmm`], [`masked_softmax`] and
-/// [`bmm`] as one graph node (the probabilities are kept for the backward pass).
+/// `k`, `v` `[b, kvh, total, hd]` and `mask` `[b, t, total]`: two batched products around
+/// [`masked_softmax`] as one graph node (the probabilities are kept for the backward pass).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     q: &Tensor,
