@@ -798,6 +798,18 @@ impl Llama {
         }
     }
 
+    /// The head and the weighted cross-entropy of a training pass with gradient slots, as one
+    /// node (`ops::head_cross_entropy`); `None` when the fused ops do not apply.
+    pub(crate) fn head_loss_grad(&self, hidden2d: &Tensor, sinks: &GradSinks, labels: Vec<u32>, weights: Vec<f32>) -> Result<Option<Tensor>> {
+        if !self.use_fused(true, false) {
+            return Ok(None);
+        }
+        let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        // A tied head shares the embedding's slot.
+        let sink = sinks.lm_head.clone().unwrap_or_else(|| sinks.embed.clone());
+        Ok(Some(crate::ops::head_cross_entropy(hidden2d, w.as_tensor(), sink, labels, weights)?))
+    }
+
     /// The language-model head applied to hidden states `[n, hidden]` → logits `[n, vocab]`.
     pub fn head(&self, hidden2d: &Tensor, grad: bool) -> Result<Tensor> {
         self.head_with(hidden2d, grad, None)

@@ -1081,6 +1081,52 @@ fn training_pass_gradients_match_the_composite_model() {
     }
 }
 
+/// The head and the loss as one node, over vocabulary chunks (three here, the last one
+/// partial), against the fused linear followed by the weighted cross-entropy: loss, the hidden
+/// states' gradient, the weight's gradient added to a slot that already holds one, and the
+/// slot's sum of squares; on both pools.
+#[test]
+fn fused_head_cross_entropy_matches_linear_then_loss_over_chunks() {
+    let (n, d, v) = (9usize, 24usize, 2 * 2048 + 37);
+    // Labels in every chunk, at chunk edges, repeated; weight-0 rows included.
+    let labels = vec![0u32, 2047, 2048, 4095, 4096, (v - 1) as u32, 17, 2047, 3000];
+    let weights = vec![1.0f32, 0.5, 0.0, 2.0, 1.0, 0.3, 0.0, 1.5, 1.0];
+    for in_training in [false, true] {
+        let run = || {
+            let h = candle_core::Var::from_tensor(&randn(&[n, d], 51)).unwrap();
+            let w = (randn(&[v, d], 52) * 0.5).unwrap();
+            let wv = candle_core::Var::from_tensor(&w).unwrap();
+            let earlier = randn(&[v, d], 53);
+            let slot = crate::ops::GradSlot::new(v * d);
+            *slot.buf.lock().unwrap() = Some(earlier.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+            let loss = crate::ops::head_cross_entropy(h.as_tensor(), &w, slot.clone(), labels.clone(), weights.clone()).unwrap();
+            let g = loss.backward().unwrap();
+            let squares = slot.take_squares().unwrap().expect("the head keeps its gradient's sum of squares");
+            let dw = Tensor::from_vec(slot.take().unwrap().unwrap(), (v, d), &Device::Cpu).unwrap();
+            let z = crate::ops::linear(h.as_tensor(), wv.as_tensor()).unwrap();
+            let loss2 = crate::ops::weighted_cross_entropy(&z, labels.clone(), weights.clone()).unwrap();
+            let g2 = loss2.backward().unwrap();
+            let dw2 = (g2.get(wv.as_tensor()).unwrap() + &earlier).unwrap();
+            let (l1, l2) = (loss.to_scalar::<f32>().unwrap(), loss2.to_scalar::<f32>().unwrap());
+            assert!((l1 - l2).abs() <= 1e-5 * l2.abs(), "loss {l1} vs {l2} (training: {in_training})");
+            for (what, a, b) in [("h", g.get(h.as_tensor()).unwrap().clone(), g2.get(h.as_tensor()).unwrap().clone()), ("w", dw.clone(), dw2.clone())] {
+                let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(scale > 0.0);
+                assert!(max_abs_diff(&a, &b) <= 1e-5 * scale, "{what} (training: {in_training})");
+            }
+            let want: f64 = dw2.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|&x| (x as f64) * (x as f64)).sum();
+            assert!((squares - want).abs() <= 1e-5 * want, "squares {squares} vs {want}");
+            // A second backward finds no saved logits and says so.
+            assert!(loss.backward().is_err());
+        };
+        if in_training {
+            crate::pool::training(run)
+        } else {
+            run()
+        }
+    }
+}
+
 /// The MLP block against its six composite ops, weight gradients included, at a size that the
 /// training pool splits.
 #[test]

@@ -61,6 +61,12 @@ fn nll_sum(model: &Llama, examples: &[TrainExample], grad: bool, sinks: Option<&
     let rows = Tensor::from_vec(rows, n, dev)?;
     let h = hidden.reshape((batch.b * batch.t, d))?.index_select(&rows, 0)?;
     // Only target positions go through the (large) head.
+    if let (true, Some(s)) = (grad, sinks) {
+        // The head and the loss as one node, over vocabulary chunks.
+        if let Some(loss) = model.head_loss_grad(&h, s, labels.clone(), weights.clone())? {
+            return Ok((loss, n));
+        }
+    }
     if model.use_fused(grad, false) {
         // One op for log-softmax, gather and weighting: no [n, vocab] temporaries besides the
         // logits and, backward, their gradient.

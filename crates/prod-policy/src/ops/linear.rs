@@ -69,7 +69,29 @@ pub(super) unsafe fn gemm_f32(
     rhs_cs: isize,
     rhs_rs: isize,
 ) {
-    let (alpha, beta) = (if accumulate { 1f32 } else { 0f32 }, 1f32);
+    gemm_f32_strided(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs)
+}
+
+/// [`gemm_f32`] with a column stride for `dst` too.
+///
+/// # Safety
+/// As [`gemm_f32`].
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_f32_strided(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_cs: isize,
+    dst_rs: isize,
+    accumulate: bool,
+    lhs: *const f32,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const f32,
+    rhs_cs: isize,
+    rhs_rs: isize,
+) {
     if crate::pool::active() && m * n * k >= 1 << 20 {
         // Training: split the product's longer side over the spin pool, each part one
         // single-threaded gemm (see `pool`: rayon's wake-ups cost more than these products).
@@ -90,10 +112,10 @@ pub(super) unsafe fn gemm_f32(
             unsafe {
                 if split_rows {
                     let (d, l) = (dst.offset(a as isize * dst_rs), lhs.offset(a as isize * lhs_rs));
-                    gemm::gemm(b - a, n, k, d, 1, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, beta, false, false, false, gemm::Parallelism::None)
+                    gemm_with(b - a, n, k, d, dst_cs, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, gemm::Parallelism::None)
                 } else {
-                    let (d, r) = (dst.add(a), rhs.offset(a as isize * rhs_cs));
-                    gemm::gemm(m, b - a, k, d, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs, alpha, beta, false, false, false, gemm::Parallelism::None)
+                    let (d, r) = (dst.offset(a as isize * dst_cs), rhs.offset(a as isize * rhs_cs));
+                    gemm_with(m, b - a, k, d, dst_cs, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs, gemm::Parallelism::None)
                 }
             }
         });
@@ -101,53 +123,112 @@ pub(super) unsafe fn gemm_f32(
     }
     let threads = candle_core::utils::get_num_threads();
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    gemm_with(m, n, k, dst, dst_cs, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, parallelism)
+}
+
+/// [`gemm_f32`] on this thread only (for callers that split the work themselves).
+///
+/// # Safety
+/// As [`gemm_f32`].
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_f32_serial(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: isize,
+    accumulate: bool,
+    lhs: *const f32,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const f32,
+    rhs_cs: isize,
+    rhs_rs: isize,
+) {
+    gemm_with(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, gemm::Parallelism::None)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_with(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_cs: isize,
+    dst_rs: isize,
+    accumulate: bool,
+    lhs: *const f32,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const f32,
+    rhs_cs: isize,
+    rhs_rs: isize,
+    parallelism: gemm::Parallelism,
+) {
     // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
-    gemm::gemm(
-        m,
-        n,
-        k,
-        dst,
-        1,
-        dst_rs,
-        accumulate,
-        lhs,
-        lhs_cs,
-        lhs_rs,
-        rhs,
-        rhs_cs,
-        rhs_rs,
-        if accumulate { 1f32 } else { 0f32 },
-        1f32,
-        false,
-        false,
-        false,
-        parallelism,
-    )
+    let alpha = if accumulate { 1f32 } else { 0f32 };
+    gemm::gemm(m, n, k, dst, dst_cs, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, 1f32, false, false, false, parallelism)
+}
+
+/// gemm's packing thresholds (process-wide): (lhs single-threaded, rhs).
+type Packing = (usize, usize);
+
+/// gemm 0.19's defaults on x86-64.
+const DEFAULT_PACKING: Packing = (8, 2);
+
+/// Operands already laid out along the microkernel's vectors are not copied into packed
+/// panels first. Why: a training pass's products are skinny (one side is the micro-batch's
+/// tokens), every weight comes from memory rather than cache, and copying it into panels cost
+/// more than it saved: with these thresholds a step at SmolLM2-135M's shape took 2–3% less at
+/// 256 tokens, and as long or less at 2,048; sampling and a 1,000-token prefill were unchanged.
+const TRAINING_PACKING: Packing = (256, 256);
+
+fn set_packing((lhs, rhs): Packing) {
+    gemm::set_lhs_packing_threshold_single_thread(lhs);
+    gemm::set_rhs_packing_threshold(rhs);
+}
+
+fn packing() -> Packing {
+    (gemm::get_lhs_packing_threshold_single_thread(), gemm::get_rhs_packing_threshold())
+}
+
+/// Sets gemm's packing for training products ([`TRAINING_PACKING`]); called when the training
+/// pool starts. It changes speed only, never results.
+pub(crate) fn pack_for_training() {
+    set_packing(TRAINING_PACKING);
 }
 
 /// This machine's f32 matrix-product rate in GFLOP/s: an `n`×`n`×`n` product, best of `reps`, run
-/// both on rayon (as candle's matmul and sampling run it) and on the training pass's spin pool;
-/// the higher rate of the two, so that a limit derived from it is the stricter one.
+/// both on rayon (as candle's matmul and sampling run it) and on the training pass's spin pool,
+/// each with gemm's default packing and with the training pass's; the highest rate of the four,
+/// so that a limit derived from it is the strictest one.
 pub fn measured_gemm_gflops(n: usize, reps: usize) -> f64 {
     let a: Vec<f32> = (0..n * n).map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 1009.0).collect();
     let mut c = vec![0f32; n * n];
     let mut best = f64::MAX;
-    for on_pool in [false, true] {
-        for _ in 0..reps.max(1) {
-            let t = std::time::Instant::now();
-            let dst = c.as_mut_ptr();
-            let run = || {
-                // SAFETY: a and c are n×n row-major.
-                unsafe { gemm_f32(n, n, n, dst, n as isize, false, a.as_ptr(), 1, n as isize, a.as_ptr(), 1, n as isize) }
-            };
-            if on_pool {
-                crate::pool::training(run)
-            } else {
-                run()
+    // Started first: its start sets the training packing, which is restored below.
+    crate::pool::pool();
+    let before = packing();
+    for setting in [DEFAULT_PACKING, TRAINING_PACKING] {
+        set_packing(setting);
+        for on_pool in [false, true] {
+            for _ in 0..reps.max(1) {
+                let t = std::time::Instant::now();
+                let dst = c.as_mut_ptr();
+                let run = || {
+                    // SAFETY: a and c are n×n row-major.
+                    unsafe { gemm_f32(n, n, n, dst, n as isize, false, a.as_ptr(), 1, n as isize, a.as_ptr(), 1, n as isize) }
+                };
+                if on_pool {
+                    crate::pool::training(run)
+                } else {
+                    run()
+                }
+                best = best.min(t.elapsed().as_secs_f64());
             }
-            best = best.min(t.elapsed().as_secs_f64());
         }
     }
+    set_packing(before);
     std::hint::black_box(&c);
     2.0 * (n as f64).powi(3) / best / 1e9
 }
@@ -257,3 +338,4 @@ pub(crate) fn linear_sink(x: &Tensor, w: &Tensor, sink: Option<std::sync::Arc<Gr
     ensure_cpu_f32(x, "linear")?;
     x.contiguous()?.apply_op2(&w.contiguous()?, Linear { sink })
 }
+

@@ -111,7 +111,7 @@ pub(super) fn sum_squares_slice(s: &[f32]) -> f64 {
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct SharedMutF64(*mut f64);
+pub(super) struct SharedMutF64(pub(super) *mut f64);
 // SAFETY: used only to write disjoint elements from parallel tasks, as `SharedMut`.
 unsafe impl Send for SharedMutF64 {}
 unsafe impl Sync for SharedMutF64 {}
@@ -119,7 +119,7 @@ unsafe impl Sync for SharedMutF64 {}
 impl SharedMutF64 {
     /// # Safety
     /// `i` must be in bounds and no other thread may touch element `i` concurrently.
-    unsafe fn write(&self, i: usize, v: f64) {
+    pub(super) unsafe fn write(&self, i: usize, v: f64) {
         *self.0.add(i) = v;
     }
 }
