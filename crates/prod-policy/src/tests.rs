@@ -1061,8 +1061,8 @@ fn training_pass_gradients_match_the_composite_model() {
         m.fused = false;
         let (loss, tokens) = train::weighted_nll_sum(&m, &batch, true).unwrap();
         let grads = loss.backward().unwrap();
-        // The norm from the sums of squares the products kept (and, for the embedding the
-        // lookups also wrote, a fresh pass) equals the norm of the reference gradients.
+        // The norm from the sums of squares the products kept (for a tied embedding, updated by
+        // the lookups over the rows they wrote) equals the norm of the reference gradients.
         let sq: f64 = m
             .named_vars()
             .iter()

@@ -130,32 +130,42 @@ pub(super) struct RopeTranspose {
 pub(super) fn rope_apply(src: &[f32], dims: [usize; 4], cos: &[f32], sin: &[f32], inverse: bool) -> Vec<f32> {
     let [b, t, h, hd] = dims;
     let half = hd / 2;
-    let mut out = vec![0f32; src.len()];
-    for bi in 0..b {
-        for ti in 0..t {
-            let c = &cos[(bi * t + ti) * hd..][..hd];
-            let s = &sin[(bi * t + ti) * hd..][..hd];
+    let n = b * t * h * hd;
+    assert!(hd.is_multiple_of(2) && src.len() == n && cos.len() >= b * t * hd && sin.len() >= b * t * hd);
+    // Not zeroed first (a serial pass before the parallel one): every element is written below.
+    let mut out: Vec<f32> = Vec::with_capacity(n);
+    let dst = SharedMut(out.as_mut_ptr());
+    // Rows are (batch, position) pairs; each writes its own h head rows of the output.
+    par_ranges(b * t, 64, |rows| {
+        for bt in rows {
+            let (bi, ti) = (bt / t, bt % t);
+            let c = &cos[bt * hd..][..hd];
+            let s = &sin[bt * hd..][..hd];
             for hi in 0..h {
-                let bthd = ((bi * t + ti) * h + hi) * hd;
+                let bthd = (bt * h + hi) * hd;
                 let bhtd = ((bi * h + hi) * t + ti) * hd;
                 if !inverse {
                     let x = &src[bthd..bthd + hd];
-                    let y = &mut out[bhtd..bhtd + hd];
+                    // SAFETY: head row (bi, hi, ti) belongs to this (batch, position) row only.
+                    let y = unsafe { dst.uninit(bhtd..bhtd + hd) };
                     for i in 0..half {
-                        y[i] = x[i] * c[i] - x[i + half] * s[i];
-                        y[i + half] = x[i + half] * c[i + half] + x[i] * s[i + half];
+                        y[i].write(x[i] * c[i] - x[i + half] * s[i]);
+                        y[i + half].write(x[i + half] * c[i + half] + x[i] * s[i + half]);
                     }
                 } else {
                     let g = &src[bhtd..bhtd + hd];
-                    let x = &mut out[bthd..bthd + hd];
+                    // SAFETY: as above, for row (bi, ti, hi).
+                    let x = unsafe { dst.uninit(bthd..bthd + hd) };
                     for i in 0..half {
-                        x[i] = g[i] * c[i] + g[i + half] * s[i + half];
-                        x[i + half] = g[i + half] * c[i + half] - g[i] * s[i];
+                        x[i].write(g[i] * c[i] + g[i + half] * s[i + half]);
+                        x[i + half].write(g[i + half] * c[i + half] - g[i] * s[i]);
                     }
                 }
             }
         }
-    }
+    });
+    // SAFETY: every (batch, position, head) row was written above, both halves (hd is even).
+    unsafe { out.set_len(n) };
     out
 }
 

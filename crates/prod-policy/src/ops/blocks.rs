@@ -36,16 +36,24 @@ pub(super) fn residual_block_bwd(
 
 /// `[b, t, h, hd]` → `[b, h, t, hd]`, or back with `inverse`.
 pub(super) fn transpose_heads(src: &[f32], [b, t, h, hd]: [usize; 4], inverse: bool) -> Vec<f32> {
-    let mut out = vec![0f32; src.len()];
+    let n = b * t * h * hd;
+    assert_eq!(src.len(), n);
+    // Not zeroed first: every element is written below.
+    let mut out: Vec<f32> = Vec::with_capacity(n);
+    let dst = out.spare_capacity_mut();
     for bi in 0..b {
         for ti in 0..t {
             for hi in 0..h {
                 let (bthd, bhtd) = (((bi * t + ti) * h + hi) * hd, ((bi * h + hi) * t + ti) * hd);
                 let (from, to) = if inverse { (bhtd, bthd) } else { (bthd, bhtd) };
-                out[to..to + hd].copy_from_slice(&src[from..from + hd]);
+                for (o, &v) in dst[to..to + hd].iter_mut().zip(&src[from..from + hd]) {
+                    o.write(v);
+                }
             }
         }
     }
+    // SAFETY: (bi, ti, hi) runs over every head row of both layouts, so all n were written.
+    unsafe { out.set_len(n) };
     out
 }
 

@@ -20,8 +20,9 @@ pub(crate) struct GradSlot {
     pub buf: Mutex<Option<Vec<f32>>>,
     /// `Σ g²` of `buf` as the last write left it, when that write was a product
     /// ([`add_weight_grad`] sums it right after, while the gradient is still in cache, which
-    /// spares the gradient norm a pass over every weight from memory); `None` after any other
-    /// write.
+    /// spares the gradient norm a pass over every weight from memory) or an embedding lookup
+    /// into a slot whose sum was kept (it updates the sum over the rows it wrote); `None` after
+    /// any other write.
     squares: Mutex<Option<f64>>,
 }
 

@@ -62,6 +62,16 @@ impl SharedMut {
     unsafe fn slice(&self, range: Range<usize>) -> &mut [f32] {
         std::slice::from_raw_parts_mut(self.0.add(range.start), range.len())
     }
+
+    /// [`SharedMut::slice`] of a buffer's spare capacity, to be written before it is read
+    /// (outputs filled by a parallel loop need no zeroing pass first).
+    ///
+    /// # Safety
+    /// As [`SharedMut::slice`], within the buffer's capacity.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn uninit(&self, range: Range<usize>) -> &mut [std::mem::MaybeUninit<f32>] {
+        std::slice::from_raw_parts_mut(self.0.add(range.start).cast(), range.len())
+    }
 }
 
 /// Runs `f` over `0..n` split into ranges on rayon's global pool — the threads gemm already

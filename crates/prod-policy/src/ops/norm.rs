@@ -80,18 +80,21 @@ pub(super) fn rms_forward(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>> {
     if d == 0 || !x.len().is_multiple_of(d) {
         bail!("rms_norm: {} values are not rows of the weight's {d}", x.len())
     }
-    let mut y = vec![0f32; x.len()];
+    // Not zeroed first (a serial pass before the parallel one): every element is written below.
+    let mut y = Vec::with_capacity(x.len());
     let out = SharedMut(y.as_mut_ptr());
     par_ranges(x.len() / d, 64, |rows| {
-        // SAFETY: each range of rows is written by exactly one worker.
-        let yr = unsafe { out.slice(rows.start * d..rows.end * d) };
+        // SAFETY: each range of rows is written by exactly one worker, within y's capacity.
+        let yr = unsafe { out.uninit(rows.start * d..rows.end * d) };
         for (xr, yr) in x[rows.start * d..rows.end * d].chunks_exact(d).zip(yr.chunks_exact_mut(d)) {
             let r = rms_inv(xr, eps);
             for ((yv, xv), wv) in yr.iter_mut().zip(xr).zip(w) {
-                *yv = xv * r * wv;
+                yv.write(xv * r * wv);
             }
         }
     });
+    // SAFETY: the row ranges cover every row (x.len() is a multiple of d), all written above.
+    unsafe { y.set_len(x.len()) };
     Ok(y)
 }
 

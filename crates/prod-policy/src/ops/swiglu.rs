@@ -50,20 +50,24 @@ impl CustomOp2 for SwiGlu {
 
 /// `silu(a) ⊙ b` elementwise.
 pub(super) fn swiglu_forward(a: &[f32], b: &[f32]) -> Vec<f32> {
-    let mut y = vec![0f32; a.len()];
+    assert_eq!(a.len(), b.len());
+    // Not zeroed first (a serial pass before the parallel one): every element is written below.
+    let mut y = Vec::with_capacity(a.len());
     let out = SharedMut(y.as_mut_ptr());
     par_ranges(a.len(), 1 << 15, |range| {
-        // SAFETY: each range is written by exactly one worker.
-        let yr = unsafe { out.slice(range.clone()) };
+        // SAFETY: each range is written by exactly one worker, within y's capacity.
+        let yr = unsafe { out.uninit(range.clone()) };
         let mut s = [0f32; SIGMOID_RUN];
         for ((yr, a), b) in yr.chunks_mut(SIGMOID_RUN).zip(a[range.clone()].chunks(SIGMOID_RUN)).zip(b[range].chunks(SIGMOID_RUN)) {
             let s = &mut s[..a.len()];
             sigmoid_into(a, s);
             for (((y, &a), &b), &s) in yr.iter_mut().zip(a).zip(b).zip(s.iter()) {
-                *y = a * s * b;
+                y.write(a * s * b);
             }
         }
     });
+    // SAFETY: the ranges cover 0..a.len(), and each element of a range was written above.
+    unsafe { y.set_len(a.len()) };
     y
 }
 
@@ -72,14 +76,18 @@ pub(super) fn swiglu_forward(a: &[f32], b: &[f32]) -> Vec<f32> {
 ///
 /// d silu(a)/da = s·(1 + a·(1 − s)) with s = sigmoid(a).
 pub(super) fn swiglu_backward(a: &[f32], b: &[f32], gs: &[f32], want_act: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let mut da = vec![0f32; a.len()];
-    let mut db = vec![0f32; a.len()];
-    let mut act = if want_act { vec![0f32; a.len()] } else { Vec::new() };
+    let n = a.len();
+    assert!(b.len() == n && gs.len() == n);
+    // Not zeroed first (serial passes before the parallel one): every element is written below.
+    let mut da = Vec::with_capacity(n);
+    let mut db = Vec::with_capacity(n);
+    let mut act = Vec::with_capacity(if want_act { n } else { 0 });
     let (pa, pb, py) = (SharedMut(da.as_mut_ptr()), SharedMut(db.as_mut_ptr()), SharedMut(act.as_mut_ptr()));
-    par_ranges(a.len(), 1 << 15, |range| {
-        // SAFETY: each range is written by exactly one worker (`act` only when it has the room).
-        let (da, db) = unsafe { (pa.slice(range.clone()), pb.slice(range.clone())) };
-        let mut act = want_act.then(|| unsafe { py.slice(range.clone()) });
+    par_ranges(n, 1 << 15, |range| {
+        // SAFETY: each range is written by exactly one worker, within the buffers' capacity
+        // (`act` only when it has the room).
+        let (da, db) = unsafe { (pa.uninit(range.clone()), pb.uninit(range.clone())) };
+        let mut act = want_act.then(|| unsafe { py.uninit(range.clone()) });
         let mut sig = [0f32; SIGMOID_RUN];
         let start = range.start;
         for (c, a) in a[range].chunks(SIGMOID_RUN).enumerate() {
@@ -88,14 +96,23 @@ pub(super) fn swiglu_backward(a: &[f32], b: &[f32], gs: &[f32], want_act: bool) 
             let off = c * SIGMOID_RUN;
             for (j, (&a, &s)) in a.iter().zip(sig.iter()).enumerate() {
                 let (k, i) = (off + j, start + off + j);
-                db[k] = gs[i] * a * s;
-                da[k] = gs[i] * b[i] * s * (1.0 + a * (1.0 - s));
+                db[k].write(gs[i] * a * s);
+                da[k].write(gs[i] * b[i] * s * (1.0 + a * (1.0 - s)));
                 if let Some(y) = act.as_deref_mut() {
-                    y[k] = a * s * b[i];
+                    y[k].write(a * s * b[i]);
                 }
             }
         }
     });
+    // SAFETY: the ranges cover 0..n, and each element of a range was written above (`act`
+    // when wanted).
+    unsafe {
+        da.set_len(n);
+        db.set_len(n);
+        if want_act {
+            act.set_len(n);
+        }
+    }
     (da, db, act)
 }
 
