@@ -4,6 +4,8 @@
 //! `value − max` or `logit − logsumexp`, which are ≤ 0); below −103.97 the result is 0, as
 //! `expf`'s; NaN stays NaN. Accuracy: a few ulp (Cephes' polynomial), tested against f64.
 
+use std::mem::MaybeUninit;
+
 /// `dst[j] = scale · exp(src[j] − shift)`; returns `Σ exp(src[j] − shift)`.
 pub(crate) fn exp_into(src: &[f32], dst: &mut [f32], shift: f32, scale: f32) -> f32 {
     assert_eq!(src.len(), dst.len());
@@ -25,9 +27,15 @@ pub(crate) fn exp_sum(src: &[f32], shift: f32) -> f32 {
 }
 
 /// `out[j] = x[j] · scale + add[j]`; returns the largest `out[j]` (the masked scores of a
-/// softmax row and their maximum, in one pass).
-pub(crate) fn scale_add_max(x: &[f32], add: &[f32], scale: f32, out: &mut [f32]) -> f32 {
+/// softmax row and their maximum, in one pass) and `out`, now initialised.
+pub(crate) fn scale_add_max<'o>(x: &[f32], add: &[f32], scale: f32, out: &'o mut [MaybeUninit<f32>]) -> (f32, &'o mut [f32]) {
     assert!(x.len() == out.len() && add.len() == out.len());
+    let max = scale_add_max_into(x, add, scale, out);
+    // SAFETY: every element of `out` was written above.
+    (max, unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()) })
+}
+
+fn scale_add_max_into(x: &[f32], add: &[f32], scale: f32, out: &mut [MaybeUninit<f32>]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::decode::available() {
@@ -37,15 +45,16 @@ pub(crate) fn scale_add_max(x: &[f32], add: &[f32], scale: f32, out: &mut [f32])
     }
     let mut max = f32::NEG_INFINITY;
     for ((o, &v), &a) in out.iter_mut().zip(x).zip(add) {
-        *o = v * scale + a;
-        max = max.max(*o);
+        let y = v * scale + a;
+        o.write(y);
+        max = max.max(y);
     }
     max
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn scale_add_max_avx512(x: &[f32], add: &[f32], scale: f32, out: &mut [f32]) -> f32 {
+unsafe fn scale_add_max_avx512(x: &[f32], add: &[f32], scale: f32, out: &mut [MaybeUninit<f32>]) -> f32 {
     use std::arch::x86_64::*;
     let n = out.len();
     let sc = _mm512_set1_ps(scale);
@@ -55,7 +64,7 @@ unsafe fn scale_add_max_avx512(x: &[f32], add: &[f32], scale: f32, out: &mut [f3
         let left = n - j;
         let mask: __mmask16 = if left >= 16 { 0xffff } else { (1u16 << left) - 1 };
         let v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x.as_ptr().add(j)), sc, _mm512_maskz_loadu_ps(mask, add.as_ptr().add(j)));
-        _mm512_mask_storeu_ps(out.as_mut_ptr().add(j), mask, v);
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add(j).cast::<f32>(), mask, v);
         acc = _mm512_mask_max_ps(acc, mask, acc, v);
         j += 16;
     }
@@ -164,8 +173,9 @@ mod tests {
         for len in [1usize, 15, 16, 17, 40] {
             let x: Vec<f32> = (0..len).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
             let add: Vec<f32> = (0..len).map(|i| if i % 3 == 0 { -1e30 } else { 0.5 }).collect();
-            let mut out = vec![0f32; len];
-            let max = scale_add_max(&x, &add, 0.25, &mut out);
+            let mut buf: Vec<f32> = Vec::with_capacity(len);
+            let (max, out) = scale_add_max(&x, &add, 0.25, &mut buf.spare_capacity_mut()[..len]);
+            let out = out.to_vec();
             let want: Vec<f32> = x.iter().zip(&add).map(|(v, a)| v * 0.25 + a).collect();
             assert_eq!(out, want);
             assert_eq!(max, want.iter().copied().fold(f32::NEG_INFINITY, f32::max));

@@ -217,14 +217,16 @@ impl MaskedSoftmax {
     /// `softmax(scale·x + mask)` of every row of `x` (`total` wide) into a new buffer.
     fn forward_rows(&self, x: &[f32]) -> Vec<f32> {
         let total = self.total;
-        let mut y = vec![0f32; x.len()];
+        assert!(total > 0 && x.len().is_multiple_of(total));
+        // Not zeroed first (a serial pass before the parallel one): every row is written below.
+        let mut y = Vec::with_capacity(x.len());
         let out = SharedMut(y.as_mut_ptr());
         par_ranges(x.len() / total, 64, |range| {
             for row in range {
                 let xr = &x[row * total..(row + 1) * total];
-                // SAFETY: row `row` is written by exactly one worker.
-                let yr = unsafe { out.slice(row * total..(row + 1) * total) };
-                let max = crate::vexp::scale_add_max(xr, self.mask_row(row), self.scale, yr);
+                // SAFETY: row `row` is written by exactly one worker, within y's capacity.
+                let yr = unsafe { out.uninit(row * total..(row + 1) * total) };
+                let (max, yr) = crate::vexp::scale_add_max(xr, self.mask_row(row), self.scale, yr);
                 // Masked keys give exactly 0 (no slow underflow path in `vexp`).
                 let sum = crate::vexp::exp_in_place(yr, max, 1.0);
                 let inv = 1.0 / sum;
@@ -233,6 +235,8 @@ impl MaskedSoftmax {
                 }
             }
         });
+        // SAFETY: the rows cover all of x.len() (a multiple of total), each written above.
+        unsafe { y.set_len(x.len()) };
         y
     }
 

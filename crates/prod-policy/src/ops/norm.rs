@@ -108,22 +108,26 @@ pub(super) fn rms_backward(xs: &[f32], ws: &[f32], gs: &[f32], eps: f32) -> Resu
     }
     let rows = xs.len() / d;
     let tasks = rows.div_ceil(RMS_ROWS);
-    let mut dx = vec![0f32; xs.len()];
+    // dx not zeroed first (a serial pass before the parallel one): every row is written below.
+    let mut dx: Vec<f32> = Vec::with_capacity(xs.len());
     let mut partial = vec![0f32; tasks * d];
     let (pdx, pdw) = (SharedMut(dx.as_mut_ptr()), SharedMut(partial.as_mut_ptr()));
     par_ranges(tasks, 2, |range| {
         for task in range {
             let r0 = task * RMS_ROWS;
             let r1 = rows.min(r0 + RMS_ROWS);
-            // SAFETY: task `task` alone writes rows r0..r1 of dx and its own row of `partial`.
-            let (dxt, dw) = unsafe { (pdx.slice(r0 * d..r1 * d), pdw.slice(task * d..(task + 1) * d)) };
+            // SAFETY: task `task` alone writes rows r0..r1 of dx (within its capacity) and its
+            // own row of `partial`.
+            let (dxt, dw) = unsafe { (pdx.uninit(r0 * d..r1 * d), pdw.slice(task * d..(task + 1) * d)) };
             let span = r0 * d..r1 * d;
             for ((xr, gr), dxr) in xs[span.clone()].chunks_exact(d).zip(gs[span].chunks_exact(d)).zip(dxt.chunks_exact_mut(d)) {
                 let r = rms_inv(xr, eps);
                 // Σ g·w·x̂ = r · Σ (g·w)·x; dxr holds g·w until the last line.
                 for ((o, &gv), &wv) in dxr.iter_mut().zip(gr).zip(ws) {
-                    *o = gv * wv;
+                    o.write(gv * wv);
                 }
+                // SAFETY: every element of the row was written just above.
+                let dxr = unsafe { std::slice::from_raw_parts_mut(dxr.as_mut_ptr().cast::<f32>(), d) };
                 let mean = r * dot_lanes(dxr, xr) / d as f32;
                 for (((o, &xv), &gv), dwv) in dxr.iter_mut().zip(xr).zip(gr).zip(dw.iter_mut()) {
                     let xh = xv * r;
@@ -133,6 +137,8 @@ pub(super) fn rms_backward(xs: &[f32], ws: &[f32], gs: &[f32], eps: f32) -> Resu
             }
         }
     });
+    // SAFETY: the tasks cover rows 0..rows (xs.len() = rows·d), each row written above.
+    unsafe { dx.set_len(xs.len()) };
     let mut dw = vec![0f32; d];
     for p in partial.chunks_exact(d) {
         for (a, &b) in dw.iter_mut().zip(p) {
