@@ -82,12 +82,11 @@ pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
         // SAFETY: `Strided::new` checked both operands' extents; each call writes rows `r` of
         // batch `i` of `out` (capacity batches·m·n), disjoint from every other call's.
         unsafe {
-            gemm::gemm(
+            gemm_f32_serial(
                 r.len(), n, k,
-                o.add(i * m * n + r.start * n), 1, n as isize, false,
+                o.add(i * m * n + r.start * n), n as isize, false,
                 ap.offset(i as isize * a.bs + r.start as isize * a.rs), a.cs, a.rs,
                 bp.offset(i as isize * b.bs), b.cs, b.rs,
-                0f32, 1f32, false, false, false, gemm::Parallelism::None,
             )
         }
     };

@@ -51,7 +51,8 @@ impl GradSlot {
     }
 }
 
-/// `dst (+)= lhs · rhs` with explicit strides (`accumulate`: add to `dst`, else overwrite it).
+/// `dst (+)= lhs · rhs` with explicit strides (`accumulate`: add to `dst`, else overwrite it);
+/// `dst` is row-major with row stride `dst_rs`.
 ///
 /// # Safety
 /// The strides must describe in-bounds `[m, k]`, `[k, n]` and `[m, n]` matrices of the pointers.
@@ -61,29 +62,6 @@ pub(super) unsafe fn gemm_f32(
     n: usize,
     k: usize,
     dst: *mut f32,
-    dst_rs: isize,
-    accumulate: bool,
-    lhs: *const f32,
-    lhs_cs: isize,
-    lhs_rs: isize,
-    rhs: *const f32,
-    rhs_cs: isize,
-    rhs_rs: isize,
-) {
-    gemm_f32_strided(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs)
-}
-
-/// [`gemm_f32`] with a column stride for `dst` too.
-///
-/// # Safety
-/// As [`gemm_f32`].
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_f32_strided(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut f32,
-    dst_cs: isize,
     dst_rs: isize,
     accumulate: bool,
     lhs: *const f32,
@@ -113,10 +91,10 @@ pub(super) unsafe fn gemm_f32_strided(
             unsafe {
                 if split_rows {
                     let (d, l) = (dst.offset(a as isize * dst_rs), lhs.offset(a as isize * lhs_rs));
-                    gemm_with(b - a, n, k, d, dst_cs, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, gemm::Parallelism::None)
+                    gemm_f32_serial(b - a, n, k, d, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs)
                 } else {
-                    let (d, r) = (dst.offset(a as isize * dst_cs), rhs.offset(a as isize * rhs_cs));
-                    gemm_with(m, b - a, k, d, dst_cs, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs, gemm::Parallelism::None)
+                    let (d, r) = (dst.add(a), rhs.offset(a as isize * rhs_cs));
+                    gemm_f32_serial(m, b - a, k, d, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs)
                 }
             }
         });
@@ -124,7 +102,9 @@ pub(super) unsafe fn gemm_f32_strided(
     }
     let threads = candle_core::utils::get_num_threads();
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    gemm_with(m, n, k, dst, dst_cs, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, parallelism)
+    // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
+    let alpha = if accumulate { 1f32 } else { 0f32 };
+    gemm::gemm(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, 1f32, false, false, false, parallelism)
 }
 
 /// [`gemm_f32`] on this thread only (for callers that split the work themselves).
@@ -146,29 +126,8 @@ pub(super) unsafe fn gemm_f32_serial(
     rhs_cs: isize,
     rhs_rs: isize,
 ) {
-    gemm_with(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, gemm::Parallelism::None)
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_with(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut f32,
-    dst_cs: isize,
-    dst_rs: isize,
-    accumulate: bool,
-    lhs: *const f32,
-    lhs_cs: isize,
-    lhs_rs: isize,
-    rhs: *const f32,
-    rhs_cs: isize,
-    rhs_rs: isize,
-    parallelism: gemm::Parallelism,
-) {
-    // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
     let alpha = if accumulate { 1f32 } else { 0f32 };
-    gemm::gemm(m, n, k, dst, dst_cs, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, 1f32, false, false, false, parallelism)
+    gemm::gemm(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, 1f32, false, false, false, gemm::Parallelism::None)
 }
 
 /// gemm's packing thresholds (process-wide): (lhs single-threaded, rhs).
