@@ -119,6 +119,10 @@ fn head_chunks(v: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
 impl HeadCe {
     fn check(&self, n: usize, d: usize) -> Result<usize> {
         let (v, d2) = self.w.dims2()?;
+        // Width 0 would leave the logits unwritten (a product over k = 0 writes nothing).
+        if d == 0 {
+            bail!("head: hidden states of width 0")
+        }
         if d2 != d {
             bail!("head: hidden states are [{n}, {d}] but the head is [{v}, {d2}]")
         }
