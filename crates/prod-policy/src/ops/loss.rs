@@ -152,7 +152,7 @@ impl CustomOp1 for HeadCe {
         let mut z: Vec<f32> = Vec::with_capacity(n * v);
         // Per chunk and row: the row's largest logit in the chunk and Σ exp(z − that).
         let mut stats = vec![(0f32, 0f32); chunks.len() * n];
-        let (zp, sp) = (z.as_mut_ptr() as usize, SharedStats(stats.as_mut_ptr()));
+        let (zp, sp) = (z.as_mut_ptr() as usize, SharedMut(stats.as_mut_ptr()));
         with_slices(std::slice::from_ref(&self.w), "head", |w| {
             let w = w[0];
             par_ranges(chunks.len(), 2, |range| {
@@ -208,7 +208,7 @@ impl CustomOp1 for HeadCe {
         let dw = slot.get_or_insert_with(|| Vec::with_capacity(v * d));
         let (zp, dwp) = (z.as_mut_ptr() as usize, dw.as_mut_ptr() as usize);
         let mut squares = vec![0f64; chunks.len()];
-        let sq = SharedMutF64(squares.as_mut_ptr());
+        let sq = SharedMut(squares.as_mut_ptr());
         // One dh per task (a few per core), summed below.
         let partials: Mutex<Vec<Vec<f32>>> = Mutex::new(Vec::new());
         with_slices(&[h, self.w.clone()], "head backward", |s| {
@@ -258,20 +258,6 @@ impl CustomOp1 for HeadCe {
             add_into(&mut dh, p);
         }
         Ok(Some(Tensor::from_vec(dh, (n, d), g.device())?))
-    }
-}
-
-#[derive(Clone, Copy)]
-struct SharedStats(*mut (f32, f32));
-// SAFETY: used only to write disjoint elements from parallel tasks, as `SharedMut`.
-unsafe impl Send for SharedStats {}
-unsafe impl Sync for SharedStats {}
-
-impl SharedStats {
-    /// # Safety
-    /// `i` must be in bounds and no other thread may touch element `i` concurrently.
-    unsafe fn write(&self, i: usize, v: (f32, f32)) {
-        *self.0.add(i) = v;
     }
 }
 

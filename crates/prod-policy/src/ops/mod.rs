@@ -49,17 +49,19 @@ fn f32_slice_mut<'a>(s: &'a mut CpuStorage, l: &Layout, op: &str) -> Result<&'a 
     }
 }
 
-/// A raw pointer that worker threads may write through, each to its own disjoint range.
+/// A raw pointer that worker threads may write through, each to its own disjoint range (or
+/// element).
 #[derive(Clone, Copy)]
-struct SharedMut(*mut f32);
-unsafe impl Send for SharedMut {}
-unsafe impl Sync for SharedMut {}
+struct SharedMut<T = f32>(*mut T);
+// SAFETY: only ever used to write disjoint ranges or elements from parallel tasks.
+unsafe impl<T> Send for SharedMut<T> {}
+unsafe impl<T> Sync for SharedMut<T> {}
 
-impl SharedMut {
+impl<T> SharedMut<T> {
     /// # Safety
     /// `range` must be in bounds and no other thread may touch it concurrently.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn slice(&self, range: Range<usize>) -> &mut [f32] {
+    unsafe fn slice(&self, range: Range<usize>) -> &mut [T] {
         std::slice::from_raw_parts_mut(self.0.add(range.start), range.len())
     }
 
@@ -69,8 +71,15 @@ impl SharedMut {
     /// # Safety
     /// As [`SharedMut::slice`], within the buffer's capacity.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn uninit(&self, range: Range<usize>) -> &mut [std::mem::MaybeUninit<f32>] {
+    unsafe fn uninit(&self, range: Range<usize>) -> &mut [std::mem::MaybeUninit<T>] {
         std::slice::from_raw_parts_mut(self.0.add(range.start).cast(), range.len())
+    }
+
+    /// # Safety
+    /// `i` must be in bounds (of an initialised buffer) and no other thread may touch element
+    /// `i` concurrently.
+    unsafe fn write(&self, i: usize, v: T) {
+        *self.0.add(i) = v;
     }
 }
 

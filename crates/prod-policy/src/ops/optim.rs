@@ -100,7 +100,7 @@ pub(super) fn sum_squares_slice(s: &[f32]) -> f64 {
     // whichever thread took which run).
     const RUN: usize = 1 << 12;
     let mut runs = vec![0f64; s.len().div_ceil(RUN)];
-    let out = SharedMutF64(runs.as_mut_ptr());
+    let out = SharedMut(runs.as_mut_ptr());
     par_ranges(runs.len(), 16, |range| {
         for r in range {
             // SAFETY: run `r` is written by the one task that was given it.
@@ -108,20 +108,6 @@ pub(super) fn sum_squares_slice(s: &[f32]) -> f64 {
         }
     });
     runs.iter().sum()
-}
-
-#[derive(Clone, Copy)]
-pub(super) struct SharedMutF64(pub(super) *mut f64);
-// SAFETY: used only to write disjoint elements from parallel tasks, as `SharedMut`.
-unsafe impl Send for SharedMutF64 {}
-unsafe impl Sync for SharedMutF64 {}
-
-impl SharedMutF64 {
-    /// # Safety
-    /// `i` must be in bounds and no other thread may touch element `i` concurrently.
-    pub(super) unsafe fn write(&self, i: usize, v: f64) {
-        *self.0.add(i) = v;
-    }
 }
 
 /// `Σ x²` of a short run in 32 independent f32 lanes: a single running sum is one serial chain
