@@ -76,6 +76,13 @@ impl Default for CoqCheckConfig {
     }
 }
 
+/// Flags every checking Coq process gets (workers and the final `coqc`): the kernel never
+/// trusts the bytecode VM (`vm_compute` still runs, but a VM cast is re-checked by the
+/// kernel's ordinary conversion, since Coq 8.16.1's VM has a proof-of-False bug in
+/// `Uint63.addmuldiv`), and no native compiler (Debian's 8.16 has none; saying so keeps a
+/// build that has one from loading compiled code into the checker).
+pub const PROVER_FLAGS: &[&str] = &["-bytecode-compiler", "no", "-native-compiler", "no"];
+
 impl CoqCheckConfig {
     /// The command that prints a constant's assumptions in a worker.
     pub fn assumptions_command(&self) -> &'static str {

@@ -138,17 +138,26 @@ fn compile(
         .map_err(|e| Verdict::infra(format!("write {}: {e}", file.display())))?;
     let coqc = cfg.coqc.to_string_lossy().into_owned();
     let file_arg = format!("{FILE_MODULE}.v");
-    let output = run_sandboxed(cfg, dir.path(), &[&coqc, "-q", &file_arg], start, timeout)?;
+    let mut argv = vec![coqc.as_str(), "-q"];
+    argv.extend_from_slice(crate::config::PROVER_FLAGS);
+    argv.push(&file_arg);
+    let output = run_sandboxed(cfg, dir.path(), &argv, start, timeout)?;
     if coqchk {
         let chk = cfg.coqchk.to_string_lossy().into_owned();
-        run_sandboxed(cfg, dir.path(), &[&chk, "-silent", "-norec", FILE_MODULE], start, timeout)
-            .map_err(|v| match v {
-                Verdict::Failed { step, message } => Verdict::Failed {
-                    step,
-                    message: format!("coqchk rejected the compiled file: {message}"),
-                },
-                other => other,
-            })?;
+        run_sandboxed(
+            cfg,
+            dir.path(),
+            &[&chk, "-silent", "-norec", FILE_MODULE],
+            start,
+            timeout,
+        )
+        .map_err(|v| match v {
+            Verdict::Failed { step, message } => Verdict::Failed {
+                step,
+                message: format!("coqchk rejected the compiled file: {message}"),
+            },
+            other => other,
+        })?;
     }
     Ok(output)
 }

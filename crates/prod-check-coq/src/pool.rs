@@ -50,6 +50,7 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
             )));
         }
     }
+    rules::check_proposals_independent(&lemmas).map_err(RuleError::into_verdict)?;
     let steps = rules::check_proof(&req.proof.proof_text()).map_err(RuleError::into_verdict)?;
     Ok(Plan {
         lemmas,
@@ -122,7 +123,9 @@ fn load_plugin(cfg: &CoqCheckConfig) -> Option<crate::plugin::PluginPaths> {
             }
         }
         Err(e) => {
-            eprintln!("warning: the ProD Coq plugin is not available ({e}); using Print Assumptions");
+            eprintln!(
+                "warning: the ProD Coq plugin is not available ({e}); using Print Assumptions"
+            );
             None
         }
     };

@@ -61,6 +61,10 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
         .map(|p| p + from)
 }
 
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
 fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
     if hay.len() < needle.len() {
         return None;
@@ -77,6 +81,9 @@ pub struct RawReply {
     pub prompt: Prompt,
     /// The prompt after the sentinel query (the state the next sentence starts from).
     pub after: Prompt,
+    /// How many prompts Coq printed for what was sent before the sentinel, the sentence's own
+    /// included: one per sentence Coq read. Output can forge more, never fewer.
+    pub prompts: usize,
 }
 
 /// Bytes kept from the start and from the end of one sentence's output.
@@ -90,6 +97,8 @@ pub struct ReplyScanner {
     tail: Vec<u8>,
     elided: usize,
     searched: usize,
+    /// Prompts in the elided and head bytes (counted before they left `tail`).
+    dropped_prompts: usize,
 }
 
 /// Scanner result.
@@ -109,6 +118,7 @@ impl ReplyScanner {
             tail: vec![],
             elided: 0,
             searched: 0,
+            dropped_prompts: 0,
         }
     }
 
@@ -134,7 +144,15 @@ impl ReplyScanner {
         // Keep searching only the part that could still hold the start of the marker.
         self.searched = self.tail.len().saturating_sub(self.marker.len());
         if self.tail.len() > 2 * TAIL_KEEP {
-            let cut = self.tail.len() - TAIL_KEEP;
+            let mut cut = self.tail.len() - TAIL_KEEP;
+            // Never cut through a `<prompt>`: one split in two would be counted by neither side.
+            if let Some(k) = (1..PROMPT_OPEN.len())
+                .rev()
+                .find(|&k| self.tail[cut - k..cut] == PROMPT_OPEN[..k])
+            {
+                cut -= k;
+            }
+            self.dropped_prompts += count(&self.tail[..cut], PROMPT_OPEN);
             let room = HEAD_KEEP.saturating_sub(self.head.len()).min(cut);
             self.head.extend_from_slice(&self.tail[..room]);
             self.elided += cut - room;
@@ -168,6 +186,7 @@ impl ReplyScanner {
             output,
             prompt,
             after,
+            prompts: self.dropped_prompts + count(before, PROMPT_OPEN),
         })
     }
 }
@@ -200,6 +219,11 @@ fn last_error(output: &str) -> Option<&str> {
         .map(|i| i + 1)
         .or_else(|| output.starts_with("Error:").then_some(0))?;
     Some(output[start + "Error:".len()..].trim())
+}
+
+/// Did Coq's parser refuse the sentence? (Judged on the last error only.)
+pub fn is_syntax_error(output: &str) -> bool {
+    last_error(output).is_some_and(|e| e.starts_with("Syntax error"))
 }
 
 /// Does a failed sentence's output say Coq's own timeout fired? (Judged on the last error only,
@@ -266,6 +290,8 @@ mod tests {
         assert_eq!(r.prompt.state, 5);
         assert_eq!(r.after.state, 6);
         assert!(r.output.contains("Coq < 99"));
+        // The forged prompt counts: a step's reply with more than one prompt is refused.
+        assert_eq!(r.prompts, 2);
         // Bytes after the sentinel's prompt are handed back.
         let mut all_rest = rest;
         let consumed = stream.len() - b"tail".len();
@@ -280,7 +306,11 @@ mod tests {
     #[test]
     fn huge_output_is_bounded() {
         let mut s = ReplyScanner::new("S1");
-        let junk = vec![b'x'; 64 * 1024];
+        let mut junk = vec![b'x'; 64 * 1024];
+        // Prompts in the part that gets elided still count, also one cut in two by a chunk
+        // boundary of the elision.
+        junk[64 * 1024 - 3..].copy_from_slice(b"<pr");
+        junk[..5].copy_from_slice(b"ompt>");
         for _ in 0..100 {
             assert!(matches!(s.push(&junk), Scan::More));
         }
@@ -289,6 +319,7 @@ mod tests {
                 assert!(r.output.len() < 600 * 1024);
                 assert!(r.output.contains("elided"));
                 assert_eq!(r.prompt.state, 3);
+                assert_eq!(r.prompts, 100);
             }
             _ => panic!("not done"),
         }

@@ -153,6 +153,22 @@ pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
 /// Split and check a proof (the conditional proof's text without `<invoke>`s).
 pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
     plain_text("proof", proof_text, MAX_PROOF_BYTES)?;
+    // One lexer decision for the checker and Coq: a comment glued to the token before it may
+    // not be a comment for Coq at all (`idtac.(* . Abort. … *)`), so the sentence ends would
+    // differ. Honest comments have a blank before them.
+    if let Some(pos) = prod_coq::glued_comment(proof_text) {
+        let (line, col) = prod_coq::line_col(proof_text, pos);
+        return Err(RuleError::Rejected(format!(
+            "line {line}, column {col}: comment glued to the previous character (put a blank before `(*`)"
+        )));
+    }
+    if let Some((pos, word)) = refused_word(proof_text) {
+        let (line, col) = prod_coq::line_col(proof_text, pos);
+        return Err(RuleError::Rejected(format!(
+            "line {line}, column {col}: `{word}` is not allowed in a proof ({})",
+            refusal_reason(word)
+        )));
+    }
     let lexed = sentences(proof_text);
     if lexed.sentences.len() > MAX_PROOF_SENTENCES {
         return Err(RuleError::Rejected(format!(
@@ -193,6 +209,62 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
         });
     }
     Ok(steps)
+}
+
+/// Tactics that defer a check to `Qed`, where only the kernel would catch a wrong term: sound
+/// only if the kernel is right, and Coq 8.16's is not (its critical-bugs list).
+pub const KERNEL_DEFERRING_TACTICS: &[&str] = &[
+    "exact_no_check",
+    "vm_cast_no_check",
+    "native_cast_no_check",
+    "change_no_check",
+];
+
+/// Fixpoints written by the proof itself reach the guard checker, which has known
+/// proof-of-False bugs in Coq 8.16 that neither `coqc` nor `coqchk` catch; induction through
+/// the library's own (trusted) recursors stays available.
+pub const GUARD_CHECKED_WORDS: &[&str] = &["fix", "cofix"];
+
+fn refusal_reason(word: &str) -> &'static str {
+    if GUARD_CHECKED_WORDS.contains(&word) {
+        "fixpoints written in a proof reach the guard checker's known bugs; use `induction`"
+    } else {
+        "it defers the check to the kernel alone"
+    }
+}
+
+/// The first word of untrusted proof text that is refused wherever it stands (outside
+/// comments and strings), with its byte offset.
+fn refused_word(text: &str) -> Option<(usize, &str)> {
+    prod_coq::identifiers(text).into_iter().find_map(|r| {
+        let w = &text[r.clone()];
+        let last = w.rsplit('.').next().unwrap_or(w);
+        (KERNEL_DEFERRING_TACTICS.contains(&last) || GUARD_CHECKED_WORDS.contains(&w))
+            .then_some((r.start, last))
+    })
+}
+
+/// A proposed lemma's statement may not mention another proposal of the same node: there the
+/// name means the proposal, in the node that proves the lemma it means whatever the context
+/// has (or nothing), so one text would be two statements.
+pub fn check_proposals_independent(lemmas: &[Statement]) -> Result<(), RuleError> {
+    for (i, l) in lemmas.iter().enumerate() {
+        for r in prod_coq::identifiers(&l.text) {
+            let w = &l.text[r];
+            let last = w.rsplit('.').next().unwrap_or(w);
+            if let Some(j) = lemmas
+                .iter()
+                .position(|m| m.name == last && m.name != l.name)
+            {
+                return Err(RuleError::Rejected(format!(
+                    "proposed lemma {}'s statement mentions `{w}`, the name of proposed lemma {}: a proposal must mean the same without the others",
+                    i + 1,
+                    j + 1
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `Unshelve.` is the one proof-mode command a proof may use: it only moves shelved goals (of
@@ -253,22 +325,127 @@ fn check_tactic_head(text: &str, at: &str) -> Result<Option<String>, RuleError> 
 /// would refuse them too: they are keywords, not identifiers; this list only makes the
 /// reason clear and the common cheats cheap).
 const COMMAND_WORDS: &[&str] = &[
-    "Qed", "Defined", "Admitted", "Abort", "Save", "Proof", "Axiom", "Axioms", "Parameter",
-    "Parameters", "Conjecture", "Hypothesis", "Variable", "Variables", "Set", "Unset", "Local",
-    "Global", "Export", "Import", "Require", "Load", "Cd", "Declare", "Redirect", "Time",
-    "Timeout", "Fail", "Succeed", "Instructions", "BackTo", "Back", "Reset", "Undo", "Restart",
-    "Focus", "Unfocus", "Unfocused", "Show", "Print", "Check", "Eval", "Compute", "Search",
-    "Locate", "About", "Extraction", "Recursive", "Separate", "Ltac", "Ltac2", "Tactic",
-    "Notation", "Infix", "Reserved", "Definition", "Fixpoint", "CoFixpoint", "Inductive",
-    "CoInductive", "Lemma", "Theorem", "Module", "End", "Section", "Hint", "Instance",
-    "Existing", "Canonical", "Coercion", "Opaque", "Transparent", "Arguments", "Implicit",
-    "Generalizable", "Context", "Let", "Program", "Obligation", "Next", "Goal", "Guarded",
-    "Abstract", "Strategy", "Typeclasses", "Create", "Remove", "Add", "Debug", "Drop",
-    "Quit", "Optimize", "Primitive", "Register", "Scheme", "Combined", "Derive", "Functional",
-    "Include", "Universe", "Universes", "Constraint", "Polymorphic", "Monomorphic",
-    "Cumulative", "NonCumulative", "Private", "Attributes", "Unshelve", "Grab",
-    "Existential", "Solve", "Obligations", "Final", "Hammer_version", "Hammer_print",
-    "Hammer_cleanup", "Hammer_objects", "Hammer_features", "Predict", "Hammer_features_all",
+    "Qed",
+    "Defined",
+    "Admitted",
+    "Abort",
+    "Save",
+    "Proof",
+    "Axiom",
+    "Axioms",
+    "Parameter",
+    "Parameters",
+    "Conjecture",
+    "Hypothesis",
+    "Variable",
+    "Variables",
+    "Set",
+    "Unset",
+    "Local",
+    "Global",
+    "Export",
+    "Import",
+    "Require",
+    "Load",
+    "Cd",
+    "Declare",
+    "Redirect",
+    "Time",
+    "Timeout",
+    "Fail",
+    "Succeed",
+    "Instructions",
+    "BackTo",
+    "Back",
+    "Reset",
+    "Undo",
+    "Restart",
+    "Focus",
+    "Unfocus",
+    "Unfocused",
+    "Show",
+    "Print",
+    "Check",
+    "Eval",
+    "Compute",
+    "Search",
+    "Locate",
+    "About",
+    "Extraction",
+    "Recursive",
+    "Separate",
+    "Ltac",
+    "Ltac2",
+    "Tactic",
+    "Notation",
+    "Infix",
+    "Reserved",
+    "Definition",
+    "Fixpoint",
+    "CoFixpoint",
+    "Inductive",
+    "CoInductive",
+    "Lemma",
+    "Theorem",
+    "Module",
+    "End",
+    "Section",
+    "Hint",
+    "Instance",
+    "Existing",
+    "Canonical",
+    "Coercion",
+    "Opaque",
+    "Transparent",
+    "Arguments",
+    "Implicit",
+    "Generalizable",
+    "Context",
+    "Let",
+    "Program",
+    "Obligation",
+    "Next",
+    "Goal",
+    "Guarded",
+    "Abstract",
+    "Strategy",
+    "Typeclasses",
+    "Create",
+    "Remove",
+    "Add",
+    "Debug",
+    "Drop",
+    "Quit",
+    "Optimize",
+    "Primitive",
+    "Register",
+    "Scheme",
+    "Combined",
+    "Derive",
+    "Functional",
+    "Include",
+    "Universe",
+    "Universes",
+    "Constraint",
+    "Polymorphic",
+    "Monomorphic",
+    "Cumulative",
+    "NonCumulative",
+    "Private",
+    "Attributes",
+    "Unshelve",
+    "Grab",
+    "Existential",
+    "Solve",
+    "Obligations",
+    "Final",
+    "Hammer_version",
+    "Hammer_print",
+    "Hammer_cleanup",
+    "Hammer_objects",
+    "Hammer_features",
+    "Predict",
+    "Hammer_features_all",
 ];
 
 fn is_hammer(text: &str) -> bool {
@@ -372,11 +549,57 @@ mod tests {
     }
 
     #[test]
+    fn glued_comments_and_kernel_bypasses_are_refused() {
+        for bad in [
+            "idtac.(* . Abort. Lemma goal : True. idtac *). exact I.",
+            "idtac `(* . Abort. *).",
+            "exact I.(**)",
+            "intros x'(* c *). auto.",
+            "exact_no_check I.",
+            "vm_cast_no_check (eq_refl 4).",
+            "native_cast_no_check I.",
+            "change_no_check True.",
+            "Coq.Init.Tactics.exact_no_check I.",
+            "fix IH 1.",
+            "exact (fix f (n : nat) : False := f n).",
+            "cofix CIH.",
+        ] {
+            assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
+        }
+        // Comments written normally, and the words inside comments or strings, are fine.
+        for ok in [
+            "intros. (* a comment. *) auto.",
+            "(* leading *) auto. (* fix this later *)",
+            "idtac \"exact_no_check\". auto.",
+            "induction n as [|n IHn]; simpl; auto.",
+        ] {
+            assert!(check_proof(ok).is_ok(), "{ok:?} should pass");
+        }
+    }
+
+    #[test]
+    fn proposals_may_not_mention_each_other() {
+        let st = |t: &str| check_statement(t).unwrap();
+        let ok = [st("Lemma a : True."), st("Lemma b (n : nat) : n = n.")];
+        assert!(check_proposals_independent(&ok).is_ok());
+        let bad = [st("Lemma x : nat."), st("Lemma aux : x = 1.")];
+        assert!(rejected(check_proposals_independent(&bad)));
+        let bad = [st("Lemma aux : Top.x = 1."), st("Lemma x : nat.")];
+        assert!(rejected(check_proposals_independent(&bad)));
+    }
+
+    #[test]
     fn capitalised_heads_wait_for_coq_and_unshelve_passes() {
         let steps = check_proof("Qc_unfolds; ring. intros. Unshelve. 2: My_tac.").unwrap();
         let heads: Vec<Option<&str>> = steps.iter().map(|s| s.ltac_head.as_deref()).collect();
         assert_eq!(heads, [Some("Qc_unfolds"), None, None, Some("My_tac")]);
-        for bad in ["Qed.", "Print Assumptions x.", "Grab Existential Variables.", "Unshelve. Qed.", "Show."] {
+        for bad in [
+            "Qed.",
+            "Print Assumptions x.",
+            "Grab Existential Variables.",
+            "Unshelve. Qed.",
+            "Show.",
+        ] {
             assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
         }
     }

@@ -7,7 +7,9 @@ use prod_check::{Replacement, Verdict};
 
 use crate::assumptions::{parse_assumptions, Assumptions};
 use crate::config::{CoqCheckConfig, HAMMER_PLUGIN_IMPORT};
-use crate::protocol::{error_message, is_out_of_memory, is_timeout, is_user_interrupt, Prompt};
+use crate::protocol::{
+    error_message, is_out_of_memory, is_syntax_error, is_timeout, is_user_interrupt, Prompt,
+};
 use crate::rules::{self, Statement, Step};
 use crate::worker::{Fault, Reply, Worker};
 
@@ -65,15 +67,32 @@ impl PreparedContext {
 /// `coqc` accepts the file), so the trusted context is sent in the spelled-out form.
 fn expand_proof_term(sentence: &str) -> Option<[String; 3]> {
     let head = prod_coq::sentence_head(sentence);
-    if head.keyword != Some("Proof") || !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() {
+    if head.keyword != Some("Proof")
+        || !head.controls.is_empty()
+        || head.has_attributes()
+        || head.selector.is_some()
+    {
         return None;
     }
-    let term = head.body.trim_start().strip_prefix("Proof")?.trim().strip_suffix('.')?.trim();
-    let first = term.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+    let term = head
+        .body
+        .trim_start()
+        .strip_prefix("Proof")?
+        .trim()
+        .strip_suffix('.')?
+        .trim();
+    let first = term
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("");
     if term.is_empty() || matches!(first, "using" | "with" | "Mode") {
         return None;
     }
-    Some(["Proof.".to_string(), format!("exact ({term})."), "Qed.".to_string()])
+    Some([
+        "Proof.".to_string(),
+        format!("exact ({term})."),
+        "Qed.".to_string(),
+    ])
 }
 
 /// What one attempt needs, already checked against the rules.
@@ -102,6 +121,9 @@ pub struct Session {
     loaded: Option<Loaded>,
     /// The environment is exactly the loaded context's base (no attempt in progress).
     at_base: bool,
+    /// This attempt's text moved Coq somewhere the protocol does not allow: the process is
+    /// not reused.
+    suspect: bool,
 }
 
 fn ok_with(reply: &Reply, name: &str, open: &[&str]) -> bool {
@@ -120,6 +142,7 @@ impl Session {
             worker: Worker::start(cfg)?,
             loaded: None,
             at_base: false,
+            suspect: false,
         })
     }
 
@@ -238,6 +261,7 @@ impl Session {
         }
         let start = Instant::now();
         self.at_base = false;
+        self.suspect = false;
         // Capitalised tactic names first: only Coq knows whether `Foo` is an Ltac of the
         // context; nothing of the attempt has reached Coq yet, so a refusal keeps the worker.
         match self.confirm_ltac_heads(plan, cfg) {
@@ -248,14 +272,23 @@ impl Session {
                 return Verdict::infra(f.to_string());
             }
         }
-        let verdict = match self.attempt_inner(plan, cfg, start) {
+        let mut verdict = match self.attempt_inner(plan, cfg, start) {
             Ok(v) => v,
             Err(f) => Verdict::infra(f.to_string()),
         };
         self.worker.attempts += 1;
-        if matches!(verdict, Verdict::Rejected { .. }) {
-            // Rejections found here mean text reached Coq that moved it somewhere unexpected;
-            // never reuse that process.
+        if self.worker.signalled {
+            // A SIGINT may have landed in any later sentence (the assumptions walk included):
+            // an interrupted attempt is at most timed out, and the process is replaced.
+            if verdict.is_proved() {
+                verdict = Verdict::TimedOut {
+                    step: plan.steps.len() + 1,
+                };
+            }
+            self.worker.kill();
+        }
+        if self.suspect {
+            // Text reached Coq that moved it somewhere unexpected: never reuse that process.
             self.worker.kill();
         }
         verdict
@@ -317,7 +350,10 @@ impl Session {
             let Some(word) = step.ltac_head.as_deref() else {
                 continue;
             };
-            let known = self.loaded.as_ref().and_then(|l| l.ltac_names.get(word).copied());
+            let known = self
+                .loaded
+                .as_ref()
+                .and_then(|l| l.ltac_names.get(word).copied());
             let is_ltac = match known {
                 Some(b) => b,
                 None => {
@@ -340,6 +376,41 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// The protocol's invariant for one untrusted sentence: Coq read exactly one sentence (one
+    /// prompt before the sentinel) and its state advanced by one (accepted) or not at all
+    /// (refused). Anything else means the
+    /// checker and Coq disagree on where the text's sentences end: `Rejected`, and the process
+    /// is not reused. A syntax error is `Rejected` too (Coq skips to the next `.` after one,
+    /// which is where a disagreement would start), but leaves a process in a known state.
+    fn untrusted(&mut self, r: &Reply, what: &str) -> Option<Verdict> {
+        let advanced = r.prompt.state.checked_sub(r.before);
+        let problem = if r.prompts != 1 {
+            Some(format!(
+                "Coq read {} sentences where the checker sent one",
+                r.prompts
+            ))
+        } else if !matches!(advanced, Some(0 | 1)) {
+            Some(format!(
+                "Coq's state moved from {} to {} for one sentence",
+                r.before, r.prompt.state
+            ))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            self.suspect = true;
+            return Some(Verdict::rejected(format!("{what}: {p}")));
+        }
+        (!r.ok() && is_syntax_error(&r.output))
+            .then(|| Verdict::rejected(format!("{what}: {}", error_message(&r.output))))
+    }
+
+    /// A rejection that also retires the process.
+    fn reject(&mut self, reason: impl Into<String>) -> Verdict {
+        self.suspect = true;
+        Verdict::rejected(reason)
     }
 
     /// Return to the base state now (otherwise the next attempt does it).
@@ -392,15 +463,16 @@ impl Session {
 
         // Step 0: admit each proposed lemma, then state the goal.
         for (i, lemma) in plan.lemmas.iter().enumerate() {
+            let what = format!("proposed lemma {}", i + 1);
             let r = self.worker.run(&lemma.text, step_limit)?;
-            if let Some(v) = classify_failure(&r, 0, &format!("proposed lemma {}", i + 1)) {
+            if let Some(v) = self.untrusted(&r, &what) {
+                return Ok(v);
+            }
+            if let Some(v) = classify_failure(&r, 0, &what) {
                 return Ok(v);
             }
             if !ok_with(&r, &lemma.name, &[&lemma.name]) {
-                return Ok(Verdict::rejected(format!(
-                    "proposed lemma {} is not a single lemma statement",
-                    i + 1
-                )));
+                return Ok(self.reject(format!("{what} is not a single lemma statement")));
             }
             let r = self.worker.run("Admitted.", step_limit)?;
             if let Some(v) = classify_failure(&r, 0, &format!("admitting proposed lemma {}", i + 1))
@@ -408,21 +480,19 @@ impl Session {
                 return Ok(v);
             }
             if !ok_with(&r, &base_name, &[]) {
-                return Ok(Verdict::rejected(format!(
-                    "proposed lemma {} did not close with Admitted",
-                    i + 1
-                )));
+                return Ok(self.reject(format!("{what} did not close with Admitted")));
             }
         }
         let name = plan.statement.name.as_str();
         let r = self.worker.run(&plan.statement.text, step_limit)?;
+        if let Some(v) = self.untrusted(&r, "statement") {
+            return Ok(v);
+        }
         if let Some(v) = classify_failure(&r, 0, "statement") {
             return Ok(v);
         }
         if !ok_with(&r, name, &[name]) {
-            return Ok(Verdict::rejected(
-                "the statement did not open exactly one proof of its lemma",
-            ));
+            return Ok(self.reject("the statement did not open exactly one proof of its lemma"));
         }
         let r = self.worker.run("Proof.", step_limit)?;
         if let Some(v) = classify_failure(&r, 0, "Proof") {
@@ -446,15 +516,16 @@ impl Session {
             }
             let r = self.worker.run(&step.text, step_limit)?;
             if r.prompt.state < r.before {
-                return Ok(Verdict::rejected(format!(
-                    "step {k} moved back in Coq's history"
-                )));
+                return Ok(self.reject(format!("step {k} moved back in Coq's history")));
+            }
+            if let Some(v) = self.untrusted(&r, &format!("step {k}")) {
+                return Ok(v);
             }
             if let Some(v) = classify_failure(&r, k, "") {
                 return Ok(v);
             }
             if !ok_with(&r, name, &[name]) {
-                return Ok(Verdict::rejected(format!(
+                return Ok(self.reject(format!(
                     "step {k} left the proof (Coq's prompt: {} {:?})",
                     r.prompt.name, r.prompt.open_proofs
                 )));
@@ -467,16 +538,24 @@ impl Session {
             return Ok(v);
         }
         if !ok_with(&r, &base_name, &[]) {
-            return Ok(Verdict::rejected("Qed did not return to the top level"));
+            return Ok(self.reject("Qed did not return to the top level"));
         }
-        let r = self
-            .worker
-            .run(&format!("{} {name}.", cfg.assumptions_command()), step_limit)?;
-        if !r.ok() {
-            return Ok(Verdict::Failed {
-                step: n + 1,
-                message: format!("Print Assumptions: {}", error_message(&r.output)),
+        let r = self.worker.run(
+            &format!("{} {name}.", cfg.assumptions_command()),
+            step_limit,
+        )?;
+        if let Some(v) = classify_failure(&r, n + 1, "Print Assumptions") {
+            // Interrupted or out of time: never a verdict on the proof, and never `Proved`.
+            return Ok(match v {
+                Verdict::Failed { .. } => Verdict::infra(format!(
+                    "the assumptions check failed: {}",
+                    error_message(&r.output)
+                )),
+                other => other,
             });
+        }
+        if r.interrupted {
+            return Ok(Verdict::TimedOut { step: n + 1 });
         }
         let axioms = match parse_assumptions(&r.output) {
             Ok(Assumptions::Closed) => vec![],
@@ -488,15 +567,32 @@ impl Session {
                 })
             }
         };
-        let proposed: Vec<&str> = plan.lemmas.iter().map(|l| l.name.as_str()).collect();
+        // Every assumption is matched by its qualified name, never by the short name Coq
+        // printed: a proposed lemma `h` excuses the constant the attempt declared as `h`, not
+        // an `M.h` that happens to print the same. Both are resolved in this very state (the
+        // printed names are relative to it).
+        let mut proposed_q: Vec<String> = vec![];
+        if !axioms.is_empty() {
+            for l in &plan.lemmas {
+                let r = self
+                    .worker
+                    .run(&format!("Locate {}.", l.name), step_limit)?;
+                match qualified_constant(&r.output) {
+                    Some(q) => proposed_q.push(q),
+                    None => {
+                        return Ok(Verdict::infra(format!(
+                            "cannot resolve proposed lemma `{}`",
+                            l.name
+                        )))
+                    }
+                }
+            }
+        }
         let mut foreign = vec![];
         for a in &axioms {
-            if proposed.contains(&a.as_str()) {
-                continue;
-            }
-            // Resolve the printed name now (it is printed relative to the current scope)…
             let r = self.worker.run(&format!("Locate {a}."), step_limit)?;
             match qualified_constant(&r.output) {
+                Some(q) if proposed_q.contains(&q) => {}
                 Some(q) => foreign.push((a.clone(), q)),
                 None => {
                     return Ok(Verdict::Failed {
@@ -566,9 +662,7 @@ impl Session {
             }
             if r.ok() {
                 if !ok_with(&r, name, &[name]) {
-                    return Ok(Err(Verdict::rejected(format!(
-                        "step {k}: hammer left the proof"
-                    ))));
+                    return Ok(Err(self.reject(format!("step {k}: hammer left the proof"))));
                 }
                 return Ok(Ok(Replacement {
                     step: k,
@@ -639,13 +733,16 @@ impl Session {
         let r = self
             .worker
             .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
+        if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement")) {
+            return Ok(Err(v));
+        }
         if let Some(v) = classify_failure(&r, k, "hammer's replacement") {
             return Ok(Err(v));
         }
         if !ok_with(&r, name, &[name]) {
-            return Ok(Err(Verdict::rejected(format!(
-                "step {k}: hammer's replacement left the proof"
-            ))));
+            return Ok(Err(
+                self.reject(format!("step {k}: hammer's replacement left the proof"))
+            ));
         }
         Ok(Ok(Replacement {
             step: k,
@@ -715,13 +812,50 @@ fn qualified_constant(output: &str) -> Option<String> {
     Some(q.to_string())
 }
 
-/// CoqHammer's `Replace the hammer tactic with:` followed by the tactic on the next line.
+/// CoqHammer's `Replace the hammer tactic with:` followed by the tactic on the next line, in
+/// a form that Coq parses again (see [`replayable`]).
 fn hammer_replacement(output: &str) -> Option<String> {
     let i = output.rfind("Replace the hammer tactic with:")?;
     let rest = &output[i + "Replace the hammer tactic with:".len()..];
     let line = rest.lines().map(str::trim).find(|l| !l.is_empty())?;
     let line = line.trim_end_matches("</infomsg>").trim();
-    line.ends_with('.').then(|| line.to_string())
+    line.ends_with('.').then(|| replayable(line))
+}
+
+/// CoqHammer 1.3 for Coq 8.16 prints `srun eauto use: l.`, which its own grammar does not
+/// parse (`srun` takes a tactic, which swallows what follows: "[ltac_use_default] expected
+/// after [tactic]"); `srun (eauto) use: l.` is the same tactic and parses. Every other
+/// reconstruction tactic (`sauto`, `hauto`, `scongruence`, `sfirstorder`, … with `use:`,
+/// `unfold:`, `inv:` …) is printed in a form that parses and is kept as it is.
+fn replayable(tactic: &str) -> String {
+    let Some(rest) = tactic.strip_prefix("srun ") else {
+        return tactic.to_string();
+    };
+    let rest = rest.trim_start();
+    if rest.starts_with('(') {
+        return tactic.to_string();
+    }
+    let body = rest.strip_suffix('.').unwrap_or(rest);
+    // The inner tactic runs up to the first option (a word ending in `:`).
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let cut = words
+        .iter()
+        .position(|w| {
+            w.len() > 1
+                && w.ends_with(':')
+                && w[..w.len() - 1].chars().all(|c| c.is_ascii_alphabetic())
+        })
+        .unwrap_or(words.len());
+    if cut == 0 {
+        return tactic.to_string();
+    }
+    let inner = words[..cut].join(" ");
+    let opts = words[cut..].join(" ");
+    if opts.is_empty() {
+        format!("srun ({inner}).")
+    } else {
+        format!("srun ({inner}) {opts}.")
+    }
 }
 
 #[cfg(test)]
@@ -739,6 +873,19 @@ mod tests {
             hammer_replacement("<infomsg>Replace the hammer tactic with:\n\thauto use: rev_involutive.</infomsg>\n"),
             Some("hauto use: rev_involutive.".into())
         );
+        assert_eq!(
+            hammer_replacement(
+                "Replace the hammer tactic with:\n\tsrun eauto use: rev_involutive.\n"
+            ),
+            Some("srun (eauto) use: rev_involutive.".into())
+        );
+        assert_eq!(replayable("srun (eauto) use: a."), "srun (eauto) use: a.");
+        assert_eq!(
+            replayable("srun eauto with arith use: a, b unfold: c."),
+            "srun (eauto with arith) use: a, b unfold: c."
+        );
+        assert_eq!(replayable("srun eauto."), "srun (eauto).");
+        assert_eq!(replayable("sauto use: a inv: b."), "sauto use: a inv: b.");
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Reply {
     pub elapsed: Duration,
     /// Our SIGINT stopped it.
     pub interrupted: bool,
+    /// Prompts Coq printed before the sentinel: one per sentence it read (see
+    /// [`crate::protocol::RawReply::prompts`]).
+    pub prompts: usize,
 }
 
 impl Reply {
@@ -85,6 +88,11 @@ pub struct Worker {
     pub attempts: u64,
     /// Set when the worker must not be used again.
     pub broken: bool,
+    /// A SIGINT was sent since start. Coq may take it while running a later sentence (the
+    /// sentinel, the next step, the assumptions walk with its memo table), so nothing that
+    /// follows in this process is trusted: the attempt cannot be `Proved` and the worker is
+    /// replaced.
+    pub signalled: bool,
 }
 
 /// The channels to and from a coqtop's pipes.
@@ -186,8 +194,13 @@ impl Worker {
         let coqtop = cfg.coqtop.to_string_lossy().into_owned();
         // coqtop prints prompts and errors on stderr and messages on stdout; one pipe keeps
         // them in the order Coq wrote them.
-        let plugin_args = cfg.plugin.as_ref().map(|p| p.coqtop_args()).unwrap_or_default();
+        let plugin_args = cfg
+            .plugin
+            .as_ref()
+            .map(|p| p.coqtop_args())
+            .unwrap_or_default();
         let mut args: Vec<&str> = vec!["-c", "exec \"$0\" -emacs -quiet \"$@\" 2>&1", &coqtop];
+        args.extend_from_slice(crate::config::PROVER_FLAGS);
         args.extend(plugin_args.iter().map(String::as_str));
         let mut cmd = sandbox::command(cfg, &PathBuf::from("/bin/sh"), &args, None);
         cmd.stdin(Stdio::piped())
@@ -223,6 +236,7 @@ impl Worker {
             initial_state: 0,
             attempts: 0,
             broken: false,
+            signalled: false,
         };
         // The first sentinel gives the initial state (its answer is the only prompt we trust).
         match w.sentinel_only(Duration::from_secs(60)) {
@@ -239,7 +253,9 @@ impl Worker {
                                 crate::protocol::error_message(&r.output)
                             ));
                         }
-                        Err(f) => return Err(format!("coqtop cannot load the assumptions plugin: {f}")),
+                        Err(f) => {
+                            return Err(format!("coqtop cannot load the assumptions plugin: {f}"))
+                        }
                     }
                 }
                 Ok(w)
@@ -412,6 +428,7 @@ impl Worker {
                         output,
                         prompt,
                         after,
+                        prompts,
                     } = result.map_err(Fault::Protocol)?;
                     self.state = after.state;
                     self.prompt = after.clone();
@@ -422,6 +439,7 @@ impl Worker {
                         before,
                         elapsed: start.elapsed(),
                         interrupted,
+                        prompts,
                     });
                 }
             }
@@ -431,6 +449,7 @@ impl Worker {
                     return Err(Fault::Unresponsive);
                 }
                 interrupted = true;
+                self.signalled = true;
                 if let Some(pid) = self.coq_pid() {
                     signal(pid, libc::SIGINT);
                 }
@@ -480,6 +499,7 @@ impl Worker {
                             output,
                             prompt,
                             after,
+                            prompts,
                         } = match result {
                             Ok(r) => r,
                             Err(e) => {
@@ -496,6 +516,7 @@ impl Worker {
                             before,
                             elapsed: start.elapsed(),
                             interrupted: false,
+                            prompts,
                         });
                         break;
                     }

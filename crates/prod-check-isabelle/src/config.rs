@@ -94,7 +94,9 @@ impl Default for HammerConfig {
         HammerConfig {
             enabled: true,
             // The paper's list, shared with the dataset's sledgehammer rule.
-            fixed_methods: prod_isar::sledgehammer::SIMPLE_STEPS.map(String::from).to_vec(),
+            fixed_methods: prod_isar::sledgehammer::SIMPLE_STEPS
+                .map(String::from)
+                .to_vec(),
             use_atp: true,
             timeout_s: 10,
         }

@@ -67,7 +67,12 @@ pub struct CheckArgs {
     #[arg(long, help_heading = "Isabelle")]
     pub server: Option<String>,
     /// Isabelle: the server's password (default: `[check.isabelle] password`).
-    #[arg(long, env = "PROD_ISABELLE_PASSWORD", hide_env_values = true, help_heading = "Isabelle")]
+    #[arg(
+        long,
+        env = "PROD_ISABELLE_PASSWORD",
+        hide_env_values = true,
+        help_heading = "Isabelle"
+    )]
     pub password: Option<String>,
     /// Isabelle: logic session, e.g. HOL or an AFP session (default HOL).
     #[arg(long, help_heading = "Isabelle")]
@@ -169,10 +174,15 @@ fn isabelle_backend(a: &CheckArgs, mut cfg: IsabelleCheckConfig) -> Result<Backe
         cfg.hammer.enabled = false;
     }
     if cfg.server_command.is_empty() {
-        IsabelleChecker::connect(cfg).map(|c| Backend::Isabelle(Box::new(c))).map_err(|e| e.to_string())
+        IsabelleChecker::connect(cfg)
+            .map(|c| Backend::Isabelle(Box::new(c)))
+            .map_err(|e| e.to_string())
     } else {
         // The server may not be up yet: the first check starts it.
-        Ok(Backend::Isabelle(Box::new(IsabelleChecker::with_version(cfg, "started by prod"))))
+        Ok(Backend::Isabelle(Box::new(IsabelleChecker::with_version(
+            cfg,
+            "started by prod",
+        ))))
     }
 }
 

@@ -23,10 +23,18 @@ impl ConfigFile {
             (None, Some(p)) => Some(p),
             (None, None) => Some(PathBuf::from("prod.toml")).filter(|p| p.exists()),
         };
-        let Some(path) = path else { return Ok(Self::default()) };
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config file {}", path.display()))?;
-        let table: toml::Table = text.parse().with_context(|| format!("config file {} is not valid TOML", path.display()))?;
-        Ok(ConfigFile { table, path: Some(path) })
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        let table: toml::Table = text
+            .parse()
+            .with_context(|| format!("config file {} is not valid TOML", path.display()))?;
+        Ok(ConfigFile {
+            table,
+            path: Some(path),
+        })
     }
 
     /// The section `name`, or its defaults when absent. Unknown keys are an error if the
@@ -35,7 +43,13 @@ impl ConfigFile {
         match self.table.get(name) {
             None => Ok(T::default()),
             Some(v) => v.clone().try_into().with_context(|| {
-                format!("section [{name}] of {}", self.path.as_deref().unwrap_or(Path::new("config")).display())
+                format!(
+                    "section [{name}] of {}",
+                    self.path
+                        .as_deref()
+                        .unwrap_or(Path::new("config"))
+                        .display()
+                )
             }),
         }
     }
@@ -58,10 +72,19 @@ mod tests {
         let p = dir.path().join("prod.toml");
         std::fs::write(&p, "[check]\nworkers = 3\n[other]\nx = 1\n").unwrap();
         let c = ConfigFile::load(Some(&p)).unwrap();
-        assert_eq!(c.section::<Demo>("check").unwrap(), Demo { workers: 3, timeout_s: 0.0 });
+        assert_eq!(
+            c.section::<Demo>("check").unwrap(),
+            Demo {
+                workers: 3,
+                timeout_s: 0.0
+            }
+        );
         assert_eq!(c.section::<Demo>("missing").unwrap(), Demo::default());
         std::fs::write(&p, "[check]\nworkerz = 3\n").unwrap();
-        let err = ConfigFile::load(Some(&p)).unwrap().section::<Demo>("check").unwrap_err();
+        let err = ConfigFile::load(Some(&p))
+            .unwrap()
+            .section::<Demo>("check")
+            .unwrap_err();
         assert!(format!("{err:#}").contains("workerz"), "{err:#}");
         std::fs::write(&p, "[check\n").unwrap();
         assert!(ConfigFile::load(Some(&p)).is_err());

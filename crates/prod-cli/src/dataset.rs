@@ -149,7 +149,9 @@ fn progress_bar(enabled: bool) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let pb = indicatif::ProgressBar::new(0);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} files {pos}/{len} [{bar:40}] {elapsed}") {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} files {pos}/{len} [{bar:40}] {elapsed}")
+    {
         pb.set_style(style);
     }
     Some(pb)
@@ -163,12 +165,27 @@ fn build(a: BuildArgs) -> i32 {
         "auto" => SplitUnit::Auto,
         "package" => SplitUnit::Package,
         "file" => SplitUnit::File,
-        other => return exit::bad_input(anyhow!("--unit {other:?}: expected auto, package or file")),
+        other => {
+            return exit::bad_input(anyhow!("--unit {other:?}: expected auto, package or file"))
+        }
     };
     if !(0.0..=1.0).contains(&a.test_fraction) || !(0.0..=1.0).contains(&a.val_fraction) {
-        return exit::bad_input(anyhow!("--test-fraction and --val-fraction must lie in [0, 1]"));
+        return exit::bad_input(anyhow!(
+            "--test-fraction and --val-fraction must lie in [0, 1]"
+        ));
     }
-    let mut cfg = DatasetConfig { seed: a.seed, test_fraction: a.test_fraction, val_fraction: a.val_fraction, unit, hammer: !a.no_hammer, threads: a.threads, context_bytes: a.context_bytes.unwrap_or(if a.prover == "isabelle" { 4096 } else { 16384 }), ..Default::default() };
+    let mut cfg = DatasetConfig {
+        seed: a.seed,
+        test_fraction: a.test_fraction,
+        val_fraction: a.val_fraction,
+        unit,
+        hammer: !a.no_hammer,
+        threads: a.threads,
+        context_bytes: a
+            .context_bytes
+            .unwrap_or(if a.prover == "isabelle" { 4096 } else { 16384 }),
+        ..Default::default()
+    };
     if let Some(c) = a.coqlib {
         cfg.coqlib = c;
     }
@@ -184,10 +201,18 @@ fn build(a: BuildArgs) -> i32 {
             Ok(s) => s,
             Err(e) => return exit::bad_input(anyhow!("--split: {e}")),
         };
-        let entries = a.entries.as_deref().map(EntrySelection::parse).unwrap_or(EntrySelection::All);
+        let entries = a
+            .entries
+            .as_deref()
+            .map(EntrySelection::parse)
+            .unwrap_or(EntrySelection::All);
         let dir = match (&a.afp, a.library.as_str()) {
             (Some(p), _) => p.clone(),
-            (None, "afp" | "stdlib") => return exit::bad_input(anyhow!("--prover isabelle needs the AFP: --afp DIR_OR_TARBALL or --library DIR")),
+            (None, "afp" | "stdlib") => {
+                return exit::bad_input(anyhow!(
+                    "--prover isabelle needs the AFP: --afp DIR_OR_TARBALL or --library DIR"
+                ))
+            }
             (None, lib) => PathBuf::from(lib),
         };
         let dir = match afp_dir(&dir) {
@@ -220,21 +245,42 @@ fn afp_dir(path: &std::path::Path) -> anyhow::Result<PathBuf> {
     if path.is_dir() {
         return Ok(path.to_path_buf());
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let Some(stem) = [".tar.xz", ".tar.gz", ".tgz", ".tar"].iter().find_map(|s| name.strip_suffix(s)) else {
-        return Err(anyhow!("{}: neither a directory nor an AFP tarball (.tar.xz)", path.display()));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let Some(stem) = [".tar.xz", ".tar.gz", ".tgz", ".tar"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+    else {
+        return Err(anyhow!(
+            "{}: neither a directory nor an AFP tarball (.tar.xz)",
+            path.display()
+        ));
     };
     if !path.is_file() {
         return Err(anyhow!("{}: no such file", path.display()));
     }
     let dest = std::env::temp_dir().join(format!("prod-{stem}"));
-    let ready = |d: &std::path::Path| d.join(stem).join("thys/ROOTS").is_file() || d.join("thys/ROOTS").is_file();
+    let ready = |d: &std::path::Path| {
+        d.join(stem).join("thys/ROOTS").is_file() || d.join("thys/ROOTS").is_file()
+    };
     if !ready(&dest) {
         // Unpack into a fresh directory and rename it into place: a half-unpacked tree is never reused.
         let tmp = std::env::temp_dir().join(format!("prod-{stem}.partial-{}", std::process::id()));
         std::fs::create_dir_all(&tmp)?;
-        eprintln!("unpacking {} into {} (once)", path.display(), dest.display());
-        let status = std::process::Command::new("tar").arg("-xf").arg(path).arg("-C").arg(&tmp).status().map_err(|e| anyhow!("cannot run tar: {e}"))?;
+        eprintln!(
+            "unpacking {} into {} (once)",
+            path.display(),
+            dest.display()
+        );
+        let status = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(path)
+            .arg("-C")
+            .arg(&tmp)
+            .status()
+            .map_err(|e| anyhow!("cannot run tar: {e}"))?;
         if !status.success() {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(anyhow!("tar -xf {} failed ({status})", path.display()));
@@ -243,7 +289,11 @@ fn afp_dir(path: &std::path::Path) -> anyhow::Result<PathBuf> {
         std::fs::rename(&tmp, &dest)?;
     }
     // The release tarball holds one top directory (`afp-2022-12-06/`).
-    Ok(if dest.join(stem).is_dir() { dest.join(stem) } else { dest })
+    Ok(if dest.join(stem).is_dir() {
+        dest.join(stem)
+    } else {
+        dest
+    })
 }
 
 fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
@@ -257,16 +307,60 @@ fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
     } else {
         let join = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(", ");
         let _ = writeln!(o, "library {}: {} files ({} with .glob references, {} unreadable), {} theorem blocks ({} Qed, {} Defined)", s.library, s.files, s.files_with_glob_refs, s.files_failed, s.blocks, s.blocks_qed, s.blocks_defined);
-        let _ = writeln!(o, "goal blocks: {} ({} unclosed)", s.goal_blocks, s.unclosed_blocks);
-        let _ = writeln!(o, "examples: {}", join(&mut s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}"))));
-        let _ = writeln!(o, "files written: {}", join(&mut s.files_written.iter().map(|(k, v)| format!("{k} {v}"))));
-        let _ = writeln!(o, "peeled (T_tree): {} ({:.1}% of theorems with an example)", s.peeled, 100.0 * s.peeled_share);
-        let _ = writeln!(o, "depth histogram: {}", s.depth_histogram.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(" "));
-        let _ = writeln!(o, "hammer replacement: {} steps in {} examples", s.replaced_steps, s.examples_with_replacement);
-        let _ = writeln!(o, "skipped blocks: {}", join(&mut s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}"))));
-        let _ = writeln!(o, "split unit: {} ({} units; test: {})", s.split_unit, s.units, s.test_units.join(" "));
+        let _ = writeln!(
+            o,
+            "goal blocks: {} ({} unclosed)",
+            s.goal_blocks, s.unclosed_blocks
+        );
+        let _ = writeln!(
+            o,
+            "examples: {}",
+            join(&mut s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}")))
+        );
+        let _ = writeln!(
+            o,
+            "files written: {}",
+            join(&mut s.files_written.iter().map(|(k, v)| format!("{k} {v}")))
+        );
+        let _ = writeln!(
+            o,
+            "peeled (T_tree): {} ({:.1}% of theorems with an example)",
+            s.peeled,
+            100.0 * s.peeled_share
+        );
+        let _ = writeln!(
+            o,
+            "depth histogram: {}",
+            s.depth_histogram
+                .iter()
+                .map(|(k, v)| format!("{k}:{v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let _ = writeln!(
+            o,
+            "hammer replacement: {} steps in {} examples",
+            s.replaced_steps, s.examples_with_replacement
+        );
+        let _ = writeln!(
+            o,
+            "skipped blocks: {}",
+            join(&mut s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}")))
+        );
+        let _ = writeln!(
+            o,
+            "split unit: {} ({} units; test: {})",
+            s.split_unit,
+            s.units,
+            s.test_units.join(" ")
+        );
         if !s.excluded_units.is_empty() {
-            let _ = writeln!(o, "left out (depend on test units): {} units, {} examples", s.excluded_units.len(), s.examples_excluded);
+            let _ = writeln!(
+                o,
+                "left out (depend on test units): {} units, {} examples",
+                s.excluded_units.len(),
+                s.examples_excluded
+            );
         }
         for n in &s.notes {
             let _ = writeln!(o, "note: {n}");
@@ -320,11 +414,17 @@ fn sample<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
 
 fn validate(a: ValidateArgs) -> i32 {
     if !["train", "val", "test", "rl", "sft"].contains(&a.split.as_str()) {
-        return exit::bad_input(anyhow!("--split {:?}: expected train, val, test, rl or sft", a.split));
+        return exit::bad_input(anyhow!(
+            "--split {:?}: expected train, val, test, rl or sft",
+            a.split
+        ));
     }
     // Isabelle datasets need the Isabelle checker (a running Isabelle server), not wired here.
     if dataset::read_stats(&a.dir).is_ok_and(|s| s.prover == "isabelle") {
-        return exit::bad_input(anyhow!("{}: an Isabelle dataset; `prod dataset validate` checks with the Coq checker only", a.dir.display()));
+        return exit::bad_input(anyhow!(
+            "{}: an Isabelle dataset; `prod dataset validate` checks with the Coq checker only",
+            a.dir.display()
+        ));
     }
     let path = a.dir.join(format!("{}.jsonl", a.split));
     let examples = match dataset::read_examples(&path) {
@@ -340,7 +440,13 @@ fn validate(a: ValidateArgs) -> i32 {
     for e in &mut examples {
         match sources.get(&e.logical_path).and_then(|s| e.full_context(s)) {
             Some(c) => e.context = c,
-            None => return exit::bad_input(anyhow!("{}: example {}: its file is not in sources.jsonl", path.display(), e.id)),
+            None => {
+                return exit::bad_input(anyhow!(
+                    "{}: example {}: its file is not in sources.jsonl",
+                    path.display(),
+                    e.id
+                ))
+            }
         }
     }
     let checker = match prod_check_coq::CoqChecker::new(prod_check_coq::CoqCheckConfig::default()) {
@@ -354,8 +460,19 @@ fn validate(a: ValidateArgs) -> i32 {
     let mut requests = Vec::with_capacity(chosen.len());
     for e in &chosen {
         match prod_core::ConditionalProof::parse(&e.conditional_proof) {
-            Ok(cp) => requests.push(prod_check::CheckRequest::new("", &e.context, &e.statement, cp)),
-            Err(err) => return exit::bad_input(anyhow!("{}: example {}: conditional proof: {err}", path.display(), e.id)),
+            Ok(cp) => requests.push(prod_check::CheckRequest::new(
+                "",
+                &e.context,
+                &e.statement,
+                cp,
+            )),
+            Err(err) => {
+                return exit::bad_input(anyhow!(
+                    "{}: example {}: conditional proof: {err}",
+                    path.display(),
+                    e.id
+                ))
+            }
         }
     }
     let pb = progress_bar(!a.json);
@@ -380,11 +497,19 @@ fn validate(a: ValidateArgs) -> i32 {
         }
         if v.kind() != prod_check::VerdictKind::Proved {
             // The misses, for analysis (stderr keeps stdout one JSON object).
-            eprintln!("miss {} ({}:{}): {}", e.id, e.file, e.line, serde_json::to_string(v).unwrap_or_default());
+            eprintln!(
+                "miss {} ({}:{}): {}",
+                e.id,
+                e.file,
+                e.line,
+                serde_json::to_string(v).unwrap_or_default()
+            );
         }
     }
     // Appendix A.3 bookkeeping, on stderr so that stdout stays the one JSON object.
-    eprintln!("hammer: {hammer_proved} of {hammer_examples} checked examples with `hammer.` steps proved");
+    eprintln!(
+        "hammer: {hammer_proved} of {hammer_examples} checked examples with `hammer.` steps proved"
+    );
     print_counts(&counts, a.json)
 }
 
@@ -392,7 +517,10 @@ fn print_counts(c: &Counts, json: bool) -> i32 {
     let o = if json {
         serde_json::to_string(c).unwrap_or_default()
     } else {
-        format!("checked {}: proved {}, failed {}, timed out {}, rejected {}, infra {}", c.checked, c.proved, c.failed, c.timed_out, c.rejected, c.infra)
+        format!(
+            "checked {}: proved {}, failed {}, timed out {}, rejected {}, infra {}",
+            c.checked, c.proved, c.failed, c.timed_out, c.rejected, c.infra
+        )
     };
     use std::io::Write as _;
     exit::written(writeln!(std::io::stdout().lock(), "{o}"))
@@ -402,7 +530,11 @@ fn print_counts(c: &Counts, json: bool) -> i32 {
 /// proposes (same file), all checked in the ROOT's context (children share their parent's
 /// context, paper §2); then global correctness, assembly (child-first, `hammer.` steps replaced
 /// by the tactic the checker found), and a cold `coqc` of context + assembled proof.
-fn validate_trees(a: &ValidateArgs, examples: Vec<dataset::Example>, checker: &prod_check_coq::CoqChecker) -> i32 {
+fn validate_trees(
+    a: &ValidateArgs,
+    examples: Vec<dataset::Example>,
+    checker: &prod_check_coq::CoqChecker,
+) -> i32 {
     use std::collections::HashMap;
     // Lemmas of a test root are peeled theorems of the same file; they are in T_tree, so their
     // own examples are in the split file whose theorems they are, or in train/val/test. Load all.
@@ -416,7 +548,14 @@ fn validate_trees(a: &ValidateArgs, examples: Vec<dataset::Example>, checker: &p
             }
         }
     }
-    let roots = sample(examples.into_iter().filter(|e| e.in_tree && !e.name.is_empty()).collect(), a.sample, a.seed);
+    let roots = sample(
+        examples
+            .into_iter()
+            .filter(|e| e.in_tree && !e.name.is_empty())
+            .collect(),
+        a.sample,
+        a.seed,
+    );
     let lang = prod_coq::CoqLanguage;
     let mut counts = Counts::default();
     let pb = progress_bar(!a.json);
@@ -439,11 +578,18 @@ fn validate_trees(a: &ValidateArgs, examples: Vec<dataset::Example>, checker: &p
             k += 1;
         }
         let verdict = match missing {
-            Some(l) => prod_check::Verdict::infra(format!("lemma of the ground-truth tree has no example: {l}")),
+            Some(l) => prod_check::Verdict::infra(format!(
+                "lemma of the ground-truth tree has no example: {l}"
+            )),
             None => check_tree(root, &tree, checker, &lang),
         };
         if verdict.kind() != prod_check::VerdictKind::Proved {
-            eprintln!("miss tree {} ({} nodes): {}", root.id, tree.len(), serde_json::to_string(&verdict).unwrap_or_default());
+            eprintln!(
+                "miss tree {} ({} nodes): {}",
+                root.id,
+                tree.len(),
+                serde_json::to_string(&verdict).unwrap_or_default()
+            );
         }
         counts.add(&verdict);
         if let Some(pb) = &pb {
@@ -456,13 +602,23 @@ fn validate_trees(a: &ValidateArgs, examples: Vec<dataset::Example>, checker: &p
     print_counts(&counts, a.json)
 }
 
-fn check_tree(root: &dataset::Example, tree: &[&dataset::Example], checker: &prod_check_coq::CoqChecker, lang: &prod_coq::CoqLanguage) -> prod_check::Verdict {
+fn check_tree(
+    root: &dataset::Example,
+    tree: &[&dataset::Example],
+    checker: &prod_check_coq::CoqChecker,
+    lang: &prod_coq::CoqLanguage,
+) -> prod_check::Verdict {
     use prod_check::Verdict;
     use prod_core::tree::{LocalVerdict, Node};
     let mut requests = Vec::new();
     for e in tree {
         match prod_core::ConditionalProof::parse(&e.conditional_proof) {
-            Ok(cp) => requests.push(prod_check::CheckRequest::new("", &root.context, &e.statement, cp)),
+            Ok(cp) => requests.push(prod_check::CheckRequest::new(
+                "",
+                &root.context,
+                &e.statement,
+                cp,
+            )),
             Err(err) => return Verdict::rejected(format!("{}: {err}", e.id)),
         }
     }
@@ -473,26 +629,57 @@ fn check_tree(root: &dataset::Example, tree: &[&dataset::Example], checker: &pro
             Verdict::Proved { replacements, .. } => {
                 // The assembled file must not call CoqHammer: put the found tactics in.
                 let text = prod_check::apply_replacements(&req.proof.proof_text(), replacements);
-                (LocalVerdict::Correct, prod_core::ConditionalProof::from_parts(req.proof.t0(), rebuild_segments(&req.proof, &text), req.proof.lemmas().map(|l| format!(" {l} ")).collect()))
+                (
+                    LocalVerdict::Correct,
+                    prod_core::ConditionalProof::from_parts(
+                        req.proof.t0(),
+                        rebuild_segments(&req.proof, &text),
+                        req.proof.lemmas().map(|l| format!(" {l} ")).collect(),
+                    ),
+                )
             }
             // A node that is not locally correct decides the tree's count with its own kind.
             _ => {
-                eprintln!("  node {} of tree {}: {}", e.id, root.id, serde_json::to_string(v).unwrap_or_default());
+                eprintln!(
+                    "  node {} of tree {}: {}",
+                    e.id,
+                    root.id,
+                    serde_json::to_string(v).unwrap_or_default()
+                );
                 return v.clone();
             }
         };
-        let Some(proof) = proof else { return Verdict::infra(format!("node {}: replacement broke the proof layout", e.id)) };
-        nodes.push(Node { id: e.id.clone(), context: root.context.clone(), statement: e.statement.clone(), proof, local });
+        let Some(proof) = proof else {
+            return Verdict::infra(format!("node {}: replacement broke the proof layout", e.id));
+        };
+        nodes.push(Node {
+            id: e.id.clone(),
+            context: root.context.clone(),
+            statement: e.statement.clone(),
+            proof,
+            local,
+        });
     }
     let solution = prod_core::tree::solve(&nodes, lang);
     let assembled = match prod_core::assemble(&nodes, &solution, 0, lang) {
         Ok(p) => p,
-        Err(e) => return Verdict::Failed { step: 0, message: format!("assembly: {e}") },
+        Err(e) => {
+            return Verdict::Failed {
+                step: 0,
+                message: format!("assembly: {e}"),
+            }
+        }
     };
     // The tactics the checker put in for `hammer.` steps (`sfirstorder`, `hauto use: …`) need
     // CoqHammer's tactic library; it goes first, as the checker loads it before the context.
-    let needs_hammer = verdicts.iter().any(|v| matches!(v, Verdict::Proved { replacements, .. } if !replacements.is_empty()));
-    let mut file = if needs_hammer { format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT) } else { String::new() };
+    let needs_hammer = verdicts
+        .iter()
+        .any(|v| matches!(v, Verdict::Proved { replacements, .. } if !replacements.is_empty()));
+    let mut file = if needs_hammer {
+        format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT)
+    } else {
+        String::new()
+    };
     file.push_str(&root.context);
     file.push('\n');
     file.push_str(&assembled.text);
@@ -503,13 +690,25 @@ fn check_tree(root: &dataset::Example, tree: &[&dataset::Example], checker: &pro
     // After `End M` the root is `M.name`; the assumption check needs a plain identifier.
     let root_name = assembled.root().name.clone();
     let check_name = if root.qualified_name.contains('.') {
-        let qualified = root.qualified_name.rsplit_once('.').map(|(m, _)| format!("{m}.{root_name}")).unwrap_or(root_name.clone());
-        file.push_str(&format!("Definition prod_validated_root := @{qualified}.\n"));
+        let qualified = root
+            .qualified_name
+            .rsplit_once('.')
+            .map(|(m, _)| format!("{m}.{root_name}"))
+            .unwrap_or(root_name.clone());
+        file.push_str(&format!(
+            "Definition prod_validated_root := @{qualified}.\n"
+        ));
         "prod_validated_root".to_string()
     } else {
         root_name
     };
-    prod_check_coq::final_check(&file, &check_name, &[], checker.config(), std::time::Duration::from_secs(600))
+    prod_check_coq::final_check(
+        &file,
+        &check_name,
+        &[],
+        checker.config(),
+        std::time::Duration::from_secs(600),
+    )
 }
 
 /// Re-split a proof text whose hammer steps were replaced into the segments around the

@@ -39,24 +39,44 @@ pub struct DemoArgs {
 pub fn run(a: DemoArgs) -> i32 {
     // Step headers go to stderr even without a terminal; bars only on one.
     let bars = Bars { enabled: !a.json };
-    let job = DemoJob { out: a.out.clone(), minutes: a.minutes, theorems: a.theorems, samples: a.samples, workers: a.workers, seed: a.seed };
+    let job = DemoJob {
+        out: a.out.clone(),
+        minutes: a.minutes,
+        theorems: a.theorems,
+        samples: a.samples,
+        workers: a.workers,
+        seed: a.seed,
+    };
     match prod_run::run_demo(&job, &bars) {
         Ok(o) => {
             let report: Option<prod_run::prod_report::RunReport> =
-                std::fs::read_to_string(&o.run_json).ok().and_then(|t| serde_json::from_str(&t).ok());
+                std::fs::read_to_string(&o.run_json)
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok());
             if a.json {
-                let mut v = report.as_ref().map(|r| crate::eval::summary_json(r, &o.run_json)).unwrap_or_default();
+                let mut v = report
+                    .as_ref()
+                    .map(|r| crate::eval::summary_json(r, &o.run_json))
+                    .unwrap_or_default();
                 if let Some(m) = v.as_object_mut() {
                     m.insert("report".into(), o.report_html.display().to_string().into());
                     m.insert("seconds".into(), serde_json::json!({"dataset": o.dataset_s, "train": o.train_s, "eval": o.eval_s, "total": o.total_s}));
-                    m.insert("train".into(), serde_json::to_value(&o.train).unwrap_or_default());
+                    m.insert(
+                        "train".into(),
+                        serde_json::to_value(&o.train).unwrap_or_default(),
+                    );
                 }
                 println!("{v}");
             } else {
                 if let Some(r) = &report {
                     crate::eval::print_human(r);
                 }
-                eprintln!("[4/4] report: {} (also {} and summary.md); total {:.0} s", o.report_html.display(), o.run_json.display(), o.total_s);
+                eprintln!(
+                    "[4/4] report: {} (also {} and summary.md); total {:.0} s",
+                    o.report_html.display(),
+                    o.run_json.display(),
+                    o.total_s
+                );
             }
             0
         }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use prod_run::{Bars, BadInput, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore};
+use prod_run::{BadInput, Bars, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore};
 
 use crate::exit;
 
@@ -107,7 +107,10 @@ impl SharedStoreArgs {
     /// The flags over `base` (a config file's `[postgres]`), if any store is set.
     pub fn apply(&self, base: Option<SharedStore>) -> Option<SharedStore> {
         let mut s = match (&self.store, base) {
-            (Some(url), b) => SharedStore { url: url.clone(), ..b.unwrap_or_default() },
+            (Some(url), b) => SharedStore {
+                url: url.clone(),
+                ..b.unwrap_or_default()
+            },
             (None, Some(b)) => b,
             (None, None) => return None,
         };
@@ -122,7 +125,9 @@ impl SharedStoreArgs {
 }
 
 pub fn job_of(a: &EvalArgs) -> EvalJob {
-    let samples = a.samples.unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
+    let samples = a
+        .samples
+        .unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
     EvalJob {
         model: a.model.clone(),
         dataset: a.dataset.clone(),
@@ -147,7 +152,12 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             decode_weights: a.sampling.decode_weights,
             ..NativeParams::default()
         },
-        coq: CoqJobConfig { workers: a.workers, step_timeout_s: a.timeout, hammer: !a.no_hammer, hammer_atp: false },
+        coq: CoqJobConfig {
+            workers: a.workers,
+            step_timeout_s: a.timeout,
+            hammer: !a.no_hammer,
+            hammer_atp: false,
+        },
         out: a.out.clone(),
         cache: a.cache.clone(),
         remote: a.remote_url.as_ref().map(|url| {
@@ -156,7 +166,11 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             } else {
                 prod_remote::RemoteConfig {
                     base_url: url.clone(),
-                    server: if a.remote_server == "sglang" { prod_remote::ServerKind::Sglang } else { prod_remote::ServerKind::Vllm },
+                    server: if a.remote_server == "sglang" {
+                        prod_remote::ServerKind::Sglang
+                    } else {
+                        prod_remote::ServerKind::Vllm
+                    },
                     ..Default::default()
                 }
             };
@@ -176,7 +190,10 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
 
 /// Exit code of a job error: 2 for the user's input, 1 otherwise.
 pub fn error_code(e: anyhow::Error) -> i32 {
-    if e.downcast_ref::<BadInput>().is_some() || e.downcast_ref::<prod_run::StoreError>().is_some_and(|s| matches!(s, prod_run::StoreError::Mismatch(_))) {
+    if e.downcast_ref::<BadInput>().is_some()
+        || e.downcast_ref::<prod_run::StoreError>()
+            .is_some_and(|s| matches!(s, prod_run::StoreError::Mismatch(_)))
+    {
         exit::bad_input(e)
     } else {
         exit::failure(e)
@@ -184,7 +201,10 @@ pub fn error_code(e: anyhow::Error) -> i32 {
 }
 
 /// One summary line: pass@k estimates with CIs.
-pub fn summary_json(report: &prod_run::prod_report::RunReport, run_json: &std::path::Path) -> serde_json::Value {
+pub fn summary_json(
+    report: &prod_run::prod_report::RunReport,
+    run_json: &std::path::Path,
+) -> serde_json::Value {
     let evals: Vec<serde_json::Value> = report
         .evaluations
         .iter()
@@ -201,7 +221,10 @@ pub fn summary_json(report: &prod_run::prod_report::RunReport, run_json: &std::p
 
 pub fn print_human(report: &prod_run::prod_report::RunReport) {
     for e in &report.evaluations {
-        eprintln!("{}: {} theorems, {} trees each (T = {})", e.name, e.theorems, e.samples_per_theorem, e.temperature);
+        eprintln!(
+            "{}: {} theorems, {} trees each (T = {})",
+            e.name, e.theorems, e.samples_per_theorem, e.temperature
+        );
         for p in &e.pass_at_k {
             eprintln!(
                 "  pass@{:<2} = {:5.1}%  (95% CI {:.1}–{:.1}%, {} theorems judged, {} skipped)",
@@ -213,9 +236,15 @@ pub fn print_human(report: &prod_run::prod_report::RunReport) {
                 p.theorems_skipped
             );
         }
-        eprintln!("  nodes checked {}, lost to infra {}", e.checked_nodes, e.infra_nodes);
+        eprintln!(
+            "  nodes checked {}, lost to infra {}",
+            e.checked_nodes, e.infra_nodes
+        );
         if let Some(s) = e.novel_lemma_share {
-            eprintln!("  novel lemmas among proved trees' lemmas: {:.1}%", 100.0 * s);
+            eprintln!(
+                "  novel lemmas among proved trees' lemmas: {:.1}%",
+                100.0 * s
+            );
         }
     }
     for n in &report.notes {
@@ -233,7 +262,11 @@ pub fn run(a: EvalArgs) -> i32 {
                 println!("{}", summary_json(&report, &path));
             } else {
                 print_human(&report);
-                eprintln!("wrote {} (render: prod report {} --out DIR)", path.display(), path.display());
+                eprintln!(
+                    "wrote {} (render: prod report {} --out DIR)",
+                    path.display(),
+                    path.display()
+                );
             }
             0
         }

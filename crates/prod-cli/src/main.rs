@@ -17,9 +17,9 @@ mod exit;
 #[cfg(feature = "policy")]
 mod model;
 mod queue;
+mod report;
 #[cfg(feature = "policy")]
 mod rl;
-mod report;
 mod tree;
 
 // Training allocates and frees tensors of megabytes each step: glibc returns them to the OS and

@@ -256,7 +256,9 @@ pub fn run(cmd: ModelCommand) -> i32 {
         Ok(()) => 0,
         Err(e) if e.downcast_ref::<BadInput>().is_some() => exit::bad_input(e),
         Err(e) => match e.downcast_ref::<prod_policy::PolicyError>() {
-            Some(prod_policy::PolicyError::BadInput(_) | prod_policy::PolicyError::Config(_)) => exit::bad_input(e),
+            Some(prod_policy::PolicyError::BadInput(_) | prod_policy::PolicyError::Config(_)) => {
+                exit::bad_input(e)
+            }
             _ => exit::failure(e),
         },
     }
@@ -283,7 +285,9 @@ fn progress(len: usize, json: bool) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let pb = indicatif::ProgressBar::new(len as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+    {
         pb.set_style(style);
     }
     pb
@@ -314,10 +318,16 @@ fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| bad(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .map_err(|e| bad(format!("{}:{}: {e}", path.display(), i + 1)))?;
         let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
-        let statement = s("statement").ok_or_else(|| bad(format!("{}:{}: no \"statement\" string", path.display(), i + 1)))?;
+        let statement = s("statement").ok_or_else(|| {
+            bad(format!(
+                "{}:{}: no \"statement\" string",
+                path.display(),
+                i + 1
+            ))
+        })?;
         out.push(DataLine {
             line: i + 1,
             id: s("id").unwrap_or_else(|| format!("line{}", i + 1)),
@@ -326,7 +336,10 @@ fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>
             conditional_proof: s("conditional_proof"),
             proved: v.get("proved").and_then(|b| b.as_bool()),
             weight: v.get("weight").and_then(|w| w.as_f64()).unwrap_or(1.0) as f32,
-            statement_in_loss: v.get("statement_in_loss").and_then(|b| b.as_bool()).unwrap_or(false),
+            statement_in_loss: v
+                .get("statement_in_loss")
+                .and_then(|b| b.as_bool())
+                .unwrap_or(false),
         });
     }
     Ok(out)
@@ -341,10 +354,17 @@ fn init(a: InitArgs) -> anyhow::Result<()> {
     for p in &a.corpus {
         if p.extension().is_some_and(|e| e == "jsonl") {
             for l in read_jsonl(p, None)? {
-                texts.push(format!("{}\n{}\n{}", l.context, l.statement, l.conditional_proof.unwrap_or_default()));
+                texts.push(format!(
+                    "{}\n{}\n{}",
+                    l.context,
+                    l.statement,
+                    l.conditional_proof.unwrap_or_default()
+                ));
             }
         } else {
-            texts.push(std::fs::read_to_string(p).map_err(|e| bad(format!("{}: {e}", p.display())))?);
+            texts.push(
+                std::fs::read_to_string(p).map_err(|e| bad(format!("{}: {e}", p.display())))?,
+            );
         }
     }
     let tok = ProdTokenizer::train_bpe(texts.iter(), a.vocab_size, 2)?;
@@ -409,7 +429,10 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         for (i, s) in samples.iter().enumerate() {
             generated += s.ids.len();
             let text = tok.decode(&s.ids)?;
-            let r = emit(serde_json::json!({"sample": i, "text": text, "tokens": s.ids.len(), "stopped": s.stopped}), &format!("{p}{text}"));
+            let r = emit(
+                serde_json::json!({"sample": i, "text": text, "tokens": s.ids.len(), "stopped": s.stopped}),
+                &format!("{p}{text}"),
+            );
             if exit::written(r) != 0 {
                 return Err(anyhow!("cannot write output"));
             }
@@ -419,13 +442,17 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         let pb = progress(lines.len(), a.json);
         let (mut total, mut parsed) = (0usize, 0usize);
         for (li, l) in lines.iter().enumerate() {
-            let mut ids = prompt::prompt_ids(&tok, &l.context, &l.statement, a.sampling.context_tokens)
-                .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
+            let mut ids =
+                prompt::prompt_ids(&tok, &l.context, &l.statement, a.sampling.context_tokens)
+                    .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
             let forced = a.force_t0.map(t0_of);
             if let Some(t0) = forced {
                 ids = prompt::with_forced_t0(&tok, &ids, t0);
             }
-            let p = SamplingParams { seed: a.seed.wrapping_add(li as u64), ..params.clone() };
+            let p = SamplingParams {
+                seed: a.seed.wrapping_add(li as u64),
+                ..params.clone()
+            };
             for (i, s) in sample::sample(&model, &ids, &p)?.iter().enumerate() {
                 generated += s.ids.len();
                 let mut text = tok.decode(&s.ids)?;
@@ -458,7 +485,10 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         return Err(bad("give --prompt TEXT or --data FILE.jsonl".into()));
     }
     let secs = start.elapsed().as_secs_f64();
-    eprintln!("{generated} tokens in {secs:.1} s ({:.1} tok/s)", generated as f64 / secs.max(1e-9));
+    eprintln!(
+        "{generated} tokens in {secs:.1} s ({:.1} tok/s)",
+        generated as f64 / secs.max(1e-9)
+    );
     Ok(())
 }
 
@@ -469,7 +499,13 @@ fn t0_of(f: ForceT0) -> T0 {
     }
 }
 
-fn examples(tok: &ProdTokenizer, lines: &[DataLine], path: &Path, opts: &ExampleOptions, kind: Kind) -> (Vec<TrainExample>, usize) {
+fn examples(
+    tok: &ProdTokenizer,
+    lines: &[DataLine],
+    path: &Path,
+    opts: &ExampleOptions,
+    kind: Kind,
+) -> (Vec<TrainExample>, usize) {
     let mut out = Vec::new();
     let mut skipped = 0;
     for l in lines {
@@ -480,10 +516,15 @@ fn examples(tok: &ProdTokenizer, lines: &[DataLine], path: &Path, opts: &Example
         };
         let made = match (cp, proved) {
             // Value model (paper §3.2): prompt `c s`, target `<true>` or `<false>`.
-            (None, Some(proved)) => prompt::prompt_ids(tok, &l.context, &l.statement, opts.context_tokens)
-                .and_then(|p| prompt::value_example(tok, &p, proved, l.weight)),
+            (None, Some(proved)) => {
+                prompt::prompt_ids(tok, &l.context, &l.statement, opts.context_tokens)
+                    .and_then(|p| prompt::value_example(tok, &p, proved, l.weight))
+            }
             (Some(cp), _) => {
-                let o = ExampleOptions { statement_in_loss: l.statement_in_loss, ..*opts };
+                let o = ExampleOptions {
+                    statement_in_loss: l.statement_in_loss,
+                    ..*opts
+                };
                 prompt::policy_example(tok, &l.context, &l.statement, cp, l.weight, &o)
             }
             (None, None) => {
@@ -521,7 +562,11 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
         seed: a.seed,
         ..PolicyConfig::default()
     };
-    let opts = ExampleOptions { context_tokens: a.context_tokens, max_seq_len: a.max_seq_len, statement_in_loss: false };
+    let opts = ExampleOptions {
+        context_tokens: a.context_tokens,
+        max_seq_len: a.max_seq_len,
+        statement_in_loss: false,
+    };
     // A fixed shuffle (before --limit, so a limited run still sees every file) so that
     // `data_position` means the same thing on resume.
     let mut lines = read_jsonl(&a.data, None)?;
@@ -534,7 +579,10 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
     }
     let (data, skipped) = examples(&tok, &lines, &a.data, &opts, kind);
     if data.is_empty() {
-        return Err(bad(format!("{}: no usable training example", a.data.display())));
+        return Err(bad(format!(
+            "{}: no usable training example",
+            a.data.display()
+        )));
     }
     let eval = match &a.eval {
         Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts, kind).0,
@@ -547,7 +595,11 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
         Trainer::new(cfg.clone())
     };
     let steps = a.steps.unwrap_or(data.len().div_ceil(cfg.macro_batch));
-    let eval_before = if eval.is_empty() { None } else { Some(train::eval_loss(&model, &eval, cfg.micro_batch)?) };
+    let eval_before = if eval.is_empty() {
+        None
+    } else {
+        Some(train::eval_loss(&model, &eval, cfg.micro_batch)?)
+    };
     let report = |v: serde_json::Value| {
         if a.json {
             println!("{v}");
@@ -555,21 +607,28 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
             eprintln!("{v}");
         }
     };
-    report(serde_json::json!({"examples": data.len(), "skipped": skipped, "eval_examples": eval.len(),
-        "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}));
+    report(
+        serde_json::json!({"examples": data.len(), "skipped": skipped, "eval_examples": eval.len(),
+        "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}),
+    );
     let pb = progress(steps.saturating_sub(trainer.state.step), a.json);
     let start = Instant::now();
     let mut tokens_seen = 0usize;
     while trainer.state.step < steps {
         let pos = trainer.state.data_position % data.len();
-        let batch: Vec<TrainExample> = (0..cfg.macro_batch).map(|i| data[(pos + i) % data.len()].clone()).collect();
+        let batch: Vec<TrainExample> = (0..cfg.macro_batch)
+            .map(|i| data[(pos + i) % data.len()].clone())
+            .collect();
         let s = trainer.step(&model, &batch)?;
         tokens_seen += batch.iter().map(|e| e.ids.len()).sum::<usize>();
         let tps = tokens_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
         pb.set_message(format!("loss {:.4} {:.0} tok/s", s.loss, tps));
         pb.inc(1);
         if a.json {
-            println!("{}", serde_json::json!({"step": s.step, "loss": s.loss, "grad_norm": s.grad_norm, "lr": s.lr, "tok_per_s": tps}));
+            println!(
+                "{}",
+                serde_json::json!({"step": s.step, "loss": s.loss, "grad_norm": s.grad_norm, "lr": s.lr, "tok_per_s": tps})
+            );
         }
         if s.step % a.save_every.max(1) == 0 {
             trainer.save_checkpoint(&model, &a.out)?;
@@ -580,23 +639,41 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
     model.set_eos_token_id(tok.end_id());
     trainer.save_checkpoint(&model, &a.out)?;
     tok.save(&a.out.join("tokenizer.json"))?;
-    let eval_after = if eval.is_empty() { None } else { Some(train::eval_loss(&model, &eval, cfg.micro_batch)?) };
-    report(serde_json::json!({"done": true, "step": trainer.state.step, "eval_loss_before": eval_before,
-        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": a.out}));
+    let eval_after = if eval.is_empty() {
+        None
+    } else {
+        Some(train::eval_loss(&model, &eval, cfg.micro_batch)?)
+    };
+    report(
+        serde_json::json!({"done": true, "step": trainer.state.step, "eval_loss_before": eval_before,
+        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": a.out}),
+    );
     Ok(())
 }
 
 /// Seconds for the matrix products of one training step on `tokens` tokens (best of 3): per
 /// layer the seven projections and attention's two products, then the head on every position;
 /// each forward product `[m,k]·[k,n]` also costs `[m,n]·[n,k]` and `[k,m]·[m,n]` backward.
-fn model_gemm_seconds(cfg: &LlamaConfig, tokens: usize, dev: &prod_policy::candle_core::Device) -> anyhow::Result<f64> {
+fn model_gemm_seconds(
+    cfg: &LlamaConfig,
+    tokens: usize,
+    dev: &prod_policy::candle_core::Device,
+) -> anyhow::Result<f64> {
     use prod_policy::candle_core::Tensor;
     let (t, d, hd) = (tokens, cfg.hidden_size, cfg.head_dim());
     let kv = cfg.kv_heads() * hd;
     let inter = cfg.intermediate_size;
     let mut shapes: Vec<(usize, usize, usize, usize)> = Vec::new(); // (batch, m, k, n)
     for _ in 0..cfg.num_hidden_layers {
-        for (k, n) in [(d, d), (d, kv), (d, kv), (d, d), (d, inter), (d, inter), (inter, d)] {
+        for (k, n) in [
+            (d, d),
+            (d, kv),
+            (d, kv),
+            (d, d),
+            (d, inter),
+            (d, inter),
+            (inter, d),
+        ] {
             shapes.push((1, t, k, n));
         }
         shapes.push((cfg.num_attention_heads, t, hd, t)); // scores
@@ -604,7 +681,8 @@ fn model_gemm_seconds(cfg: &LlamaConfig, tokens: usize, dev: &prod_policy::candl
     }
     shapes.push((1, t, d, cfg.vocab_size));
     let mut total = 0.0;
-    let mut cache: std::collections::HashMap<(usize, usize, usize, usize), f64> = Default::default();
+    let mut cache: std::collections::HashMap<(usize, usize, usize, usize), f64> =
+        Default::default();
     for &(b, m, k, n) in &shapes {
         if let Some(s) = cache.get(&(b, m, k, n)) {
             total += s;
@@ -661,9 +739,19 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
 
     // Sampling: a `prompt_tokens` prompt, `new_tokens` new tokens, no stop; tok/s counts the
     // prompt's prefill too, which is timed on its own as well.
-    let prompt: Vec<u32> = (0..a.prompt_tokens.max(1)).map(|i| (i * 37 % cfg.vocab_size) as u32).collect();
+    let prompt: Vec<u32> = (0..a.prompt_tokens.max(1))
+        .map(|i| (i * 37 % cfg.vocab_size) as u32)
+        .collect();
     let t = Instant::now();
-    sample::sample(&model, &prompt, &SamplingParams { n: 1, max_new_tokens: 1, ..SamplingParams::default() })?;
+    sample::sample(
+        &model,
+        &prompt,
+        &SamplingParams {
+            n: 1,
+            max_new_tokens: 1,
+            ..SamplingParams::default()
+        },
+    )?;
     let prefill_s = t.elapsed().as_secs_f64();
     // f32 then q8 decoding (the quantised copies are built before the clock starts).
     let (four_bit, eight_bit, quant_bytes) = model.quantized_weights()?.summary();
@@ -685,9 +773,19 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         }
     }
     // Training: one 256-token example, all of it in the loss; first step is warm-up.
-    let ids: Vec<u32> = (0..train_tokens).map(|i| (i * 7919 % cfg.vocab_size) as u32).collect();
-    let ex = TrainExample { ids, loss_from: 1, weight: 1.0 };
-    let mut trainer = Trainer::new(PolicyConfig { micro_batch: 1, warmup_steps: 0, ..PolicyConfig::default() });
+    let ids: Vec<u32> = (0..train_tokens)
+        .map(|i| (i * 7919 % cfg.vocab_size) as u32)
+        .collect();
+    let ex = TrainExample {
+        ids,
+        loss_from: 1,
+        weight: 1.0,
+    };
+    let mut trainer = Trainer::new(PolicyConfig {
+        micro_batch: 1,
+        warmup_steps: 0,
+        ..PolicyConfig::default()
+    });
     trainer.step(&model, std::slice::from_ref(&ex))?;
     let mut step_s = f64::MAX;
     for _ in 0..a.train_steps.max(1) {

@@ -120,9 +120,18 @@ fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
     let added = q.submit(&jobs)?;
     let s = q.status()?;
     if a.store.json {
-        println!("{}", serde_json::json!({"submitted": jobs.len(), "added": added, "todo": s.todo, "claimed": s.claimed, "done": s.done}));
+        println!(
+            "{}",
+            serde_json::json!({"submitted": jobs.len(), "added": added, "todo": s.todo, "claimed": s.claimed, "done": s.done})
+        );
     } else {
-        println!("{added} new of {} submitted; todo {}, claimed {}, done {}", jobs.len(), s.todo, s.claimed, s.done);
+        println!(
+            "{added} new of {} submitted; todo {}, claimed {}, done {}",
+            jobs.len(),
+            s.todo,
+            s.claimed,
+            s.done
+        );
     }
     Ok(0)
 }
@@ -139,7 +148,8 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
     if a.config.is_none() {
         if let Some(v) = q.checker_config()? {
             let workers = cfg.workers;
-            cfg = serde_json::from_value(v).map_err(|e| anyhow!("the run's recorded checker configuration: {e}"))?;
+            cfg = serde_json::from_value(v)
+                .map_err(|e| anyhow!("the run's recorded checker configuration: {e}"))?;
             cfg.workers = workers;
         }
     }
@@ -150,8 +160,15 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         cfg.step_timeout_s = t;
     }
     let checker = CoqChecker::new(cfg).map_err(|e| anyhow!(e))?;
-    let name = a.name.clone().unwrap_or_else(prod_queue::process_worker_name);
-    let opts = WorkOptions { batch: a.batch, lease: Duration::from_secs_f64(a.lease.max(0.0)), ..WorkOptions::default() };
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(prod_queue::process_worker_name);
+    let opts = WorkOptions {
+        batch: a.batch,
+        lease: Duration::from_secs_f64(a.lease.max(0.0)),
+        ..WorkOptions::default()
+    };
     let mut stats = prod_queue::work(&mut q, &checker, &name, &opts)?;
     let mut idle_since = std::time::Instant::now();
     while idle_since.elapsed().as_secs_f64() < a.idle_exit {
@@ -166,9 +183,15 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         stats.released_infra += more.released_infra;
     }
     if a.store.json {
-        println!("{}", serde_json::json!({"worker": name, "claimed": stats.claimed, "recorded": stats.recorded, "lost_claims": stats.lost_claims, "released_infra": stats.released_infra}));
+        println!(
+            "{}",
+            serde_json::json!({"worker": name, "claimed": stats.claimed, "recorded": stats.recorded, "lost_claims": stats.lost_claims, "released_infra": stats.released_infra})
+        );
     } else {
-        println!("{name}: claimed {}, recorded {}, lost claims {}, infra released {}", stats.claimed, stats.recorded, stats.lost_claims, stats.released_infra);
+        println!(
+            "{name}: claimed {}, recorded {}, lost claims {}, infra released {}",
+            stats.claimed, stats.recorded, stats.lost_claims, stats.released_infra
+        );
     }
     Ok(0)
 }
@@ -176,7 +199,10 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
 fn status(a: StoreArgs) -> anyhow::Result<i32> {
     let s = connect(&a)?.status()?;
     if a.json {
-        println!("{}", serde_json::json!({"todo": s.todo, "claimed": s.claimed, "done": s.done}));
+        println!(
+            "{}",
+            serde_json::json!({"todo": s.todo, "claimed": s.claimed, "done": s.done})
+        );
     } else {
         println!("todo {}, claimed {}, done {}", s.todo, s.claimed, s.done);
     }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use prod_run::{Bars, BadInput, RlConfig};
+use prod_run::{BadInput, Bars, RlConfig};
 
 /// ProD-RL (paper §3.2, Appendix A.1): R rounds of B theorems — train-time proof trees
 /// (Algorithm 2), every node checked by Coq, filters (trivial proposals; unnecessary lemmas,
@@ -60,10 +60,18 @@ pub struct RlArgs {
 }
 
 fn load(path: &PathBuf) -> anyhow::Result<RlConfig> {
-    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     let cfg: RlConfig = toml::from_str(&text).map_err(|e| {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
-        BadInput(format!("{}{}: {}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), e.message()))
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        BadInput(format!(
+            "{}{}: {}",
+            path.display(),
+            line.map(|l| format!(":{l}")).unwrap_or_default(),
+            e.message()
+        ))
     })?;
     // Relative paths in the file are relative to the file.
     let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
@@ -74,7 +82,11 @@ fn load(path: &PathBuf) -> anyhow::Result<RlConfig> {
         }
     }
     if cfg.model.as_os_str().is_empty() || cfg.dataset.as_os_str().is_empty() {
-        return Err(BadInput(format!("{}: `model` and `dataset` are required", path.display())).into());
+        return Err(BadInput(format!(
+            "{}: `model` and `dataset` are required",
+            path.display()
+        ))
+        .into());
     }
     Ok(cfg)
 }

@@ -83,12 +83,20 @@ fn read_nodes(file: &PathBuf) -> anyhow::Result<Vec<Node>> {
         if line.trim().is_empty() {
             continue;
         }
-        let n: NodeLine = serde_json::from_str(&line).with_context(|| format!("line {lineno}: not a node object"))?;
-        let proof = ConditionalProof::parse(&n.proof).with_context(|| format!("line {lineno}: node '{}': bad conditional proof", n.id))?;
+        let n: NodeLine = serde_json::from_str(&line)
+            .with_context(|| format!("line {lineno}: not a node object"))?;
+        let proof = ConditionalProof::parse(&n.proof)
+            .with_context(|| format!("line {lineno}: node '{}': bad conditional proof", n.id))?;
         if !ids.insert(n.id.clone()) {
             anyhow::bail!("line {lineno}: duplicate node id '{}'", n.id);
         }
-        nodes.push(Node { id: n.id, context: n.context, statement: n.statement, proof, local: n.locally_correct.into() });
+        nodes.push(Node {
+            id: n.id,
+            context: n.context,
+            statement: n.statement,
+            proof,
+            local: n.locally_correct.into(),
+        });
     }
     Ok(nodes)
 }
@@ -119,7 +127,11 @@ fn run_solve(args: SolveArgs) -> i32 {
                         .iter()
                         .map(|l| serde_json::json!({"name": l.name, "node": l.node_id, "statement": l.statement}))
                         .collect();
-                    writeln!(out, "{}", serde_json::json!({"id": id, "proof": p.text, "lemmas": lemmas}))
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::json!({"id": id, "proof": p.text, "lemmas": lemmas})
+                    )
                 } else {
                     write!(out, "{}", p.text)
                 };
@@ -132,7 +144,11 @@ fn run_solve(args: SolveArgs) -> i32 {
         if args.json {
             for (i, n) in nodes.iter().enumerate() {
                 let v = solution.verdict(i).as_bool();
-                writeln!(out, "{}", serde_json::json!({"id": n.id, "globally_correct": v}))?;
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"id": n.id, "globally_correct": v})
+                )?;
             }
         } else {
             let width = nodes.iter().map(|n| n.id.len()).max().unwrap_or(2).max(2);
@@ -148,7 +164,9 @@ fn run_solve(args: SolveArgs) -> i32 {
                     GlobalVerdict::Incorrect => "incorrect",
                     GlobalVerdict::Undetermined => "undecided",
                 };
-                let depth = solution.height(i).map_or("-".to_string(), |h| h.to_string());
+                let depth = solution
+                    .height(i)
+                    .map_or("-".to_string(), |h| h.to_string());
                 writeln!(out, "{:width$}  {local:9}  {global:9}  {depth}", n.id)?;
             }
             let count = |v| solution.verdicts().iter().filter(|&&x| x == v).count();
@@ -181,17 +199,27 @@ pub fn synthetic_forest(n: usize, seed: u64) -> Vec<Node> {
         .map(|i| {
             let own = rnd(statements);
             let k = rnd(4);
-            let mut proof = String::from(if k == 0 { "<no_invoke>" } else { "<use_invoke>" });
+            let mut proof = String::from(if k == 0 {
+                "<no_invoke>"
+            } else {
+                "<use_invoke>"
+            });
             for j in 0..k {
                 let l = rnd(statements);
-                proof.push_str(&format!(" <invoke> Lemma l{i}_{j} : P{l} = P{l}. </invoke> apply l{i}_{j}."));
+                proof.push_str(&format!(
+                    " <invoke> Lemma l{i}_{j} : P{l} = P{l}. </invoke> apply l{i}_{j}."
+                ));
             }
             Node {
                 id: i.to_string(),
                 context: format!("ctx{}", own % 3),
                 statement: format!("Lemma t{i} : P{own} = P{own}."),
                 proof: ConditionalProof::parse(&proof).expect("well-formed by construction"),
-                local: if rnd(5) == 0 { LocalVerdict::Incorrect } else { LocalVerdict::Correct },
+                local: if rnd(5) == 0 {
+                    LocalVerdict::Incorrect
+                } else {
+                    LocalVerdict::Correct
+                },
             }
         })
         .collect()
@@ -214,7 +242,11 @@ pub fn run_bench(args: BenchArgs) -> i32 {
             .collect();
         times.sort_by(f64::total_cmp);
         let median = times[times.len() / 2];
-        let correct = solve(&nodes, &lang).verdicts().iter().filter(|v| **v == GlobalVerdict::Correct).count();
+        let correct = solve(&nodes, &lang)
+            .verdicts()
+            .iter()
+            .filter(|v| **v == GlobalVerdict::Correct)
+            .count();
         // The statement keys alone (the language's lexer), to separate them from the fixed point.
         let t = std::time::Instant::now();
         let keys: Vec<String> = nodes
@@ -226,7 +258,10 @@ pub fn run_bench(args: BenchArgs) -> i32 {
         drop(keys);
         let keys_ms = t.elapsed().as_secs_f64() * 1e3;
         if args.json {
-            println!("{}", serde_json::json!({"nodes": n, "lemmas": edges, "globally_correct": correct, "median_ms": median, "statement_keys_ms": keys_ms, "us_per_node": median * 1e3 / n.max(1) as f64}));
+            println!(
+                "{}",
+                serde_json::json!({"nodes": n, "lemmas": edges, "globally_correct": correct, "median_ms": median, "statement_keys_ms": keys_ms, "us_per_node": median * 1e3 / n.max(1) as f64})
+            );
         } else {
             println!(
                 "{n:>9} nodes {edges:>9} lemmas  {correct:>8} globally correct  median {median:9.2} ms  ({:.2} µs/node; statement keys alone {keys_ms:.2} ms)",
@@ -241,7 +276,10 @@ pub fn run_bench(args: BenchArgs) -> i32 {
         println!("{}", serde_json::json!({"ratios_per_10x": ratios}));
     } else {
         let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-        println!("time ratio per 10x nodes: {} (linear: ~10)", shown.join(", "));
+        println!(
+            "time ratio per 10x nodes: {} (linear: ~10)",
+            shown.join(", ")
+        );
     }
     0
 }

@@ -5,13 +5,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tree").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tree")
+        .join(name)
 }
 
 /// Run `prod ARGS`; returns (exit code, stdout, stderr).
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod")).args(args).output().expect("prod runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
+        .args(args)
+        .output()
+        .expect("prod runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn expect(name: &str, actual: &str) {
@@ -20,18 +29,49 @@ fn expect(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {}: run with UPDATE_EXPECT=1", path.display()));
-    assert_eq!(actual, want, "output differs from {} (UPDATE_EXPECT=1 to refresh)", path.display());
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing {}: run with UPDATE_EXPECT=1", path.display()));
+    assert_eq!(
+        actual,
+        want,
+        "output differs from {} (UPDATE_EXPECT=1 to refresh)",
+        path.display()
+    );
 }
 
 #[test]
 fn solve_json() {
-    let (code, out, err) = prod(&["tree", "solve", data("basic.jsonl").to_str().unwrap(), "--json"]);
+    let (code, out, err) = prod(&[
+        "tree",
+        "solve",
+        data("basic.jsonl").to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     expect("basic.solve.expected", &out);
     // The interface: one object per input node, same order, exactly these fields.
-    let ids: Vec<String> = out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string()).collect();
-    assert_eq!(ids, ["root", "plus_zero_a", "plus_zero_b", "cyc_a", "cyc_b", "other_ctx", "needs_other_ctx", "unchecked_child"]);
+    let ids: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "root",
+            "plus_zero_a",
+            "plus_zero_b",
+            "cyc_a",
+            "cyc_b",
+            "other_ctx",
+            "needs_other_ctx",
+            "unchecked_child"
+        ]
+    );
 }
 
 #[test]
@@ -43,27 +83,55 @@ fn solve_table() {
 
 #[test]
 fn assemble_root() {
-    let (code, out, err) = prod(&["tree", "solve", data("basic.jsonl").to_str().unwrap(), "--assemble", "root"]);
+    let (code, out, err) = prod(&[
+        "tree",
+        "solve",
+        data("basic.jsonl").to_str().unwrap(),
+        "--assemble",
+        "root",
+    ]);
     assert_eq!(code, 0, "{err}");
     expect("basic.assemble_root.expected", &out);
 }
 
 #[test]
 fn assemble_refuses_incorrect_and_unknown() {
-    let (code, _, err) = prod(&["tree", "solve", data("basic.jsonl").to_str().unwrap(), "--assemble", "cyc_a"]);
+    let (code, _, err) = prod(&[
+        "tree",
+        "solve",
+        data("basic.jsonl").to_str().unwrap(),
+        "--assemble",
+        "cyc_a",
+    ]);
     assert_eq!(code, 1);
     assert!(err.contains("not globally correct"), "{err}");
-    let (code, _, err) = prod(&["tree", "solve", data("basic.jsonl").to_str().unwrap(), "--assemble", "nope"]);
+    let (code, _, err) = prod(&[
+        "tree",
+        "solve",
+        data("basic.jsonl").to_str().unwrap(),
+        "--assemble",
+        "nope",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("no node with id 'nope'"), "{err}");
 }
 
 #[test]
 fn bad_input_names_the_line() {
-    let (code, out, err) = prod(&["tree", "solve", data("bad_proof.jsonl").to_str().unwrap(), "--json"]);
+    let (code, out, err) = prod(&[
+        "tree",
+        "solve",
+        data("bad_proof.jsonl").to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!((code, out.as_str()), (2, ""));
     assert!(err.contains("line 2") && err.contains("byte 13"), "{err}");
-    let (code, _, err) = prod(&["tree", "solve", data("bad_json.jsonl").to_str().unwrap(), "--json"]);
+    let (code, _, err) = prod(&[
+        "tree",
+        "solve",
+        data("bad_json.jsonl").to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("line 2"), "{err}");
     let (code, _, err) = prod(&["tree", "solve", "/nonexistent/file.jsonl"]);
@@ -75,16 +143,40 @@ fn bad_input_names_the_line() {
 /// and `Print Assumptions` finds no axiom (the proposed lemma is proved, not admitted).
 #[test]
 fn assembled_proof_compiles_with_real_coq() {
-    let (code, text, err) = prod(&["tree", "solve", data("basic.jsonl").to_str().unwrap(), "--assemble", "root"]);
+    let (code, text, err) = prod(&[
+        "tree",
+        "solve",
+        data("basic.jsonl").to_str().unwrap(),
+        "--assemble",
+        "root",
+    ]);
     assert_eq!(code, 0, "{err}");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("Assembled.v");
-    std::fs::write(&file, format!("Require Import Arith.\n{text}\nPrint Assumptions add_0_r_twice.\n")).unwrap();
-    let out = match Command::new("coqc").arg("-q").arg(&file).current_dir(dir.path()).output() {
+    std::fs::write(
+        &file,
+        format!("Require Import Arith.\n{text}\nPrint Assumptions add_0_r_twice.\n"),
+    )
+    .unwrap();
+    let out = match Command::new("coqc")
+        .arg("-q")
+        .arg(&file)
+        .current_dir(dir.path())
+        .output()
+    {
         Ok(o) => o,
-        Err(e) => panic!("coqc is required for this test (scripts/install-deps.sh installs it): {e}"),
+        Err(e) => {
+            panic!("coqc is required for this test (scripts/install-deps.sh installs it): {e}")
+        }
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "coqc failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("Closed under the global context"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "coqc failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Closed under the global context"),
+        "{stdout}"
+    );
 }

@@ -63,7 +63,9 @@ fn comments_spaced_when_separate(text: &str) -> String {
 /// that continues with a letter or digit), so `n+0` and `n + 0`, `(n:nat)` and `( n : nat )`
 /// lex to the same tokens.
 fn glue_is_safe(prev: Option<char>, next: Option<char>) -> bool {
-    let (Some(p), Some(n)) = (prev, next) else { return true };
+    let (Some(p), Some(n)) = (prev, next) else {
+        return true;
+    };
     let word = |c: char| c.is_ascii_alphanumeric();
     let delim = |c: char| GLUE_SAFE.contains(c);
     (word(p) && delim(n)) || (delim(p) && word(n))
@@ -100,7 +102,8 @@ fn layout(text: &str, glue: bool) -> String {
             }
             out.push_str(&s[last..start]);
             last = i;
-            pending_space = !(glue && glue_is_safe(s[..start].chars().next_back(), s[i..].chars().next()));
+            pending_space =
+                !(glue && glue_is_safe(s[..start].chars().next_back(), s[i..].chars().next()));
             continue;
         }
         if pending_space {
@@ -390,8 +393,14 @@ mod tests {
         let b = L.normalize_statement("Theorem bar  (n : nat) : (* why *) n + 0   = n .");
         assert_eq!(a, "(n:nat) :n+0=n");
         assert_eq!(L.normalize_statement("Lemma c ( n:nat ) :n+0 = n."), a);
-        assert_ne!(L.normalize_statement("Lemma a : x - 1 = y."), L.normalize_statement("Lemma a : x-1 = y."));
-        assert_ne!(L.normalize_statement("Lemma a : f ?x = y."), L.normalize_statement("Lemma a : f?x = y."));
+        assert_ne!(
+            L.normalize_statement("Lemma a : x - 1 = y."),
+            L.normalize_statement("Lemma a : x-1 = y.")
+        );
+        assert_ne!(
+            L.normalize_statement("Lemma a : f ?x = y."),
+            L.normalize_statement("Lemma a : f?x = y.")
+        );
         assert_eq!(a, b);
         assert_ne!(
             L.normalize_statement("Lemma a : x - > y."),

@@ -335,6 +335,60 @@ pub fn comments_stripped(text: &str) -> String {
     out
 }
 
+/// The first comment glued to the character before it (`idtac.(* … *)`, `` `(* `` …), as a
+/// byte offset of its `(`. Coq lexes symbols greedily from its keyword table, so `.(`, `` `( ``
+/// and the like are tokens and the `*` after them is not a comment start for Coq: a splitter
+/// that took it for one would disagree with Coq on where the sentence ends. Untrusted text
+/// with such a comment is refused (an honest comment has a blank before it).
+pub fn glued_comment(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    comments(text)
+        .into_iter()
+        .map(|r| r.start)
+        .find(|&start| start > 0 && !is_blank(b[start - 1]))
+}
+
+/// Quotation heads that put a tactic (or another elaborator) inside a term: `ltac:(…)`,
+/// `ltac2:(…)`, `constr:(…)`, …
+pub const TERM_QUOTATIONS: &[&str] = &[
+    "ltac",
+    "ltac1",
+    "ltac2",
+    "mltac",
+    "constr",
+    "open_constr",
+    "uconstr",
+    "preterm",
+    "ident",
+    "pattern",
+    "reference",
+];
+
+/// The first tactic-in-term quotation (`ltac:(…)`, `constr:(…)`, …) outside comments and
+/// strings, as `(byte offset, head)`. A term that runs a tactic can mean different things in
+/// different environments (it may look names up), so untrusted statements may not hold one.
+pub fn term_quotation(text: &str) -> Option<(usize, &str)> {
+    let b = text.as_bytes();
+    identifiers(text).into_iter().find_map(|r| {
+        let word = &text[r.clone()];
+        if !TERM_QUOTATIONS.contains(&word) {
+            return None;
+        }
+        let mut j = r.end;
+        while j < b.len() && is_blank(b[j]) {
+            j += 1;
+        }
+        if b.get(j) != Some(&b':') {
+            return None;
+        }
+        j += 1;
+        while j < b.len() && is_blank(b[j]) {
+            j += 1;
+        }
+        (b.get(j) == Some(&b'(')).then_some((r.start, word))
+    })
+}
+
 /// Byte ranges of the comments (outermost only, `(*` to `*)` inclusive; an unclosed one runs
 /// to the end), outside strings, in order.
 pub fn comments(text: &str) -> Vec<Range<usize>> {

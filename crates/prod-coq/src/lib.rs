@@ -60,8 +60,9 @@ pub mod statement;
 pub use head::{first_word, sentence_head, Control, Head};
 pub use language::{collapse_layout, is_theorem_keyword, normalize_layout, CoqLanguage, GLUE_SAFE};
 pub use lexer::{
-    comments, comments_blanked, comments_stripped, identifiers, is_identifier, line_col, sentences,
-    LexError, LexErrorKind, Lexed, Sentence, SentenceKind,
+    comments, comments_blanked, comments_stripped, glued_comment, identifiers, is_identifier,
+    line_col, sentences, term_quotation, LexError, LexErrorKind, Lexed, Sentence, SentenceKind,
+    TERM_QUOTATIONS,
 };
 pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};
 
@@ -69,7 +70,32 @@ pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS
 /// a step using one needs the Hammer plugin loaded (checker), and is replaced by `hammer.` in
 /// datasets (paper Appendix A.3).
 pub const COQHAMMER_TACTICS: &[&str] = &[
-    "sauto", "hauto", "qauto", "lauto", "sfirstorder", "qfirstorder", "hfirstorder", "sintuition", "qintuition",
-    "strivial", "qsimpl", "ssimpl", "scrush", "hcrush", "srun", "sdone", "seasy", "scongruence", "hecrush",
-    "hfcrush", "hrauto", "hsimpl", "hyelles", "yelles", "ycrush", "yreconstr", "yauto", "hammer",
+    "sauto",
+    "hauto",
+    "qauto",
+    "lauto",
+    "sfirstorder",
+    "qfirstorder",
+    "hfirstorder",
+    "sintuition",
+    "qintuition",
+    "strivial",
+    "qsimpl",
+    "ssimpl",
+    "scrush",
+    "hcrush",
+    "srun",
+    "sdone",
+    "seasy",
+    "scongruence",
+    "hecrush",
+    "hfcrush",
+    "hrauto",
+    "hsimpl",
+    "hyelles",
+    "yelles",
+    "ycrush",
+    "yreconstr",
+    "yauto",
+    "hammer",
 ];

@@ -91,6 +91,12 @@ pub enum StatementError {
     Ellipsis,
     #[error("line {line}, column {column}: comment glued to the previous character (put a blank before `(*`)")]
     GluedComment { line: usize, column: usize },
+    #[error("line {line}, column {column}: `{head}:(…)` runs a tactic inside the statement; a statement must mean the same wherever it is read")]
+    Quotation {
+        line: usize,
+        column: usize,
+        head: String,
+    },
     #[error("statement does not re-render as one sentence: {0}")]
     Rendering(String),
     #[error("line {line}, column {column}: {what}")]
@@ -119,11 +125,19 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     }
     // A comment glued after a character may be lexed by Coq as part of a token (`x.(* c *)`
     // is `.(` `*` …), so blanking it could change the sentence; refuse it.
-    for r in crate::lexer::comments(text) {
-        if r.start > 0 && !is_blank(text.as_bytes()[r.start - 1]) {
-            let (line, column) = line_col(text, r.start);
-            return Err(StatementError::GluedComment { line, column });
-        }
+    if let Some(start) = crate::lexer::glued_comment(text) {
+        let (line, column) = line_col(text, start);
+        return Err(StatementError::GluedComment { line, column });
+    }
+    // A term that runs a tactic elaborates differently in different environments (the node
+    // that proposes a lemma has other proposals in scope, the node that proves it does not).
+    if let Some((pos, head)) = crate::lexer::term_quotation(text) {
+        let (line, column) = line_col(text, pos);
+        return Err(StatementError::Quotation {
+            line,
+            column,
+            head: head.to_string(),
+        });
     }
     // Comments blanked byte for byte: offsets in `s` are offsets in `text`.
     let blanked = comments_blanked(text);
@@ -452,6 +466,17 @@ mod tests {
             GluedComment { .. }
         ));
         assert!(matches!(err(""), SentenceCount(0)));
+        for q in [
+            "Lemma aux : ltac:(first [exact False | exact True]).",
+            "Lemma aux : ltac2 :(exact True).",
+            "Lemma aux (n : nat) : n = constr:(0).",
+            "Lemma aux : (* c *) uconstr:(True).",
+        ] {
+            assert!(matches!(err(q), Quotation { .. }), "{q}");
+        }
+        // Only a quotation head followed by `:` is one: a binder or a field may be so named.
+        assert!(parse_statement("Lemma ok (constr : nat) : constr = constr.").is_ok());
+        assert!(parse_statement("Lemma ok (ident : nat) : \"ltac:(x)\" = \"\".").is_ok());
     }
 
     #[test]

@@ -113,7 +113,11 @@ pub mod tests_support {
         }
         fn lemma_name(&self, statement: &str) -> Option<String> {
             let rest = statement.trim().strip_prefix("Lemma")?;
-            let name: String = rest.trim_start().chars().take_while(|&c| is_ident_char(c)).collect();
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|&c| is_ident_char(c))
+                .collect();
             (!name.is_empty()).then_some(name)
         }
         fn normalize_statement(&self, statement: &str) -> String {
@@ -146,7 +150,9 @@ pub mod tests_support {
             out
         }
         fn remove_references(&self, text: &str, name: &str) -> String {
-            text.split_inclusive('.').filter(|s| !self.mentions(s, name)).collect()
+            text.split_inclusive('.')
+                .filter(|s| !self.mentions(s, name))
+                .collect()
         }
         fn render_admitted(&self, statement: &str) -> String {
             format!("{} Admitted.", statement.trim())

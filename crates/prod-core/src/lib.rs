@@ -19,5 +19,7 @@ pub mod tree;
 pub use assembly::{assemble, AssembledLemma, AssembledProof, AssemblyError};
 pub use conditional::{ConditionalProof, ParseError, ParseErrorKind, T0};
 pub use language::{collapse_whitespace, ProofLanguage};
-pub use pass_at_k::{estimate as estimate_pass_at_k, pass_at_k, DepthTable, PassAtK, TheoremOutcome};
+pub use pass_at_k::{
+    estimate as estimate_pass_at_k, pass_at_k, DepthTable, PassAtK, TheoremOutcome,
+};
 pub use tree::{solve, GlobalVerdict, GoalId, LocalVerdict, Node, Solution};

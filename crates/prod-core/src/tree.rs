@@ -128,7 +128,8 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
     // Intern contexts and goals so the fixed point runs on integers.
     let lemma_total: usize = nodes.iter().map(|n| n.proof.lemma_count()).sum();
     let mut contexts: HashMap<&str, usize> = HashMap::new();
-    let mut goals: HashMap<(usize, String), GoalId> = HashMap::with_capacity(nodes.len() + lemma_total);
+    let mut goals: HashMap<(usize, String), GoalId> =
+        HashMap::with_capacity(nodes.len() + lemma_total);
     let mut node_goal = Vec::with_capacity(nodes.len());
     let mut lemma_goals = Vec::with_capacity(nodes.len());
     for n in nodes {
@@ -136,7 +137,9 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
         let c = *contexts.entry(n.context.as_str()).or_insert(next);
         let mut intern = |stmt: &str| {
             let next = goals.len();
-            *goals.entry((c, lang.normalize_statement(stmt))).or_insert(next)
+            *goals
+                .entry((c, lang.normalize_statement(stmt)))
+                .or_insert(next)
         };
         node_goal.push(intern(&n.statement));
         lemma_goals.push(n.proof.lemmas().map(&mut intern).collect::<Vec<_>>());
@@ -144,8 +147,12 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
     let goal_count = goals.len();
     drop(goals);
 
-    let definite = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| v == LocalVerdict::Correct);
-    let possible = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| v != LocalVerdict::Incorrect);
+    let definite = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| {
+        v == LocalVerdict::Correct
+    });
+    let possible = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| {
+        v != LocalVerdict::Incorrect
+    });
     let verdicts = (0..nodes.len())
         .map(|i| match (definite.correct[i], possible.correct[i]) {
             (true, _) => GlobalVerdict::Correct,
@@ -153,7 +160,13 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
             (false, true) => GlobalVerdict::Undetermined,
         })
         .collect();
-    Solution { verdicts, height: definite.height, node_goal, lemma_goals, witness: definite.witness }
+    Solution {
+        verdicts,
+        height: definite.height,
+        node_goal,
+        lemma_goals,
+        witness: definite.witness,
+    }
 }
 
 struct FixedPoint {
@@ -203,11 +216,16 @@ fn fixed_point(
     let mut correct = vec![false; n];
     let mut height = vec![None; n];
     let mut witness: Vec<Option<usize>> = vec![None; goal_count];
-    let mut queue: VecDeque<usize> = (0..n).filter(|&i| pending[i] == 0 && accept(nodes[i].local)).collect();
+    let mut queue: VecDeque<usize> = (0..n)
+        .filter(|&i| pending[i] == 0 && accept(nodes[i].local))
+        .collect();
     while let Some(i) = queue.pop_front() {
         correct[i] = true;
         // Every goal `i` waits on already has a witness (that is why `i` was queued).
-        let h = distinct[i].iter().filter_map(|&g| witness[g].and_then(|w| height[w])).max();
+        let h = distinct[i]
+            .iter()
+            .filter_map(|&g| witness[g].and_then(|w| height[w]))
+            .max();
         height[i] = Some(h.map_or(0, |h: u32| h + 1));
         let g = node_goal[i];
         if witness[g].is_none() {
@@ -220,7 +238,11 @@ fn fixed_point(
             }
         }
     }
-    FixedPoint { correct, height, witness }
+    FixedPoint {
+        correct,
+        height,
+        witness,
+    }
 }
 
 #[cfg(test)]
@@ -239,14 +261,28 @@ mod tests {
     }
 
     fn verdicts(nodes: &[Node]) -> Vec<Option<bool>> {
-        solve(nodes, &ToyLanguage).verdicts().iter().map(|v| v.as_bool()).collect()
+        solve(nodes, &ToyLanguage)
+            .verdicts()
+            .iter()
+            .map(|v| v.as_bool())
+            .collect()
     }
 
     #[test]
     fn leaf_and_parent() {
         let nodes = [
-            node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> apply a.", Some(true)),
-            node("a", "Lemma other_name :   A.", "<no_invoke> auto.", Some(true)),
+            node(
+                "root",
+                "Lemma r : R.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> apply a.",
+                Some(true),
+            ),
+            node(
+                "a",
+                "Lemma other_name :   A.",
+                "<no_invoke> auto.",
+                Some(true),
+            ),
         ];
         assert_eq!(verdicts(&nodes), [Some(true), Some(true)]);
         let s = solve(&nodes, &ToyLanguage);
@@ -257,7 +293,12 @@ mod tests {
     #[test]
     fn missing_or_wrong_child_fails() {
         let nodes = [
-            node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> apply a.", Some(true)),
+            node(
+                "root",
+                "Lemma r : R.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> apply a.",
+                Some(true),
+            ),
             node("a", "Lemma a : A.", "<no_invoke> auto.", Some(false)),
         ];
         assert_eq!(verdicts(&nodes), [Some(false), Some(false)]);
@@ -266,9 +307,24 @@ mod tests {
     #[test]
     fn cycles_prove_nothing() {
         let nodes = [
-            node("a", "Lemma a : A.", "<use_invoke> <invoke> Lemma b : B. </invoke> x.", Some(true)),
-            node("b", "Lemma b : B.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.", Some(true)),
-            node("self", "Lemma c : C.", "<use_invoke> <invoke> Lemma c : C. </invoke> x.", Some(true)),
+            node(
+                "a",
+                "Lemma a : A.",
+                "<use_invoke> <invoke> Lemma b : B. </invoke> x.",
+                Some(true),
+            ),
+            node(
+                "b",
+                "Lemma b : B.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+                Some(true),
+            ),
+            node(
+                "self",
+                "Lemma c : C.",
+                "<use_invoke> <invoke> Lemma c : C. </invoke> x.",
+                Some(true),
+            ),
         ];
         assert_eq!(verdicts(&nodes), [Some(false), Some(false), Some(false)]);
     }
@@ -276,8 +332,18 @@ mod tests {
     #[test]
     fn cycle_broken_by_another_sample() {
         let nodes = [
-            node("a", "Lemma a : A.", "<use_invoke> <invoke> Lemma b : B. </invoke> x.", Some(true)),
-            node("b", "Lemma b : B.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.", Some(true)),
+            node(
+                "a",
+                "Lemma a : A.",
+                "<use_invoke> <invoke> Lemma b : B. </invoke> x.",
+                Some(true),
+            ),
+            node(
+                "b",
+                "Lemma b : B.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+                Some(true),
+            ),
             node("b2", "Lemma b : B.", "<no_invoke> y.", Some(true)),
         ];
         assert_eq!(verdicts(&nodes), [Some(true), Some(true), Some(true)]);
@@ -289,16 +355,34 @@ mod tests {
     fn contexts_separate_goals() {
         let mut child = node("a", "Lemma a : A.", "<no_invoke> auto.", Some(true));
         child.context = "other".into();
-        let nodes = [node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.", Some(true)), child];
+        let nodes = [
+            node(
+                "root",
+                "Lemma r : R.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+                Some(true),
+            ),
+            child,
+        ];
         assert_eq!(verdicts(&nodes), [Some(false), Some(true)]);
     }
 
     #[test]
     fn unknown_is_neither() {
         let nodes = [
-            node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.", Some(true)),
+            node(
+                "root",
+                "Lemma r : R.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+                Some(true),
+            ),
             node("a", "Lemma a : A.", "<no_invoke> auto.", None),
-            node("bad", "Lemma z : Z.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.", Some(false)),
+            node(
+                "bad",
+                "Lemma z : Z.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+                Some(false),
+            ),
         ];
         assert_eq!(verdicts(&nodes), [None, None, Some(false)]);
     }
@@ -306,7 +390,12 @@ mod tests {
     #[test]
     fn every_lemma_needs_a_proof() {
         let nodes = [
-            node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> <invoke> Lemma b : B. </invoke> x.", Some(true)),
+            node(
+                "root",
+                "Lemma r : R.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> <invoke> Lemma b : B. </invoke> x.",
+                Some(true),
+            ),
             node("a", "Lemma a : A.", "<no_invoke> auto.", Some(true)),
         ];
         assert_eq!(verdicts(&nodes), [Some(false), Some(true)]);
@@ -315,8 +404,18 @@ mod tests {
     #[test]
     fn witness_has_minimal_height() {
         let nodes = [
-            node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.", Some(true)),
-            node("a_deep", "Lemma a : A.", "<use_invoke> <invoke> Lemma b : B. </invoke> x.", Some(true)),
+            node(
+                "root",
+                "Lemma r : R.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+                Some(true),
+            ),
+            node(
+                "a_deep",
+                "Lemma a : A.",
+                "<use_invoke> <invoke> Lemma b : B. </invoke> x.",
+                Some(true),
+            ),
             node("b", "Lemma b : B.", "<no_invoke> x.", Some(true)),
             node("a_flat", "Lemma a : A.", "<no_invoke> x.", Some(true)),
         ];

@@ -87,7 +87,10 @@ pub type Result<T> = std::result::Result<T, PolicyError>;
 
 impl PolicyError {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        PolicyError::Io { path: path.display().to_string(), source }
+        PolicyError::Io {
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 
@@ -97,7 +100,10 @@ mod tests;
 /// Loads a model directory (`config.json`, `model.safetensors` or shards, `tokenizer.json`).
 /// ProD's special tokens are added to the tokenizer if missing, and the model's vocabulary
 /// grows to match (new rows = mean embedding, see [`Llama::resize_vocab`]).
-pub fn load_model_dir(dir: &std::path::Path, device: &candle_core::Device) -> Result<(Llama, ProdTokenizer)> {
+pub fn load_model_dir(
+    dir: &std::path::Path,
+    device: &candle_core::Device,
+) -> Result<(Llama, ProdTokenizer)> {
     let mut model = Llama::load(dir, device)?;
     let tok = ProdTokenizer::from_file(&dir.join("tokenizer.json"), model.config().eos_id())?;
     if tok.vocab_size() > model.config().vocab_size {

@@ -100,7 +100,10 @@ impl Queue {
         tx.batch_execute(&format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK});"))?;
         tx.batch_execute(SCHEMA)?;
         tx.commit()?;
-        Ok(Queue { client, run: run.to_string() })
+        Ok(Queue {
+            client,
+            run: run.to_string(),
+        })
     }
 
     /// Add jobs (`item` names a job within the run; a job already there is left as it is, so
@@ -112,7 +115,11 @@ impl Queue {
     /// [`Queue::submit`] for workers whose checker fingerprint is `want` only (`None`: any
     /// worker). A job that ended in an infrastructure failure is opened again (a resumed run
     /// asks once more; the failure was never a verdict about the proof).
-    pub fn submit_for(&mut self, jobs: &[(String, CheckRequest)], want: Option<&str>) -> Result<u64> {
+    pub fn submit_for(
+        &mut self,
+        jobs: &[(String, CheckRequest)],
+        want: Option<&str>,
+    ) -> Result<u64> {
         let mut tx = self.client.transaction()?;
         let stmt = tx.prepare(
             "INSERT INTO prod_check_jobs (run, item, position, request, want) VALUES ($1, $2, $3, $4, $5)
@@ -121,7 +128,12 @@ impl Queue {
              WHERE prod_check_jobs.state = 'done' AND prod_check_jobs.verdict->>'verdict' = 'infra'",
         )?;
         let mut added = 0;
-        let base: i64 = tx.query_one("SELECT COALESCE(MAX(position) + 1, 0) FROM prod_check_jobs WHERE run = $1", &[&self.run])?.get(0);
+        let base: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM prod_check_jobs WHERE run = $1",
+                &[&self.run],
+            )?
+            .get(0);
         for (i, (item, req)) in jobs.iter().enumerate() {
             let v = serde_json::to_value(req).map_err(|e| QueueError::Data(e.to_string()))?;
             added += tx.execute(&stmt, &[&self.run, item, &(base + i as i64), &v, &want])?;
@@ -132,7 +144,13 @@ impl Queue {
 
     /// Claim up to `n` jobs for `lease`: waiting ones, and claimed ones whose lease expired,
     /// among those a checker with `fingerprint` may check.
-    pub fn claim(&mut self, worker: &str, fingerprint: &str, n: usize, lease: Duration) -> Result<Vec<Job>> {
+    pub fn claim(
+        &mut self,
+        worker: &str,
+        fingerprint: &str,
+        n: usize,
+        lease: Duration,
+    ) -> Result<Vec<Job>> {
         let rows = self.client.query(
             "UPDATE prod_check_jobs SET state = 'claimed', claimed_by = $1, claimed_at = now(),
                     lease_until = now() + make_interval(secs => $3), attempts = attempts + 1
@@ -144,20 +162,38 @@ impl Queue {
                  ORDER BY id LIMIT $4
                  FOR UPDATE SKIP LOCKED)
              RETURNING id, item, request, attempts",
-            &[&worker, &self.run, &lease.as_secs_f64(), &(n as i64), &fingerprint],
+            &[
+                &worker,
+                &self.run,
+                &lease.as_secs_f64(),
+                &(n as i64),
+                &fingerprint,
+            ],
         )?;
         let mut jobs = Vec::with_capacity(rows.len());
         for r in rows {
             let v: serde_json::Value = r.get(2);
-            let request = serde_json::from_value(v).map_err(|e| QueueError::Data(format!("job {}: {e}", r.get::<_, i64>(0))))?;
-            jobs.push(Job { id: r.get(0), item: r.get(1), request, attempts: r.get(3) });
+            let request = serde_json::from_value(v)
+                .map_err(|e| QueueError::Data(format!("job {}: {e}", r.get::<_, i64>(0))))?;
+            jobs.push(Job {
+                id: r.get(0),
+                item: r.get(1),
+                request,
+                attempts: r.get(3),
+            });
         }
         Ok(jobs)
     }
 
     /// Record a verdict reached by a checker with `fingerprint`; `false` when `worker` no
     /// longer holds the claim (nothing recorded).
-    pub fn complete(&mut self, job: i64, worker: &str, fingerprint: &str, verdict: &Verdict) -> Result<bool> {
+    pub fn complete(
+        &mut self,
+        job: i64,
+        worker: &str,
+        fingerprint: &str,
+        verdict: &Verdict,
+    ) -> Result<bool> {
         let v = serde_json::to_value(verdict).map_err(|e| QueueError::Data(e.to_string()))?;
         let n = self.client.execute(
             "UPDATE prod_check_jobs SET state = 'done', verdict = $3, done_by = $2,
@@ -190,7 +226,13 @@ impl Queue {
 
     /// The recorded checker configuration of this run, if any.
     pub fn checker_config(&mut self) -> Result<Option<serde_json::Value>> {
-        Ok(self.client.query_opt("SELECT checker FROM prod_check_runs WHERE run = $1", &[&self.run])?.map(|r| r.get(0)))
+        Ok(self
+            .client
+            .query_opt(
+                "SELECT checker FROM prod_check_runs WHERE run = $1",
+                &[&self.run],
+            )?
+            .map(|r| r.get(0)))
     }
 
     /// Waiting jobs by the fingerprint they want (`None`: any worker), most first.
@@ -220,7 +262,10 @@ impl Queue {
     }
 
     /// The recorded verdicts among `items`: (item, verdict, fingerprint it was checked with).
-    pub fn verdicts_of(&mut self, items: &[String]) -> Result<Vec<(String, Verdict, Option<String>)>> {
+    pub fn verdicts_of(
+        &mut self,
+        items: &[String],
+    ) -> Result<Vec<(String, Verdict, Option<String>)>> {
         let rows = self.client.query(
             "SELECT item, verdict, fingerprint FROM prod_check_jobs
              WHERE run = $1 AND state = 'done' AND item = ANY($2)",
@@ -229,7 +274,8 @@ impl Queue {
         rows.into_iter()
             .map(|r| {
                 let v: serde_json::Value = r.get(1);
-                let verdict = serde_json::from_value(v).map_err(|e| QueueError::Data(e.to_string()))?;
+                let verdict =
+                    serde_json::from_value(v).map_err(|e| QueueError::Data(e.to_string()))?;
                 Ok((r.get(0), verdict, r.get(2)))
             })
             .collect()
@@ -287,12 +333,23 @@ pub struct WorkOptions {
 
 impl Default for WorkOptions {
     fn default() -> Self {
-        WorkOptions { batch: 8, lease: Duration::from_secs(900), max_attempts: 3, until_empty: true, poll: Duration::from_millis(500) }
+        WorkOptions {
+            batch: 8,
+            lease: Duration::from_secs(900),
+            max_attempts: 3,
+            until_empty: true,
+            poll: Duration::from_millis(500),
+        }
     }
 }
 
 /// Drain the queue with `checker`.
-pub fn work(queue: &mut Queue, checker: &dyn Checker, worker: &str, opts: &WorkOptions) -> Result<WorkStats> {
+pub fn work(
+    queue: &mut Queue,
+    checker: &dyn Checker,
+    worker: &str,
+    opts: &WorkOptions,
+) -> Result<WorkStats> {
     let mut stats = WorkStats::default();
     let fingerprint = checker.fingerprint();
     let mut warned = false;
@@ -308,7 +365,10 @@ pub fn work(queue: &mut Queue, checker: &dyn Checker, worker: &str, opts: &WorkO
             // Waiting jobs this worker may not take: say why once (a silent worker that never
             // claims anything looks like a hang).
             let waiting = queue.waiting_by_fingerprint()?;
-            if !waiting.iter().any(|(want, _)| want.as_deref().is_none_or(|w| w == fingerprint)) {
+            if !waiting
+                .iter()
+                .any(|(want, _)| want.as_deref().is_none_or(|w| w == fingerprint))
+            {
                 let (want, n) = &waiting[0];
                 eprintln!(
                     "{worker}: {n} waiting checks want a checker with fingerprint\n  {}\nbut this worker's is\n  {fingerprint}\n(another Coq installation or other settings); not taking them",
@@ -374,7 +434,13 @@ pub struct QueueChecker<C: Checker> {
 impl<C: Checker> QueueChecker<C> {
     /// `checker` fixes the fingerprint; it also checks here when `check_here` (otherwise only
     /// other workers do).
-    pub fn new(queue: Queue, checker: C, check_here: bool, worker: &str, opts: WorkOptions) -> Self {
+    pub fn new(
+        queue: Queue,
+        checker: C,
+        check_here: bool,
+        worker: &str,
+        opts: WorkOptions,
+    ) -> Self {
         QueueChecker {
             fingerprint: checker.fingerprint(),
             prover: checker.prover(),
@@ -385,10 +451,19 @@ impl<C: Checker> QueueChecker<C> {
         }
     }
 
-    fn run(&self, requests: &[CheckRequest], progress: prod_check::Progress<'_>, out: &mut [Option<Verdict>]) -> Result<()> {
+    fn run(
+        &self,
+        requests: &[CheckRequest],
+        progress: prod_check::Progress<'_>,
+        out: &mut [Option<Verdict>],
+    ) -> Result<()> {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let items: Vec<String> = requests.iter().map(|r| prod_check::cache_key(&self.fingerprint, r)).collect();
-        let mut index: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+        let items: Vec<String> = requests
+            .iter()
+            .map(|r| prod_check::cache_key(&self.fingerprint, r))
+            .collect();
+        let mut index: std::collections::HashMap<&str, Vec<usize>> =
+            std::collections::HashMap::new();
         let mut jobs = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let slot = index.entry(item.as_str()).or_default();
@@ -407,19 +482,33 @@ impl<C: Checker> QueueChecker<C> {
                 let verdict = if fingerprint.as_deref() == Some(self.fingerprint.as_str()) {
                     verdict
                 } else {
-                    Verdict::infra(format!("queue job {item} was checked with another checker configuration"))
+                    Verdict::infra(format!(
+                        "queue job {item} was checked with another checker configuration"
+                    ))
                 };
                 for &i in index.get(item.as_str()).into_iter().flatten() {
                     progress(i, &verdict);
                     out[i] = Some(verdict.clone());
                 }
             }
-            open.retain(|item| index.get(item.as_str()).and_then(|v| v.first()).is_some_and(|&i| out[i].is_none()));
+            open.retain(|item| {
+                index
+                    .get(item.as_str())
+                    .and_then(|v| v.first())
+                    .is_some_and(|&i| out[i].is_none())
+            });
             if open.is_empty() {
                 break;
             }
             let worked = match &self.local {
-                Some(c) => work_once(&mut q, c, &self.fingerprint, &self.worker, &self.opts, &mut stats)?,
+                Some(c) => work_once(
+                    &mut q,
+                    c,
+                    &self.fingerprint,
+                    &self.worker,
+                    &self.opts,
+                    &mut stats,
+                )?,
                 None => false,
             };
             if !worked {
@@ -439,11 +528,22 @@ impl<C: Checker> Checker for QueueChecker<C> {
         self.fingerprint.clone()
     }
 
-    fn check_batch(&self, requests: &[CheckRequest], progress: prod_check::Progress<'_>) -> Vec<Verdict> {
+    fn check_batch(
+        &self,
+        requests: &[CheckRequest],
+        progress: prod_check::Progress<'_>,
+    ) -> Vec<Verdict> {
         let mut out: Vec<Option<Verdict>> = vec![None; requests.len()];
         let err = self.run(requests, progress, &mut out).err();
         out.into_iter()
-            .map(|v| v.unwrap_or_else(|| Verdict::infra(format!("check queue: {}", err.as_ref().map_or("no verdict".into(), |e| e.to_string())))))
+            .map(|v| {
+                v.unwrap_or_else(|| {
+                    Verdict::infra(format!(
+                        "check queue: {}",
+                        err.as_ref().map_or("no verdict".into(), |e| e.to_string())
+                    ))
+                })
+            })
             .collect()
     }
 }

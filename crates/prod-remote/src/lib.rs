@@ -147,20 +147,35 @@ impl RemotePolicy {
     /// `tok` is the model's tokenizer (with ProD's special tokens): prompts are built with it.
     pub fn new(cfg: RemoteConfig, tok: ProdTokenizer) -> Result<Self, PolicyError> {
         if cfg.max_concurrency == 0 || cfg.max_n_per_request == 0 {
-            return Err(err("max_concurrency and max_n_per_request must be at least 1"));
+            return Err(err(
+                "max_concurrency and max_n_per_request must be at least 1",
+            ));
         }
         if !(cfg.base_url.starts_with("http://") || cfg.base_url.starts_with("https://")) {
-            return Err(err(format!("base_url must start with http:// or https://, got {:?}", cfg.base_url)));
+            return Err(err(format!(
+                "base_url must start with http:// or https://, got {:?}",
+                cfg.base_url
+            )));
         }
         let api_key = match &cfg.api_key_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| err(format!("environment variable {var} (api_key_env) is not set")))?),
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                err(format!(
+                    "environment variable {var} (api_key_env) is not set"
+                ))
+            })?),
             None => None,
         };
         let client = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(cfg.timeout_s.max(1)))
             .build()
             .map_err(|e| err(format!("cannot build the HTTP client: {e}")))?;
-        Ok(RemotePolicy { cfg, tok, client, api_key, requests_sent: AtomicUsize::new(0) })
+        Ok(RemotePolicy {
+            cfg,
+            tok,
+            client,
+            api_key,
+            requests_sent: AtomicUsize::new(0),
+        })
     }
 
     /// The tokenizer prompts are built with.
@@ -177,7 +192,11 @@ impl RemotePolicy {
     }
 
     /// POST `body` as JSON, retrying transport errors, 408, 429 and 5xx with backoff.
-    pub(crate) fn post(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, PolicyError> {
+    pub(crate) fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, PolicyError> {
         let url = self.url(path);
         let mut backoff = Duration::from_millis(self.cfg.backoff_ms);
         let mut last = String::new();
@@ -197,10 +216,16 @@ impl RemotePolicy {
                     let status = resp.status();
                     let text = resp.text().unwrap_or_default();
                     if status.is_success() {
-                        return serde_json::from_str(&text)
-                            .map_err(|e| err(format!("{url}: the server's answer is not JSON ({e}): {}", clip(&text))));
+                        return serde_json::from_str(&text).map_err(|e| {
+                            err(format!(
+                                "{url}: the server's answer is not JSON ({e}): {}",
+                                clip(&text)
+                            ))
+                        });
                     }
-                    let retry = status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429;
+                    let retry = status.is_server_error()
+                        || status.as_u16() == 408
+                        || status.as_u16() == 429;
                     last = format!("{url}: HTTP {status}: {}", clip(&text));
                     if !retry {
                         return Err(err(format!(
@@ -211,13 +236,22 @@ impl RemotePolicy {
                 }
             }
         }
-        Err(err(format!("no answer after {} tries: {last}", self.cfg.retries + 1)))
+        Err(err(format!(
+            "no answer after {} tries: {last}",
+            self.cfg.retries + 1
+        )))
     }
 
     /// The prompt ids of a request (context tail + statement + forced `t0`).
-    pub fn prompt_ids(&self, context: &str, statement: &str, forced: Option<T0>) -> Result<Vec<u32>, PolicyError> {
-        let ids = prod_policy::prompt::prompt_ids(&self.tok, context, statement, self.cfg.context_tokens)
-            .map_err(|e| err(format!("prompt: {e}")))?;
+    pub fn prompt_ids(
+        &self,
+        context: &str,
+        statement: &str,
+        forced: Option<T0>,
+    ) -> Result<Vec<u32>, PolicyError> {
+        let ids =
+            prod_policy::prompt::prompt_ids(&self.tok, context, statement, self.cfg.context_tokens)
+                .map_err(|e| err(format!("prompt: {e}")))?;
         Ok(match forced {
             Some(t0) => prod_policy::prompt::with_forced_t0(&self.tok, &ids, t0),
             None => ids,
@@ -227,15 +261,26 @@ impl RemotePolicy {
     pub(crate) fn prompt_value(&self, ids: &[u32]) -> Result<serde_json::Value, PolicyError> {
         Ok(match self.cfg.prompt_format {
             PromptFormat::TokenIds => serde_json::json!(ids),
-            PromptFormat::Text => serde_json::json!(self.tok.decode(ids).map_err(|e| err(format!("decode: {e}")))?),
+            PromptFormat::Text => serde_json::json!(self
+                .tok
+                .decode(ids)
+                .map_err(|e| err(format!("decode: {e}")))?),
         })
     }
 
     /// `n` completions of one prompt, split into requests of at most `max_n_per_request`.
-    fn complete(&self, ids: &[u32], n: usize, seed_offset: u64) -> Result<Vec<String>, PolicyError> {
+    fn complete(
+        &self,
+        ids: &[u32],
+        n: usize,
+        seed_offset: u64,
+    ) -> Result<Vec<String>, PolicyError> {
         let mut out = Vec::with_capacity(n);
         let mut part = 0u64;
-        let end = self.tok.decode(&[self.tok.end_id()]).map_err(|e| err(format!("decode: {e}")))?;
+        let end = self
+            .tok
+            .decode(&[self.tok.end_id()])
+            .map_err(|e| err(format!("decode: {e}")))?;
         while out.len() < n {
             let k = (n - out.len()).min(self.cfg.max_n_per_request);
             let mut body = api::CompletionRequest {
@@ -246,18 +291,28 @@ impl RemotePolicy {
                 top_p: self.cfg.top_p,
                 max_tokens: self.cfg.max_tokens,
                 stop: vec![end.clone()],
-                seed: self.cfg.seed.map(|s| s.wrapping_add(seed_offset).wrapping_add(part)),
+                seed: self
+                    .cfg
+                    .seed
+                    .map(|s| s.wrapping_add(seed_offset).wrapping_add(part)),
                 logprobs: None,
                 extra: HashMap::new(),
             };
             if matches!(self.cfg.server, ServerKind::Vllm | ServerKind::Sglang) {
                 // The conditional proof's `<invoke>`s are special tokens: keep them in the text.
-                body.extra.insert("skip_special_tokens".into(), serde_json::json!(false));
-                body.extra.insert("spaces_between_special_tokens".into(), serde_json::json!(false));
+                body.extra
+                    .insert("skip_special_tokens".into(), serde_json::json!(false));
+                body.extra.insert(
+                    "spaces_between_special_tokens".into(),
+                    serde_json::json!(false),
+                );
             }
-            let v = self.post("/v1/completions", &serde_json::to_value(&body).map_err(|e| err(e.to_string()))?)?;
-            let resp: api::CompletionResponse =
-                serde_json::from_value(v).map_err(|e| err(format!("unexpected /v1/completions answer: {e}")))?;
+            let v = self.post(
+                "/v1/completions",
+                &serde_json::to_value(&body).map_err(|e| err(e.to_string()))?,
+            )?;
+            let resp: api::CompletionResponse = serde_json::from_value(v)
+                .map_err(|e| err(format!("unexpected /v1/completions answer: {e}")))?;
             if resp.choices.len() != k {
                 return Err(err(format!(
                     "asked for n = {k} completions, got {} (set max_n_per_request = 1 for this server)",
@@ -273,15 +328,29 @@ impl RemotePolicy {
     }
 
     /// `P(a) / (P(a) + P(b))` for the next token after each prompt.
-    pub fn pair_probabilities(&self, prompts: &[Vec<u32>], a: u32, b: u32) -> Result<Vec<PairEstimate>, PolicyError> {
-        self.parallel(prompts.len(), |i| probability::pair(self, &prompts[i], a, b))
+    pub fn pair_probabilities(
+        &self,
+        prompts: &[Vec<u32>],
+        a: u32,
+        b: u32,
+    ) -> Result<Vec<PairEstimate>, PolicyError> {
+        self.parallel(prompts.len(), |i| {
+            probability::pair(self, &prompts[i], a, b)
+        })
     }
 
     /// The value `V(x) = P(<true>) / (P(<true>) + P(<false>))` for each (context, statement).
     pub fn value(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
-        let prompts = goals.iter().map(|(c, s)| self.prompt_ids(c, s, None)).collect::<Result<Vec<_>, _>>()?;
+        let prompts = goals
+            .iter()
+            .map(|(c, s)| self.prompt_ids(c, s, None))
+            .collect::<Result<Vec<_>, _>>()?;
         let (t, f) = (self.tok.true_id(), self.tok.false_id());
-        Ok(self.pair_probabilities(&prompts, t, f)?.into_iter().map(|e| e.p).collect())
+        Ok(self
+            .pair_probabilities(&prompts, t, f)?
+            .into_iter()
+            .map(|e| e.p)
+            .collect())
     }
 
     /// Run `f(0..n)` on at most `max_concurrency` threads; results in order, first error wins.
@@ -290,7 +359,8 @@ impl RemotePolicy {
         n: usize,
         f: impl Fn(usize) -> Result<T, PolicyError> + Sync,
     ) -> Result<Vec<T>, PolicyError> {
-        let results: Vec<Mutex<Option<Result<T, PolicyError>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+        let results: Vec<Mutex<Option<Result<T, PolicyError>>>> =
+            (0..n).map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let failed = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -352,7 +422,9 @@ impl Policy for RemotePolicy {
                 }
             }
         }
-        let texts = self.parallel(groups.len(), |g| self.complete(&groups[g].0, groups[g].1.len(), g as u64 * 1000))?;
+        let texts = self.parallel(groups.len(), |g| {
+            self.complete(&groups[g].0, groups[g].1.len(), g as u64 * 1000)
+        })?;
         let mut out = vec![String::new(); requests.len()];
         for ((_, members), texts) in groups.iter().zip(texts) {
             for (&i, t) in members.iter().zip(texts) {
@@ -363,8 +435,15 @@ impl Policy for RemotePolicy {
     }
 
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
-        let prompts = goals.iter().map(|(c, s)| self.prompt_ids(c, s, None)).collect::<Result<Vec<_>, _>>()?;
+        let prompts = goals
+            .iter()
+            .map(|(c, s)| self.prompt_ids(c, s, None))
+            .collect::<Result<Vec<_>, _>>()?;
         let (a, b) = (self.tok.use_invoke_id(), self.tok.no_invoke_id());
-        Ok(self.pair_probabilities(&prompts, a, b)?.into_iter().map(|e| e.p).collect())
+        Ok(self
+            .pair_probabilities(&prompts, a, b)?
+            .into_iter()
+            .map(|e| e.p)
+            .collect())
     }
 }

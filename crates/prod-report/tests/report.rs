@@ -7,7 +7,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use prod_report::{figures, render_html, render_markdown, DepthCell, Evaluation, PassAtK, RoundMetrics, RunReport};
+use prod_report::{
+    figures, render_html, render_markdown, DepthCell, Evaluation, PassAtK, RoundMetrics, RunReport,
+};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
@@ -24,13 +26,23 @@ fn expect(path: &Path, actual: &str) {
     }
     let want = std::fs::read_to_string(path)
         .unwrap_or_else(|_| panic!("missing {}: run with UPDATE_EXPECT=1", path.display()));
-    assert_eq!(actual, want, "output differs from {} (UPDATE_EXPECT=1 to refresh)", path.display());
+    assert_eq!(
+        actual,
+        want,
+        "output differs from {} (UPDATE_EXPECT=1 to refresh)",
+        path.display()
+    );
 }
 
 /// Well-formed, finite coordinates, and no non-number leaked into the text.
 fn assert_valid_svg(svg: &str, what: &str) {
-    let elements = common::check(svg).unwrap_or_else(|e| panic!("{what}: not well-formed: {e}\n{svg}"));
-    assert_eq!(elements.first().map(|e| e.0.as_str()), Some("svg"), "{what}: root is <svg>");
+    let elements =
+        common::check(svg).unwrap_or_else(|e| panic!("{what}: not well-formed: {e}\n{svg}"));
+    assert_eq!(
+        elements.first().map(|e| e.0.as_str()),
+        Some("svg"),
+        "{what}: root is <svg>"
+    );
     common::check_numbers(&elements).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         !svg.contains("NaN") && !svg.contains("inf\"") && !svg.contains(">inf"),
@@ -39,11 +51,19 @@ fn assert_valid_svg(svg: &str, what: &str) {
 }
 
 fn assert_valid_html(html: &str, what: &str) {
-    let elements = common::check(html).unwrap_or_else(|e| panic!("{what}: HTML not well-formed: {e}"));
+    let elements =
+        common::check(html).unwrap_or_else(|e| panic!("{what}: HTML not well-formed: {e}"));
     assert_eq!(elements.first().map(|e| e.0.as_str()), Some("html"));
     common::check_numbers(&elements).unwrap_or_else(|e| panic!("{what}: {e}"));
     // Self-contained: nothing is fetched and nothing runs.
-    for bad in ["<script", "src=\"", "href=\"http", "<link", "@import", "url("] {
+    for bad in [
+        "<script",
+        "src=\"",
+        "href=\"http",
+        "<link",
+        "@import",
+        "url(",
+    ] {
         assert!(!html.contains(bad), "{what}: HTML contains {bad}");
     }
 }
@@ -61,7 +81,10 @@ fn golden() {
         let stem = input.file_stem().unwrap().to_string_lossy().to_string();
         let report = prod_report::parse(&std::fs::read_to_string(&input).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", input.display()));
-        expect(&data_dir().join(format!("{stem}.md")), &render_markdown(&report));
+        expect(
+            &data_dir().join(format!("{stem}.md")),
+            &render_markdown(&report),
+        );
         let figs = figures(&report);
         let mut produced = BTreeSet::new();
         for f in &figs {
@@ -73,7 +96,10 @@ fn golden() {
         // No stale expectation: every NAME.*.svg on disk is still produced.
         for e in std::fs::read_dir(data_dir()).unwrap() {
             let name = e.unwrap().file_name().to_string_lossy().to_string();
-            if name.starts_with(&format!("{stem}.")) && name.ends_with(".svg") && !produced.contains(&name) {
+            if name.starts_with(&format!("{stem}."))
+                && name.ends_with(".svg")
+                && !produced.contains(&name)
+            {
                 if update() {
                     std::fs::remove_file(data_dir().join(&name)).unwrap();
                 } else {
@@ -84,7 +110,11 @@ fn golden() {
         let html = render_html(&report);
         assert_valid_html(&html, &stem);
         for f in &figs {
-            assert!(html.contains(&f.svg), "{stem}: the HTML inlines figure {}", f.id);
+            assert!(
+                html.contains(&f.svg),
+                "{stem}: the HTML inlines figure {}",
+                f.id
+            );
         }
     }
 }
@@ -111,15 +141,25 @@ fn full_report_has_every_section_and_figure() {
         ]
     );
     let md = render_markdown(&r);
-    assert!(md.contains("| ProD-RL round 3 | test | 0.7 | 16 | 227 | 20.3% (17.0–23.8) |"), "{md}");
+    assert!(
+        md.contains("| ProD-RL round 3 | test | 0.7 | 16 | 227 | 20.3% (17.0–23.8) |"),
+        "{md}"
+    );
     // The temperature sweep groups the three SFT evaluations, and only them.
     assert!(md.contains("#### SFT w/o lemma proposal (test, n = 16)"));
     assert_eq!(md.matches("### Temperature sweep").count(), 1);
     // Round totals: time per phase summed.
-    assert!(md.contains("| total | 703 |  | 3072 | 633 | 447 |  |  |  |  | 181.1 | 246.2 | 122.8 |"), "{md}");
+    assert!(
+        md.contains("| total | 703 |  | 3072 | 633 | 447 |  |  |  |  | 181.1 | 246.2 | 122.8 |"),
+        "{md}"
+    );
     // Infra-reduced theorem count is shown, not hidden.
     assert!(md.contains("17.0% (14.0–20.0), 225 judged"), "{md}");
-    assert!(prod_report::warnings(&r).is_empty(), "{:?}", prod_report::warnings(&r));
+    assert!(
+        prod_report::warnings(&r).is_empty(),
+        "{:?}",
+        prod_report::warnings(&r)
+    );
 }
 
 #[test]
@@ -133,11 +173,17 @@ fn serde_round_trip() {
 fn hostile_names_are_escaped() {
     let r = load("hostile.json");
     let html = render_html(&r);
-    assert!(!html.contains("<script"), "markup from the run file is escaped");
+    assert!(
+        !html.contains("<script"),
+        "markup from the run file is escaped"
+    );
     assert!(!html.contains("<svg onload"));
     assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
     assert!(!html.contains('\u{0}') && !html.contains('\u{1b}'));
-    assert!(!html.contains('\u{202e}'), "a right-to-left override cannot reorder the report");
+    assert!(
+        !html.contains('\u{202e}'),
+        "a right-to-left override cannot reorder the report"
+    );
     for f in figures(&r) {
         assert_valid_svg(&f.svg, &f.id);
         assert!(!f.svg.contains("<script"));
@@ -153,7 +199,9 @@ fn hostile_names_are_escaped() {
     for table in md.split("\n\n").filter(|b| b.starts_with('|')) {
         let cols = |line: &str| {
             let b = line.as_bytes();
-            (0..b.len()).filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\')).count()
+            (0..b.len())
+                .filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\'))
+                .count()
         };
         let lines: Vec<&str> = table.lines().collect();
         for l in &lines {
@@ -163,7 +211,10 @@ fn hostile_names_are_escaped() {
     // The configuration cannot close its code fence early.
     assert!(md.contains("`````json\n"), "{md}");
     // Notes cannot start lists, headings or setext underlines.
-    assert!(md.contains("- 1\\. numbered?") && md.contains("- \\=== setext"), "{md}");
+    assert!(
+        md.contains("- 1\\. numbered?") && md.contains("- \\=== setext"),
+        "{md}"
+    );
 }
 
 /// `pat` occurs in `md` without a backslash before it.
@@ -172,7 +223,14 @@ fn unescaped(md: &str, pat: &str) -> bool {
 }
 
 fn nan_report() -> RunReport {
-    let bad = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, -f64::MAX, f64::MIN_POSITIVE];
+    let bad = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::MAX,
+        -f64::MAX,
+        f64::MIN_POSITIVE,
+    ];
     let evaluations = bad
         .iter()
         .enumerate()
@@ -183,11 +241,36 @@ fn nan_report() -> RunReport {
             samples_per_theorem: 4,
             theorems: 2,
             pass_at_k: vec![
-                PassAtK { k: 1, estimate: v, ci_low: v, ci_high: v, theorems_judged: 2, theorems_skipped: 0 },
-                PassAtK { k: 2, estimate: 0.5, ci_low: v, ci_high: 1.0, theorems_judged: 2, theorems_skipped: 0 },
-                PassAtK { k: 4, estimate: 0.6, ci_low: 0.4, ci_high: 0.8, theorems_judged: 2, theorems_skipped: 0 },
+                PassAtK {
+                    k: 1,
+                    estimate: v,
+                    ci_low: v,
+                    ci_high: v,
+                    theorems_judged: 2,
+                    theorems_skipped: 0,
+                },
+                PassAtK {
+                    k: 2,
+                    estimate: 0.5,
+                    ci_low: v,
+                    ci_high: 1.0,
+                    theorems_judged: 2,
+                    theorems_skipped: 0,
+                },
+                PassAtK {
+                    k: 4,
+                    estimate: 0.6,
+                    ci_low: 0.4,
+                    ci_high: 0.8,
+                    theorems_judged: 2,
+                    theorems_skipped: 0,
+                },
             ],
-            depth_table: vec![DepthCell { ground_truth_depth: Some(0), proving_depth: Some(0), count: usize::MAX }],
+            depth_table: vec![DepthCell {
+                ground_truth_depth: Some(0),
+                proving_depth: Some(0),
+                count: usize::MAX,
+            }],
             infra_nodes: 0,
             checked_nodes: 8,
             novel_lemma_share: Some(v),
@@ -212,7 +295,12 @@ fn nan_report() -> RunReport {
             novel_lemma_share: Some(v),
         })
         .collect();
-    RunReport { title: "non-finite".into(), evaluations, rounds, ..Default::default() }
+    RunReport {
+        title: "non-finite".into(),
+        evaluations,
+        rounds,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -225,9 +313,15 @@ fn non_finite_values_never_reach_the_svg() {
     }
     let html = render_html(&r);
     assert_valid_html(&html, "non-finite");
-    assert!(!html.contains("NaN") && !html.contains("inf<"), "text says n/a instead");
+    assert!(
+        !html.contains("NaN") && !html.contains("inf<"),
+        "text says n/a instead"
+    );
     assert!(render_markdown(&r).contains("n/a"));
-    assert!(!prod_report::warnings(&r).is_empty(), "bad values are reported");
+    assert!(
+        !prod_report::warnings(&r).is_empty(),
+        "bad values are reported"
+    );
 }
 
 #[test]
@@ -236,21 +330,35 @@ fn empty_report_is_valid() {
     assert!(figures(&r).is_empty());
     let html = render_html(&r);
     assert_valid_html(&html, "empty");
-    assert!(html.contains("No evaluations in this run.") && html.contains("No RL rounds in this run."));
+    assert!(
+        html.contains("No evaluations in this run.") && html.contains("No RL rounds in this run.")
+    );
 }
 
 #[test]
 fn conversions_from_the_estimator() {
     use prod_core::pass_at_k::{estimate, DepthTable, TheoremOutcome};
     let outcomes = [
-        TheoremOutcome { samples: 4, correct: 1 },
-        TheoremOutcome { samples: 4, correct: 0 },
-        TheoremOutcome { samples: 1, correct: 1 },
+        TheoremOutcome {
+            samples: 4,
+            correct: 1,
+        },
+        TheoremOutcome {
+            samples: 4,
+            correct: 0,
+        },
+        TheoremOutcome {
+            samples: 1,
+            correct: 1,
+        },
     ];
     let e = estimate(&outcomes, 2, 200, 1).unwrap();
     let p = PassAtK::from_estimate(&e);
     assert_eq!((p.k, p.theorems_judged, p.theorems_skipped), (2, 2, 1));
-    assert_eq!((p.estimate, p.ci_low, p.ci_high), (e.estimate, e.ci_low, e.ci_high));
+    assert_eq!(
+        (p.estimate, p.ci_low, p.ci_high),
+        (e.estimate, e.ci_low, e.ci_high)
+    );
     let mut t = DepthTable::default();
     t.add(Some(1), Some(0));
     t.add(Some(1), None);
@@ -258,15 +366,24 @@ fn conversions_from_the_estimator() {
     assert_eq!(
         DepthCell::from_table(&t),
         [
-            DepthCell { ground_truth_depth: Some(1), proving_depth: None, count: 1 },
-            DepthCell { ground_truth_depth: Some(1), proving_depth: Some(0), count: 2 },
+            DepthCell {
+                ground_truth_depth: Some(1),
+                proving_depth: None,
+                count: 1
+            },
+            DepthCell {
+                ground_truth_depth: Some(1),
+                proving_depth: Some(0),
+                count: 2
+            },
         ]
     );
 }
 
 #[test]
 fn bad_json_names_the_position() {
-    let err = prod_report::parse("{\n  \"title\": \"x\",\n  \"evaluations\": [ {\"name\": 3} ]\n}").unwrap_err();
+    let err = prod_report::parse("{\n  \"title\": \"x\",\n  \"evaluations\": [ {\"name\": 3} ]\n}")
+        .unwrap_err();
     assert_eq!(err.line(), 3, "{err}");
     assert!(err.to_string().contains("line 3 column"), "{err}");
 }
@@ -276,7 +393,14 @@ mod props {
     use proptest::prelude::*;
 
     fn any_f64() -> impl Strategy<Value = f64> {
-        prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(0.0), 0.0..1.0f64, any::<f64>(),]
+        prop_oneof![
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(0.0),
+            0.0..1.0f64,
+            any::<f64>(),
+        ]
     }
 
     fn evaluation() -> impl Strategy<Value = Evaluation> {
@@ -284,7 +408,14 @@ mod props {
             ".{0,40}",
             any_f64(),
             proptest::collection::vec((0usize..40, any_f64(), any_f64(), any_f64()), 0..6),
-            proptest::collection::vec((proptest::option::of(0u32..5), proptest::option::of(0u32..5), 0usize..50), 0..8),
+            proptest::collection::vec(
+                (
+                    proptest::option::of(0u32..5),
+                    proptest::option::of(0u32..5),
+                    0usize..50,
+                ),
+                0..8,
+            ),
         )
             .prop_map(|(name, t, ps, cells)| Evaluation {
                 name,
@@ -305,7 +436,11 @@ mod props {
                     .collect(),
                 depth_table: cells
                     .into_iter()
-                    .map(|(g, p, count)| DepthCell { ground_truth_depth: g, proving_depth: p, count })
+                    .map(|(g, p, count)| DepthCell {
+                        ground_truth_depth: g,
+                        proving_depth: p,
+                        count,
+                    })
                     .collect(),
                 infra_nodes: 0,
                 checked_nodes: 0,

@@ -9,7 +9,9 @@ use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_report::{DatasetInfo, ModelInfo, RunReport};
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{dataset_statements, load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult};
+use crate::eval::{
+    dataset_statements, load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult,
+};
 use crate::policy::{NativeParams, NativePolicy};
 use crate::progress::Bars;
 use crate::store::RunStore;
@@ -64,7 +66,13 @@ pub struct SharedStore {
 
 impl Default for SharedStore {
     fn default() -> Self {
-        SharedStore { url: String::new(), run: String::new(), check_here: true, lease_s: 900.0, batch: 8 }
+        SharedStore {
+            url: String::new(),
+            run: String::new(),
+            check_here: true,
+            lease_s: 900.0,
+            batch: 8,
+        }
     }
 }
 
@@ -74,7 +82,9 @@ impl SharedStore {
         if !self.run.is_empty() {
             return self.run.clone();
         }
-        out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into())
+        out.file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into())
     }
 }
 
@@ -86,18 +96,27 @@ pub fn open_store(out: &Path, shared: Option<&SharedStore>) -> anyhow::Result<Ru
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             let run = s.run_name(out);
             crate::store::postgres_schema(&run).map_err(BadInput)?;
-            RunStore::open_postgres(&s.url, &run).with_context(|| format!("PostgreSQL run store {run:?}"))
+            RunStore::open_postgres(&s.url, &run)
+                .with_context(|| format!("PostgreSQL run store {run:?}"))
         }
     }
 }
 
 /// The checker of a run: the Coq pool, or (with a shared store) the run's check queue with
 /// this process's pool as one of its workers; behind the verification cache either way.
-pub fn start_run_checker(cfg: &CoqCheckConfig, cache: &Path, out: &Path, shared: Option<&SharedStore>) -> anyhow::Result<Box<dyn Checker>> {
-    let Some(s) = shared else { return Ok(Box::new(start_checker(cfg, cache)?)) };
+pub fn start_run_checker(
+    cfg: &CoqCheckConfig,
+    cache: &Path,
+    out: &Path,
+    shared: Option<&SharedStore>,
+) -> anyhow::Result<Box<dyn Checker>> {
+    let Some(s) = shared else {
+        return Ok(Box::new(start_checker(cfg, cache)?));
+    };
     let coq = coq_checker(cfg)?;
     let run = s.run_name(out);
-    let mut queue = prod_queue::Queue::connect(&s.url, &run).with_context(|| format!("check queue of run {run:?}"))?;
+    let mut queue = prod_queue::Queue::connect(&s.url, &run)
+        .with_context(|| format!("check queue of run {run:?}"))?;
     // Workers started with only --store/--run check with exactly this configuration.
     queue.set_checker_config(&serde_json::to_value(cfg)?)?;
     let opts = prod_queue::WorkOptions {
@@ -125,13 +144,22 @@ pub struct CoqJobConfig {
 
 impl Default for CoqJobConfig {
     fn default() -> Self {
-        CoqJobConfig { workers: 2, step_timeout_s: 10, hammer: true, hammer_atp: false }
+        CoqJobConfig {
+            workers: 2,
+            step_timeout_s: 10,
+            hammer: true,
+            hammer_atp: false,
+        }
     }
 }
 
 impl CoqJobConfig {
     pub fn to_config(&self) -> CoqCheckConfig {
-        let mut c = CoqCheckConfig { workers: self.workers, step_timeout_s: self.step_timeout_s, ..Default::default() };
+        let mut c = CoqCheckConfig {
+            workers: self.workers,
+            step_timeout_s: self.step_timeout_s,
+            ..Default::default()
+        };
         c.hammer.enabled = self.hammer;
         c.hammer.use_atp = self.hammer_atp;
         c
@@ -139,7 +167,10 @@ impl CoqJobConfig {
 }
 
 /// The Coq pool behind the verification cache.
-pub fn start_checker(cfg: &CoqCheckConfig, cache: &Path) -> anyhow::Result<CachedChecker<CoqChecker>> {
+pub fn start_checker(
+    cfg: &CoqCheckConfig,
+    cache: &Path,
+) -> anyhow::Result<CachedChecker<CoqChecker>> {
     cached(coq_checker(cfg)?, cache)
 }
 
@@ -151,7 +182,8 @@ fn coq_checker(cfg: &CoqCheckConfig) -> anyhow::Result<CoqChecker> {
 
 /// `checker` behind the verification cache file `cache`.
 fn cached<C: Checker>(checker: C, cache: &Path) -> anyhow::Result<CachedChecker<C>> {
-    let cache = VerificationCache::open(cache).with_context(|| format!("verification cache {}", cache.display()))?;
+    let cache = VerificationCache::open(cache)
+        .with_context(|| format!("verification cache {}", cache.display()))?;
     Ok(CachedChecker::new(checker, cache))
 }
 
@@ -171,7 +203,9 @@ fn hammer_on_path() {
 
 /// Now, as RFC 3339 UTC (no date crate needed: days-from-civil inverse).
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -182,7 +216,12 @@ pub fn now_rfc3339() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// The prover's name and version for reports ("coq 8.16.1").
@@ -200,7 +239,8 @@ pub fn prover_name(fingerprint: &str) -> String {
 pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
     let path = dir.join("run.json");
     let tmp = dir.join("run.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(report)? + "\n").with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_string_pretty(report)? + "\n")
+        .with_context(|| format!("write {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))?;
     Ok(path)
 }
@@ -208,12 +248,32 @@ pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
 pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
     let lang = prod_coq::CoqLanguage;
-    let theorems = load_theorems(&job.dataset, &job.options.split, job.theorems, job.options.seed).map_err(BadInput)?;
+    let theorems = load_theorems(
+        &job.dataset,
+        &job.options.split,
+        job.theorems,
+        job.options.seed,
+    )
+    .map_err(BadInput)?;
     if theorems.is_empty() {
-        return Err(BadInput(format!("{}: split {:?} has no named theorems", job.dataset.display(), job.options.split)).into());
+        return Err(BadInput(format!(
+            "{}: split {:?} has no named theorems",
+            job.dataset.display(),
+            job.options.split
+        ))
+        .into());
     }
-    if let Some(&k) = job.options.ks.iter().find(|&&k| k == 0 || k > job.options.samples as usize) {
-        return Err(BadInput(format!("k = {k}: every k must be in 1..=samples ({})", job.options.samples)).into());
+    if let Some(&k) = job
+        .options
+        .ks
+        .iter()
+        .find(|&&k| k == 0 || k > job.options.samples as usize)
+    {
+        return Err(BadInput(format!(
+            "k = {k}: every k must be in 1..=samples ({})",
+            job.options.samples
+        ))
+        .into());
     }
     let store = open_store(&job.out, job.postgres.as_ref())?;
     // A resumed run must be the same experiment (where it runs is not part of it).
@@ -221,7 +281,10 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     fixed.coq.workers = 0;
     fixed.postgres = None;
     store.ensure_meta("eval_job", &serde_json::to_string(&fixed)?)?;
-    let cache = job.cache.clone().unwrap_or_else(|| job.out.join("cache.sqlite"));
+    let cache = job
+        .cache
+        .clone()
+        .unwrap_or_else(|| job.out.join("cache.sqlite"));
     let coq_cfg = job.coq.to_config();
     let checker = start_run_checker(&coq_cfg, &cache, &job.out, job.postgres.as_ref())?;
     let mut native: Option<NativePolicy> = None;
@@ -241,7 +304,11 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         (None, None) => return Err(anyhow::anyhow!("no policy")),
     };
     let novel = dataset_statements(&job.dataset, &lang);
-    let setup = CheckSetup { checker: &*checker, coq: &coq_cfg, lang: &lang };
+    let setup = CheckSetup {
+        checker: &*checker,
+        coq: &coq_cfg,
+        lang: &lang,
+    };
     bars.say(&format!(
         "eval: {} theorems × {} trees (depth ≤ {}) with {} → {}",
         theorems.len(),
@@ -250,7 +317,17 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         job.model.display(),
         job.out.display()
     ));
-    let result = run_eval(&store, policy, &setup, &theorems, &novel, &job.options, 0, "eval", bars)?;
+    let result = run_eval(
+        &store,
+        policy,
+        &setup,
+        &theorems,
+        &novel,
+        &job.options,
+        0,
+        "eval",
+        bars,
+    )?;
     let t = &result.times;
     let report = RunReport {
         title: format!("ProD evaluation: {}", job.options.name),
@@ -287,9 +364,15 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
 mod tests {
     #[test]
     fn prover_name_and_date() {
-        assert_eq!(super::prover_name("The Coq Proof Assistant, version 8.16.1; libs 1234"), "coq 8.16.1");
+        assert_eq!(
+            super::prover_name("The Coq Proof Assistant, version 8.16.1; libs 1234"),
+            "coq 8.16.1"
+        );
         assert_eq!(super::prover_name("nothing"), "coq ?");
         let d = super::now_rfc3339();
-        assert_eq!((d.len(), &d[4..5], &d[10..11], &d[19..]), (20, "-", "T", "Z"));
+        assert_eq!(
+            (d.len(), &d[4..5], &d[10..11], &d[19..]),
+            (20, "-", "T", "Z")
+        );
     }
 }

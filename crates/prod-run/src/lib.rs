@@ -22,7 +22,9 @@ pub use policy::{LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy}
 pub use progress::Bars;
 pub use store::{RunStore, StoreError};
 pub mod job;
-pub use job::{open_store, run_eval_job, start_run_checker, BadInput, CoqJobConfig, EvalJob, SharedStore};
+pub use job::{
+    open_store, run_eval_job, start_run_checker, BadInput, CoqJobConfig, EvalJob, SharedStore,
+};
 pub use prod_report;
 pub mod demo;
 pub use demo::{run_demo, DemoJob};

@@ -18,14 +18,21 @@ use crate::store::{hash_fields, RunStore};
 /// the logged requests, draws exactly what an uninterrupted run would have drawn).
 pub trait SeqPolicy {
     /// One completion per request; request `i` uses the random stream of `first_seq + i`.
-    fn sample_at(&mut self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<String>, PolicyError>;
+    fn sample_at(
+        &mut self,
+        requests: &[SampleRequest<'_>],
+        first_seq: u64,
+    ) -> Result<Vec<String>, PolicyError>;
     /// P(<use_invoke>) normalised over the two `t0` tokens.
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError>;
 }
 
 /// SplitMix64: seeds of independent streams from (seed, seq).
 pub fn mix_seed(seed: u64, seq: u64) -> u64 {
-    let mut z = seed ^ seq.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let mut z = seed
+        ^ seq
+            .wrapping_add(0x9E37_79B9_7F4A_7C15)
+            .wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -76,7 +83,12 @@ pub struct NativePolicy {
 }
 
 /// Token ids of `x = c s` under `params` (see [`NativePolicy::prompt`]).
-pub fn prompt_ids(tok: &ProdTokenizer, params: &NativeParams, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
+pub fn prompt_ids(
+    tok: &ProdTokenizer,
+    params: &NativeParams,
+    context: &str,
+    statement: &str,
+) -> prod_policy::Result<Vec<u32>> {
     let keep = params.context_tokens.saturating_mul(16);
     let mut start = context.len().saturating_sub(keep);
     while !context.is_char_boundary(start) {
@@ -84,18 +96,29 @@ pub fn prompt_ids(tok: &ProdTokenizer, params: &NativeParams, context: &str, sta
     }
     let tail = &context[start..];
     // Start at a line boundary, as the dataset's inline contexts do.
-    let tail = if start > 0 { tail.split_once('\n').map_or(tail, |(_, rest)| rest) } else { tail };
+    let tail = if start > 0 {
+        tail.split_once('\n').map_or(tail, |(_, rest)| rest)
+    } else {
+        tail
+    };
     prompt::prompt_ids(tok, tail, statement, params.context_tokens)
 }
 
 impl NativePolicy {
     pub fn new(model: Llama, tok: ProdTokenizer, params: NativeParams) -> Self {
-        NativePolicy { model, tok, params, next_seq: 0, generated_tokens: 0 }
+        NativePolicy {
+            model,
+            tok,
+            params,
+            next_seq: 0,
+            generated_tokens: 0,
+        }
     }
 
     /// Load a model directory (config.json, model.safetensors, tokenizer.json), on the CPU.
     pub fn load(dir: &std::path::Path, params: NativeParams) -> prod_policy::Result<Self> {
-        let (model, tok) = prod_policy::load_model_dir(dir, &prod_policy::candle_core::Device::Cpu)?;
+        let (model, tok) =
+            prod_policy::load_model_dir(dir, &prod_policy::candle_core::Device::Cpu)?;
         Ok(Self::new(model, tok, params))
     }
 
@@ -124,7 +147,8 @@ impl NativePolicy {
         }
         for chunk in ok.chunks(self.params.score_batch.max(1)) {
             let seqs: Vec<&[u32]> = chunk.iter().map(|(_, ids)| ids.as_slice()).collect();
-            let p = prompt::pair_probability(&self.model, &seqs, a, b).map_err(|e| PolicyError(e.to_string()))?;
+            let p = prompt::pair_probability(&self.model, &seqs, a, b)
+                .map_err(|e| PolicyError(e.to_string()))?;
             for ((i, _), v) in chunk.iter().zip(p) {
                 out[*i] = v;
             }
@@ -139,7 +163,11 @@ impl NativePolicy {
 }
 
 impl SeqPolicy for NativePolicy {
-    fn sample_at(&mut self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<String>, PolicyError> {
+    fn sample_at(
+        &mut self,
+        requests: &[SampleRequest<'_>],
+        first_seq: u64,
+    ) -> Result<Vec<String>, PolicyError> {
         let mut out = vec![String::new(); requests.len()];
         // Group identical requests (same prompt, same forced token) into one n-sample call.
         let mut groups: Vec<(SampleRequest<'_>, Vec<usize>)> = Vec::new();
@@ -157,7 +185,9 @@ impl SeqPolicy for NativePolicy {
         for (r, members) in groups {
             // A prompt that cannot be built (a proposed lemma with an empty statement) gets an
             // empty completion: it does not parse, so the node is locally incorrect.
-            let Ok(mut ids) = self.prompt(r.context, r.statement) else { continue };
+            let Ok(mut ids) = self.prompt(r.context, r.statement) else {
+                continue;
+            };
             if let Some(t0) = r.forced_t0 {
                 ids = prompt::with_forced_t0(&self.tok, &ids, t0);
             }
@@ -174,10 +204,14 @@ impl SeqPolicy for NativePolicy {
                 stop: vec![self.tok.end_id()],
                 decode_weights: self.params.decode_weights,
             };
-            let samples = sample::sample(&self.model, &ids, &params).map_err(|e| PolicyError(e.to_string()))?;
+            let samples = sample::sample(&self.model, &ids, &params)
+                .map_err(|e| PolicyError(e.to_string()))?;
             for (&i, s) in members.iter().zip(samples) {
                 self.generated_tokens += s.ids.len();
-                out[i] = self.tok.decode(&s.ids).map_err(|e| PolicyError(e.to_string()))?;
+                out[i] = self
+                    .tok
+                    .decode(&s.ids)
+                    .map_err(|e| PolicyError(e.to_string()))?;
             }
         }
         Ok(out)
@@ -208,14 +242,24 @@ pub struct RemoteSeq(pub prod_remote::RemotePolicy);
 impl RemoteSeq {
     /// The server of `cfg`, with the tokenizer of model directory `model` (its
     /// `tokenizer.json`: prompts are the very tokens the served model was trained on).
-    pub fn open(cfg: &prod_remote::RemoteConfig, model: &std::path::Path) -> Result<RemoteSeq, String> {
-        let tok = ProdTokenizer::from_file(&model.join("tokenizer.json"), None).map_err(|e| format!("model {}: {e}", model.display()))?;
-        Ok(RemoteSeq(prod_remote::RemotePolicy::new(cfg.clone(), tok).map_err(|e| e.to_string())?))
+    pub fn open(
+        cfg: &prod_remote::RemoteConfig,
+        model: &std::path::Path,
+    ) -> Result<RemoteSeq, String> {
+        let tok = ProdTokenizer::from_file(&model.join("tokenizer.json"), None)
+            .map_err(|e| format!("model {}: {e}", model.display()))?;
+        Ok(RemoteSeq(
+            prod_remote::RemotePolicy::new(cfg.clone(), tok).map_err(|e| e.to_string())?,
+        ))
     }
 }
 
 impl SeqPolicy for RemoteSeq {
-    fn sample_at(&mut self, requests: &[SampleRequest<'_>], _first_seq: u64) -> Result<Vec<String>, PolicyError> {
+    fn sample_at(
+        &mut self,
+        requests: &[SampleRequest<'_>],
+        _first_seq: u64,
+    ) -> Result<Vec<String>, PolicyError> {
         Policy::sample(&mut self.0, requests)
     }
 
@@ -243,7 +287,17 @@ pub struct LoggedPolicy<'a> {
 
 impl<'a> LoggedPolicy<'a> {
     pub fn new(inner: &'a mut dyn SeqPolicy, store: &'a RunStore, round: u32, phase: &str) -> Self {
-        LoggedPolicy { inner, store, round, phase: phase.into(), chunk: 8, next_seq: 0, replayed: 0, fresh: 0, on_progress: None }
+        LoggedPolicy {
+            inner,
+            store,
+            round,
+            phase: phase.into(),
+            chunk: 8,
+            next_seq: 0,
+            replayed: 0,
+            fresh: 0,
+            on_progress: None,
+        }
     }
 
     fn err(e: crate::store::StoreError) -> PolicyError {
@@ -252,7 +306,12 @@ impl<'a> LoggedPolicy<'a> {
 }
 
 fn request_key(r: &SampleRequest<'_>) -> String {
-    hash_fields(&["sample", r.context, r.statement, r.forced_t0.map_or("", |t| t.token())])
+    hash_fields(&[
+        "sample",
+        r.context,
+        r.statement,
+        r.forced_t0.map_or("", |t| t.token()),
+    ])
 }
 
 impl Policy for LoggedPolicy<'_> {
@@ -262,7 +321,11 @@ impl Policy for LoggedPolicy<'_> {
         let keys: Vec<String> = requests.iter().map(request_key).collect();
         let mut out = Vec::with_capacity(requests.len());
         for (i, key) in keys.iter().enumerate() {
-            match self.store.logged_answer(self.round, &self.phase, first + i as u64, key).map_err(Self::err)? {
+            match self
+                .store
+                .logged_answer(self.round, &self.phase, first + i as u64, key)
+                .map_err(Self::err)?
+            {
                 Some(a) => out.push(a),
                 None => break,
             }
@@ -271,12 +334,24 @@ impl Policy for LoggedPolicy<'_> {
         while out.len() < requests.len() {
             let start = out.len();
             let end = (start + self.chunk.max(1)).min(requests.len());
-            let answers = self.inner.sample_at(&requests[start..end], first + start as u64)?;
+            let answers = self
+                .inner
+                .sample_at(&requests[start..end], first + start as u64)?;
             if answers.len() != end - start {
-                return Err(PolicyError(format!("asked for {} samples, got {}", end - start, answers.len())));
+                return Err(PolicyError(format!(
+                    "asked for {} samples, got {}",
+                    end - start,
+                    answers.len()
+                )));
             }
-            let entries: Vec<(String, String)> = keys[start..end].iter().cloned().zip(answers.iter().cloned()).collect();
-            self.store.log_answers(self.round, &self.phase, first + start as u64, &entries).map_err(Self::err)?;
+            let entries: Vec<(String, String)> = keys[start..end]
+                .iter()
+                .cloned()
+                .zip(answers.iter().cloned())
+                .collect();
+            self.store
+                .log_answers(self.round, &self.phase, first + start as u64, &entries)
+                .map_err(Self::err)?;
             self.fresh += answers.len();
             out.extend(answers);
             if let Some(p) = self.on_progress {
@@ -295,13 +370,24 @@ impl Policy for LoggedPolicy<'_> {
             fields.push(s);
         }
         let key = hash_fields(&fields);
-        if let Some(a) = self.store.logged_answer(self.round, &self.phase, seq, &key).map_err(Self::err)? {
+        if let Some(a) = self
+            .store
+            .logged_answer(self.round, &self.phase, seq, &key)
+            .map_err(Self::err)?
+        {
             return serde_json::from_str(&a).map_err(|e| PolicyError(format!("sample log: {e}")));
         }
         // NaN would be logged as JSON null and not read back: a score that is not a number is 0.
-        let p: Vec<f64> = self.inner.p_use_invoke(goals)?.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect();
+        let p: Vec<f64> = self
+            .inner
+            .p_use_invoke(goals)?
+            .into_iter()
+            .map(|x| if x.is_finite() { x } else { 0.0 })
+            .collect();
         let text = serde_json::to_string(&p).map_err(|e| PolicyError(e.to_string()))?;
-        self.store.log_answers(self.round, &self.phase, seq, &[(key, text)]).map_err(Self::err)?;
+        self.store
+            .log_answers(self.round, &self.phase, seq, &[(key, text)])
+            .map_err(Self::err)?;
         Ok(p)
     }
 }
@@ -313,8 +399,17 @@ mod tests {
     /// as this score from a real run; its `float_roundtrip` feature (workspace Cargo.toml) is not.
     #[test]
     fn logged_scores_read_back_exactly() {
-        let p = vec![0.491_566_198_858_942_76_f64, 0.1 + 0.2, 1.0 / 3.0, f64::MIN_POSITIVE, 5e-324];
+        let p = vec![
+            0.491_566_198_858_942_76_f64,
+            0.1 + 0.2,
+            1.0 / 3.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ];
         let back: Vec<f64> = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
-        assert_eq!(back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), p.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            p.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
     }
 }

@@ -26,9 +26,13 @@ use prod_policy::prompt::{self, ExampleOptions, TrainExample};
 use prod_policy::train::{eval_loss, Trainer};
 use prod_policy::PolicyConfig;
 use prod_report::RoundMetrics;
-use prod_rl::examples::{round_examples, without_lemma_proposal, ExampleKind, RoundOutcome, WeightedExample};
+use prod_rl::examples::{
+    round_examples, without_lemma_proposal, ExampleKind, RoundOutcome, WeightedExample,
+};
 use prod_rl::filters::without_each_lemma;
-use prod_rl::{generate_train_trees, GeneratedNode, Origin, ReplayBuffer, TreeGoal, Weighting, GAMMA_PAPER};
+use prod_rl::{
+    generate_train_trees, GeneratedNode, Origin, ReplayBuffer, TreeGoal, Weighting, GAMMA_PAPER,
+};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
@@ -151,7 +155,10 @@ impl RlConfig {
 }
 
 fn goal_key(lang: &dyn ProofLanguage, context: &str, statement: &str) -> (String, String) {
-    (crate::store::hash_fields(&[context]), lang.normalize_statement(statement))
+    (
+        crate::store::hash_fields(&[context]),
+        lang.normalize_statement(statement),
+    )
 }
 
 /// The theorems of round `round`: B drawn (seeded by round) from the split.
@@ -195,14 +202,20 @@ fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativeP
 #[allow(clippy::large_enum_variant)]
 pub enum RoundPolicy {
     Native(NativePolicy),
-    Remote { seq: RemoteSeq, params: NativeParams },
+    Remote {
+        seq: RemoteSeq,
+        params: NativeParams,
+    },
 }
 
 impl RoundPolicy {
     fn load(cfg: &RlConfig, dir: &Path) -> anyhow::Result<RoundPolicy> {
         match &cfg.remote {
             None => Ok(RoundPolicy::Native(load_policy_from(dir, &cfg.sampling)?)),
-            Some(r) => Ok(RoundPolicy::Remote { seq: RemoteSeq::open(r, dir).map_err(anyhow::Error::msg)?, params: cfg.sampling.clone() }),
+            Some(r) => Ok(RoundPolicy::Remote {
+                seq: RemoteSeq::open(r, dir).map_err(anyhow::Error::msg)?,
+                params: cfg.sampling.clone(),
+            }),
         }
     }
 
@@ -223,7 +236,9 @@ impl RoundPolicy {
     fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
         match self {
             RoundPolicy::Native(p) => p.prompt(context, statement),
-            RoundPolicy::Remote { seq, params } => crate::policy::prompt_ids(seq.0.tokenizer(), params, context, statement),
+            RoundPolicy::Remote { seq, params } => {
+                crate::policy::prompt_ids(seq.0.tokenizer(), params, context, statement)
+            }
         }
     }
 
@@ -251,11 +266,24 @@ pub fn run_rl(
     }
     let mut replay: ReplayBuffer<StoredExample> = ReplayBuffer::new(cfg.replay_capacity);
     for r in 1..=records.len() as u32 {
-        replay.extend(env.store.examples(r)?.into_iter().filter(|e| e.kind != "replayed"));
+        replay.extend(
+            env.store
+                .examples(r)?
+                .into_iter()
+                .filter(|e| e.kind != "replayed"),
+        );
     }
     for round in (records.len() as u32 + 1)..=cfg.rounds {
         let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
-        let rec = run_round(cfg, theorems, env, round, &mut policy, &last_ckpt, &mut replay)?;
+        let rec = run_round(
+            cfg,
+            theorems,
+            env,
+            round,
+            &mut policy,
+            &last_ckpt,
+            &mut replay,
+        )?;
         last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
         records.push(rec);
         on_round(&records)?;
@@ -263,7 +291,11 @@ pub fn run_rl(
     Ok(records)
 }
 
-fn stored_to_generated(store: &RunStore, n: &StoredNode, completion: &str) -> anyhow::Result<GeneratedNode> {
+fn stored_to_generated(
+    store: &RunStore,
+    n: &StoredNode,
+    completion: &str,
+) -> anyhow::Result<GeneratedNode> {
     let context = store.context(&n.context_key)?.unwrap_or_default();
     Ok(GeneratedNode {
         context,
@@ -275,7 +307,11 @@ fn stored_to_generated(store: &RunStore, n: &StoredNode, completion: &str) -> an
             Some("no_invoke") => Some(T0::NoInvoke),
             _ => None,
         },
-        origin: if n.origin == "ground_truth" { Origin::GroundTruth } else { Origin::Sampled },
+        origin: if n.origin == "ground_truth" {
+            Origin::GroundTruth
+        } else {
+            Origin::Sampled
+        },
         completion: completion.to_string(),
         proof: ConditionalProof::parse(completion),
     })
@@ -295,7 +331,11 @@ fn run_round(
     let lang = env.lang;
     let phase = "rl";
     let theorems = round_theorems(all, cfg.batch, cfg.seed, round);
-    env.bars.say(&format!("round {round}/{}: {} theorems", cfg.rounds, theorems.len()));
+    env.bars.say(&format!(
+        "round {round}/{}: {} theorems",
+        cfg.rounds,
+        theorems.len()
+    ));
     // --- sample (Algorithm 2) ---------------------------------------------------------------
     let t = Instant::now();
     let sample_mark = format!("{phase}/sample");
@@ -309,7 +349,10 @@ fn run_round(
                 let mut g = TreeGoal::new(t.context.clone(), t.statement.clone());
                 // Without lemma proposal, ground truth joins as examples (lemmas in context), not as nodes.
                 if !no_lemmas {
-                    g.ground_truth = t.ground_truth.as_deref().and_then(|p| ConditionalProof::parse(p).ok());
+                    g.ground_truth = t
+                        .ground_truth
+                        .as_deref()
+                        .and_then(|p| ConditionalProof::parse(p).ok());
                 }
                 g
             })
@@ -330,7 +373,9 @@ fn run_round(
             .collect();
         let stored = to_stored(store, &generated, round, phase, &|g, _| {
             if g.depth == 0 {
-                index.get(&(g.context.clone(), g.statement.clone())).copied()
+                index
+                    .get(&(g.context.clone(), g.statement.clone()))
+                    .copied()
             } else {
                 None
             }
@@ -357,12 +402,17 @@ fn run_round(
         if local[i] != LocalVerdict::Correct || n.origin == "ground_truth" {
             continue;
         }
-        let Ok(proof) = ConditionalProof::parse(&completions[i]) else { continue };
+        let Ok(proof) = ConditionalProof::parse(&completions[i]) else {
+            continue;
+        };
         if proof.lemma_count() == 0 {
             continue;
         }
         if !contexts.contains_key(&n.context_key) {
-            contexts.insert(n.context_key.clone(), store.context(&n.context_key)?.unwrap_or_default());
+            contexts.insert(
+                n.context_key.clone(),
+                store.context(&n.context_key)?.unwrap_or_default(),
+            );
         }
         let ctx = contexts[&n.context_key].clone();
         let f = filter_proposals(env.checker, lang, &ctx, &n.statement, proof, cfg);
@@ -381,7 +431,13 @@ fn run_round(
             continue;
         }
         if let Ok(p) = ConditionalProof::parse(&completions[i]) {
-            solver.push(Node { id: n.id.to_string(), context: n.context_key.clone(), statement: n.statement.clone(), proof: p, local: local[i] });
+            solver.push(Node {
+                id: n.id.to_string(),
+                context: n.context_key.clone(),
+                statement: n.statement.clone(),
+                proof: p,
+                local: local[i],
+            });
             solver_idx.push(i);
         }
     }
@@ -418,19 +474,46 @@ fn run_round(
     }
     wanted.sort();
     wanted.dedup();
-    let pairs: Vec<(&str, &str)> = wanted.iter().map(|(c, s)| (c.as_str(), s.as_str())).collect();
-    let scores = if cfg.value_model { policy.values(&pairs)? } else { vec![1.0; pairs.len()] };
+    let pairs: Vec<(&str, &str)> = wanted
+        .iter()
+        .map(|(c, s)| (c.as_str(), s.as_str()))
+        .collect();
+    let scores = if cfg.value_model {
+        policy.values(&pairs)?
+    } else {
+        vec![1.0; pairs.len()]
+    };
     let value_of: HashMap<(String, String), f64> = wanted.iter().cloned().zip(scores).collect();
-    let mut value = |c: &str, l: &str| value_of.get(&(c.to_string(), l.to_string())).copied().unwrap_or(0.0);
+    let mut value = |c: &str, l: &str| {
+        value_of
+            .get(&(c.to_string(), l.to_string()))
+            .copied()
+            .unwrap_or(0.0)
+    };
     let tok = policy.tok().clone();
     let proof_tokens = |s: &str| tok.encode(s).map_or(s.len(), |ids| ids.len());
-    let outcome = RoundOutcome { nodes: &generated, local: &kept_local, global: &kept_global };
-    let mut fresh: Vec<WeightedExample> = round_examples(&outcome, cfg.weighting(), &mut value, &proof_tokens, lang);
+    let outcome = RoundOutcome {
+        nodes: &generated,
+        local: &kept_local,
+        global: &kept_global,
+    };
+    let mut fresh: Vec<WeightedExample> =
+        round_examples(&outcome, cfg.weighting(), &mut value, &proof_tokens, lang);
     if cfg.method == Method::NoLemmaProposal {
         for t in &theorems {
-            if let Some(gt) = t.ground_truth.as_deref().and_then(|p| ConditionalProof::parse(p).ok()) {
+            if let Some(gt) = t
+                .ground_truth
+                .as_deref()
+                .and_then(|p| ConditionalProof::parse(p).ok())
+            {
                 let (context, plain) = without_lemma_proposal(&t.context, &gt, lang);
-                fresh.push(WeightedExample { context, statement: t.statement.clone(), target: plain.to_string(), weight: 1.0, kind: ExampleKind::GroundTruth });
+                fresh.push(WeightedExample {
+                    context,
+                    statement: t.statement.clone(),
+                    target: plain.to_string(),
+                    weight: 1.0,
+                    kind: ExampleKind::GroundTruth,
+                });
             }
         }
     }
@@ -459,18 +542,31 @@ fn run_round(
     let mut goal_proved: HashMap<(String, String), (String, String, bool)> = HashMap::new();
     for (g, v) in generated.iter().zip(&kept_global) {
         let Some(b) = v.as_bool() else { continue };
-        let e = goal_proved.entry(goal_key(lang, &g.context, &g.statement)).or_insert((g.context.clone(), g.statement.clone(), false));
+        let e = goal_proved
+            .entry(goal_key(lang, &g.context, &g.statement))
+            .or_insert((g.context.clone(), g.statement.clone(), false));
         e.2 |= b;
     }
     // --- train (weighted CE; value head on <true>/<false>) --------------------------------------
-    let opts = ExampleOptions { context_tokens: cfg.sampling.context_tokens, max_seq_len: cfg.max_seq_len, statement_in_loss: false };
+    let opts = ExampleOptions {
+        context_tokens: cfg.sampling.context_tokens,
+        max_seq_len: cfg.max_seq_len,
+        statement_in_loss: false,
+    };
     let mut train: Vec<TrainExample> = Vec::new();
     let mut weight_sum = 0.0;
     for e in &batch {
         weight_sum += e.weight;
         // Weight-0 examples contribute no gradient: skipping them saves the forward pass.
         if e.weight > 0.0 {
-            if let Ok(x) = prompt::policy_example(policy.tok(), &e.context, &e.statement, &e.target, e.weight as f32, &opts) {
+            if let Ok(x) = prompt::policy_example(
+                policy.tok(),
+                &e.context,
+                &e.statement,
+                &e.target,
+                e.weight as f32,
+                &opts,
+            ) {
                 train.push(x);
             }
         }
@@ -498,7 +594,11 @@ fn run_round(
         context_tokens: cfg.sampling.context_tokens,
         ..PolicyConfig::default()
     };
-    let mut all_train: Vec<TrainExample> = train.iter().cloned().chain(value_train.iter().cloned()).collect();
+    let mut all_train: Vec<TrainExample> = train
+        .iter()
+        .cloned()
+        .chain(value_train.iter().cloned())
+        .collect();
     {
         use rand::seq::SliceRandom;
         all_train.shuffle(&mut rng);
@@ -506,7 +606,11 @@ fn run_round(
     let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
     // The round's weighted examples, in the format external trainers read (always written: it is
     // also the record of what the policy was trained on).
-    let examples_path = env.out.join("rounds").join(format!("round-{round}")).join("examples.jsonl");
+    let examples_path = env
+        .out
+        .join("rounds")
+        .join(format!("round-{round}"))
+        .join("examples.jsonl");
     write_examples(&examples_path, &all_train, policy.tok())?;
     let fill = |argv: &[String]| -> Vec<String> {
         argv.iter()
@@ -520,22 +624,53 @@ fn run_round(
     if !cfg.external_trainer.is_empty() {
         run_command("external trainer", &fill(&cfg.external_trainer))?;
         if !ckpt.join("config.json").is_file() {
-            anyhow::bail!("the external trainer wrote no model to {} (config.json missing)", ckpt.display());
+            anyhow::bail!(
+                "the external trainer wrote no model to {} (config.json missing)",
+                ckpt.display()
+            );
         }
         let train_s = t.elapsed().as_secs_f64();
         let (loss, value_loss) = if cfg.remote.is_some() {
             // The served model may be far too large to run here: the trainer's own figure.
             (trainer_loss(&ckpt), None)
         } else {
-            let next = NativePolicy::load(&ckpt, cfg.sampling.clone()).with_context(|| format!("load {}", ckpt.display()))?;
-            let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&next.model, &value_train, cfg.micro_batch.max(1))?) };
-            let loss = if train.is_empty() { None } else { Some(eval_loss(&next.model, &train, cfg.micro_batch.max(1))?) };
+            let next = NativePolicy::load(&ckpt, cfg.sampling.clone())
+                .with_context(|| format!("load {}", ckpt.display()))?;
+            let value_loss = if value_train.is_empty() {
+                None
+            } else {
+                Some(eval_loss(
+                    &next.model,
+                    &value_train,
+                    cfg.micro_batch.max(1),
+                )?)
+            };
+            let loss = if train.is_empty() {
+                None
+            } else {
+                Some(eval_loss(&next.model, &train, cfg.micro_batch.max(1))?)
+            };
             (loss, value_loss)
         };
         if !cfg.after_round.is_empty() {
             run_command("after_round", &fill(&cfg.after_round))?;
         }
-        return finish_round(env, round, &batch, weight_sum, &local, &global, nodes.len(), (sample_s, check_s, train_s), loss, value_loss, replay, lang, &ckpt, (filter_checks, trivial_dropped, lemmas_removed));
+        return finish_round(
+            env,
+            round,
+            &batch,
+            weight_sum,
+            &local,
+            &global,
+            nodes.len(),
+            (sample_s, check_s, train_s),
+            loss,
+            value_loss,
+            replay,
+            lang,
+            &ckpt,
+            (filter_checks, trivial_dropped, lemmas_removed),
+        );
     }
     // Remote sampling with the native trainer: the weights are trained here and served there.
     let mut loaded;
@@ -563,7 +698,15 @@ fn run_round(
         }
     }
     pb.finish_and_clear();
-    let value_loss = if value_train.is_empty() { None } else { Some(eval_loss(&policy.model, &value_train, cfg.micro_batch.max(1))?) };
+    let value_loss = if value_train.is_empty() {
+        None
+    } else {
+        Some(eval_loss(
+            &policy.model,
+            &value_train,
+            cfg.micro_batch.max(1),
+        )?)
+    };
     std::fs::create_dir_all(&ckpt).with_context(|| format!("create {}", ckpt.display()))?;
     trainer.save_checkpoint(&policy.model, &ckpt)?;
     prod_policy::save_model_dir(&ckpt, &mut policy.model, &policy.tok)?;
@@ -572,24 +715,48 @@ fn run_round(
         run_command("after_round", &fill(&cfg.after_round))?;
     }
     let loss = (loss_n > 0).then(|| loss_sum / loss_n as f64);
-    finish_round(env, round, &batch, weight_sum, &local, &global, nodes.len(), (sample_s, check_s, train_s), loss, value_loss, replay, lang, &ckpt, (filter_checks, trivial_dropped, lemmas_removed))
+    finish_round(
+        env,
+        round,
+        &batch,
+        weight_sum,
+        &local,
+        &global,
+        nodes.len(),
+        (sample_s, check_s, train_s),
+        loss,
+        value_loss,
+        replay,
+        lang,
+        &ckpt,
+        (filter_checks, trivial_dropped, lemmas_removed),
+    )
 }
 
 /// The loss an external trainer reports in `OUT/trainer_metrics.json` (`{"loss": x}`), if any.
 fn trainer_loss(ckpt: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(ckpt.join("trainer_metrics.json")).ok()?;
-    serde_json::from_str::<serde_json::Value>(&text).ok()?.get("loss")?.as_f64()
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()?
+        .get("loss")?
+        .as_f64()
 }
 
 /// One JSON line per training example: `prompt`/`completion` text (special tokens kept),
 /// `weight`, and the exact `prompt_ids`/`completion_ids` (loss on the completion only).
-fn write_examples(path: &Path, examples: &[TrainExample], tok: &prod_policy::ProdTokenizer) -> anyhow::Result<()> {
+fn write_examples(
+    path: &Path,
+    examples: &[TrainExample],
+    tok: &prod_policy::ProdTokenizer,
+) -> anyhow::Result<()> {
     use std::io::Write;
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
     }
     let tmp = path.with_extension("jsonl.tmp");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?);
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?,
+    );
     for e in examples {
         let (p, c) = e.ids.split_at(e.loss_from.min(e.ids.len()));
         let line = serde_json::json!({
@@ -606,7 +773,9 @@ fn write_examples(path: &Path, examples: &[TrainExample], tok: &prod_policy::Pro
 
 /// Run a configured command; a failure stops the run (it resumes from the last checkpoint).
 fn run_command(what: &str, argv: &[String]) -> anyhow::Result<()> {
-    let Some((program, args)) = argv.split_first() else { return Ok(()) };
+    let Some((program, args)) = argv.split_first() else {
+        return Ok(());
+    };
     let status = std::process::Command::new(program)
         .args(args)
         .status()
@@ -637,13 +806,25 @@ fn finish_round(
     let store = env.store;
     // --- metrics ------------------------------------------------------------------------------
     let replay_lemmas: Vec<String> = replay_lemma_statements(replay);
-    let novel = replay_lemmas.iter().filter(|l| !env.dataset_statements.contains(&lang.normalize_statement(l))).count();
+    let novel = replay_lemmas
+        .iter()
+        .filter(|l| {
+            !env.dataset_statements
+                .contains(&lang.normalize_statement(l))
+        })
+        .count();
     let metrics = RoundMetrics {
         round,
         examples: batch.len(),
         mean_weight: (!batch.is_empty()).then(|| weight_sum / batch.len() as f64),
-        locally_correct: local.iter().filter(|l| **l == LocalVerdict::Correct).count(),
-        globally_correct: global.iter().filter(|g| **g == GlobalVerdict::Correct).count(),
+        locally_correct: local
+            .iter()
+            .filter(|l| **l == LocalVerdict::Correct)
+            .count(),
+        globally_correct: global
+            .iter()
+            .filter(|g| **g == GlobalVerdict::Correct)
+            .count(),
         nodes,
         sample_s,
         check_s,
@@ -651,10 +832,20 @@ fn finish_round(
         loss,
         value_loss,
         replay_size: replay.len(),
-        novel_lemma_share: (!replay_lemmas.is_empty()).then(|| novel as f64 / replay_lemmas.len() as f64),
+        novel_lemma_share: (!replay_lemmas.is_empty())
+            .then(|| novel as f64 / replay_lemmas.len() as f64),
     };
-    let rec = RoundRecord { metrics, filter_checks, trivial_dropped, lemmas_removed };
-    store.put_checkpoint(round, &ckpt.display().to_string(), &serde_json::to_string(&rec)?)?;
+    let rec = RoundRecord {
+        metrics,
+        filter_checks,
+        trivial_dropped,
+        lemmas_removed,
+    };
+    store.put_checkpoint(
+        round,
+        &ckpt.display().to_string(),
+        &serde_json::to_string(&rec)?,
+    )?;
     store.mark_done(round, "rl/round", sample_s + check_s + train_s)?;
     Ok(rec)
 }
@@ -690,7 +881,15 @@ pub fn filter_proposals(
         again = false;
         for (_, candidate) in without_each_lemma(&proof, lang) {
             checks += 1;
-            if checker.check(&CheckRequest::new("", context, statement, candidate.clone())).is_proved() {
+            if checker
+                .check(&CheckRequest::new(
+                    "",
+                    context,
+                    statement,
+                    candidate.clone(),
+                ))
+                .is_proved()
+            {
                 proof = candidate;
                 removed += 1;
                 again = true;
@@ -701,17 +900,31 @@ pub fn filter_proposals(
     let mut trivial = false;
     if !cfg.trivial_tactic.trim().is_empty() {
         for l in proof.lemmas() {
-            let Some(name) = lang.lemma_name(l) else { continue };
+            let Some(name) = lang.lemma_name(l) else {
+                continue;
+            };
             let tactic = cfg.trivial_tactic.replace("{lemma}", &name);
-            let Ok(p) = ConditionalProof::parse(&format!("<use_invoke> <invoke> {l} </invoke> {tactic}")) else { continue };
+            let Ok(p) =
+                ConditionalProof::parse(&format!("<use_invoke> <invoke> {l} </invoke> {tactic}"))
+            else {
+                continue;
+            };
             checks += 1;
-            if checker.check(&CheckRequest::new("", context, statement, p)).is_proved() {
+            if checker
+                .check(&CheckRequest::new("", context, statement, p))
+                .is_proved()
+            {
                 trivial = true;
                 break;
             }
         }
     }
-    Filtered { proof, trivial, removed, checks }
+    Filtered {
+        proof,
+        trivial,
+        removed,
+        checks,
+    }
 }
 
 /// Lemma statements proposed in the replay buffer's targets (for the novel-lemma share).
@@ -726,15 +939,26 @@ fn replay_lemma_statements(replay: &ReplayBuffer<StoredExample>) -> Vec<String> 
         .collect()
 }
 
-
 /// `prod rl` as a job: load the config's dataset split, start the checker, run or resume all
 /// rounds in `out`, and keep `out/run.json` current after every round.
-pub fn run_rl_job(cfg: &RlConfig, out: &Path, bars: &Bars) -> anyhow::Result<(prod_report::RunReport, Vec<RoundRecord>)> {
-    use crate::job::{now_rfc3339, open_store, prover_name, start_run_checker, write_report, BadInput};
+pub fn run_rl_job(
+    cfg: &RlConfig,
+    out: &Path,
+    bars: &Bars,
+) -> anyhow::Result<(prod_report::RunReport, Vec<RoundRecord>)> {
+    use crate::job::{
+        now_rfc3339, open_store, prover_name, start_run_checker, write_report, BadInput,
+    };
     let lang = prod_coq::CoqLanguage;
-    let theorems = crate::eval::load_theorems(&cfg.dataset, &cfg.split, None, cfg.seed).map_err(BadInput)?;
+    let theorems =
+        crate::eval::load_theorems(&cfg.dataset, &cfg.split, None, cfg.seed).map_err(BadInput)?;
     if theorems.is_empty() {
-        return Err(BadInput(format!("{}: split {:?} has no named theorems", cfg.dataset.display(), cfg.split)).into());
+        return Err(BadInput(format!(
+            "{}: split {:?} has no named theorems",
+            cfg.dataset.display(),
+            cfg.split
+        ))
+        .into());
     }
     let store = open_store(out, cfg.postgres.as_ref())?;
     let mut fixed = cfg.clone();
@@ -742,16 +966,31 @@ pub fn run_rl_job(cfg: &RlConfig, out: &Path, bars: &Bars) -> anyhow::Result<(pr
     fixed.postgres = None;
     store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
     let coq_cfg = cfg.coq.to_config();
-    let checker = start_run_checker(&coq_cfg, &out.join("cache.sqlite"), out, cfg.postgres.as_ref())?;
+    let checker = start_run_checker(
+        &coq_cfg,
+        &out.join("cache.sqlite"),
+        out,
+        cfg.postgres.as_ref(),
+    )?;
     let statements = crate::eval::dataset_statements(&cfg.dataset, &lang);
-    let env = RlEnv { store: &store, checker: &*checker, lang: &lang, out, bars, dataset_statements: &statements };
+    let env = RlEnv {
+        store: &store,
+        checker: &*checker,
+        lang: &lang,
+        out,
+        bars,
+        dataset_statements: &statements,
+    };
     let prover = prover_name(&checker.fingerprint());
     let params = if cfg.remote.is_some() {
         None
     } else {
-        NativePolicy::load(&cfg.model, cfg.sampling.clone()).map(|p| p.model.num_params() as u64).ok()
+        NativePolicy::load(&cfg.model, cfg.sampling.clone())
+            .map(|p| p.model.num_params() as u64)
+            .ok()
     };
-    let report_of = |records: &[RoundRecord]| prod_report::RunReport {
+    let report_of = |records: &[RoundRecord]| {
+        prod_report::RunReport {
         title: format!("ProD-RL run ({:?})", cfg.method),
         created: now_rfc3339(),
         prover: prover.clone(),
@@ -773,6 +1012,7 @@ pub fn run_rl_job(cfg: &RlConfig, out: &Path, bars: &Bars) -> anyhow::Result<(pr
                 )
             })
             .collect(),
+    }
     };
     let write = |records: &[RoundRecord]| -> anyhow::Result<()> {
         write_report(out, &report_of(records))?;
@@ -791,7 +1031,14 @@ mod tests {
     #[test]
     fn config_sections_default_and_reject_unknown_keys() {
         let cfg: RlConfig = toml::from_str("model = \"m\"\ndataset = \"d\"\nrounds = 2\n[sampling]\nmax_new_tokens = 9\n[coq]\nworkers = 1\n").unwrap();
-        assert_eq!((cfg.rounds, cfg.sampling.max_new_tokens, cfg.sampling.temperature), (2, 9, 0.7));
+        assert_eq!(
+            (
+                cfg.rounds,
+                cfg.sampling.max_new_tokens,
+                cfg.sampling.temperature
+            ),
+            (2, 9, 0.7)
+        );
         assert_eq!((cfg.coq.workers, cfg.coq.hammer), (1, true));
         assert_eq!(cfg.method, Method::ProdRl);
         assert!(toml::from_str::<RlConfig>("roundz = 2\n").is_err());

@@ -21,7 +21,11 @@ struct Scripted {
 }
 
 impl SeqPolicy for Scripted {
-    fn sample_at(&mut self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<String>, PolicyError> {
+    fn sample_at(
+        &mut self,
+        requests: &[SampleRequest<'_>],
+        first_seq: u64,
+    ) -> Result<Vec<String>, PolicyError> {
         let mut out = vec![];
         for (i, r) in requests.iter().enumerate() {
             let seq = first_seq + i as u64;
@@ -38,12 +42,20 @@ impl SeqPolicy for Scripted {
                 }
             } else if s.contains("aux") {
                 // Depth 1: half right, half wrong; the forced `<no_invoke>` is put back by Algorithm 1.
-                if seq.is_multiple_of(2) { "<no_invoke> intros m. lia." } else { "<no_invoke> intros m. reflexivity." }
+                if seq.is_multiple_of(2) {
+                    "<no_invoke> intros m. lia."
+                } else {
+                    "<no_invoke> intros m. reflexivity."
+                }
             } else if s.contains("t_double") {
                 "<no_invoke> intros n. unfold double. lia."
             } else {
                 // t_false: unprovable; sometimes not even a conditional proof.
-                if seq.is_multiple_of(2) { "<no_invoke> reflexivity." } else { "no t0 here" }
+                if seq.is_multiple_of(2) {
+                    "<no_invoke> reflexivity."
+                } else {
+                    "no t0 here"
+                }
             };
             out.push(text.to_string());
         }
@@ -67,7 +79,11 @@ fn theorems() -> Vec<Theorem> {
     };
     vec![
         t("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", 1),
-        t("t_double", "Lemma t_double : forall n : nat, double n = 2 * n.", 0),
+        t(
+            "t_double",
+            "Lemma t_double : forall n : nat, double n = 2 * n.",
+            0,
+        ),
         t("t_false", "Lemma t_false : 1 = 2.", 0),
     ]
 }
@@ -77,7 +93,14 @@ fn coq() -> (CoqChecker, CoqCheckConfig) {
 }
 
 fn opts() -> EvalOptions {
-    EvalOptions { ks: vec![1, 2, 4], samples: 4, depth: 2, bootstrap: 200, final_timeout_s: 60, ..Default::default() }
+    EvalOptions {
+        ks: vec![1, 2, 4],
+        samples: 4,
+        depth: 2,
+        bootstrap: 200,
+        final_timeout_s: 60,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -92,26 +115,65 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
     let sent_ref = Mutex::new(vec![]);
     let reference = {
         let store = RunStore::open_dir(ref_dir.path()).unwrap();
-        let checker = Counting { inner: &coq, sent: &sent_ref, die_after: None };
-        let setup = CheckSetup { checker: &checker, coq: &cfg, lang: &lang };
-        let mut p = Scripted { asked: vec![], die_after: None };
-        run_eval(&store, &mut p, &setup, &ths, &none, &opts(), 0, "eval", &Bars::hidden()).unwrap()
+        let checker = Counting {
+            inner: &coq,
+            sent: &sent_ref,
+            die_after: None,
+        };
+        let setup = CheckSetup {
+            checker: &checker,
+            coq: &cfg,
+            lang: &lang,
+        };
+        let mut p = Scripted {
+            asked: vec![],
+            die_after: None,
+        };
+        run_eval(
+            &store,
+            &mut p,
+            &setup,
+            &ths,
+            &none,
+            &opts(),
+            0,
+            "eval",
+            &Bars::hidden(),
+        )
+        .unwrap()
     };
     let e = &reference.evaluation;
     // t_add: trees 0..4 get roots at seq (per level order) — proved by `lia` or via `aux`;
     // t_double always proved; t_false never. Every proved tree passed the cold coqc check.
-    let proved: Vec<(String, usize, usize)> = reference.per_theorem.iter().map(|(id, n, c, _)| (id.clone(), *n, *c)).collect();
+    let proved: Vec<(String, usize, usize)> = reference
+        .per_theorem
+        .iter()
+        .map(|(id, n, c, _)| (id.clone(), *n, *c))
+        .collect();
     assert_eq!(proved[1], ("t_double".into(), 4, 4));
     assert_eq!(proved[2], ("t_false".into(), 4, 0));
     assert_eq!(proved[0].1, 4);
-    assert!(proved[0].2 >= 1 && proved[0].2 < 4, "t_add proved in some but not all trees: {proved:?}");
+    assert!(
+        proved[0].2 >= 1 && proved[0].2 < 4,
+        "t_add proved in some but not all trees: {proved:?}"
+    );
     let p1 = e.pass_at_k.iter().find(|p| p.k == 1).unwrap();
     let want = (proved[0].2 as f64 / 4.0 + 1.0 + 0.0) / 3.0;
-    assert!((p1.estimate - want).abs() < 1e-9, "{} vs {want}", p1.estimate);
+    assert!(
+        (p1.estimate - want).abs() < 1e-9,
+        "{} vs {want}",
+        p1.estimate
+    );
     assert_eq!(e.infra_nodes, 0);
     // Depth table: t_double at (0, Some(0)), t_false at (0, None).
-    assert!(e.depth_table.iter().any(|c| c.ground_truth_depth == Some(0) && c.proving_depth == Some(0) && c.count == 1));
-    assert!(e.depth_table.iter().any(|c| c.ground_truth_depth == Some(0) && c.proving_depth.is_none() && c.count == 1));
+    assert!(e
+        .depth_table
+        .iter()
+        .any(|c| c.ground_truth_depth == Some(0) && c.proving_depth == Some(0) && c.count == 1));
+    assert!(e
+        .depth_table
+        .iter()
+        .any(|c| c.ground_truth_depth == Some(0) && c.proving_depth.is_none() && c.count == 1));
     // No node was sent to Coq twice.
     let uniq: HashSet<_> = sent_ref.lock().unwrap().iter().cloned().collect();
     assert_eq!(uniq.len(), sent_ref.lock().unwrap().len());
@@ -122,52 +184,142 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
     let mut fresh_samples = vec![];
     let r = catch_unwind(AssertUnwindSafe(|| {
         let store = RunStore::open_dir(dir.path()).unwrap();
-        let checker = Counting { inner: &coq, sent: &sent, die_after: None };
-        let setup = CheckSetup { checker: &checker, coq: &cfg, lang: &lang };
-        let mut p = Scripted { asked: vec![], die_after: Some(9) };
-        let r = run_eval(&store, &mut p, &setup, &ths, &none, &opts(), 0, "eval", &Bars::hidden());
+        let checker = Counting {
+            inner: &coq,
+            sent: &sent,
+            die_after: None,
+        };
+        let setup = CheckSetup {
+            checker: &checker,
+            coq: &cfg,
+            lang: &lang,
+        };
+        let mut p = Scripted {
+            asked: vec![],
+            die_after: Some(9),
+        };
+        let r = run_eval(
+            &store,
+            &mut p,
+            &setup,
+            &ths,
+            &none,
+            &opts(),
+            0,
+            "eval",
+            &Bars::hidden(),
+        );
         drop(r);
     }));
     assert!(r.is_err(), "the first run must have been killed");
     let store = RunStore::open_dir(dir.path()).unwrap();
     // Chunks (at most 8 requests, one level call) are committed as they finish.
     let committed = store.log_len(0, "eval").unwrap();
-    assert!(committed > 0 && committed <= 9, "samples before the kill were committed: {committed}");
+    assert!(
+        committed > 0 && committed <= 9,
+        "samples before the kill were committed: {committed}"
+    );
     drop(store);
     let r = catch_unwind(AssertUnwindSafe(|| {
         let store = RunStore::open_dir(dir.path()).unwrap();
-        let checker = Counting { inner: &coq, sent: &sent, die_after: Some(3) };
-        let setup = CheckSetup { checker: &checker, coq: &cfg, lang: &lang };
-        let mut p = Scripted { asked: vec![], die_after: None };
+        let checker = Counting {
+            inner: &coq,
+            sent: &sent,
+            die_after: Some(3),
+        };
+        let setup = CheckSetup {
+            checker: &checker,
+            coq: &cfg,
+            lang: &lang,
+        };
+        let mut p = Scripted {
+            asked: vec![],
+            die_after: None,
+        };
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_eval(&store, &mut p, &setup, &ths, &none, &opts(), 0, "eval", &Bars::hidden())
+            run_eval(
+                &store,
+                &mut p,
+                &setup,
+                &ths,
+                &none,
+                &opts(),
+                0,
+                "eval",
+                &Bars::hidden(),
+            )
         }));
         let asked = p.asked.clone();
         (r, asked)
     }));
     let (inner, asked) = r.unwrap();
-    assert!(inner.is_err(), "the second run must have been killed while checking");
+    assert!(
+        inner.is_err(),
+        "the second run must have been killed while checking"
+    );
     fresh_samples.extend(asked);
     assert_eq!(sent.lock().unwrap().len(), 3);
     let store = RunStore::open_dir(dir.path()).unwrap();
     assert!(store.verdict_count().unwrap() >= 3);
-    let checker = Counting { inner: &coq, sent: &sent, die_after: None };
-    let setup = CheckSetup { checker: &checker, coq: &cfg, lang: &lang };
-    let mut p = Scripted { asked: vec![], die_after: None };
-    let resumed = run_eval(&store, &mut p, &setup, &ths, &none, &opts(), 0, "eval", &Bars::hidden()).unwrap();
+    let checker = Counting {
+        inner: &coq,
+        sent: &sent,
+        die_after: None,
+    };
+    let setup = CheckSetup {
+        checker: &checker,
+        coq: &cfg,
+        lang: &lang,
+    };
+    let mut p = Scripted {
+        asked: vec![],
+        die_after: None,
+    };
+    let resumed = run_eval(
+        &store,
+        &mut p,
+        &setup,
+        &ths,
+        &none,
+        &opts(),
+        0,
+        "eval",
+        &Bars::hidden(),
+    )
+    .unwrap();
     // Nothing sampled after the sampling phase completed. The first run committed requests
     // 0..committed before it died inside the next chunk: those are never asked again; only
     // the chunk in flight is.
-    assert!(p.asked.is_empty(), "the finished run sampled again: {:?}", p.asked);
-    assert_eq!(fresh_samples.first(), Some(&committed), "resume starts after the committed chunk");
+    assert!(
+        p.asked.is_empty(),
+        "the finished run sampled again: {:?}",
+        p.asked
+    );
+    assert_eq!(
+        fresh_samples.first(),
+        Some(&committed),
+        "resume starts after the committed chunk"
+    );
     let mut all = fresh_samples.clone();
     all.dedup();
-    assert_eq!(all.len(), fresh_samples.len(), "a request was sampled twice");
+    assert_eq!(
+        all.len(),
+        fresh_samples.len(),
+        "a request was sampled twice"
+    );
     // Nothing checked twice, and exactly what the uninterrupted run checked.
     let sent = sent.lock().unwrap().clone();
     let uniq: HashSet<_> = sent.iter().cloned().collect();
     assert_eq!(uniq.len(), sent.len(), "a node was checked twice");
-    assert_eq!(uniq, sent_ref.lock().unwrap().iter().cloned().collect::<HashSet<_>>());
+    assert_eq!(
+        uniq,
+        sent_ref
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect::<HashSet<_>>()
+    );
     assert_eq!(resumed.evaluation, reference.evaluation);
     assert_eq!(resumed.per_theorem, reference.per_theorem);
 }

@@ -46,10 +46,18 @@ fn script() -> PathBuf {
 
 /// Runs the script; returns the JSON objects it printed on stdout (one per line).
 fn run_script<S: AsRef<OsStr> + Debug>(py: &Path, args: &[S]) -> Vec<serde_json::Value> {
-    let out = Command::new(py).arg(script()).args(args).output().expect("run PROD_PYTHON");
+    let out = Command::new(py)
+        .arg(script())
+        .args(args)
+        .output()
+        .expect("run PROD_PYTHON");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "train_weighted.py {args:?} failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "train_weighted.py {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
     json_lines(&stdout)
 }
 
@@ -64,8 +72,17 @@ fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
 /// Runs the script as `procs` data-parallel processes (torch.distributed on CPU with gloo, the
 /// environment `torchrun` would set); returns what rank 0 printed. Killed after two minutes (a
 /// collective that never completes would otherwise hang the test).
-fn run_script_ddp<S: AsRef<OsStr>>(py: &Path, procs: usize, dir: &Path, args: &[S]) -> Vec<serde_json::Value> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+fn run_script_ddp<S: AsRef<OsStr>>(
+    py: &Path,
+    procs: usize,
+    dir: &Path,
+    args: &[S],
+) -> Vec<serde_json::Value> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut children = Vec::new();
     for rank in 0..procs {
         let log = |k: &str| std::fs::File::create(dir.join(format!("rank{rank}.{k}"))).unwrap();
@@ -102,8 +119,15 @@ fn run_script_ddp<S: AsRef<OsStr>>(py: &Path, procs: usize, dir: &Path, args: &[
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     for (rank, s) in status.iter().enumerate() {
-        let read = |k: &str| std::fs::read_to_string(dir.join(format!("rank{rank}.{k}"))).unwrap_or_default();
-        assert!(s.unwrap().success(), "rank {rank} failed ({s:?}):\n{}\n{}", read("out"), read("err"));
+        let read = |k: &str| {
+            std::fs::read_to_string(dir.join(format!("rank{rank}.{k}"))).unwrap_or_default()
+        };
+        assert!(
+            s.unwrap().success(),
+            "rank {rank} failed ({s:?}):\n{}\n{}",
+            read("out"),
+            read("err")
+        );
     }
     json_lines(&std::fs::read_to_string(dir.join("rank0.out")).unwrap())
 }
@@ -116,11 +140,25 @@ fn tokenizer() -> ProdTokenizer {
 /// on the examples so that its loss is far from uniform (different weights then give clearly
 /// different losses). With `missing_ids`, the saved vocabulary lacks the tokenizer's last rows:
 /// prod's loader (and the script) grow it back with mean rows.
-fn model_dir(dir: &Path, tok: &ProdTokenizer, tied: bool, missing_ids: usize, seed: u64, steps: usize) {
-    let cfg = LlamaConfig { tie_word_embeddings: tied, ..LlamaConfig::tiny(tok.vocab_size()) };
+fn model_dir(
+    dir: &Path,
+    tok: &ProdTokenizer,
+    tied: bool,
+    missing_ids: usize,
+    seed: u64,
+    steps: usize,
+) {
+    let cfg = LlamaConfig {
+        tie_word_embeddings: tied,
+        ..LlamaConfig::tiny(tok.vocab_size())
+    };
     let model = Llama::random(&cfg, seed, &Device::Cpu).unwrap();
     let ex = examples(tok);
-    let mut trainer = Trainer::new(PolicyConfig { learning_rate: 1e-2, warmup_steps: 0, ..PolicyConfig::default() });
+    let mut trainer = Trainer::new(PolicyConfig {
+        learning_rate: 1e-2,
+        warmup_steps: 0,
+        ..PolicyConfig::default()
+    });
     for _ in 0..steps {
         trainer.step(&model, &ex).unwrap();
     }
@@ -130,11 +168,23 @@ fn model_dir(dir: &Path, tok: &ProdTokenizer, tied: bool, missing_ids: usize, se
         .into_iter()
         .map(|(name, v)| {
             let t = v.as_detached_tensor();
-            let t = if name == "model.embed_tokens.weight" || name == "lm_head.weight" { t.narrow(0, 0, small).unwrap() } else { t };
+            let t = if name == "model.embed_tokens.weight" || name == "lm_head.weight" {
+                t.narrow(0, 0, small).unwrap()
+            } else {
+                t
+            };
             (name, t)
         })
         .collect();
-    let mut model = Llama::from_tensors(LlamaConfig { vocab_size: small, ..cfg }, tensors, &Device::Cpu).unwrap();
+    let mut model = Llama::from_tensors(
+        LlamaConfig {
+            vocab_size: small,
+            ..cfg
+        },
+        tensors,
+        &Device::Cpu,
+    )
+    .unwrap();
     prod_policy::save_model_dir(dir, &mut model, tok).unwrap();
     let saved = LlamaConfig::load(&dir.join("config.json")).unwrap();
     assert_eq!((saved.vocab_size, saved.tie_word_embeddings), (small, tied));
@@ -151,13 +201,31 @@ fn examples(tok: &ProdTokenizer) -> Vec<TrainExample> {
         let mut ids = prompt.clone();
         ids.extend(tok.encode(proof).unwrap());
         ids.push(tok.end_id());
-        out.push(TrainExample { loss_from: prompt.len(), ids, weight: weights[i] });
+        out.push(TrainExample {
+            loss_from: prompt.len(),
+            ids,
+            weight: weights[i],
+        });
     }
-    for (i, (statement, proved)) in [("Lemma t_add : forall n : nat, n + 0 = n.", true), ("Lemma f : 0 = 1.", false)].iter().enumerate() {
+    for (i, (statement, proved)) in [
+        ("Lemma t_add : forall n : nat, n + 0 = n.", true),
+        ("Lemma f : 0 = 1.", false),
+    ]
+    .iter()
+    .enumerate()
+    {
         let mut ids = tok.encode(&format!("{}{statement}\n", TEXTS[0])).unwrap();
         let loss_from = ids.len();
-        ids.push(if *proved { tok.true_id() } else { tok.false_id() });
-        out.push(TrainExample { loss_from, ids, weight: weights[3 + i] });
+        ids.push(if *proved {
+            tok.true_id()
+        } else {
+            tok.false_id()
+        });
+        out.push(TrainExample {
+            loss_from,
+            ids,
+            weight: weights[3 + i],
+        });
     }
     out
 }
@@ -181,45 +249,78 @@ fn rel(a: f64, b: f64) -> f64 {
 }
 
 fn python_eval(py: &Path, model: &Path, data: &Path) -> f64 {
-    let out = run_script(py, &["--eval-only", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap(), "--micro-batch", "2"]);
+    let out = run_script(
+        py,
+        &[
+            "--eval-only",
+            "--model",
+            model.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--micro-batch",
+            "2",
+        ],
+    );
     assert_eq!(out.len(), 1, "{out:?}");
     out[0]["loss"].as_f64().unwrap()
 }
 
 #[test]
 fn python_eval_loss_equals_the_native_eval_loss() {
-    let Some(py) = python("python_eval_loss_equals_the_native_eval_loss") else { return };
+    let Some(py) = python("python_eval_loss_equals_the_native_eval_loss") else {
+        return;
+    };
     let tok = tokenizer();
     let ex = examples(&tok);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("examples.jsonl");
     write_examples(&data, &ex, &tok);
     let max_id = ex.iter().flat_map(|e| e.ids.iter().copied()).max().unwrap() as usize;
-    for (name, tied, missing) in [("untied", false, 0), ("tied", true, 0), ("tied-grown", true, 5), ("untied-grown", false, 5)] {
+    for (name, tied, missing) in [
+        ("untied", false, 0),
+        ("tied", true, 0),
+        ("tied-grown", true, 5),
+        ("untied-grown", false, 5),
+    ] {
         let m = dir.path().join(name);
         model_dir(&m, &tok, tied, missing, 11, 15);
         let (model, _) = prod_policy::load_model_dir(&m, &Device::Cpu).unwrap();
         assert_eq!(model.config().vocab_size, tok.vocab_size());
         if missing > 0 {
-            assert!(max_id >= tok.vocab_size() - missing, "the examples use a grown row ({max_id})");
+            assert!(
+                max_id >= tok.vocab_size() - missing,
+                "the examples use a grown row ({max_id})"
+            );
         }
         let native = eval_loss(&model, &ex, 3).unwrap();
         let python = python_eval(&py, &m, &data);
         eprintln!("{name}: native {native:.6} python {python:.6}");
         // Trained, far from uniform (ln |V| ≈ 5.7): the weights decide the loss.
         assert!(native > 0.05 && native < 4.0, "{native}");
-        assert!(rel(native, python) < 1e-4, "{name}: native eval_loss {native} vs train_weighted.py {python}");
+        assert!(
+            rel(native, python) < 1e-4,
+            "{name}: native eval_loss {native} vs train_weighted.py {python}"
+        );
     }
     // Weights matter: a different model gives a different loss (the comparison can fail).
     let other = dir.path().join("other");
     model_dir(&other, &tok, false, 0, 12, 15);
     let (m0, _) = prod_policy::load_model_dir(&dir.path().join("untied"), &Device::Cpu).unwrap();
-    assert!(rel(eval_loss(&m0, &ex, 3).unwrap(), python_eval(&py, &other, &data)) > 1e-2);
+    assert!(
+        rel(
+            eval_loss(&m0, &ex, 3).unwrap(),
+            python_eval(&py, &other, &data)
+        ) > 1e-2
+    );
 }
 
 #[test]
 fn python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads() {
-    let Some(py) = python("python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads") else { return };
+    let Some(py) =
+        python("python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads")
+    else {
+        return;
+    };
     let tok = tokenizer();
     let ex = examples(&tok);
     let dir = tempfile::tempdir().unwrap();
@@ -233,16 +334,33 @@ fn python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads
     let out2 = dir.path().join("out-2-processes");
     let args = |out: &Path| -> Vec<String> {
         [
-            "--data", data.to_str().unwrap(), "--model", start.to_str().unwrap(), "--out", out.to_str().unwrap(),
-            "--lr", &lr.to_string(), "--macro-batch", &macro_batch.to_string(), "--micro-batch", &micro.to_string(),
-            "--warmup-steps", &warmup.to_string(), "--epochs", &epochs.to_string(),
+            "--data",
+            data.to_str().unwrap(),
+            "--model",
+            start.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--lr",
+            &lr.to_string(),
+            "--macro-batch",
+            &macro_batch.to_string(),
+            "--micro-batch",
+            &micro.to_string(),
+            "--warmup-steps",
+            &warmup.to_string(),
+            "--epochs",
+            &epochs.to_string(),
         ]
         .map(String::from)
         .to_vec()
     };
     let steps = run_script(&py, &args(&out));
     let py_losses: Vec<f64> = steps.iter().map(|s| s["loss"].as_f64().unwrap()).collect();
-    assert_eq!(py_losses.len(), epochs * ex.len().div_ceil(macro_batch), "{steps:?}");
+    assert_eq!(
+        py_losses.len(),
+        epochs * ex.len().div_ceil(macro_batch),
+        "{steps:?}"
+    );
     // Data-parallel: 2 processes (each a share of the micro-batches, one a zero-weight dummy in the
     // second macro batch) must take the same steps as one.
     let steps2 = run_script_ddp(&py, 2, dir.path(), &args(&out2));
@@ -252,7 +370,13 @@ fn python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads
     // The native trainer on the same examples, in the same order, with the same settings.
     let (mut model, _) = prod_policy::load_model_dir(&start, &Device::Cpu).unwrap();
     let before: Vec<Vec<f32>> = params(&model);
-    let cfg = PolicyConfig { learning_rate: lr, warmup_steps: warmup, macro_batch, micro_batch: micro, ..PolicyConfig::default() };
+    let cfg = PolicyConfig {
+        learning_rate: lr,
+        warmup_steps: warmup,
+        macro_batch,
+        micro_batch: micro,
+        ..PolicyConfig::default()
+    };
     let mut trainer = Trainer::new(cfg);
     let mut native_losses = Vec::new();
     for _ in 0..epochs {
@@ -261,16 +385,32 @@ fn python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads
         }
     }
     eprintln!("native {native_losses:?}\npython {py_losses:?}\npython, 2 processes {py2_losses:?}");
-    for (i, ((n, p), p2)) in native_losses.iter().zip(&py_losses).zip(&py2_losses).enumerate() {
+    for (i, ((n, p), p2)) in native_losses
+        .iter()
+        .zip(&py_losses)
+        .zip(&py2_losses)
+        .enumerate()
+    {
         // Same model, data, optimizer and schedule: only float rounding differs (~1e-6 here).
-        assert!(rel(*n, *p) < 1e-4, "step {}: native loss {n} vs python {p}", i + 1);
-        assert!(rel(*n, *p2) < 1e-4, "step {}: native loss {n} vs python on 2 processes {p2}", i + 1);
+        assert!(
+            rel(*n, *p) < 1e-4,
+            "step {}: native loss {n} vs python {p}",
+            i + 1
+        );
+        assert!(
+            rel(*n, *p2) < 1e-4,
+            "step {}: native loss {n} vs python on 2 processes {p2}",
+            i + 1
+        );
     }
     // It learns: each macro batch's loss is lower in the last epoch than in the first.
     let per_epoch = ex.len().div_ceil(macro_batch);
     for k in 0..per_epoch {
         let (first, last) = (py_losses[k], py_losses[(epochs - 1) * per_epoch + k]);
-        assert!(last < first * 0.95, "macro batch {k}: loss {first} -> {last}");
+        assert!(
+            last < first * 0.95,
+            "macro batch {k}: loss {first} -> {last}"
+        );
     }
 
     // The checkpoint: prod's loader reads it (weights, config, tokenizer), its weights moved, and
@@ -284,7 +424,11 @@ fn python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads
     assert_eq!(policy.tok.vocab_size(), tok.vocab_size());
     let after = params(&policy.model);
     assert_eq!(after.len(), before.len());
-    let moved = before.iter().zip(&after).filter(|(b, a)| b.iter().zip(a.iter()).any(|(x, y)| x != y)).count();
+    let moved = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b.iter().zip(a.iter()).any(|(x, y)| x != y))
+        .count();
     assert_eq!(moved, before.len(), "every parameter tensor was updated");
     let trained_py = eval_loss(&policy.model, &ex, 3).unwrap();
     let trained_native = eval_loss(&model, &ex, 3).unwrap();
@@ -294,11 +438,17 @@ fn python_training_follows_the_native_trainer_and_writes_a_checkpoint_prod_loads
     };
     eprintln!("eval loss: initial {initial:.5}, python-trained {trained_py:.5}, native-trained {trained_native:.5}");
     assert!(trained_py < initial * 0.9, "{initial} -> {trained_py}");
-    assert!(rel(trained_py, trained_native) < 1e-4, "python-trained {trained_py} vs native-trained {trained_native}");
+    assert!(
+        rel(trained_py, trained_native) < 1e-4,
+        "python-trained {trained_py} vs native-trained {trained_native}"
+    );
     assert!(rel(trained_py, python_eval(&py, &out, &data)) < 1e-4);
     let (m2, _) = prod_policy::load_model_dir(&out2, &Device::Cpu).unwrap();
     let trained_py2 = eval_loss(&m2, &ex, 3).unwrap();
-    assert!(rel(trained_py2, trained_native) < 1e-4, "2 processes: {trained_py2} vs native-trained {trained_native}");
+    assert!(
+        rel(trained_py2, trained_native) < 1e-4,
+        "2 processes: {trained_py2} vs native-trained {trained_native}"
+    );
     // The native trainer really moved too (the comparison above is not between two copies of the start).
     model = prod_policy::load_model_dir(&start, &Device::Cpu).unwrap().0;
     assert!(rel(eval_loss(&model, &ex, 3).unwrap(), trained_native) > 0.05);
@@ -308,7 +458,13 @@ fn params(model: &Llama) -> Vec<Vec<f32>> {
     model
         .named_vars()
         .into_iter()
-        .map(|(_, v)| v.as_detached_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        .map(|(_, v)| {
+            v.as_detached_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        })
         .collect()
 }
 
@@ -318,13 +474,25 @@ mod common;
 
 #[test]
 fn a_prod_rl_round_trains_with_the_real_python_trainer() {
-    let Some(py) = python("a_prod_rl_round_trains_with_the_real_python_trainer") else { return };
+    let Some(py) = python("a_prod_rl_round_trains_with_the_real_python_trainer") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     common::write_fixture(
         dir.path(),
         &[
-            common::example("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", "<no_invoke> intros n. lia.", &[]),
-            common::example("t_mul", "Lemma t_mul : forall n : nat, n * 1 = n.", "<no_invoke> intros n. lia.", &[]),
+            common::example(
+                "t_add",
+                "Lemma t_add : forall n : nat, n + 0 = n.",
+                "<no_invoke> intros n. lia.",
+                &[],
+            ),
+            common::example(
+                "t_mul",
+                "Lemma t_mul : forall n : nat, n * 1 = n.",
+                "<no_invoke> intros n. lia.",
+                &[],
+            ),
         ],
     );
     let coq = common::coq();
@@ -361,7 +529,10 @@ fn a_prod_rl_round_trains_with_the_real_python_trainer() {
     let records = prod_run::run_rl(&cfg, &theorems, &env, &|_| Ok(())).unwrap();
     assert_eq!(records.len(), 1);
     let m = &records[0].metrics;
-    assert!(m.locally_correct >= 2, "ground-truth proofs are locally correct: {m:?}");
+    assert!(
+        m.locally_correct >= 2,
+        "ground-truth proofs are locally correct: {m:?}"
+    );
     let loss_after = m.loss.expect("the loss is measured on the new weights");
 
     // prod measured the round's losses on what the script wrote (policy examples; value examples,
@@ -373,15 +544,27 @@ fn a_prod_rl_round_trains_with_the_real_python_trainer() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
         ["<true>", "<false>"].contains(&v["completion"].as_str().unwrap())
     });
-    assert!(policy.len() >= 2 && !value.is_empty(), "ground truth and value examples: {text}");
-    let (policy_file, value_file) = (run_dir.path().join("policy.jsonl"), run_dir.path().join("value.jsonl"));
+    assert!(
+        policy.len() >= 2 && !value.is_empty(),
+        "ground truth and value examples: {text}"
+    );
+    let (policy_file, value_file) = (
+        run_dir.path().join("policy.jsonl"),
+        run_dir.path().join("value.jsonl"),
+    );
     std::fs::write(&policy_file, policy.join("\n") + "\n").unwrap();
     std::fs::write(&value_file, value.join("\n") + "\n").unwrap();
     let py_loss = python_eval(&py, &ckpt, &policy_file);
-    assert!(rel(loss_after, py_loss) < 1e-4, "prod's round loss {loss_after} vs the script's {py_loss}");
+    assert!(
+        rel(loss_after, py_loss) < 1e-4,
+        "prod's round loss {loss_after} vs the script's {py_loss}"
+    );
     let value_loss = m.value_loss.expect("value examples were trained");
     let py_value = python_eval(&py, &ckpt, &value_file);
-    assert!(rel(value_loss, py_value) < 1e-4, "prod's value loss {value_loss} vs the script's {py_value}");
+    assert!(
+        rel(value_loss, py_value) < 1e-4,
+        "prod's value loss {value_loss} vs the script's {py_value}"
+    );
     // The round trained: all its examples have a lower loss than on the start model.
     let before = python_eval(&py, &dir.path().join("model"), &examples);
     let after = python_eval(&py, &ckpt, &examples);

@@ -24,7 +24,8 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use candle_core::{
-    bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, InplaceOp2, Layout, Result, Shape, Tensor,
+    bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, InplaceOp2, Layout, Result, Shape,
+    Tensor,
 };
 
 /// The contiguous f32 data of an op argument.
@@ -96,7 +97,9 @@ fn par_ranges(n: usize, min_parallel: usize, f: impl Fn(Range<usize>) + Sync) {
         return f(0..n);
     }
     let chunk = n.div_ceil(threads * 4).max(1);
-    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..n.min((c + 1) * chunk)));
+    (0..n.div_ceil(chunk))
+        .into_par_iter()
+        .for_each(|c| f(c * chunk..n.min((c + 1) * chunk)));
 }
 
 fn ensure_cpu_f32(t: &Tensor, op: &str) -> Result<()> {
@@ -106,23 +109,23 @@ fn ensure_cpu_f32(t: &Tensor, op: &str) -> Result<()> {
     Ok(())
 }
 
-mod linear;
 mod attention;
-mod embedding;
-mod norm;
-mod swiglu;
 mod blocks;
+mod embedding;
+mod linear;
 mod loss;
+mod norm;
 mod optim;
+mod swiglu;
 
-pub use linear::*;
 pub use attention::*;
-pub(crate) use embedding::*;
-pub use norm::*;
-pub use swiglu::*;
 pub(crate) use blocks::*;
+pub(crate) use embedding::*;
+pub use linear::*;
 pub use loss::*;
+pub use norm::*;
 pub(crate) use optim::*;
+pub use swiglu::*;
 
 /// What an op's forward pass keeps for its backward pass (the op is applied once per graph).
 struct Saved<T>(Mutex<Option<std::sync::Arc<T>>>);
@@ -133,7 +136,11 @@ impl<T> Saved<T> {
     }
 
     fn keep(&self, op: &str, v: T) -> Result<()> {
-        *self.0.lock().map_err(|_| candle_core::Error::Msg(format!("{op}: poisoned")))? = Some(std::sync::Arc::new(v));
+        *self
+            .0
+            .lock()
+            .map_err(|_| candle_core::Error::Msg(format!("{op}: poisoned")))? =
+            Some(std::sync::Arc::new(v));
         Ok(())
     }
 
