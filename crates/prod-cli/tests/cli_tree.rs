@@ -180,3 +180,28 @@ fn assembled_proof_compiles_with_real_coq() {
         "{stdout}"
     );
 }
+
+/// Proposals whose meaning depends on where they are read (a tactic in the statement, a sibling
+/// proposal's name) are never proved by another node, even when every node claims local
+/// correctness: the tree of `False` stays not proved; the honest tree beside it is proved.
+#[test]
+fn context_dependent_proposals_prove_nothing() {
+    let (code, out, err) = prod(&[
+        "tree",
+        "solve",
+        data("context_dependent.jsonl").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let verdict = |id: &str| -> serde_json::Value {
+        out.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["id"] == id)
+            .unwrap()["globally_correct"]
+            .clone()
+    };
+    assert_eq!(verdict("root"), serde_json::json!(false), "{out}");
+    assert_eq!(verdict("root2"), serde_json::json!(false), "{out}");
+    assert_eq!(verdict("honest"), serde_json::json!(true), "{out}");
+    expect("context_dependent.solve.expected", &out);
+}

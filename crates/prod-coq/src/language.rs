@@ -269,6 +269,19 @@ impl ProofLanguage for CoqLanguage {
         }
     }
 
+    /// Not self-contained: a tactic-in-term quotation (`ltac:(…)`, `constr:(…)`, …), or an
+    /// identifier that names a sibling proposal (its last component, so `Top.x` counts).
+    fn proposal_is_self_contained(&self, proposal: &str, siblings: &[String]) -> bool {
+        if crate::lexer::term_quotation(proposal).is_some() {
+            return false;
+        }
+        identifiers(proposal).into_iter().all(|r| {
+            let w = &proposal[r];
+            let last = w.rsplit('.').next().unwrap_or(w);
+            !siblings.iter().any(|s| s == last)
+        })
+    }
+
     fn rename_statement(&self, statement: &str, new_name: &str) -> String {
         match parts(statement) {
             Some(p) => format!(

@@ -22,6 +22,15 @@ pub trait ProofLanguage: Send + Sync {
     /// could mean different things.
     fn normalize_statement(&self, statement: &str) -> String;
 
+    /// Does a proposed lemma mean the same in the node that proposes it (where `siblings`, the
+    /// names of the node's other proposals, are in scope) as in a node that proves it on its
+    /// own? Only then may a node prove it (paper §2 takes this for granted; a statement that
+    /// runs a tactic or names a sibling proposal can elaborate to two different statements).
+    /// Implementations must answer `false` whenever they cannot tell.
+    fn proposal_is_self_contained(&self, _proposal: &str, _siblings: &[String]) -> bool {
+        true
+    }
+
     /// The same statement declared under another name.
     fn rename_statement(&self, statement: &str, new_name: &str) -> String;
 

@@ -132,19 +132,40 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
         HashMap::with_capacity(nodes.len() + lemma_total);
     let mut node_goal = Vec::with_capacity(nodes.len());
     let mut lemma_goals = Vec::with_capacity(nodes.len());
+    // Goal ids are handed out in order; a proposal whose meaning depends on where it is read
+    // gets an id of its own that no statement maps to, so no node can ever prove it.
+    let mut next_goal: GoalId = 0;
+    let mut fresh = || {
+        next_goal += 1;
+        next_goal - 1
+    };
     for n in nodes {
         let next = contexts.len();
         let c = *contexts.entry(n.context.as_str()).or_insert(next);
-        let mut intern = |stmt: &str| {
-            let next = goals.len();
+        let mut intern = |stmt: &str, fresh: &mut dyn FnMut() -> GoalId| {
             *goals
                 .entry((c, lang.normalize_statement(stmt)))
-                .or_insert(next)
+                .or_insert_with(|| fresh())
         };
-        node_goal.push(intern(&n.statement));
-        lemma_goals.push(n.proof.lemmas().map(&mut intern).collect::<Vec<_>>());
+        node_goal.push(intern(&n.statement, &mut fresh));
+        let names: Vec<Option<String>> = n.proof.lemmas().map(|l| lang.lemma_name(l)).collect();
+        let mut gs = Vec::with_capacity(names.len());
+        for (i, l) in n.proof.lemmas().enumerate() {
+            let siblings: Vec<String> = names
+                .iter()
+                .enumerate()
+                .filter(|&(j, m)| j != i && m.is_some() && *m != names[i])
+                .filter_map(|(_, m)| m.clone())
+                .collect();
+            gs.push(if lang.proposal_is_self_contained(l, &siblings) {
+                intern(l, &mut fresh)
+            } else {
+                fresh()
+            });
+        }
+        lemma_goals.push(gs);
     }
-    let goal_count = goals.len();
+    let goal_count = fresh();
     drop(goals);
 
     let definite = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| {
