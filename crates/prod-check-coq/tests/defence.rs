@@ -114,6 +114,48 @@ fn smuggled_commands_are_caught_by_coqs_own_record() {
                 &["exact cheat4."],
             ),
         ),
+        // The lexer fooled: Coq reads several sentences out of one step. The per-sentence
+        // protocol invariant (one prompt, state +0/+1) catches every one of them, even when
+        // the restated lemma has the checker's own name.
+        (
+            "desync: abort and restate under the same name",
+            plan(
+                f,
+                &[],
+                &["idtac.(* . Abort. Lemma goal : True. idtac *).", "exact I."],
+            ),
+        ),
+        (
+            "desync: backquote",
+            plan(
+                f,
+                &[],
+                &[
+                    "idtac `(* . Abort. Lemma goal : True. idtac *).",
+                    "exact I.",
+                ],
+            ),
+        ),
+        (
+            "desync: two sentences in one step",
+            plan(f, &[], &["admit. Admitted. Lemma goal : True.", "exact I."]),
+        ),
+        (
+            "desync: the statement",
+            plan(
+                "Lemma goal : False.(* . Abort. Lemma goal : True. *).",
+                &[],
+                &["exact I."],
+            ),
+        ),
+        (
+            "desync: a proposed lemma",
+            plan(
+                f,
+                &["Lemma p : True.(* . Axiom cheat5 : False. *)."],
+                &["exact cheat5."],
+            ),
+        ),
     ];
     for (what, p) in &cases {
         let v = s.attempt(p, &cfg);
