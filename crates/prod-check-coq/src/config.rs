@@ -106,6 +106,34 @@ impl CoqCheckConfig {
         base.join("prod").join("coq-plugin")
     }
 
+    /// Every number in its range (`workers` may be 0: one per core); the error names the key,
+    /// e.g. `step_timeout_s = 0: must be at least 1`.
+    pub fn validate(&self) -> Result<(), String> {
+        let h = &self.hammer;
+        let at_least_one: [(&str, u64); 10] = [
+            ("step_timeout_s", self.step_timeout_s.into()),
+            ("attempt_timeout_s", self.attempt_timeout_s.into()),
+            ("context_timeout_s", self.context_timeout_s.into()),
+            ("memory_limit_mb", self.memory_limit_mb),
+            ("recycle_after", self.recycle_after),
+            ("recycle_rss_mb", self.recycle_rss_mb),
+            ("max_attempts", self.max_attempts.into()),
+            ("hammer.atp_limit_s", h.atp_limit_s.into()),
+            ("hammer.timeout_s", h.timeout_s.into()),
+            ("hammer.gs_mode", h.gs_mode.into()),
+        ];
+        if let Some((key, v)) = at_least_one.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{key} = {v}: must be at least 1"));
+        }
+        match h.fixed_tactics.iter().position(|t| t.timeout_s == 0) {
+            Some(i) => Err(format!(
+                "hammer.fixed_tactics[{i}].timeout_s = 0 ({}): must be at least 1",
+                h.fixed_tactics[i].tactic
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The number of workers to start.
     pub fn worker_count(&self) -> usize {
         if self.workers > 0 {
@@ -180,3 +208,34 @@ pub const HAMMER_TACTICS_IMPORT: &str = "From Hammer Require Import Tactics.";
 
 /// What the checker loads after the imports when hammer is enabled.
 pub const HAMMER_PLUGIN_IMPORT: &str = "From Hammer Require Import Hammer.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validate_with(f: impl FnOnce(&mut CoqCheckConfig)) -> Result<(), String> {
+        let mut c = CoqCheckConfig::default();
+        f(&mut c);
+        c.validate()
+    }
+
+    #[test]
+    fn validate_names_the_key_out_of_range() {
+        assert_eq!(CoqCheckConfig::default().validate(), Ok(()));
+        // `workers = 0` is documented: one per core.
+        assert_eq!(validate_with(|c| c.workers = 0), Ok(()));
+        let err = |f: fn(&mut CoqCheckConfig)| validate_with(f).unwrap_err();
+        assert_eq!(
+            err(|c| c.step_timeout_s = 0),
+            "step_timeout_s = 0: must be at least 1"
+        );
+        assert!(err(|c| c.attempt_timeout_s = 0).starts_with("attempt_timeout_s"));
+        assert!(err(|c| c.context_timeout_s = 0).starts_with("context_timeout_s"));
+        assert!(err(|c| c.memory_limit_mb = 0).starts_with("memory_limit_mb"));
+        assert!(err(|c| c.max_attempts = 0).starts_with("max_attempts"));
+        assert!(err(|c| c.hammer.timeout_s = 0).starts_with("hammer.timeout_s"));
+        assert!(err(|c| c.hammer.atp_limit_s = 0).starts_with("hammer.atp_limit_s"));
+        assert!(err(|c| c.hammer.fixed_tactics[2].timeout_s = 0)
+            .starts_with("hammer.fixed_tactics[2].timeout_s = 0 (sauto)"));
+    }
+}

@@ -50,7 +50,7 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
             )));
         }
     }
-    rules::check_proposals_independent(&lemmas).map_err(RuleError::into_verdict)?;
+    rules::check_proposals_independent(&lemmas, &statement).map_err(RuleError::into_verdict)?;
     let steps = rules::check_proof(&req.proof.proof_text()).map_err(RuleError::into_verdict)?;
     Ok(Plan {
         lemmas,

@@ -223,7 +223,11 @@ fn last_error(output: &str) -> Option<&str> {
 
 /// Did Coq's parser refuse the sentence? (Judged on the last error only.)
 pub fn is_syntax_error(output: &str) -> bool {
-    last_error(output).is_some_and(|e| e.starts_with("Syntax error"))
+    // Parser errors say "Syntax error", lexer errors "Syntax Error: Lexer: …".
+    last_error(output).is_some_and(|e| {
+        e.get(..12)
+            .is_some_and(|h| h.eq_ignore_ascii_case("syntax error"))
+    })
 }
 
 /// Does a failed sentence's output say Coq's own timeout fired? (Judged on the last error only,

@@ -162,6 +162,12 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
             "line {line}, column {col}: comment glued to the previous character (put a blank before `(*`)"
         )));
     }
+    if let Some(pos) = prod_coq::long_dot_run(proof_text) {
+        let (line, col) = prod_coq::line_col(proof_text, pos);
+        return Err(RuleError::Rejected(format!(
+            "line {line}, column {col}: a run of four or more dots (Coq and the checker would split it differently)"
+        )));
+    }
     if let Some((pos, word)) = refused_word(proof_text) {
         let (line, col) = prod_coq::line_col(proof_text, pos);
         return Err(RuleError::Rejected(format!(
@@ -244,25 +250,43 @@ fn refused_word(text: &str) -> Option<(usize, &str)> {
     })
 }
 
-/// A proposed lemma's statement may not mention another proposal of the same node: there the
-/// name means the proposal, in the node that proves the lemma it means whatever the context
-/// has (or nothing), so one text would be two statements.
-pub fn check_proposals_independent(lemmas: &[Statement]) -> Result<(), RuleError> {
-    for (i, l) in lemmas.iter().enumerate() {
-        for r in prod_coq::identifiers(&l.text) {
-            let w = &l.text[r];
+/// No statement of an attempt may mention a proposed lemma (other than by declaring it): a
+/// proposal is elaborated where the earlier proposals exist and the node's statement after all
+/// of them, while a node that proves the same text elaborates it without them, so the name
+/// would mean two things and one text would be two statements (`Lemma negb : …` proposed,
+/// then `if negb true then …` stated).
+pub fn check_proposals_independent(
+    lemmas: &[Statement],
+    statement: &Statement,
+) -> Result<(), RuleError> {
+    let named = |text: &str, own: &str| -> Option<(String, usize)> {
+        // Everything after the declared name (binders and type); the texts passed the parser.
+        let body = prod_coq::parse_statement(text)
+            .map(|p| p.binders_and_type)
+            .ok()?;
+        prod_coq::identifiers(&body).into_iter().find_map(|r| {
+            let w = &body[r];
             let last = w.rsplit('.').next().unwrap_or(w);
-            if let Some(j) = lemmas
+            lemmas
                 .iter()
-                .position(|m| m.name == last && m.name != l.name)
-            {
-                return Err(RuleError::Rejected(format!(
-                    "proposed lemma {}'s statement mentions `{w}`, the name of proposed lemma {}: a proposal must mean the same without the others",
-                    i + 1,
-                    j + 1
-                )));
-            }
+                .position(|m| m.name == last && m.name != own)
+                .map(|j| (w.to_string(), j))
+        })
+    };
+    for (i, l) in lemmas.iter().enumerate() {
+        if let Some((w, j)) = named(&l.text, &l.name) {
+            return Err(RuleError::Rejected(format!(
+                "proposed lemma {}'s statement mentions `{w}`, the name of proposed lemma {}: a proposal must mean the same without the others",
+                i + 1,
+                j + 1
+            )));
         }
+    }
+    if let Some((w, j)) = named(&statement.text, "") {
+        return Err(RuleError::Rejected(format!(
+            "the statement mentions `{w}`, the name of proposed lemma {}: it must mean the same without its proposals",
+            j + 1
+        )));
     }
     Ok(())
 }
@@ -563,6 +587,7 @@ mod tests {
             "fix IH 1.",
             "exact (fix f (n : nat) : False := f n).",
             "cofix CIH.",
+            "idtac..... exact I.",
         ] {
             assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
         }
@@ -581,11 +606,16 @@ mod tests {
     fn proposals_may_not_mention_each_other() {
         let st = |t: &str| check_statement(t).unwrap();
         let ok = [st("Lemma a : True."), st("Lemma b (n : nat) : n = n.")];
-        assert!(check_proposals_independent(&ok).is_ok());
+        let goal = st("Lemma goal : False.");
+        assert!(check_proposals_independent(&ok, &goal).is_ok());
         let bad = [st("Lemma x : nat."), st("Lemma aux : x = 1.")];
-        assert!(rejected(check_proposals_independent(&bad)));
+        assert!(rejected(check_proposals_independent(&bad, &goal)));
         let bad = [st("Lemma aux : Top.x = 1."), st("Lemma x : nat.")];
-        assert!(rejected(check_proposals_independent(&bad)));
+        assert!(rejected(check_proposals_independent(&bad, &goal)));
+        // The node's own statement is elaborated after its proposals.
+        let captured = st("Lemma h : if negb true then True else False.");
+        let negb = [st("Lemma negb : bool -> {True} + {False}.")];
+        assert!(rejected(check_proposals_independent(&negb, &captured)));
     }
 
     #[test]

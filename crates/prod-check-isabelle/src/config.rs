@@ -75,6 +75,29 @@ impl Default for IsabelleCheckConfig {
     }
 }
 
+impl IsabelleCheckConfig {
+    /// Every number in its range; the error names the key, e.g. `workers = 0: must be at
+    /// least 1`.
+    pub fn validate(&self) -> Result<(), String> {
+        let at_least_one: [(&str, u64); 7] = [
+            ("workers", self.workers as u64),
+            ("step_timeout_s", self.step_timeout_s.into()),
+            ("attempt_timeout_s", self.attempt_timeout_s.into()),
+            (
+                "session_start_timeout_s",
+                self.session_start_timeout_s.into(),
+            ),
+            ("command_timeout_s", self.command_timeout_s.into()),
+            ("max_attempts", self.max_attempts.into()),
+            ("hammer.timeout_s", self.hammer.timeout_s.into()),
+        ];
+        match at_least_one.iter().find(|(_, v)| *v == 0) {
+            Some((key, v)) => Err(format!("{key} = {v}: must be at least 1")),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The `sledgehammer` step (paper, appendix: the fixed list first, then Sledgehammer itself).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default)]
@@ -100,5 +123,23 @@ impl Default for HammerConfig {
             use_atp: true,
             timeout_s: 10,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_names_the_key_out_of_range() {
+        let mut c = IsabelleCheckConfig::default();
+        assert_eq!(c.validate(), Ok(()));
+        c.command_timeout_s = 0;
+        assert_eq!(
+            c.validate(),
+            Err("command_timeout_s = 0: must be at least 1".into())
+        );
+        c.workers = 0;
+        assert_eq!(c.validate(), Err("workers = 0: must be at least 1".into()));
     }
 }

@@ -12,7 +12,7 @@ use prod_check::{CheckRequest, Verdict};
 use prod_check_coq::{rules, sandbox, CoqCheckConfig, CoqChecker};
 use prod_core::{ConditionalProof, T0};
 
-use crate::exit;
+use crate::{exit, ranges};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -34,10 +34,10 @@ pub struct BenchCheckArgs {
     #[arg(long, default_value_t = 300)]
     pub count: usize,
     /// Workers for both ways (pool workers, parallel `coqc` processes).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// How many of the checks to also run with `coqc` (default: all of them).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub coqc_checks: Option<usize>,
     /// The Coq file to take lemmas from (default: the stdlib's `Lists/List.v`).
     #[arg(long)]
@@ -213,7 +213,7 @@ fn bench_check(a: BenchCheckArgs) -> anyhow::Result<i32> {
     // Spread evenly over the file, keeping file order.
     let picked: Vec<&InPlace> = (0..n).map(|j| &all[j * all.len() / n]).collect();
     let mut cfg = CoqCheckConfig {
-        workers: a.workers.max(1),
+        workers: a.workers,
         ..Default::default()
     };
     cfg.hammer.enabled = false;

@@ -13,7 +13,7 @@ use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
 use prod_core::ConditionalProof;
 use serde::Deserialize;
 
-use crate::exit;
+use crate::{exit, ranges};
 
 /// Check nodes with the real prover, one JSON object per line in, one verdict per line out.
 ///
@@ -45,13 +45,13 @@ pub struct CheckArgs {
     #[arg(long)]
     pub json: bool,
     /// Persistent workers (default: `[check.coq] workers`, else one per core).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
     /// Time limit per proof step, seconds (default 10).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_u32)]
     pub timeout: Option<u32>,
     /// Address-space limit per Coq process, MiB (default 4096).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_u64)]
     pub memory_mb: Option<u64>,
     /// SQLite verification cache file (default: `[check] cache`, else none).
     #[arg(long)]
@@ -96,6 +96,18 @@ pub struct CheckSection {
     pub cache: Option<PathBuf>,
     pub coq: CoqCheckConfig,
     pub isabelle: IsabelleCheckConfig,
+}
+
+impl CheckSection {
+    /// Every number of `[check.coq]` and `[check.isabelle]` in its range.
+    pub fn validate(&self) -> Result<(), String> {
+        self.coq
+            .validate()
+            .map_err(|e| format!("[check.coq] {e}"))?;
+        self.isabelle
+            .validate()
+            .map_err(|e| format!("[check.isabelle] {e}"))
+    }
 }
 
 /// The checker behind `prod check`: the pipeline below is the same for every prover.
@@ -201,7 +213,10 @@ struct NodeLine {
 }
 
 pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
-    crate::config::ConfigFile::load(explicit)?.section("check")
+    let file = crate::config::ConfigFile::load(explicit)?;
+    let section: CheckSection = file.section("check")?;
+    section.validate().map_err(|e| file.error(e))?;
+    Ok(section)
 }
 
 /// Parse the input; `Err` names the line.

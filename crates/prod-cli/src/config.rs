@@ -37,6 +37,14 @@ impl ConfigFile {
         })
     }
 
+    /// An error about a value in this file (`message` names the section and key).
+    pub fn error(&self, message: String) -> anyhow::Error {
+        match &self.path {
+            Some(p) => anyhow::anyhow!("config file {}: {message}", p.display()),
+            None => anyhow::anyhow!("config: {message}"),
+        }
+    }
+
     /// The section `name`, or its defaults when absent. Unknown keys are an error if the
     /// section's type says so (`#[serde(deny_unknown_fields)]`).
     pub fn section<T: DeserializeOwned + Default>(&self, name: &str) -> anyhow::Result<T> {

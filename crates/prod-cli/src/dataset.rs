@@ -8,7 +8,7 @@ use prod_library::dataset::{self, DatasetConfig, SplitUnit};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
 use prod_library::LibrarySpec;
 
-use crate::exit;
+use crate::{exit, ranges};
 
 #[derive(Subcommand)]
 pub enum DatasetCommand {
@@ -79,11 +79,12 @@ pub struct BuildArgs {
     /// Seed for the test-unit sample and the validation draw.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Share of dependency sinks held out as test units.
-    #[arg(long, default_value_t = 0.1)]
+    /// Share of dependency sinks held out as test units, in [0, 1).
+    #[arg(long, default_value_t = 0.1, value_parser = ranges::unit_interval_closed_open)]
     pub test_fraction: f64,
-    /// Share of the remaining examples drawn for validation.
-    #[arg(long, default_value_t = 0.05)]
+    /// Share of the remaining examples drawn for validation, in [0, 1) (and
+    /// --test-fraction + --val-fraction < 1).
+    #[arg(long, default_value_t = 0.05, value_parser = ranges::unit_interval_closed_open)]
     pub val_fraction: f64,
     /// Split unit: auto (package if the library has several, else file), package, file.
     #[arg(long, default_value = "auto")]
@@ -122,7 +123,7 @@ pub struct ValidateArgs {
     #[arg(long, default_value = "test")]
     pub split: String,
     /// Number of examples (or trees with --trees) to check.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = ranges::positive_usize)]
     pub sample: usize,
     /// Seed of the sample.
     #[arg(long, default_value_t = 0)]
@@ -169,9 +170,11 @@ fn build(a: BuildArgs) -> i32 {
             return exit::bad_input(anyhow!("--unit {other:?}: expected auto, package or file"))
         }
     };
-    if !(0.0..=1.0).contains(&a.test_fraction) || !(0.0..=1.0).contains(&a.val_fraction) {
+    if a.test_fraction + a.val_fraction >= 1.0 {
         return exit::bad_input(anyhow!(
-            "--test-fraction and --val-fraction must lie in [0, 1]"
+            "--test-fraction {} plus --val-fraction {} must be less than 1",
+            a.test_fraction,
+            a.val_fraction
         ));
     }
     let mut cfg = DatasetConfig {

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 use prod_run::{Bars, DemoJob};
 
+use crate::ranges;
+
 /// The main job on the embedded default, end to end with real Coq: build the Coq stdlib
 /// dataset, train a small model from scratch on its SFT data (tokenizer trained on the
 /// dataset), generate proof trees for held-out test theorems, check every node with Coq,
@@ -19,15 +21,17 @@ use prod_run::{Bars, DemoJob};
 pub struct DemoArgs {
     #[arg(long, default_value = "runs/demo")]
     pub out: PathBuf,
-    #[arg(long, default_value_t = 20.0)]
+    /// Time budget, minutes (> 0; a budget under one minute counts as one).
+    #[arg(long, default_value_t = 20.0, value_parser = ranges::positive_minutes)]
     pub minutes: f64,
     /// Held-out test theorems to evaluate.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = ranges::positive_usize)]
     pub theorems: usize,
     /// Proof trees per theorem.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = ranges::positive_u32)]
     pub samples: u32,
-    #[arg(long, default_value_t = 2)]
+    /// Coq workers.
+    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use prod_run::{BadInput, Bars, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore};
 
-use crate::exit;
+use crate::{exit, ranges};
 
 /// Evaluate a model on a dataset split: for each theorem, `--samples` independent proof trees
 /// (paper Algorithm 1: lemmas proposed at depth < `--depth` become the next level's theorems,
@@ -31,25 +31,25 @@ pub struct EvalArgs {
     #[arg(long, default_value = "test")]
     pub split: String,
     /// Evaluate this many theorems of the split, drawn with --seed (default: all).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub theorems: Option<usize>,
     /// pass@k for these k (comma-separated; each ≤ --samples).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16", value_parser = ranges::positive_usize)]
     pub k: Vec<usize>,
     /// n: independent proof trees per theorem (default: the largest k).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_u32)]
     pub samples: Option<u32>,
-    /// Depth limit of the trees (paper: 2).
+    /// Depth limit of the trees (paper: 2; 0: no lemma proposals, `<no_invoke>` forced).
     #[arg(long, default_value_t = 2)]
     pub depth: u32,
     /// Coq workers.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Time limit of one proof step, seconds.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = ranges::positive_u32)]
     pub timeout: u32,
     /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = ranges::positive_u64)]
     pub final_timeout: u64,
     #[command(flatten)]
     pub sampling: crate::model::SamplingArgs,

@@ -3,7 +3,7 @@
 //! Each subcommand lives in its own module with an `Args` (clap) and a `run` that returns the
 //! process exit code: 0 success, 2 bad input, 1 anything else.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod check;
@@ -17,6 +17,7 @@ mod exit;
 #[cfg(feature = "policy")]
 mod model;
 mod queue;
+mod ranges;
 mod report;
 #[cfg(feature = "policy")]
 mod rl;
@@ -126,7 +127,11 @@ fn main() {
     // Before any thread or tensor op: candle reads its thread settings once.
     #[cfg(feature = "policy")]
     prod_policy::init_cpu_threads();
-    let cli = Cli::parse();
+    let mut cmd = ranges::negative_numbers_as_values(Cli::command());
+    let cli = cmd
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| e.format(&mut cmd).exit());
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
         Command::Check(args) => check::run(args),

@@ -13,7 +13,7 @@ use prod_policy::sample::{self, SamplingParams};
 use prod_policy::train::{self, Trainer};
 use prod_policy::{DecodeWeights, LlamaConfig, PolicyConfig, ProdTokenizer};
 
-use crate::exit;
+use crate::{exit, ranges};
 
 /// `prod train sft|value`: the names for the two trainers (`prod model train` is SFT
 /// and, on lines with `proved`, value training at once).
@@ -32,14 +32,10 @@ pub enum TrainCommand {
 }
 
 pub fn run_train(cmd: TrainCommand) -> i32 {
-    let r = match cmd {
+    exit_code(match cmd {
         TrainCommand::Sft(a) => train_with(a, Kind::Sft),
         TrainCommand::Value(a) => train_with(a, Kind::Value),
-    };
-    match r {
-        Ok(()) => 0,
-        Err(e) => exit::failure(e),
-    }
+    })
 }
 
 /// Which examples a training run takes from its lines.
@@ -96,17 +92,19 @@ pub enum ModelCommand {
 pub struct InitArgs {
     #[arg(long, required = true, num_args = 1..)]
     pub corpus: Vec<PathBuf>,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = ranges::positive_usize)]
     pub vocab_size: usize,
-    #[arg(long, default_value_t = 128)]
+    /// Hidden size: a multiple of --heads, with an even head dimension (hidden / heads).
+    #[arg(long, default_value_t = 128, value_parser = ranges::positive_usize)]
     pub hidden: usize,
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub layers: usize,
-    #[arg(long, default_value_t = 4)]
+    /// Attention heads: a multiple of --kv-heads.
+    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub heads: usize,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub kv_heads: usize,
-    #[arg(long, default_value_t = 384)]
+    #[arg(long, default_value_t = 384, value_parser = ranges::positive_usize)]
     pub intermediate: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -138,12 +136,13 @@ pub struct SampleArgs {
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Only the first N lines of --data.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub limit: Option<usize>,
     /// Force the first token (the paper forces <no_invoke> at the depth limit).
     #[arg(long, value_enum)]
     pub force_t0: Option<ForceT0>,
-    #[arg(long, default_value_t = 1)]
+    /// Samples per prompt.
+    #[arg(long, default_value_t = 1, value_parser = ranges::positive_usize)]
     pub n: usize,
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -158,16 +157,16 @@ pub struct SampleArgs {
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
     /// Sampling temperature (0 = greedy; paper: 0.7).
-    #[arg(long, default_value_t = 0.7)]
+    #[arg(long, default_value_t = 0.7, value_parser = ranges::non_negative_finite_f64)]
     pub temperature: f64,
-    /// Nucleus (top-p) threshold; 1 = off.
-    #[arg(long, default_value_t = 1.0)]
+    /// Nucleus (top-p) threshold in (0, 1]; 1 = off.
+    #[arg(long, default_value_t = 1.0, value_parser = ranges::unit_interval_open_closed)]
     pub top_p: f64,
     /// Longest generated proof, in tokens.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
     pub max_new_tokens: usize,
     /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Weights the decoding steps read: f32 (exact) or q8 (block-quantised copies: 4 bits
     /// where that is exact, as for a model imported from a Q4 GGUF, else 8 bits; about 3×
@@ -183,33 +182,37 @@ pub struct TrainArgs {
     #[arg(long)]
     pub data: PathBuf,
     /// Only the first N lines of --data.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub limit: Option<usize>,
     /// Held-out JSONL for the eval loss (before and after training).
     #[arg(long)]
     pub eval: Option<PathBuf>,
     /// Only the first N eval lines.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = ranges::positive_usize)]
     pub eval_limit: usize,
     #[arg(long)]
     pub out: PathBuf,
     /// Optimizer steps (default: one epoch).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub steps: Option<usize>,
-    #[arg(long, default_value_t = 1e-5)]
+    /// Learning rate after warm-up.
+    #[arg(long, default_value_t = 1e-5, value_parser = ranges::positive_finite_f64)]
     pub lr: f64,
+    /// Warm-up steps (0: none).
     #[arg(long, default_value_t = 100)]
     pub warmup: usize,
-    #[arg(long, default_value_t = 128)]
+    /// Examples per optimizer step.
+    #[arg(long, default_value_t = 128, value_parser = ranges::positive_usize)]
     pub macro_batch: usize,
-    #[arg(long, default_value_t = 4)]
+    /// Examples per forward/backward pass (at most --macro-batch).
+    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub micro_batch: usize,
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = ranges::positive_usize)]
     pub max_seq_len: usize,
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Save a checkpoint every N steps (and at the end).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = ranges::positive_usize)]
     pub save_every: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -231,27 +234,31 @@ pub struct BenchArgs {
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Tokens generated per sample.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = ranges::positive_usize)]
     pub new_tokens: usize,
     /// Prompt length for sampling (ProD's prompts are about 1,000 context tokens + statement).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
     pub prompt_tokens: usize,
     /// Timed training steps after one warm-up step; the figure is the fastest (as the GEMM
     /// rate is the best of ten products), so that host noise inflates it less.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, value_parser = ranges::positive_usize)]
     pub train_steps: usize,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(cmd: ModelCommand) -> i32 {
-    let r = match cmd {
+    exit_code(match cmd {
         ModelCommand::Init(a) => init(a),
         ModelCommand::ImportGguf(a) => import(a),
         ModelCommand::Sample(a) => sample_cmd(a),
         ModelCommand::Train(a) => train_cmd(a),
         ModelCommand::Bench(a) => bench(a),
-    };
+    })
+}
+
+/// 2 for the user's input (our checks, the policy's bad input or model config), else 1.
+fn exit_code(r: anyhow::Result<()>) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) if e.downcast_ref::<BadInput>().is_some() => exit::bad_input(e),
@@ -349,7 +356,33 @@ fn device() -> prod_policy::candle_core::Device {
     prod_policy::candle_core::Device::Cpu
 }
 
+/// The model shape's constraints (the ranges of single flags are checked by clap).
+fn check_shape(a: &InitArgs) -> anyhow::Result<()> {
+    if !a.hidden.is_multiple_of(a.heads) {
+        return Err(bad(format!(
+            "--hidden {} must be a multiple of --heads {}",
+            a.hidden, a.heads
+        )));
+    }
+    if !a.heads.is_multiple_of(a.kv_heads) {
+        return Err(bad(format!(
+            "--heads {} must be a multiple of --kv-heads {}",
+            a.heads, a.kv_heads
+        )));
+    }
+    if !(a.hidden / a.heads).is_multiple_of(2) {
+        return Err(bad(format!(
+            "--hidden {} / --heads {} = {} must be even (RoPE)",
+            a.hidden,
+            a.heads,
+            a.hidden / a.heads
+        )));
+    }
+    Ok(())
+}
+
 fn init(a: InitArgs) -> anyhow::Result<()> {
+    check_shape(&a)?;
     let mut texts = Vec::new();
     for p in &a.corpus {
         if p.extension().is_some_and(|e| e == "jsonl") {
@@ -550,13 +583,19 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
 }
 
 fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
+    if a.micro_batch > a.macro_batch {
+        return Err(bad(format!(
+            "--micro-batch {} must not exceed --macro-batch {}",
+            a.micro_batch, a.macro_batch
+        )));
+    }
     let dev = device();
     let (mut model, tok) = prod_policy::load_model_dir(&a.model, &dev)?;
     let cfg = PolicyConfig {
         learning_rate: a.lr,
         warmup_steps: a.warmup,
-        macro_batch: a.macro_batch.max(1),
-        micro_batch: a.micro_batch.max(1),
+        macro_batch: a.macro_batch,
+        micro_batch: a.micro_batch,
         max_seq_len: a.max_seq_len,
         context_tokens: a.context_tokens,
         seed: a.seed,
@@ -630,7 +669,7 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
                 serde_json::json!({"step": s.step, "loss": s.loss, "grad_norm": s.grad_norm, "lr": s.lr, "tok_per_s": tps})
             );
         }
-        if s.step % a.save_every.max(1) == 0 {
+        if s.step % a.save_every == 0 {
             trainer.save_checkpoint(&model, &a.out)?;
             tok.save(&a.out.join("tokenizer.json"))?;
         }
@@ -739,7 +778,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
 
     // Sampling: a `prompt_tokens` prompt, `new_tokens` new tokens, no stop; tok/s counts the
     // prompt's prefill too, which is timed on its own as well.
-    let prompt: Vec<u32> = (0..a.prompt_tokens.max(1))
+    let prompt: Vec<u32> = (0..a.prompt_tokens)
         .map(|i| (i * 37 % cfg.vocab_size) as u32)
         .collect();
     let t = Instant::now();
@@ -788,7 +827,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     });
     trainer.step(&model, std::slice::from_ref(&ex))?;
     let mut step_s = f64::MAX;
-    for _ in 0..a.train_steps.max(1) {
+    for _ in 0..a.train_steps {
         let t = Instant::now();
         trainer.step(&model, std::slice::from_ref(&ex))?;
         step_s = step_s.min(t.elapsed().as_secs_f64());

@@ -11,7 +11,7 @@ use prod_check_coq::CoqChecker;
 use prod_queue::{Queue, WorkOptions};
 
 use crate::check::{load_section, read_nodes, render};
-use crate::exit;
+use crate::{exit, ranges};
 
 #[derive(Subcommand, Debug)]
 pub enum QueueCommand {
@@ -59,23 +59,23 @@ pub struct WorkArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     /// Coq workers in this process.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
     /// Time limit per proof step, seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::positive_u32)]
     pub timeout: Option<u32>,
     /// Nodes claimed at a time.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = ranges::positive_usize)]
     pub batch: usize,
     /// Seconds a claim holds before another worker may take the node.
-    #[arg(long, default_value_t = 900.0)]
+    #[arg(long, default_value_t = 900.0, value_parser = ranges::positive_seconds)]
     pub lease: f64,
     /// A name for this worker (default: host:pid).
     #[arg(long)]
     pub name: Option<String>,
     /// Keep waiting for new checks until none has come for this many seconds (a `prod rl` run
     /// queues each round's checks as it gets there). 0: stop once the queue is empty.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = ranges::non_negative_finite_f64)]
     pub idle_exit: f64,
     /// Config file (reads `[check]` and `[check.coq]`). Without it, the worker uses the
     /// checker settings the run's coordinator recorded (`prod rl`/`prod eval --store`).
@@ -166,7 +166,7 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(prod_queue::process_worker_name);
     let opts = WorkOptions {
         batch: a.batch,
-        lease: Duration::from_secs_f64(a.lease.max(0.0)),
+        lease: Duration::from_secs_f64(a.lease),
         ..WorkOptions::default()
     };
     let mut stats = prod_queue::work(&mut q, &checker, &name, &opts)?;

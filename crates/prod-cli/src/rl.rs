@@ -73,6 +73,8 @@ fn load(path: &PathBuf) -> anyhow::Result<RlConfig> {
             e.message()
         ))
     })?;
+    cfg.validate()
+        .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     // Relative paths in the file are relative to the file.
     let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
     let mut cfg = cfg;

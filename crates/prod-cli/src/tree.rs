@@ -9,7 +9,7 @@ use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
 use prod_core::{assemble, ConditionalProof, ProofLanguage};
 use serde::Deserialize;
 
-use crate::exit;
+use crate::{exit, ranges};
 
 #[derive(Subcommand)]
 pub enum TreeCommand {
@@ -46,10 +46,10 @@ pub struct SolveArgs {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Largest forest size (nodes); the bench also runs a tenth and a hundredth of it, side by side.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = ranges::positive_usize)]
     pub nodes: usize,
     /// Repetitions per size (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = ranges::positive_usize)]
     pub repeat: usize,
     #[arg(long)]
     pub json: bool,
@@ -232,7 +232,7 @@ pub fn run_bench(args: BenchArgs) -> i32 {
     for &n in &sizes {
         let nodes = synthetic_forest(n, 42);
         let edges: usize = nodes.iter().map(|x| x.proof.lemma_count()).sum();
-        let mut times: Vec<f64> = (0..args.repeat.max(1))
+        let mut times: Vec<f64> = (0..args.repeat)
             .map(|_| {
                 let t = std::time::Instant::now();
                 let s = solve(&nodes, &lang);

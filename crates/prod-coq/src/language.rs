@@ -270,15 +270,19 @@ impl ProofLanguage for CoqLanguage {
     }
 
     /// Not self-contained: a tactic-in-term quotation (`ltac:(…)`, `constr:(…)`, …), or an
-    /// identifier that names a sibling proposal (its last component, so `Top.x` counts).
-    fn proposal_is_self_contained(&self, proposal: &str, siblings: &[String]) -> bool {
-        if crate::lexer::term_quotation(proposal).is_some() {
+    /// identifier that names a proposal in scope (its last component, so `Top.x` counts).
+    fn statement_is_self_contained(&self, statement: &str, in_scope: &[String]) -> bool {
+        if crate::lexer::term_quotation(statement).is_some() {
             return false;
         }
-        identifiers(proposal).into_iter().all(|r| {
-            let w = &proposal[r];
+        let body = match parts(statement) {
+            Some(p) => &statement[p.rest_start..p.rest_end],
+            None => statement,
+        };
+        identifiers(body).into_iter().all(|r| {
+            let w = &body[r];
             let last = w.rsplit('.').next().unwrap_or(w);
-            !siblings.iter().any(|s| s == last)
+            !in_scope.iter().any(|s| s == last)
         })
     }
 

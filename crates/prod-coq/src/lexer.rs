@@ -368,25 +368,56 @@ pub const TERM_QUOTATIONS: &[&str] = &[
 /// strings, as `(byte offset, head)`. A term that runs a tactic can mean different things in
 /// different environments (it may look names up), so untrusted statements may not hold one.
 pub fn term_quotation(text: &str) -> Option<(usize, &str)> {
-    let b = text.as_bytes();
+    // Comments count as blanks here, as they do for Coq (`ltac (* c *) :(…)`).
+    let blanked = comments_blanked(text);
+    let b = blanked.as_bytes();
+    let skip = |mut j: usize| {
+        while j < b.len() && is_blank(b[j]) {
+            j += 1;
+        }
+        j
+    };
     identifiers(text).into_iter().find_map(|r| {
         let word = &text[r.clone()];
         if !TERM_QUOTATIONS.contains(&word) {
             return None;
         }
-        let mut j = r.end;
-        while j < b.len() && is_blank(b[j]) {
-            j += 1;
+        let j = skip(r.end);
+        // A character Coq might read as a blank that this lexer does not: assume the worst.
+        if b.get(j).is_some_and(|&c| c >= 0x80) {
+            return Some((r.start, word));
         }
         if b.get(j) != Some(&b':') {
             return None;
         }
-        j += 1;
-        while j < b.len() && is_blank(b[j]) {
-            j += 1;
-        }
-        (b.get(j) == Some(&b'(')).then_some((r.start, word))
+        let k = skip(j + 1);
+        (b.get(k).is_none_or(|&c| c == b'(' || c >= 0x80)).then_some((r.start, word))
     })
+}
+
+/// The first run of four or more dots outside comments and strings (its byte offset). Coq
+/// lexes such a run as `...` followed by more dots and may then read past the sentence end
+/// that this lexer sees, so untrusted text may not contain one (no honest proof does).
+pub fn long_dot_run(text: &str) -> Option<usize> {
+    let blanked = comments_blanked(text);
+    let b = blanked.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => i = skip_string(b, i).unwrap_or(b.len()),
+            b'.' => {
+                let start = i;
+                while i < b.len() && b[i] == b'.' {
+                    i += 1;
+                }
+                if i - start >= 4 {
+                    return Some(start);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// Byte ranges of the comments (outermost only, `(*` to `*)` inclusive; an unclosed one runs

@@ -61,8 +61,8 @@ pub use head::{first_word, sentence_head, Control, Head};
 pub use language::{collapse_layout, is_theorem_keyword, normalize_layout, CoqLanguage, GLUE_SAFE};
 pub use lexer::{
     comments, comments_blanked, comments_stripped, glued_comment, identifiers, is_identifier,
-    line_col, sentences, term_quotation, LexError, LexErrorKind, Lexed, Sentence, SentenceKind,
-    TERM_QUOTATIONS,
+    line_col, long_dot_run, sentences, term_quotation, LexError, LexErrorKind, Lexed, Sentence,
+    SentenceKind, TERM_QUOTATIONS,
 };
 pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};
 

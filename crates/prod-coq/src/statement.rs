@@ -471,6 +471,9 @@ mod tests {
             "Lemma aux : ltac2 :(exact True).",
             "Lemma aux (n : nat) : n = constr:(0).",
             "Lemma aux : (* c *) uconstr:(True).",
+            "Lemma aux : ltac (* c *) :(exact False).",
+            "Lemma aux : ltac\n:(exact False).",
+            "Lemma aux : ltac:\n  (exact False).",
         ] {
             assert!(matches!(err(q), Quotation { .. }), "{q}");
         }

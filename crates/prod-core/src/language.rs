@@ -22,12 +22,13 @@ pub trait ProofLanguage: Send + Sync {
     /// could mean different things.
     fn normalize_statement(&self, statement: &str) -> String;
 
-    /// Does a proposed lemma mean the same in the node that proposes it (where `siblings`, the
-    /// names of the node's other proposals, are in scope) as in a node that proves it on its
-    /// own? Only then may a node prove it (paper §2 takes this for granted; a statement that
-    /// runs a tactic or names a sibling proposal can elaborate to two different statements).
+    /// Does a statement mean the same wherever it is read? A proposed lemma is elaborated where
+    /// `in_scope`, the node's other proposals, are declared, and a node's own statement after
+    /// all of its proposals; a node that proves the same text elaborates it without them. Only
+    /// a self-contained statement may be matched (paper §2 takes this for granted; a statement
+    /// that runs a tactic or names a proposal can elaborate to two different statements).
     /// Implementations must answer `false` whenever they cannot tell.
-    fn proposal_is_self_contained(&self, _proposal: &str, _siblings: &[String]) -> bool {
+    fn statement_is_self_contained(&self, _statement: &str, _in_scope: &[String]) -> bool {
         true
     }
 

@@ -147,8 +147,14 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
                 .entry((c, lang.normalize_statement(stmt)))
                 .or_insert_with(|| fresh())
         };
-        node_goal.push(intern(&n.statement, &mut fresh));
         let names: Vec<Option<String>> = n.proof.lemmas().map(|l| lang.lemma_name(l)).collect();
+        // The node's statement is elaborated after its proposals: it must not mention them.
+        let all: Vec<String> = names.iter().flatten().cloned().collect();
+        node_goal.push(if lang.statement_is_self_contained(&n.statement, &all) {
+            intern(&n.statement, &mut fresh)
+        } else {
+            fresh()
+        });
         let mut gs = Vec::with_capacity(names.len());
         for (i, l) in n.proof.lemmas().enumerate() {
             let siblings: Vec<String> = names
@@ -157,7 +163,7 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
                 .filter(|&(j, m)| j != i && m.is_some() && *m != names[i])
                 .filter_map(|(_, m)| m.clone())
                 .collect();
-            gs.push(if lang.proposal_is_self_contained(l, &siblings) {
+            gs.push(if lang.statement_is_self_contained(l, &siblings) {
                 intern(l, &mut fresh)
             } else {
                 fresh()

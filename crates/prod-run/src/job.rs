@@ -77,6 +77,12 @@ impl Default for SharedStore {
 }
 
 impl SharedStore {
+    /// Every number in its range; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        crate::ranges::positive_seconds("lease_s", self.lease_s)?;
+        crate::ranges::at_least_one("batch", self.batch)
+    }
+
     /// The run name: `run`, or the run directory's name.
     pub fn run_name(&self, out: &Path) -> String {
         if !self.run.is_empty() {
@@ -154,6 +160,12 @@ impl Default for CoqJobConfig {
 }
 
 impl CoqJobConfig {
+    /// Every number in its range; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        crate::ranges::at_least_one("workers", self.workers)?;
+        crate::ranges::at_least_one("step_timeout_s", self.step_timeout_s)
+    }
+
     pub fn to_config(&self) -> CoqCheckConfig {
         let mut c = CoqCheckConfig {
             workers: self.workers,

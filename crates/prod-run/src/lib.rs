@@ -14,6 +14,7 @@ pub mod check;
 pub mod eval;
 pub mod policy;
 pub mod progress;
+mod ranges;
 pub mod rl;
 pub mod store;
 

@@ -69,6 +69,18 @@ impl Default for NativeParams {
     }
 }
 
+impl NativeParams {
+    /// Every number in its range (temperature 0 is greedy); the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::ranges::*;
+        finite_non_negative("temperature", self.temperature)?;
+        open_closed_unit("top_p", self.top_p)?;
+        at_least_one("max_new_tokens", self.max_new_tokens)?;
+        at_least_one("context_tokens", self.context_tokens)?;
+        at_least_one("score_batch", self.score_batch)
+    }
+}
+
 /// prod-policy's Llama as a ProD policy. Prompts are built exactly by `prod_policy::prompt`
 /// (last N context tokens + statement, forced `t0` appended). Identical requests within one
 /// call share one prefill (`n` samples of one prompt, prod-policy's batching).
@@ -238,6 +250,19 @@ impl Policy for NativePolicy {
 /// not passed on: a server's sampling is not reproducible bit for bit anyway, and a resumed run
 /// replays its answers from the sample log.
 pub struct RemoteSeq(pub prod_remote::RemotePolicy);
+
+/// The numbers of a remote server's settings in their ranges; the error names the key.
+pub fn validate_remote(cfg: &prod_remote::RemoteConfig) -> Result<(), String> {
+    use crate::ranges::*;
+    finite_non_negative("temperature", cfg.temperature)?;
+    open_closed_unit("top_p", cfg.top_p)?;
+    at_least_one("max_tokens", cfg.max_tokens)?;
+    at_least_one("context_tokens", cfg.context_tokens)?;
+    at_least_one("max_concurrency", cfg.max_concurrency)?;
+    at_least_one("max_n_per_request", cfg.max_n_per_request)?;
+    at_least_one("top_logprobs", cfg.top_logprobs)?;
+    at_least_one("timeout_s", cfg.timeout_s)
+}
 
 impl RemoteSeq {
     /// The server of `cfg`, with the tokenizer of model directory `model` (its

@@ -146,6 +146,37 @@ impl Default for RlConfig {
 }
 
 impl RlConfig {
+    /// Every number in its range; the error names the key (`sampling.top_p = 0: …`).
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::ranges::*;
+        at_least_one("rounds", self.rounds)?;
+        at_least_one("batch", self.batch)?;
+        open_closed_unit("gamma", self.gamma)?;
+        finite_non_negative("replay_mix", self.replay_mix)?;
+        finite_positive("learning_rate", self.learning_rate)?;
+        at_least_one("macro_batch", self.macro_batch)?;
+        at_least_one("micro_batch", self.micro_batch)?;
+        if self.micro_batch > self.macro_batch {
+            return Err(format!(
+                "micro_batch = {} must not exceed macro_batch = {}",
+                self.micro_batch, self.macro_batch
+            ));
+        }
+        at_least_one("max_seq_len", self.max_seq_len)?;
+        at_least_one("epochs", self.epochs)?;
+        self.sampling
+            .validate()
+            .map_err(|e| format!("sampling.{e}"))?;
+        self.coq.validate().map_err(|e| format!("coq.{e}"))?;
+        if let Some(r) = &self.remote {
+            crate::policy::validate_remote(r).map_err(|e| format!("remote.{e}"))?;
+        }
+        match &self.postgres {
+            Some(p) => p.validate().map_err(|e| format!("postgres.{e}")),
+            None => Ok(()),
+        }
+    }
+
     fn weighting(&self) -> Weighting {
         match self.method {
             Method::ExpertIteration => Weighting::ExpertIteration,
@@ -1049,5 +1080,34 @@ mod tests {
         let q: RlConfig = toml::from_str("[sampling]\ndecode_weights = \"q8\"\n").unwrap();
         assert_eq!(q.sampling.decode_weights, prod_policy::DecodeWeights::Q8);
         assert!(toml::from_str::<RlConfig>("[sampling]\ndecode_weights = \"q3\"\n").is_err());
+    }
+
+    #[test]
+    fn validate_names_the_key_out_of_range() {
+        let example = include_str!("../examples/rl-small.toml");
+        assert_eq!(
+            toml::from_str::<RlConfig>(example).unwrap().validate(),
+            Ok(())
+        );
+        assert_eq!(RlConfig::default().validate(), Ok(()));
+        let err = |text: &str| {
+            toml::from_str::<RlConfig>(text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+        };
+        assert_eq!(err("rounds = 0"), "rounds = 0: must be at least 1");
+        assert!(err("learning_rate = 0.0").starts_with("learning_rate = 0: "));
+        assert!(err("learning_rate = nan").starts_with("learning_rate = NaN: "));
+        assert!(err("gamma = 1.5").starts_with("gamma"));
+        assert!(err("micro_batch = 8\nmacro_batch = 4").contains("macro_batch = 4"));
+        assert!(err("[sampling]\ntemperature = -1.0").starts_with("sampling.temperature = -1"));
+        assert!(err("[sampling]\ntop_p = 0.0").starts_with("sampling.top_p = 0"));
+        assert!(err("[coq]\nstep_timeout_s = 0").starts_with("coq.step_timeout_s = 0"));
+        assert!(err("[remote]\nmax_tokens = 0").starts_with("remote.max_tokens = 0"));
+        assert!(err("[postgres]\nlease_s = -5.0").starts_with("postgres.lease_s = -5"));
+        // Greedy sampling and a depth of 0 (no lemma proposals) are fine.
+        let ok: RlConfig = toml::from_str("depth = 0\n[sampling]\ntemperature = 0.0").unwrap();
+        assert_eq!(ok.validate(), Ok(()));
     }
 }

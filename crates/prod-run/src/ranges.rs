@@ -1,0 +1,65 @@
+//! Range checks of configuration values: each `Err` is `key = value: must be …`, naming the
+//! key (callers prefix the section, e.g. `sampling.`).
+
+use std::fmt::Display;
+
+fn check(key: &str, value: impl Display, ok: bool, range: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{key} = {value}: must be {range}"))
+    }
+}
+
+/// A count, a size or a time limit: 1, 2, …
+pub(crate) fn at_least_one<T: PartialOrd + From<u8> + Display>(
+    key: &str,
+    v: T,
+) -> Result<(), String> {
+    let ok = v >= T::from(1);
+    check(key, v, ok, "at least 1")
+}
+
+pub(crate) fn finite_non_negative(key: &str, v: f64) -> Result<(), String> {
+    check(key, v, v.is_finite() && v >= 0.0, "a finite number ≥ 0")
+}
+
+pub(crate) fn finite_positive(key: &str, v: f64) -> Result<(), String> {
+    check(key, v, v.is_finite() && v > 0.0, "a finite number > 0")
+}
+
+/// Seconds > 0 that fit a `Duration` (`Duration::from_secs_f64` panics otherwise).
+pub(crate) fn positive_seconds(key: &str, v: f64) -> Result<(), String> {
+    let ok = v > 0.0 && std::time::Duration::try_from_secs_f64(v).is_ok();
+    check(key, v, ok, "a finite number of seconds > 0")
+}
+
+/// (0, 1]: top-p, a discount factor.
+pub(crate) fn open_closed_unit(key: &str, v: f64) -> Result<(), String> {
+    check(key, v, v > 0.0 && v <= 1.0, "in (0, 1]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_key_and_the_range() {
+        assert_eq!(at_least_one("rounds", 1u32), Ok(()));
+        assert_eq!(
+            at_least_one("rounds", 0u32),
+            Err("rounds = 0: must be at least 1".into())
+        );
+        assert!(at_least_one("batch", 0usize).is_err());
+        assert_eq!(finite_non_negative("temperature", 0.0), Ok(()));
+        assert!(finite_non_negative("temperature", -1.0).is_err());
+        assert!(finite_non_negative("temperature", f64::NAN).is_err());
+        assert!(finite_positive("learning_rate", 0.0).is_err());
+        assert!(finite_positive("learning_rate", f64::INFINITY).is_err());
+        assert_eq!(positive_seconds("lease_s", 0.5), Ok(()));
+        assert!(positive_seconds("lease_s", 1e300).is_err());
+        assert_eq!(open_closed_unit("top_p", 1.0), Ok(()));
+        assert!(open_closed_unit("top_p", 0.0).is_err());
+        assert!(open_closed_unit("gamma", 1.5).is_err());
+    }
+}
