@@ -4,11 +4,12 @@
 # CVC4 provers (our Sledgehammer), Z3, bubblewrap (the prover's sandbox), and OCaml with Coq's
 # development files to build the ProD Coq plugin (a faster `Print Assumptions`; the checker
 # falls back to `Print Assumptions` without it), and PostgreSQL (the shared check queue of
-# `prod queue`; its test starts a throw-away cluster).
+# `prod queue`; its test starts a throw-away cluster), and mmdebstrap (builds the separate root
+# that holds the second prover version, Rocq 9.2: scripts/install-rocq.sh, docs/provers.md).
 # --with-python (the test suite): also Debian's CPU PyTorch and a venv with the pinned
 # transformers/accelerate, for python/train_weighted.py's test against the native trainer.
 set -euo pipefail
-packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux
+packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux mmdebstrap
   ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql)
 with_python=0
 [ "${1:-}" = "--with-python" ] && with_python=1

@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --with-python
+# The second supported prover version (Rocq 9.2) in its own Debian root; the corpus tests run on
+# both versions (once built, this takes no time).
+scripts/install-rocq.sh >/dev/null
 # python/train_weighted.py's test runs with this interpreter (crates/prod-run/tests/python_trainer.rs).
 export PROD_PYTHON="${PROD_PYTHON:-${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}/bin/python}"
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.

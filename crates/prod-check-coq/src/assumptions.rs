@@ -95,6 +95,9 @@ pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
                 } else if is_qualid(line) {
                     // A long entry may put the type on the next line (`name\n  : type`).
                     axioms.push(line.to_string());
+                } else if let Some(n) = line.strip_suffix(" :").filter(|n| is_qualid(n)) {
+                    // Rocq 9 breaks after the colon instead (`name :\n  type`).
+                    axioms.push(n.to_string());
                 } else {
                     return Err(format!("not an axiom entry: {line:?}"));
                 }
@@ -131,6 +134,15 @@ Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n"
             parse_assumptions(out),
             Ok(Assumptions::Axioms {
                 axioms: vec!["myax".into(), "Classical_Prop.classic".into()],
+                section_variables: false
+            })
+        );
+        let rocq =
+            "Axioms:\nClassicalDedekindReals.sig_forall_dec :\n  forall P : nat -> Prop,\n  P\n";
+        assert_eq!(
+            parse_assumptions(rocq),
+            Ok(Assumptions::Axioms {
+                axioms: vec!["ClassicalDedekindReals.sig_forall_dec".into()],
                 section_variables: false
             })
         );

@@ -29,6 +29,12 @@ pub struct CoqCheckConfig {
     pub sandbox: bool,
     /// Total runs of a request whose verdict is `Infra`.
     pub max_attempts: u32,
+    /// A Debian root that holds the prover instead of the host (Rocq 9.2 from
+    /// `scripts/install-rocq.sh`, see docs/provers.md): the sandbox mounts its `/usr`, `/lib*`
+    /// and `/etc` files read-only in place of the host's, so `coqtop`, `coqc` and `coqchk` are
+    /// the root's. Needs `sandbox = true`; the assumptions plugin (built for the host's Coq) is
+    /// not used with a root.
+    pub root: Option<PathBuf>,
     pub coqtop: PathBuf,
     pub coqc: PathBuf,
     /// Coq's independent checker; the final check of an assembled proof re-checks the compiled
@@ -63,6 +69,7 @@ impl Default for CoqCheckConfig {
             attempt_timeout_s: 300,
             sandbox: true,
             max_attempts: 3,
+            root: None,
             coqtop: PathBuf::from("coqtop"),
             coqc: PathBuf::from("coqc"),
             coqchk: PathBuf::from("coqchk"),
@@ -124,6 +131,19 @@ impl CoqCheckConfig {
         ];
         if let Some((key, v)) = at_least_one.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{key} = {v}: must be at least 1"));
+        }
+        if let Some(root) = &self.root {
+            if !self.sandbox {
+                return Err(
+                    "root: a prover root is mounted by the sandbox; needs sandbox = true".into(),
+                );
+            }
+            if !root.join("usr/bin").is_dir() {
+                return Err(format!(
+                    "root = {}: not a Debian root (no usr/bin); build one with scripts/install-rocq.sh",
+                    root.display()
+                ));
+            }
         }
         match h.fixed_tactics.iter().position(|t| t.timeout_s == 0) {
             Some(i) => Err(format!(

@@ -1,7 +1,6 @@
 //! The pool of persistent Coq workers: the [`Checker`] implementation for Coq.
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -62,14 +61,13 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
 /// Coq's version and the installed libraries (names and modification times), hashed: part of
 /// the cache key, so that a library upgrade invalidates old verdicts.
 fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
-    let out = Command::new(&cfg.coqc)
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", cfg.coqc.display()))?;
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // Run as the checker runs Coq (sandboxed, from the prover root if there is one), so the
+    // version and libraries are those that decide the verdicts.
+    let version = crate::sandbox::tool_output(cfg, &cfg.coqc, &["--version"])?;
     let mut h = Sha256::new();
-    if let Ok(w) = Command::new(&cfg.coqc).arg("-where").output() {
-        let lib = String::from_utf8_lossy(&w.stdout).trim().to_string();
+    if let Ok(lib) = crate::sandbox::tool_output(cfg, &cfg.coqc, &["-where"]) {
+        let lib = crate::sandbox::host_path(cfg, &lib);
+        let lib = lib.display();
         for dir in [format!("{lib}/user-contrib"), format!("{lib}/theories")] {
             let mut entries: Vec<String> = std::fs::read_dir(&dir)
                 .map(|rd| {
@@ -92,7 +90,8 @@ fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     }
     let libs = hex::encode(&h.finalize()[..8]);
     let version_line = version.lines().next().unwrap_or("").to_string();
-    Ok(format!("{version_line}; libs {libs}"))
+    let flags = crate::config::PROVER_FLAGS.join(" ");
+    Ok(format!("{version_line}; flags {flags}; libs {libs}"))
 }
 
 /// Build the assumptions plugin (once per machine) and make sure a sandboxed coqtop loads it;
@@ -135,12 +134,9 @@ fn load_plugin(cfg: &CoqCheckConfig) -> Option<crate::plugin::PluginPaths> {
 
 /// Is the CoqHammer library installed for this Coq?
 fn hammer_installed(cfg: &CoqCheckConfig) -> bool {
-    Command::new(&cfg.coqc)
-        .arg("-where")
-        .output()
-        .map(|o| {
-            let lib = String::from_utf8_lossy(&o.stdout).trim().to_string();
-            std::path::Path::new(&lib)
+    crate::sandbox::tool_output(cfg, &cfg.coqc, &["-where"])
+        .map(|lib| {
+            crate::sandbox::host_path(cfg, &lib)
                 .join("user-contrib/Hammer")
                 .is_dir()
         })
@@ -157,7 +153,8 @@ impl CoqChecker {
             eprintln!("warning: CoqHammer is not installed (no Hammer in coqc -where/user-contrib); hammer steps are disabled");
             cfg.hammer.enabled = false;
         }
-        if cfg.assumptions_plugin && cfg.plugin.is_none() {
+        // The plugin is built against the host's Coq: a prover root uses `Print Assumptions`.
+        if cfg.assumptions_plugin && cfg.plugin.is_none() && cfg.root.is_none() {
             cfg.plugin = load_plugin(&cfg);
         }
         let h = &cfg.hammer;

@@ -42,8 +42,13 @@ pub fn command(
     if cfg.sandbox {
         cmd.arg("bwrap");
         for p in RO_BINDS {
-            if Path::new(p).exists() {
-                cmd.args(["--ro-bind", p, p]);
+            // With a prover root, its files stand in for the host's at the same paths.
+            let source = match &cfg.root {
+                Some(root) => root.join(p.trim_start_matches('/')),
+                None => Path::new(p).to_path_buf(),
+            };
+            if source.exists() {
+                cmd.arg("--ro-bind").arg(&source).arg(p);
             }
         }
         if let Some(plugin) = &cfg.plugin {
@@ -79,6 +84,11 @@ pub fn command(
             "TMPDIR",
             "/tmp",
         ]);
+        if cfg.root.is_some() {
+            // OCaml 5 (Rocq 9) reserves address space for the minor heaps of every possible
+            // domain, more than the `--as` limit allows; Coq runs on one domain.
+            cmd.args(["--setenv", "OCAMLRUNPARAM", "d=1"]);
+        }
         cmd.arg("--");
         cmd.arg(program);
     } else {
@@ -97,6 +107,34 @@ pub fn command(
     }
     cmd.args(args);
     cmd
+}
+
+/// The standard output of a Coq tool run as the checker runs it (sandboxed, with the prover
+/// root when there is one): `coqc --version`, `coqc -where`.
+pub fn tool_output(cfg: &CoqCheckConfig, program: &Path, args: &[&str]) -> Result<String, String> {
+    let mut cmd = command(cfg, program, args, None);
+    cmd.stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} failed ({})",
+            program.display(),
+            args.join(" "),
+            out.status
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Where a path inside the sandbox lies on the host (under the prover root, if any).
+pub fn host_path(cfg: &CoqCheckConfig, inside: &str) -> std::path::PathBuf {
+    match &cfg.root {
+        Some(root) => root.join(inside.trim_start_matches('/')),
+        None => std::path::PathBuf::from(inside),
+    }
 }
 
 type SpawnJob = (Command, Sender<std::io::Result<Child>>);

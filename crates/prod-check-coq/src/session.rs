@@ -192,7 +192,7 @@ impl Session {
                 .worker
                 .run(&format!("BackTo {target}."), limit)
                 .map_err(Err)?;
-            if back.after.name != "Coq" || !back.after.open_proofs.is_empty() {
+            if back.after.name != self.worker.top_name || !back.after.open_proofs.is_empty() {
                 self.worker.kill();
                 return Err(Err(Fault::Protocol(
                     "BackTo did not return to a top-level state".into(),
@@ -540,6 +540,18 @@ impl Session {
         if !ok_with(&r, &base_name, &[]) {
             return Ok(self.reject("Qed did not return to the top level"));
         }
+        // Where the prover can print full paths, every assumption comes out by its kernel
+        // name (no short name to resolve, and no infix keyword such as `lor` that `Locate`
+        // cannot parse); `BackTo` undoes the flag with the attempt.
+        let qualified = self.worker.fully_qualified;
+        if qualified {
+            let r = self
+                .worker
+                .run("Set Printing Fully Qualified.", step_limit)?;
+            if !r.ok() {
+                return Ok(Verdict::infra("cannot set Printing Fully Qualified"));
+            }
+        }
         let r = self.worker.run(
             &format!("{} {name}.", cfg.assumptions_command()),
             step_limit,
@@ -590,8 +602,13 @@ impl Session {
         }
         let mut foreign = vec![];
         for a in &axioms {
-            let r = self.worker.run(&format!("Locate {a}."), step_limit)?;
-            match qualified_constant(&r.output) {
+            let located = if qualified {
+                Some(a.clone())
+            } else {
+                let r = self.worker.run(&format!("Locate {a}."), step_limit)?;
+                qualified_constant(&r.output)
+            };
+            match located {
                 Some(q) if proposed_q.contains(&q) => {}
                 Some(q) => foreign.push((a.clone(), q)),
                 None => {

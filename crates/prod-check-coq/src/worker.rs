@@ -86,6 +86,12 @@ pub struct Worker {
     pub initial_state: u64,
     /// Attempts run since start.
     pub attempts: u64,
+    /// The prompt's name outside any proof (`Coq` for Coq 8, `Rocq` for Rocq 9), as the first
+    /// prompt said.
+    pub top_name: String,
+    /// The prover has the `Printing Fully Qualified` flag (Rocq 9): `Print Assumptions` can then
+    /// name every assumption by its full path.
+    pub fully_qualified: bool,
     /// Set when the worker must not be used again.
     pub broken: bool,
     /// A SIGINT was sent since start. Coq may take it while running a later sentence (the
@@ -181,6 +187,12 @@ fn trace_enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("PROD_CHECK_TRACE").is_some_and(|v| v != "0"))
 }
 
+/// The process that runs the sentences: `coqtop` (Coq 8), `rocqworker` (Rocq 9, which the
+/// `coqtop` shim hands over to in the same process).
+fn is_prover_process(comm: &str) -> bool {
+    comm.starts_with("coqtop") || comm.starts_with("rocqworker") || comm.starts_with("rocq")
+}
+
 fn signal(pid: i32, sig: i32) {
     // SAFETY: kill(2) has no memory effects; a stale pid at worst signals nothing.
     unsafe {
@@ -235,6 +247,8 @@ impl Worker {
             prompt: blank,
             initial_state: 0,
             attempts: 0,
+            top_name: String::new(),
+            fully_qualified: false,
             broken: false,
             signalled: false,
         };
@@ -242,6 +256,20 @@ impl Worker {
         match w.sentinel_only(Duration::from_secs(60)) {
             Ok(p) => {
                 w.initial_state = p.state;
+                if !p.open_proofs.is_empty() {
+                    w.kill();
+                    return Err("coqtop started inside a proof".into());
+                }
+                w.top_name = p.name.clone();
+                // Coq 8.16 does not know the flag (a warning, no state change worth trusting).
+                match w.run("Test Printing Fully Qualified.", Duration::from_secs(60)) {
+                    Ok(r) => {
+                        w.fully_qualified =
+                            r.ok() && r.output.contains("Printing Fully Qualified is")
+                    }
+                    Err(f) => return Err(format!("coqtop did not answer: {f}")),
+                }
+                w.initial_state = w.state;
                 // The assumptions plugin is part of the blank state every context starts from.
                 if let Some(plugin) = &cfg.plugin {
                     match w.run(plugin.declare_sentence, Duration::from_secs(60)) {
@@ -285,13 +313,13 @@ impl Worker {
             let root = self.child.id() as i32;
             let found = descendants(root)
                 .into_iter()
-                .find(|(_, comm)| comm.starts_with("coqtop"))
+                .find(|(_, comm)| is_prover_process(comm))
                 .map(|(p, _)| p);
             self.coq_pid = found.or_else(|| {
                 // Not sandboxed and exec'd in place: the child itself is coqtop.
                 std::fs::read_to_string(format!("/proc/{root}/comm"))
                     .ok()
-                    .filter(|c| c.starts_with("coqtop"))
+                    .filter(|c| is_prover_process(c))
                     .map(|_| root)
             });
         }

@@ -44,3 +44,50 @@ pub fn config(workers: usize) -> CoqCheckConfig {
     cfg.hammer.timeout_s = 40;
     cfg
 }
+
+/// Every supported prover version this machine has: Coq 8.16 (the host's), and Rocq 9.2 from
+/// its Debian root (`scripts/install-rocq.sh`; `PROD_ROCQ_ROOT` or `~/.cache/prod/rocq-9.2`).
+/// Under `CI=true` a missing root is a failure, not a skip.
+pub fn provers() -> Vec<(&'static str, Option<std::path::PathBuf>)> {
+    let mut out = vec![("coq-8.16", None)];
+    let root = std::env::var_os("PROD_ROCQ_ROOT")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache"))
+                })?;
+            Some(cache.join("prod/rocq-9.2"))
+        });
+    match root {
+        Some(r) if r.join("prod-root.txt").is_file() => out.push(("rocq-9.2", Some(r))),
+        r => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but the Rocq 9.2 root is missing ({r:?}): run scripts/install-rocq.sh"
+            );
+            eprintln!("note: no Rocq 9.2 root ({r:?}); checking on Coq 8.16 only");
+        }
+    }
+    out
+}
+
+/// [`config`] for one prover version of [`provers`].
+pub fn config_for(workers: usize, root: &Option<std::path::PathBuf>) -> CoqCheckConfig {
+    CoqCheckConfig {
+        root: root.clone(),
+        ..config(workers)
+    }
+}
+
+/// Does a verdict's axiom list match the expected one? The expected names are as Coq 8.16
+/// prints them (shortest in scope); Rocq 9 reports full paths, so each reported name must be
+/// the expected one or end with it at a component boundary (`Top.M.h` for `M.h`).
+pub fn same_axioms(want: &[String], got: &[String]) -> bool {
+    want.len() == got.len()
+        && want
+            .iter()
+            .zip(got)
+            .all(|(w, g)| g == w || g.ends_with(&format!(".{w}")))
+}

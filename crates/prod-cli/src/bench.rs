@@ -45,6 +45,8 @@ pub struct BenchCheckArgs {
     /// Print one JSON object with the figures.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub prover: crate::prover::ProverArgs,
 }
 
 pub fn run(cmd: BenchCommand) -> i32 {
@@ -68,7 +70,12 @@ struct InPlace {
     body: String,
 }
 
-fn stdlib_list() -> anyhow::Result<PathBuf> {
+/// The stdlib's `Lists/List.v` of the prover that checks: the host's Coq 8 (`theories`), or a
+/// prover root's Rocq 9 (`user-contrib/Stdlib`).
+fn stdlib_list(prover: &crate::prover::ProverArgs) -> anyhow::Result<PathBuf> {
+    if let Some(lib) = prover.coqlib().map_err(|e| anyhow!(e))? {
+        return Ok(lib.join("user-contrib/Stdlib/Lists/List.v"));
+    }
     let out = Command::new("coqc")
         .arg("-where")
         .output()
@@ -171,12 +178,11 @@ fn coqc_check(cfg: &CoqCheckConfig, file_text: &str) -> bool {
     if std::fs::write(dir.path().join("ProdBenchCheck.v"), file_text).is_err() {
         return false;
     }
-    let mut cmd = sandbox::command(
-        cfg,
-        Path::new("coqc"),
-        &["-q", "ProdBenchCheck.v"],
-        Some(dir.path()),
-    );
+    // The same kernel settings as the pool's workers, so both ways check the same thing.
+    let mut args = vec!["-q"];
+    args.extend_from_slice(prod_check_coq::config::PROVER_FLAGS);
+    args.push("ProdBenchCheck.v");
+    let mut cmd = sandbox::command(cfg, Path::new("coqc"), &args, Some(dir.path()));
     let out = cmd.stdin(Stdio::null()).output();
     // `Print Assumptions` ran (it is the file's last command, so everything before it passed) and
     // shows no axiom: closed, or only section variables for a lemma inside a `Section` (coqc
@@ -192,9 +198,12 @@ fn coqc_check(cfg: &CoqCheckConfig, file_text: &str) -> bool {
 }
 
 fn bench_check(a: BenchCheckArgs) -> anyhow::Result<i32> {
-    let path = match a.file {
-        Some(p) => p,
-        None => stdlib_list()?,
+    if let Err(e) = a.prover.apply(&mut CoqCheckConfig::default()) {
+        return Ok(exit::bad_input(anyhow!(e)));
+    }
+    let path = match &a.file {
+        Some(p) => p.clone(),
+        None => stdlib_list(&a.prover)?,
     };
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -217,6 +226,7 @@ fn bench_check(a: BenchCheckArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     cfg.hammer.enabled = false;
+    a.prover.apply(&mut cfg).map_err(|e| anyhow!(e))?;
     eprintln!(
         "bench check: {} lemmas of {} eligible in {}, {} workers",
         n,

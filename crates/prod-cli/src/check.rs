@@ -59,6 +59,8 @@ pub struct CheckArgs {
     /// Do not load CoqHammer; `hammer.` steps then fail like any unknown tactic.
     #[arg(long)]
     pub no_hammer: bool,
+    #[command(flatten)]
+    pub prover_root: crate::prover::ProverArgs,
     /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); reads `[check]`,
     /// `[check.coq]` and `[check.isabelle]`.
     #[arg(long)]
@@ -259,9 +261,13 @@ pub fn run(a: CheckArgs) -> i32 {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
+    let mut coq = section.coq;
+    if let Err(e) = a.prover_root.apply(&mut coq) {
+        return exit::bad_input(anyhow!(e));
+    }
     let backend = match a.prover.as_str() {
         "isabelle" => isabelle_backend(&a, section.isabelle),
-        _ => coq_backend(&a, section.coq),
+        _ => coq_backend(&a, coq),
     };
     let backend = match backend {
         Ok(b) => b,

@@ -73,9 +73,11 @@ pub struct BuildArgs {
     /// Output directory (created; existing dataset files in it are overwritten).
     #[arg(long)]
     pub out: PathBuf,
-    /// Coq installation root (`coqc -where`).
+    /// Coq installation root (`coqc -where`; default: the host's Coq, or the --coq-root's).
     #[arg(long)]
     pub coqlib: Option<PathBuf>,
+    #[command(flatten)]
+    pub root: crate::prover::ProverArgs,
     /// Seed for the test-unit sample and the validation draw.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -131,6 +133,8 @@ pub struct ValidateArgs {
     /// Assemble ground-truth proof trees and compile them cold instead of checking single proofs.
     #[arg(long)]
     pub trees: bool,
+    #[command(flatten)]
+    pub prover: crate::prover::ProverArgs,
     /// Machine-readable output: one JSON object (misses still go to stderr).
     #[arg(long)]
     pub json: bool,
@@ -189,8 +193,11 @@ fn build(a: BuildArgs) -> i32 {
             .unwrap_or(if a.prover == "isabelle" { 4096 } else { 16384 }),
         ..Default::default()
     };
-    if let Some(c) = a.coqlib {
-        cfg.coqlib = c;
+    match (a.coqlib, a.root.coqlib()) {
+        (Some(c), _) => cfg.coqlib = c,
+        (None, Ok(Some(c))) => cfg.coqlib = c,
+        (None, Ok(None)) => {}
+        (None, Err(e)) => return exit::bad_input(anyhow!(e)),
     }
     let pb = progress_bar(!a.json);
     let cb = |done: usize, total: usize| {
@@ -452,7 +459,11 @@ fn validate(a: ValidateArgs) -> i32 {
             }
         }
     }
-    let checker = match prod_check_coq::CoqChecker::new(prod_check_coq::CoqCheckConfig::default()) {
+    let mut cfg = prod_check_coq::CoqCheckConfig::default();
+    if let Err(e) = a.prover.apply(&mut cfg) {
+        return exit::bad_input(anyhow!(e));
+    }
+    let checker = match prod_check_coq::CoqChecker::new(cfg) {
         Ok(c) => c,
         Err(e) => return exit::failure(anyhow!("cannot start the Coq checker: {e}")),
     };

@@ -16,6 +16,7 @@ mod eval;
 mod exit;
 #[cfg(feature = "policy")]
 mod model;
+mod prover;
 mod queue;
 mod ranges;
 mod report;

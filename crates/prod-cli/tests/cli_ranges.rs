@@ -298,3 +298,22 @@ mod policy {
         assert!(texts.iter().all(|t| *t == texts[0]), "{texts:?}");
     }
 }
+
+/// A prover root that is not one is bad input, named by its flag, before any Coq starts.
+#[test]
+fn coq_root_must_be_a_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = check_example();
+    let not_a_root = d.to_str().unwrap();
+    refused(
+        d,
+        &["check", &file, "--coq-root", not_a_root],
+        &["--coq-root", "not a Debian root", "install-rocq.sh"],
+    );
+    refused(
+        d,
+        &["bench", "check", "--coq-root", not_a_root],
+        &["--coq-root", "not a Debian root"],
+    );
+}
