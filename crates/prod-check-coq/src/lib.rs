@@ -31,3 +31,31 @@ pub use config::{
 };
 pub use final_check::final_check;
 pub use pool::CoqChecker;
+
+/// The prover and its version from a checker fingerprint, for reports and every verdict's
+/// provenance: `coq 8.16.1`, `rocq 9.2`.
+pub fn prover_name(fingerprint: &str) -> String {
+    let v = fingerprint
+        .split("version")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .map(|s| s.trim_end_matches([';', ',']))
+        .unwrap_or("?");
+    let name = if fingerprint.contains("Rocq") { "rocq" } else { "coq" };
+    format!("{name} {v}")
+}
+
+#[cfg(test)]
+mod prover_name_tests {
+    #[test]
+    fn names() {
+        assert_eq!(
+            super::prover_name("coq: The Coq Proof Assistant, version 8.16.1; flags …"),
+            "coq 8.16.1"
+        );
+        assert_eq!(
+            super::prover_name("coq: The Rocq Prover, version 9.2; flags …"),
+            "rocq 9.2"
+        );
+    }
+}

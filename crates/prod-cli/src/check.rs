@@ -299,6 +299,10 @@ pub fn run(a: CheckArgs) -> i32 {
         }
     }
 
+    let prover = match a.prover.as_str() {
+        "isabelle" => "isabelle".to_string(),
+        _ => prod_check_coq::prover_name(&checker.fingerprint()),
+    };
     let pb = progress_bar(!a.json, nodes.len() as u64);
     let stdout = std::io::stdout();
     // Lines are printed in input order as soon as every earlier line is done.
@@ -309,7 +313,7 @@ pub fn run(a: CheckArgs) -> i32 {
             let Some((v, t)) = st.1[st.0].as_ref() else {
                 break;
             };
-            let line = render(&nodes[st.0].0, v, *t, a.json);
+            let line = render(&nodes[st.0].0, v, *t, Some(&prover), a.json);
             if st.2.is_ok() {
                 st.2 = writeln!(out, "{line}").and_then(|_| out.flush());
             }
@@ -357,7 +361,15 @@ pub fn run(a: CheckArgs) -> i32 {
     exit::written(st.2)
 }
 
-pub(crate) fn render(id: &serde_json::Value, v: &Verdict, t: Duration, json: bool) -> String {
+/// One output line. `prover` (`coq 8.16.1`, `rocq 9.2`, `isabelle`) is the verdict's
+/// provenance, where it is known.
+pub(crate) fn render(
+    id: &serde_json::Value,
+    v: &Verdict,
+    t: Duration,
+    prover: Option<&str>,
+    json: bool,
+) -> String {
     // Proved checks report the prover's own time; others the wall time of their run.
     let time = match v {
         Verdict::Proved { time, .. } => *time,
@@ -365,7 +377,11 @@ pub(crate) fn render(id: &serde_json::Value, v: &Verdict, t: Duration, json: boo
     };
     let time_ms = time.as_millis() as u64;
     if json {
-        serde_json::json!({"id": id, "verdict": v.kind().as_str(), "message": v.message(), "time_ms": time_ms}).to_string()
+        let mut line = serde_json::json!({"id": id, "verdict": v.kind().as_str(), "message": v.message(), "time_ms": time_ms});
+        if let Some(p) = prover {
+            line["prover"] = serde_json::json!(p);
+        }
+        line.to_string()
     } else {
         let id = match id {
             serde_json::Value::String(s) => s.clone(),
@@ -423,11 +439,17 @@ mod tests {
             step: 2,
             message: "no".into(),
         };
-        let line = render(&serde_json::json!("n1"), &v, Duration::from_millis(7), true);
+        let line = render(
+            &serde_json::json!("n1"),
+            &v,
+            Duration::from_millis(7),
+            Some("coq 8.16.1"),
+            true,
+        );
         let j: serde_json::Value = serde_json::from_str(&line).unwrap();
         let mut keys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
         keys.sort();
-        assert_eq!(keys, ["id", "message", "time_ms", "verdict"]);
+        assert_eq!(keys, ["id", "message", "prover", "time_ms", "verdict"]);
         assert_eq!(j["verdict"], "failed");
         assert_eq!(j["time_ms"], 7);
     }

@@ -238,13 +238,7 @@ pub fn now_rfc3339() -> String {
 
 /// The prover's name and version for reports ("coq 8.16.1").
 pub fn prover_name(fingerprint: &str) -> String {
-    let v = fingerprint
-        .split("version")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .map(|s| s.trim_end_matches([';', ',']))
-        .unwrap_or("?");
-    format!("coq {v}")
+    prod_check_coq::prover_name(fingerprint)
 }
 
 /// Write `run.json` atomically (temp file + rename): a kill never leaves half a report.
