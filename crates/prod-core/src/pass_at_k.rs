@@ -22,9 +22,7 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
     if n - c < k {
         return Some(1.0);
     }
-    let fail: f64 = ((n - c + 1)..=n)
-        .map(|i| 1.0 - k as f64 / i as f64)
-        .product();
+    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
     Some(1.0 - fail)
 }
 
@@ -52,16 +50,8 @@ pub struct PassAtK {
 
 /// pass@k with a seeded bootstrap of `resamples` rounds (0 disables it: the interval collapses
 /// to the estimate). `None` if no theorem has k judged samples.
-pub fn estimate(
-    outcomes: &[TheoremOutcome],
-    k: usize,
-    resamples: usize,
-    seed: u64,
-) -> Option<PassAtK> {
-    let scores: Vec<f64> = outcomes
-        .iter()
-        .filter_map(|o| pass_at_k(o.samples, o.correct, k))
-        .collect();
+pub fn estimate(outcomes: &[TheoremOutcome], k: usize, resamples: usize, seed: u64) -> Option<PassAtK> {
+    let scores: Vec<f64> = outcomes.iter().filter_map(|o| pass_at_k(o.samples, o.correct, k)).collect();
     if scores.is_empty() {
         return None;
     }
@@ -81,14 +71,7 @@ pub fn estimate(
         ci_low = at(0.025);
         ci_high = at(0.975);
     }
-    Some(PassAtK {
-        k,
-        estimate,
-        ci_low,
-        ci_high,
-        theorems: scores.len(),
-        skipped: outcomes.len() - scores.len(),
-    })
+    Some(PassAtK { k, estimate, ci_low, ci_high, theorems: scores.len(), skipped: outcomes.len() - scores.len() })
 }
 
 /// Paper Fig. 5: theorems counted by (depth of the ground-truth tree, depth of the tree that
@@ -100,10 +83,7 @@ pub struct DepthTable {
 
 impl DepthTable {
     pub fn add(&mut self, ground_truth_depth: Option<u32>, proved_depth: Option<u32>) {
-        *self
-            .cells
-            .entry((ground_truth_depth, proved_depth))
-            .or_default() += 1;
+        *self.cells.entry((ground_truth_depth, proved_depth)).or_default() += 1;
     }
     /// Rows as (ground-truth depth, proving depth, count), for JSON and tables.
     pub fn rows(&self) -> Vec<(Option<u32>, Option<u32>, usize)> {
@@ -129,10 +109,7 @@ mod tests {
                 for k in 1..=n {
                     let want = 1.0 - binomial(n - c, k) / binomial(n, k);
                     let got = pass_at_k(n as usize, c as usize, k as usize).unwrap();
-                    assert!(
-                        (got - want).abs() < 1e-9,
-                        "n={n} c={c} k={k}: {got} vs {want}"
-                    );
+                    assert!((got - want).abs() < 1e-9, "n={n} c={c} k={k}: {got} vs {want}");
                 }
             }
         }
@@ -151,22 +128,10 @@ mod tests {
     #[test]
     fn estimate_skips_short_theorems_and_brackets_the_mean() {
         let outcomes = [
-            TheoremOutcome {
-                samples: 16,
-                correct: 0,
-            },
-            TheoremOutcome {
-                samples: 16,
-                correct: 16,
-            },
-            TheoremOutcome {
-                samples: 16,
-                correct: 4,
-            },
-            TheoremOutcome {
-                samples: 2,
-                correct: 2,
-            }, // infra ate samples: skipped, not failed
+            TheoremOutcome { samples: 16, correct: 0 },
+            TheoremOutcome { samples: 16, correct: 16 },
+            TheoremOutcome { samples: 16, correct: 4 },
+            TheoremOutcome { samples: 2, correct: 2 }, // infra ate samples: skipped, not failed
         ];
         let r = estimate(&outcomes, 8, 2000, 7).unwrap();
         assert_eq!((r.theorems, r.skipped), (3, 1));
@@ -174,11 +139,7 @@ mod tests {
         assert!((r.estimate - (1.0 + p4) / 3.0).abs() < 1e-12);
         assert!(r.ci_low <= r.estimate && r.estimate <= r.ci_high);
         assert!(r.ci_low >= 0.0 && r.ci_high <= 1.0 && r.ci_low < r.ci_high);
-        assert_eq!(
-            estimate(&outcomes, 8, 2000, 7),
-            Some(r),
-            "seeded bootstrap is reproducible"
-        );
+        assert_eq!(estimate(&outcomes, 8, 2000, 7), Some(r), "seeded bootstrap is reproducible");
         assert!(estimate(&outcomes[3..], 8, 10, 0).is_none());
     }
 

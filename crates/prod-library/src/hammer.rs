@@ -17,22 +17,8 @@ use crate::segment::Step;
 pub use prod_coq::COQHAMMER_TACTICS as RECONSTRUCTION_TACTICS;
 
 /// Simple tactics that fail unless they solve the goal.
-pub const CLOSING_TACTICS: &[&str] = &[
-    "lia",
-    "nia",
-    "lra",
-    "nra",
-    "psatz",
-    "omega",
-    "easy",
-    "congruence",
-    "tauto",
-    "firstorder",
-    "ring",
-    "discriminate",
-    "contradiction",
-    "now easy",
-];
+pub const CLOSING_TACTICS: &[&str] =
+    &["lia", "nia", "lra", "nra", "psatz", "omega", "easy", "congruence", "tauto", "firstorder", "ring", "discriminate", "contradiction", "now easy"];
 
 /// Simple tactics that may succeed without solving the goal: replaced only in closing position.
 pub const MAYBE_CLOSING_TACTICS: &[&str] = &["auto", "eauto", "trivial", "intuition", "field"];
@@ -57,23 +43,11 @@ pub fn replace_step(steps: &[Step], k: usize) -> Option<String> {
     let (lead, sentence) = text.split_at(body_at);
     let head = sentence_head(sentence);
     // Controls, attributes and goal selectors carry meaning `hammer.` would drop.
-    if !head.controls.is_empty()
-        || head.has_attributes()
-        || head.selector.is_some()
-        || !sentence.ends_with('.')
-    {
+    if !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() || !sentence.ends_with('.') {
         return None;
     }
-    let hit = |r: std::ops::Range<usize>| {
-        sentence
-            .get(r)
-            .is_some_and(|w| RECONSTRUCTION_TACTICS.contains(&w))
-    };
-    let bare = sentence
-        .trim_end_matches('.')
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let hit = |r: std::ops::Range<usize>| sentence.get(r).is_some_and(|w| RECONSTRUCTION_TACTICS.contains(&w));
+    let bare = sentence.trim_end_matches('.').split_whitespace().collect::<Vec<_>>().join(" ");
     let replace = identifiers(sentence).into_iter().any(hit)
         || CLOSING_TACTICS.contains(&bare.as_str())
         || (MAYBE_CLOSING_TACTICS.contains(&bare.as_str()) && is_closing_position(steps, k));
@@ -85,29 +59,12 @@ mod tests {
     use super::*;
 
     fn steps(texts: &[&str]) -> Vec<Step> {
-        texts
-            .iter()
-            .map(|t| Step {
-                text: t.to_string(),
-                uses: vec![],
-            })
-            .collect()
+        texts.iter().map(|t| Step { text: t.to_string(), uses: vec![] }).collect()
     }
 
     #[test]
     fn replaces_reconstruction_and_closing_tactics() {
-        let s = steps(&[
-            "\n  intros.",
-            " lia.",
-            " sauto use: foo.",
-            " auto.",
-            " intros.",
-            "\n  auto.",
-            " lia.",
-            " 2: lia.",
-            " Time lia.",
-            " lia using x.",
-        ]);
+        let s = steps(&["\n  intros.", " lia.", " sauto use: foo.", " auto.", " intros.", "\n  auto.", " lia.", " 2: lia.", " Time lia.", " lia using x."]);
         let r: Vec<_> = (0..s.len()).map(|k| replace_step(&s, k)).collect();
         assert_eq!(r[0], None);
         assert_eq!(r[1].as_deref(), Some(" hammer."));

@@ -19,9 +19,7 @@ pub fn test_units(deps: &[Vec<usize>], fraction: f64, seed: u64, unknown: &[bool
             }
         }
     }
-    let mut sinks: Vec<usize> = (0..n)
-        .filter(|&u| !has_dependant[u] && !unknown.get(u).copied().unwrap_or(false))
-        .collect();
+    let mut sinks: Vec<usize> = (0..n).filter(|&u| !has_dependant[u] && !unknown.get(u).copied().unwrap_or(false)).collect();
     if sinks.is_empty() || fraction <= 0.0 {
         return vec![];
     }
@@ -54,9 +52,7 @@ pub fn dependants_of(deps: &[Vec<usize>], test: &[usize]) -> Vec<usize> {
             }
         }
     }
-    (0..n)
-        .filter(|u| reaches[*u] && !test.contains(u))
-        .collect()
+    (0..n).filter(|u| reaches[*u] && !test.contains(u)).collect()
 }
 
 /// Seeded validation choice: `true` for items that go to the validation split.
@@ -88,25 +84,16 @@ mod tests {
             assert!(dependants_of(&deps, &t).is_empty());
         }
         assert_eq!(test_units(&deps, 1.0, 0, &[]), vec![2, 3]);
-        assert_eq!(
-            test_units(&deps, 1.0, 0, &[false, false, true, false]),
-            vec![3]
-        );
+        assert_eq!(test_units(&deps, 1.0, 0, &[false, false, true, false]), vec![3]);
         assert!(test_units(&deps, 0.0, 0, &[]).is_empty());
     }
 
     #[test]
     fn seeded_and_deterministic() {
         let deps: Vec<Vec<usize>> = (0..100).map(|_| vec![]).collect();
-        assert_eq!(
-            test_units(&deps, 0.1, 7, &[]),
-            test_units(&deps, 0.1, 7, &[])
-        );
+        assert_eq!(test_units(&deps, 0.1, 7, &[]), test_units(&deps, 0.1, 7, &[]));
         assert_eq!(test_units(&deps, 0.1, 7, &[]).len(), 10);
-        assert_eq!(
-            validation_mask(100, 0.05, 3).iter().filter(|b| **b).count(),
-            5
-        );
+        assert_eq!(validation_mask(100, 0.05, 3).iter().filter(|b| **b).count(), 5);
     }
 
     proptest! {

@@ -11,29 +11,17 @@ fn write(dir: &std::path::Path, name: &str, text: &str) {
 
 #[test]
 fn project_with_coq_project_builds_and_splits_by_dependencies() {
-    if std::process::Command::new("coqdep")
-        .arg("-h")
-        .output()
-        .is_err()
-    {
+    if std::process::Command::new("coqdep").arg("-h").output().is_err() {
         eprintln!("SKIP: coqdep not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("proj");
     write(&root, "_CoqProject", "-R theories My\n");
-    write(
-        &root,
-        "theories/Base.v",
-        "Lemma base_l : True.\nProof. exact I. Qed.\n",
-    );
+    write(&root, "theories/Base.v", "Lemma base_l : True.\nProof. exact I. Qed.\n");
     // Mid requires Base; Top1 and Top2 require Mid: the sinks are Top1 and Top2.
     write(&root, "theories/Mid.v", "Require Import My.Base.\nLemma mid_a : True.\nProof. exact I. Qed.\nLemma mid_b : True /\\ True.\nProof. split; apply mid_a. Qed.\n");
-    write(
-        &root,
-        "theories/sub/Top1.v",
-        "Require Import My.Mid.\nLemma t1 : True.\nProof. exact base_l. Qed.\n",
-    );
+    write(&root, "theories/sub/Top1.v", "Require Import My.Mid.\nLemma t1 : True.\nProof. exact base_l. Qed.\n");
     write(&root, "theories/sub/Top2.v", "From My Require Import Mid.\nLemma t2a : 1 = 1.\nProof. lia. Qed.\nLemma t2b : 1 = 1 /\\ True.\nProof. split. apply t2a. exact I. Qed.\n");
 
     let coqlib = std::path::PathBuf::from(discovery::DEFAULT_COQLIB);
@@ -41,65 +29,30 @@ fn project_with_coq_project_builds_and_splits_by_dependencies() {
     let logical: Vec<&str> = lib.files.iter().map(|f| f.logical.as_str()).collect();
     assert_eq!(logical, ["My.Base", "My.Mid", "My.sub.Top1", "My.sub.Top2"]);
     discovery::resolve_dependencies(&mut lib, &coqlib);
-    assert_eq!(
-        lib.file_deps,
-        vec![vec![], vec![0], vec![1], vec![1]],
-        "{:?}",
-        lib.notes
-    );
+    assert_eq!(lib.file_deps, vec![vec![], vec![0], vec![1], vec![1]], "{:?}", lib.notes);
     assert!(lib.dep_source.iter().all(|s| *s == "coqdep"));
 
     let out = dir.path().join("out");
-    let cfg = DatasetConfig {
-        coqlib,
-        unit: SplitUnit::File,
-        test_fraction: 0.5,
-        val_fraction: 0.0,
-        seed: 3,
-        ..Default::default()
-    };
-    let stats = dataset::build(
-        &LibrarySpec::Path(root),
-        &out,
-        &cfg,
-        Some(&prod_coq::CoqLanguage),
-        &|_, _| {},
-    )
-    .unwrap();
+    let cfg = DatasetConfig { coqlib, unit: SplitUnit::File, test_fraction: 0.5, val_fraction: 0.0, seed: 3, ..Default::default() };
+    let stats = dataset::build(&LibrarySpec::Path(root), &out, &cfg, Some(&prod_coq::CoqLanguage), &|_, _| {}).unwrap();
     assert_eq!(stats.test_units.len(), 1);
     let test_unit = &stats.test_units[0];
-    assert!(
-        test_unit == "My.sub.Top1" || test_unit == "My.sub.Top2",
-        "{test_unit}"
-    );
+    assert!(test_unit == "My.sub.Top1" || test_unit == "My.sub.Top2", "{test_unit}");
     let train = read_examples(&out.join("train.jsonl")).unwrap();
     assert!(train.iter().all(|e| &e.logical_path != test_unit));
     assert!(train.iter().any(|e| e.logical_path == "My.Base"));
     // Mid: mid_b uses mid_a, both peeled; mid_b proposes mid_a.
     let mid_b = train.iter().find(|e| e.name == "mid_b").unwrap();
-    assert_eq!(
-        mid_b.conditional_proof,
-        "<use_invoke> <invoke> Lemma mid_a : True. </invoke> split; apply mid_a."
-    );
+    assert_eq!(mid_b.conditional_proof, "<use_invoke> <invoke> Lemma mid_a : True. </invoke> split; apply mid_a.");
     assert_eq!(mid_b.depth, 1);
     // The augmented copy of mid_b: the lemma is admitted in the context, nothing is proposed.
     let sft = read_examples(&out.join("sft.jsonl")).unwrap();
-    let aug = sft
-        .iter()
-        .find(|e| e.variant == "augmented" && e.name == "mid_b")
-        .unwrap();
-    assert!(
-        aug.context.ends_with("\nLemma mid_a : True.\nAdmitted.\n"),
-        "{:?}",
-        aug.context
-    );
+    let aug = sft.iter().find(|e| e.variant == "augmented" && e.name == "mid_b").unwrap();
+    assert!(aug.context.ends_with("\nLemma mid_a : True.\nAdmitted.\n"), "{:?}", aug.context);
     assert!(aug.conditional_proof.starts_with("<no_invoke>"));
     // Full contexts come back from sources.jsonl.
     let sources = read_sources(&out).unwrap();
-    assert_eq!(
-        aug.full_context(&sources["My.Mid"]).unwrap(),
-        format!("Require Import My.Base.\n\n{}", aug.context_extra)
-    );
+    assert_eq!(aug.full_context(&sources["My.Mid"]).unwrap(), format!("Require Import My.Base.\n\n{}", aug.context_extra));
     // Test examples are T_tree theorems of the test file only.
     for e in read_examples(&out.join("test.jsonl")).unwrap() {
         assert_eq!(&e.logical_path, test_unit);
@@ -115,10 +68,6 @@ fn project_with_coq_project_builds_and_splits_by_dependencies() {
 
 #[test]
 fn unknown_library_is_a_clear_error() {
-    let e = discovery::discover(
-        &LibrarySpec::Package("no-such-lib".into()),
-        std::path::Path::new(discovery::DEFAULT_COQLIB),
-    )
-    .unwrap_err();
+    let e = discovery::discover(&LibrarySpec::Package("no-such-lib".into()), std::path::Path::new(discovery::DEFAULT_COQLIB)).unwrap_err();
     assert!(e.to_string().contains("no-such-lib"));
 }

@@ -18,18 +18,9 @@ use crate::tokenizer::ProdTokenizer;
 use crate::{PolicyError, Result};
 
 /// The prompt `x = c s` with the context truncated to its last `context_tokens` tokens.
-pub fn prompt_ids(
-    tok: &ProdTokenizer,
-    context: &str,
-    statement: &str,
-    context_tokens: usize,
-) -> Result<Vec<u32>> {
+pub fn prompt_ids(tok: &ProdTokenizer, context: &str, statement: &str, context_tokens: usize) -> Result<Vec<u32>> {
     let context = context.trim_end();
-    let mut ids = if context.is_empty() {
-        Vec::new()
-    } else {
-        tok.encode(&format!("{context}\n"))?
-    };
+    let mut ids = if context.is_empty() { Vec::new() } else { tok.encode(&format!("{context}\n"))? };
     if ids.len() > context_tokens {
         ids.drain(..ids.len() - context_tokens);
     }
@@ -87,16 +78,10 @@ pub fn policy_example(
     ConditionalProof::parse(conditional_proof)
         .map_err(|e| PolicyError::BadInput(format!("target is not a conditional proof: {e}")))?;
     if !weight.is_finite() {
-        return Err(PolicyError::BadInput(format!(
-            "weight {weight} is not finite"
-        )));
+        return Err(PolicyError::BadInput(format!("weight {weight} is not finite")));
     }
     let context = context.trim_end();
-    let mut ids = if context.is_empty() {
-        Vec::new()
-    } else {
-        tok.encode(&format!("{context}\n"))?
-    };
+    let mut ids = if context.is_empty() { Vec::new() } else { tok.encode(&format!("{context}\n"))? };
     if ids.len() > opts.context_tokens {
         ids.drain(..ids.len() - opts.context_tokens);
     }
@@ -117,39 +102,18 @@ pub fn policy_example(
         )));
     }
     // The first token has no left context to be predicted from.
-    let loss_from = if opts.statement_in_loss {
-        statement_start.max(1)
-    } else {
-        target_start
-    };
-    Ok(TrainExample {
-        ids,
-        loss_from,
-        weight,
-    })
+    let loss_from = if opts.statement_in_loss { statement_start.max(1) } else { target_start };
+    Ok(TrainExample { ids, loss_from, weight })
 }
 
 /// `(x, <true> or <false>)` for the value model: the loss is on that one token.
-pub fn value_example(
-    tok: &ProdTokenizer,
-    prompt: &[u32],
-    proved: bool,
-    weight: f32,
-) -> Result<TrainExample> {
+pub fn value_example(tok: &ProdTokenizer, prompt: &[u32], proved: bool, weight: f32) -> Result<TrainExample> {
     if prompt.is_empty() {
         return Err(PolicyError::BadInput("empty prompt".into()));
     }
     let mut ids = prompt.to_vec();
-    ids.push(if proved {
-        tok.true_id()
-    } else {
-        tok.false_id()
-    });
-    Ok(TrainExample {
-        loss_from: prompt.len(),
-        ids,
-        weight,
-    })
+    ids.push(if proved { tok.true_id() } else { tok.false_id() });
+    Ok(TrainExample { loss_from: prompt.len(), ids, weight })
 }
 
 /// `P(a) / (P(a) + P(b))` for the next token after each prompt; equals `sigmoid(l_a - l_b)`,
@@ -160,17 +124,10 @@ pub fn pair_probability(model: &Llama, prompts: &[&[u32]], a: u32, b: u32) -> Re
     }
     let logits = model.next_token_logits(prompts)?;
     let pick = |id: u32| -> Result<Vec<f32>> {
-        Ok(logits
-            .narrow(1, id as usize, 1)?
-            .squeeze(1)?
-            .to_vec1::<f32>()?)
+        Ok(logits.narrow(1, id as usize, 1)?.squeeze(1)?.to_vec1::<f32>()?)
     };
     let (la, lb) = (pick(a)?, pick(b)?);
-    Ok(la
-        .iter()
-        .zip(&lb)
-        .map(|(&x, &y)| 1.0 / (1.0 + (y as f64 - x as f64).exp()))
-        .collect())
+    Ok(la.iter().zip(&lb).map(|(&x, &y)| 1.0 / (1.0 + (y as f64 - x as f64).exp())).collect())
 }
 
 /// `π(<use_invoke> | x)` normalised over the two `t0` tokens (RL forces `<use_invoke>` for the

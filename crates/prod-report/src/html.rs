@@ -55,11 +55,7 @@ fn figure(out: &mut String, f: &Figure) {
 pub fn render_html(r: &RunReport) -> String {
     let figs = figures::figures(r);
     let fig = |id: &str| figs.iter().find(|f| f.id == id);
-    let title = if r.title.trim().is_empty() {
-        "ProD run report"
-    } else {
-        r.title.as_str()
-    };
+    let title = if r.title.trim().is_empty() { "ProD run report" } else { r.title.as_str() };
     let mut out = String::new();
     let _ = write!(
         out,
@@ -100,11 +96,7 @@ pub fn render_html(r: &RunReport) -> String {
         }
     }
 
-    let with_depth: Vec<_> = r
-        .evaluations
-        .iter()
-        .filter(|e| !e.depth_table.is_empty())
-        .collect();
+    let with_depth: Vec<_> = r.evaluations.iter().filter(|e| !e.depth_table.is_empty()).collect();
     if !with_depth.is_empty() {
         out.push_str("<h2 id=\"depth\">Proved theorems by proof depth</h2>\n");
         if let Some(f) = fig("depth") {
@@ -120,13 +112,8 @@ pub fn render_html(r: &RunReport) -> String {
     if !sweeps.is_empty() {
         out.push_str("<h2 id=\"temperature\">Temperature sweep</h2>\n");
         for (i, g) in sweeps.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "<h3>{} ({}, n = {})</h3>",
-                xml(&g[0].name),
-                xml(&g[0].split),
-                g[0].samples_per_theorem
-            );
+            let _ =
+                writeln!(out, "<h3>{} ({}, n = {})</h3>", xml(&g[0].name), xml(&g[0].split), g[0].samples_per_theorem);
             table(&mut out, &tables::sweep(g));
             if let Some(f) = fig(&format!("temperature-{}", i + 1)) {
                 figure(&mut out, f);

@@ -13,9 +13,7 @@ fn table(out: &mut String, t: &Table) {
         format!("| {} |\n", cells.join(" | "))
     };
     out.push_str(&row(&t.header));
-    let sep: Vec<&str> = (0..t.header.len())
-        .map(|i| if i < t.text_columns { "---" } else { "---:" })
-        .collect();
+    let sep: Vec<&str> = (0..t.header.len()).map(|i| if i < t.text_columns { "---" } else { "---:" }).collect();
     let _ = writeln!(out, "| {} |", sep.join(" | "));
     for r in &t.rows {
         // Rows shorter than the header would break the table: pad them.
@@ -39,11 +37,7 @@ fn fence(s: &str) -> String {
 
 /// The summary as Markdown. Headings start at level 2 so that it can be pasted into a page.
 pub fn render_markdown(r: &RunReport) -> String {
-    let title = if r.title.trim().is_empty() {
-        "ProD run report"
-    } else {
-        r.title.as_str()
-    };
+    let title = if r.title.trim().is_empty() { "ProD run report" } else { r.title.as_str() };
     let mut out = format!("## {}\n\n", md_line(title));
     for (k, v) in tables::meta(r) {
         let _ = writeln!(out, "- {}: {}", md_line(&k), md(&v));
@@ -53,9 +47,7 @@ pub fn render_markdown(r: &RunReport) -> String {
     }
     let warnings = tables::warnings(r);
     if !warnings.is_empty() {
-        out.push_str(
-            "**Data warnings** (values in the run file that cannot be right as given):\n\n",
-        );
+        out.push_str("**Data warnings** (values in the run file that cannot be right as given):\n\n");
         for w in &warnings {
             let _ = writeln!(out, "- {}", md_line(w));
         }
@@ -72,11 +64,7 @@ pub fn render_markdown(r: &RunReport) -> String {
              out (\"judged\"), never counted as failures.\n\n",
         );
     }
-    let with_depth: Vec<_> = r
-        .evaluations
-        .iter()
-        .filter(|e| !e.depth_table.is_empty())
-        .collect();
+    let with_depth: Vec<_> = r.evaluations.iter().filter(|e| !e.depth_table.is_empty()).collect();
     if !with_depth.is_empty() {
         out.push_str("### Proved theorems by proof depth (Fig. 5)\n\n");
         for e in with_depth {
@@ -88,13 +76,8 @@ pub fn render_markdown(r: &RunReport) -> String {
     if !sweeps.is_empty() {
         out.push_str("### Temperature sweep\n\n");
         for g in &sweeps {
-            let _ = writeln!(
-                out,
-                "#### {} ({}, n = {})\n",
-                md_line(&g[0].name),
-                md(&g[0].split),
-                g[0].samples_per_theorem
-            );
+            let _ =
+                writeln!(out, "#### {} ({}, n = {})\n", md_line(&g[0].name), md(&g[0].split), g[0].samples_per_theorem);
             table(&mut out, &tables::sweep(g));
         }
     }

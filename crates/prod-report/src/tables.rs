@@ -16,11 +16,7 @@ pub struct Table {
 
 /// All k values that appear in any evaluation, ascending (k = 0 is meaningless and dropped).
 pub fn all_k(evals: &[&Evaluation]) -> Vec<usize> {
-    let ks: BTreeSet<usize> = evals
-        .iter()
-        .flat_map(|e| e.pass_at_k.iter().map(|p| p.k))
-        .filter(|&k| k > 0)
-        .collect();
+    let ks: BTreeSet<usize> = evals.iter().flat_map(|e| e.pass_at_k.iter().map(|p| p.k)).filter(|&k| k > 0).collect();
     ks.into_iter().collect()
 }
 
@@ -49,10 +45,7 @@ pub fn labels(evals: &[Evaluation]) -> Vec<String> {
     if unique(&l) {
         return l;
     }
-    l.iter()
-        .enumerate()
-        .map(|(i, s)| format!("{s} #{}", i + 1))
-        .collect()
+    l.iter().enumerate().map(|(i, s)| format!("{s} #{}", i + 1)).collect()
 }
 
 pub fn meta(r: &RunReport) -> Vec<(String, String)> {
@@ -70,18 +63,11 @@ pub fn meta(r: &RunReport) -> Vec<(String, String)> {
         if !d.split.is_empty() {
             s.push_str(&format!(", split {}", d.split));
         }
-        s.push_str(&format!(
-            ", {} theorem{}",
-            d.size,
-            if d.size == 1 { "" } else { "s" }
-        ));
+        s.push_str(&format!(", {} theorem{}", d.size, if d.size == 1 { "" } else { "s" }));
         put("Dataset", s);
     }
     let m = &r.model;
-    let params = m
-        .params
-        .map(|p| format!(" ({} parameters)", human_count(p)))
-        .unwrap_or_default();
+    let params = m.params.map(|p| format!(" ({} parameters)", human_count(p))).unwrap_or_default();
     put("Model", format!("{}{params}", m.name).trim().to_string());
     v
 }
@@ -104,16 +90,9 @@ pub fn human_count(n: u64) -> String {
 pub fn evaluations(r: &RunReport) -> Table {
     let evals: Vec<&Evaluation> = r.evaluations.iter().collect();
     let ks = all_k(&evals);
-    let mut header: Vec<String> = ["Evaluation", "Split", "T", "n", "Theorems"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut header: Vec<String> = ["Evaluation", "Split", "T", "n", "Theorems"].iter().map(|s| s.to_string()).collect();
     header.extend(ks.iter().map(|k| format!("pass@{k}")));
-    header.extend(
-        ["Checked nodes", "Infra nodes", "Novel lemmas"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
+    header.extend(["Checked nodes", "Infra nodes", "Novel lemmas"].iter().map(|s| s.to_string()));
     let rows = r
         .evaluations
         .iter()
@@ -143,11 +122,7 @@ pub fn evaluations(r: &RunReport) -> Table {
             row
         })
         .collect();
-    Table {
-        header,
-        rows,
-        text_columns: 2,
-    }
+    Table { header, rows, text_columns: 2 }
 }
 
 fn depth_name(d: Option<u32>) -> String {
@@ -156,27 +131,13 @@ fn depth_name(d: Option<u32>) -> String {
 
 /// Ground-truth depths of an evaluation, ascending, unknown last.
 pub fn ground_truth_depths(e: &Evaluation) -> Vec<Option<u32>> {
-    let s: BTreeSet<(bool, u32)> = e
-        .depth_table
-        .iter()
-        .map(|c| {
-            (
-                c.ground_truth_depth.is_none(),
-                c.ground_truth_depth.unwrap_or(0),
-            )
-        })
-        .collect();
-    s.into_iter()
-        .map(|(none, d)| if none { None } else { Some(d) })
-        .collect()
+    let s: BTreeSet<(bool, u32)> =
+        e.depth_table.iter().map(|c| (c.ground_truth_depth.is_none(), c.ground_truth_depth.unwrap_or(0))).collect();
+    s.into_iter().map(|(none, d)| if none { None } else { Some(d) }).collect()
 }
 
 pub fn proving_depths(e: &Evaluation) -> Vec<u32> {
-    let s: BTreeSet<u32> = e
-        .depth_table
-        .iter()
-        .filter_map(|c| c.proving_depth)
-        .collect();
+    let s: BTreeSet<u32> = e.depth_table.iter().filter_map(|c| c.proving_depth).collect();
     s.into_iter().collect()
 }
 
@@ -189,10 +150,7 @@ pub fn depth_count(e: &Evaluation, g: Option<u32>, p: Option<u32>) -> usize {
 }
 
 pub fn depth_total(e: &Evaluation, g: Option<u32>) -> usize {
-    e.depth_table
-        .iter()
-        .filter(|c| c.ground_truth_depth == g)
-        .fold(0usize, |a, c| a.saturating_add(c.count))
+    e.depth_table.iter().filter(|c| c.ground_truth_depth == g).fold(0usize, |a, c| a.saturating_add(c.count))
 }
 
 fn ratio(a: usize, b: usize) -> f64 {
@@ -207,10 +165,8 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// each depth.
 pub fn depth(e: &Evaluation) -> Table {
     let pds = proving_depths(e);
-    let mut header: Vec<String> = ["Ground-truth depth", "Theorems", "Proved", "Pass rate"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut header: Vec<String> =
+        ["Ground-truth depth", "Theorems", "Proved", "Pass rate"].iter().map(|s| s.to_string()).collect();
     header.extend(pds.iter().map(|d| format!("Proved at depth {d}")));
     header.push("Not proved".to_string());
     let mut rows = Vec::new();
@@ -221,12 +177,7 @@ pub fn depth(e: &Evaluation) -> Table {
         let total = depth_total(e, g);
         let unproved = depth_count(e, g, None);
         let proved = total.saturating_sub(unproved);
-        let mut row = vec![
-            depth_name(g),
-            total.to_string(),
-            proved.to_string(),
-            percent(ratio(proved, total)),
-        ];
+        let mut row = vec![depth_name(g), total.to_string(), proved.to_string(), percent(ratio(proved, total))];
         for (i, d) in pds.iter().enumerate() {
             let n = depth_count(e, g, Some(*d));
             per_depth[i] = per_depth[i].saturating_add(n);
@@ -239,21 +190,12 @@ pub fn depth(e: &Evaluation) -> Table {
         all_unproved = all_unproved.saturating_add(unproved);
     }
     if rows.len() > 1 {
-        let mut row = vec![
-            "all".to_string(),
-            all.to_string(),
-            all_proved.to_string(),
-            percent(ratio(all_proved, all)),
-        ];
+        let mut row = vec!["all".to_string(), all.to_string(), all_proved.to_string(), percent(ratio(all_proved, all))];
         row.extend(per_depth.iter().map(|n| n.to_string()));
         row.push(all_unproved.to_string());
         rows.push(row);
     }
-    Table {
-        header,
-        rows,
-        text_columns: 1,
-    }
+    Table { header, rows, text_columns: 1 }
 }
 
 /// Evaluations that differ only by temperature: same name, split, n and theorem count, at least
@@ -291,19 +233,17 @@ pub fn sweep(group: &[&Evaluation]) -> Table {
         .map(|e| {
             let mut row = vec![short(e.temperature, 3)];
             for k in &ks {
-                row.push(e.pass_at_k.iter().find(|p| p.k == *k).map_or_else(
-                    || "–".to_string(),
-                    |p| pass_cell(p.estimate, p.ci_low, p.ci_high),
-                ));
+                row.push(
+                    e.pass_at_k
+                        .iter()
+                        .find(|p| p.k == *k)
+                        .map_or_else(|| "–".to_string(), |p| pass_cell(p.estimate, p.ci_low, p.ci_high)),
+                );
             }
             row
         })
         .collect();
-    Table {
-        header,
-        rows,
-        text_columns: 1,
-    }
+    Table { header, rows, text_columns: 1 }
 }
 
 /// One row per RL round, and a total row (examples, nodes, time per phase).
@@ -349,14 +289,9 @@ pub fn rounds(r: &RunReport) -> Table {
         .collect();
     if r.rounds.len() > 1 {
         let sum_u = |f: fn(&crate::model::RoundMetrics) -> usize| {
-            r.rounds
-                .iter()
-                .fold(0usize, |a, m| a.saturating_add(f(m)))
-                .to_string()
+            r.rounds.iter().fold(0usize, |a, m| a.saturating_add(f(m))).to_string()
         };
-        let sum_f = |f: fn(&crate::model::RoundMetrics) -> f64| {
-            fixed(r.rounds.iter().map(f).sum::<f64>(), 1)
-        };
+        let sum_f = |f: fn(&crate::model::RoundMetrics) -> f64| fixed(r.rounds.iter().map(f).sum::<f64>(), 1);
         rows.push(vec![
             "total".to_string(),
             sum_u(|m| m.examples),
@@ -373,11 +308,7 @@ pub fn rounds(r: &RunReport) -> Table {
             sum_f(|m| m.train_s),
         ]);
     }
-    Table {
-        header,
-        rows,
-        text_columns: 1,
-    }
+    Table { header, rows, text_columns: 1 }
 }
 
 /// Values that look wrong for what they claim to be; shown in the report, never hidden.
@@ -387,32 +318,20 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
         for p in &e.pass_at_k {
             let vals = [p.estimate, p.ci_low, p.ci_high];
             if vals.iter().any(|v| !v.is_finite()) {
-                w.push(format!(
-                    "{}: pass@{} has a value that is not a number",
-                    e.name, p.k
-                ));
+                w.push(format!("{}: pass@{} has a value that is not a number", e.name, p.k));
             } else if vals.iter().any(|v| !(0.0..=1.0).contains(v)) {
                 w.push(format!("{}: pass@{} lies outside [0, 1]", e.name, p.k));
             } else if p.ci_low > p.estimate + 1e-12 || p.ci_high < p.estimate - 1e-12 {
-                w.push(format!(
-                    "{}: pass@{} lies outside its confidence interval",
-                    e.name, p.k
-                ));
+                w.push(format!("{}: pass@{} lies outside its confidence interval", e.name, p.k));
             }
             if p.k == 0 || (e.samples_per_theorem > 0 && p.k > e.samples_per_theorem) {
-                w.push(format!(
-                    "{}: pass@{} needs 1 ≤ k ≤ n = {}",
-                    e.name, p.k, e.samples_per_theorem
-                ));
+                w.push(format!("{}: pass@{} needs 1 ≤ k ≤ n = {}", e.name, p.k, e.samples_per_theorem));
             }
         }
         if !e.temperature.is_finite() {
             w.push(format!("{}: temperature is not a number", e.name));
         }
-        let depth_theorems = e
-            .depth_table
-            .iter()
-            .fold(0usize, |a, c| a.saturating_add(c.count));
+        let depth_theorems = e.depth_table.iter().fold(0usize, |a, c| a.saturating_add(c.count));
         if !e.depth_table.is_empty() && depth_theorems != e.theorems {
             w.push(format!(
                 "{}: the depth table counts {depth_theorems} theorems, the evaluation {}",
@@ -421,11 +340,7 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
         }
         if let Some(s) = e.novel_lemma_share {
             if !(0.0..=1.0).contains(&s) {
-                w.push(format!(
-                    "{}: novel lemma share {} lies outside [0, 1]",
-                    e.name,
-                    fixed(s, 3)
-                ));
+                w.push(format!("{}: novel lemma share {} lies outside [0, 1]", e.name, fixed(s, 3)));
             }
         }
     }
@@ -436,11 +351,7 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
                 m.round, m.globally_correct, m.locally_correct, m.nodes
             ));
         }
-        for (name, v) in [
-            ("sample_s", m.sample_s),
-            ("check_s", m.check_s),
-            ("train_s", m.train_s),
-        ] {
+        for (name, v) in [("sample_s", m.sample_s), ("check_s", m.check_s), ("train_s", m.train_s)] {
             if !v.is_finite() || v < 0.0 {
                 w.push(format!("round {}: {name} is not a valid duration", m.round));
             }

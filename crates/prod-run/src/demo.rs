@@ -45,14 +45,7 @@ pub struct DemoJob {
 
 impl Default for DemoJob {
     fn default() -> Self {
-        DemoJob {
-            out: PathBuf::from("runs/demo"),
-            minutes: 20.0,
-            theorems: 8,
-            samples: 4,
-            workers: 2,
-            seed: 0,
-        }
+        DemoJob { out: PathBuf::from("runs/demo"), minutes: 20.0, theorems: 8, samples: 4, workers: 2, seed: 0 }
     }
 }
 
@@ -89,16 +82,9 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<prod_library::dataset::Example>
 }
 
 /// Train a tokenizer and a small model from scratch on `dir/sft.jsonl` for at most `budget`.
-pub fn train_small_model(
-    data: &Path,
-    out: &Path,
-    budget: Duration,
-    seed: u64,
-    bars: &Bars,
-) -> anyhow::Result<TrainSummary> {
+pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, bars: &Bars) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
-    let mut train =
-        read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
+    let mut train = read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
     let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     train.shuffle(&mut rng);
@@ -113,14 +99,7 @@ pub fn train_small_model(
     let texts: Vec<String> = train
         .iter()
         .take(4000)
-        .map(|e| {
-            format!(
-                "{}\n{}\n{}",
-                tail(&e.context),
-                e.statement,
-                e.conditional_proof
-            )
-        })
+        .map(|e| format!("{}\n{}\n{}", tail(&e.context), e.statement, e.conditional_proof))
         .collect();
     let tok = ProdTokenizer::train_bpe(texts.iter(), 2000, 2)?;
     let mut cfg = LlamaConfig::tiny(tok.vocab_size());
@@ -132,28 +111,15 @@ pub fn train_small_model(
     cfg.max_position_embeddings = 1024;
     let device = prod_policy::candle_core::Device::Cpu;
     let mut model = Llama::random(&cfg, seed, &device)?;
-    let opts = ExampleOptions {
-        context_tokens: DEMO_CONTEXT_TOKENS,
-        max_seq_len: MAX_SEQ_LEN,
-        statement_in_loss: false,
-    };
+    let opts = ExampleOptions { context_tokens: DEMO_CONTEXT_TOKENS, max_seq_len: MAX_SEQ_LEN, statement_in_loss: false };
     let mut skipped = 0;
     let mut to_examples = |es: &[prod_library::dataset::Example]| -> Vec<TrainExample> {
         es.iter()
-            .filter_map(|e| {
-                match prompt::policy_example(
-                    &tok,
-                    &e.context,
-                    &e.statement,
-                    &e.conditional_proof,
-                    1.0,
-                    &opts,
-                ) {
-                    Ok(x) => Some(x),
-                    Err(_) => {
-                        skipped += 1;
-                        None
-                    }
+            .filter_map(|e| match prompt::policy_example(&tok, &e.context, &e.statement, &e.conditional_proof, 1.0, &opts) {
+                Ok(x) => Some(x),
+                Err(_) => {
+                    skipped += 1;
+                    None
                 }
             })
             .collect()
@@ -174,11 +140,7 @@ pub fn train_small_model(
         context_tokens: DEMO_CONTEXT_TOKENS,
         ..PolicyConfig::default()
     };
-    let before = if val_examples.is_empty() {
-        f64::NAN
-    } else {
-        eval_loss(&model, &val_examples, 8)?
-    };
+    let before = if val_examples.is_empty() { f64::NAN } else { eval_loss(&model, &val_examples, 8)? };
     let mut trainer = Trainer::new(pcfg);
     let pb = bars.bar("train", 0);
     let mut pos = 0;
@@ -186,9 +148,7 @@ pub fn train_small_model(
     // Leave time for the final eval loss and the save.
     let train_budget = budget.saturating_sub(Duration::from_secs(15));
     while start.elapsed() < train_budget {
-        let batch: Vec<TrainExample> = (0..16)
-            .map(|i| examples[(pos + i) % examples.len()].clone())
-            .collect();
+        let batch: Vec<TrainExample> = (0..16).map(|i| examples[(pos + i) % examples.len()].clone()).collect();
         pos += batch.len();
         let s = trainer.step(&model, &batch)?;
         steps += 1;
@@ -196,11 +156,7 @@ pub fn train_small_model(
         pb.set_message(format!("loss {:.3}", s.loss));
     }
     pb.finish_and_clear();
-    let after = if val_examples.is_empty() {
-        f64::NAN
-    } else {
-        eval_loss(&model, &val_examples, 8)?
-    };
+    let after = if val_examples.is_empty() { f64::NAN } else { eval_loss(&model, &val_examples, 8)? };
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     trainer.save_checkpoint(&model, out)?;
     prod_policy::save_model_dir(out, &mut model, &tok)?;
@@ -215,10 +171,7 @@ pub fn train_small_model(
         eval_loss_after: after,
         seconds: start.elapsed().as_secs_f64(),
     };
-    std::fs::write(
-        out.join("demo_train.json"),
-        serde_json::to_string_pretty(&summary)? + "\n",
-    )?;
+    std::fs::write(out.join("demo_train.json"), serde_json::to_string_pretty(&summary)? + "\n")?;
     Ok(summary)
 }
 
@@ -232,14 +185,8 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     // 1. Dataset.
     let t = Instant::now();
     if !data.join("stats.json").exists() {
-        bars.say(&format!(
-            "[1/4] building the stdlib dataset → {}",
-            data.display()
-        ));
-        let cfg = prod_library::DatasetConfig {
-            seed: job.seed,
-            ..Default::default()
-        };
+        bars.say(&format!("[1/4] building the stdlib dataset → {}", data.display()));
+        let cfg = prod_library::DatasetConfig { seed: job.seed, ..Default::default() };
         let spec = prod_library::LibrarySpec::parse("stdlib");
         let pb = bars.bar("dataset", 0);
         let cb = |done: usize, total: usize| {
@@ -250,45 +197,27 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
         pb.finish_and_clear();
     } else {
-        bars.say(&format!(
-            "[1/4] dataset {} exists, reusing it",
-            data.display()
-        ));
+        bars.say(&format!("[1/4] dataset {} exists, reusing it", data.display()));
     }
     let dataset_s = t.elapsed().as_secs_f64();
     // 2. Model: what is left of the budget after the dataset, minus ~45% for evaluation.
     let t = Instant::now();
     let train = if model_dir.join("demo_train.json").exists() {
-        bars.say(&format!(
-            "[2/4] model {} exists, reusing it",
-            model_dir.display()
-        ));
+        bars.say(&format!("[2/4] model {} exists, reusing it", model_dir.display()));
         serde_json::from_str(&std::fs::read_to_string(model_dir.join("demo_train.json"))?)?
     } else {
         let left = budget.saturating_sub(start.elapsed());
         // Evaluation of a model this small is quick (its proofs rarely parse): most of the
         // budget trains; a quarter stays for sampling and Coq.
         let train_budget = left.mul_f64(0.75).max(Duration::from_secs(30));
-        bars.say(&format!(
-            "[2/4] training a small model from scratch for {:.0} s → {}",
-            train_budget.as_secs_f64(),
-            model_dir.display()
-        ));
+        bars.say(&format!("[2/4] training a small model from scratch for {:.0} s → {}", train_budget.as_secs_f64(), model_dir.display()));
         train_small_model(&data, &model_dir, train_budget, job.seed, bars)?
     };
     let train_s = t.elapsed().as_secs_f64();
     // 3. Evaluation on held-out test theorems with the real Coq.
     let t = Instant::now();
-    bars.say(&format!(
-        "[3/4] proof trees for {} test theorems × {} trees, checked by Coq → {}",
-        job.theorems,
-        job.samples,
-        run_dir.display()
-    ));
-    let ks: Vec<usize> = [1usize, 2, 4, 8, 16]
-        .into_iter()
-        .filter(|&k| k <= job.samples as usize)
-        .collect();
+    bars.say(&format!("[3/4] proof trees for {} test theorems × {} trees, checked by Coq → {}", job.theorems, job.samples, run_dir.display()));
+    let ks: Vec<usize> = [1usize, 2, 4, 8, 16].into_iter().filter(|&k| k <= job.samples as usize).collect();
     let eval = EvalJob {
         model: model_dir.clone(),
         dataset: data.clone(),
@@ -310,12 +239,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             seed: job.seed,
             ..NativeParams::default()
         },
-        coq: CoqJobConfig {
-            workers: job.workers,
-            step_timeout_s: 5,
-            hammer: true,
-            hammer_atp: false,
-        },
+        coq: CoqJobConfig { workers: job.workers, step_timeout_s: 5, hammer: true, hammer_atp: false },
         out: run_dir.clone(),
         cache: None,
         remote: None,
@@ -343,17 +267,6 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     let run_json = write_report(&run_dir, &report)?;
     let html = run_dir.join("report.html");
     std::fs::write(&html, prod_report::render_html(&report))?;
-    std::fs::write(
-        run_dir.join("summary.md"),
-        prod_report::render_markdown(&report),
-    )?;
-    Ok(DemoOutcome {
-        dataset_s,
-        train,
-        train_s,
-        eval_s,
-        total_s: start.elapsed().as_secs_f64(),
-        run_json,
-        report_html: html,
-    })
+    std::fs::write(run_dir.join("summary.md"), prod_report::render_markdown(&report))?;
+    Ok(DemoOutcome { dataset_s, train, train_s, eval_s, total_s: start.elapsed().as_secs_f64(), run_json, report_html: html })
 }
