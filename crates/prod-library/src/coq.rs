@@ -32,6 +32,7 @@ use prod_core::ProofLanguage;
 
 use crate::discovery::{self, DiscoveryError, Library, LibrarySpec};
 use crate::glob::Glob;
+use crate::imports::{qualify_requires, Resolver, Rewritten, Target};
 use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
@@ -523,6 +524,10 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
 pub struct CoqSource<'l> {
     pub library: Library,
     pub language: Option<&'l dyn ProofLanguage>,
+    /// How the library's own build resolved its unqualified `Require`s ([`crate::imports`]).
+    pub resolver: Resolver,
+    /// The stdlib's directory: its files are never rewritten (they resolve within `Coq`).
+    pub theories: std::path::PathBuf,
 }
 
 impl<'l> CoqSource<'l> {
@@ -534,24 +539,64 @@ impl<'l> CoqSource<'l> {
     ) -> Result<Self, DiscoveryError> {
         let mut library = discovery::discover(spec, coqlib)?;
         discovery::resolve_dependencies(&mut library, coqlib);
-        Ok(CoqSource { library, language })
+        let resolver = Resolver::new(&library, coqlib);
+        Ok(CoqSource {
+            library,
+            language,
+            resolver,
+            theories: coqlib.join("theories"),
+        })
     }
 }
 
 struct CoqSegmenter<'a> {
-    library: &'a Library,
+    source: &'a CoqSource<'a>,
+}
+
+impl CoqSource<'_> {
+    /// `source` (file `file`) with its library-internal `Require`s qualified; the stdlib's files
+    /// are left as they are.
+    pub fn qualify_imports(&self, file: usize, source: &str, glob: Option<&Glob>) -> Rewritten {
+        let Some(f) = self.library.files.get(file) else {
+            return Rewritten::unchanged(source);
+        };
+        if f.path.starts_with(&self.theories) {
+            return Rewritten::unchanged(source);
+        }
+        // The compiler's own resolution where the glob belongs to this text.
+        let by_glob: HashMap<usize, &str> = glob
+            .filter(|g| glob_matches(g, source))
+            .map(|g| {
+                g.required_at
+                    .iter()
+                    .map(|(a, _, l)| (*a, l.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        qualify_requires(source, &|at, name| match by_glob.get(&at) {
+            Some(l) => Ok(Target::of(name, l)),
+            None => self
+                .resolver
+                .resolve(&f.logical, name)
+                .map(|l| Target::of(name, &l)),
+        })
+    }
 }
 
 impl FileSegmenter for CoqSegmenter<'_> {
     fn segment(&mut self, file: usize, source: &str) -> SegmentedSource {
         let glob = self
+            .source
             .library
             .files
             .get(file)
             .and_then(|f| f.glob.as_ref())
             .and_then(|g| std::fs::read_to_string(g).ok())
             .map(|t| crate::glob::parse(&t).0);
-        let cf = segment(source, glob.as_ref());
+        let rw = self.source.qualify_imports(file, source, glob.as_ref());
+        let glob = glob.map(|g| rw.shift_glob(&g));
+        let mut cf = segment(&rw.text, glob.as_ref());
+        cf.lex_errors.truncate(1);
         let unclosed = cf
             .segments
             .theorems
@@ -566,9 +611,11 @@ impl FileSegmenter for CoqSegmenter<'_> {
             // The lexer stops at its first error: the rest of the file is not seen.
             issues: cf
                 .lex_errors
-                .first()
+                .iter()
                 .map(|e| (0, format!("lex_error_rest_of_file: {e}")))
-                .into_iter()
+                .chain(rw.unresolved.iter().map(|(at, msg)| {
+                    (line_col(source, *at).0, format!("import_unresolved: {msg}"))
+                }))
                 .collect(),
             prover_references: cf.used_glob,
             body_start: 0,
@@ -584,9 +631,7 @@ impl LibrarySource for CoqSource<'_> {
         &self.library
     }
     fn segmenter(&self) -> Box<dyn FileSegmenter + '_> {
-        Box::new(CoqSegmenter {
-            library: &self.library,
-        })
+        Box::new(CoqSegmenter { source: self })
     }
     fn rewrite_step(&self, steps: &[Step], k: usize) -> Option<String> {
         crate::hammer::replace_step(steps, k)

@@ -160,6 +160,10 @@ pub struct Stats {
     /// Examples of the excluded units (not written).
     pub examples_excluded: usize,
     pub dependency_sources: BTreeMap<String, usize>,
+    /// The library's logical-root bindings (`-R`/`-Q dir Root`). Imports are qualified
+    /// (`From Root Require …`), so a Coq that does not have the library installed under
+    /// `user-contrib` needs exactly these, as `-Q dir Root`, with the library compiled.
+    pub load_paths: Vec<discovery::LoadPath>,
     pub notes: Vec<String>,
     pub seconds: f64,
 }
@@ -299,7 +303,12 @@ fn process_file(
             t.module_path.clone(),
         ));
     }
-    out.source = source;
+    // The segmenter's text: Coq's has its library-internal `Require`s qualified.
+    out.source = if seg.source == source {
+        source
+    } else {
+        seg.source.clone()
+    };
     out
 }
 
@@ -511,6 +520,7 @@ pub fn build_from(
         .filter_map(|&u| plan.unit_names.get(u).cloned())
         .collect();
     stats.notes = lib.notes.clone();
+    stats.load_paths = lib.load_paths.clone();
     stats.notes.extend(plan.notes.iter().cloned());
     if lang.is_none() {
         stats

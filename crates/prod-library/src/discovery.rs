@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a Coq installation keeps its libraries (`coqc -where`).
 pub const DEFAULT_COQLIB: &str = "/usr/lib/ocaml/coq";
@@ -46,7 +46,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiscoveryError + '_ {
 }
 
 /// A `-R`/`-Q` mapping from a directory to a logical root.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadPath {
     pub dir: PathBuf,
     pub logical: String,
@@ -200,6 +200,20 @@ fn world_flags(root: &str) -> Vec<String> {
     } else {
         vec![]
     }
+}
+
+/// Logical paths of the stdlib's files (`Coq.Lists.List`, …); empty when it is not there.
+pub fn stdlib_logical_paths(coqlib: &Path) -> std::collections::HashSet<String> {
+    let lp = LoadPath {
+        dir: coqlib.join("theories"),
+        logical: "Coq".into(),
+        recursive: true,
+    };
+    v_files(&lp.dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| logical_of(&lp, p))
+        .collect()
 }
 
 /// Discover a library. `coqlib` is the Coq installation root (`coqc -where`).

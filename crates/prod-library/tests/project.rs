@@ -122,3 +122,113 @@ fn unknown_library_is_a_clear_error() {
     .unwrap_err();
     assert!(e.to_string().contains("no-such-lib"));
 }
+
+/// Copy `from` (a directory tree) to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+fn coqc(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("coqc")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// `tests/data/project_r`: `-R src MyLib`, unqualified imports of project files (alone, mixed
+/// with stdlib names, partially qualified, `Require Export`). The dataset's texts import them
+/// as `From MyLib Require …`, and every reduced file compiles where MyLib is bound with `-Q`
+/// only (as an installed root is), which the original files do not.
+#[test]
+fn project_imports_are_qualified_and_load_from_the_binding_alone() {
+    if coqc(std::path::Path::new("."), &["-v"]).status.code() != Some(0) {
+        eprintln!("SKIP: coqc not installed");
+        return;
+    }
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/project_r");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project_r");
+    std::fs::create_dir_all(&root).unwrap();
+    copy_tree(&fixture, &root);
+    let out = tmp.path().join("out");
+    let cfg = DatasetConfig {
+        unit: SplitUnit::File,
+        ..Default::default()
+    };
+    let spec = LibrarySpec::Path(root.clone());
+    let stats =
+        dataset::build(&spec, &out, &cfg, Some(&prod_coq::CoqLanguage), &|_, _| {}).unwrap();
+    assert_eq!(stats.skipped_by_reason.get("import_unresolved"), None);
+    assert_eq!(stats.load_paths.len(), 1);
+    assert_eq!(stats.load_paths[0].logical, "MyLib");
+    // Only the sink with T_tree theorems can be the test unit (Other requires Top).
+    assert_eq!(stats.test_units, ["MyLib.sub.Other"]);
+    let sources = read_sources(&out).unwrap();
+    let requires = |l: &str| -> Vec<String> {
+        sources[l]
+            .reduced
+            .lines()
+            .filter(|x| x.contains("Require"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        requires("MyLib.Mid"),
+        [
+            "From MyLib Require Import Base.",
+            "Require Import Arith Lia."
+        ]
+    );
+    assert_eq!(
+        requires("MyLib.sub.Top"),
+        [
+            "From MyLib Require Import Mid. Require Import Arith. From MyLib Require Import Base.",
+            "Require Import Lia."
+        ]
+    );
+    assert_eq!(
+        requires("MyLib.sub.Other"),
+        [
+            "From MyLib Require Export Base.",
+            "From MyLib Require Import sub.Top."
+        ]
+    );
+    // Compile the project as its build does, then each reduced file with `-Q` only.
+    for f in [
+        "src/Base.v",
+        "src/Mid.v",
+        "src/sub/Top.v",
+        "src/sub/Other.v",
+    ] {
+        let o = coqc(&root, &["-R", "src", "MyLib", f]);
+        assert!(
+            o.status.success(),
+            "{f}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    for (logical, src) in &sources {
+        let file = tmp.path().join(format!("{}.v", logical.replace('.', "_")));
+        std::fs::write(&file, &src.reduced).unwrap();
+        let o = coqc(&root, &["-Q", "src", "MyLib", file.to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "{logical}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = coqc(&root, &["-Q", "src", "MyLib", "src/Mid.v"]);
+    assert!(
+        !o.status.success(),
+        "the unqualified original should not load with -Q alone"
+    );
+}
