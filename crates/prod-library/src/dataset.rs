@@ -475,7 +475,14 @@ pub fn build_from(
     }
 
     // Units and the test split (the prover's plan; by default the dependency sampler).
-    let plan = src.split_plan(cfg);
+    let file_sizes = crate::split::UnitSizes {
+        examples: results.iter().map(|r| r.examples.len()).collect(),
+        tree: results
+            .iter()
+            .map(|r| r.examples.iter().filter(|e| e.0.in_tree).count())
+            .collect(),
+    };
+    let plan = src.split_plan(cfg, &file_sizes);
     let unit_of = &plan.unit_of;
     let units = plan.unit_names.len();
     let mut is_test_unit = vec![false; units];

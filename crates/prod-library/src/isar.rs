@@ -330,14 +330,14 @@ impl LibrarySource for AfpSource {
     fn language(&self) -> Option<&dyn ProofLanguage> {
         Some(&prod_isar::IsarLanguage)
     }
-    fn split_plan(&self, cfg: &DatasetConfig) -> SplitPlan {
+    fn split_plan(&self, cfg: &DatasetConfig, sizes: &crate::split::UnitSizes) -> SplitPlan {
         let index: HashMap<&str, usize> = self
             .entries
             .iter()
             .enumerate()
             .map(|(i, e)| (e.as_str(), i))
             .collect();
-        let unit_of = self
+        let unit_of: Vec<usize> = self
             .library
             .files
             .iter()
@@ -377,7 +377,8 @@ impl LibrarySource for AfpSource {
                             .collect()
                     })
                     .collect();
-                crate::split::test_units(&deps, cfg.test_fraction, cfg.seed, &[])
+                let sizes = crate::source::unit_sizes(sizes, &unit_of, self.entries.len());
+                crate::split::test_units_sized(&deps, cfg.test_fraction, cfg.seed, &[], &sizes)
                     .into_iter()
                     .map(|u| self.entries[u].clone())
                     .collect()

@@ -182,13 +182,17 @@ fn mini_afp_date_split_leaves_out_dependants() {
 fn mini_afp_dependency_split_and_entry_selection() {
     let out = tempfile::tempdir().unwrap();
     let stats = build(&mini(), AfpSplit::Deps, EntrySelection::All, out.path());
-    // Sinks: XML, Uses_Base, Uses_Late (nothing depends on them); ceil(10% of 3) = 1.
-    assert_eq!(stats.test_units.len(), 1);
-    assert!(
-        ["XML", "Uses_Base", "Uses_Late"].contains(&stats.test_units[0].as_str()),
-        "{:?}",
-        stats.test_units
-    );
+    // Sinks: XML, Uses_Base, Uses_Late (nothing depends on them); ceil(10% of 3) = 1, then
+    // more until MIN_TEST_THEOREMS T_tree theorems: the mini AFP has fewer, so every sink with one.
+    assert!(!stats.test_units.is_empty());
+    for u in &stats.test_units {
+        assert!(
+            ["XML", "Uses_Base", "Uses_Late"].contains(&u.as_str()),
+            "{:?}",
+            stats.test_units
+        );
+    }
+    assert!(stats.examples_per_split["test"] > 0);
     check_dataset(out.path(), &stats);
     // The first two entries in dependency order, then a named selection.
     let src = AfpSource::load(
