@@ -73,6 +73,34 @@ struct Scope {
 struct Open {
     theorem: Theorem,
     scope_ids: Vec<usize>,
+    /// The tactic of `Proof with T`: steps ending in `...` run it after themselves.
+    with_tactic: Option<String>,
+}
+
+/// The tactic `T` of a `Proof with T.` / `Proof using X with T.` header (`rest`: after `Proof`).
+fn proof_with_tactic(rest: &str) -> Option<String> {
+    let with = identifiers(rest)
+        .into_iter()
+        .find(|r| &rest[r.clone()] == "with")?;
+    let t = rest[with.end..].trim();
+    let t = t.strip_suffix('.').unwrap_or(t).trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// A step `tac...` under `Proof with T` is `tac; T` (Coq's `Proof.solve` runs `tclTHEN tac T`
+/// inside the goal selector), so `  2: tac...` becomes `  2: (tac); (T).` and no longer needs the
+/// header. Other steps are unchanged; `None` for an ellipsis step with controls or attributes.
+fn expand_ellipsis(step: &str, sentence: &str, with: &str) -> Option<String> {
+    let Some(tac) = sentence.strip_suffix("...") else {
+        return Some(step.to_string());
+    };
+    let head = sentence_head(tac);
+    if head.has_attributes() || !head.controls.is_empty() {
+        return None;
+    }
+    let layout = &step[..step.len() - sentence.len()];
+    let selector = &tac[..tac.len() - head.body.len()];
+    Some(format!("{layout}{selector}({}); ({with}).", head.body))
 }
 
 /// Per-theorem bookkeeping the segmenter needs beyond [`Theorem`].
@@ -260,9 +288,12 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                     rest.strip_prefix(w)
                         .is_some_and(|r| r.starts_with(|c: char| c.is_whitespace() || c == '.'))
                 };
-                if is_word("with") {
-                    th.skip.get_or_insert(SkipReason::ProofWith);
-                } else if !(rest == "." || is_word("using")) {
+                if is_word("with") || is_word("using") {
+                    o.with_tactic = proof_with_tactic(rest);
+                    if is_word("with") && o.with_tactic.is_none() {
+                        th.skip.get_or_insert(SkipReason::ProofWith);
+                    }
+                } else if rest != "." {
                     // `Proof term.` is a complete proof by itself (no `Qed`): one step `exact (term).`
                     let term = rest.strip_suffix('.').unwrap_or(rest).trim();
                     let refs = if out.used_glob {
@@ -320,10 +351,15 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                     uses.push(j);
                 }
             }
-            th.steps.push(Step {
-                text: step_text,
-                uses,
-            });
+            let text = match &o.with_tactic {
+                Some(with) => expand_ellipsis(&step_text, text, with),
+                None => Some(step_text),
+            };
+            let Some(text) = text else {
+                th.skip.get_or_insert(SkipReason::ProofWith);
+                continue;
+            };
+            th.steps.push(Step { text, uses });
             continue;
         }
 
@@ -378,6 +414,7 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                         .collect(),
                 },
                 scope_ids: cur_scope_ids,
+                with_tactic: None,
             });
             continue;
         }
