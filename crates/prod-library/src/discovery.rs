@@ -452,6 +452,7 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
             )),
         }
     }
+    add_prelude_edges(lib);
     for d in &mut lib.file_deps {
         d.sort_unstable();
         d.dedup();
@@ -464,6 +465,25 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
             if lib.files[j].package != *p {
                 entry.insert(lib.files[j].package.clone());
             }
+        }
+    }
+}
+
+/// Coq loads `Coq.Init.Prelude` before every file not compiled with `-noinit` (the stdlib's
+/// `Init` files are): an edge no `Require` shows, so a test split cannot take a file the prelude
+/// re-exports (`Coq.Init.Peano`) while every training file loads it.
+fn add_prelude_edges(lib: &mut Library) {
+    let Some(prelude) = lib
+        .files
+        .iter()
+        .position(|f| f.logical == "Coq.Init.Prelude")
+    else {
+        return;
+    };
+    for (i, f) in lib.files.iter().enumerate() {
+        let noinit = f.logical.starts_with("Coq.Init.") || f.flags.iter().any(|x| x == "-noinit");
+        if !noinit && i != prelude {
+            lib.file_deps[i].push(prelude);
         }
     }
 }

@@ -36,7 +36,7 @@ pub fn test_units(deps: &[Vec<usize>], fraction: f64, seed: u64, unknown: &[bool
 /// The least number of test theorems (T_tree examples) a dependency split aims for: after the
 /// `ceil(fraction · candidates)` draw, more candidates are added (same seeded order) until the
 /// test split has this many or no candidate is left.
-pub const MIN_TEST_THEOREMS: usize = 20;
+pub const MIN_TEST_THEOREMS: usize = 100;
 
 /// What each unit would contribute: all its examples, and those in T_tree (the test split keeps
 /// only these).
@@ -201,9 +201,10 @@ mod tests {
 
     #[test]
     fn minimum_test_theorems_and_fallback() {
-        // Sinks 1..=5 with 5 T_tree theorems each: 10% is one unit, the minimum asks for four.
+        // Sinks 1..=5 with 30 T_tree theorems each: 10% is one unit, the minimum asks for four.
         let deps = vec![vec![], vec![0], vec![0], vec![0], vec![0], vec![0]];
-        let sz = sizes(&[9, 6, 6, 6, 6, 6], &[9, 5, 5, 5, 5, 5]);
+        let sz = sizes(&[9, 36, 36, 36, 36, 36], &[9, 30, 30, 30, 30, 30]);
+        assert_eq!(MIN_TEST_THEOREMS, 100);
         assert_eq!(test_units_sized(&deps, 0.1, 1, &[], &sz).len(), 4);
         // The only unit nothing depends on has no T_tree theorem: 1 goes with its dependant 2.
         let deps = vec![vec![], vec![0], vec![1]];
