@@ -220,16 +220,18 @@ impl CoqChecker {
         plan: &Plan,
         mode: Mode,
     ) -> Verdict {
-        if let Some(msg) = self
-            .broken_contexts
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&ctx.spec).cloned())
-        {
-            return Verdict::infra(format!("context does not load: {msg}"));
-        }
+        let broken = || {
+            self.broken_contexts
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&ctx.spec).cloned())
+        };
         let policy = RetryPolicy::new(self.cfg.max_attempts);
         policy.run(|attempt| {
+            // Checked on every attempt: a context found broken is never loaded again.
+            if let Some(msg) = broken() {
+                return Verdict::infra(format!("context does not load: {msg}"));
+            }
             // A fresh worker for every retry, and whenever the old one is unusable or old.
             let stale = match session.as_mut() {
                 None => true,

@@ -210,7 +210,7 @@ impl Session {
         let ctx_end = texts.len();
         let settings = settings(cfg, ctx.spec.hammer);
         texts.extend(settings.iter().map(String::as_str));
-        let replies = self.worker.run_many(&texts, limit).map_err(Err)?;
+        let replies = self.worker.run_until_refused(&texts, limit).map_err(Err)?;
         for (i, r) in replies.iter().enumerate() {
             if !r.ok() {
                 let what = if i < skip && extend_from.is_none() {

@@ -502,6 +502,28 @@ impl Worker {
     /// Send many trusted sentences at once (a context) and collect their replies in order.
     /// Stops at the first fault; replies of failed sentences are returned like the others.
     pub fn run_many(&mut self, texts: &[&str], limit: Duration) -> Result<Vec<Reply>, Fault> {
+        self.run_batch(texts, limit, false)
+    }
+
+    /// [`Worker::run_many`] for sentences that must all succeed (a context): the replies end
+    /// at the first sentence Coq refuses, and the worker is killed. After a refusal the rest
+    /// of a pipelined batch is not read as sent: Coq's error recovery skips to the next `.`
+    /// and blank, which can swallow the next sentinel (`2 : {` outside a proof eats the
+    /// `Locate` after it), and waiting for that sentinel would stall until the deadline.
+    pub fn run_until_refused(
+        &mut self,
+        texts: &[&str],
+        limit: Duration,
+    ) -> Result<Vec<Reply>, Fault> {
+        self.run_batch(texts, limit, true)
+    }
+
+    fn run_batch(
+        &mut self,
+        texts: &[&str],
+        limit: Duration,
+        stop_at_refusal: bool,
+    ) -> Result<Vec<Reply>, Fault> {
         // Pipelined: Coq reads ahead while we parse; the writer thread absorbs back-pressure.
         let sentinels: Vec<String> = texts.iter().map(|_| self.next_sentinel()).collect();
         let mut batch = String::new();
@@ -546,6 +568,10 @@ impl Worker {
                             interrupted: false,
                             prompts,
                         });
+                        if stop_at_refusal && replies.last().is_some_and(|r| !r.ok()) {
+                            self.kill();
+                            return Ok(replies);
+                        }
                         break;
                     }
                 }

@@ -138,3 +138,43 @@ fn killed_worker_is_infra_then_retried_and_the_pool_goes_on() {
     });
     assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
 }
+
+/// A context that does not load is reported at once, with the sentence and Coq's reason: after
+/// the refused sentence the rest of the pipelined context is not read as sent (`2 : {` outside
+/// a proof makes Coq's error recovery swallow the checker's next sentinel), so the checker must
+/// not wait for the remaining replies (it used to wait the whole context deadline, 300 s, per
+/// attempt). The broken context is then never loaded again.
+#[test]
+fn broken_context_is_infra_at_once() {
+    let _serial = serial();
+    let c = checker(5, 3000, 3);
+    let context = "Require Import NoSuchLibraryProd.\nLemma c1 : no_such_constant = 0.\nProof.\n  2 : {\n  reflexivity.\n  }\nQed.\nLemma c2 : True.\nProof. exact I. Qed.\n";
+    let broken = |statement: &str| {
+        CheckRequest::new(
+            IMPORTS,
+            context,
+            statement,
+            ConditionalProof::parse("<no_invoke> exact I.").unwrap(),
+        )
+    };
+    let t = Instant::now();
+    let vs = c.check_batch(
+        &[broken("Lemma a : True."), broken("Lemma b : True.")],
+        &|_, _| {},
+    );
+    for v in &vs {
+        let prod_check::Verdict::Infra { message } = v else {
+            panic!("{v:?}")
+        };
+        assert!(
+            message.contains("context does not load") && message.contains("NoSuchLibraryProd"),
+            "{message}"
+        );
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(c.check(&honest()).kind(), VerdictKind::Proved);
+}

@@ -8,7 +8,11 @@ use prod_library::dataset::{self, DatasetConfig, SplitUnit};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
 use prod_library::LibrarySpec;
 
+use crate::check_progress::{self, CheckProgress};
 use crate::{exit, ranges};
+
+/// A line on stderr this often while no check finishes (when stderr is not a terminal).
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Subcommand)]
 pub enum DatasetCommand {
@@ -40,7 +44,9 @@ pub enum DatasetCommand {
     /// T_tree root is checked together with its ground-truth lemmas (recursively), the tree is
     /// assembled child-first and the complete file is compiled cold by coqc. Prints
     /// {"checked": N, "proved": P, "failed": F, "timed_out": T, "rejected": R, "infra": I};
-    /// every miss is listed on stderr.
+    /// every miss is listed on stderr, except contexts that do not load: those are reported
+    /// once per file with Coq's reason. When stderr is not a terminal, progress lines go there
+    /// (each tenth of the sample, every 30 s, and a heartbeat every 60 s while nothing ends).
     ///
     /// Examples:
     ///   prod dataset validate data/stdlib --split test --sample 500 --seed 0 --json
@@ -489,27 +495,23 @@ fn validate(a: ValidateArgs) -> i32 {
             }
         }
     }
-    let pb = progress_bar(!a.json);
-    if let Some(pb) = &pb {
-        pb.set_length(requests.len() as u64);
-    }
-    let verdicts = prod_check::Checker::check_batch(&checker, &requests, &|_, _| {
-        if let Some(pb) = &pb {
-            pb.inc(1);
-        }
+    let progress = CheckProgress::new("validate", requests.len(), !a.json);
+    let verdicts = progress.with_heartbeat(HEARTBEAT, || {
+        prod_check::Checker::check_batch(&checker, &requests, &|_, v| progress.record(v))
     });
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    progress.finish();
     let mut counts = Counts::default();
     let (mut hammer_examples, mut hammer_proved) = (0, 0);
+    let mut context_failures = Vec::new();
     for (e, v) in chosen.iter().zip(&verdicts) {
         counts.add(v);
         if e.replaced_steps > 0 {
             hammer_examples += 1;
             hammer_proved += (v.kind() == prod_check::VerdictKind::Proved) as usize;
         }
-        if v.kind() != prod_check::VerdictKind::Proved {
+        if let Some(reason) = check_progress::context_failure(v) {
+            context_failures.push((e.logical_path.as_str(), reason));
+        } else if v.kind() != prod_check::VerdictKind::Proved {
             // The misses, for analysis (stderr keeps stdout one JSON object).
             eprintln!(
                 "miss {} ({}:{}): {}",
@@ -520,6 +522,8 @@ fn validate(a: ValidateArgs) -> i32 {
             );
         }
     }
+    // A context that does not load: once per file and reason, not once per example.
+    check_progress::report_context_failures(context_failures.into_iter());
     // Appendix A.3 bookkeeping, on stderr so that stdout stays the one JSON object.
     eprintln!(
         "hammer: {hammer_proved} of {hammer_examples} checked examples with `hammer.` steps proved"
@@ -572,47 +576,42 @@ fn validate_trees(
     );
     let lang = prod_coq::CoqLanguage;
     let mut counts = Counts::default();
-    let pb = progress_bar(!a.json);
-    if let Some(pb) = &pb {
-        pb.set_length(roots.len() as u64);
-    }
-    for root in &roots {
-        // Collect the tree: root first, then every proposed lemma's own example (BFS).
-        let mut tree: Vec<&dataset::Example> = vec![root];
-        let mut k = 0;
-        let mut missing = None;
-        while k < tree.len() {
-            for l in tree[k].proposed_lemmas.clone() {
-                match by_key.get(&(root.logical_path.clone(), l.trim().to_string())) {
-                    Some(ex) if !tree.iter().any(|t| t.id == ex.id) => tree.push(ex),
-                    Some(_) => {}
-                    None => missing = Some(l),
+    let progress = CheckProgress::new("validate --trees", roots.len(), !a.json);
+    progress.with_heartbeat(HEARTBEAT, || {
+        for root in &roots {
+            // Collect the tree: root first, then every proposed lemma's own example (BFS).
+            let mut tree: Vec<&dataset::Example> = vec![root];
+            let mut k = 0;
+            let mut missing = None;
+            while k < tree.len() {
+                for l in tree[k].proposed_lemmas.clone() {
+                    match by_key.get(&(root.logical_path.clone(), l.trim().to_string())) {
+                        Some(ex) if !tree.iter().any(|t| t.id == ex.id) => tree.push(ex),
+                        Some(_) => {}
+                        None => missing = Some(l),
+                    }
                 }
+                k += 1;
             }
-            k += 1;
+            let verdict = match missing {
+                Some(l) => prod_check::Verdict::infra(format!(
+                    "lemma of the ground-truth tree has no example: {l}"
+                )),
+                None => check_tree(root, &tree, checker, &lang),
+            };
+            if verdict.kind() != prod_check::VerdictKind::Proved {
+                eprintln!(
+                    "miss tree {} ({} nodes): {}",
+                    root.id,
+                    tree.len(),
+                    serde_json::to_string(&verdict).unwrap_or_default()
+                );
+            }
+            counts.add(&verdict);
+            progress.record(&verdict);
         }
-        let verdict = match missing {
-            Some(l) => prod_check::Verdict::infra(format!(
-                "lemma of the ground-truth tree has no example: {l}"
-            )),
-            None => check_tree(root, &tree, checker, &lang),
-        };
-        if verdict.kind() != prod_check::VerdictKind::Proved {
-            eprintln!(
-                "miss tree {} ({} nodes): {}",
-                root.id,
-                tree.len(),
-                serde_json::to_string(&verdict).unwrap_or_default()
-            );
-        }
-        counts.add(&verdict);
-        if let Some(pb) = &pb {
-            pb.inc(1);
-        }
-    }
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    });
+    progress.finish();
     print_counts(&counts, a.json)
 }
 

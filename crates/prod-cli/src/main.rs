@@ -7,6 +7,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod check;
+mod check_progress;
 mod config;
 mod dataset;
 #[cfg(feature = "policy")]

@@ -21,7 +21,9 @@
 
 use std::collections::HashMap;
 
-use prod_coq::{comments_stripped, identifiers, line_col, sentence_head, sentences, LexError, SentenceKind};
+use prod_coq::{
+    comments_stripped, identifiers, line_col, sentence_head, sentences, LexError, SentenceKind,
+};
 use serde::Serialize;
 
 use std::path::Path;
@@ -30,10 +32,21 @@ use prod_core::ProofLanguage;
 
 use crate::discovery::{self, DiscoveryError, Library, LibrarySpec};
 use crate::glob::Glob;
+use crate::imports::{qualify_requires, Resolver, Rewritten, Target};
 use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
-pub const THEOREM_KEYWORDS: &[&str] = &["Theorem", "Lemma", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example", "Goal"];
+pub const THEOREM_KEYWORDS: &[&str] = &[
+    "Theorem",
+    "Lemma",
+    "Fact",
+    "Remark",
+    "Corollary",
+    "Proposition",
+    "Property",
+    "Example",
+    "Goal",
+];
 
 /// The segmenter's result for one file.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -60,6 +73,34 @@ struct Scope {
 struct Open {
     theorem: Theorem,
     scope_ids: Vec<usize>,
+    /// The tactic of `Proof with T`: steps ending in `...` run it after themselves.
+    with_tactic: Option<String>,
+}
+
+/// The tactic `T` of a `Proof with T.` / `Proof using X with T.` header (`rest`: after `Proof`).
+fn proof_with_tactic(rest: &str) -> Option<String> {
+    let with = identifiers(rest)
+        .into_iter()
+        .find(|r| &rest[r.clone()] == "with")?;
+    let t = rest[with.end..].trim();
+    let t = t.strip_suffix('.').unwrap_or(t).trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// A step `tac...` under `Proof with T` is `tac; T` (Coq's `Proof.solve` runs `tclTHEN tac T`
+/// inside the goal selector), so `  2: tac...` becomes `  2: (tac); (T).` and no longer needs the
+/// header. Other steps are unchanged; `None` for an ellipsis step with controls or attributes.
+fn expand_ellipsis(step: &str, sentence: &str, with: &str) -> Option<String> {
+    let Some(tac) = sentence.strip_suffix("...") else {
+        return Some(step.to_string());
+    };
+    let head = sentence_head(tac);
+    if head.has_attributes() || !head.controls.is_empty() {
+        return None;
+    }
+    let layout = &step[..step.len() - sentence.len()];
+    let selector = &tac[..tac.len() - head.body.len()];
+    Some(format!("{layout}{selector}({}); ({with}).", head.body))
 }
 
 /// Per-theorem bookkeeping the segmenter needs beyond [`Theorem`].
@@ -69,8 +110,12 @@ struct Decl {
 
 /// Glob references to this file's own names, sorted by offset.
 fn own_glob_refs(glob: &Glob) -> Vec<(usize, usize, String)> {
-    let mut v: Vec<(usize, usize, String)> =
-        glob.refs.iter().filter(|r| r.file == glob.logical).map(|r| (r.start, r.end, r.name.clone())).collect();
+    let mut v: Vec<(usize, usize, String)> = glob
+        .refs
+        .iter()
+        .filter(|r| r.file == glob.logical)
+        .map(|r| (r.start, r.end, r.name.clone()))
+        .collect();
     v.sort();
     v
 }
@@ -80,7 +125,11 @@ fn own_glob_refs(glob: &Glob) -> Vec<(usize, usize, String)> {
 /// and names the identifier found there — a stale glob fails this almost surely.
 fn glob_matches(glob: &Glob, source: &str) -> bool {
     !glob.logical.is_empty()
-        && glob.defs.iter().filter(|d| d.kind == "prf").all(|d| source.get(d.start..d.end).is_some_and(|s| s == d.name))
+        && glob
+            .defs
+            .iter()
+            .filter(|d| d.kind == "prf")
+            .all(|d| source.get(d.start..d.end).is_some_and(|s| s == d.name))
 }
 
 /// `Example e : T := t.` (or `Lemma … := t.`) defines the constant at once: no proof follows.
@@ -88,12 +137,21 @@ fn glob_matches(glob: &Glob, source: &str) -> bool {
 fn has_body(body: &str) -> bool {
     let stripped = comments_stripped(body);
     let defs = stripped.matches(":=").count();
-    let binders = identifiers(&stripped).into_iter().filter(|r| matches!(stripped.get(r.clone()), Some("let" | "fix" | "cofix"))).count();
+    let binders = identifiers(&stripped)
+        .into_iter()
+        .filter(|r| matches!(stripped.get(r.clone()), Some("let" | "fix" | "cofix")))
+        .count();
     defs > binders
 }
 
 /// A theorem block is complete: record it and make its name visible to later sentences.
-fn close(mut th: Theorem, scope_ids: Vec<usize>, theorems: &mut Vec<Theorem>, decls: &mut Vec<Decl>, by_name: &mut HashMap<String, usize>) {
+fn close(
+    mut th: Theorem,
+    scope_ids: Vec<usize>,
+    theorems: &mut Vec<Theorem>,
+    decls: &mut Vec<Decl>,
+    by_name: &mut HashMap<String, usize>,
+) {
     if th.skip.is_none() && th.steps.is_empty() {
         th.skip = Some(SkipReason::EmptyProof);
     }
@@ -110,7 +168,11 @@ fn close(mut th: Theorem, scope_ids: Vec<usize>, theorems: &mut Vec<Theorem>, de
 pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
     let lexed = sentences(source);
     let mut out = CoqFile {
-        lex_errors: lexed.errors.iter().map(|e: &LexError| e.message(source)).collect(),
+        lex_errors: lexed
+            .errors
+            .iter()
+            .map(|e: &LexError| e.message(source))
+            .collect(),
         ..Default::default()
     };
     let glob_refs = match glob {
@@ -145,9 +207,14 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
             };
             by_name.get(last).map(|&i| (i, qualified))
         };
-        let mut refs: Vec<(usize, bool)> = identifiers(text).into_iter().filter_map(|r| lookup(text.get(r)?)).collect();
+        let mut refs: Vec<(usize, bool)> = identifiers(text)
+            .into_iter()
+            .filter_map(|r| lookup(text.get(r)?))
+            .collect();
         let stripped = comments_stripped(text);
-        for piece in stripped.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '\'' || c == '.')) {
+        for piece in stripped
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '\'' || c == '.'))
+        {
             if let Some(r) = lookup(piece) {
                 if !refs.contains(&r) && !refs.iter().any(|x| x.0 == r.0) {
                     refs.push(r);
@@ -156,24 +223,32 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
         }
         refs
     };
-    let glob_refs_in = |start: usize, end: usize, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
-        let from = glob_refs.partition_point(|r| r.0 < start);
-        glob_refs[from..]
-            .iter()
-            .take_while(|r| r.0 < end)
-            .filter_map(|(a, b, name)| {
-                let qualified = source.get(*a..*b).is_some_and(|t| t.contains('.'));
-                by_name.get(name.as_str()).map(|&i| (i, qualified))
-            })
-            .collect()
-    };
+    let glob_refs_in =
+        |start: usize, end: usize, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
+            let from = glob_refs.partition_point(|r| r.0 < start);
+            glob_refs[from..]
+                .iter()
+                .take_while(|r| r.0 < end)
+                .filter_map(|(a, b, name)| {
+                    let qualified = source.get(*a..*b).is_some_and(|t| t.contains('.'));
+                    by_name.get(name.as_str()).map(|&i| (i, qualified))
+                })
+                .collect()
+        };
 
     for s in &lexed.sentences {
         let text = s.text(source);
-        let step_text = source.get(prev_end..s.range.end).unwrap_or(text).to_string();
+        let step_text = source
+            .get(prev_end..s.range.end)
+            .unwrap_or(text)
+            .to_string();
         prev_end = s.range.end;
         let head = sentence_head(text);
-        let kw = if s.kind == SentenceKind::Command { head.keyword.unwrap_or("") } else { "" };
+        let kw = if s.kind == SentenceKind::Command {
+            head.keyword.unwrap_or("")
+        } else {
+            ""
+        };
         let cur_scope_ids: Vec<usize> = scopes.iter().map(|sc| sc.id).collect();
 
         if let Some(o) = open.as_mut() {
@@ -198,28 +273,49 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                     };
                 }
                 let Some(o) = open.take() else { continue };
-                close(o.theorem, o.scope_ids, &mut theorems, &mut decls, &mut by_name);
+                close(
+                    o.theorem,
+                    o.scope_ids,
+                    &mut theorems,
+                    &mut decls,
+                    &mut by_name,
+                );
                 continue;
             }
             if kw == "Proof" && th.steps.is_empty() && th.header.is_none() {
                 let rest = head.body.trim_start_matches("Proof").trim_start();
-                let is_word = |w: &str| rest.strip_prefix(w).is_some_and(|r| r.starts_with(|c: char| c.is_whitespace() || c == '.'));
-                if is_word("with") {
-                    th.skip.get_or_insert(SkipReason::ProofWith);
-                } else if !(rest == "." || is_word("using")) {
+                let is_word = |w: &str| {
+                    rest.strip_prefix(w)
+                        .is_some_and(|r| r.starts_with(|c: char| c.is_whitespace() || c == '.'))
+                };
+                if is_word("with") || is_word("using") {
+                    o.with_tactic = proof_with_tactic(rest);
+                    if is_word("with") && o.with_tactic.is_none() {
+                        th.skip.get_or_insert(SkipReason::ProofWith);
+                    }
+                } else if rest != "." {
                     // `Proof term.` is a complete proof by itself (no `Qed`): one step `exact (term).`
                     let term = rest.strip_suffix('.').unwrap_or(rest).trim();
-                    let refs = if out.used_glob { glob_refs_in(s.range.start, s.range.end, &by_name) } else { textual_refs(text, &by_name) };
+                    let refs = if out.used_glob {
+                        glob_refs_in(s.range.start, s.range.end, &by_name)
+                    } else {
+                        textual_refs(text, &by_name)
+                    };
                     let mut uses = Vec::new();
                     for (j, qualified) in refs {
-                        let in_scope = decls.get(j).is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
+                        let in_scope = decls
+                            .get(j)
+                            .is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
                         if qualified || !in_scope {
                             theorems[j].pinned = true;
                         } else if !uses.contains(&j) {
                             uses.push(j);
                         }
                     }
-                    th.steps.push(Step { text: format!(" exact ({term})."), uses });
+                    th.steps.push(Step {
+                        text: format!(" exact ({term})."),
+                        uses,
+                    });
                     th.end = ProofEnd::Qed;
                     th.end_text = String::new();
                     th.end_byte = s.range.end;
@@ -239,25 +335,49 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                 th.skip.get_or_insert(SkipReason::Unsupported);
             }
             // A proof step. References resolved now; scope checks need the step's owner scope.
-            let refs = if out.used_glob { glob_refs_in(s.range.start, s.range.end, &by_name) } else { textual_refs(text, &by_name) };
+            let refs = if out.used_glob {
+                glob_refs_in(s.range.start, s.range.end, &by_name)
+            } else {
+                textual_refs(text, &by_name)
+            };
             let mut uses = Vec::new();
             for (j, qualified) in refs {
-                let in_scope = decls.get(j).is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
+                let in_scope = decls
+                    .get(j)
+                    .is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
                 if qualified || !in_scope {
                     theorems[j].pinned = true;
                 } else if !uses.contains(&j) {
                     uses.push(j);
                 }
             }
-            th.steps.push(Step { text: step_text, uses });
+            let text = match &o.with_tactic {
+                Some(with) => expand_ellipsis(&step_text, text, with),
+                None => Some(step_text),
+            };
+            let Some(text) = text else {
+                th.skip.get_or_insert(SkipReason::ProofWith);
+                continue;
+            };
+            th.steps.push(Step { text, uses });
             continue;
         }
 
         // Outside a theorem: a statement, a scope command, or content.
         if THEOREM_KEYWORDS.contains(&kw) && !has_body(head.body) {
             let ids = identifiers(head.body);
-            let name = if kw == "Goal" { None } else { ids.get(1).and_then(|r| head.body.get(r.clone())).map(str::to_string) };
-            let count = |w: &str| ids.iter().filter(|r| head.body.get((*r).clone()) == Some(w)).count();
+            let name = if kw == "Goal" {
+                None
+            } else {
+                ids.get(1)
+                    .and_then(|r| head.body.get(r.clone()))
+                    .map(str::to_string)
+            };
+            let count = |w: &str| {
+                ids.iter()
+                    .filter(|r| head.body.get((*r).clone()) == Some(w))
+                    .count()
+            };
             let skip = if head.legacy_attributes.contains(&"Program") {
                 Some(SkipReason::Program)
             } else if count("with") > count("match") {
@@ -287,32 +407,68 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                     pinned: false,
                     skip,
                     scope: scopes.iter().map(|sc| sc.name.clone()).collect(),
-                    module_path: scopes.iter().filter(|sc| sc.module).map(|sc| sc.name.clone()).collect(),
+                    module_path: scopes
+                        .iter()
+                        .filter(|sc| sc.module)
+                        .map(|sc| sc.name.clone())
+                        .collect(),
                 },
                 scope_ids: cur_scope_ids,
+                with_tactic: None,
             });
             continue;
         }
         content_sentences += 1;
         match kw {
             "Section" => {
-                let name = identifiers(head.body).get(1).and_then(|r| head.body.get(r.clone())).unwrap_or("").to_string();
+                let name = identifiers(head.body)
+                    .get(1)
+                    .and_then(|r| head.body.get(r.clone()))
+                    .unwrap_or("")
+                    .to_string();
                 next_scope += 1;
-                scopes.push(Scope { id: next_scope, name, sealed: false, module: false });
+                scopes.push(Scope {
+                    id: next_scope,
+                    name,
+                    sealed: false,
+                    module: false,
+                });
             }
             // `Module M := F X.` defines M at once; a `:=` inside `with Module E := X` constraints does not.
-            "Module" if head.body.matches(":=").count() <= identifiers(head.body).into_iter().filter(|r| head.body.get(r.clone()) == Some("with")).count() => {
-                let words: Vec<&str> = identifiers(head.body).into_iter().filter_map(|r| head.body.get(r)).collect();
+            "Module"
+                if head.body.matches(":=").count()
+                    <= identifiers(head.body)
+                        .into_iter()
+                        .filter(|r| head.body.get(r.clone()) == Some("with"))
+                        .count() =>
+            {
+                let words: Vec<&str> = identifiers(head.body)
+                    .into_iter()
+                    .filter_map(|r| head.body.get(r))
+                    .collect();
                 let is_type = words.get(1) == Some(&"Type");
-                let name = words.iter().skip(1).find(|w| !matches!(**w, "Type" | "Import" | "Export")).copied().unwrap_or("");
+                let name = words
+                    .iter()
+                    .skip(1)
+                    .find(|w| !matches!(**w, "Type" | "Import" | "Export"))
+                    .copied()
+                    .unwrap_or("");
                 let after_name = head.body.split_once(name).map(|(_, r)| r).unwrap_or("");
                 let sealed = is_type || after_name.contains(':') || after_name.contains('(');
                 next_scope += 1;
-                scopes.push(Scope { id: next_scope, name: name.to_string(), sealed, module: true });
+                scopes.push(Scope {
+                    id: next_scope,
+                    name: name.to_string(),
+                    sealed,
+                    module: true,
+                });
                 modules.push((next_scope, name.to_string(), usize::MAX));
             }
             "End" => {
-                let name = identifiers(head.body).get(1).and_then(|r| head.body.get(r.clone())).unwrap_or("");
+                let name = identifiers(head.body)
+                    .get(1)
+                    .and_then(|r| head.body.get(r.clone()))
+                    .unwrap_or("");
                 if let Some(pos) = scopes.iter().rposition(|sc| sc.name == name) {
                     for sc in &scopes[pos..] {
                         if let Some(m) = modules.iter_mut().find(|m| m.0 == sc.id) {
@@ -335,7 +491,9 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
             "Require" | "From" if head.body.contains("Require") => {
                 out.imports.push((s.range.start, text.to_string()));
             }
-            "Next" | "Obligation" if head.body.starts_with("Next Obligation") || kw == "Obligation" => {
+            "Next" | "Obligation"
+                if head.body.starts_with("Next Obligation") || kw == "Obligation" =>
+            {
                 program_obligations += 1;
             }
             _ => {}
@@ -353,12 +511,22 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
         if name.is_empty() || *end == usize::MAX {
             continue;
         }
-        let named_again = lexed.sentences.iter().filter(|s| s.range.start >= *end).any(|s| {
-            let text = s.text(source);
-            let h = sentence_head(text);
-            !matches!(h.keyword, Some("Import" | "Export" | "End"))
-                && identifiers(text).into_iter().any(|r| text.get(r).is_some_and(|t| t == name || t.strip_suffix(name.as_str()).is_some_and(|p| p.ends_with('.'))))
-        });
+        let named_again = lexed
+            .sentences
+            .iter()
+            .filter(|s| s.range.start >= *end)
+            .any(|s| {
+                let text = s.text(source);
+                let h = sentence_head(text);
+                !matches!(h.keyword, Some("Import" | "Export" | "End"))
+                    && identifiers(text).into_iter().any(|r| {
+                        text.get(r).is_some_and(|t| {
+                            t == name
+                                || t.strip_suffix(name.as_str())
+                                    .is_some_and(|p| p.ends_with('.'))
+                        })
+                    })
+            });
         if named_again {
             for (t, d) in theorems.iter_mut().zip(&decls) {
                 if d.scope_ids.contains(id) {
@@ -377,7 +545,11 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
     out.segments = Segments {
         source: source.to_string(),
         theorems,
-        other_skipped: if program_obligations > 0 { vec![(SkipReason::Program, program_obligations)] } else { vec![] },
+        other_skipped: if program_obligations > 0 {
+            vec![(SkipReason::Program, program_obligations)]
+        } else {
+            vec![]
+        },
         content_sentences,
     };
     out
@@ -389,33 +561,99 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
 pub struct CoqSource<'l> {
     pub library: Library,
     pub language: Option<&'l dyn ProofLanguage>,
+    /// How the library's own build resolved its unqualified `Require`s ([`crate::imports`]).
+    pub resolver: Resolver,
+    /// The stdlib's directory: its files are never rewritten (they resolve within `Coq`).
+    pub theories: std::path::PathBuf,
 }
 
 impl<'l> CoqSource<'l> {
     /// Discover `spec` under `coqlib` and resolve its file dependencies.
-    pub fn discover(spec: &LibrarySpec, coqlib: &Path, language: Option<&'l dyn ProofLanguage>) -> Result<Self, DiscoveryError> {
+    pub fn discover(
+        spec: &LibrarySpec,
+        coqlib: &Path,
+        language: Option<&'l dyn ProofLanguage>,
+    ) -> Result<Self, DiscoveryError> {
         let mut library = discovery::discover(spec, coqlib)?;
         discovery::resolve_dependencies(&mut library, coqlib);
-        Ok(CoqSource { library, language })
+        let resolver = Resolver::new(&library, coqlib);
+        Ok(CoqSource {
+            library,
+            language,
+            resolver,
+            theories: coqlib.join("theories"),
+        })
     }
 }
 
 struct CoqSegmenter<'a> {
-    library: &'a Library,
+    source: &'a CoqSource<'a>,
+}
+
+impl CoqSource<'_> {
+    /// `source` (file `file`) with its library-internal `Require`s qualified; the stdlib's files
+    /// are left as they are.
+    pub fn qualify_imports(&self, file: usize, source: &str, glob: Option<&Glob>) -> Rewritten {
+        let Some(f) = self.library.files.get(file) else {
+            return Rewritten::unchanged(source);
+        };
+        if f.path.starts_with(&self.theories) {
+            return Rewritten::unchanged(source);
+        }
+        // The compiler's own resolution where the glob belongs to this text.
+        let by_glob: HashMap<usize, &str> = glob
+            .filter(|g| glob_matches(g, source))
+            .map(|g| {
+                g.required_at
+                    .iter()
+                    .map(|(a, _, l)| (*a, l.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        qualify_requires(source, &|at, name| match by_glob.get(&at) {
+            Some(l) => Ok(Target::of(name, l)),
+            None => self
+                .resolver
+                .resolve(&f.logical, name)
+                .map(|l| Target::of(name, &l)),
+        })
+    }
 }
 
 impl FileSegmenter for CoqSegmenter<'_> {
     fn segment(&mut self, file: usize, source: &str) -> SegmentedSource {
-        let glob = self.library.files.get(file).and_then(|f| f.glob.as_ref()).and_then(|g| std::fs::read_to_string(g).ok()).map(|t| crate::glob::parse(&t).0);
-        let cf = segment(source, glob.as_ref());
-        let unclosed = cf.segments.theorems.iter().filter(|t| t.skip == Some(SkipReason::Unterminated)).count();
+        let glob = self
+            .source
+            .library
+            .files
+            .get(file)
+            .and_then(|f| f.glob.as_ref())
+            .and_then(|g| std::fs::read_to_string(g).ok())
+            .map(|t| crate::glob::parse(&t).0);
+        let rw = self.source.qualify_imports(file, source, glob.as_ref());
+        let glob = glob.map(|g| rw.shift_glob(&g));
+        let mut cf = segment(&rw.text, glob.as_ref());
+        cf.lex_errors.truncate(1);
+        let unclosed = cf
+            .segments
+            .theorems
+            .iter()
+            .filter(|t| t.skip == Some(SkipReason::Unterminated))
+            .count();
         SegmentedSource {
             goal_blocks: cf.segments.theorems.len(),
             unclosed_blocks: unclosed,
             segments: cf.segments,
             imports: cf.imports,
             // The lexer stops at its first error: the rest of the file is not seen.
-            issues: cf.lex_errors.first().map(|e| (0, format!("lex_error_rest_of_file: {e}"))).into_iter().collect(),
+            issues: cf
+                .lex_errors
+                .iter()
+                .map(|e| (0, format!("lex_error_rest_of_file: {e}")))
+                .chain(rw.unresolved.iter().map(|(at, msg)| {
+                    (line_col(source, *at).0, format!("import_unresolved: {msg}"))
+                }))
+                .collect(),
             prover_references: cf.used_glob,
             body_start: 0,
         }
@@ -430,7 +668,7 @@ impl LibrarySource for CoqSource<'_> {
         &self.library
     }
     fn segmenter(&self) -> Box<dyn FileSegmenter + '_> {
-        Box::new(CoqSegmenter { library: &self.library })
+        Box::new(CoqSegmenter { source: self })
     }
     fn rewrite_step(&self, steps: &[Step], k: usize) -> Option<String> {
         crate::hammer::replace_step(steps, k)
@@ -451,17 +689,31 @@ mod tests {
         let t = &f.segments.theorems;
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].name.as_deref(), Some("a"));
-        assert_eq!(t[1].steps.iter().map(|s| s.text.as_str()).collect::<Vec<_>>(), ["\n  -", " apply a."]);
+        assert_eq!(
+            t[1].steps
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<Vec<_>>(),
+            ["\n  -", " apply a."]
+        );
         assert_eq!(t[1].steps[1].uses, vec![0]);
         assert_eq!(f.imports.len(), 1);
-        assert_eq!(&src[t[1].start..t[1].end_byte], "Lemma b : True. Proof.\n  - apply a.\nQed.");
+        assert_eq!(
+            &src[t[1].start..t[1].end_byte],
+            "Lemma b : True. Proof.\n  - apply a.\nQed."
+        );
     }
 
     #[test]
     fn example_with_body_is_content() {
         let src = "Example e : 1 = 1 := eq_refl.\nLemma l : let x := 1 in x = 1. Proof. reflexivity. Qed.\n";
         let f = segment(src, None);
-        let names: Vec<_> = f.segments.theorems.iter().map(|t| t.name.clone().unwrap_or_default()).collect();
+        let names: Vec<_> = f
+            .segments
+            .theorems
+            .iter()
+            .map(|t| t.name.clone().unwrap_or_default())
+            .collect();
         assert_eq!(names, ["l"]);
     }
 

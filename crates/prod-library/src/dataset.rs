@@ -160,6 +160,10 @@ pub struct Stats {
     /// Examples of the excluded units (not written).
     pub examples_excluded: usize,
     pub dependency_sources: BTreeMap<String, usize>,
+    /// The library's logical-root bindings (`-R`/`-Q dir Root`). Imports are qualified
+    /// (`From Root Require …`), so a Coq that does not have the library installed under
+    /// `user-contrib` needs exactly these, as `-Q dir Root`, with the library compiled.
+    pub load_paths: Vec<discovery::LoadPath>,
     pub notes: Vec<String>,
     pub seconds: f64,
 }
@@ -253,7 +257,12 @@ fn process_file(src: &dyn LibrarySource, segmenter: &mut dyn FileSegmenter, i: u
         let imports = cf.imports.iter().filter(|(o, _)| *o < t.start).map(|(_, s)| s.clone()).collect();
         out.examples.push((ex, t.name.clone().unwrap_or_default(), t.scope.clone(), t.line, imports, t.end, t.module_path.clone()));
     }
-    out.source = source;
+    // The segmenter's text: Coq's has its library-internal `Require`s qualified.
+    out.source = if seg.source == source {
+        source
+    } else {
+        seg.source.clone()
+    };
     out
 }
 
@@ -376,7 +385,14 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
 
     // Units and the test split (the prover's plan; by default the dependency sampler).
-    let plan = src.split_plan(cfg);
+    let file_sizes = crate::split::UnitSizes {
+        examples: results.iter().map(|r| r.examples.len()).collect(),
+        tree: results
+            .iter()
+            .map(|r| r.examples.iter().filter(|e| e.0.in_tree).count())
+            .collect(),
+    };
+    let plan = src.split_plan(cfg, &file_sizes);
     let unit_of = &plan.unit_of;
     let units = plan.unit_names.len();
     let mut is_test_unit = vec![false; units];
@@ -401,6 +417,7 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     stats.test_units = plan.test.iter().filter_map(|&u| plan.unit_names.get(u).cloned()).collect();
     stats.excluded_units = plan.excluded.iter().filter_map(|&u| plan.unit_names.get(u).cloned()).collect();
     stats.notes = lib.notes.clone();
+    stats.load_paths = lib.load_paths.clone();
     stats.notes.extend(plan.notes.iter().cloned());
     if lang.is_none() {
         stats.notes.push("no ProofLanguage given: sft.jsonl has no augmented copies".into());

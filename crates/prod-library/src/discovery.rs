@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a Coq installation keeps its libraries (`coqc -where`).
 pub const DEFAULT_COQLIB: &str = "/usr/lib/ocaml/coq";
@@ -27,7 +27,10 @@ pub enum DiscoveryError {
     #[error("library {0:?} not found: expected `stdlib`, `all`, a libcoq-* package, a user-contrib root, or a directory")]
     NotFound(String),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{0}: no .v files found")]
     Empty(String),
     /// The AFP (Isabelle path): not an unpacked AFP, an unknown entry, no theories.
@@ -36,11 +39,14 @@ pub enum DiscoveryError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiscoveryError + '_ {
-    move |source| DiscoveryError::Io { path: path.to_path_buf(), source }
+    move |source| DiscoveryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// A `-R`/`-Q` mapping from a directory to a logical root.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadPath {
     pub dir: PathBuf,
     pub logical: String,
@@ -121,7 +127,11 @@ fn v_files(dir: &Path) -> Result<Vec<PathBuf>, DiscoveryError> {
 /// `dir/A/B/C.v` under load path (`dir`, `Root`) → `Root.A.B.C`.
 fn logical_of(lp: &LoadPath, file: &Path) -> Option<String> {
     let rel = file.strip_prefix(&lp.dir).ok()?.with_extension("");
-    let mut parts: Vec<String> = if lp.logical.is_empty() { vec![] } else { vec![lp.logical.clone()] };
+    let mut parts: Vec<String> = if lp.logical.is_empty() {
+        vec![]
+    } else {
+        vec![lp.logical.clone()]
+    };
     for c in rel.components() {
         parts.push(c.as_os_str().to_str()?.to_string());
     }
@@ -136,10 +146,14 @@ fn with_glob(path: &Path) -> Option<PathBuf> {
 /// Which Debian package owns each file, from dpkg's file lists (exact and fast; no `dpkg -S`).
 fn debian_owners() -> HashMap<PathBuf, String> {
     let mut owners = HashMap::new();
-    let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else { return owners };
+    let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else {
+        return owners;
+    };
     for entry in rd.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
-        let Some(pkg) = name.strip_suffix(".list") else { continue };
+        let Some(pkg) = name.strip_suffix(".list") else {
+            continue;
+        };
         let pkg = pkg.split(':').next().unwrap_or(pkg);
         if !pkg.starts_with("libcoq-") {
             continue;
@@ -153,11 +167,28 @@ fn debian_owners() -> HashMap<PathBuf, String> {
     owners
 }
 
-fn add_dir(lib: &mut Library, lp: LoadPath, package: &str, flags: &[String], owners: &HashMap<PathBuf, String>) -> Result<(), DiscoveryError> {
+fn add_dir(
+    lib: &mut Library,
+    lp: LoadPath,
+    package: &str,
+    flags: &[String],
+    owners: &HashMap<PathBuf, String>,
+) -> Result<(), DiscoveryError> {
     for path in v_files(&lp.dir)? {
-        let Some(logical) = logical_of(&lp, &path) else { continue };
-        let package = owners.get(&path).cloned().unwrap_or_else(|| package.to_string());
-        lib.files.push(SourceFile { glob: with_glob(&path), path, logical, package, flags: flags.to_vec() });
+        let Some(logical) = logical_of(&lp, &path) else {
+            continue;
+        };
+        let package = owners
+            .get(&path)
+            .cloned()
+            .unwrap_or_else(|| package.to_string());
+        lib.files.push(SourceFile {
+            glob: with_glob(&path),
+            path,
+            logical,
+            package,
+            flags: flags.to_vec(),
+        });
     }
     lib.load_paths.push(lp);
     Ok(())
@@ -171,12 +202,30 @@ fn world_flags(root: &str) -> Vec<String> {
     }
 }
 
+/// Logical paths of the stdlib's files (`Coq.Lists.List`, …); empty when it is not there.
+pub fn stdlib_logical_paths(coqlib: &Path) -> std::collections::HashSet<String> {
+    let lp = LoadPath {
+        dir: coqlib.join("theories"),
+        logical: "Coq".into(),
+        recursive: true,
+    };
+    v_files(&lp.dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| logical_of(&lp, p))
+        .collect()
+}
+
 /// Discover a library. `coqlib` is the Coq installation root (`coqc -where`).
 pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryError> {
     let theories = coqlib.join("theories");
     let contrib = coqlib.join("user-contrib");
     let mut lib = Library::default();
-    let stdlib_lp = LoadPath { dir: theories.clone(), logical: "Coq".into(), recursive: true };
+    let stdlib_lp = LoadPath {
+        dir: theories.clone(),
+        logical: "Coq".into(),
+        recursive: true,
+    };
     match spec {
         LibrarySpec::Stdlib => {
             lib.name = "stdlib".into();
@@ -203,7 +252,11 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
                     ));
                     continue;
                 }
-                let lp = LoadPath { dir: contrib.join(&root), logical: root.clone(), recursive: true };
+                let lp = LoadPath {
+                    dir: contrib.join(&root),
+                    logical: root.clone(),
+                    recursive: true,
+                };
                 add_dir(&mut lib, lp, &root, &[], &owners)?;
             }
         }
@@ -212,17 +265,30 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
             if name.starts_with("libcoq-") {
                 // A Debian package: exactly the `.v` files dpkg lists for it.
                 let owners = debian_owners();
-                let mut files: Vec<&PathBuf> = owners.iter().filter(|(_, p)| *p == name).map(|(f, _)| f).collect();
+                let mut files: Vec<&PathBuf> = owners
+                    .iter()
+                    .filter(|(_, p)| *p == name)
+                    .map(|(f, _)| f)
+                    .collect();
                 files.sort();
                 if files.is_empty() {
                     return Err(DiscoveryError::NotFound(name.clone()));
                 }
                 let mut roots = BTreeSet::new();
                 for f in files {
-                    let Ok(rel) = f.strip_prefix(&contrib) else { continue };
-                    let Some(root) = rel.components().next().and_then(|c| c.as_os_str().to_str()) else { continue };
+                    let Ok(rel) = f.strip_prefix(&contrib) else {
+                        continue;
+                    };
+                    let Some(root) = rel.components().next().and_then(|c| c.as_os_str().to_str())
+                    else {
+                        continue;
+                    };
                     roots.insert(root.to_string());
-                    let lp = LoadPath { dir: contrib.join(root), logical: root.to_string(), recursive: true };
+                    let lp = LoadPath {
+                        dir: contrib.join(root),
+                        logical: root.to_string(),
+                        recursive: true,
+                    };
                     if let Some(logical) = logical_of(&lp, f) {
                         lib.files.push(SourceFile {
                             path: f.clone(),
@@ -234,14 +300,22 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
                     }
                 }
                 for root in roots {
-                    lib.load_paths.push(LoadPath { dir: contrib.join(&root), logical: root, recursive: true });
+                    lib.load_paths.push(LoadPath {
+                        dir: contrib.join(&root),
+                        logical: root,
+                        recursive: true,
+                    });
                 }
             } else {
                 let dir = contrib.join(name);
                 if !dir.is_dir() {
                     return Err(DiscoveryError::NotFound(name.clone()));
                 }
-                let lp = LoadPath { dir, logical: name.clone(), recursive: true };
+                let lp = LoadPath {
+                    dir,
+                    logical: name.clone(),
+                    recursive: true,
+                };
                 add_dir(&mut lib, lp, name, &world_flags(name), &debian_owners())?;
             }
         }
@@ -249,7 +323,10 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
             if !dir.is_dir() {
                 return Err(DiscoveryError::NotFound(dir.display().to_string()));
             }
-            lib.name = dir.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "project".into());
+            lib.name = dir
+                .file_name()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_else(|| "project".into());
             let project = dir.join("_CoqProject");
             let lps = if project.is_file() {
                 let text = std::fs::read_to_string(&project).map_err(io(&project))?;
@@ -258,7 +335,11 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
                 vec![]
             };
             let lps = if lps.is_empty() {
-                vec![LoadPath { dir: dir.clone(), logical: lib.name.clone(), recursive: true }]
+                vec![LoadPath {
+                    dir: dir.clone(),
+                    logical: lib.name.clone(),
+                    recursive: true,
+                }]
             } else {
                 lps
             };
@@ -266,8 +347,16 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
             let mut sorted = lps.clone();
             sorted.sort_by_key(|lp| std::cmp::Reverse(lp.dir.components().count()));
             for path in v_files(dir)? {
-                let Some(logical) = sorted.iter().find_map(|lp| logical_of(lp, &path)) else { continue };
-                lib.files.push(SourceFile { glob: with_glob(&path), path, logical, package: lib.name.clone(), flags: vec![] });
+                let Some(logical) = sorted.iter().find_map(|lp| logical_of(lp, &path)) else {
+                    continue;
+                };
+                lib.files.push(SourceFile {
+                    glob: with_glob(&path),
+                    path,
+                    logical,
+                    package: lib.name.clone(),
+                    flags: vec![],
+                });
             }
             lib.load_paths = lps;
         }
@@ -280,7 +369,11 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
 
 /// The `-R dir Root` / `-Q dir Root` lines of a `_CoqProject` (other options are ignored).
 pub fn parse_coq_project(text: &str, base: &Path) -> Vec<LoadPath> {
-    let words: Vec<&str> = text.lines().map(|l| l.split('#').next().unwrap_or("")).flat_map(|l| l.split_whitespace()).collect();
+    let words: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(|l| l.split_whitespace())
+        .collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < words.len() {
@@ -289,7 +382,11 @@ pub fn parse_coq_project(text: &str, base: &Path) -> Vec<LoadPath> {
                 let logical = words[i + 2].trim_matches('"');
                 out.push(LoadPath {
                     dir: base.join(words[i + 1].trim_matches('"')),
-                    logical: if logical == "\"\"" { String::new() } else { logical.to_string() },
+                    logical: if logical == "\"\"" {
+                        String::new()
+                    } else {
+                        logical.to_string()
+                    },
                     recursive: flag == "-R",
                 });
                 i += 3;
@@ -307,14 +404,26 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
     let n = lib.files.len();
     lib.file_deps = vec![Vec::new(); n];
     lib.dep_source = vec!["none"; n];
-    let by_logical: HashMap<&str, usize> = lib.files.iter().enumerate().map(|(i, f)| (f.logical.as_str(), i)).collect();
+    let by_logical: HashMap<&str, usize> = lib
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.logical.as_str(), i))
+        .collect();
     let mut missing = Vec::new();
     for (i, f) in lib.files.iter().enumerate() {
-        let text = f.glob.as_ref().and_then(|g| std::fs::read_to_string(g).ok());
+        let text = f
+            .glob
+            .as_ref()
+            .and_then(|g| std::fs::read_to_string(g).ok());
         match text {
             Some(text) => {
                 let (g, _) = crate::glob::parse(&text);
-                lib.file_deps[i] = g.requires.iter().filter_map(|r| by_logical.get(r.as_str()).copied()).collect();
+                lib.file_deps[i] = g
+                    .requires
+                    .iter()
+                    .filter_map(|r| by_logical.get(r.as_str()).copied())
+                    .collect();
                 lib.dep_source[i] = "glob";
             }
             None => missing.push(i),
@@ -323,7 +432,9 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
     // The stdlib is compiled seeing only itself (`-boot -R theories Coq`); giving coqdep the
     // user-contrib roots too would resolve a stdlib `Require Import Tactics` to `Hammer.Tactics`.
     let theories = coqlib.join("theories");
-    let (in_stdlib, others): (Vec<usize>, Vec<usize>) = missing.iter().partition(|&&i| lib.files[i].path.starts_with(&theories));
+    let (in_stdlib, others): (Vec<usize>, Vec<usize>) = missing
+        .iter()
+        .partition(|&&i| lib.files[i].path.starts_with(&theories));
     for (group, stdlib_only) in [(in_stdlib, true), (others, false)] {
         if group.is_empty() {
             continue;
@@ -335,9 +446,13 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
                     lib.dep_source[i] = "coqdep";
                 }
             }
-            Err(e) => lib.notes.push(format!("coqdep failed ({e}); {} files have no dependency information", group.len())),
+            Err(e) => lib.notes.push(format!(
+                "coqdep failed ({e}); {} files have no dependency information",
+                group.len()
+            )),
         }
     }
+    add_prelude_edges(lib);
     for d in &mut lib.file_deps {
         d.sort_unstable();
         d.dedup();
@@ -354,26 +469,82 @@ pub fn resolve_dependencies(lib: &mut Library, coqlib: &Path) {
     }
 }
 
-fn run_coqdep(lib: &Library, which: &[usize], coqlib: &Path, stdlib_only: bool) -> Result<Vec<(usize, Vec<usize>)>, String> {
+/// Coq loads `Coq.Init.Prelude` before every file not compiled with `-noinit` (the stdlib's
+/// `Init` files are): an edge no `Require` shows, so a test split cannot take a file the prelude
+/// re-exports (`Coq.Init.Peano`) while every training file loads it.
+fn add_prelude_edges(lib: &mut Library) {
+    let Some(prelude) = lib
+        .files
+        .iter()
+        .position(|f| f.logical == "Coq.Init.Prelude")
+    else {
+        return;
+    };
+    for (i, f) in lib.files.iter().enumerate() {
+        let noinit = f.logical.starts_with("Coq.Init.") || f.flags.iter().any(|x| x == "-noinit");
+        if !noinit && i != prelude {
+            lib.file_deps[i].push(prelude);
+        }
+    }
+}
+
+fn run_coqdep(
+    lib: &Library,
+    which: &[usize],
+    coqlib: &Path,
+    stdlib_only: bool,
+) -> Result<Vec<(usize, Vec<usize>)>, String> {
     let mut cmd = Command::new("coqdep");
     cmd.arg("-boot");
     let theories = coqlib.join("theories");
-    let mut lps: Vec<LoadPath> = lib.load_paths.iter().filter(|lp| !stdlib_only || lp.dir == theories).cloned().collect();
+    let mut lps: Vec<LoadPath> = lib
+        .load_paths
+        .iter()
+        .filter(|lp| !stdlib_only || lp.dir == theories)
+        .cloned()
+        .collect();
     if !lps.iter().any(|lp| lp.dir == theories) {
-        lps.push(LoadPath { dir: theories, logical: "Coq".into(), recursive: true });
+        lps.push(LoadPath {
+            dir: theories,
+            logical: "Coq".into(),
+            recursive: true,
+        });
     }
     for lp in &lps {
-        cmd.arg(if lp.recursive { "-R" } else { "-Q" }).arg(&lp.dir).arg(if lp.logical.is_empty() { "\"\"" } else { &lp.logical });
+        cmd.arg(if lp.recursive { "-R" } else { "-Q" })
+            .arg(&lp.dir)
+            .arg(if lp.logical.is_empty() {
+                "\"\""
+            } else {
+                &lp.logical
+            });
     }
     for &i in which {
         cmd.arg(&lib.files[i].path);
     }
-    let out = cmd.output().map_err(|e| format!("cannot run coqdep: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run coqdep: {e}"))?;
     if !out.status.success() && out.stdout.is_empty() {
-        return Err(format!("coqdep exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("")));
+        return Err(format!(
+            "coqdep exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        ));
     }
-    let by_path: HashMap<PathBuf, usize> = lib.files.iter().enumerate().map(|(i, f)| (f.path.with_extension(""), i)).collect();
-    Ok(parse_coqdep(&String::from_utf8_lossy(&out.stdout), &by_path))
+    let by_path: HashMap<PathBuf, usize> = lib
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.path.with_extension(""), i))
+        .collect();
+    Ok(parse_coqdep(
+        &String::from_utf8_lossy(&out.stdout),
+        &by_path,
+    ))
 }
 
 /// Parse `coqdep` output lines `A.vo A.glob …: A.v B.vo C.vo`, mapping paths (without extension)
@@ -381,9 +552,19 @@ fn run_coqdep(lib: &Library, which: &[usize], coqlib: &Path, stdlib_only: bool) 
 pub fn parse_coqdep(text: &str, by_path: &HashMap<PathBuf, usize>) -> Vec<(usize, Vec<usize>)> {
     let mut out = Vec::new();
     for line in text.lines() {
-        let Some((targets, deps)) = line.split_once(": ") else { continue };
-        let Some(target) = targets.split_whitespace().next().and_then(|t| t.strip_suffix(".vo")) else { continue };
-        let Some(&i) = by_path.get(Path::new(target)) else { continue };
+        let Some((targets, deps)) = line.split_once(": ") else {
+            continue;
+        };
+        let Some(target) = targets
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.strip_suffix(".vo"))
+        else {
+            continue;
+        };
+        let Some(&i) = by_path.get(Path::new(target)) else {
+            continue;
+        };
         let d = deps
             .split_whitespace()
             .filter_map(|t| t.strip_suffix(".vo"))
@@ -401,16 +582,33 @@ mod tests {
 
     #[test]
     fn coq_project_load_paths() {
-        let lps = parse_coq_project("# comment\n-R theories MyLib\n-Q src \"\"\n-arg -w\ntheories/A.v\n", Path::new("/p"));
+        let lps = parse_coq_project(
+            "# comment\n-R theories MyLib\n-Q src \"\"\n-arg -w\ntheories/A.v\n",
+            Path::new("/p"),
+        );
         assert_eq!(lps.len(), 2);
-        assert_eq!(lps[0], LoadPath { dir: "/p/theories".into(), logical: "MyLib".into(), recursive: true });
+        assert_eq!(
+            lps[0],
+            LoadPath {
+                dir: "/p/theories".into(),
+                logical: "MyLib".into(),
+                recursive: true
+            }
+        );
         assert!(!lps[1].recursive);
     }
 
     #[test]
     fn logical_paths() {
-        let lp = LoadPath { dir: "/c/theories".into(), logical: "Coq".into(), recursive: true };
-        assert_eq!(logical_of(&lp, Path::new("/c/theories/Lists/List.v")).as_deref(), Some("Coq.Lists.List"));
+        let lp = LoadPath {
+            dir: "/c/theories".into(),
+            logical: "Coq".into(),
+            recursive: true,
+        };
+        assert_eq!(
+            logical_of(&lp, Path::new("/c/theories/Lists/List.v")).as_deref(),
+            Some("Coq.Lists.List")
+        );
         assert_eq!(logical_of(&lp, Path::new("/elsewhere/X.v")), None);
     }
 
@@ -427,7 +625,10 @@ mod tests {
     fn spec_parsing() {
         assert_eq!(LibrarySpec::parse("stdlib"), LibrarySpec::Stdlib);
         assert_eq!(LibrarySpec::parse("all"), LibrarySpec::All);
-        assert_eq!(LibrarySpec::parse("libcoq-hammer"), LibrarySpec::Package("libcoq-hammer".into()));
+        assert_eq!(
+            LibrarySpec::parse("libcoq-hammer"),
+            LibrarySpec::Package("libcoq-hammer".into())
+        );
         assert_eq!(LibrarySpec::parse("./x"), LibrarySpec::Path("./x".into()));
     }
 }

@@ -42,6 +42,8 @@ pub struct Glob {
     pub logical: String,
     /// Logical paths of the `Require`d files, in order, deduplicated.
     pub requires: Vec<String>,
+    /// Each name of a `Require` with what it resolved to: (start, end, logical path).
+    pub required_at: Vec<(usize, usize, String)>,
     pub refs: Vec<GlobRef>,
     pub defs: Vec<GlobDef>,
 }
@@ -76,6 +78,7 @@ pub fn parse(text: &str) -> (Glob, usize) {
             match (span(sp), fields.as_slice()) {
                 (Some((start, end)), [file, _secpath, name, kind]) => {
                     if *kind == "lib" {
+                        g.required_at.push((start, end, file.to_string()));
                         if !g.requires.iter().any(|r| r == file) {
                             g.requires.push(file.to_string());
                         }

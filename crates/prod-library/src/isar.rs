@@ -33,7 +33,9 @@ use std::path::{Path, PathBuf};
 use prod_core::ProofLanguage;
 use prod_isar::afp::{entries_after, Afp, KeywordResolver, HOLDOUT_ENTRIES};
 use prod_isar::segment::Theory;
-use prod_isar::{fact_references, lex, segment_theory, KeywordKind, KeywordTable, Token, TokenKind};
+use prod_isar::{
+    fact_references, lex, segment_theory, KeywordKind, KeywordTable, Token, TokenKind,
+};
 
 use crate::dataset::DatasetConfig;
 use crate::discovery::{DiscoveryError, Library, SourceFile};
@@ -41,17 +43,49 @@ use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource, SplitPlan};
 
 /// Statement keywords that make a theorem block.
-pub const THEOREM_KEYWORDS: &[&str] = &["lemma", "theorem", "corollary", "proposition", "schematic_goal"];
+pub const THEOREM_KEYWORDS: &[&str] = &[
+    "lemma",
+    "theorem",
+    "corollary",
+    "proposition",
+    "schematic_goal",
+];
 
 /// Attributes that only transform the stored fact (so a proposed `lemma … sorry` with the same
 /// attributes stores the same fact) and declare it to no tool.
 pub const HARMLESS_ATTRIBUTES: &[&str] = &[
-    "rule_format", "consumes", "case_names", "case_conclusion", "params", "symmetric", "THEN", "OF", "of", "where",
-    "unfolded", "folded", "simplified", "rotated", "elim_format", "no_vars", "abs_def", "atomize", "standard",
+    "rule_format",
+    "consumes",
+    "case_names",
+    "case_conclusion",
+    "params",
+    "symmetric",
+    "THEN",
+    "OF",
+    "of",
+    "where",
+    "unfolded",
+    "folded",
+    "simplified",
+    "rotated",
+    "elim_format",
+    "no_vars",
+    "abs_def",
+    "atomize",
+    "standard",
 ];
 
 /// Words that start a context element or end a block header: never a context's name.
-const CONTEXT_ELEMENTS: &[&str] = &["begin", "fixes", "assumes", "includes", "notes", "defines", "constrains", "for"];
+const CONTEXT_ELEMENTS: &[&str] = &[
+    "begin",
+    "fixes",
+    "assumes",
+    "includes",
+    "notes",
+    "defines",
+    "constrains",
+    "for",
+];
 
 /// The step that replaces hammer-findable steps (the checker's `prod_check_isabelle::HAMMER`).
 pub const SLEDGEHAMMER: &str = "sledgehammer";
@@ -70,7 +104,8 @@ pub fn replace_step(steps: &[Step], k: usize) -> Option<String> {
         return None;
     }
     let body = text.get(first.range.start..)?;
-    prod_isar::sledgehammer::replaced_by_sledgehammer(body).then(|| format!("{}{SLEDGEHAMMER}", &text[..first.range.start]))
+    prod_isar::sledgehammer::replaced_by_sledgehammer(body)
+        .then(|| format!("{}{SLEDGEHAMMER}", &text[..first.range.start]))
 }
 
 /// Which AFP entries are held out.
@@ -92,7 +127,9 @@ impl AfpSplit {
             "deps" => Ok(AfpSplit::Deps),
             _ => match s.strip_prefix("after:") {
                 Some(d) if prod_isar::afp::is_iso_date(d) => Ok(AfpSplit::After(d.to_string())),
-                _ => Err(format!("split {s:?}: expected holdout, deps or after:YYYY-MM-DD")),
+                _ => Err(format!(
+                    "split {s:?}: expected holdout, deps or after:YYYY-MM-DD"
+                )),
             },
         }
     }
@@ -113,7 +150,12 @@ impl EntrySelection {
     pub fn parse(s: &str) -> EntrySelection {
         match s.trim().parse::<usize>() {
             Ok(n) => EntrySelection::First(n),
-            Err(_) => EntrySelection::Named(s.split(',').map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()),
+            Err(_) => EntrySelection::Named(
+                s.split(',')
+                    .map(|e| e.trim().to_string())
+                    .filter(|e| !e.is_empty())
+                    .collect(),
+            ),
         }
     }
 }
@@ -126,7 +168,10 @@ pub struct AfpOptions {
 
 impl Default for AfpOptions {
     fn default() -> Self {
-        AfpOptions { split: AfpSplit::Holdout, entries: EntrySelection::All }
+        AfpOptions {
+            split: AfpSplit::Holdout,
+            entries: EntrySelection::All,
+        }
     }
 }
 
@@ -155,8 +200,16 @@ fn thys_dir(path: &Path) -> Option<PathBuf> {
 impl AfpSource {
     /// Read an unpacked AFP (`path` holds `thys/`, or is `thys/`).
     pub fn load(path: &Path, options: AfpOptions) -> Result<AfpSource, DiscoveryError> {
-        let thys = thys_dir(path).ok_or_else(|| DiscoveryError::Afp(format!("{}: not an unpacked AFP (no thys/ROOTS)", path.display())))?;
-        let root = thys.parent().map(Path::to_path_buf).unwrap_or_else(|| thys.clone());
+        let thys = thys_dir(path).ok_or_else(|| {
+            DiscoveryError::Afp(format!(
+                "{}: not an unpacked AFP (no thys/ROOTS)",
+                path.display()
+            ))
+        })?;
+        let root = thys
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| thys.clone());
         let afp = Afp::load(&thys).map_err(|e| DiscoveryError::Afp(e.message))?;
         let entries: Vec<String> = match &options.entries {
             EntrySelection::All => afp.entries.keys().cloned().collect(),
@@ -168,7 +221,10 @@ impl AfpSource {
             EntrySelection::Named(names) => {
                 for n in names {
                     if !afp.entries.contains_key(n) {
-                        return Err(DiscoveryError::Afp(format!("--entries: no AFP entry {n:?} in {}", thys.display())));
+                        return Err(DiscoveryError::Afp(format!(
+                            "--entries: no AFP entry {n:?} in {}",
+                            thys.display()
+                        )));
                     }
                 }
                 let mut v = names.clone();
@@ -177,13 +233,24 @@ impl AfpSource {
                 v
             }
         };
-        let mut library = Library { name: "afp".into(), ..Default::default() };
+        let mut library = Library {
+            name: "afp".into(),
+            ..Default::default()
+        };
         for e in &entries {
-            let Some(entry) = afp.entries.get(e) else { continue };
+            let Some(entry) = afp.entries.get(e) else {
+                continue;
+            };
             for f in afp.session_theory_files(e) {
                 let rel = f.strip_prefix(&entry.dir).unwrap_or(&f).with_extension("");
                 let logical = format!("{e}/{}", rel.to_string_lossy());
-                library.files.push(SourceFile { path: f, logical, glob: None, package: e.clone(), flags: vec![] });
+                library.files.push(SourceFile {
+                    path: f,
+                    logical,
+                    glob: None,
+                    package: e.clone(),
+                    flags: vec![],
+                });
             }
         }
         let n = library.files.len();
@@ -191,12 +258,25 @@ impl AfpSource {
         library.file_deps = vec![Vec::new(); n];
         library.dep_source = vec!["afp_entry_graph"; n];
         if !afp.errors.is_empty() {
-            library.notes.push(format!("{} problems reading the AFP (first: {})", afp.errors.len(), afp.errors[0].message));
+            library.notes.push(format!(
+                "{} problems reading the AFP (first: {})",
+                afp.errors.len(),
+                afp.errors[0].message
+            ));
         }
         if n == 0 {
-            return Err(DiscoveryError::Afp(format!("{}: no theory files in the selected entries", path.display())));
+            return Err(DiscoveryError::Afp(format!(
+                "{}: no theory files in the selected entries",
+                path.display()
+            )));
         }
-        Ok(AfpSource { afp, library, root, options, entries })
+        Ok(AfpSource {
+            afp,
+            library,
+            root,
+            options,
+            entries,
+        })
     }
 
     /// Entries that depend on `test` (transitively), among the selected ones, not in `test`.
@@ -239,7 +319,10 @@ impl LibrarySource for AfpSource {
         &self.library
     }
     fn segmenter(&self) -> Box<dyn FileSegmenter + '_> {
-        Box::new(AfpSegmenter { source: self, resolver: KeywordResolver::new(&self.afp, KeywordTable::hol()) })
+        Box::new(AfpSegmenter {
+            source: self,
+            resolver: KeywordResolver::new(&self.afp, KeywordTable::hol()),
+        })
     }
     fn rewrite_step(&self, steps: &[Step], k: usize) -> Option<String> {
         replace_step(steps, k)
@@ -247,25 +330,58 @@ impl LibrarySource for AfpSource {
     fn language(&self) -> Option<&dyn ProofLanguage> {
         Some(&prod_isar::IsarLanguage)
     }
-    fn split_plan(&self, cfg: &DatasetConfig) -> SplitPlan {
-        let index: HashMap<&str, usize> = self.entries.iter().enumerate().map(|(i, e)| (e.as_str(), i)).collect();
-        let unit_of = self.library.files.iter().map(|f| index.get(f.package.as_str()).copied().unwrap_or(0)).collect();
+    fn split_plan(&self, cfg: &DatasetConfig, sizes: &crate::split::UnitSizes) -> SplitPlan {
+        let index: HashMap<&str, usize> = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.as_str(), i))
+            .collect();
+        let unit_of: Vec<usize> = self
+            .library
+            .files
+            .iter()
+            .map(|f| index.get(f.package.as_str()).copied().unwrap_or(0))
+            .collect();
         let mut notes = Vec::new();
         let test_names: Vec<String> = match &self.options.split {
             AfpSplit::Holdout => {
-                let missing: Vec<&str> = HOLDOUT_ENTRIES.iter().copied().filter(|e| !index.contains_key(e)).collect();
+                let missing: Vec<&str> = HOLDOUT_ENTRIES
+                    .iter()
+                    .copied()
+                    .filter(|e| !index.contains_key(e))
+                    .collect();
                 if !missing.is_empty() && missing.len() < HOLDOUT_ENTRIES.len() {
-                    notes.push(format!("{} of the 36 holdout entries are not in this build", missing.len()));
+                    notes.push(format!(
+                        "{} of the 36 holdout entries are not in this build",
+                        missing.len()
+                    ));
                 }
-                HOLDOUT_ENTRIES.iter().filter(|e| index.contains_key(*e)).map(|e| e.to_string()).collect()
+                HOLDOUT_ENTRIES
+                    .iter()
+                    .filter(|e| index.contains_key(*e))
+                    .map(|e| e.to_string())
+                    .collect()
             }
             AfpSplit::Deps => {
                 let deps: Vec<Vec<usize>> = self
                     .entries
                     .iter()
-                    .map(|e| self.afp.deps.get(e).into_iter().flatten().filter_map(|d| index.get(d.as_str()).copied()).collect())
+                    .map(|e| {
+                        self.afp
+                            .deps
+                            .get(e)
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|d| index.get(d.as_str()).copied())
+                            .collect()
+                    })
                     .collect();
-                crate::split::test_units(&deps, cfg.test_fraction, cfg.seed, &[]).into_iter().map(|u| self.entries[u].clone()).collect()
+                let sizes = crate::source::unit_sizes(sizes, &unit_of, self.entries.len());
+                crate::split::test_units_sized(&deps, cfg.test_fraction, cfg.seed, &[], &sizes)
+                    .into_iter()
+                    .map(|u| self.entries[u].clone())
+                    .collect()
             }
             AfpSplit::After(date) => {
                 let metadata = self.root.join("metadata").join("entries");
@@ -286,19 +402,37 @@ impl LibrarySource for AfpSource {
         let test_set: HashSet<&str> = test_names.iter().map(String::as_str).collect();
         let excluded_names = self.dependants(&test_set);
         if !excluded_names.is_empty() {
-            notes.push(format!("{} entries depend on test entries and are left out of every split", excluded_names.len()));
+            notes.push(format!(
+                "{} entries depend on test entries and are left out of every split",
+                excluded_names.len()
+            ));
         }
-        let mut test: Vec<usize> = test_names.iter().filter_map(|e| index.get(e.as_str()).copied()).collect();
+        let mut test: Vec<usize> = test_names
+            .iter()
+            .filter_map(|e| index.get(e.as_str()).copied())
+            .collect();
         test.sort_unstable();
-        let mut excluded: Vec<usize> = excluded_names.iter().filter_map(|e| index.get(e.as_str()).copied()).collect();
+        let mut excluded: Vec<usize> = excluded_names
+            .iter()
+            .filter_map(|e| index.get(e.as_str()).copied())
+            .collect();
         excluded.sort_unstable();
-        SplitPlan { unit_kind: "entry".into(), unit_names: self.entries.clone(), unit_of, test, excluded, notes }
+        SplitPlan {
+            unit_kind: "entry".into(),
+            unit_names: self.entries.clone(),
+            unit_of,
+            test,
+            excluded,
+            notes,
+        }
     }
 }
 
 /// Byte offsets of line starts, for 1-based line numbers.
 fn line_starts(text: &str) -> Vec<usize> {
-    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
 }
 
 fn line_of(starts: &[usize], offset: usize) -> usize {
@@ -307,24 +441,35 @@ fn line_of(starts: &[usize], offset: usize) -> usize {
 
 /// Commands whose strings/cartouches are ML or tactic text, where facts are named by strings.
 fn is_ml_like(name: &str) -> bool {
-    name.starts_with("ML") || name.starts_with("SML") || name.ends_with("setup") || name.contains("declaration") || name == "oracle"
+    name.starts_with("ML")
+        || name.starts_with("SML")
+        || name.ends_with("setup")
+        || name.contains("declaration")
+        || name == "oracle"
 }
 
 /// Word runs of `s` that could be fact names (`foo`, `foo.bar`, `foo'`).
 fn words(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'' || c == '.')).filter(|w| !w.is_empty())
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'' || c == '.'))
+        .filter(|w| !w.is_empty())
 }
 
 /// The theorems a word may name: the whole word, and for a long name its first and last parts
 /// (`thm.simps`, `loc.thm`), which over-approximates (only used to pin).
-fn lookup_all<'m>(word: &str, by_name: &'m HashMap<String, usize>) -> impl Iterator<Item = usize> + 'm {
+fn lookup_all<'m>(
+    word: &str,
+    by_name: &'m HashMap<String, usize>,
+) -> impl Iterator<Item = usize> + 'm {
     let word = word.trim_matches('.');
     let mut v: Vec<usize> = Vec::new();
     if let Some(&i) = by_name.get(word) {
         v.push(i);
     }
     if word.contains('.') {
-        for part in [word.split('.').next(), word.rsplit('.').next()].into_iter().flatten() {
+        for part in [word.split('.').next(), word.rsplit('.').next()]
+            .into_iter()
+            .flatten()
+        {
             if let Some(&i) = by_name.get(part) {
                 v.push(i);
             }
@@ -335,7 +480,11 @@ fn lookup_all<'m>(word: &str, by_name: &'m HashMap<String, usize>) -> impl Itera
 
 /// The attributes of a statement's binding `name[a, b c]:` (their names), and the extra fact
 /// names a statement binds (`lemma a: "A" and b: "B"`, `shows a: … and b: …`).
-fn statement_shape(text: &str, toks: &[&Token], name_at: Option<usize>) -> (Vec<String>, Vec<String>) {
+fn statement_shape(
+    text: &str,
+    toks: &[&Token],
+    name_at: Option<usize>,
+) -> (Vec<String>, Vec<String>) {
     let mut attrs = Vec::new();
     if let Some(n) = name_at {
         let mut j = n + 1;
@@ -381,7 +530,8 @@ fn statement_shape(text: &str, toks: &[&Token], name_at: Option<usize>) -> (Vec<
         }
         match w {
             "shows" => in_shows = true,
-            "fixes" | "assumes" | "obtains" | "defines" | "includes" | "notes" | "constrains" | "for" | "if" | "when" => in_shows = false,
+            "fixes" | "assumes" | "obtains" | "defines" | "includes" | "notes" | "constrains"
+            | "for" | "if" | "when" => in_shows = false,
             "and" if in_shows => {
                 if let Some(n) = toks.get(i + 1).filter(|n| n.kind == TokenKind::Ident) {
                     let mut k = i + 2;
@@ -417,11 +567,17 @@ fn statement_shape(text: &str, toks: &[&Token], name_at: Option<usize>) -> (Vec<
 /// optional `(in loc)` target), if the statement is named.
 fn name_position(text: &str, toks: &[&Token]) -> Option<usize> {
     let mut k = 0;
-    while toks.get(k).is_some_and(|t| matches!(t.text(text), "private" | "qualified")) {
+    while toks
+        .get(k)
+        .is_some_and(|t| matches!(t.text(text), "private" | "qualified"))
+    {
         k += 1;
     }
     let mut i = k + 1;
-    if toks.get(i).is_some_and(|t| t.text(text) == "(") && toks.get(i + 1).is_some_and(|t| t.text(text) == "in") && toks.get(i + 3).is_some_and(|t| t.text(text) == ")") {
+    if toks.get(i).is_some_and(|t| t.text(text) == "(")
+        && toks.get(i + 1).is_some_and(|t| t.text(text) == "in")
+        && toks.get(i + 3).is_some_and(|t| t.text(text) == ")")
+    {
         i += 4;
     }
     let t = toks.get(i)?;
@@ -436,16 +592,28 @@ struct Scan<'a> {
 impl Scan<'_> {
     /// Theorems mentioned by span `si` (see the module documentation for what counts).
     fn mentions(&self, si: usize, by_name: &HashMap<String, usize>, idents: bool) -> Vec<usize> {
-        let Some(span) = self.th.spans.get(si) else { return vec![] };
+        let Some(span) = self.th.spans.get(si) else {
+            return vec![];
+        };
         let name = span.name.as_deref().unwrap_or("");
-        let document = span.kind.is_some_and(|k| matches!(k, KeywordKind::DocumentHeading | KeywordKind::DocumentBody | KeywordKind::DocumentRaw));
+        let document = span.kind.is_some_and(|k| {
+            matches!(
+                k,
+                KeywordKind::DocumentHeading | KeywordKind::DocumentBody | KeywordKind::DocumentRaw
+            )
+        });
         let ml = is_ml_like(name);
         let mut out = Vec::new();
         for t in self.th.tokens.get(span.tokens.clone()).unwrap_or(&[]) {
             let s = t.text(self.text);
             match t.kind {
                 TokenKind::Ident if idents && !document => out.extend(lookup_all(s, by_name)),
-                TokenKind::String | TokenKind::AltString | TokenKind::Cartouche | TokenKind::Verbatim if ml || s.contains("@{") || s.contains("\\<^") => {
+                TokenKind::String
+                | TokenKind::AltString
+                | TokenKind::Cartouche
+                | TokenKind::Verbatim
+                    if ml || s.contains("@{") || s.contains("\\<^") =>
+                {
                     for w in words(s) {
                         out.extend(lookup_all(w, by_name));
                     }
@@ -461,7 +629,10 @@ impl Scan<'_> {
 
 /// Where the text of span `si` ends without its trailing spaces and comments.
 fn trimmed_end(th: &Theory, text: &str, si: usize) -> usize {
-    th.spans.get(si).map(|s| s.range.start + s.text_trimmed(text, &th.tokens).len()).unwrap_or(text.len())
+    th.spans
+        .get(si)
+        .map(|s| s.range.start + s.text_trimmed(text, &th.tokens).len())
+        .unwrap_or(text.len())
 }
 
 /// Per-theorem bookkeeping beyond [`Theorem`].
@@ -507,15 +678,22 @@ pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
                         let stmt_end = trimmed_end(&th, text, si);
                         let full = text.get(span.range.start..stmt_end).unwrap_or("");
                         let (stoks, _) = lex(full);
-                        let proper: Vec<&Token> = stoks.iter().filter(|t| !t.is_improper()).collect();
+                        let proper: Vec<&Token> =
+                            stoks.iter().filter(|t| !t.is_improper()).collect();
                         let mut statement = full;
-                        while let Some(rest) = ["private", "qualified"].iter().find_map(|p| statement.strip_prefix(p).filter(|r| r.starts_with(char::is_whitespace))) {
+                        while let Some(rest) = ["private", "qualified"].iter().find_map(|p| {
+                            statement
+                                .strip_prefix(p)
+                                .filter(|r| r.starts_with(char::is_whitespace))
+                        }) {
                             statement = rest.trim_start();
                         }
                         let name_at = name_position(full, &proper).filter(|_| b.name.is_some());
                         let (attrs, extra) = statement_shape(full, &proper, name_at);
                         let cheats = th.has_cheats(b);
-                        let oops = b.proof_steps().any(|i| spans.get(i).and_then(|s| s.name.as_deref()) == Some("oops"));
+                        let oops = b
+                            .proof_steps()
+                            .any(|i| spans.get(i).and_then(|s| s.name.as_deref()) == Some("oops"));
                         let skip = if !b.closed {
                             Some(SkipReason::Unterminated)
                         } else if oops {
@@ -534,9 +712,14 @@ pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
                             Some(SkipReason::Admitted) => ProofEnd::Admitted,
                             _ => ProofEnd::Qed,
                         };
-                        let harmless = attrs.iter().all(|a| HARMLESS_ATTRIBUTES.contains(&a.as_str()));
+                        let harmless = attrs
+                            .iter()
+                            .all(|a| HARMLESS_ATTRIBUTES.contains(&a.as_str()));
                         // `context fixes x begin` is unnamed (prod-isar reports the element word as its name).
-                        let target = b.target.clone().filter(|t| !CONTEXT_ELEMENTS.contains(&t.as_str()));
+                        let target = b
+                            .target
+                            .clone()
+                            .filter(|t| !CONTEXT_ELEMENTS.contains(&t.as_str()));
                         let idx = theorems.len();
                         // What the statement mentions always stays (in the context or an <invoke>).
                         for j in scan.mentions(si, &by_name, true) {
@@ -558,7 +741,9 @@ pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
                             scope: scopes.iter().map(|s| s.1.clone()).collect(),
                             module_path: target.iter().cloned().collect(),
                         });
-                        decls.push(Decl { scope_key: (scopes.iter().map(|s| s.0).collect(), target) });
+                        decls.push(Decl {
+                            scope_key: (scopes.iter().map(|s| s.0).collect(), target),
+                        });
                         if !extra.is_empty() {
                             extra_names.push((idx, extra));
                         }
@@ -596,7 +781,10 @@ pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
                         }
                     }
                     let th_ = &mut theorems[ti];
-                    th_.steps.push(Step { text: step_text, uses });
+                    th_.steps.push(Step {
+                        text: step_text,
+                        uses,
+                    });
                     th_.end_byte = end;
                     current = Some((cbi, ti, end));
                 } else {
@@ -633,17 +821,30 @@ pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
                     theorems[j].pinned = true;
                 }
                 let toks = th.tokens.get(span.tokens.clone()).unwrap_or(&[]);
-                let proper: Vec<&Token> = toks.iter().filter(|t| !t.is_improper() && t.range.start >= span.keyword.end).collect();
-                if proper.iter().any(|t| t.kind == TokenKind::Ident && t.text(text) == "this") {
+                let proper: Vec<&Token> = toks
+                    .iter()
+                    .filter(|t| !t.is_improper() && t.range.start >= span.keyword.end)
+                    .collect();
+                if proper
+                    .iter()
+                    .any(|t| t.kind == TokenKind::Ident && t.text(text) == "this")
+                {
                     if let Some(j) = last_theorem {
                         theorems[j].pinned = true;
                     }
                 }
                 let name = span.name.as_deref().unwrap_or("");
-                if kind == KeywordKind::ThyDeclBlock && proper.last().is_some_and(|t| t.kind == TokenKind::Ident && t.text(text) == "begin") {
+                if kind == KeywordKind::ThyDeclBlock
+                    && proper
+                        .last()
+                        .is_some_and(|t| t.kind == TokenKind::Ident && t.text(text) == "begin")
+                {
                     next_scope += 1;
                     let label = match (name, proper.first()) {
-                        ("context" | "locale" | "class", Some(t)) if !CONTEXT_ELEMENTS.contains(&t.text(text)) && matches!(t.kind, TokenKind::Ident | TokenKind::String) => {
+                        ("context" | "locale" | "class", Some(t))
+                            if !CONTEXT_ELEMENTS.contains(&t.text(text))
+                                && matches!(t.kind, TokenKind::Ident | TokenKind::String) =>
+                        {
                             prod_isar::header::name_text(t, text)
                         }
                         _ => name.to_string(),
@@ -658,17 +859,33 @@ pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
     let goal_blocks = th.blocks.len();
     let unclosed_blocks = th.blocks.iter().filter(|b| !b.closed).count();
     let (imports, body_start) = match &th.header {
-        Some(h) => (h.imports.iter().map(|i| (h.range.start, i.clone())).collect(), h.range.end),
+        Some(h) => (
+            h.imports
+                .iter()
+                .map(|i| (h.range.start, i.clone()))
+                .collect(),
+            h.range.end,
+        ),
         None => (vec![], 0),
     };
     let issues = th
         .errors
         .iter()
         .filter(|e| !e.message.contains("unclosed proof"))
-        .map(|e| (line_of(&starts, e.offset), format!("segment_error: {}", e.message)))
+        .map(|e| {
+            (
+                line_of(&starts, e.offset),
+                format!("segment_error: {}", e.message),
+            )
+        })
         .collect();
     SegmentedSource {
-        segments: Segments { source: text.to_string(), theorems, other_skipped: vec![], content_sentences },
+        segments: Segments {
+            source: text.to_string(),
+            theorems,
+            other_skipped: vec![],
+            content_sentences,
+        },
         imports,
         issues,
         prover_references: false,
@@ -683,12 +900,25 @@ mod tests {
     use super::*;
 
     fn steps(texts: &[&str]) -> Vec<Step> {
-        texts.iter().map(|t| Step { text: t.to_string(), uses: vec![] }).collect()
+        texts
+            .iter()
+            .map(|t| Step {
+                text: t.to_string(),
+                uses: vec![],
+            })
+            .collect()
     }
 
     #[test]
     fn sledgehammer_rule_on_terminal_by_steps() {
-        let s = steps(&["\n  by (metis foo)", " apply (smt bar)", "\n  (* c *) by  simp", " by (simp add: x)", " qed (metis)", " by auto simp"]);
+        let s = steps(&[
+            "\n  by (metis foo)",
+            " apply (smt bar)",
+            "\n  (* c *) by  simp",
+            " by (simp add: x)",
+            " qed (metis)",
+            " by auto simp",
+        ]);
         let r: Vec<_> = (0..s.len()).map(|k| replace_step(&s, k)).collect();
         assert_eq!(r[0].as_deref(), Some("\n  sledgehammer"));
         assert_eq!(r[1], None, "apply may leave goals");
@@ -717,9 +947,15 @@ mod tests {
     #[test]
     fn split_and_selection_parse() {
         assert_eq!(AfpSplit::parse("holdout"), Ok(AfpSplit::Holdout));
-        assert_eq!(AfpSplit::parse("after:2022-06-01"), Ok(AfpSplit::After("2022-06-01".into())));
+        assert_eq!(
+            AfpSplit::parse("after:2022-06-01"),
+            Ok(AfpSplit::After("2022-06-01".into()))
+        );
         assert!(AfpSplit::parse("after:June").is_err());
         assert_eq!(EntrySelection::parse("3"), EntrySelection::First(3));
-        assert_eq!(EntrySelection::parse("A, B"), EntrySelection::Named(vec!["A".into(), "B".into()]));
+        assert_eq!(
+            EntrySelection::parse("A, B"),
+            EntrySelection::Named(vec!["A".into(), "B".into()])
+        );
     }
 }

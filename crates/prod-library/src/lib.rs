@@ -7,7 +7,7 @@
 //!
 //! Prover-neutral parts: [`source`] (the trait), [`segment`] (the [`SegmentedFile`] trait),
 //! [`peel`], [`examples`], [`split`], [`dataset`]. Coq: [`coq`] (`CoqSource`), [`glob`],
-//! [`discovery`], [`hammer`]. Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
+//! [`discovery`], [`hammer`], [`imports`] (library-internal `Require`s qualified). Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
 
 pub mod coq;
 pub mod dataset;
@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod examples;
 pub mod glob;
 pub mod hammer;
+pub mod imports;
 pub mod isar;
 pub mod peel;
 pub mod segment;

@@ -13,6 +13,7 @@ use prod_core::ProofLanguage;
 use crate::dataset::{DatasetConfig, SplitUnit};
 use crate::discovery::Library;
 use crate::segment::{Segments, Step};
+use crate::split::UnitSizes;
 
 /// One file, segmented, with what the dataset records beside the blocks.
 #[derive(Clone, Debug, Default)]
@@ -73,16 +74,31 @@ pub trait LibrarySource: Sync {
     /// The language used to move proposed lemmas into the context (augmented SFT copies);
     /// `None`: no augmented copies (a note says so).
     fn language(&self) -> Option<&dyn ProofLanguage>;
-    /// Test units. The default is the dependency sampler of [`dependency_split`].
-    fn split_plan(&self, cfg: &DatasetConfig) -> SplitPlan {
-        dependency_split(self.library(), cfg)
+    /// Test units. `sizes`: per FILE, its examples and T_tree examples. The default is the
+    /// dependency sampler of [`dependency_split`].
+    fn split_plan(&self, cfg: &DatasetConfig, sizes: &UnitSizes) -> SplitPlan {
+        dependency_split(self.library(), cfg, sizes)
     }
 }
 
+/// Per-file sizes summed per unit (`unit_of[file]`).
+pub fn unit_sizes(file_sizes: &UnitSizes, unit_of: &[usize], units: usize) -> UnitSizes {
+    let mut out = UnitSizes {
+        examples: vec![0; units],
+        tree: vec![0; units],
+    };
+    for (f, &u) in unit_of.iter().enumerate().filter(|(_, &u)| u < units) {
+        out.examples[u] += file_sizes.examples.get(f).copied().unwrap_or(0);
+        out.tree[u] += file_sizes.tree.get(f).copied().unwrap_or(0);
+    }
+    out
+}
+
 /// The dependency-based holdout (issue C): unit = package when the library has several (or
-/// `--unit package`), else file; `ceil(test_fraction)` of the units no other unit depends on,
-/// seeded; units without dependency information are never chosen.
-pub fn dependency_split(lib: &Library, cfg: &DatasetConfig) -> SplitPlan {
+/// `--unit package`), else file; test units from [`crate::split::test_units_sized`] (seeded,
+/// never empty while a unit has a T_tree theorem, no file without one); units without
+/// dependency information are never chosen.
+pub fn dependency_split(lib: &Library, cfg: &DatasetConfig, sizes: &UnitSizes) -> SplitPlan {
     let n = lib.files.len();
     let packages: Vec<String> = {
         let mut p: Vec<String> = lib.files.iter().map(|f| f.package.clone()).collect();
@@ -111,7 +127,9 @@ pub fn dependency_split(lib: &Library, cfg: &DatasetConfig) -> SplitPlan {
             unknown[unit_of[i]] = true;
         }
     }
-    let test = crate::split::test_units(&unit_deps, cfg.test_fraction, cfg.seed, &unknown);
+    let sizes = unit_sizes(sizes, &unit_of, units);
+    let test =
+        crate::split::test_units_sized(&unit_deps, cfg.test_fraction, cfg.seed, &unknown, &sizes);
     SplitPlan {
         unit_kind: if by_package { "package" } else { "file" }.into(),
         unit_names,

@@ -31,6 +31,78 @@ pub fn test_units(deps: &[Vec<usize>], fraction: f64, seed: u64, unknown: &[bool
     chosen
 }
 
+/// The least number of test theorems (T_tree examples) a dependency split aims for: after the
+/// `ceil(fraction · candidates)` draw, more candidates are added (same seeded order) until the
+/// test split has this many or no candidate is left.
+pub const MIN_TEST_THEOREMS: usize = 100;
+
+/// What each unit would contribute: all its examples, and those in T_tree (the test split keeps
+/// only these).
+#[derive(Clone, Debug, Default)]
+pub struct UnitSizes {
+    pub examples: Vec<usize>,
+    pub tree: Vec<usize>,
+}
+
+/// Test units by the dependency graph, never empty while some unit has a T_tree theorem
+/// (`fraction > 0`). Candidates are the units with T_tree theorems and dependency information
+/// that no unit WITH examples (transitively) depends on: a file that only re-exports (the
+/// umbrella `Coquelicot.Coquelicot`) is not a candidate and does not hide what it re-exports.
+/// `ceil(fraction · candidates)` are drawn (seeded), then more until [`MIN_TEST_THEOREMS`].
+/// Without any candidate, the unit with T_tree theorems whose closure under "depended on by a
+/// unit with examples" has the fewest examples is taken with that closure (all of it test, so
+/// no train example depends on a test unit).
+pub fn test_units_sized(
+    deps: &[Vec<usize>],
+    fraction: f64,
+    seed: u64,
+    unknown: &[bool],
+    sizes: &UnitSizes,
+) -> Vec<usize> {
+    let n = deps.len();
+    let size = |v: &[usize], u: usize| v.get(u).copied().unwrap_or(0);
+    if fraction <= 0.0 || (0..n).all(|u| size(&sizes.tree, u) == 0) {
+        return vec![];
+    }
+    let closure = |u: usize| -> Vec<usize> {
+        let mut c = dependants_of(deps, &[u]);
+        c.retain(|&v| size(&sizes.examples, v) > 0);
+        c
+    };
+    let known = |u: &usize| !unknown.get(*u).copied().unwrap_or(false);
+    let mut candidates: Vec<usize> = (0..n)
+        .filter(|&u| size(&sizes.tree, u) > 0 && known(&u) && closure(u).is_empty())
+        .collect();
+    if candidates.is_empty() {
+        let best = (0..n)
+            .filter(|&u| size(&sizes.tree, u) > 0 && known(&u))
+            .map(|u| (closure(u), u))
+            .min_by_key(|(c, u)| {
+                (
+                    c.iter().map(|&v| size(&sizes.examples, v)).sum::<usize>(),
+                    *u,
+                )
+            });
+        let mut chosen: Vec<usize> = best.map(|(c, u)| [vec![u], c].concat()).unwrap_or_default();
+        chosen.sort_unstable();
+        return chosen;
+    }
+    let k = ((candidates.len() as f64) * fraction.min(1.0)).ceil() as usize;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    candidates.shuffle(&mut rng);
+    let mut chosen = Vec::new();
+    let mut theorems = 0;
+    for u in candidates {
+        if chosen.len() >= k.max(1) && theorems >= MIN_TEST_THEOREMS {
+            break;
+        }
+        theorems += size(&sizes.tree, u);
+        chosen.push(u);
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
 /// Every unit that (transitively) depends on a unit in `test`. Must be empty for a valid split;
 /// exposed for the invariant check in tests and `dataset stats`.
 pub fn dependants_of(deps: &[Vec<usize>], test: &[usize]) -> Vec<usize> {
@@ -96,7 +168,58 @@ mod tests {
         assert_eq!(validation_mask(100, 0.05, 3).iter().filter(|b| **b).count(), 5);
     }
 
+    fn sizes(examples: &[usize], tree: &[usize]) -> UnitSizes {
+        UnitSizes {
+            examples: examples.to_vec(),
+            tree: tree.to_vec(),
+        }
+    }
+
+    #[test]
+    fn umbrella_files_do_not_hide_what_they_reexport() {
+        // 3 re-exports 0, 1 and 2 and has no theorem: 1 and 2 are the candidates.
+        let deps = vec![vec![], vec![0], vec![0], vec![0, 1, 2]];
+        let sz = sizes(&[5, 5, 5, 0], &[3, 3, 3, 0]);
+        for seed in 0..20 {
+            let t = test_units_sized(&deps, 0.1, seed, &[], &sz);
+            assert!(!t.is_empty() && !t.contains(&3) && !t.contains(&0), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn minimum_test_theorems_and_fallback() {
+        // Sinks 1..=5 with 30 T_tree theorems each: 10% is one unit, the minimum asks for four.
+        let deps = vec![vec![], vec![0], vec![0], vec![0], vec![0], vec![0]];
+        let sz = sizes(&[9, 36, 36, 36, 36, 36], &[9, 30, 30, 30, 30, 30]);
+        assert_eq!(MIN_TEST_THEOREMS, 100);
+        assert_eq!(test_units_sized(&deps, 0.1, 1, &[], &sz).len(), 4);
+        // The only unit nothing depends on has no T_tree theorem: 1 goes with its dependant 2.
+        let deps = vec![vec![], vec![0], vec![1]];
+        let sz = sizes(&[4, 3, 2], &[4, 1, 0]);
+        assert_eq!(test_units_sized(&deps, 0.1, 0, &[], &sz), vec![1, 2]);
+        assert!(test_units_sized(&deps, 0.0, 0, &[], &sz).is_empty());
+    }
+
     proptest! {
+        #[test]
+        fn sized_split_is_never_empty_and_sound(
+            edges in proptest::collection::vec((0usize..20, 0usize..20), 0..50),
+            tree in proptest::collection::vec(0usize..4, 20),
+            extra in proptest::collection::vec(0usize..4, 20),
+            seed in 0u64..1000,
+        ) {
+            let mut deps = vec![Vec::new(); 20];
+            for (a, b) in edges { if a > b { deps[a].push(b); } }
+            let examples: Vec<usize> = tree.iter().zip(&extra).map(|(t, e)| t + e).collect();
+            let sz = sizes(&examples, &tree);
+            let t = test_units_sized(&deps, 0.1, seed, &[], &sz);
+            prop_assert_eq!(t.is_empty(), tree.iter().all(|&x| x == 0));
+            prop_assert!(t.iter().any(|&u| tree[u] > 0) || t.is_empty());
+            for u in dependants_of(&deps, &t) {
+                prop_assert_eq!(examples[u], 0, "unit {} has examples and depends on a test unit", u);
+            }
+        }
+
         #[test]
         fn no_unit_depends_on_test(edges in proptest::collection::vec((0usize..30, 0usize..30), 0..80), seed in 0u64..1000) {
             // Random DAG: edges from higher to lower index.

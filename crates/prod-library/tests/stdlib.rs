@@ -44,6 +44,7 @@ fn stdlib_dataset_invariants() {
     // Every conditional proof parses, round-trips, and its t0 agrees with its lemmas.
     let mut ids = HashSet::new();
     let mut test_files = HashSet::new();
+    let mut example_files = HashSet::new();
     let mut sources: HashMap<String, String> = HashMap::new();
     let records = dataset::read_sources(dir.path()).unwrap();
     for split in ["train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl"] {
@@ -72,15 +73,29 @@ fn stdlib_dataset_invariants() {
             if split == "train" {
                 assert!(ids.insert(e.id.clone()), "duplicate id {}", e.id);
             }
+            example_files.insert(e.logical_path.clone());
         }
     }
 
-    // No training example comes from, or from a file that depends on, a test file.
+    // No training example comes from, or from a file that depends on, a test file (files
+    // without examples may: a test unit only has to be invisible to the examples).
     let mut lib = discovery::discover(&LibrarySpec::Stdlib, &coqlib).unwrap();
     discovery::resolve_dependencies(&mut lib, &coqlib);
     let idx: HashMap<&str, usize> = lib.files.iter().enumerate().map(|(i, f)| (f.logical.as_str(), i)).collect();
     let test_idx: Vec<usize> = stats.test_units.iter().map(|u| idx[u.as_str()]).collect();
-    assert!(prod_library::split::dependants_of(&lib.file_deps, &test_idx).is_empty());
+    for d in prod_library::split::dependants_of(&lib.file_deps, &test_idx) {
+        let file = &lib.files[d].logical;
+        assert!(
+            !example_files.contains(file),
+            "{file} has examples and requires a test unit"
+        );
+    }
+    assert!(stats.examples_per_split["test"] >= prod_library::split::MIN_TEST_THEOREMS);
+    assert!(
+        stats.blocks_per_test_unit.values().all(|&b| b > 0),
+        "a test unit without theorems: {:?}",
+        stats.blocks_per_test_unit
+    );
     for e in read_examples(&dir.path().join("train.jsonl")).unwrap() {
         assert!(!stats.test_units.contains(&e.logical_path), "{} is from a test file", e.id);
     }
