@@ -65,8 +65,7 @@ fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     // version and libraries are those that decide the verdicts.
     let version = crate::sandbox::tool_output(cfg, &cfg.coqc, &["--version"])?;
     let mut h = Sha256::new();
-    if let Ok(lib) = crate::sandbox::tool_output(cfg, &cfg.coqc, &["-where"]) {
-        let lib = crate::sandbox::host_path(cfg, &lib);
+    if let Ok(lib) = crate::sandbox::coqlib(cfg) {
         let lib = lib.display();
         for dir in [format!("{lib}/user-contrib"), format!("{lib}/theories")] {
             let mut entries: Vec<String> = std::fs::read_dir(&dir)
@@ -134,12 +133,8 @@ fn load_plugin(cfg: &CoqCheckConfig) -> Option<crate::plugin::PluginPaths> {
 
 /// Is the CoqHammer library installed for this Coq?
 fn hammer_installed(cfg: &CoqCheckConfig) -> bool {
-    crate::sandbox::tool_output(cfg, &cfg.coqc, &["-where"])
-        .map(|lib| {
-            crate::sandbox::host_path(cfg, &lib)
-                .join("user-contrib/Hammer")
-                .is_dir()
-        })
+    crate::sandbox::coqlib(cfg)
+        .map(|lib| lib.join("user-contrib/Hammer").is_dir())
         .unwrap_or(false)
 }
 

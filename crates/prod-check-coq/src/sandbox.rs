@@ -129,6 +129,12 @@ pub fn tool_output(cfg: &CoqCheckConfig, program: &Path, args: &[&str]) -> Resul
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The prover's library directory (`coqc -where`, run as the checker runs Coq) as a path on
+/// this machine (under the prover root, if any).
+pub fn coqlib(cfg: &CoqCheckConfig) -> Result<std::path::PathBuf, String> {
+    tool_output(cfg, &cfg.coqc, &["-where"]).map(|inside| host_path(cfg, &inside))
+}
+
 /// Where a path inside the sandbox lies on the host (under the prover root, if any).
 pub fn host_path(cfg: &CoqCheckConfig, inside: &str) -> std::path::PathBuf {
     match &cfg.root {

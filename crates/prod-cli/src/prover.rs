@@ -31,7 +31,6 @@ impl ProverArgs {
         };
         let mut cfg = CoqCheckConfig::default();
         self.apply(&mut cfg)?;
-        let inside = sandbox::tool_output(&cfg, &cfg.coqc, &["-where"])?;
-        Ok(Some(sandbox::host_path(&cfg, &inside)))
+        sandbox::coqlib(&cfg).map(Some)
     }
 }
