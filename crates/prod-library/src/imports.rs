@@ -20,7 +20,8 @@
 //!   other becomes its logical path relative to its root under `From Root`. Runs of names with
 //!   different roots are split into consecutive sentences in the same order (`Require Import
 //!   Reals. From Flocq Require Import Core.Zaux.`): the same files are loaded and imported in the
-//!   same order.
+//!   same order. A path below the root that would start with a keyword goes into the prefix
+//!   (`From Flocq.Prop Require Import Relative.`: a leading `Prop.` lexes as the sort).
 //! * Edits only insert or replace text on one line: comments, layout and line numbers survive.
 
 use std::collections::HashSet;
