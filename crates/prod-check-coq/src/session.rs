@@ -822,11 +822,12 @@ fn names_ltac(output: &str, word: &str) -> bool {
     q.split_whitespace().count() == 1 && q.rsplit('.').next() == Some(word)
 }
 
-/// `Locate x.` → `Constant Q` → `Q`.
+/// `Locate x.` → `Constant Q` → `Q`. Coq's printer puts a long `Q` on the next line
+/// (`Constant\n  Flocq.Prop.Double_rounding.Sec1.Sec2.….lemma`): the first two words.
 fn qualified_constant(output: &str) -> Option<String> {
-    let first = output.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let q = first.strip_prefix("Constant ")?.split_whitespace().next()?;
-    Some(q.to_string())
+    let mut words = output.split_whitespace();
+    (words.next()? == "Constant").then_some(())?;
+    Some(words.next()?.to_string())
 }
 
 /// CoqHammer's `Replace the hammer tactic with:` followed by the tactic on the next line, in
@@ -886,6 +887,11 @@ mod tests {
             Some("Coq.Logic.Classical_Prop.classic".into())
         );
         assert_eq!(qualified_constant("No object of basename x\n"), None);
+        assert_eq!(
+            qualified_constant("Constant\n  M.Sec_a.Sec_b.a_long_lemma_name\n"),
+            Some("M.Sec_a.Sec_b.a_long_lemma_name".into())
+        );
+        assert_eq!(qualified_constant("Constant\n"), None);
         assert_eq!(
             hammer_replacement("<infomsg>Replace the hammer tactic with:\n\thauto use: rev_involutive.</infomsg>\n"),
             Some("hauto use: rev_involutive.".into())
