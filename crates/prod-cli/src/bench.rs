@@ -26,6 +26,18 @@ pub enum BenchCommand {
     ///
     /// Example: prod bench tree --nodes 100000
     Tree(crate::tree::BenchArgs),
+    /// Every installed Debian `libcoq-*` library: files, blocks, examples and skips of its
+    /// dataset build, and the share of a ground-truth sample the checker proves; also the time
+    /// of `prod dataset build --library all`. Resumable: each library's row is kept in
+    /// OUT/<package>/bench.json.
+    ///
+    /// Install every library first (Debian):
+    ///   apt-get install --no-install-recommends $(apt-cache search --names-only '^libcoq-' | cut -d' ' -f1)
+    ///
+    /// Examples:
+    ///   prod bench libraries --sample 200 --out data/bench-libraries
+    ///   prod bench libraries --only libcoq-flocq,libcoq-coquelicot --sample 50
+    Libraries(crate::bench_libraries::BenchLibrariesArgs),
 }
 
 #[derive(Args, Debug)]
@@ -56,6 +68,7 @@ pub fn run(cmd: BenchCommand) -> i32 {
             Err(e) => exit::failure(e),
         },
         BenchCommand::Tree(a) => crate::tree::run_bench(a),
+        BenchCommand::Libraries(a) => crate::bench_libraries::run(a),
     }
 }
 

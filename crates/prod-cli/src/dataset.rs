@@ -395,14 +395,14 @@ fn stats(a: StatsArgs) -> i32 {
 }
 
 /// The counts `validate` prints (the interface the CEO's checks read).
-#[derive(Default, serde::Serialize)]
-struct Counts {
-    checked: usize,
-    proved: usize,
-    failed: usize,
-    timed_out: usize,
-    rejected: usize,
-    infra: usize,
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Counts {
+    pub checked: usize,
+    pub proved: usize,
+    pub failed: usize,
+    pub timed_out: usize,
+    pub rejected: usize,
+    pub infra: usize,
 }
 
 impl Counts {
@@ -419,7 +419,7 @@ impl Counts {
     }
 }
 
-fn sample<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
+pub(crate) fn sample<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
@@ -442,29 +442,10 @@ fn validate(a: ValidateArgs) -> i32 {
             a.dir.display()
         ));
     }
-    let path = a.dir.join(format!("{}.jsonl", a.split));
-    let examples = match dataset::read_examples(&path) {
+    let examples = match with_full_contexts(&a.dir, &[a.split.as_str()]) {
         Ok(e) => e,
-        Err(e) => return exit::bad_input(anyhow!(e)),
+        Err(e) => return exit::bad_input(e),
     };
-    let sources = match dataset::read_sources(&a.dir) {
-        Ok(s) => s,
-        Err(e) => return exit::bad_input(anyhow!(e)),
-    };
-    // Checking needs the full context (the inline `context` may be truncated).
-    let mut examples = examples;
-    for e in &mut examples {
-        match sources.get(&e.logical_path).and_then(|s| e.full_context(s)) {
-            Some(c) => e.context = c,
-            None => {
-                return exit::bad_input(anyhow!(
-                    "{}: example {}: its file is not in sources.jsonl",
-                    path.display(),
-                    e.id
-                ))
-            }
-        }
-    }
     let mut cfg = prod_check_coq::CoqCheckConfig::default();
     if let Err(e) = a.prover.apply(&mut cfg) {
         return exit::bad_input(anyhow!(e));
@@ -477,58 +458,122 @@ fn validate(a: ValidateArgs) -> i32 {
         return validate_trees(&a, examples, &checker);
     }
     let chosen = sample(examples, a.sample, a.seed);
-    let mut requests = Vec::with_capacity(chosen.len());
-    for e in &chosen {
-        match prod_core::ConditionalProof::parse(&e.conditional_proof) {
-            Ok(cp) => requests.push(prod_check::CheckRequest::new(
-                "",
-                &e.context,
-                &e.statement,
-                cp,
-            )),
-            Err(err) => {
-                return exit::bad_input(anyhow!(
-                    "{}: example {}: conditional proof: {err}",
-                    path.display(),
-                    e.id
-                ))
-            }
-        }
-    }
-    let progress = CheckProgress::new("validate", requests.len(), !a.json);
-    let verdicts = progress.with_heartbeat(HEARTBEAT, || {
-        prod_check::Checker::check_batch(&checker, &requests, &|_, v| progress.record(v))
-    });
-    progress.finish();
-    let mut counts = Counts::default();
-    let (mut hammer_examples, mut hammer_proved) = (0, 0);
-    let mut context_failures = Vec::new();
-    for (e, v) in chosen.iter().zip(&verdicts) {
-        counts.add(v);
-        if e.replaced_steps > 0 {
-            hammer_examples += 1;
-            hammer_proved += (v.kind() == prod_check::VerdictKind::Proved) as usize;
-        }
-        if let Some(reason) = check_progress::context_failure(v) {
-            context_failures.push((e.logical_path.as_str(), reason));
-        } else if v.kind() != prod_check::VerdictKind::Proved {
-            // The misses, for analysis (stderr keeps stdout one JSON object).
-            eprintln!(
-                "miss {} ({}:{}): {}",
-                e.id,
-                e.file,
-                e.line,
-                serde_json::to_string(v).unwrap_or_default()
-            );
-        }
+    let outcome = match check_sample(&chosen, &checker, "validate", !a.json) {
+        Ok(o) => o,
+        Err(e) => return exit::bad_input(e),
+    };
+    for m in &outcome.misses {
+        // The misses, for analysis (stderr keeps stdout one JSON object).
+        eprintln!("miss {}", m.line);
     }
     // A context that does not load: once per file and reason, not once per example.
-    check_progress::report_context_failures(context_failures.into_iter());
+    check_progress::report_context_failures(
+        outcome
+            .context_failures
+            .iter()
+            .map(|(f, r)| (f.as_str(), r.as_str())),
+    );
     // Appendix A.3 bookkeeping, on stderr so that stdout stays the one JSON object.
+    let (hammer_proved, hammer_examples) = outcome.hammer;
     eprintln!(
         "hammer: {hammer_proved} of {hammer_examples} checked examples with `hammer.` steps proved"
     );
-    print_counts(&counts, a.json)
+    print_counts(&outcome.counts, a.json)
+}
+
+/// The examples of `splits` in `dir`, each with its full context from sources.jsonl (checking
+/// needs it; the inline `context` may be truncated).
+pub(crate) fn with_full_contexts(
+    dir: &std::path::Path,
+    splits: &[&str],
+) -> anyhow::Result<Vec<dataset::Example>> {
+    let sources = dataset::read_sources(dir).map_err(|e| anyhow!(e))?;
+    let mut out = Vec::new();
+    for split in splits {
+        let path = dir.join(format!("{split}.jsonl"));
+        for mut e in dataset::read_examples(&path).map_err(|e| anyhow!(e))? {
+            match sources.get(&e.logical_path).and_then(|s| e.full_context(s)) {
+                Some(c) => e.context = c,
+                None => {
+                    return Err(anyhow!(
+                        "{}: example {}: its file is not in sources.jsonl",
+                        path.display(),
+                        e.id
+                    ))
+                }
+            }
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+/// What checking a sample of ground-truth examples found.
+#[derive(Default)]
+pub(crate) struct SampleOutcome {
+    pub counts: Counts,
+    /// One line per example that was not proved (context failures excluded): id, place, verdict.
+    pub misses: Vec<Miss>,
+    /// (file, reason) for every example whose context did not load.
+    pub context_failures: Vec<(String, String)>,
+    /// (proved, checked) among the examples with `hammer.` steps.
+    pub hammer: (usize, usize),
+}
+
+pub(crate) struct Miss {
+    /// `id (file:line): verdict as JSON`.
+    pub line: String,
+    pub verdict: prod_check::Verdict,
+}
+
+/// Check `chosen` in their full contexts, with progress lines labelled `what` (a bar when
+/// `bar` and stderr is a terminal). Bad conditional-proof text in the data is an error.
+pub(crate) fn check_sample(
+    chosen: &[dataset::Example],
+    checker: &prod_check_coq::CoqChecker,
+    what: &'static str,
+    bar: bool,
+) -> anyhow::Result<SampleOutcome> {
+    let mut requests = Vec::with_capacity(chosen.len());
+    for e in chosen {
+        let cp = prod_core::ConditionalProof::parse(&e.conditional_proof)
+            .map_err(|err| anyhow!("example {}: conditional proof: {err}", e.id))?;
+        requests.push(prod_check::CheckRequest::new(
+            "",
+            &e.context,
+            &e.statement,
+            cp,
+        ));
+    }
+    let progress = CheckProgress::new(what, requests.len(), bar);
+    let verdicts = progress.with_heartbeat(HEARTBEAT, || {
+        prod_check::Checker::check_batch(checker, &requests, &|_, v| progress.record(v))
+    });
+    progress.finish();
+    let mut out = SampleOutcome::default();
+    for (e, v) in chosen.iter().zip(verdicts) {
+        out.counts.add(&v);
+        if e.replaced_steps > 0 {
+            out.hammer.1 += 1;
+            out.hammer.0 += (v.kind() == prod_check::VerdictKind::Proved) as usize;
+        }
+        if let Some(reason) = check_progress::context_failure(&v) {
+            out.context_failures
+                .push((e.logical_path.clone(), reason.to_string()));
+        } else if v.kind() != prod_check::VerdictKind::Proved {
+            out.misses.push(Miss {
+                line: format!(
+                    "{} ({}:{}): {}",
+                    e.id,
+                    e.file,
+                    e.line,
+                    serde_json::to_string(&v).unwrap_or_default()
+                ),
+                verdict: v,
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn print_counts(c: &Counts, json: bool) -> i32 {

@@ -6,6 +6,7 @@
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
+mod bench_libraries;
 mod check;
 mod check_progress;
 mod config;

@@ -144,6 +144,31 @@ fn with_glob(path: &Path) -> Option<PathBuf> {
 }
 
 /// Which Debian package owns each file, from dpkg's file lists (exact and fast; no `dpkg -S`).
+/// Every installed Debian `libcoq-*` package with the number of `.v` sources it ships (0 for
+/// packages that ship only compiled files, such as `libcoq-interval`, or only plugins), sorted by
+/// name. Empty where there is no dpkg database.
+pub fn installed_packages() -> Vec<(String, usize)> {
+    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else {
+        return Vec::new();
+    };
+    for entry in rd.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(pkg) = name.strip_suffix(".list") else {
+            continue;
+        };
+        let pkg = pkg.split(':').next().unwrap_or(pkg);
+        if !pkg.starts_with("libcoq-") {
+            continue;
+        }
+        let sources = std::fs::read_to_string(entry.path())
+            .map(|t| t.lines().filter(|l| l.ends_with(".v")).count())
+            .unwrap_or(0);
+        *out.entry(pkg.to_string()).or_default() += sources;
+    }
+    out.into_iter().collect()
+}
+
 fn debian_owners() -> HashMap<PathBuf, String> {
     let mut owners = HashMap::new();
     let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else {
