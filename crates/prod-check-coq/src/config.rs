@@ -199,20 +199,36 @@ fn fixed(tactic: &str, timeout_s: u32) -> FixedTactic {
     }
 }
 
+/// CoqHammer's own strong tactics first, then every simple tactic a dataset replaces by
+/// `hammer.` (`prod_coq::HAMMER_CLOSING_TACTICS`, `HAMMER_MAYBE_CLOSING_TACTICS`) that is not
+/// already there: a replaced step is always found again by the tactic it was.
+fn default_fixed_tactics() -> Vec<FixedTactic> {
+    let mut list = vec![
+        fixed("lia", 1),
+        fixed("sfirstorder", 1),
+        fixed("sauto", 2),
+        fixed("(intros; sauto)", 2),
+        fixed("best", 2),
+        fixed("(intuition auto with *)", 1),
+        fixed("congruence", 1),
+        fixed("(auto with *)", 1),
+    ];
+    let simple = prod_coq::HAMMER_CLOSING_TACTICS
+        .iter()
+        .chain(prod_coq::HAMMER_MAYBE_CLOSING_TACTICS);
+    for t in simple {
+        if !list.iter().any(|f| f.tactic == *t) {
+            list.push(fixed(t, 1));
+        }
+    }
+    list
+}
+
 impl Default for HammerConfig {
     fn default() -> Self {
         HammerConfig {
             enabled: true,
-            fixed_tactics: vec![
-                fixed("lia", 1),
-                fixed("sfirstorder", 1),
-                fixed("sauto", 2),
-                fixed("(intros; sauto)", 2),
-                fixed("best", 2),
-                fixed("(intuition auto with *)", 1),
-                fixed("congruence", 1),
-                fixed("(auto with *)", 1),
-            ],
+            fixed_tactics: default_fixed_tactics(),
             use_atp: true,
             atp_limit_s: 10,
             timeout_s: 40,
@@ -237,6 +253,19 @@ mod tests {
         let mut c = CoqCheckConfig::default();
         f(&mut c);
         c.validate()
+    }
+
+    /// A dataset's `hammer.` stands for one of these tactics: the checker must try each.
+    #[test]
+    fn hammer_tries_every_tactic_a_dataset_replaces() {
+        let fixed = HammerConfig::default().fixed_tactics;
+        for t in prod_coq::HAMMER_CLOSING_TACTICS
+            .iter()
+            .chain(prod_coq::HAMMER_MAYBE_CLOSING_TACTICS)
+        {
+            assert!(fixed.iter().any(|f| f.tactic == *t), "{t} missing");
+        }
+        assert_eq!(fixed[0].tactic, "lia");
     }
 
     #[test]

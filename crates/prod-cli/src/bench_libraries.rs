@@ -86,23 +86,23 @@ struct Report {
 }
 
 pub fn run(a: BenchLibrariesArgs) -> i32 {
-    match bench(&a) {
+    let installed = discovery::installed_packages();
+    if let Some(o) = a.only.iter().find(|o| !installed.iter().any(|(p, _)| p == *o)) {
+        return exit::bad_input(anyhow!(
+            "--only {o}: not an installed libcoq-* package (install every one with: {INSTALL_ALL})"
+        ));
+    }
+    match bench(&a, installed) {
         Ok(report) => print(&report, a.json),
         Err(e) => exit::failure(e),
     }
 }
 
-fn bench(a: &BenchLibrariesArgs) -> anyhow::Result<Report> {
-    let installed = discovery::installed_packages();
+fn bench(a: &BenchLibrariesArgs, installed: Vec<(String, usize)>) -> anyhow::Result<Report> {
     if installed.is_empty() {
         return Err(anyhow!(
             "no Debian libcoq-* package is installed (install them with: {INSTALL_ALL})"
         ));
-    }
-    for o in &a.only {
-        if !installed.iter().any(|(p, _)| p == o) {
-            return Err(anyhow!("--only {o}: not an installed libcoq-* package"));
-        }
     }
     std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
     let mut report = Report {

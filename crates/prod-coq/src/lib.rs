@@ -66,6 +66,18 @@ pub use lexer::{
 };
 pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};
 
+/// Simple tactics that fail unless they solve the goal: a step that is exactly one of them
+/// becomes `hammer.` in datasets, and the checker's `hammer.` tries each of them, so that a
+/// replaced step is found again (paper Appendix A.3: replace what the hammer can find).
+pub const HAMMER_CLOSING_TACTICS: &[&str] = &[
+    "lia", "nia", "lra", "nra", "psatz", "omega", "easy", "congruence", "tauto", "firstorder",
+    "ring", "discriminate", "contradiction", "now easy",
+];
+
+/// Simple tactics that may succeed without solving the goal (replaced only where they must
+/// close it; the checker's `hammer.` tries them too).
+pub const HAMMER_MAYBE_CLOSING_TACTICS: &[&str] = &["auto", "eauto", "trivial", "intuition", "field"];
+
 /// CoqHammer's tactic names (the 1.3 `sauto` family, the older `y*`/`h*` ones, and `hammer`):
 /// a step using one needs the Hammer plugin loaded (checker), and is replaced by `hammer.` in
 /// datasets (paper Appendix A.3).

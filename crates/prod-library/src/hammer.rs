@@ -16,12 +16,11 @@ use crate::segment::Step;
 /// CoqHammer reconstruction tactics (one list for the project, in `prod-coq`).
 pub use prod_coq::COQHAMMER_TACTICS as RECONSTRUCTION_TACTICS;
 
-/// Simple tactics that fail unless they solve the goal.
-pub const CLOSING_TACTICS: &[&str] =
-    &["lia", "nia", "lra", "nra", "psatz", "omega", "easy", "congruence", "tauto", "firstorder", "ring", "discriminate", "contradiction", "now easy"];
+/// Simple tactics that fail unless they solve the goal (one list with the checker's `hammer.`).
+pub use prod_coq::HAMMER_CLOSING_TACTICS as CLOSING_TACTICS;
 
 /// Simple tactics that may succeed without solving the goal: replaced only in closing position.
-pub const MAYBE_CLOSING_TACTICS: &[&str] = &["auto", "eauto", "trivial", "intuition", "field"];
+pub use prod_coq::HAMMER_MAYBE_CLOSING_TACTICS as MAYBE_CLOSING_TACTICS;
 
 /// The replacement sentence.
 pub const HAMMER: &str = "hammer.";
