@@ -31,7 +31,7 @@ pub use config::{
     HAMMER_TACTICS_IMPORT,
 };
 pub use final_check::final_check;
-pub use pool::{check_load_paths, CoqChecker};
+pub use pool::{check_load_paths, installed_root, CoqChecker};
 
 /// The prover and its version from a checker fingerprint, for reports and every verdict's
 /// provenance: `coq 8.16.1`, `rocq 9.2`.

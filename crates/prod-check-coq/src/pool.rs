@@ -170,6 +170,19 @@ pub fn check_load_paths(cfg: &mut CoqCheckConfig) -> Result<String, String> {
     Ok(parts.join(" "))
 }
 
+/// Is `root` (a logical root's first component) the prover's own library or one installed
+/// under its `coqc -where` (run as the checker runs Coq)? Such a root is never bound.
+pub fn installed_root(cfg: &CoqCheckConfig) -> impl Fn(&str) -> bool {
+    let coqlib = crate::sandbox::coqlib(cfg).ok();
+    move |root: &str| {
+        let first = root.split('.').next().unwrap_or(root);
+        crate::config::PROVER_ROOTS.contains(&first)
+            || coqlib
+                .as_ref()
+                .is_some_and(|lib| lib.join("user-contrib").join(first).exists())
+    }
+}
+
 /// A hash of the `.vo` files below `dir` (relative names and contents): verdicts cached with
 /// one build of a library are not reused with another.
 fn compiled_hash(dir: &std::path::Path) -> Result<String, String> {

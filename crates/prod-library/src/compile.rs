@@ -325,6 +325,10 @@ pub fn dataset_bindings(
     dataset_dir: &Path,
     installed: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<ResolvedBinding>, String> {
+    if !dataset_dir.join("stats.json").exists() {
+        // Hand-made datasets (tests, converted data) have no stats and no bindings.
+        return Ok(vec![]);
+    }
     let stats = crate::dataset::read_stats(dataset_dir)?;
     let base = dataset_dir
         .canonicalize()
@@ -343,7 +347,7 @@ pub fn dataset_bindings(
                 continue;
             }
             return Err(format!(
-                "{what}: points outside the dataset directory (only the dataset's own lib/ may be bound; rebuild the dataset)"
+                "{what}: points outside the dataset directory to a library the checker's Coq does not have installed (only the dataset's own lib/ may be bound; rebuild the dataset)"
             ));
         }
         if !lp.logical.split('.').all(prod_coq::is_identifier) {
