@@ -55,6 +55,61 @@ pub struct CoqCheckConfig {
     /// `Coq.Logic.FunctionalExtensionality.functional_extensionality_dep`). Normally empty: the
     /// context's own axioms are always accepted.
     pub allowed_axioms: Vec<String>,
+    /// Compiled libraries that are not installed (a user's own project, compiled into its
+    /// dataset's `lib/`): each bound with `-Q dir Root` in every worker, the final `coqc` and
+    /// `coqchk`, its directory mounted read-only in the sandbox. Normally taken from the
+    /// dataset's `stats.json` (only directories inside the dataset) or `--load-path`; a root may
+    /// not shadow the prover's own or an installed library, and the compiled files are part of
+    /// the checker's fingerprint.
+    pub load_paths: Vec<LoadPathBinding>,
+}
+
+/// A logical root bound to a directory of compiled `.vo` files (`-Q dir Root`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadPathBinding {
+    /// An absolute, existing directory (canonicalised when the checker starts).
+    pub dir: PathBuf,
+    /// The logical root, e.g. `MyLib`.
+    pub logical: String,
+}
+
+/// Logical roots of the prover itself (Coq 8, Rocq 9): never bound by a [`LoadPathBinding`].
+pub const PROVER_ROOTS: &[&str] = &["Coq", "Stdlib", "Corelib", "Rocq", "Ltac2"];
+
+impl LoadPathBinding {
+    /// `DIR=Root` (the `--load-path` flag).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (dir, logical) = s
+            .rsplit_once('=')
+            .ok_or_else(|| format!("{s:?}: expected DIR=Root, e.g. data/mine/lib/MyLib=MyLib"))?;
+        Ok(LoadPathBinding {
+            dir: PathBuf::from(dir),
+            logical: logical.to_string(),
+        })
+    }
+
+    /// The binding's own rules: a dotted identifier that is not the prover's root, an existing
+    /// directory. Shadowing an installed library is checked where the library directory is
+    /// known ([`crate::CoqChecker::new`]).
+    pub fn validate(&self) -> Result<(), String> {
+        let what = format!("load path {}={}", self.dir.display(), self.logical);
+        if self.logical.is_empty() || !self.logical.split('.').all(prod_coq::is_identifier) {
+            return Err(format!(
+                "{what}: the logical root is not a dotted identifier"
+            ));
+        }
+        let first = self.logical.split('.').next().unwrap_or_default();
+        if PROVER_ROOTS.contains(&first) {
+            return Err(format!(
+                "{what}: {first} is the prover's own library; binding it would shadow it"
+            ));
+        }
+        if !self.dir.is_dir() {
+            return Err(format!("{what}: not a directory"));
+        }
+        Ok(())
+    }
 }
 
 impl Default for CoqCheckConfig {
@@ -79,6 +134,7 @@ impl Default for CoqCheckConfig {
             plugin: None,
             hammer: HammerConfig::default(),
             allowed_axioms: vec![],
+            load_paths: vec![],
         }
     }
 }
@@ -144,6 +200,9 @@ impl CoqCheckConfig {
                     root.display()
                 ));
             }
+        }
+        for lp in &self.load_paths {
+            lp.validate()?;
         }
         match h.fixed_tactics.iter().position(|t| t.timeout_s == 0) {
             Some(i) => Err(format!(

@@ -138,20 +138,19 @@ fn compile(
         .map_err(|e| Verdict::infra(format!("write {}: {e}", file.display())))?;
     let coqc = cfg.coqc.to_string_lossy().into_owned();
     let file_arg = format!("{FILE_MODULE}.v");
+    // The same library bindings as the workers: the file's imports load the same `.vo`s.
+    let load_paths = sandbox::load_path_args(cfg);
     let mut argv = vec![coqc.as_str(), "-q"];
     argv.extend_from_slice(crate::config::PROVER_FLAGS);
+    argv.extend(load_paths.iter().map(String::as_str));
     argv.push(&file_arg);
     let output = run_sandboxed(cfg, dir.path(), &argv, start, timeout)?;
     if coqchk {
         let chk = cfg.coqchk.to_string_lossy().into_owned();
-        run_sandboxed(
-            cfg,
-            dir.path(),
-            &[&chk, "-silent", "-norec", FILE_MODULE],
-            start,
-            timeout,
-        )
-        .map_err(|v| match v {
+        let mut chk_argv = vec![chk.as_str(), "-silent"];
+        chk_argv.extend(load_paths.iter().map(String::as_str));
+        chk_argv.extend(["-norec", FILE_MODULE]);
+        run_sandboxed(cfg, dir.path(), &chk_argv, start, timeout).map_err(|v| match v {
             Verdict::Failed { step, message } => Verdict::Failed {
                 step,
                 message: format!("coqchk rejected the compiled file: {message}"),

@@ -27,10 +27,11 @@ pub mod session;
 pub mod worker;
 
 pub use config::{
-    CoqCheckConfig, FixedTactic, HammerConfig, HAMMER_PLUGIN_IMPORT, HAMMER_TACTICS_IMPORT,
+    CoqCheckConfig, FixedTactic, HammerConfig, LoadPathBinding, HAMMER_PLUGIN_IMPORT,
+    HAMMER_TACTICS_IMPORT,
 };
 pub use final_check::final_check;
-pub use pool::CoqChecker;
+pub use pool::{check_load_paths, installed_root, CoqChecker};
 
 /// The prover and its version from a checker fingerprint, for reports and every verdict's
 /// provenance: `coq 8.16.1`, `rocq 9.2`.
@@ -41,7 +42,11 @@ pub fn prover_name(fingerprint: &str) -> String {
         .and_then(|s| s.split_whitespace().next())
         .map(|s| s.trim_end_matches([';', ',']))
         .unwrap_or("?");
-    let name = if fingerprint.contains("Rocq") { "rocq" } else { "coq" };
+    let name = if fingerprint.contains("Rocq") {
+        "rocq"
+    } else {
+        "coq"
+    };
     format!("{name} {v}")
 }
 

@@ -138,10 +138,92 @@ fn hammer_installed(cfg: &CoqCheckConfig) -> bool {
         .unwrap_or(false)
 }
 
+/// Check the load-path bindings of `cfg` against the prover's library directory and make
+/// their directories canonical; the fingerprint of their compiled files (`Root@hash …`, empty
+/// without bindings). A root that shadows the prover's own or an installed library is refused:
+/// the checker would otherwise load a project's file where the context names the installed one.
+pub fn check_load_paths(cfg: &mut CoqCheckConfig) -> Result<String, String> {
+    if cfg.load_paths.is_empty() {
+        return Ok(String::new());
+    }
+    let coqlib = crate::sandbox::coqlib(cfg).ok();
+    let mut parts = vec![];
+    for lp in &mut cfg.load_paths {
+        lp.validate()?;
+        let first = lp.logical.split('.').next().unwrap_or_default();
+        if let Some(lib) = &coqlib {
+            if lib.join("user-contrib").join(first).exists() {
+                return Err(format!(
+                    "load path {}={}: {first} is installed ({}); binding it would shadow that library",
+                    lp.dir.display(),
+                    lp.logical,
+                    lib.join("user-contrib").join(first).display()
+                ));
+            }
+        }
+        lp.dir = lp
+            .dir
+            .canonicalize()
+            .map_err(|e| format!("load path {}: {e}", lp.dir.display()))?;
+        parts.push(format!("{}@{}", lp.logical, compiled_hash(&lp.dir)?));
+    }
+    Ok(parts.join(" "))
+}
+
+/// Is `root` (a logical root's first component) the prover's own library or one installed
+/// under its `coqc -where` (run as the checker runs Coq)? Such a root is never bound.
+pub fn installed_root(cfg: &CoqCheckConfig) -> impl Fn(&str) -> bool {
+    let coqlib = crate::sandbox::coqlib(cfg).ok();
+    move |root: &str| {
+        let first = root.split('.').next().unwrap_or(root);
+        crate::config::PROVER_ROOTS.contains(&first)
+            || coqlib
+                .as_ref()
+                .is_some_and(|lib| lib.join("user-contrib").join(first).exists())
+    }
+}
+
+/// A hash of the `.vo` files below `dir` (relative names and contents): verdicts cached with
+/// one build of a library are not reused with another.
+fn compiled_hash(dir: &std::path::Path) -> Result<String, String> {
+    let mut files = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        for e in rd.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() && p.extension().is_some_and(|x| x == "vo") => files.push(p),
+                _ => {}
+            }
+        }
+    }
+    files.sort();
+    let mut h = Sha256::new();
+    for f in &files {
+        let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        h.update(
+            f.strip_prefix(dir)
+                .unwrap_or(f)
+                .to_string_lossy()
+                .as_bytes(),
+        );
+        h.update([0]);
+        h.update(Sha256::digest(&bytes));
+    }
+    Ok(format!(
+        "{}:{}",
+        files.len(),
+        hex::encode(&h.finalize()[..8])
+    ))
+}
+
 impl CoqChecker {
     /// A pool with `cfg.worker_count()` slots; workers start lazily on first use.
     pub fn new(mut cfg: CoqCheckConfig) -> Result<Self, String> {
         let version = coq_fingerprint(&cfg)?;
+        let libraries = check_load_paths(&mut cfg)?;
         if cfg.hammer.enabled && !hammer_installed(&cfg) {
             // Loading a missing plugin would make every context fail; `hammer.` steps then
             // fail like any unknown tactic instead.
@@ -170,8 +252,13 @@ impl CoqChecker {
         );
         let slots: Vec<_> = (0..cfg.worker_count()).map(|_| Mutex::new(None)).collect();
         let pids = Mutex::new(vec![None; slots.len()]);
+        let fingerprint = if libraries.is_empty() {
+            format!("coq: {version}; {options}")
+        } else {
+            format!("coq: {version}; {options}; load paths {libraries}")
+        };
         Ok(CoqChecker {
-            fingerprint: format!("coq: {version}; {options}"),
+            fingerprint,
             cfg: Arc::new(cfg),
             slots,
             broken_contexts: Mutex::new(HashMap::new()),

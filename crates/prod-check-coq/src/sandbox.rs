@@ -65,6 +65,10 @@ pub fn command(
                 cmd.args(["--dir", "/work"]);
             }
         }
+        // After `/tmp` and `/work`, so that a library kept below either is not hidden.
+        for (i, lp) in cfg.load_paths.iter().enumerate() {
+            cmd.arg("--ro-bind").arg(&lp.dir).arg(library_mount(i));
+        }
         cmd.args([
             "--chdir",
             "/work",
@@ -107,6 +111,26 @@ pub fn command(
     }
     cmd.args(args);
     cmd
+}
+
+/// Where the sandbox mounts the `i`-th load-path binding's directory.
+fn library_mount(i: usize) -> String {
+    format!("/prod-lib/{i}")
+}
+
+/// The `-Q dir Root` arguments of every load-path binding of `cfg`, with `dir` as the Coq
+/// process sees it (the sandbox's mount, or the directory itself without the sandbox).
+pub fn load_path_args(cfg: &CoqCheckConfig) -> Vec<String> {
+    let mut out = vec![];
+    for (i, lp) in cfg.load_paths.iter().enumerate() {
+        let dir = if cfg.sandbox {
+            library_mount(i)
+        } else {
+            lp.dir.to_string_lossy().into_owned()
+        };
+        out.extend(["-Q".to_string(), dir, lp.logical.clone()]);
+    }
+    out
 }
 
 /// The standard output of a Coq tool run as the checker runs it (sandboxed, with the prover

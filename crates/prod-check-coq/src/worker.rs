@@ -214,6 +214,8 @@ impl Worker {
         let mut args: Vec<&str> = vec!["-c", "exec \"$0\" -emacs -quiet \"$@\" 2>&1", &coqtop];
         args.extend_from_slice(crate::config::PROVER_FLAGS);
         args.extend(plugin_args.iter().map(String::as_str));
+        let load_paths = sandbox::load_path_args(cfg);
+        args.extend(load_paths.iter().map(String::as_str));
         let mut cmd = sandbox::command(cfg, &PathBuf::from("/bin/sh"), &args, None);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())

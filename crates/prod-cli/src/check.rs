@@ -61,6 +61,12 @@ pub struct CheckArgs {
     pub no_hammer: bool,
     #[command(flatten)]
     pub prover_root: crate::prover::ProverArgs,
+    #[command(flatten)]
+    pub load_paths: crate::prover::LoadPathArgs,
+    /// Coq: a dataset directory whose library the nodes import (its stats.json bindings: a
+    /// user's project compiled into DIR/lib/).
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
     /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); reads `[check]`,
     /// `[check.coq]` and `[check.isabelle]`.
     #[arg(long)]
@@ -264,6 +270,11 @@ pub fn run(a: CheckArgs) -> i32 {
     let mut coq = section.coq;
     if let Err(e) = a.prover_root.apply(&mut coq) {
         return exit::bad_input(anyhow!(e));
+    }
+    if a.prover == "coq" {
+        if let Err(e) = a.load_paths.apply(&mut coq, a.dataset.as_deref()) {
+            return exit::bad_input(anyhow!(e));
+        }
     }
     let backend = match a.prover.as_str() {
         "isabelle" => isabelle_backend(&a, section.isabelle),

@@ -141,6 +141,9 @@ pub struct ValidateArgs {
     pub trees: bool,
     #[command(flatten)]
     pub prover: crate::prover::ProverArgs,
+    /// Beside the dataset's own bindings (its stats.json), which are always used.
+    #[command(flatten)]
+    pub load_paths: crate::prover::LoadPathArgs,
     /// Machine-readable output: one JSON object (misses still go to stderr).
     #[arg(long)]
     pub json: bool,
@@ -448,6 +451,10 @@ fn validate(a: ValidateArgs) -> i32 {
     };
     let mut cfg = prod_check_coq::CoqCheckConfig::default();
     if let Err(e) = a.prover.apply(&mut cfg) {
+        return exit::bad_input(anyhow!(e));
+    }
+    // A user's project: its compiled copy in DIR/lib/, bound as stats.json says.
+    if let Err(e) = a.load_paths.apply(&mut cfg, Some(&a.dir)) {
         return exit::bad_input(anyhow!(e));
     }
     let checker = match prod_check_coq::CoqChecker::new(cfg) {

@@ -62,6 +62,9 @@ pub struct EvalArgs {
     /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
     #[arg(long)]
     pub no_hammer: bool,
+    /// Beside the dataset's own bindings (its stats.json), which are always used.
+    #[command(flatten)]
+    pub load_paths: crate::prover::LoadPathArgs,
     /// Verification cache file (default RUN_DIR/cache.sqlite).
     #[arg(long)]
     pub cache: Option<PathBuf>,
@@ -157,6 +160,7 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             step_timeout_s: a.timeout,
             hammer: !a.no_hammer,
             hammer_atp: false,
+            load_paths: a.load_paths.load_path.clone(),
         },
         out: a.out.clone(),
         cache: a.cache.clone(),

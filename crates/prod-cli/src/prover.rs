@@ -1,10 +1,12 @@
-//! Which Coq runs the checks: the host's (Coq 8.16 on Debian 12), or a prover root holding
-//! another version (Rocq 9.2; docs/provers.md). One flag, shared by every command that checks.
+//! Which Coq runs the checks and which libraries it sees: the host's Coq (8.16 on Debian 12)
+//! or a prover root holding another version (Rocq 9.2; docs/provers.md), plus the load-path
+//! bindings of compiled libraries that are not installed (a user's project compiled into its
+//! dataset's `lib/`). One place for these flags, shared by every command that checks.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use prod_check_coq::{sandbox, CoqCheckConfig};
+use prod_check_coq::{sandbox, CoqCheckConfig, LoadPathBinding};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ProverArgs {
@@ -13,6 +15,39 @@ pub struct ProverArgs {
     /// sandbox mounts its /usr and /lib in place of the host's.
     #[arg(long, value_name = "DIR", env = "PROD_COQ_ROOT")]
     pub coq_root: Option<PathBuf>,
+}
+
+/// Compiled libraries that are not installed.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LoadPathArgs {
+    /// Bind a directory of compiled `.vo` files to a logical root (`-Q DIR Root` in every Coq
+    /// process, DIR mounted read-only in the sandbox), e.g. data/mine/lib/MyLib=MyLib.
+    /// Repeatable. A dataset's own bindings (its stats.json) are used without this flag; a root
+    /// may not shadow Coq's or an installed library's.
+    #[arg(long = "load-path", value_name = "DIR=ROOT", value_parser = LoadPathBinding::parse)]
+    pub load_path: Vec<LoadPathBinding>,
+}
+
+impl LoadPathArgs {
+    /// Put the `--load-path` bindings and those of `dataset` (if any) into `cfg` and check them
+    /// (existing directories, inside the dataset, no shadowing). Call after the prover root is
+    /// set: the installed libraries are that prover's.
+    pub fn apply(&self, cfg: &mut CoqCheckConfig, dataset: Option<&Path>) -> Result<(), String> {
+        cfg.load_paths.extend(self.load_path.iter().cloned());
+        if let Some(dir) = dataset {
+            let installed = prod_check_coq::installed_root(cfg);
+            let found = prod_library::compile::dataset_bindings(dir, &installed)?;
+            cfg.load_paths
+                .extend(found.into_iter().map(|b| LoadPathBinding {
+                    dir: b.dir,
+                    logical: b.logical,
+                }));
+        }
+        for lp in &cfg.load_paths {
+            lp.validate()?;
+        }
+        prod_check_coq::check_load_paths(cfg).map(|_| ())
+    }
 }
 
 impl ProverArgs {
@@ -32,5 +67,36 @@ impl ProverArgs {
         let mut cfg = CoqCheckConfig::default();
         self.apply(&mut cfg)?;
         sandbox::coqlib(&cfg).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        prover: ProverArgs,
+        #[command(flatten)]
+        load_paths: LoadPathArgs,
+    }
+
+    #[test]
+    fn load_path_flag_parses_and_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let arg = format!("{}=MyLib", dir.path().display());
+        let cli = Cli::try_parse_from(["t", "--load-path", &arg]).unwrap();
+        assert_eq!(cli.load_paths.load_path[0].logical, "MyLib");
+        assert!(cli.prover.coq_root.is_none());
+        assert!(Cli::try_parse_from(["t", "--load-path", "nodir"]).is_err());
+        let shadow = format!("{}=Coq", dir.path().display());
+        let cli = Cli::try_parse_from(["t", "--load-path", &shadow]).unwrap();
+        let e = cli
+            .load_paths
+            .apply(&mut CoqCheckConfig::default(), None)
+            .unwrap_err();
+        assert!(e.contains("shadow"), "{e}");
     }
 }

@@ -35,6 +35,9 @@ pub struct DatasetConfig {
     /// Keep at most this many bytes of each context inline (0: the whole context). The full
     /// context is always recoverable from `sources.jsonl` (see [`Example::context`]).
     pub context_bytes: usize,
+    /// The `coqc` that compiles a user's own project into the dataset's `lib/` (see
+    /// [`crate::compile`]); it must be the checker's Coq, whose `.vo` files it loads.
+    pub coqc: PathBuf,
 }
 
 impl Default for DatasetConfig {
@@ -48,6 +51,7 @@ impl Default for DatasetConfig {
             hammer: true,
             threads: 0,
             context_bytes: 16 * 1024,
+            coqc: PathBuf::from("coqc"),
         }
     }
 }
@@ -161,8 +165,10 @@ pub struct Stats {
     pub examples_excluded: usize,
     pub dependency_sources: BTreeMap<String, usize>,
     /// The library's logical-root bindings (`-R`/`-Q dir Root`). Imports are qualified
-    /// (`From Root Require …`), so a Coq that does not have the library installed under
-    /// `user-contrib` needs exactly these, as `-Q dir Root`, with the library compiled.
+    /// (`From Root Require …`). An installed library's are absolute (its directory under
+    /// `coqc -where`; the checker needs no binding). A user's own project's are its compiled
+    /// copy, relative to the dataset directory (`lib/MyLib`, see [`crate::compile`]): the checker
+    /// binds exactly these with `-Q`, and only inside the dataset.
     pub load_paths: Vec<discovery::LoadPath>,
     pub notes: Vec<String>,
     pub seconds: f64,
@@ -336,7 +342,23 @@ pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Option<&dyn ProofLanguage>, progress: Progress) -> Result<Stats, BuildError> {
     let started = std::time::Instant::now();
     let source = crate::coq::CoqSource::discover(spec, &cfg.coqlib, lang)?;
-    build_from(&source, out_dir, cfg, progress, started)
+    let mut stats = build_from(&source, out_dir, cfg, progress, started)?;
+    if let LibrarySpec::Path(_) = spec {
+        // A user's project is not installed: the dataset carries it compiled, with its bindings.
+        use crate::source::LibrarySource as _;
+        let c = crate::compile::compile_project(source.library(), out_dir, &cfg.coqlib, &cfg.coqc);
+        stats.load_paths = c.bindings;
+        stats.notes.extend(c.notes);
+        stats.seconds = started.elapsed().as_secs_f64();
+        write_stats(out_dir, &stats)?;
+    }
+    Ok(stats)
+}
+
+fn write_stats(out_dir: &Path, stats: &Stats) -> Result<(), BuildError> {
+    let path = out_dir.join("stats.json");
+    let text = serde_json::to_string_pretty(stats).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
+    std::fs::write(&path, text + "\n").map_err(|e| BuildError::Io(path.clone(), e))
 }
 
 /// Build a dataset from any [`LibrarySource`] (the one pipeline of every prover). `started`:
@@ -517,9 +539,7 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
     stats.peeled_share = if with_example > 0 { stats.peeled as f64 / with_example as f64 } else { 0.0 };
     stats.seconds = started.elapsed().as_secs_f64();
-    let path = out_dir.join("stats.json");
-    let text = serde_json::to_string_pretty(&stats).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
-    std::fs::write(&path, text + "\n").map_err(|e| BuildError::Io(path.clone(), e))?;
+    write_stats(out_dir, &stats)?;
     Ok(stats)
 }
 

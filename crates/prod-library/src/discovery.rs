@@ -51,6 +51,7 @@ pub struct LoadPath {
     pub dir: PathBuf,
     pub logical: String,
     /// `-R` (true) or `-Q` (false).
+    #[serde(default)]
     pub recursive: bool,
 }
 

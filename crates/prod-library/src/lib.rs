@@ -7,8 +7,10 @@
 //!
 //! Prover-neutral parts: [`source`] (the trait), [`segment`] (the [`SegmentedFile`] trait),
 //! [`peel`], [`examples`], [`split`], [`dataset`]. Coq: [`coq`] (`CoqSource`), [`glob`],
-//! [`discovery`], [`hammer`], [`imports`] (library-internal `Require`s qualified). Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
+//! [`discovery`], [`hammer`], [`imports`] (library-internal `Require`s qualified), [`compile`] (a
+//! user's project compiled into the dataset's `lib/`, with its load-path bindings). Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
 
+pub mod compile;
 pub mod coq;
 pub mod dataset;
 pub mod discovery;

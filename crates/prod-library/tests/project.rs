@@ -228,4 +228,63 @@ fn project_imports_are_qualified_and_load_from_the_binding_alone() {
         !o.status.success(),
         "the unqualified original should not load with -Q alone"
     );
+
+    // The dataset carries the project compiled, bound relative to the dataset directory, and
+    // every reduced file compiles against that copy alone.
+    assert_eq!(
+        stats.load_paths,
+        [prod_library::discovery::LoadPath {
+            dir: "lib/MyLib".into(),
+            logical: "MyLib".into(),
+            recursive: false
+        }]
+    );
+    for rel in ["Base", "Mid", "sub/Top", "sub/Other"] {
+        assert!(out.join(format!("lib/MyLib/{rel}.vo")).is_file(), "{rel}");
+    }
+    let lib = out.join("lib/MyLib");
+    for (logical, src) in &sources {
+        let file = tmp.path().join(format!("{}.v", logical.replace('.', "_")));
+        std::fs::write(&file, &src.reduced).unwrap();
+        let o = coqc(
+            tmp.path(),
+            &["-Q", lib.to_str().unwrap(), "MyLib", file.to_str().unwrap()],
+        );
+        assert!(
+            o.status.success(),
+            "{logical}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // A rebuild reuses every .vo and removes what the build did not write.
+    std::fs::write(lib.join("Stray.vo"), "x").unwrap();
+    let again =
+        dataset::build(&spec, &out, &cfg, Some(&prod_coq::CoqLanguage), &|_, _| {}).unwrap();
+    assert!(
+        again
+            .notes
+            .iter()
+            .any(|n| n.contains("0 files compiled, 4 reused, 0 not compiled")),
+        "{:?}",
+        again.notes
+    );
+    assert!(!lib.join("Stray.vo").exists());
+    // A file that does not compile is reported, and so is the file that requires it.
+    std::fs::write(
+        root.join("src/sub/Top.v"),
+        "Lemma broken : False.\nProof. exact I. Qed.\n",
+    )
+    .unwrap();
+    let broken =
+        dataset::build(&spec, &out, &cfg, Some(&prod_coq::CoqLanguage), &|_, _| {}).unwrap();
+    let notes = broken.notes.join("\n");
+    assert!(
+        notes.contains("not compiled: MyLib.sub.Top: coqc failed"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("not compiled: MyLib.sub.Other: requires MyLib.sub.Top"),
+        "{notes}"
+    );
+    assert!(!lib.join("sub/Top.vo").exists());
 }

@@ -382,7 +382,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
                 ..NativeParams::default()
             },
         },
-        coq: CoqJobConfig { workers: job.workers, step_timeout_s: 5, hammer: true, hammer_atp: false },
+        coq: CoqJobConfig { workers: job.workers, step_timeout_s: 5, hammer: true, hammer_atp: false, load_paths: vec![] },
         out: run_dir.clone(),
         cache: None,
         remote: None,

@@ -146,6 +146,9 @@ pub struct CoqJobConfig {
     pub hammer: bool,
     /// Run CoqHammer's external provers when the fixed tactic list fails (slow: seconds each).
     pub hammer_atp: bool,
+    /// Load-path bindings beside the dataset's own (`--load-path DIR=Root`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load_paths: Vec<prod_check_coq::LoadPathBinding>,
 }
 
 impl Default for CoqJobConfig {
@@ -155,6 +158,7 @@ impl Default for CoqJobConfig {
             step_timeout_s: 10,
             hammer: true,
             hammer_atp: false,
+            load_paths: vec![],
         }
     }
 }
@@ -174,7 +178,28 @@ impl CoqJobConfig {
         };
         c.hammer.enabled = self.hammer;
         c.hammer.use_atp = self.hammer_atp;
+        c.load_paths = self.load_paths.clone();
         c
+    }
+
+    /// [`CoqJobConfig::to_config`] with the load-path bindings of `dataset` (its `stats.json`:
+    /// a user's project compiled into the dataset's `lib/`), checked: a binding outside the
+    /// dataset or one that shadows an installed library is the user's error.
+    pub fn config_for_dataset(&self, dataset: &Path) -> Result<CoqCheckConfig, BadInput> {
+        let mut c = self.to_config();
+        let installed = prod_check_coq::installed_root(&c);
+        let bindings =
+            prod_library::compile::dataset_bindings(dataset, &installed).map_err(BadInput)?;
+        c.load_paths.extend(
+            bindings
+                .into_iter()
+                .map(|b| prod_check_coq::LoadPathBinding {
+                    dir: b.dir,
+                    logical: b.logical,
+                }),
+        );
+        prod_check_coq::check_load_paths(&mut c).map_err(BadInput)?;
+        Ok(c)
     }
 }
 
@@ -291,7 +316,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         .cache
         .clone()
         .unwrap_or_else(|| job.out.join("cache.sqlite"));
-    let coq_cfg = job.coq.to_config();
+    let coq_cfg = job.coq.config_for_dataset(&job.dataset)?;
     let checker = start_run_checker(&coq_cfg, &cache, &job.out, job.postgres.as_ref())?;
     let mut native: Option<NativePolicy> = None;
     let mut remote: Option<crate::policy::RemoteSeq> = None;

@@ -996,7 +996,7 @@ pub fn run_rl_job(
     fixed.coq.workers = 0;
     fixed.postgres = None;
     store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
-    let coq_cfg = cfg.coq.to_config();
+    let coq_cfg = cfg.coq.config_for_dataset(&cfg.dataset)?;
     let checker = start_run_checker(
         &coq_cfg,
         &out.join("cache.sqlite"),
