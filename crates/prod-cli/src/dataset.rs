@@ -90,6 +90,15 @@ pub struct BuildArgs {
     /// Share of dependency sinks held out as test units, in [0, 1).
     #[arg(long, default_value_t = 0.1, value_parser = ranges::unit_interval_closed_open)]
     pub test_fraction: f64,
+    /// More test units are drawn (same seeded order) until the test split has this many
+    /// theorems after the per-file cap, or no candidate is left.
+    #[arg(long, default_value_t = prod_library::split::MIN_TEST_THEOREMS)]
+    pub test_min_theorems: usize,
+    /// No file holds more than this share of the test theorems: a larger file keeps a seeded
+    /// subset of its T_tree theorems and the rest go to no split (its file is a test unit).
+    /// In [0, 1]; 0 or 1 turns the cap off.
+    #[arg(long, default_value_t = prod_library::split::TEST_FILE_CAP, value_parser = unit_interval_closed)]
+    pub test_file_cap: f64,
     /// Share of the remaining examples drawn for validation, in [0, 1) (and
     /// --test-fraction + --val-fraction < 1).
     #[arg(long, default_value_t = 0.05, value_parser = ranges::unit_interval_closed_open)]
@@ -194,6 +203,8 @@ fn build(a: BuildArgs) -> i32 {
         seed: a.seed,
         test_fraction: a.test_fraction,
         val_fraction: a.val_fraction,
+        test_min_theorems: a.test_min_theorems,
+        test_file_cap: a.test_file_cap,
         unit,
         hammer: !a.no_hammer,
         threads: a.threads,
@@ -315,6 +326,14 @@ fn afp_dir(path: &std::path::Path) -> anyhow::Result<PathBuf> {
     })
 }
 
+/// A share in [0, 1].
+fn unit_interval_closed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?}: expected a number in [0, 1]")),
+    }
+}
+
 fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
     use std::fmt::Write as _;
     let mut o = String::new();
@@ -372,6 +391,15 @@ fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
             s.split_unit,
             s.units,
             s.test_units.join(" ")
+        );
+        let _ = writeln!(
+            o,
+            "test theorems: {} (largest file share {:.1}%: {}; per-file cap {}, {} theorems left out by it)",
+            s.test_theorems,
+            100.0 * s.test_max_file_share,
+            if s.test_max_file.is_empty() { "-" } else { &s.test_max_file },
+            s.test_file_cap.map_or("none".to_string(), |c| c.to_string()),
+            s.test_dropped_by_cap
         );
         if !s.excluded_units.is_empty() {
             let _ = writeln!(

@@ -86,6 +86,33 @@ pub enum ModelCommand {
     ///
     /// Example: prod model bench --shape smollm2-135m
     Bench(BenchArgs),
+    /// What a training run would actually train on: every line of --data through the same
+    /// path as `prod model train` (the model's tokenizer, the context cut to its last
+    /// --context-tokens tokens and further until --max-seq-len fits), with the lines kept and
+    /// dropped (by reason) and the share whose `t0` is `<use_invoke>` before and after, in
+    /// total and per `variant`. `kept_if_dropped_not_cut` is what the older rule kept (context
+    /// cut to --context-tokens only, an example still too long dropped).
+    ///
+    /// Example: prod model data-stats --model models/smollm2 --data data/stdlib/sft.jsonl --max-seq-len 512 --context-tokens 256
+    DataStats(DataStatsArgs),
+}
+
+#[derive(Args)]
+pub struct DataStatsArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Only the first N lines of --data.
+    #[arg(long, value_parser = ranges::positive_usize)]
+    pub limit: Option<usize>,
+    #[arg(long, default_value_t = 2048, value_parser = ranges::positive_usize)]
+    pub max_seq_len: usize,
+    #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
+    pub context_tokens: usize,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -214,6 +241,12 @@ pub struct TrainArgs {
     /// Save a checkpoint every N steps (and at the end).
     #[arg(long, default_value_t = 100, value_parser = ranges::positive_usize)]
     pub save_every: usize,
+    /// NOT the paper's method (off by default, 1): every policy example whose `t0` is
+    /// `<use_invoke>` enters the training stream N times (the copies shuffled in with the rest),
+    /// for small models that otherwise learn to propose almost nothing. The paper trains on
+    /// `sft.jsonl` as it is; report runs that use this as such.
+    #[arg(long, default_value_t = 1, value_parser = ranges::positive_usize)]
+    pub oversample_use_invoke: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     #[arg(long)]
@@ -254,6 +287,7 @@ pub fn run(cmd: ModelCommand) -> i32 {
         ModelCommand::Sample(a) => sample_cmd(a),
         ModelCommand::Train(a) => train_cmd(a),
         ModelCommand::Bench(a) => bench(a),
+        ModelCommand::DataStats(a) => data_stats(a),
     })
 }
 
@@ -312,6 +346,8 @@ struct DataLine {
     proved: Option<bool>,
     weight: f32,
     statement_in_loss: bool,
+    /// The dataset's `variant` (`wo_lemmas`, `augmented`, `w_lemmas`), if the line has one.
+    variant: Option<String>,
 }
 
 fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>> {
@@ -347,6 +383,7 @@ fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>
                 .get("statement_in_loss")
                 .and_then(|b| b.as_bool())
                 .unwrap_or(false),
+            variant: s("variant"),
         });
     }
     Ok(out)
@@ -532,50 +569,263 @@ fn t0_of(f: ForceT0) -> T0 {
     }
 }
 
+/// What became of one dataset line on its way to a training example.
+enum LineOutcome {
+    Kept(prompt::BuiltExample),
+    /// A value line (no context accounting).
+    KeptValue(TrainExample),
+    Dropped(&'static str, String),
+}
+
+/// One line through exactly the path training takes (policy or value example).
+fn build_line(tok: &ProdTokenizer, l: &DataLine, opts: &ExampleOptions, kind: Kind) -> LineOutcome {
+    let (cp, proved) = match kind {
+        Kind::Any => (&l.conditional_proof, l.proved),
+        Kind::Sft => (&l.conditional_proof, None),
+        Kind::Value => (&None, l.proved),
+    };
+    match (cp, proved) {
+        // Value model (paper §3.2): prompt `c s`, target `<true>` or `<false>`.
+        (None, Some(proved)) => {
+            match prompt::prompt_ids(tok, &l.context, &l.statement, opts.context_tokens)
+                .and_then(|p| prompt::value_example(tok, &p, proved, l.weight))
+            {
+                Ok(e) => LineOutcome::KeptValue(e),
+                Err(e) => LineOutcome::Dropped("bad_value_line", e.to_string()),
+            }
+        }
+        (Some(cp), _) => {
+            let o = ExampleOptions {
+                statement_in_loss: l.statement_in_loss,
+                ..*opts
+            };
+            match prompt::build_policy_example(tok, &l.context, &l.statement, cp, l.weight, &o) {
+                Ok(b) => LineOutcome::Kept(b),
+                Err(d) => LineOutcome::Dropped(d.reason.as_str(), d.message),
+            }
+        }
+        (None, None) => LineOutcome::Dropped("no_target", "no conditional_proof or proved".into()),
+    }
+}
+
+/// Training examples of `lines`, and the lines dropped, by reason.
 fn examples(
     tok: &ProdTokenizer,
     lines: &[DataLine],
     path: &Path,
     opts: &ExampleOptions,
     kind: Kind,
-) -> (Vec<TrainExample>, usize) {
+) -> (
+    Vec<TrainExample>,
+    std::collections::BTreeMap<&'static str, usize>,
+) {
     let mut out = Vec::new();
-    let mut skipped = 0;
+    let mut skipped = std::collections::BTreeMap::new();
+    let mut shown = 0;
     for l in lines {
-        let (cp, proved) = match kind {
-            Kind::Any => (&l.conditional_proof, l.proved),
-            Kind::Sft => (&l.conditional_proof, None),
-            Kind::Value => (&None, l.proved),
-        };
-        let made = match (cp, proved) {
-            // Value model (paper §3.2): prompt `c s`, target `<true>` or `<false>`.
-            (None, Some(proved)) => {
-                prompt::prompt_ids(tok, &l.context, &l.statement, opts.context_tokens)
-                    .and_then(|p| prompt::value_example(tok, &p, proved, l.weight))
-            }
-            (Some(cp), _) => {
-                let o = ExampleOptions {
-                    statement_in_loss: l.statement_in_loss,
-                    ..*opts
-                };
-                prompt::policy_example(tok, &l.context, &l.statement, cp, l.weight, &o)
-            }
-            (None, None) => {
-                skipped += 1;
-                continue;
-            }
-        };
-        match made {
-            Ok(e) => out.push(e),
-            Err(e) => {
-                skipped += 1;
-                if skipped <= 3 {
+        match build_line(tok, l, opts, kind) {
+            LineOutcome::Kept(b) => out.push(b.example),
+            LineOutcome::KeptValue(e) => out.push(e),
+            LineOutcome::Dropped(reason, e) => {
+                *skipped.entry(reason).or_insert(0) += 1;
+                // Lines that are simply of the other kind are not worth a message.
+                if reason != "no_target" && shown < 3 {
+                    shown += 1;
                     eprintln!("skipped {}:{}: {e}", path.display(), l.line);
                 }
             }
         }
     }
     (out, skipped)
+}
+
+/// The `t0` of a policy example (`None` for value examples).
+fn t0_id(tok: &ProdTokenizer, e: &TrainExample) -> Option<u32> {
+    let t0 = [tok.use_invoke_id(), tok.no_invoke_id()];
+    e.ids
+        .get(e.loss_from..)?
+        .iter()
+        .copied()
+        .find(|t| t0.contains(t))
+}
+
+/// Share of policy examples whose `t0` is `<use_invoke>` (value examples have no `t0`).
+fn use_invoke_share(tok: &ProdTokenizer, data: &[TrainExample]) -> Option<f64> {
+    let t0: Vec<u32> = data.iter().filter_map(|e| t0_id(tok, e)).collect();
+    (!t0.is_empty())
+        .then(|| t0.iter().filter(|&&t| t == tok.use_invoke_id()).count() as f64 / t0.len() as f64)
+}
+
+/// Counts for one group of lines in `prod model data-stats`.
+#[derive(Default, serde::Serialize)]
+struct DataCounts {
+    lines: usize,
+    use_invoke_lines: usize,
+    use_invoke_share_lines: f64,
+    examples: usize,
+    use_invoke_examples: usize,
+    use_invoke_share_examples: f64,
+    dropped_by_reason: std::collections::BTreeMap<&'static str, usize>,
+    /// Examples whose context was cut below --context-tokens so that they fit.
+    context_cut_for_length: usize,
+    kept_if_dropped_not_cut: usize,
+    use_invoke_if_dropped_not_cut: usize,
+    use_invoke_share_if_dropped_not_cut: f64,
+    /// Mean tokens per kept example, and of its context.
+    mean_tokens: f64,
+    mean_context_tokens: f64,
+}
+
+impl DataCounts {
+    fn add(&mut self, use_invoke: bool, outcome: &LineOutcome, opts: &ExampleOptions) {
+        self.lines += 1;
+        self.use_invoke_lines += use_invoke as usize;
+        match outcome {
+            LineOutcome::Kept(b) => {
+                self.examples += 1;
+                self.use_invoke_examples += use_invoke as usize;
+                self.context_cut_for_length += b.cut_for_length(opts) as usize;
+                let body = b.example.ids.len() - b.context_tokens_kept;
+                if b.context_tokens_full.min(opts.context_tokens) + body <= opts.max_seq_len {
+                    self.kept_if_dropped_not_cut += 1;
+                    self.use_invoke_if_dropped_not_cut += use_invoke as usize;
+                }
+                self.mean_tokens += b.example.ids.len() as f64;
+                self.mean_context_tokens += b.context_tokens_kept as f64;
+            }
+            LineOutcome::KeptValue(e) => {
+                self.examples += 1;
+                self.kept_if_dropped_not_cut += 1;
+                self.mean_tokens += e.ids.len() as f64;
+            }
+            LineOutcome::Dropped(reason, _) => {
+                *self.dropped_by_reason.entry(reason).or_insert(0) += 1
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let share = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        self.use_invoke_share_lines = share(self.use_invoke_lines, self.lines);
+        self.use_invoke_share_examples = share(self.use_invoke_examples, self.examples);
+        self.use_invoke_share_if_dropped_not_cut = share(
+            self.use_invoke_if_dropped_not_cut,
+            self.kept_if_dropped_not_cut,
+        );
+        let n = self.examples.max(1) as f64;
+        self.mean_tokens /= n;
+        self.mean_context_tokens /= n;
+    }
+}
+
+fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
+    // The tokenizer as `load_model_dir` builds it, without loading the weights.
+    let cfg = LlamaConfig::load(&a.model.join("config.json"))?;
+    let tok = ProdTokenizer::from_file(&a.model.join("tokenizer.json"), cfg.eos_id())?;
+    let opts = ExampleOptions {
+        context_tokens: a.context_tokens,
+        max_seq_len: a.max_seq_len,
+        statement_in_loss: false,
+    };
+    let lines = read_jsonl(&a.data, a.limit)?;
+    let start = Instant::now();
+    // Tokenising is the cost (contexts of up to 16 KiB): one chunk of lines per core.
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let chunk = lines.len().div_ceil(threads).max(1);
+    let outcomes: Vec<LineOutcome> = std::thread::scope(|s| {
+        let handles: Vec<_> = lines
+            .chunks(chunk)
+            .map(|c| {
+                let (tok, opts) = (&tok, &opts);
+                s.spawn(move || {
+                    c.iter()
+                        .map(|l| build_line(tok, l, opts, Kind::Any))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    if outcomes.len() != lines.len() {
+        return Err(anyhow!("a tokenizer thread failed"));
+    }
+    let mut total = DataCounts::default();
+    let mut by_variant: std::collections::BTreeMap<String, DataCounts> = Default::default();
+    for (l, o) in lines.iter().zip(&outcomes) {
+        let use_invoke = l
+            .conditional_proof
+            .as_deref()
+            .is_some_and(|cp| cp.trim_start().starts_with(T0::UseInvoke.token()));
+        total.add(use_invoke, o, &opts);
+        let variant = l.variant.clone().unwrap_or_else(|| "(none)".into());
+        by_variant
+            .entry(variant)
+            .or_default()
+            .add(use_invoke, o, &opts);
+    }
+    total.finish();
+    by_variant.values_mut().for_each(DataCounts::finish);
+    let report = serde_json::json!({
+        "data": a.data, "max_seq_len": a.max_seq_len, "context_tokens": a.context_tokens,
+        "total": total, "by_variant": by_variant, "seconds": start.elapsed().as_secs_f64(),
+    });
+    if a.json {
+        println!("{report}");
+        return Ok(());
+    }
+    println!(
+        "{}: max_seq_len {}, context_tokens {}",
+        a.data.display(),
+        a.max_seq_len,
+        a.context_tokens
+    );
+    println!(
+        "{:<12} {:>7} {:>8} {:>7} {:>8} {:>9} {:>9} {:>8} {:>9}  dropped",
+        "variant",
+        "lines",
+        "use_inv",
+        "kept",
+        "use_inv",
+        "cut_len",
+        "old_kept",
+        "old_use",
+        "mean_tok"
+    );
+    let row = |name: &str, c: &DataCounts| {
+        let dropped: Vec<String> = c
+            .dropped_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        println!(
+            "{:<12} {:>7} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9} {:>7.1}% {:>9.0}  {}",
+            name,
+            c.lines,
+            100.0 * c.use_invoke_share_lines,
+            c.examples,
+            100.0 * c.use_invoke_share_examples,
+            c.context_cut_for_length,
+            c.kept_if_dropped_not_cut,
+            100.0 * c.use_invoke_share_if_dropped_not_cut,
+            c.mean_tokens,
+            if dropped.is_empty() {
+                "-".into()
+            } else {
+                dropped.join(", ")
+            }
+        );
+    };
+    for (v, c) in &by_variant {
+        row(v, c);
+    }
+    row("total", &total);
+    println!("(use_inv: share whose t0 is <use_invoke>; cut_len: context cut below context_tokens to fit; old_*: the rule that dropped instead of cutting)");
+    Ok(())
 }
 
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
@@ -616,7 +866,18 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
     if let Some(l) = a.limit {
         lines.truncate(l);
     }
-    let (data, skipped) = examples(&tok, &lines, &a.data, &opts, kind);
+    let (mut data, skipped) = examples(&tok, &lines, &a.data, &opts, kind);
+    if a.oversample_use_invoke > 1 {
+        use rand::{seq::SliceRandom, SeedableRng};
+        let copies: Vec<TrainExample> = data
+            .iter()
+            .filter(|e| t0_id(&tok, e) == Some(tok.use_invoke_id()))
+            .flat_map(|e| std::iter::repeat_n(e.clone(), a.oversample_use_invoke - 1))
+            .collect();
+        data.extend(copies);
+        // Seeded, so that `data_position` means the same thing on resume.
+        data.shuffle(&mut rand::rngs::StdRng::seed_from_u64(a.seed ^ 0x0e5a_4d1e));
+    }
     if data.is_empty() {
         return Err(bad(format!(
             "{}: no usable training example",
@@ -647,7 +908,8 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
         }
     };
     report(
-        serde_json::json!({"examples": data.len(), "skipped": skipped, "eval_examples": eval.len(),
+        serde_json::json!({"examples": data.len(), "skipped": skipped.values().sum::<usize>(),
+        "skipped_by_reason": skipped, "use_invoke_share": use_invoke_share(&tok, &data), "eval_examples": eval.len(),
         "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}),
     );
     let pb = progress(steps.saturating_sub(trainer.state.step), a.json);

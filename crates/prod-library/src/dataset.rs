@@ -25,6 +25,11 @@ pub struct DatasetConfig {
     pub test_fraction: f64,
     /// Share of the remaining examples drawn for validation.
     pub val_fraction: f64,
+    /// More test units are drawn until the test split has this many theorems (after the cap).
+    pub test_min_theorems: usize,
+    /// No file holds more than this share of the test theorems: a file's T_tree theorems
+    /// beyond the cap are left out of every split (≥ 1 or 0: no cap).
+    pub test_file_cap: f64,
     pub seed: u64,
     /// Split unit: `auto` (package when the library has several, else file), `package`, `file`.
     pub unit: SplitUnit,
@@ -46,6 +51,8 @@ impl Default for DatasetConfig {
             coqlib: PathBuf::from(discovery::DEFAULT_COQLIB),
             test_fraction: 0.1,
             val_fraction: 0.05,
+            test_min_theorems: crate::split::MIN_TEST_THEOREMS,
+            test_file_cap: crate::split::TEST_FILE_CAP,
             seed: 0,
             unit: SplitUnit::Auto,
             hammer: true,
@@ -53,6 +60,13 @@ impl Default for DatasetConfig {
             context_bytes: 16 * 1024,
             coqc: PathBuf::from("coqc"),
         }
+    }
+}
+
+impl DatasetConfig {
+    /// What the test split aims for (minimum and per-file cap).
+    pub fn test_target(&self) -> crate::split::TestTarget {
+        crate::split::TestTarget { min_theorems: self.test_min_theorems, file_cap: self.test_file_cap }
     }
 }
 
@@ -159,6 +173,16 @@ pub struct Stats {
     pub test_units: Vec<String>,
     /// Theorem blocks in each test unit (examples or not).
     pub blocks_per_test_unit: BTreeMap<String, usize>,
+    /// Theorems in the test split (after the per-file cap).
+    pub test_theorems: usize,
+    /// The largest share of the test theorems one file holds, and that file.
+    pub test_max_file_share: f64,
+    pub test_max_file: String,
+    /// Most test theorems one file keeps (`None`: no file needed capping, or the cap was off
+    /// or could not be met; a note says which).
+    pub test_file_cap: Option<usize>,
+    /// T_tree theorems of test files beyond the cap: in no split.
+    pub test_dropped_by_cap: usize,
     /// Units left out of every split because they depend on a test unit (date split only).
     pub excluded_units: Vec<String>,
     /// Examples of the excluded units (not written).
@@ -413,6 +437,8 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
             .iter()
             .map(|r| r.examples.iter().filter(|e| e.0.in_tree).count())
             .collect(),
+        // Per file already: each file is its own entry of `tree`.
+        files: Vec::new(),
     };
     let plan = src.split_plan(cfg, &file_sizes);
     let unit_of = &plan.unit_of;
@@ -430,6 +456,32 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
         }
     }
 
+    // The per-file cap: a test file keeps at most `cap` of its T_tree theorems, a seeded choice
+    // (by the file's logical path, so it does not depend on what else is built); the rest go to
+    // no split, since their file is a test unit (nothing in train may come from it).
+    let test_files: Vec<usize> = (0..n).filter(|&i| is_test_unit[unit_of[i]] && file_sizes.tree[i] > 0).collect();
+    let test_sizes: Vec<usize> = test_files.iter().map(|&i| file_sizes.tree[i]).collect();
+    let cap = crate::split::file_cap(&test_sizes, cfg.test_file_cap);
+    let mut test_dropped: Vec<Vec<bool>> = vec![Vec::new(); n];
+    let mut test_kept: Vec<(usize, usize)> = Vec::new();
+    for &i in &test_files {
+        let tree: Vec<usize> = results[i].examples.iter().enumerate().filter(|(_, e)| e.0.in_tree).map(|(k, _)| k).collect();
+        let keep = cap.cap.map_or(tree.len(), |c| tree.len().min(c));
+        test_kept.push((i, keep));
+        if keep < tree.len() {
+            use rand::seq::SliceRandom;
+            use rand::SeedableRng;
+            let mut order = tree;
+            let key = lib.files[i].logical.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+            order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(cfg.seed ^ key));
+            let mut dropped = vec![false; results[i].examples.len()];
+            for &k in &order[keep..] {
+                dropped[k] = true;
+            }
+            test_dropped[i] = dropped;
+        }
+    }
+
     // Assign splits; validation drawn from the non-test examples.
     let non_test: usize = results.iter().enumerate().filter(|(i, _)| !is_test_unit[unit_of[*i]] && !is_excluded[unit_of[*i]]).map(|(_, r)| r.examples.len()).sum();
     let val_mask = crate::split::validation_mask(non_test, cfg.val_fraction, cfg.seed);
@@ -441,6 +493,26 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     stats.notes = lib.notes.clone();
     stats.load_paths = lib.load_paths.clone();
     stats.notes.extend(plan.notes.iter().cloned());
+    stats.test_theorems = test_kept.iter().map(|&(_, k)| k).sum();
+    stats.test_file_cap = cap.cap;
+    stats.test_dropped_by_cap = test_sizes.iter().sum::<usize>() - stats.test_theorems;
+    if let Some(&(i, k)) = test_kept.iter().max_by_key(|&&(i, k)| (k, std::cmp::Reverse(i))) {
+        stats.test_max_file_share = k as f64 / stats.test_theorems.max(1) as f64;
+        stats.test_max_file = lib.files[i].logical.clone();
+    }
+    if !cap.met {
+        stats.notes.push(format!(
+            "the test split has only {} file(s) with theorems: no cap keeps every file under {}% of it, so none is applied",
+            test_files.len(),
+            100.0 * cfg.test_file_cap
+        ));
+    }
+    if cfg.test_fraction > 0.0 && stats.test_theorems < cfg.test_min_theorems {
+        stats.notes.push(format!(
+            "the test split has {} theorems, fewer than the {} aimed for: no candidate unit is left",
+            stats.test_theorems, cfg.test_min_theorems
+        ));
+    }
     if lang.is_none() {
         stats.notes.push("no ProofLanguage given: sft.jsonl has no augmented copies".into());
     }
@@ -476,7 +548,7 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
     // Lines are rendered per file in parallel and written in file order, so the output is the
     // same whatever the thread count.
-    let rc = RenderContext { lib, cfg, lang, unit_of, is_test_unit: &is_test_unit, is_excluded: &is_excluded, val_mask: &val_mask, val_start: &val_start };
+    let rc = RenderContext { lib, cfg, lang, unit_of, is_test_unit: &is_test_unit, is_excluded: &is_excluded, val_mask: &val_mask, val_start: &val_start, test_dropped: &test_dropped };
     let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Rendered, String>)>(threads.max(1) * 4);
     let next = AtomicUsize::new(0);
     let mut with_example = 0usize;
@@ -554,6 +626,8 @@ struct RenderContext<'a> {
     val_mask: &'a [bool],
     /// Index into `val_mask` of each file's first example.
     val_start: &'a [usize],
+    /// Per file, per example: a test theorem left out by the per-file cap (empty: none).
+    test_dropped: &'a [Vec<bool>],
 }
 
 /// One file's lines for each output file, and its share of the example statistics.
@@ -612,7 +686,7 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
     }
     let test_file = rc.is_test_unit[unit];
     let mut k = rc.val_start[i];
-    for (ex, name, scope, line, imports, end, module_path) in &r.examples {
+    for (j, (ex, name, scope, line, imports, end, module_path)) in r.examples.iter().enumerate() {
         out.with_example += 1;
         let split = if test_file {
             "test"
@@ -675,8 +749,10 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
         };
         match split {
             "test" => {
-                // Paper §4.1: the test sets keep only the theorems in T_tree.
-                if ex.in_tree {
+                // Paper §4.1: the test sets keep only the theorems in T_tree (and the per-file
+                // cap only some of a large file's).
+                let capped = rc.test_dropped.get(i).and_then(|d| d.get(j)).copied().unwrap_or(false);
+                if ex.in_tree && !capped {
                     out.push("test", &base)?;
                     out.push("test_wl", &wl)?;
                 }

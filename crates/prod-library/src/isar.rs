@@ -378,10 +378,17 @@ impl LibrarySource for AfpSource {
                     })
                     .collect();
                 let sizes = crate::source::unit_sizes(sizes, &unit_of, self.entries.len());
-                crate::split::test_units_sized(&deps, cfg.test_fraction, cfg.seed, &[], &sizes)
-                    .into_iter()
-                    .map(|u| self.entries[u].clone())
-                    .collect()
+                crate::split::test_units_sized(
+                    &deps,
+                    cfg.test_fraction,
+                    cfg.seed,
+                    &[],
+                    &sizes,
+                    &cfg.test_target(),
+                )
+                .into_iter()
+                .map(|u| self.entries[u].clone())
+                .collect()
             }
             AfpSplit::After(date) => {
                 let metadata = self.root.join("metadata").join("entries");

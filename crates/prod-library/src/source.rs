@@ -81,20 +81,26 @@ pub trait LibrarySource: Sync {
     }
 }
 
-/// Per-file sizes summed per unit (`unit_of[file]`).
+/// Per-file sizes summed per unit (`unit_of[file]`), with each unit's file sizes kept for the
+/// per-file cap.
 pub fn unit_sizes(file_sizes: &UnitSizes, unit_of: &[usize], units: usize) -> UnitSizes {
     let mut out = UnitSizes {
         examples: vec![0; units],
         tree: vec![0; units],
+        files: vec![Vec::new(); units],
     };
     for (f, &u) in unit_of.iter().enumerate().filter(|(_, &u)| u < units) {
+        let tree = file_sizes.tree.get(f).copied().unwrap_or(0);
         out.examples[u] += file_sizes.examples.get(f).copied().unwrap_or(0);
-        out.tree[u] += file_sizes.tree.get(f).copied().unwrap_or(0);
+        out.tree[u] += tree;
+        if tree > 0 {
+            out.files[u].push(tree);
+        }
     }
     out
 }
 
-/// The dependency-based holdout (issue C): unit = package when the library has several (or
+/// The dependency-based holdout: unit = package when the library has several (or
 /// `--unit package`), else file; test units from [`crate::split::test_units_sized`] (seeded,
 /// never empty while a unit has a T_tree theorem, no file without one); units without
 /// dependency information are never chosen.
@@ -129,7 +135,7 @@ pub fn dependency_split(lib: &Library, cfg: &DatasetConfig, sizes: &UnitSizes) -
     }
     let sizes = unit_sizes(sizes, &unit_of, units);
     let test =
-        crate::split::test_units_sized(&unit_deps, cfg.test_fraction, cfg.seed, &unknown, &sizes);
+        crate::split::test_units_sized(&unit_deps, cfg.test_fraction, cfg.seed, &unknown, &sizes, &cfg.test_target());
     SplitPlan {
         unit_kind: if by_package { "package" } else { "file" }.into(),
         unit_names,

@@ -91,6 +91,19 @@ fn stdlib_dataset_invariants() {
         );
     }
     assert!(stats.examples_per_split["test"] >= prod_library::split::MIN_TEST_THEOREMS);
+    // No file holds more than the per-file cap's share of the test theorems.
+    assert_eq!(stats.test_theorems, stats.examples_per_split["test"]);
+    let test_lines = read_examples(&dir.path().join("test.jsonl")).unwrap();
+    let mut per_file: HashMap<&str, usize> = HashMap::new();
+    for e in &test_lines {
+        *per_file.entry(e.logical_path.as_str()).or_default() += 1;
+    }
+    let max = per_file.values().copied().max().unwrap_or(0);
+    assert!(
+        max as f64 <= prod_library::split::TEST_FILE_CAP * stats.test_theorems as f64,
+        "{per_file:?}"
+    );
+    assert!((stats.test_max_file_share - max as f64 / stats.test_theorems as f64).abs() < 1e-9);
     assert!(
         stats.blocks_per_test_unit.values().all(|&b| b > 0),
         "a test unit without theorems: {:?}",

@@ -9,7 +9,10 @@
 //!
 //! Layout in tokens: `tail_N(tok(context + "\n")) ++ tok(statement + "\n") ++ target`. Context
 //! and statement are tokenised separately so that truncation never changes the statement's
-//! tokens.
+//! tokens. A training example longer than `max_seq_len` loses more of its context (still its
+//! last tokens) before it is refused: only statement + target beyond the limit drop it, so
+//! long proofs (which are more often the ones proposing lemmas) are not lost to a context
+//! that could have been shortened.
 
 use prod_core::{ConditionalProof, T0};
 
@@ -59,10 +62,64 @@ impl TrainExample {
 #[derive(Clone, Copy, Debug)]
 pub struct ExampleOptions {
     pub context_tokens: usize,
-    /// Longest allowed sequence; longer examples are an error (the caller skips and counts them).
+    /// Longest allowed sequence. The context is cut further (still to its LAST tokens) until
+    /// the example fits; only an example whose statement and target alone exceed it is refused
+    /// ([`DropReason::TooLong`]).
     pub max_seq_len: usize,
     /// Also train on the statement (the paper does this for built-in libraries).
     pub statement_in_loss: bool,
+}
+
+/// Why a dataset line yields no training example.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Statement + target + end token exceed `max_seq_len` even with no context at all.
+    TooLong,
+    /// The target does not parse as a conditional proof.
+    BadTarget,
+    /// Empty statement.
+    EmptyStatement,
+    /// Weight not finite.
+    BadWeight,
+    /// The tokenizer failed.
+    Tokenizer,
+}
+
+impl DropReason {
+    /// Snake-case name, for reports (`skipped_by_reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::TooLong => "too_long",
+            DropReason::BadTarget => "bad_target",
+            DropReason::EmptyStatement => "empty_statement",
+            DropReason::BadWeight => "bad_weight",
+            DropReason::Tokenizer => "tokenizer",
+        }
+    }
+}
+
+/// A dataset line that yields no training example: the reason and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    pub reason: DropReason,
+    pub message: String,
+}
+
+/// A built training example and how much of its context it kept.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuiltExample {
+    pub example: TrainExample,
+    /// Tokens of the whole context (`tok(context + "\n")`).
+    pub context_tokens_full: usize,
+    /// Tokens of it kept: `min(full, context_tokens, max_seq_len − statement − target)`.
+    pub context_tokens_kept: usize,
+}
+
+impl BuiltExample {
+    /// The context was cut further than `context_tokens` to fit `max_seq_len`.
+    pub fn cut_for_length(&self, opts: &ExampleOptions) -> bool {
+        self.context_tokens_kept < self.context_tokens_full.min(opts.context_tokens)
+    }
 }
 
 /// `(x, t0 + conditional proof + end, weight)`. The target must parse as a conditional proof
@@ -75,35 +132,61 @@ pub fn policy_example(
     weight: f32,
     opts: &ExampleOptions,
 ) -> Result<TrainExample> {
+    build_policy_example(tok, context, statement, conditional_proof, weight, opts)
+        .map(|b| b.example)
+        .map_err(|d| PolicyError::BadInput(d.message))
+}
+
+/// [`policy_example`] with the reason of a refusal and the context actually kept.
+///
+/// Layout: `tail_k(tok(context + "\n")) ++ tok(statement + "\n") ++ tok(target) ++ end`, with
+/// `k = min(context_tokens, max_seq_len − |statement| − |target| − 1)`: the context, never the
+/// statement or the proof, gives way to the length limit (the paper keeps the LAST tokens of
+/// the context), so an example is refused only when statement and proof alone do not fit.
+pub fn build_policy_example(
+    tok: &ProdTokenizer,
+    context: &str,
+    statement: &str,
+    conditional_proof: &str,
+    weight: f32,
+    opts: &ExampleOptions,
+) -> std::result::Result<BuiltExample, Dropped> {
+    let drop = |reason, message: String| Dropped { reason, message };
+    let tokenizer = |e: PolicyError| drop(DropReason::Tokenizer, e.to_string());
     ConditionalProof::parse(conditional_proof)
-        .map_err(|e| PolicyError::BadInput(format!("target is not a conditional proof: {e}")))?;
+        .map_err(|e| drop(DropReason::BadTarget, format!("target is not a conditional proof: {e}")))?;
     if !weight.is_finite() {
-        return Err(PolicyError::BadInput(format!("weight {weight} is not finite")));
+        return Err(drop(DropReason::BadWeight, format!("weight {weight} is not finite")));
     }
-    let context = context.trim_end();
-    let mut ids = if context.is_empty() { Vec::new() } else { tok.encode(&format!("{context}\n"))? };
-    if ids.len() > opts.context_tokens {
-        ids.drain(..ids.len() - opts.context_tokens);
-    }
-    let statement_start = ids.len();
     let statement = statement.trim();
     if statement.is_empty() {
-        return Err(PolicyError::BadInput("empty statement".into()));
+        return Err(drop(DropReason::EmptyStatement, "empty statement".into()));
     }
-    ids.extend(tok.encode(&format!("{statement}\n"))?);
-    let target_start = ids.len();
-    ids.extend(tok.encode(conditional_proof.trim())?);
-    ids.push(tok.end_id());
-    if ids.len() > opts.max_seq_len {
-        return Err(PolicyError::BadInput(format!(
-            "example has {} tokens, more than max_seq_len {}",
-            ids.len(),
-            opts.max_seq_len
-        )));
+    let mut body = tok.encode(&format!("{statement}\n")).map_err(tokenizer)?;
+    let statement_len = body.len();
+    body.extend(tok.encode(conditional_proof.trim()).map_err(tokenizer)?);
+    body.push(tok.end_id());
+    if body.len() > opts.max_seq_len {
+        return Err(drop(
+            DropReason::TooLong,
+            format!(
+                "statement and proof have {} tokens, more than max_seq_len {}",
+                body.len(),
+                opts.max_seq_len
+            ),
+        ));
     }
+    let context = context.trim_end();
+    let mut ids = if context.is_empty() { Vec::new() } else { tok.encode(&format!("{context}\n")).map_err(tokenizer)? };
+    let full = ids.len();
+    let keep = full.min(opts.context_tokens).min(opts.max_seq_len - body.len());
+    ids.drain(..full - keep);
+    let statement_start = ids.len();
+    let target_start = statement_start + statement_len;
+    ids.extend(body);
     // The first token has no left context to be predicted from.
     let loss_from = if opts.statement_in_loss { statement_start.max(1) } else { target_start };
-    Ok(TrainExample { ids, loss_from, weight })
+    Ok(BuiltExample { example: TrainExample { ids, loss_from, weight }, context_tokens_full: full, context_tokens_kept: keep })
 }
 
 /// `(x, <true> or <false>)` for the value model: the loss is on that one token.

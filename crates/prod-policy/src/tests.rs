@@ -443,6 +443,41 @@ fn prompts_truncate_the_context_and_targets_end_with_the_end_token() {
 }
 
 #[test]
+fn the_context_gives_way_to_the_length_limit_before_an_example_is_dropped() {
+    let tok = tokenizer();
+    let context = "Lemma add_0_r : forall n : nat, n + 0 = n. Theorem app_nil_r : forall (A : Type) (l : list A), l ++ nil = l.";
+    let statement = "Lemma foo : forall n : nat, n + 0 = n.";
+    let proof = "<use_invoke> <invoke> Lemma bar : 0 = 0. </invoke> intros n. auto.";
+    let full_ctx = tok.encode(&format!("{context}\n")).unwrap();
+    let stmt = tok.encode(&format!("{statement}\n")).unwrap();
+    let body = stmt.len() + tok.encode(proof).unwrap().len() + 1;
+    assert!(full_ctx.len() > 8);
+    // Room for the body and 3 context tokens: the last 3 are kept, the example is not dropped.
+    let opts = ExampleOptions { context_tokens: 1000, max_seq_len: body + 3, statement_in_loss: false };
+    let b = prompt::build_policy_example(&tok, context, statement, proof, 1.0, &opts).unwrap();
+    assert_eq!(b.example.ids.len(), body + 3);
+    assert_eq!(&b.example.ids[..3], &full_ctx[full_ctx.len() - 3..], "the LAST context tokens");
+    assert_eq!(&b.example.ids[3..3 + stmt.len()], &stmt[..], "the statement whole");
+    assert_eq!(b.example.loss_from, 3 + stmt.len());
+    assert_eq!(b.example.ids[b.example.loss_from], tok.use_invoke_id());
+    assert_eq!((b.context_tokens_full, b.context_tokens_kept), (full_ctx.len(), 3));
+    assert!(b.cut_for_length(&opts));
+    // --context-tokens still bounds the context when the limit leaves more room.
+    let roomy = ExampleOptions { context_tokens: 5, max_seq_len: 4096, ..opts };
+    let b = prompt::build_policy_example(&tok, context, statement, proof, 1.0, &roomy).unwrap();
+    assert_eq!((b.context_tokens_kept, b.cut_for_length(&roomy)), (5, false));
+    // No context at all still fits exactly; one token less and the statement + proof alone are
+    // too long: dropped, with that reason.
+    let exact = ExampleOptions { max_seq_len: body, ..opts };
+    assert_eq!(prompt::build_policy_example(&tok, context, statement, proof, 1.0, &exact).unwrap().context_tokens_kept, 0);
+    let short = ExampleOptions { max_seq_len: body - 1, ..opts };
+    let d = prompt::build_policy_example(&tok, context, statement, proof, 1.0, &short).unwrap_err();
+    assert_eq!(d.reason, prompt::DropReason::TooLong);
+    let d = prompt::build_policy_example(&tok, context, statement, "intros.", 1.0, &opts).unwrap_err();
+    assert_eq!(d.reason, prompt::DropReason::BadTarget);
+}
+
+#[test]
 fn pair_probabilities_are_renormalised_softmax() {
     let tok = tokenizer();
     let m = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 15, &Device::Cpu).unwrap();
