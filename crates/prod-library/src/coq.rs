@@ -565,6 +565,9 @@ pub struct CoqSource<'l> {
     pub resolver: Resolver,
     /// The stdlib's directory: its files are never rewritten (they resolve within `Coq`).
     pub theories: std::path::PathBuf,
+    /// CoqHammer tactic names the library defines itself (`Ltac sauto := …` in Coqprime): a
+    /// step using one is the library's tactic, not CoqHammer's, and is not replaced by `hammer.`.
+    pub own_tactics: Vec<String>,
 }
 
 impl<'l> CoqSource<'l> {
@@ -577,11 +580,15 @@ impl<'l> CoqSource<'l> {
         let mut library = discovery::discover(spec, coqlib)?;
         discovery::resolve_dependencies(&mut library, coqlib);
         let resolver = Resolver::new(&library, coqlib);
+        let own_tactics = crate::hammer::own_hammer_tactics(
+            library.files.iter().filter_map(|f| std::fs::read_to_string(&f.path).ok()),
+        );
         Ok(CoqSource {
             library,
             language,
             resolver,
             theories: coqlib.join("theories"),
+            own_tactics,
         })
     }
 }
@@ -671,7 +678,7 @@ impl LibrarySource for CoqSource<'_> {
         Box::new(CoqSegmenter { source: self })
     }
     fn rewrite_step(&self, steps: &[Step], k: usize) -> Option<String> {
-        crate::hammer::replace_step(steps, k)
+        crate::hammer::replace_step_except(steps, k, &self.own_tactics)
     }
     fn language(&self) -> Option<&dyn ProofLanguage> {
         self.language

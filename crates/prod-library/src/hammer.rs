@@ -35,8 +35,36 @@ fn is_closing_position(steps: &[Step], k: usize) -> bool {
     }
 }
 
+/// The CoqHammer tactic names that `texts` (a library's files) define as their own tactics
+/// (`Ltac sauto := …`, `Ltac2 …`, `Tactic Notation "sauto" …`), sorted.
+pub fn own_hammer_tactics(texts: impl Iterator<Item = String>) -> Vec<String> {
+    let mut own = std::collections::BTreeSet::new();
+    for text in texts {
+        for keyword in ["Ltac ", "Ltac2 ", "Tactic Notation "] {
+            for (at, _) in text.match_indices(keyword) {
+                let rest = text[at + keyword.len()..].trim_start();
+                let rest = rest.strip_prefix("Local ").unwrap_or(rest).trim_start();
+                let rest = rest.strip_prefix('"').unwrap_or(rest);
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '\'')
+                    .collect();
+                if RECONSTRUCTION_TACTICS.contains(&name.as_str()) {
+                    own.insert(name);
+                }
+            }
+        }
+    }
+    own.into_iter().collect()
+}
+
 /// Does step `k` become `hammer.`? Returns the rewritten step (leading layout kept).
 pub fn replace_step(steps: &[Step], k: usize) -> Option<String> {
+    replace_step_except(steps, k, &[])
+}
+
+/// [`replace_step`] where the names in `own` are the library's own tactics, not CoqHammer's.
+pub fn replace_step_except(steps: &[Step], k: usize, own: &[String]) -> Option<String> {
     let text = &steps.get(k)?.text;
     let body_at = text.len() - text.trim_start().len();
     let (lead, sentence) = text.split_at(body_at);
@@ -45,7 +73,11 @@ pub fn replace_step(steps: &[Step], k: usize) -> Option<String> {
     if !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() || !sentence.ends_with('.') {
         return None;
     }
-    let hit = |r: std::ops::Range<usize>| sentence.get(r).is_some_and(|w| RECONSTRUCTION_TACTICS.contains(&w));
+    let hit = |r: std::ops::Range<usize>| {
+        sentence
+            .get(r)
+            .is_some_and(|w| RECONSTRUCTION_TACTICS.contains(&w) && !own.iter().any(|o| o == w))
+    };
     let bare = sentence.trim_end_matches('.').split_whitespace().collect::<Vec<_>>().join(" ");
     let replace = identifiers(sentence).into_iter().any(hit)
         || CLOSING_TACTICS.contains(&bare.as_str())
@@ -90,5 +122,19 @@ mod tests {
     #[test]
     fn hammer_itself_is_left_alone() {
         assert_eq!(replace_step(&steps(&[" hammer."]), 0), None);
+    }
+
+    /// Coqprime defines its own `sauto`: its steps stay; CoqHammer's other names still count.
+    #[test]
+    fn a_library_tactic_named_like_coqhammer_is_not_replaced() {
+        let own = own_hammer_tactics(
+            ["Ltac sauto := auto.\nLtac mine := idtac.".to_string(), "Tactic Notation \"hauto\" := idtac.".into()]
+                .into_iter(),
+        );
+        assert_eq!(own, ["hauto", "sauto"]);
+        let s = steps(&[" apply f; sauto.", " sfirstorder."]);
+        assert_eq!(replace_step_except(&s, 0, &own), None);
+        assert_eq!(replace_step_except(&s, 1, &own).as_deref(), Some(" hammer."));
+        assert_eq!(replace_step(&s, 0).as_deref(), Some(" hammer."));
     }
 }
