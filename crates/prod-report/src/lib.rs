@@ -15,7 +15,10 @@ pub mod text;
 pub use figures::{figures, Figure};
 pub use html::render_html;
 pub use markdown::render_markdown;
-pub use model::{DatasetInfo, DepthCell, Evaluation, ModelInfo, PassAtK, RoundMetrics, RunReport};
+pub use model::{
+    DatasetInfo, DepthCell, Evaluation, ExampleNode, ExampleTree, FailureCount, ModelInfo, NodeOutcomes, PassAtK,
+    RoundMetrics, RunReport, TheoremDetail,
+};
 pub use tables::warnings;
 
 /// Read a RUN.json. The error names the line and column (serde_json's position).

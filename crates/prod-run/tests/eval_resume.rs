@@ -76,6 +76,7 @@ fn theorems() -> Vec<Theorem> {
         depth: Some(depth),
         scope: vec![],
         qualified_name: id.into(),
+        file: "Fix.v".into(),
     };
     vec![
         t("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", 1),
