@@ -85,17 +85,40 @@ fn is_hypothesis(line: &str) -> bool {
     }
 }
 
+/// How Coq's error sentences begin (after an `In environment` preamble).
+const ERROR_STARTS: [&str; 14] = [
+    "Unable to unify",
+    "Impossible to unify",
+    "Unable to find",
+    "Unable to apply",
+    "The term",
+    "The reference",
+    "The variable",
+    "No such",
+    "Cannot",
+    "Found no",
+    "Not an inductive",
+    "Tactic failure",
+    "Illegal application",
+    "Error",
+];
+
 /// The line of a checker message that says what went wrong: the first non-empty line, skipping
-/// Coq's `In environment` preamble and its hypotheses (they differ from node to node).
+/// Coq's `In environment` preamble and its hypotheses (they differ from node to node), also
+/// when the checker has folded the message onto one line.
 pub(crate) fn headline(message: &str) -> String {
-    let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty()).peekable();
+    let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
     let mut first = lines.next().unwrap_or_default();
     if first == "In environment" {
-        while let Some(l) = lines.next() {
+        for l in lines.by_ref() {
             if !is_hypothesis(l) {
                 first = l;
                 break;
             }
+        }
+    } else if let Some(rest) = first.strip_prefix("In environment ") {
+        if let Some(at) = ERROR_STARTS.iter().filter_map(|e| rest.find(e)).min() {
+            first = &rest[at..];
         }
     }
     let line: String = first.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
@@ -314,6 +337,9 @@ mod tests {
         assert_eq!(headline(m), "Unable to unify \"n + 0\" with \"n\".");
         assert_eq!(headline("  \nNo such goal.\n"), "No such goal.");
         assert_eq!(headline(""), "");
+        let folded = "In environment m : nat H : The x = y Unable to unify \"m\" with \"m + 0\".";
+        assert_eq!(headline(folded), "Unable to unify \"m\" with \"m + 0\".");
+        assert_eq!(headline("In environment x : nat oops"), "In environment x : nat oops");
         assert_eq!(headline(&"x".repeat(500)).chars().count(), FAILURE_CHARS);
     }
 }
