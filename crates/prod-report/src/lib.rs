@@ -1,6 +1,8 @@
-//! ProD run reports (issue E, deliverable 7): a self-contained HTML file with hand-written SVG
-//! plots (pass@k curves, the Fig. 5 depth bars, per-round curves, temperature sweeps) and a
-//! Markdown summary for docs/results.md. Pure: no I/O; the same input gives the same bytes.
+//! ProD run reports: a self-contained HTML file with hand-written SVG plots (pass@k curves, the
+//! Fig. 5 depth bars, per-round curves, temperature sweeps), what each evaluation's trees did (a
+//! per-theorem table, nodes by verdict kind with the common failure messages, example trees node
+//! by node with the assembled proof) and a Markdown summary for docs/results.md. Pure: no I/O;
+//! the same input gives the same bytes.
 //!
 //! The input is [`RunReport`] (RUN.json), written by the run (`prod eval`, `prod rl`).
 
