@@ -217,6 +217,12 @@ pub fn summary_json(
                 "name": e.name, "theorems": e.theorems, "samples": e.samples_per_theorem,
                 "pass_at_k": e.pass_at_k.iter().map(|p| serde_json::json!({"k": p.k, "estimate": p.estimate, "ci": [p.ci_low, p.ci_high]})).collect::<Vec<_>>(),
                 "checked_nodes": e.checked_nodes, "infra_nodes": e.infra_nodes, "novel_lemma_share": e.novel_lemma_share,
+                "use_invoke_share_root": e.use_invoke_share_root, "proposals": e.proposals,
+                "sampled_trees_height_ge1": e.sampled_trees_height_ge1,
+                "node_outcomes": e.node_outcomes.as_ref().map(|o| serde_json::json!({
+                    "nodes": o.nodes, "proved": o.proved, "failed": o.failed, "rejected": o.rejected,
+                    "timed_out": o.timed_out, "infra": o.infra, "globally_correct": o.globally_correct,
+                })),
             })
         })
         .collect();
@@ -244,6 +250,23 @@ pub fn print_human(report: &prod_run::prod_report::RunReport) {
             "  nodes checked {}, lost to infra {}",
             e.checked_nodes, e.infra_nodes
         );
+        if let Some(o) = &e.node_outcomes {
+            eprintln!(
+                "  nodes: {} proved, {} failed, {} rejected, {} timed out, {} infra ({} globally correct)",
+                o.proved, o.failed, o.rejected, o.timed_out, o.infra, o.globally_correct
+            );
+            if let Some(f) = o.top_failures.first() {
+                eprintln!("  most common failure ({} nodes): {}", f.count, f.message);
+            }
+        }
+        if let Some(s) = e.use_invoke_share_root {
+            eprintln!("  <use_invoke> share of root samples: {:.1}%", 100.0 * s);
+        }
+        if let (Some(p), Some(t)) = (e.proposals, e.sampled_trees_height_ge1) {
+            eprintln!(
+                "  lemmas proposed: {p}; proved trees of height >= 1 built only from sampled nodes: {t}"
+            );
+        }
         if let Some(s) = e.novel_lemma_share {
             eprintln!(
                 "  novel lemmas among proved trees' lemmas: {:.1}%",

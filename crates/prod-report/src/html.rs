@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use crate::figures::{self, Figure};
-use crate::model::RunReport;
+use crate::model::{Evaluation, ExampleTree, RunReport};
 use crate::tables::{self, Table};
-use crate::text::xml;
+use crate::text::{fixed, xml};
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1060px;margin:2em auto;\
 padding:0 1em;color:#222;line-height:1.45}\n\
@@ -18,7 +18,13 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n\
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}\n\
 figcaption{font-size:13px;color:#555;max-width:640px}\n\
 .warn{background:#fff4e5;border:1px solid #f0b96b;padding:.3em 1em}\n\
-pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:13px}\n\
+pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:13px;white-space:pre-wrap}\n\
+details.tree{border:1px solid #ddd;padding:.3em 1em;margin:.6em 0}\n\
+details.tree summary{cursor:pointer;font-weight:600}\n\
+.node{border-left:4px solid #ccc;padding-left:.8em;margin:.8em 0}\n\
+.node.proved{border-color:#43a047}.node.failed{border-color:#e53935}.node.rejected{border-color:#fb8c00}\n\
+.node.timed_out{border-color:#8e24aa}.node.infra{border-color:#9e9e9e}\n\
+.msg{color:#b71c1c;font-size:13px}\n\
 footer{margin-top:3em;font-size:12px;color:#777}\n";
 
 fn table(out: &mut String, t: &Table) {
@@ -108,6 +114,14 @@ pub fn render_html(r: &RunReport) -> String {
         }
     }
 
+    let with_details: Vec<&Evaluation> = r.evaluations.iter().filter(|e| tables::has_details(e)).collect();
+    if !with_details.is_empty() {
+        out.push_str("<h2 id=\"details\">What the evaluation did</h2>\n");
+        for e in with_details {
+            details(&mut out, e);
+        }
+    }
+
     let sweeps = tables::temperature_sweeps(r);
     if !sweeps.is_empty() {
         out.push_str("<h2 id=\"temperature\">Temperature sweep</h2>\n");
@@ -148,4 +162,137 @@ pub fn render_html(r: &RunReport) -> String {
     }
     out.push_str("<footer>Written by <code>prod report</code>.</footer>\n</body>\n</html>\n");
     out
+}
+
+/// Colours of the verdict kinds (node breakdown bar, node borders).
+const KIND_COLOURS: [(&str, &str); 5] = [
+    ("proved", "#43a047"),
+    ("failed", "#e53935"),
+    ("rejected", "#fb8c00"),
+    ("timed out", "#8e24aa"),
+    ("infra", "#9e9e9e"),
+];
+
+/// One stacked bar of the node verdict kinds, with a tooltip per segment.
+fn outcome_bar(out: &mut String, o: &crate::model::NodeOutcomes) {
+    let counts = [o.proved, o.failed, o.rejected, o.timed_out, o.infra];
+    let total: usize = counts.iter().fold(0usize, |a, &c| a.saturating_add(c));
+    if total == 0 {
+        return;
+    }
+    let (w, h) = (600.0_f64, 22.0_f64);
+    let _ = write!(
+        out,
+        "<figure>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">\n"
+    );
+    let mut x = 0.0_f64;
+    for ((name, colour), &n) in KIND_COLOURS.iter().zip(&counts) {
+        if n == 0 {
+            continue;
+        }
+        let width = w * n as f64 / total as f64;
+        let _ = writeln!(
+            out,
+            "<rect x=\"{}\" y=\"0\" width=\"{}\" height=\"{h}\" fill=\"{colour}\"><title>{}: {n}</title></rect>",
+            fixed(x, 2),
+            fixed(width, 2),
+            xml(name)
+        );
+        x += width;
+    }
+    out.push_str("</svg>\n<figcaption>");
+    let legend: Vec<String> = KIND_COLOURS
+        .iter()
+        .zip(&counts)
+        .map(|((name, colour), n)| format!("<span style=\"color:{colour}\">\u{25a0}</span> {} {n}", xml(name)))
+        .collect();
+    out.push_str(&legend.join(" \u{b7} "));
+    out.push_str("</figcaption>\n</figure>\n");
+}
+
+/// Per-evaluation details: headline measures, node breakdown, per-theorem table, example trees.
+fn details(out: &mut String, e: &Evaluation) {
+    let _ = writeln!(out, "<h3>{}</h3>", xml(&e.name));
+    out.push_str("<table>\n<tbody>\n");
+    for (k, v) in tables::measures(e) {
+        let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", xml(&k), xml(&v));
+    }
+    out.push_str("</tbody>\n</table>\n");
+    if let Some(o) = &e.node_outcomes {
+        out.push_str("<h4>Nodes by verdict</h4>\n");
+        outcome_bar(out, o);
+        if let Some(t) = tables::node_outcomes(e) {
+            table(out, &t);
+        }
+        out.push_str(
+            "<p>Infra nodes have no verdict (the check was lost to an infrastructure failure and is retried on \
+             resume); they are never counted as failures.</p>\n",
+        );
+        if let Some(t) = tables::failures(e) {
+            out.push_str("<h4>Most common failure messages</h4>\n");
+            table(out, &t);
+        }
+    }
+    if !e.theorems_detail.is_empty() {
+        let t = tables::theorems(e);
+        let proved = e.theorems_detail.iter().filter(|t| t.proved_trees > 0).count();
+        let _ = writeln!(
+            out,
+            "<details class=\"tree\"{}>\n<summary>Per theorem ({} theorems, {} proved)</summary>",
+            if e.theorems_detail.len() <= 50 { " open=\"open\"" } else { "" },
+            e.theorems_detail.len(),
+            proved
+        );
+        table(out, &t);
+        out.push_str(
+            "<p>First proving sample: the 1-based index of the first tree that proved the theorem. Proving depth: \
+             height of the proving tree (0: a flat proof; shallowest–deepest when several trees proved it).</p>\n\
+             </details>\n",
+        );
+    }
+    if !e.examples.is_empty() {
+        out.push_str("<h4>Example proof trees</h4>\n");
+        for x in &e.examples {
+            example(out, x);
+        }
+    }
+}
+
+fn example(out: &mut String, x: &ExampleTree) {
+    let _ = writeln!(
+        out,
+        "<details class=\"tree\">\n<summary>{}: {} (tree {}{})</summary>",
+        xml(&x.kind),
+        xml(&x.theorem),
+        x.tree,
+        match (x.proved, x.height) {
+            (true, Some(h)) => format!(", proved, height {h}"),
+            (true, None) => ", proved".to_string(),
+            (false, _) => ", not proved".to_string(),
+        }
+    );
+    for n in &x.nodes {
+        let kind: String = n.verdict.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let _ = writeln!(
+            out,
+            "<div class=\"node {kind}\">\n<p><strong>depth {}</strong> \u{b7} {} \u{b7} local: <strong>{}</strong> \u{b7} global: {}{}</p>",
+            n.depth,
+            xml(&n.origin),
+            xml(&n.verdict),
+            xml(if n.global.is_empty() { "\u{2013}" } else { &n.global }),
+            if n.lemmas.is_empty() { String::new() } else { format!(" \u{b7} proposes {} lemma{}", n.lemmas.len(), if n.lemmas.len() == 1 { "" } else { "s" }) }
+        );
+        let _ = writeln!(out, "<pre>{}\n{}</pre>", xml(&n.statement), xml(&n.completion));
+        if !n.message.is_empty() {
+            let _ = writeln!(out, "<pre class=\"msg\">Coq: {}</pre>", xml(&n.message));
+        }
+        out.push_str("</div>\n");
+    }
+    if x.omitted_nodes > 0 {
+        let _ = writeln!(out, "<p>{} more nodes not shown.</p>", x.omitted_nodes);
+    }
+    if let Some(p) = &x.assembled_proof {
+        let _ = writeln!(out, "<p>Assembled proof (checked cold by <code>coqc</code>):</p>\n<pre>{}</pre>", xml(p));
+    }
+    out.push_str("</details>\n");
 }

@@ -1,6 +1,8 @@
-//! ProD run reports (issue E, deliverable 7): a self-contained HTML file with hand-written SVG
-//! plots (pass@k curves, the Fig. 5 depth bars, per-round curves, temperature sweeps) and a
-//! Markdown summary for docs/results.md. Pure: no I/O; the same input gives the same bytes.
+//! ProD run reports: a self-contained HTML file with hand-written SVG plots (pass@k curves, the
+//! Fig. 5 depth bars, per-round curves, temperature sweeps), what each evaluation's trees did (a
+//! per-theorem table, nodes by verdict kind with the common failure messages, example trees node
+//! by node with the assembled proof) and a Markdown summary for docs/results.md. Pure: no I/O;
+//! the same input gives the same bytes.
 //!
 //! The input is [`RunReport`] (RUN.json), written by the run (`prod eval`, `prod rl`).
 
@@ -15,7 +17,10 @@ pub mod text;
 pub use figures::{figures, Figure};
 pub use html::render_html;
 pub use markdown::render_markdown;
-pub use model::{DatasetInfo, DepthCell, Evaluation, ModelInfo, PassAtK, RoundMetrics, RunReport};
+pub use model::{
+    DatasetInfo, DepthCell, Evaluation, ExampleNode, ExampleTree, FailureCount, ModelInfo, NodeOutcomes, PassAtK,
+    RoundMetrics, RunReport, TheoremDetail,
+};
 pub use tables::warnings;
 
 /// Read a RUN.json. The error names the line and column (serde_json's position).

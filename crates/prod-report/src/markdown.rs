@@ -35,6 +35,61 @@ fn fence(s: &str) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
+/// Per-theorem tables longer than this are left to the HTML report.
+const MAX_THEOREM_ROWS: usize = 30;
+
+/// One evaluation's measures, node breakdown, theorems and example trees, compactly.
+fn details(out: &mut String, e: &crate::model::Evaluation) {
+    let _ = writeln!(out, "#### {}\n", md_line(&e.name));
+    for (k, v) in tables::measures(e) {
+        let _ = writeln!(out, "- {}: {}", md_line(&k), md(&v));
+    }
+    out.push('\n');
+    if let Some(t) = tables::node_outcomes(e) {
+        table(out, &t);
+    }
+    if let Some(t) = tables::failures(e) {
+        out.push_str("Most common failure messages:\n\n");
+        table(out, &t);
+    }
+    if !e.theorems_detail.is_empty() {
+        if e.theorems_detail.len() <= MAX_THEOREM_ROWS {
+            table(out, &tables::theorems(e));
+        } else {
+            let proved = e.theorems_detail.iter().filter(|t| t.proved_trees > 0).count();
+            let _ = writeln!(
+                out,
+                "{} theorems, {proved} proved (the per-theorem table is in the HTML report).\n",
+                e.theorems_detail.len()
+            );
+        }
+    }
+    if !e.examples.is_empty() {
+        out.push_str("Example proof trees (the HTML report shows every node):\n\n");
+        for x in &e.examples {
+            let status = match (x.proved, x.height) {
+                (true, Some(h)) => format!("proved, height {h}"),
+                (true, None) => "proved".to_string(),
+                (false, _) => "not proved".to_string(),
+            };
+            let lemmas: usize = x.nodes.iter().map(|n| n.lemmas.len()).sum();
+            let _ = writeln!(
+                out,
+                "- {}: {} (tree {}): {status}; nodes: {}, proposed lemmas: {lemmas}",
+                md_line(&x.kind),
+                md(&x.theorem),
+                x.tree,
+                x.nodes.len() + x.omitted_nodes
+            );
+        }
+        out.push('\n');
+        if let Some((x, p)) = e.examples.iter().find_map(|x| x.assembled_proof.as_ref().map(|p| (x, p))) {
+            let f = fence(p);
+            let _ = write!(out, "Assembled proof of {} (tree {}):\n\n{f}coq\n{p}\n{f}\n\n", md(&x.theorem), x.tree);
+        }
+    }
+}
+
 /// The summary as Markdown. Headings start at level 2 so that it can be pasted into a page.
 pub fn render_markdown(r: &RunReport) -> String {
     let title = if r.title.trim().is_empty() { "ProD run report" } else { r.title.as_str() };
@@ -70,6 +125,13 @@ pub fn render_markdown(r: &RunReport) -> String {
         for e in with_depth {
             let _ = writeln!(out, "#### {}\n", md_line(&e.name));
             table(&mut out, &tables::depth(e));
+        }
+    }
+    let with_details: Vec<_> = r.evaluations.iter().filter(|e| tables::has_details(e)).collect();
+    if !with_details.is_empty() {
+        out.push_str("### What the evaluation did\n\n");
+        for e in with_details {
+            details(&mut out, e);
         }
     }
     let sweeps = tables::temperature_sweeps(r);

@@ -79,6 +79,131 @@ pub struct Evaluation {
     /// Share of proposed lemmas not in the dataset (paper: 37.7% of replay-buffer lemmas).
     #[serde(default)]
     pub novel_lemma_share: Option<f64>,
+    /// Per theorem: what its trees did (empty in run files that predate it).
+    #[serde(default)]
+    pub theorems_detail: Vec<TheoremDetail>,
+    /// Every node of the evaluation by verdict kind, with the most common failure messages.
+    #[serde(default)]
+    pub node_outcomes: Option<NodeOutcomes>,
+    /// Share of root samples (depth 0) whose completion begins with `<use_invoke>`: how often
+    /// the policy chose to propose lemmas for the theorem itself.
+    #[serde(default)]
+    pub use_invoke_share_root: Option<f64>,
+    /// `<invoke>` lemmas proposed by all nodes (parsable completions only).
+    #[serde(default)]
+    pub proposals: Option<usize>,
+    /// Proved trees (root globally correct, assembled proof passed the cold check) of height
+    /// ≥ 1 whose every node was sampled by the policy (no ground-truth node): lemma proposal
+    /// that worked end to end.
+    #[serde(default)]
+    pub sampled_trees_height_ge1: Option<usize>,
+    /// A few example proof trees, node by node.
+    #[serde(default)]
+    pub examples: Vec<ExampleTree>,
+}
+
+/// What one theorem's test-time trees did.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct TheoremDetail {
+    /// Dataset id of the theorem.
+    pub id: String,
+    /// Its (qualified) name.
+    #[serde(default)]
+    pub name: String,
+    /// Source file, when known.
+    #[serde(default)]
+    pub file: String,
+    /// Depth of the ground-truth proof tree, when known.
+    #[serde(default)]
+    pub ground_truth_depth: Option<u32>,
+    /// Trees judged (not lost to infra failures) and trees that proved it.
+    pub trees: usize,
+    pub proved_trees: usize,
+    /// 1-based index of the first tree (sample) that proved it: it counts for pass@k from this k on
+    /// when samples are taken in order.
+    #[serde(default)]
+    pub first_proved_sample: Option<usize>,
+    /// Heights of the shallowest and deepest proving trees (0: a flat proof).
+    #[serde(default)]
+    pub proving_depth: Option<u32>,
+    #[serde(default)]
+    pub deepest_proving_depth: Option<u32>,
+    /// Nodes sampled for it over all its trees (root and lemma nodes) and how many were locally
+    /// correct.
+    pub nodes: usize,
+    pub locally_correct: usize,
+}
+
+/// Every node of an evaluation by verdict kind. `infra` nodes have no verdict (their check was
+/// lost to an infrastructure failure): they are never counted as failures.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeOutcomes {
+    pub nodes: usize,
+    pub proved: usize,
+    pub failed: usize,
+    pub rejected: usize,
+    pub timed_out: usize,
+    pub infra: usize,
+    /// Nodes that are globally correct (proved together with a tree below them).
+    #[serde(default)]
+    pub globally_correct: usize,
+    /// The most common failure messages (first line, truncated), most frequent first.
+    #[serde(default)]
+    pub top_failures: Vec<FailureCount>,
+}
+
+/// One failure message and how many nodes got it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct FailureCount {
+    /// `failed` or `rejected`.
+    pub kind: String,
+    pub message: String,
+    pub count: usize,
+}
+
+/// An example proof tree: one theorem's nodes in one test-time tree, root first.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExampleTree {
+    /// Why it was picked, e.g. "proved with proposed lemmas".
+    pub kind: String,
+    pub theorem: String,
+    /// Tree (sample) index, 0-based.
+    pub tree: u32,
+    /// Whether the theorem counts as proved by this tree (cold check passed).
+    pub proved: bool,
+    /// Height of the proving tree, when proved.
+    #[serde(default)]
+    pub height: Option<u32>,
+    pub nodes: Vec<ExampleNode>,
+    /// The assembled complete proof (lemmas first, then the theorem), when proved.
+    #[serde(default)]
+    pub assembled_proof: Option<String>,
+    /// Nodes left out of `nodes` to keep the example short.
+    #[serde(default)]
+    pub omitted_nodes: usize,
+}
+
+/// One node of an example tree.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExampleNode {
+    /// Level in the tree (0: the theorem).
+    pub depth: u32,
+    pub statement: String,
+    /// The completion as the policy wrote it (possibly truncated).
+    pub completion: String,
+    /// `sampled` or `ground_truth`.
+    pub origin: String,
+    /// Local verdict kind: proved, failed, timed_out, rejected, or infra (no verdict).
+    pub verdict: String,
+    /// The checker's message for a node that was not proved (first lines, truncated).
+    #[serde(default)]
+    pub message: String,
+    /// Global correctness: correct, incorrect, undetermined, or empty when not a conditional proof.
+    #[serde(default)]
+    pub global: String,
+    /// Statements of the lemmas it proposes.
+    #[serde(default)]
+    pub lemmas: Vec<String>,
 }
 
 /// pass@k with its bootstrap 95% interval (see `prod_core::pass_at_k`).

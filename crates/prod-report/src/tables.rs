@@ -359,3 +359,139 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
     }
     w
 }
+
+/// Whether an evaluation carries the per-theorem and per-node details (run files written before
+/// they existed do not).
+pub fn has_details(e: &Evaluation) -> bool {
+    !e.theorems_detail.is_empty()
+        || e.node_outcomes.is_some()
+        || !e.examples.is_empty()
+        || e.use_invoke_share_root.is_some()
+        || e.sampled_trees_height_ge1.is_some()
+}
+
+fn opt_count(x: Option<usize>) -> String {
+    x.map_or_else(|| "n/a".to_string(), |n| n.to_string())
+}
+
+fn opt_depth(x: Option<u32>) -> String {
+    x.map_or_else(|| "–".to_string(), |n| n.to_string())
+}
+
+/// The headline measures of one evaluation: how often the policy proposed lemmas at the root,
+/// how many lemmas it proposed, and how many proved trees of height ≥ 1 it built on its own.
+pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("<use_invoke> share of root samples".to_string(), opt_percent(e.use_invoke_share_root)),
+        ("Lemmas proposed (<invoke>)".to_string(), opt_count(e.proposals)),
+        ("Proved trees of height ≥ 1 built only from sampled nodes".to_string(), opt_count(e.sampled_trees_height_ge1)),
+    ];
+    if let Some(o) = &e.node_outcomes {
+        v.push((
+            "Nodes".to_string(),
+            format!(
+                "{} ({} proved, {} failed, {} rejected, {} timed out, {} infra; {} globally correct)",
+                o.nodes, o.proved, o.failed, o.rejected, o.timed_out, o.infra, o.globally_correct
+            ),
+        ));
+    }
+    v
+}
+
+/// One row per theorem: proved or not, where, by how deep a tree, and what its nodes did.
+pub fn theorems(e: &Evaluation) -> Table {
+    let header = [
+        "Theorem",
+        "File",
+        "Proved",
+        "Ground-truth depth",
+        "Trees judged",
+        "Trees proving",
+        "First proving sample",
+        "Proving depth (min–max)",
+        "Nodes",
+        "Locally correct",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let rows = e
+        .theorems_detail
+        .iter()
+        .map(|t| {
+            let name =
+                if t.name.is_empty() || t.name == t.id { t.id.clone() } else { format!("{} ({})", t.name, t.id) };
+            let depth = match (t.proving_depth, t.deepest_proving_depth) {
+                (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+                (a, b) => opt_depth(a.or(b)),
+            };
+            vec![
+                name,
+                t.file.clone(),
+                if t.proved_trees > 0 { "yes" } else { "no" }.to_string(),
+                opt_depth(t.ground_truth_depth),
+                t.trees.to_string(),
+                t.proved_trees.to_string(),
+                t.first_proved_sample.map_or_else(|| "–".to_string(), |k| k.to_string()),
+                depth,
+                t.nodes.to_string(),
+                t.locally_correct.to_string(),
+            ]
+        })
+        .collect();
+    Table { header, rows, text_columns: 3 }
+}
+
+/// The verdict kinds of all nodes, with their shares. Infra nodes are their own row, never
+/// failures.
+pub fn node_outcomes(e: &Evaluation) -> Option<Table> {
+    let o = e.node_outcomes.as_ref()?;
+    let header = ["Verdict", "Nodes", "Share"].iter().map(|s| s.to_string()).collect();
+    let rows = [
+        ("proved", o.proved),
+        ("failed", o.failed),
+        ("rejected", o.rejected),
+        ("timed out", o.timed_out),
+        ("infra (no verdict)", o.infra),
+        ("total", o.nodes),
+    ]
+    .iter()
+    .map(|(k, n)| vec![k.to_string(), n.to_string(), percent(ratio(*n, o.nodes))])
+    .collect();
+    Some(Table { header, rows, text_columns: 1 })
+}
+
+/// The most common failure messages.
+pub fn failures(e: &Evaluation) -> Option<Table> {
+    let o = e.node_outcomes.as_ref()?;
+    if o.top_failures.is_empty() {
+        return None;
+    }
+    let header = ["Kind", "Message", "Nodes"].iter().map(|s| s.to_string()).collect();
+    let rows = o.top_failures.iter().map(|f| vec![f.kind.clone(), f.message.clone(), f.count.to_string()]).collect();
+    Some(Table { header, rows, text_columns: 2 })
+}
+
+/// The nodes of an example tree, one row each.
+pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
+    let header = ["Depth", "Statement", "Origin", "Verdict", "Global", "Proposed lemmas", "Message"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let rows = x
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.depth.to_string(),
+                n.statement.clone(),
+                n.origin.clone(),
+                n.verdict.clone(),
+                n.global.clone(),
+                n.lemmas.len().to_string(),
+                n.message.clone(),
+            ]
+        })
+        .collect();
+    Table { header, rows, text_columns: 7 }
+}

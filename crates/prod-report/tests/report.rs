@@ -217,6 +217,61 @@ fn hostile_names_are_escaped() {
     );
 }
 
+#[test]
+fn evaluation_details_are_shown_and_escaped() {
+    let r = load("details.json");
+    let again: RunReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(again, r);
+    let html = render_html(&r);
+    expect(&data_dir().join("details.html"), &html);
+    assert_valid_html(&html, "details");
+    // Model output cannot inject markup: not a script, not the end of its <pre>.
+    assert!(!html.contains("<script") && !html.contains("</pre><script"));
+    assert!(html
+        .contains("reflexivity. &lt;/pre&gt;&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;"));
+    assert!(html.contains("not a conditional proof: &lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("t_&lt;b&gt;false&lt;/b&gt;|x"));
+    // The measures, the breakdown, the per-theorem table, the example trees.
+    assert!(html.contains("<h2 id=\"details\">"));
+    assert!(
+        html.contains("<tr><th>&lt;use_invoke&gt; share of root samples</th><td>33.3%</td></tr>"),
+        "{html}"
+    );
+    assert!(html
+        .contains("<th>Proved trees of height ≥ 1 built only from sampled nodes</th><td>1</td>"));
+    assert!(html.contains("<td>infra (no verdict)</td><td class=\"n\">1</td>"));
+    assert!(html.contains("<td>t_add (Fix:0:t_add)</td><td>theories/Fix.v</td><td>yes</td>"));
+    assert!(html.contains(
+        "<details class=\"tree\">\n<summary>proved with proposed lemmas: t_add (tree 1, proved, height 1)</summary>"
+    ));
+    assert!(html.contains(
+        "<summary>not proved, with proposed lemmas: t_false (tree 0, not proved)</summary>"
+    ));
+    assert!(
+        html.contains("<pre class=\"msg\">Coq: step 1: In environment\nm : nat\nUnable to unify")
+    );
+    assert!(html
+        .contains("<pre>Lemma aux : forall m : nat, m + 0 = m.\nProof.\nintros m. lia.\nQed.\n"));
+    assert!(html.contains("3 more nodes not shown."));
+
+    let md = render_markdown(&r);
+    assert!(
+        md.contains("#### ProD-SFT details\n\n- \\<use\\_invoke\\> share of root samples: 33.3%\n"),
+        "{md}"
+    );
+    assert!(md.contains("| infra (no verdict) | 1 | 10.0% |"), "{md}");
+    assert!(
+        md.contains(
+            "| rejected | not a conditional proof: \\<script\\>alert(1)\\</script\\> | 1 |"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("- proved with proposed lemmas: t\\_add (tree 1): proved, height 1; nodes: 3, proposed lemmas: 1"));
+    // The assembled proof sits in a fence its own backticks cannot close.
+    assert!(md.contains("````coq\nLemma aux"), "{md}");
+    assert!(!unescaped(&md, "<script") && !unescaped(&md, "<b>"));
+}
+
 /// `pat` occurs in `md` without a backslash before it.
 fn unescaped(md: &str, pat: &str) -> bool {
     md.match_indices(pat).any(|(i, _)| !md[..i].ends_with('\\'))
@@ -274,6 +329,7 @@ fn nan_report() -> RunReport {
             infra_nodes: 0,
             checked_nodes: 8,
             novel_lemma_share: Some(v),
+            ..Default::default()
         })
         .collect();
     let rounds = bad
@@ -445,6 +501,7 @@ mod props {
                 infra_nodes: 0,
                 checked_nodes: 0,
                 novel_lemma_share: None,
+                ..Default::default()
             })
     }
 

@@ -19,6 +19,7 @@ use prod_rl::{generate_test_trees, GeneratedNode, Origin, TreeGoal};
 use serde::{Deserialize, Serialize};
 
 use crate::check::{check_nodes, local_verdict};
+use crate::outcomes::ProvedTree;
 use crate::policy::{LoggedPolicy, SeqPolicy};
 use crate::progress::Bars;
 use crate::store::{RunStore, StoredNode};
@@ -41,6 +42,9 @@ pub struct Theorem {
     pub scope: Vec<String>,
     #[serde(default)]
     pub qualified_name: String,
+    /// Source file (the report's per-theorem table), when known.
+    #[serde(default)]
+    pub file: String,
 }
 
 /// Read `split` of a dataset directory (docs/dataset.md) with full contexts from
@@ -68,6 +72,7 @@ pub fn load_theorems(dir: &Path, split: &str, limit: Option<usize>, seed: u64) -
             depth: Some(e.depth),
             scope: e.scope.clone(),
             qualified_name: e.qualified_name.clone(),
+            file: e.file.clone(),
         });
     }
     if let Some(n) = limit {
@@ -401,12 +406,15 @@ pub fn run_eval(
     let mut outcome: Vec<(usize, usize, Option<u32>)> = vec![(0, 0, None); theorems.len()];
     let mut novel = (0usize, 0usize);
     let mut final_jobs = Vec::new();
+    let mut globals: HashMap<i64, GlobalVerdict> = HashMap::new();
+    let origin_of: HashMap<i64, &str> = nodes.iter().map(|n| (n.id, n.origin.as_str())).collect();
     for tree in 0..opts.samples {
         let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
         let (sn, sids, hammer, axioms) = solver_nodes(store, &in_tree)?;
         let solution = solve(&sn, lang);
         for (i, id) in sids.iter().enumerate() {
             store.put_global(*id, global_name(solution.verdict(i)), solution.height(i))?;
+            globals.insert(*id, solution.verdict(i));
         }
         // Novel lemmas: those proposed by globally correct nodes.
         for (i, n) in sn.iter().enumerate() {
@@ -449,7 +457,12 @@ pub fn run_eval(
                     allowed.retain(|a| !assembled.lemmas.iter().any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str())));
                     allowed.sort();
                     allowed.dedup();
-                    final_jobs.push((th_u, tree, file, root, solution.height(si), allowed));
+                    let sampled_only = assembled
+                        .lemmas
+                        .iter()
+                        .all(|l| sids.get(l.node).and_then(|id| origin_of.get(id)) == Some(&"sampled"));
+                    let proved = ProvedTree { height: solution.height(si), assembled: assembled.text.clone(), sampled_only };
+                    final_jobs.push((th_u, tree, file, root, allowed, proved));
                 }
             }
         }
@@ -457,7 +470,9 @@ pub fn run_eval(
     times.solve_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let pb = bars.bar("final", final_jobs.len());
-    for (th, tree, file, root, height, allowed) in final_jobs {
+    let mut proved_trees: HashMap<(usize, u32), ProvedTree> = HashMap::new();
+    for (th, tree, file, root, allowed, proved) in final_jobs {
+        let height = proved.height;
         let v = match store.final_verdict(round, phase, th as i64, tree)? {
             Some(v) => v,
             None => {
@@ -469,6 +484,7 @@ pub fn run_eval(
         pb.inc(1);
         match v {
             Verdict::Proved { .. } => {
+                proved_trees.insert((th, tree), proved);
                 outcome[th].0 += 1;
                 outcome[th].1 += 1;
                 outcome[th].2 = match (outcome[th].2, height) {
@@ -503,6 +519,7 @@ pub fn run_eval(
     let mut infra = 0;
     let mut parsed = 0;
     let mut correct = 0;
+    let mut verdicts: HashMap<i64, Option<Verdict>> = HashMap::with_capacity(nodes.len());
     for n in &nodes {
         let v = store.verdict(n.id)?;
         match &v {
@@ -515,7 +532,18 @@ pub fn run_eval(
         if local_verdict(v.as_ref()) == LocalVerdict::Correct {
             correct += 1;
         }
+        verdicts.insert(n.id, v);
     }
+    let judged: Vec<(usize, usize)> = outcome.iter().map(|o| (o.0, o.1)).collect();
+    let details = crate::outcomes::details(&crate::outcomes::Inputs {
+        theorems,
+        nodes: &nodes,
+        verdicts: &verdicts,
+        globals: &globals,
+        proved: &proved_trees,
+        judged: &judged,
+        lang,
+    });
     let evaluation = Evaluation {
         name: opts.name.clone(),
         split: opts.split.clone(),
@@ -527,6 +555,12 @@ pub fn run_eval(
         infra_nodes: infra,
         checked_nodes: checked,
         novel_lemma_share: (novel.1 > 0).then(|| novel.0 as f64 / novel.1 as f64),
+        theorems_detail: details.theorems,
+        node_outcomes: Some(details.node_outcomes),
+        use_invoke_share_root: details.use_invoke_share_root,
+        proposals: Some(details.proposals),
+        sampled_trees_height_ge1: Some(details.sampled_trees_height_ge1),
+        examples: details.examples,
     };
     let per_theorem = theorems.iter().zip(&outcome).map(|(t, o)| (t.id.clone(), o.0, o.1, o.2)).collect();
     Ok(EvalResult { evaluation, times, per_theorem, nodes: nodes.len(), parsed_nodes: parsed, locally_correct: correct })

@@ -7,6 +7,8 @@
 //!   sample log first, so resumed runs sample nothing twice).
 //! * [`check`] — the check phase, committing each verdict as it arrives.
 //! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k.
+//! * `outcomes` — what the trees did, for the report: per-theorem details, nodes by verdict
+//!   kind and failure message, the `<use_invoke>` share of roots, example trees.
 //! * [`rl`] — `run_rl`: rounds of train-time trees, filters, value model, weights, replay,
 //!   weighted-CE update, checkpoints.
 
@@ -23,6 +25,7 @@ pub use policy::{LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy}
 pub use progress::Bars;
 pub use store::{RunStore, StoreError};
 pub mod job;
+mod outcomes;
 pub use job::{
     open_store, run_eval_job, start_run_checker, BadInput, CoqJobConfig, EvalJob, SharedStore,
 };

@@ -32,6 +32,7 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
         depth: Some(0),
         scope: vec![],
         qualified_name: id.into(),
+        file: String::new(),
     };
     let theorems = vec![
         t("t_add", "Lemma t_add : forall n : nat, n + 0 = n."),

@@ -3,7 +3,7 @@
 //! kill-and-resume (killed during sampling, then during checking) giving the same result as an
 //! uninterrupted run with nothing sampled or checked twice.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
@@ -76,6 +76,7 @@ fn theorems() -> Vec<Theorem> {
         depth: Some(depth),
         scope: vec![],
         qualified_name: id.into(),
+        file: "Fix.v".into(),
     };
     vec![
         t("t_add", "Lemma t_add : forall n : nat, n + 0 = n.", 1),
@@ -100,6 +101,110 @@ fn opts() -> EvalOptions {
         bootstrap: 200,
         final_timeout_s: 60,
         ..Default::default()
+    }
+}
+
+/// What the report shows beyond pass@k, on the reference run: every node in one verdict
+/// bucket, the per-theorem table agreeing with pass@k's counts, the `<use_invoke>` share of
+/// the roots, proved trees built through a proposed lemma, and the example trees.
+fn check_details(r: &prod_run::EvalResult) {
+    let e = &r.evaluation;
+    let o = e.node_outcomes.as_ref().expect("node outcomes");
+    assert_eq!(o.nodes, r.nodes);
+    assert_eq!(
+        o.proved + o.failed + o.rejected + o.timed_out + o.infra,
+        o.nodes
+    );
+    assert_eq!(o.proved, r.locally_correct);
+    assert_eq!(o.infra, 0);
+    // Completions that are not conditional proofs are rejected before Coq sees them.
+    assert!(o.rejected >= r.nodes - r.parsed_nodes);
+    assert!(o.failed > 0 && !o.top_failures.is_empty());
+    let listed: usize = o.top_failures.iter().map(|f| f.count).sum();
+    assert!(listed <= o.failed + o.rejected);
+    assert!(o.top_failures.iter().all(|f| !f.message.contains('\n')));
+
+    // Theorems in order, agreeing with pass@k's per-theorem counts.
+    let d = &e.theorems_detail;
+    assert_eq!(d.len(), 3);
+    for (t, (id, judged, proved, depth)) in d.iter().zip(&r.per_theorem) {
+        assert_eq!(
+            (&t.id, t.trees, t.proved_trees, t.proving_depth),
+            (id, *judged, *proved, *depth)
+        );
+        assert_eq!(t.file, "Fix.v");
+        assert!(t.locally_correct <= t.nodes);
+    }
+    let double = &d[1];
+    assert_eq!(
+        (
+            double.first_proved_sample,
+            double.proving_depth,
+            double.nodes,
+            double.locally_correct
+        ),
+        (Some(1), Some(0), 4, 4)
+    );
+    assert_eq!(
+        (
+            d[2].proved_trees,
+            d[2].first_proved_sample,
+            d[2].locally_correct
+        ),
+        (0, None, 0)
+    );
+    let nodes: usize = d.iter().map(|t| t.nodes).sum();
+    assert_eq!(
+        nodes, r.nodes,
+        "every node belongs to one theorem's tree here"
+    );
+
+    // Only t_add's roots propose a lemma (`aux`), one each.
+    let share = e.use_invoke_share_root.expect("root samples");
+    let use_invoke = (share * 12.0).round() as usize;
+    assert!(use_invoke >= 1 && (share * 12.0 - use_invoke as f64).abs() < 1e-9);
+    assert_eq!(e.proposals, Some(use_invoke));
+    // Trees of height 1 proved t_add through `aux`, all sampled.
+    let deep = e.sampled_trees_height_ge1.expect("counted");
+    assert_eq!(deep > 0, d[0].deepest_proving_depth == Some(1));
+
+    let kinds: Vec<&str> = e.examples.iter().map(|x| x.kind.as_str()).collect();
+    let flat = e
+        .examples
+        .iter()
+        .find(|x| x.kind == "proved by a flat proof")
+        .expect("a flat proof");
+    assert!(flat.proved && flat.height == Some(0) && flat.nodes.len() == 1);
+    assert!(flat
+        .assembled_proof
+        .as_deref()
+        .is_some_and(|p| p.contains("Qed.")));
+    if deep > 0 {
+        let x = e
+            .examples
+            .iter()
+            .find(|x| x.kind == "proved with proposed lemmas")
+            .unwrap_or_else(|| panic!("{kinds:?}"));
+        assert_eq!((x.theorem.as_str(), x.height), ("t_add", Some(1)));
+        assert!(x.nodes[0].completion.starts_with("<use_invoke>") && x.nodes[0].lemmas.len() == 1);
+        assert!(x.nodes[1..]
+            .iter()
+            .any(|n| n.depth == 1 && n.verdict == "proved" && n.global == "correct"));
+        assert!(x
+            .assembled_proof
+            .as_deref()
+            .is_some_and(|p| p.contains("aux") && p.contains("t_add")));
+    }
+    if let Some(x) = e
+        .examples
+        .iter()
+        .find(|x| x.kind == "not proved, with proposed lemmas")
+    {
+        assert!(!x.proved && x.assembled_proof.is_none());
+        assert!(x
+            .nodes
+            .iter()
+            .any(|n| n.verdict != "proved" && !n.message.is_empty()));
     }
 }
 
@@ -174,6 +279,7 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         .depth_table
         .iter()
         .any(|c| c.ground_truth_depth == Some(0) && c.proving_depth.is_none() && c.count == 1));
+    check_details(&reference);
     // No node was sent to Coq twice.
     let uniq: HashSet<_> = sent_ref.lock().unwrap().iter().cloned().collect();
     assert_eq!(uniq.len(), sent_ref.lock().unwrap().len());
@@ -322,4 +428,167 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
     );
     assert_eq!(resumed.evaluation, reference.evaluation);
     assert_eq!(resumed.per_theorem, reference.per_theorem);
+}
+
+/// Answers by statement and by how often that statement was asked: `t_add` always proposes
+/// `aux`, whose first proof is right and second wrong; `t_false` gets a failing proof, then
+/// markup instead of a proof.
+struct ByCount(HashMap<String, usize>);
+
+impl SeqPolicy for ByCount {
+    fn sample_at(
+        &mut self,
+        requests: &[SampleRequest<'_>],
+        _first_seq: u64,
+    ) -> Result<Vec<String>, PolicyError> {
+        let mut out = vec![];
+        for r in requests {
+            let s = r.statement;
+            let key = ["t_add", "aux", "t_double", "t_false"]
+                .into_iter()
+                .find(|k| s.contains(k))
+                .unwrap_or("");
+            let n = self.0.entry(key.to_string()).or_default();
+            *n += 1;
+            let text = match (key, *n) {
+                ("t_add", _) => "<use_invoke> <invoke> Lemma aux : forall m : nat, m + 0 = m. </invoke> intros n. apply aux.",
+                ("aux", 1) => "<no_invoke> intros m. lia.",
+                ("aux", _) => "<no_invoke> intros m. reflexivity.",
+                ("t_double", _) => "<no_invoke> intros n. unfold double. lia.",
+                ("t_false", 1) => "<no_invoke> reflexivity.",
+                _ => "</pre><script>alert('x')</script>",
+            };
+            out.push(text.to_string());
+        }
+        Ok(out)
+    }
+
+    fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
+        Ok(vec![0.5; goals.len()])
+    }
+}
+
+#[test]
+fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
+    let (coq, cfg) = coq();
+    let lang = prod_coq::CoqLanguage;
+    let dir = tempfile::tempdir().unwrap();
+    let store = RunStore::open_dir(dir.path()).unwrap();
+    let setup = CheckSetup {
+        checker: &coq,
+        coq: &cfg,
+        lang: &lang,
+    };
+    let opts = EvalOptions {
+        ks: vec![1, 2],
+        samples: 2,
+        depth: 1,
+        bootstrap: 50,
+        final_timeout_s: 60,
+        ..Default::default()
+    };
+    let r = run_eval(
+        &store,
+        &mut ByCount(HashMap::new()),
+        &setup,
+        &theorems(),
+        &HashSet::new(),
+        &opts,
+        0,
+        "eval",
+        &Bars::hidden(),
+    )
+    .unwrap();
+    let e = &r.evaluation;
+    // Tree 0: t_add through a correct `aux` (height 1), t_double flat, t_false fails.
+    // Tree 1: `aux` fails, so t_add is not proved; t_false's answer is not a proof.
+    assert_eq!(
+        r.per_theorem.iter().map(|p| p.2).collect::<Vec<_>>(),
+        [1, 2, 0]
+    );
+    assert_eq!(e.use_invoke_share_root, Some(2.0 / 6.0));
+    assert_eq!(e.proposals, Some(2));
+    assert_eq!(e.sampled_trees_height_ge1, Some(1));
+    let o = e.node_outcomes.as_ref().unwrap();
+    assert_eq!(
+        (
+            o.nodes,
+            o.proved,
+            o.failed,
+            o.rejected,
+            o.timed_out,
+            o.infra
+        ),
+        (8, 5, 2, 1, 0, 0)
+    );
+    // t_add (tree 0), aux (tree 0), t_double ×2.
+    assert_eq!(o.globally_correct, 4);
+    let add = &e.theorems_detail[0];
+    assert_eq!(
+        (
+            add.first_proved_sample,
+            add.proving_depth,
+            add.nodes,
+            add.locally_correct
+        ),
+        (Some(1), Some(1), 4, 3)
+    );
+    let kinds: Vec<&str> = e.examples.iter().map(|x| x.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "proved with proposed lemmas",
+            "proved by a flat proof",
+            "not proved, with proposed lemmas"
+        ]
+    );
+    let deep = &e.examples[0];
+    assert_eq!(
+        (deep.theorem.as_str(), deep.tree, deep.height),
+        ("t_add", 0, Some(1))
+    );
+    assert_eq!(deep.nodes.len(), 2);
+    assert_eq!(
+        (
+            deep.nodes[1].depth,
+            deep.nodes[1].verdict.as_str(),
+            deep.nodes[1].global.as_str()
+        ),
+        (1, "proved", "correct")
+    );
+    let text = deep.assembled_proof.as_deref().unwrap();
+    assert!(
+        text.find("aux").unwrap() < text.find("t_add").unwrap(),
+        "the lemma comes before the theorem: {text}"
+    );
+    let failed = &e.examples[2];
+    assert_eq!((failed.theorem.as_str(), failed.tree), ("t_add", 1));
+    assert_eq!(failed.nodes[1].verdict, "failed");
+    assert!(
+        failed.nodes[1].message.contains("Unable to unify"),
+        "{:?}",
+        failed.nodes[1]
+    );
+    assert!(o
+        .top_failures
+        .iter()
+        .any(|f| f.kind == "failed" && f.message.starts_with("Unable to unify")));
+
+    // The rendered report escapes the model's markup.
+    let report = prod_run::prod_report::RunReport {
+        title: "details".into(),
+        evaluations: vec![e.clone()],
+        ..Default::default()
+    };
+    let html = prod_run::prod_report::render_html(&report);
+    assert!(
+        !html.contains("<script"),
+        "model output reached the HTML as markup"
+    );
+    assert!(html.contains("proved with proposed lemmas: t_add (tree 0, proved, height 1)"));
+    let md = prod_run::prod_report::render_markdown(&report);
+    assert!(
+        md.contains("- Proved trees of height ≥ 1 built only from sampled nodes: 1"),
+        "{md}"
+    );
 }
