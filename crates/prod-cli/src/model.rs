@@ -86,6 +86,15 @@ pub enum ModelCommand {
     ///
     /// Example: prod model bench --shape smollm2-135m
     Bench(BenchArgs),
+    /// Sampling as an evaluation asks for it, timed side by side: `--samples` proof trees' root
+    /// requests for each of `--prompts` theorems (one call per tree, as `prod eval` makes
+    /// them), first one prompt after another (each request prefilled and decoded alone, as the
+    /// native policy did before it batched across prompts), then through the native policy
+    /// (all requests of a call decoded together, `--batch-rows` per step, each prompt
+    /// prefilled once). Both with f32 and with q8 decoding weights.
+    ///
+    /// Example: prod model bench-sample --model models/smollm2 --data data/stdlib/test.jsonl --prompts 60
+    BenchSample(BenchSampleArgs),
     /// What a training run would actually train on: every line of --data through the same
     /// path as `prod model train` (the model's tokenizer, the context cut to its last
     /// --context-tokens tokens and further until --max-seq-len fits), with the lines kept and
@@ -280,6 +289,39 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+#[derive(Args)]
+pub struct BenchSampleArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Dataset JSONL whose first --prompts lines are the theorems (default: synthetic prompts
+    /// of --context-tokens tokens).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    #[arg(long, default_value_t = 60, value_parser = ranges::positive_usize)]
+    pub prompts: usize,
+    /// Samples per prompt (proof trees).
+    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
+    pub samples: usize,
+    #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
+    pub context_tokens: usize,
+    #[arg(long, default_value_t = 192, value_parser = ranges::positive_usize)]
+    pub new_tokens: usize,
+    #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
+    pub batch_rows: usize,
+    #[arg(long, default_value_t = 0.7, value_parser = ranges::non_negative_finite_f64)]
+    pub temperature: f64,
+    /// Decoding weights to measure, in order.
+    #[arg(long, value_delimiter = ',', default_value = "f32,q8")]
+    pub weights: Vec<DecodeWeights>,
+    /// Skip the one-prompt-at-a-time path (only the batched figures).
+    #[arg(long)]
+    pub batched_only: bool,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn run(cmd: ModelCommand) -> i32 {
     exit_code(match cmd {
         ModelCommand::Init(a) => init(a),
@@ -288,6 +330,7 @@ pub fn run(cmd: ModelCommand) -> i32 {
         ModelCommand::Train(a) => train_cmd(a),
         ModelCommand::Bench(a) => bench(a),
         ModelCommand::DataStats(a) => data_stats(a),
+        ModelCommand::BenchSample(a) => bench_sample(a),
     })
 }
 
@@ -1110,5 +1153,139 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     } else {
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
+    Ok(())
+}
+
+fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
+    use prod_rl::SampleRequest;
+    use prod_run::policy::{mix_seed, SeqPolicy};
+    use prod_run::{NativeParams, NativePolicy};
+
+    let base = NativeParams {
+        temperature: a.temperature,
+        max_new_tokens: a.new_tokens,
+        context_tokens: a.context_tokens,
+        seed: a.seed,
+        batch_rows: a.batch_rows,
+        ..NativeParams::default()
+    };
+    let mut policy = NativePolicy::load(&a.model, base.clone())?;
+    // The theorems: dataset lines, or synthetic contexts that fill the context budget.
+    let theorems: Vec<(String, String)> = match &a.data {
+        Some(d) => read_jsonl(d, Some(a.prompts))?
+            .into_iter()
+            .map(|l| (l.context, l.statement))
+            .collect(),
+        None => (0..a.prompts)
+            .map(|i| {
+                let ctx: String = (0..a.context_tokens * 2)
+                    .map(|j| format!("Lemma l{i}_{j} : {j} + {i} = {i} + {j}.\n"))
+                    .collect();
+                (
+                    ctx,
+                    format!("Lemma goal{i} : forall n : nat, n + {i} = {i} + n."),
+                )
+            })
+            .collect(),
+    };
+    if theorems.len() < a.prompts {
+        return Err(bad(format!(
+            "--prompts {} but only {} theorems",
+            a.prompts,
+            theorems.len()
+        )));
+    }
+    let mut prompts = Vec::new();
+    for (c, s) in &theorems {
+        prompts.push(policy.prompt(c, s)?);
+    }
+    let prompt_tokens =
+        prompts.iter().map(|p| p.len()).sum::<usize>() as f64 / prompts.len() as f64;
+    let requests: Vec<SampleRequest<'_>> = theorems
+        .iter()
+        .map(|(c, s)| SampleRequest {
+            context: c,
+            statement: s,
+            forced_t0: None,
+        })
+        .collect();
+    let end = policy.tok.end_id();
+    let n = prompts.len();
+    let mut rows = Vec::new();
+    for &w in &a.weights {
+        policy.params = NativeParams {
+            decode_weights: w,
+            ..base.clone()
+        };
+        if w == DecodeWeights::Q8 {
+            policy.model.quantized_weights()?; // built before the clock starts
+        }
+        // One prompt after another: request `seq` alone, prefilled and decoded by itself.
+        let mut old: Option<(f64, usize, Vec<Vec<u32>>)> = None;
+        if !a.batched_only {
+            let t = Instant::now();
+            let (mut tokens, mut texts) = (0usize, Vec::new());
+            for tree in 0..a.samples {
+                for (i, ids) in prompts.iter().enumerate() {
+                    let p = SamplingParams {
+                        n: 1,
+                        temperature: a.temperature,
+                        max_new_tokens: a.new_tokens,
+                        seed: mix_seed(a.seed, (tree * n + i) as u64),
+                        stop: vec![end],
+                        decode_weights: w,
+                        ..SamplingParams::default()
+                    };
+                    let s = sample::sample(&policy.model, ids, &p)?.remove(0);
+                    tokens += s.ids.len();
+                    texts.push(s.ids);
+                }
+            }
+            old = Some((t.elapsed().as_secs_f64(), tokens, texts));
+        }
+        // The native policy: one call per tree, all its requests decoded together.
+        policy.prefills = sample::Prefills::new(base.prefill_cache_mb << 20);
+        let before = policy.generated_tokens;
+        let t = Instant::now();
+        let mut texts = Vec::new();
+        for tree in 0..a.samples {
+            texts.extend(policy.sample_at(&requests, (tree * n) as u64)?);
+        }
+        let new_s = t.elapsed().as_secs_f64();
+        let new_tokens = policy.generated_tokens - before;
+        let mut row = serde_json::json!({
+            "decode_weights": w.to_string(),
+            "batched_s": new_s, "batched_tokens": new_tokens, "batched_tok_per_s": new_tokens as f64 / new_s,
+            "prefills": policy.prefills.computed, "prefills_reused": policy.prefills.reused,
+        });
+        if let Some((old_s, old_tokens, old_ids)) = &old {
+            let same = old_ids
+                .iter()
+                .zip(&texts)
+                .filter(|(ids, text)| policy.tok.decode(ids).ok().as_deref() == Some(text.as_str()))
+                .count();
+            row["per_prompt_s"] = (*old_s).into();
+            row["per_prompt_tokens"] = (*old_tokens).into();
+            row["per_prompt_tok_per_s"] = (*old_tokens as f64 / old_s).into();
+            row["speedup"] = (old_s / new_s).into();
+            row["same_text"] = format!("{same}/{}", texts.len()).into();
+        }
+        if !a.json {
+            println!("{row}");
+        }
+        rows.push(row);
+    }
+    let out = serde_json::json!({
+        "prompts": n, "samples": a.samples, "mean_prompt_tokens": prompt_tokens, "new_tokens": a.new_tokens,
+        "batch_rows": a.batch_rows, "temperature": a.temperature, "runs": rows,
+    });
+    println!(
+        "{}",
+        if a.json {
+            out.to_string()
+        } else {
+            serde_json::to_string_pretty(&out)?
+        }
+    );
     Ok(())
 }

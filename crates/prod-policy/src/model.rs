@@ -10,12 +10,16 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, Var, D};
 use rand::{Rng, SeedableRng};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::LlamaConfig;
 use crate::ops::GradSlot;
 use crate::quant::{DecodeWeights, QuantizedWeights};
 use crate::{PolicyError, Result};
+
+mod rows;
+pub use rows::RowKv;
 
 /// Additive attention mask for forbidden keys. Finite so that a query with no visible key
 /// (a padding position) gets a uniform row instead of NaN.
@@ -50,6 +54,16 @@ pub struct Llama {
     /// Block-quantised copies of the projections for [`DecodeWeights::Q8`] decoding, built on
     /// first use and dropped by [`Llama::weights_changed`] (the optimizer calls it).
     quantized: std::sync::Mutex<Option<Arc<QuantizedWeights>>>,
+    /// Names the current weights: unique over the process, renewed by
+    /// [`Llama::weights_changed`] (see [`Llama::weights_version`]).
+    version: AtomicU64,
+}
+
+/// Source of [`Llama::weights_version`] values.
+static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
+
+fn next_version() -> u64 {
+    NEXT_VERSION.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Gradient slots ([`crate::ops::GradSlot`]) for every matrix parameter of a model — the
@@ -368,7 +382,7 @@ impl Llama {
         }
         let norm = get("model.norm.weight".into())?;
         let lm_head = if cfg.tie_word_embeddings { None } else { Some(get("lm_head.weight".into())?) };
-        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head, fused: true, quantized: Default::default() })
+        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head, fused: true, quantized: Default::default(), version: AtomicU64::new(next_version()) })
     }
 
     pub fn config(&self) -> &LlamaConfig {
@@ -485,6 +499,14 @@ impl Llama {
     /// before decoding again (the optimizer does).
     pub fn weights_changed(&self) {
         *self.quantized.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.version.store(next_version(), Ordering::Relaxed);
+    }
+
+    /// A number naming this model's current weights, unique over the process: it changes with
+    /// [`Llama::weights_changed`], so whoever keeps results of the weights (prefilled caches)
+    /// knows when they are stale.
+    pub fn weights_version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
     }
 
     /// The quantised copies of every projection and the head (built now if needed).

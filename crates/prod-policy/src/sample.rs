@@ -1,12 +1,24 @@
-//! Seeded batched sampling: `n` samples of one prompt share one prefill (the KV cache is
-//! repeated), then decode together; each sample draws from its own random stream derived from
-//! the seed, so results are reproducible.
+//! Seeded batched sampling.
+//!
+//! - [`sample`] / [`sample_prompts`]: `n` samples of one prompt (or of a few prompts, left
+//!   padded) share one prefill and decode together; each sample draws from its own random
+//!   stream derived from the seed.
+//! - [`sample_many`]: requests of different prompts, each with its own seed, decoded together
+//!   with continuous batching (up to `batch_rows` rows per step; a finished row's place goes to
+//!   the next waiting request at once). Each distinct prompt is prefilled once ([`Prefills`]
+//!   keeps prefills across calls). A request's sample depends only on its prompt, its seed and
+//!   the weights — never on which requests share its steps — because each row keeps its own
+//!   cache and the decoding kernels compute every row on its own (see [`crate::model::RowKv`]).
+
 
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Batch, KvCache, Llama};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::{Batch, KvCache, Llama, RowKv};
 use crate::{DecodeWeights, PolicyError, Result};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -164,6 +176,216 @@ fn sample_prompts_here(model: &Llama, prompts: &[&[u32]], params: &SamplingParam
         let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
         let l: Tensor = model.forward_cached_with(&Batch::right_padded(&refs), &mut cache, params.decode_weights)?;
         logits = l.to_vec2()?;
+    }
+    Ok(out)
+}
+
+/// One request of [`sample_many`]: one sample continuing `prompt`, drawn from the random stream
+/// of `seed`, at most `max_new_tokens` long.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub prompt: &'a [u32],
+    pub seed: u64,
+    pub max_new_tokens: usize,
+}
+
+/// What [`sample_many`]'s requests share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManyParams {
+    /// 0 = greedy.
+    pub temperature: f64,
+    /// Nucleus threshold in (0, 1]; 1 = off.
+    pub top_p: f64,
+    /// Ids that end a sample (not included in the output).
+    pub stop: Vec<u32>,
+    /// The weights decoding steps read (prefills of more than one token are f32).
+    pub decode_weights: DecodeWeights,
+    /// Rows decoded together per step (the decoding kernels are built for up to about 16).
+    pub batch_rows: usize,
+}
+
+impl Default for ManyParams {
+    fn default() -> Self {
+        ManyParams {
+            temperature: 0.7,
+            top_p: 1.0,
+            stop: Vec::new(),
+            decode_weights: DecodeWeights::F32,
+            batch_rows: 16,
+        }
+    }
+}
+
+/// A prompt's prefill: its cache and the logits of its first new token.
+struct Prefilled {
+    kv: RowKv,
+    logits: Vec<f32>,
+}
+
+/// Prefilled prompts kept across [`sample_many`] calls (e.g. the same theorem sampled for
+/// several proof trees), up to a budget of bytes. A full store keeps what it has rather than
+/// evicting: the usual pattern is a cycle over the same prompts, where evicting the oldest
+/// would miss every time. Entries made with other weights are dropped on the next call
+/// ([`Llama::weights_version`]).
+pub struct Prefills {
+    map: HashMap<(DecodeWeights, Vec<u32>), Arc<Prefilled>>,
+    bytes: usize,
+    budget: usize,
+    version: u64,
+    /// Prefills computed / answered from the store.
+    pub computed: usize,
+    pub reused: usize,
+}
+
+impl Prefills {
+    /// A store of at most `budget` bytes (0: keep nothing across calls).
+    pub fn new(budget: usize) -> Prefills {
+        Prefills {
+            map: HashMap::new(),
+            bytes: 0,
+            budget,
+            version: 0,
+            computed: 0,
+            reused: 0,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn sync(&mut self, model: &Llama) {
+        if self.version != model.weights_version() {
+            self.map.clear();
+            self.bytes = 0;
+            self.version = model.weights_version();
+        }
+    }
+
+    fn get(&mut self, model: &Llama, prompt: &[u32], w: DecodeWeights) -> Result<Arc<Prefilled>> {
+        let key = (w, prompt.to_vec());
+        if let Some(p) = self.map.get(&key) {
+            self.reused += 1;
+            return Ok(p.clone());
+        }
+        let (kv, logits) = model.prefill_row(prompt, w)?;
+        self.computed += 1;
+        let p = Arc::new(Prefilled { kv, logits });
+        let size = p.kv.bytes() + p.logits.len() * 4;
+        if self.bytes + size <= self.budget {
+            self.bytes += size;
+            self.map.insert(key, p.clone());
+        }
+        Ok(p)
+    }
+}
+
+/// One sample per request, the requests decoded together (see the module documentation).
+/// Result `i` answers request `i`. Requests are admitted in order; each distinct prompt is
+/// prefilled once per call (and taken from `prefills` when it is there).
+pub fn sample_many(
+    model: &Llama,
+    requests: &[Request<'_>],
+    params: &ManyParams,
+    prefills: &mut Prefills,
+) -> Result<Vec<Sample>> {
+    // On a worker of the thread pool, as `sample_prompts`.
+    rayon::scope(|_| sample_many_here(model, requests, params, prefills))
+}
+
+struct Row {
+    req: usize,
+    kv: RowKv,
+    logits: Vec<f32>,
+    rng: rand::rngs::StdRng,
+}
+
+fn sample_many_here(
+    model: &Llama,
+    requests: &[Request<'_>],
+    params: &ManyParams,
+    prefills: &mut Prefills,
+) -> Result<Vec<Sample>> {
+    if requests.iter().any(|r| r.prompt.is_empty()) {
+        return Err(PolicyError::BadInput(
+            "cannot sample from an empty prompt".into(),
+        ));
+    }
+    if !(params.top_p > 0.0 && params.top_p <= 1.0) {
+        return Err(PolicyError::BadInput(format!(
+            "top_p must be in (0, 1], got {}",
+            params.top_p
+        )));
+    }
+    prefills.sync(model);
+    let w = params.decode_weights;
+    let mut out = vec![
+        Sample {
+            ids: Vec::new(),
+            stopped: false
+        };
+        requests.len()
+    ];
+    // This call's prefills, each held until its prompt's last request is admitted.
+    let mut left: HashMap<&[u32], usize> = HashMap::new();
+    for r in requests.iter().filter(|r| r.max_new_tokens > 0) {
+        *left.entry(r.prompt).or_default() += 1;
+    }
+    let mut held: HashMap<&[u32], Arc<Prefilled>> = HashMap::new();
+    let batch_rows = params.batch_rows.max(1);
+    let mut waiting = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.max_new_tokens > 0);
+    let mut active: Vec<Row> = Vec::new();
+    loop {
+        while active.len() < batch_rows {
+            let Some((i, r)) = waiting.next() else { break };
+            let p = match held.get(r.prompt) {
+                Some(p) => p.clone(),
+                None => prefills.get(model, r.prompt, w)?,
+            };
+            let n = left.get_mut(r.prompt).expect("counted above");
+            *n -= 1;
+            if *n == 0 {
+                held.remove(r.prompt);
+            } else {
+                held.insert(r.prompt, p.clone());
+            }
+            active.push(Row {
+                req: i,
+                kv: p.kv.with_room(r.max_new_tokens),
+                logits: p.logits.clone(),
+                rng: rand::rngs::StdRng::seed_from_u64(r.seed),
+            });
+        }
+        if active.is_empty() {
+            break;
+        }
+        let mut next = Vec::with_capacity(active.len());
+        let mut still = Vec::with_capacity(active.len());
+        for mut row in active.drain(..) {
+            let id = draw(&row.logits, params.temperature, params.top_p, &mut row.rng);
+            let sample = &mut out[row.req];
+            if params.stop.contains(&id) {
+                sample.stopped = true;
+                continue;
+            }
+            sample.ids.push(id);
+            if sample.ids.len() < requests[row.req].max_new_tokens {
+                next.push(id);
+                still.push(row);
+            }
+        }
+        if !still.is_empty() {
+            let mut kvs: Vec<&mut RowKv> = still.iter_mut().map(|r| &mut r.kv).collect();
+            let logits: Vec<Vec<f32>> = model.decode_rows(&mut kvs, &next, w)?.to_vec2()?;
+            for (row, l) in still.iter_mut().zip(logits) {
+                row.logits = l;
+            }
+        }
+        active = still;
     }
     Ok(out)
 }

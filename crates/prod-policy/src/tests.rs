@@ -315,6 +315,194 @@ fn several_prompts_decode_together_like_each_alone() {
     assert!(sample::sample_prompts(&m, &[&[1u32][..], &[][..]], &p).is_err());
 }
 
+/// Rows of different lengths decoded together give the logits of each sequence's full
+/// forward pass (per-row caches, positions and attention).
+#[test]
+fn decode_rows_equal_full_sequence_logits() {
+    use crate::DecodeWeights;
+    for (tied, kv) in [(false, 2), (true, 1), (false, 4)] {
+        let m = model(tied, kv, 21);
+        let prompts: Vec<Vec<u32>> = vec![vec![3, 14, 15], vec![9], vec![2, 6, 5, 3, 5, 8, 9, 7]];
+        let mut rows: Vec<_> = prompts
+            .iter()
+            .map(|p| m.prefill_row(p, DecodeWeights::F32).unwrap().0)
+            .collect();
+        let mut seqs = prompts.clone();
+        for step in 0..4u32 {
+            let ids: Vec<u32> = (0..3).map(|r| (step * 7 + r * 11 + 1) % V as u32).collect();
+            let mut refs: Vec<&mut _> = rows.iter_mut().collect();
+            let got = m.decode_rows(&mut refs, &ids, DecodeWeights::F32).unwrap();
+            for (s, &id) in seqs.iter_mut().zip(&ids) {
+                s.push(id);
+            }
+            let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+            let want = m.next_token_logits(&refs).unwrap();
+            let err = max_abs_diff(&got, &want);
+            assert!(err < 1e-4, "tied {tied} kv {kv} step {step}: {err}");
+        }
+        assert_eq!(
+            rows.iter().map(|r| r.len()).collect::<Vec<_>>(),
+            vec![7, 5, 12]
+        );
+    }
+}
+
+fn many_requests<'a>(
+    prompts: &'a [Vec<u32>],
+    seed: u64,
+    max_new: &[usize],
+) -> Vec<sample::Request<'a>> {
+    prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| sample::Request {
+            prompt: p,
+            seed: seed + i as u64,
+            max_new_tokens: max_new[i % max_new.len()],
+        })
+        .collect()
+}
+
+/// A request's sample does not depend on the requests decoded with it, nor on the number of
+/// rows per step: greedy and seeded, f32 and q8, ragged prompts, repeated prompts, rows that
+/// finish at different times (different limits, a stop token) and rows that join late.
+#[test]
+fn sample_many_is_independent_of_the_batch() {
+    use crate::DecodeWeights;
+    // Hidden 64 so that the q8 copies exist (rows of whole 32-weight blocks).
+    let mut cfg = tiny(false, 2);
+    cfg.hidden_size = 64;
+    cfg.intermediate_size = 96;
+    let m = Llama::random(&cfg, 22, &Device::Cpu).unwrap();
+    let prompts: Vec<Vec<u32>> = vec![
+        vec![4, 5, 6],
+        vec![7],
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        vec![4, 5, 6],
+        vec![30, 31],
+        vec![12, 40, 41, 42],
+    ];
+    let max_new = [9usize, 3, 14, 6, 1, 11];
+    for w in [DecodeWeights::F32, DecodeWeights::Q8] {
+        if w == DecodeWeights::F32 && !crate::decode::available() {
+            continue; // f32 rows are computed one by one only with the AVX-512 kernel.
+        }
+        for temperature in [0.0, 1.0] {
+            let reqs = many_requests(&prompts, 100, &max_new);
+            let params = |rows: usize, stop: Vec<u32>| sample::ManyParams {
+                temperature,
+                top_p: 0.95,
+                stop,
+                decode_weights: w,
+                batch_rows: rows,
+            };
+            let alone: Vec<sample::Sample> = reqs
+                .iter()
+                .map(|r| {
+                    sample::sample_many(
+                        &m,
+                        std::slice::from_ref(r),
+                        &params(1, vec![]),
+                        &mut sample::Prefills::new(0),
+                    )
+                    .unwrap()
+                    .remove(0)
+                })
+                .collect();
+            for (s, r) in alone.iter().zip(&reqs) {
+                assert_eq!(s.ids.len(), r.max_new_tokens);
+                assert!(!s.stopped);
+            }
+            for rows in [1, 2, 4, 16] {
+                let together = sample::sample_many(
+                    &m,
+                    &reqs,
+                    &params(rows, vec![]),
+                    &mut sample::Prefills::new(0),
+                )
+                .unwrap();
+                assert_eq!(together, alone, "{w} temperature {temperature} rows {rows}");
+            }
+            // Same prompt, same seed: same sample; different seeds: (here) different samples.
+            if temperature > 0.0 {
+                assert_ne!(alone[0], alone[3]);
+            } else {
+                assert_eq!(alone[0].ids[..6], alone[3].ids[..]);
+            }
+            // A stop token: the sample of request 2 ends where its first one appears, the
+            // others are unchanged where they do not contain it.
+            let stop = alone[2].ids[2];
+            let stopped = sample::sample_many(
+                &m,
+                &reqs,
+                &params(2, vec![stop]),
+                &mut sample::Prefills::new(0),
+            )
+            .unwrap();
+            for (s, a) in stopped.iter().zip(&alone) {
+                match a.ids.iter().position(|&t| t == stop) {
+                    Some(k) => assert_eq!((&s.ids[..], s.stopped), (&a.ids[..k], true)),
+                    None => assert_eq!(s, a),
+                }
+            }
+        }
+    }
+}
+
+/// Prefills are kept across calls within the budget, reused with the same results, and dropped
+/// when the weights change.
+#[test]
+fn prefills_are_reused_until_the_weights_change() {
+    let m = model(false, 2, 23);
+    let prompts: Vec<Vec<u32>> = vec![vec![4, 5, 6], vec![7, 8], vec![4, 5, 6]];
+    let reqs = many_requests(&prompts, 5, &[5]);
+    let p = sample::ManyParams {
+        temperature: 1.0,
+        batch_rows: 2,
+        ..sample::ManyParams::default()
+    };
+    let mut store = sample::Prefills::new(1 << 20);
+    let a = sample::sample_many(&m, &reqs, &p, &mut store).unwrap();
+    assert_eq!(
+        (store.computed, store.reused),
+        (2, 0),
+        "the repeated prompt is prefilled once"
+    );
+    let b = sample::sample_many(&m, &reqs, &p, &mut store).unwrap();
+    assert_eq!(a, b);
+    assert_eq!((store.computed, store.reused), (2, 2));
+    m.weights_changed();
+    sample::sample_many(&m, &reqs, &p, &mut store).unwrap();
+    assert_eq!(store.computed, 4);
+    // Without a budget nothing is kept, but a call still prefills each prompt once.
+    let mut none = sample::Prefills::new(0);
+    assert_eq!(sample::sample_many(&m, &reqs, &p, &mut none).unwrap(), a);
+    assert_eq!((none.computed, none.bytes()), (2, 0));
+    assert!(sample::sample_many(
+        &m,
+        &[sample::Request {
+            prompt: &[],
+            seed: 0,
+            max_new_tokens: 3
+        }],
+        &p,
+        &mut none
+    )
+    .is_err());
+    let zero = sample::sample_many(
+        &m,
+        &[sample::Request {
+            prompt: &[1],
+            seed: 0,
+            max_new_tokens: 0,
+        }],
+        &p,
+        &mut none,
+    )
+    .unwrap();
+    assert!(zero[0].ids.is_empty());
+}
+
 #[test]
 fn sampling_stops_on_the_end_token() {
     let m = model(false, 2, 14);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use prod_core::T0;
 use prod_policy::model::Llama;
 use prod_policy::prompt;
-use prod_policy::sample::{self, SamplingParams};
+use prod_policy::sample;
 use prod_policy::{DecodeWeights, ProdTokenizer};
 use prod_rl::{Policy, PolicyError, SampleRequest};
 
@@ -25,6 +25,11 @@ pub trait SeqPolicy {
     ) -> Result<Vec<String>, PolicyError>;
     /// P(<use_invoke>) normalised over the two `t0` tokens.
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError>;
+    /// Requests per `sample_at` call that let this policy batch well ([`LoggedPolicy`] commits
+    /// its log in chunks of this size).
+    fn requests_per_call(&self) -> usize {
+        8
+    }
 }
 
 /// SplitMix64: seeds of independent streams from (seed, seq).
@@ -53,6 +58,12 @@ pub struct NativeParams {
     /// The weights decoding steps read: `f32` (exact) or `q8` (block-quantised, faster).
     #[serde(skip_serializing_if = "DecodeWeights::is_f32")]
     pub decode_weights: DecodeWeights,
+    /// Samples decoded together per step, whatever their prompts (speed only: a request's
+    /// sample does not depend on it).
+    pub batch_rows: usize,
+    /// Memory for prefilled prompts kept across calls (MB; 0 = none): a prompt sampled again
+    /// (the same theorem in the next proof tree) is not prefilled again.
+    pub prefill_cache_mb: usize,
 }
 
 impl Default for NativeParams {
@@ -65,6 +76,8 @@ impl Default for NativeParams {
             seed: 0,
             score_batch: 8,
             decode_weights: DecodeWeights::F32,
+            batch_rows: 16,
+            prefill_cache_mb: 1024,
         }
     }
 }
@@ -77,13 +90,17 @@ impl NativeParams {
         open_closed_unit("top_p", self.top_p)?;
         at_least_one("max_new_tokens", self.max_new_tokens)?;
         at_least_one("context_tokens", self.context_tokens)?;
-        at_least_one("score_batch", self.score_batch)
+        at_least_one("score_batch", self.score_batch)?;
+        at_least_one("batch_rows", self.batch_rows)
     }
 }
 
 /// prod-policy's Llama as a ProD policy. Prompts are built exactly by `prod_policy::prompt`
-/// (last N context tokens + statement, forced `t0` appended). Identical requests within one
-/// call share one prefill (`n` samples of one prompt, prod-policy's batching).
+/// (last N context tokens + statement, forced `t0` appended). All requests of a call are
+/// decoded together (`prod_policy::sample::sample_many`: up to `batch_rows` samples per step,
+/// whatever their prompts; each distinct prompt prefilled once, and kept for later calls).
+/// Request `seq` draws from the random stream `mix_seed(seed, seq)` alone, and its sample does
+/// not depend on the other requests of its call.
 pub struct NativePolicy {
     pub model: Llama,
     pub tok: ProdTokenizer,
@@ -92,6 +109,8 @@ pub struct NativePolicy {
     pub next_seq: u64,
     /// Completions generated (for throughput figures).
     pub generated_tokens: usize,
+    /// Prefilled prompts kept across calls (dropped when the weights change).
+    pub prefills: sample::Prefills,
 }
 
 /// Token ids of `x = c s` under `params` (see [`NativePolicy::prompt`]).
@@ -121,9 +140,10 @@ impl NativePolicy {
         NativePolicy {
             model,
             tok,
-            params,
             next_seq: 0,
             generated_tokens: 0,
+            prefills: sample::Prefills::new(params.prefill_cache_mb.saturating_mul(1 << 20)),
+            params,
         }
     }
 
@@ -181,52 +201,62 @@ impl SeqPolicy for NativePolicy {
         first_seq: u64,
     ) -> Result<Vec<String>, PolicyError> {
         let mut out = vec![String::new(); requests.len()];
-        // Group identical requests (same prompt, same forced token) into one n-sample call.
-        let mut groups: Vec<(SampleRequest<'_>, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<(&str, &str, Option<T0>), usize> = HashMap::new();
+        // One prompt per distinct request (same context, statement and forced token); `None`
+        // when it cannot be built (a proposed lemma with an empty statement) or leaves no room:
+        // an empty completion, which does not parse, so the node is locally incorrect.
+        let mut prompts: Vec<Vec<u32>> = Vec::new();
+        let mut index: HashMap<(&str, &str, Option<T0>), Option<usize>> = HashMap::new();
+        let mut asked: Vec<(usize, usize)> = Vec::new();
         for (i, r) in requests.iter().enumerate() {
             let key = (r.context, r.statement, r.forced_t0);
-            match index.get(&key) {
-                Some(&g) => groups[g].1.push(i),
-                None => {
-                    index.insert(key, groups.len());
-                    groups.push((*r, vec![i]));
+            let p = *index.entry(key).or_insert_with(|| {
+                let mut ids = self.prompt(r.context, r.statement).ok()?;
+                if let Some(t0) = r.forced_t0 {
+                    ids = prompt::with_forced_t0(&self.tok, &ids, t0);
                 }
+                if self.max_positions().saturating_sub(ids.len() + 1) == 0 {
+                    return None;
+                }
+                prompts.push(ids);
+                Some(prompts.len() - 1)
+            });
+            if let Some(p) = p {
+                asked.push((i, p));
             }
         }
-        for (r, members) in groups {
-            // A prompt that cannot be built (a proposed lemma with an empty statement) gets an
-            // empty completion: it does not parse, so the node is locally incorrect.
-            let Ok(mut ids) = self.prompt(r.context, r.statement) else {
-                continue;
-            };
-            if let Some(t0) = r.forced_t0 {
-                ids = prompt::with_forced_t0(&self.tok, &ids, t0);
-            }
-            let room = self.max_positions().saturating_sub(ids.len() + 1);
-            if room == 0 {
-                continue;
-            }
-            let params = SamplingParams {
-                n: members.len(),
-                temperature: self.params.temperature,
-                top_p: self.params.top_p,
-                max_new_tokens: self.params.max_new_tokens.min(room),
-                seed: mix_seed(self.params.seed, first_seq + members[0] as u64),
-                stop: vec![self.tok.end_id()],
-                decode_weights: self.params.decode_weights,
-            };
-            let samples = sample::sample(&self.model, &ids, &params)
+        let reqs: Vec<sample::Request<'_>> = asked
+            .iter()
+            .map(|&(i, p)| {
+                let room = self.max_positions().saturating_sub(prompts[p].len() + 1);
+                sample::Request {
+                    prompt: &prompts[p],
+                    seed: mix_seed(self.params.seed, first_seq + i as u64),
+                    max_new_tokens: self.params.max_new_tokens.min(room),
+                }
+            })
+            .collect();
+        let params = sample::ManyParams {
+            temperature: self.params.temperature,
+            top_p: self.params.top_p,
+            stop: vec![self.tok.end_id()],
+            decode_weights: self.params.decode_weights,
+            batch_rows: self.params.batch_rows,
+        };
+        let samples = sample::sample_many(&self.model, &reqs, &params, &mut self.prefills)
+            .map_err(|e| PolicyError(e.to_string()))?;
+        for (&(i, _), s) in asked.iter().zip(samples) {
+            self.generated_tokens += s.ids.len();
+            out[i] = self
+                .tok
+                .decode(&s.ids)
                 .map_err(|e| PolicyError(e.to_string()))?;
-            for (&i, s) in members.iter().zip(samples) {
-                self.generated_tokens += s.ids.len();
-                out[i] = self
-                    .tok
-                    .decode(&s.ids)
-                    .map_err(|e| PolicyError(e.to_string()))?;
-            }
         }
         Ok(out)
+    }
+
+    fn requests_per_call(&self) -> usize {
+        // Several rows' worth, so that rows finishing early are replaced from the same call.
+        self.params.batch_rows.saturating_mul(4).max(8)
     }
 
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
@@ -312,12 +342,13 @@ pub struct LoggedPolicy<'a> {
 
 impl<'a> LoggedPolicy<'a> {
     pub fn new(inner: &'a mut dyn SeqPolicy, store: &'a RunStore, round: u32, phase: &str) -> Self {
+        let chunk = inner.requests_per_call().max(1);
         LoggedPolicy {
             inner,
             store,
             round,
             phase: phase.into(),
-            chunk: 8,
+            chunk,
             next_seq: 0,
             replayed: 0,
             fresh: 0,

@@ -35,6 +35,11 @@ fn sampling_is_addressed_by_sequence_number() {
     // sampled alone at their own sequence numbers.
     let c = p.sample_at(&reqs()[2..3], 102).unwrap();
     assert_eq!(c[0], a[2]);
+    // So does a request whose prompt a skipped request shared, and a smaller batch.
+    let d = p.sample_at(&reqs()[1..2], 101).unwrap();
+    assert_eq!(d[0], a[1]);
+    p.params.batch_rows = 1;
+    assert_eq!(p.sample_at(&reqs(), 100).unwrap(), a);
     let p_use = SeqPolicy::p_use_invoke(&mut p, &[("", "Lemma b : True."), ("", "")]).unwrap();
     assert!(p_use[0] > 0.0 && p_use[0] < 1.0);
     assert_eq!(p_use[1], 0.0);
