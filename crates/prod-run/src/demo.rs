@@ -145,7 +145,7 @@ pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, b
     cfg.intermediate_size = 384;
     cfg.max_position_embeddings = 1024;
     let device = prod_policy::candle_core::Device::Cpu;
-    let mut model = Llama::random(&cfg, seed, &device)?;
+    let model = Llama::random(&cfg, seed, &device)?;
     let opts = ExampleOptions { context_tokens: DEMO_CONTEXT_TOKENS, max_seq_len: MAX_SEQ_LEN, statement_in_loss: false };
     let mut skipped = 0;
     let mut to_examples = |es: &[prod_library::dataset::Example]| -> Vec<TrainExample> {
