@@ -7,12 +7,25 @@
 //! Resume: completed rounds are skipped (their metrics and checkpoints are in the store); the
 //! current round restarts from the previous checkpoint, re-generates its trees from the sample
 //! log (no model call), checks only nodes without a stored verdict, gets filter checks from the
-//! verification cache, and trains again from that checkpoint.
+//! verification cache, and trains again from that checkpoint (and the value model from its own).
 //!
-//! The value model is the policy's own `<true>`/`<false>` head (`prod_policy::prompt::value`),
-//! trained in the same update on `(x, <true>|<false>)` examples; the paper trains a separate
-//! copy initialised from the SFT model. Replay buffer: FIFO of the rounds' fresh examples
-//! (`replay_capacity`), and each round's batch adds `replay_mix × fresh` examples drawn from it.
+//! Value model (`value_model`): by default, as in the paper, a separate copy initialised from
+//! the SFT model, scoring V(l) through its `<true>`/`<false>` probabilities
+//! (`prod_policy::prompt::value`) and trained with its own optimizer only on the round's
+//! `(x, <true>|<false>)` examples; it is saved beside the policy as `checkpoints/round-N-value`
+//! (external trainers get a second call with `value_examples.jsonl`). `shared` keeps the older
+//! arrangement — the policy's own head, trained in the policy's update — and `off` sets V = 1.
+//! Replay buffer: FIFO of the rounds' fresh examples (`replay_capacity`), and each round's batch
+//! adds `replay_mix × fresh` examples drawn from it.
+//!
+//! Per-round evaluation (`[eval]`): without a curve of held-out pass@k over rounds there is no
+//! telling whether training helps, so the starting model ("round 0", kept in the store's meta)
+//! and each round's checkpoint are evaluated with `run_eval` (Algorithm 1 trees, checks, cold
+//! re-checks, bootstrap CIs) on the same first N theorems of a held-out split with the same
+//! sampling seeds. The trees live in the run store under (round, `rl-eval`), so a killed
+//! evaluation resumes like `prod eval`; a round whose figures are in its metrics is not
+//! evaluated again. Every round also records its wall time by phase (sample, check, filter,
+//! train) and the sampled tokens per second.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
