@@ -188,7 +188,7 @@ fn round_series(r: &RunReport, label: &str, f: impl Fn(&RoundMetrics) -> Option<
         points: r
             .rounds
             .iter()
-            .filter(|m| m.round > 0)
+            .filter(|m| !m.is_start())
             .map(|m| Point { x: m.round as f64, y: f(m).unwrap_or(f64::NAN), ci: None })
             .collect(),
     }

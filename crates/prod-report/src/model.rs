@@ -127,6 +127,14 @@ impl DepthCell {
     }
 }
 
+impl RoundMetrics {
+    /// The starting model's evaluation, listed as round 0 before the trained rounds: evaluated,
+    /// nothing sampled or trained.
+    pub fn is_start(&self) -> bool {
+        self.round == 0 && self.eval.is_some() && self.nodes == 0 && self.examples == 0
+    }
+}
+
 /// What one ProD-RL round did (paper Section 3.2, Appendix A.1).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct RoundMetrics {

@@ -292,7 +292,7 @@ pub fn rounds(r: &RunReport) -> Table {
         .rounds
         .iter()
         .map(|m| {
-            if m.round == 0 {
+            if m.is_start() {
                 // The starting model: evaluated, not trained.
                 let mut row = vec!["0 (start)".to_string()];
                 row.extend(std::iter::repeat_n(String::new(), 14));
