@@ -150,7 +150,7 @@ impl RlEvalConfig {
 
     /// Whether round `round` (0 = the starting model) of `rounds` is evaluated.
     pub fn due(&self, round: u32, rounds: u32) -> bool {
-        self.enabled() && (round == 0 || round == rounds || round % self.every.max(1) == 0)
+        self.enabled() && (round == 0 || round == rounds || round.is_multiple_of(self.every.max(1)))
     }
 }
 
@@ -424,17 +424,17 @@ pub fn run_rl(
             .set_meta(EVAL_START_KEY, &serde_json::to_string(&start)?)?;
     }
     // Rounds finished before their evaluation was (a kill in between).
-    for i in 0..records.len() {
-        let round = records[i].metrics.round;
-        if cfg.eval.due(round, cfg.rounds) && records[i].metrics.eval.is_none() {
+    for rec in records.iter_mut() {
+        let round = rec.metrics.round;
+        if cfg.eval.due(round, cfg.rounds) && rec.metrics.eval.is_none() {
             let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
             let mut policy = RoundPolicy::load(cfg, &ckpt)?;
             let m = round_eval(cfg, env, &eval_set, round, &mut policy)?;
-            set_eval(&mut records[i].metrics, m);
+            set_eval(&mut rec.metrics, m);
             env.store.put_checkpoint(
                 round,
                 &ckpt.display().to_string(),
-                &serde_json::to_string(&records[i])?,
+                &serde_json::to_string(&*rec)?,
             )?;
         }
     }
