@@ -159,15 +159,25 @@ impl<C: Checker> Checker for CachedChecker<C> {
         let missing: Vec<usize> = (0..requests.len()).filter(|&i| out[i].is_none()).collect();
         if !missing.is_empty() {
             let todo: Vec<CheckRequest> = missing.iter().map(|&i| requests[i].clone()).collect();
+            // Each verdict is cached as it arrives, before the caller commits it: a run killed
+            // mid-batch must not hold a verdict that the cache would be asked for again.
+            let cached = std::sync::Mutex::new(vec![false; missing.len()]);
             let inner_progress = |j: usize, v: &Verdict| {
                 if let Some(&i) = missing.get(j) {
+                    let _ = self.cache.put(&keys[i], v);
+                    if let Some(c) = cached.lock().unwrap_or_else(|e| e.into_inner()).get_mut(j) {
+                        *c = true;
+                    }
                     progress(i, v)
                 }
             };
             let verdicts = self.inner.check_batch(&todo, &inner_progress);
+            let cached = cached.into_inner().unwrap_or_else(|e| e.into_inner());
             for (j, v) in verdicts.into_iter().enumerate() {
                 if let Some(&i) = missing.get(j) {
-                    let _ = self.cache.put(&keys[i], &v);
+                    if !cached.get(j).copied().unwrap_or(false) {
+                        let _ = self.cache.put(&keys[i], &v);
+                    }
                     out[i] = Some(v);
                 }
             }

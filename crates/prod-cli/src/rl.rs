@@ -7,9 +7,12 @@ use prod_run::{BadInput, Bars, RlConfig};
 
 /// ProD-RL (paper §3.2, Appendix A.1): R rounds of B theorems — train-time proof trees
 /// (Algorithm 2), every node checked by Coq, filters (trivial proposals; unnecessary lemmas,
-/// one cached check per lemma), the value head trained on global correctness, weights
+/// one cached check per lemma), the value model trained on global correctness, weights
 /// γ^h·∏V(l), augmented and ground-truth examples, a replay buffer, a weighted cross-entropy
-/// update and a checkpoint per round (RUN_DIR/checkpoints/round-N).
+/// update and a checkpoint per round (RUN_DIR/checkpoints/round-N; the separate value model
+/// in RUN_DIR/checkpoints/round-N-value). With `[eval] theorems = N`, the starting model
+/// ("round 0") and every round's checkpoint are evaluated (pass@k, bootstrap CIs) on the same
+/// first N theorems of a held-out split: the report's per-round curve.
 ///
 /// Everything goes into RUN_DIR/run.sqlite: rerunning the same command after a kill resumes
 /// (completed rounds are skipped; nothing is sampled or checked twice). RUN_DIR/run.json holds
@@ -26,6 +29,13 @@ use prod_run::{BadInput, Bars, RlConfig};
 ///   batch = 50
 ///   depth = 2
 ///   method = "prod_rl"          # or "expert_iteration", "no_lemma_proposal"
+///   value_model = "separate"    # a copy of the SFT model (paper); or "shared", "off"
+///   [eval]                      # per-round pass@k on a fixed held-out subset
+///   theorems = 20               # the first 20 of test.jsonl (0 = off, the default)
+///   split = "test"
+///   samples = 4
+///   ks = [1, 2, 4]
+///   every = 1
 ///   [sampling]
 ///   temperature = 0.7
 ///   max_new_tokens = 128
@@ -106,8 +116,32 @@ pub fn run(a: RlArgs) -> i32 {
                 if a.json {
                     println!("{}", serde_json::to_string(r).unwrap_or_default());
                 } else {
+                    let eval = r.eval.as_ref().map_or(String::new(), |ps| {
+                        let cells: Vec<String> = ps
+                            .iter()
+                            .map(|p| {
+                                format!(
+                                    "pass@{} {:.1}% [{:.1}, {:.1}]",
+                                    p.k,
+                                    100.0 * p.estimate,
+                                    100.0 * p.ci_low,
+                                    100.0 * p.ci_high
+                                )
+                            })
+                            .collect();
+                        format!(
+                            "; held-out ({} theorems, {:.0} s): {}",
+                            r.eval_theorems,
+                            r.eval_s,
+                            cells.join(", ")
+                        )
+                    });
+                    if r.round == 0 {
+                        eprintln!("round 0 (starting model){eval}");
+                        continue;
+                    }
                     eprintln!(
-                        "round {}: {} nodes, {} locally / {} globally correct, {} examples (mean w {:.3}), loss {}, sample {:.0} s, check {:.0} s, train {:.0} s",
+                        "round {}: {} nodes, {} locally / {} globally correct, {} examples (mean w {:.3}), loss {}, sample {:.0} s ({}), check {:.0} s, filter {:.0} s, train {:.0} s{eval}",
                         r.round,
                         r.nodes,
                         r.locally_correct,
@@ -116,7 +150,10 @@ pub fn run(a: RlArgs) -> i32 {
                         r.mean_weight.unwrap_or(0.0),
                         r.loss.map_or("-".into(), |l| format!("{l:.3}")),
                         r.sample_s,
+                        r.tokens_per_s
+                            .map_or("tokens/s -".into(), |t| format!("{t:.0} tokens/s")),
                         r.check_s,
+                        r.filter_s,
                         r.train_s
                     );
                 }

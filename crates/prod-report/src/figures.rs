@@ -184,7 +184,13 @@ pub fn temperature(r: &RunReport) -> Vec<Figure> {
 fn round_series(r: &RunReport, label: &str, f: impl Fn(&RoundMetrics) -> Option<f64>) -> Series {
     Series {
         label: label.to_string(),
-        points: r.rounds.iter().map(|m| Point { x: m.round as f64, y: f(m).unwrap_or(f64::NAN), ci: None }).collect(),
+        // Round 0 is the starting model's evaluation only: no training figures.
+        points: r
+            .rounds
+            .iter()
+            .filter(|m| !m.is_start())
+            .map(|m| Point { x: m.round as f64, y: f(m).unwrap_or(f64::NAN), ci: None })
+            .collect(),
     }
 }
 
@@ -192,7 +198,26 @@ fn has_values(s: &Series) -> bool {
     s.points.iter().any(|p| p.y.is_finite())
 }
 
-/// Per-round curves: correct nodes, mean weight, losses, time per phase, novel lemmas.
+/// Held-out pass@k per round (round 0: the starting model), one line per k, bootstrap 95% CIs.
+fn round_eval_series(r: &RunReport) -> Vec<Series> {
+    crate::tables::round_eval_ks(r)
+        .into_iter()
+        .map(|k| Series {
+            label: format!("pass@{k}"),
+            points: r
+                .rounds
+                .iter()
+                .filter_map(|m| {
+                    let p = m.eval.iter().flatten().find(|p| p.k == k)?;
+                    Some(Point { x: m.round as f64, y: p.estimate, ci: ci(p) })
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Per-round curves: held-out pass@k, correct nodes, mean weight, losses, time per phase,
+/// throughput, novel lemmas.
 pub fn rounds(r: &RunReport) -> Vec<Figure> {
     if r.rounds.is_empty() {
         return Vec::new();
@@ -212,6 +237,14 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
             svg: chart.render(),
         });
     };
+    push(
+        "rounds-eval",
+        "Held-out pass@k per round",
+        "pass@k of each round's checkpoint on the same held-out theorems with the same sampling seeds \
+         (round 0: the starting model); error bars: bootstrap 95% confidence intervals over theorems.",
+        Axis::share("pass@k"),
+        round_eval_series(r),
+    );
     push(
         "rounds-correct",
         "Correct nodes per round",
@@ -240,13 +273,21 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
     push(
         "rounds-time",
         "Time per phase per round",
-        "Wall-clock seconds spent sampling, checking and training in each round.",
+        "Wall-clock seconds spent sampling, checking, filtering lemma proposals and training in each round.",
         Axis { zero_based: true, ..Axis::new("seconds", Format::Number) },
         vec![
             round_series(r, "sample", |m| Some(m.sample_s)),
             round_series(r, "check", |m| Some(m.check_s)),
+            round_series(r, "filter", |m| Some(m.filter_s)),
             round_series(r, "train", |m| Some(m.train_s)),
         ],
+    );
+    push(
+        "rounds-throughput",
+        "Sampling throughput per round",
+        "Sampled tokens per second of the sampling phase (absent where the samples came from the log or a server).",
+        Axis { zero_based: true, ..Axis::new("tokens/s", Format::Number) },
+        vec![round_series(r, "tokens/s", |m| m.tokens_per_s)],
     );
     push(
         "rounds-novel",

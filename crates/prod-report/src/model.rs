@@ -252,6 +252,14 @@ impl DepthCell {
     }
 }
 
+impl RoundMetrics {
+    /// The starting model's evaluation, listed as round 0 before the trained rounds: evaluated,
+    /// nothing sampled or trained.
+    pub fn is_start(&self) -> bool {
+        self.round == 0 && self.eval.is_some() && self.nodes == 0 && self.examples == 0
+    }
+}
+
 /// What one ProD-RL round did (paper Section 3.2, Appendix A.1).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct RoundMetrics {
@@ -281,4 +289,20 @@ pub struct RoundMetrics {
     /// Share of the replay buffer's lemmas that are novel (not in the dataset).
     #[serde(default)]
     pub novel_lemma_share: Option<f64>,
+    /// Wall-clock seconds of the lemma filters' checks (not part of `check_s`).
+    #[serde(default)]
+    pub filter_s: f64,
+    /// Sampled tokens per second of `sample_s` (None when not measured: samples replayed from
+    /// the log, or drawn from a remote server).
+    #[serde(default)]
+    pub tokens_per_s: Option<f64>,
+    /// pass@k (bootstrap 95% CIs) of the round's checkpoint on the run's fixed held-out subset;
+    /// round 0 is the starting model. None when the round was not evaluated.
+    #[serde(default)]
+    pub eval: Option<Vec<PassAtK>>,
+    /// Theorems in that subset, and the evaluation's wall-clock seconds.
+    #[serde(default)]
+    pub eval_theorems: usize,
+    #[serde(default)]
+    pub eval_s: f64,
 }

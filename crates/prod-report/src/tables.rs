@@ -246,9 +246,17 @@ pub fn sweep(group: &[&Evaluation]) -> Table {
     Table { header, rows, text_columns: 1 }
 }
 
-/// One row per RL round, and a total row (examples, nodes, time per phase).
+/// The k of the rounds' held-out evaluations, ascending.
+pub fn round_eval_ks(r: &RunReport) -> Vec<usize> {
+    let ks: BTreeSet<usize> = r.rounds.iter().flat_map(|m| m.eval.iter().flatten().map(|p| p.k)).collect();
+    ks.into_iter().collect()
+}
+
+/// One row per RL round (round 0: the starting model's evaluation only), and a total row
+/// (examples, nodes, time per phase). Held-out pass@k columns when the rounds were evaluated.
 pub fn rounds(r: &RunReport) -> Table {
-    let header: Vec<String> = [
+    let ks = round_eval_ks(r);
+    let mut header: Vec<String> = [
         "Round",
         "Examples",
         "Mean weight",
@@ -262,15 +270,36 @@ pub fn rounds(r: &RunReport) -> Table {
         "Sample (s)",
         "Check (s)",
         "Train (s)",
+        "Filter (s)",
+        "Tokens/s",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    header.extend(ks.iter().map(|k| format!("Held-out pass@{k}")));
+    let eval_cells = |m: &crate::model::RoundMetrics| -> Vec<String> {
+        ks.iter()
+            .map(|k| {
+                m.eval
+                    .iter()
+                    .flatten()
+                    .find(|p| p.k == *k)
+                    .map_or_else(|| "–".to_string(), |p| pass_cell(p.estimate, p.ci_low, p.ci_high))
+            })
+            .collect()
+    };
     let mut rows: Vec<Vec<String>> = r
         .rounds
         .iter()
         .map(|m| {
-            vec![
+            if m.is_start() {
+                // The starting model: evaluated, not trained.
+                let mut row = vec!["0 (start)".to_string()];
+                row.extend(std::iter::repeat_n(String::new(), 14));
+                row.extend(eval_cells(m));
+                return row;
+            }
+            let mut row = vec![
                 m.round.to_string(),
                 m.examples.to_string(),
                 opt_fixed(m.mean_weight, 4),
@@ -284,7 +313,11 @@ pub fn rounds(r: &RunReport) -> Table {
                 fixed(m.sample_s, 1),
                 fixed(m.check_s, 1),
                 fixed(m.train_s, 1),
-            ]
+                fixed(m.filter_s, 1),
+                opt_fixed(m.tokens_per_s, 1),
+            ];
+            row.extend(eval_cells(m));
+            row
         })
         .collect();
     if r.rounds.len() > 1 {
@@ -306,7 +339,10 @@ pub fn rounds(r: &RunReport) -> Table {
             sum_f(|m| m.sample_s),
             sum_f(|m| m.check_s),
             sum_f(|m| m.train_s),
+            sum_f(|m| m.filter_s),
         ]);
+        let last = rows.len() - 1;
+        rows[last].extend(std::iter::repeat_n(String::new(), 1 + ks.len()));
     }
     Table { header, rows, text_columns: 1 }
 }
@@ -351,7 +387,9 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
                 m.round, m.globally_correct, m.locally_correct, m.nodes
             ));
         }
-        for (name, v) in [("sample_s", m.sample_s), ("check_s", m.check_s), ("train_s", m.train_s)] {
+        for (name, v) in
+            [("sample_s", m.sample_s), ("check_s", m.check_s), ("train_s", m.train_s), ("filter_s", m.filter_s)]
+        {
             if !v.is_finite() || v < 0.0 {
                 w.push(format!("round {}: {name} is not a valid duration", m.round));
             }

@@ -32,4 +32,4 @@ pub use job::{
 pub use prod_report;
 pub mod demo;
 pub use demo::{run_demo, DemoJob, ModelBase};
-pub use rl::{run_rl, run_rl_job, Method, RlConfig};
+pub use rl::{run_rl, run_rl_job, Method, RlConfig, RlEvalConfig, ValueModel};

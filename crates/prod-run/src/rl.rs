@@ -7,12 +7,25 @@
 //! Resume: completed rounds are skipped (their metrics and checkpoints are in the store); the
 //! current round restarts from the previous checkpoint, re-generates its trees from the sample
 //! log (no model call), checks only nodes without a stored verdict, gets filter checks from the
-//! verification cache, and trains again from that checkpoint.
+//! verification cache, and trains again from that checkpoint (and the value model from its own).
 //!
-//! The value model is the policy's own `<true>`/`<false>` head (`prod_policy::prompt::value`),
-//! trained in the same update on `(x, <true>|<false>)` examples; the paper trains a separate
-//! copy initialised from the SFT model. Replay buffer: FIFO of the rounds' fresh examples
-//! (`replay_capacity`), and each round's batch adds `replay_mix × fresh` examples drawn from it.
+//! Value model (`value_model`): by default, as in the paper, a separate copy initialised from
+//! the SFT model, scoring V(l) through its `<true>`/`<false>` probabilities
+//! (`prod_policy::prompt::value`) and trained with its own optimizer only on the round's
+//! `(x, <true>|<false>)` examples; it is saved beside the policy as `checkpoints/round-N-value`
+//! (external trainers get a second call with `value_examples.jsonl`). `shared` keeps the older
+//! arrangement — the policy's own head, trained in the policy's update — and `off` sets V = 1.
+//! Replay buffer: FIFO of the rounds' fresh examples (`replay_capacity`), and each round's batch
+//! adds `replay_mix × fresh` examples drawn from it.
+//!
+//! Per-round evaluation (`[eval]`): without a curve of held-out pass@k over rounds there is no
+//! telling whether training helps, so the starting model ("round 0", kept in the store's meta)
+//! and each round's checkpoint are evaluated with `run_eval` (Algorithm 1 trees, checks, cold
+//! re-checks, bootstrap CIs) on the same first N theorems of a held-out split with the same
+//! sampling seeds. The trees live in the run store under (round, `rl-eval`), so a killed
+//! evaluation resumes like `prod eval`; a round whose figures are in its metrics is not
+//! evaluated again. Every round also records its wall time by phase (sample, check, filter,
+//! train) and the sampled tokens per second.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -56,6 +69,91 @@ pub enum Method {
     NoLemmaProposal,
 }
 
+/// Where the value model V(l) of the weights comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueModel {
+    /// A second model, initialised from the SFT model and trained only on the value examples
+    /// (paper Appendix A.1); checkpointed per round in `checkpoints/round-N-value`.
+    #[default]
+    Separate,
+    /// The policy's own `<true>`/`<false>` head, trained in the policy's update.
+    Shared,
+    /// No value model: every V(l) = 1.
+    Off,
+}
+
+impl<'de> Deserialize<'de> for ValueModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Bool(bool),
+            Name(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Bool(true) => Ok(ValueModel::Shared),
+            Repr::Bool(false) => Ok(ValueModel::Off),
+            Repr::Name(n) => match n.as_str() {
+                "separate" => Ok(ValueModel::Separate),
+                "shared" => Ok(ValueModel::Shared),
+                "off" => Ok(ValueModel::Off),
+                _ => Err(serde::de::Error::custom(format!(
+                    "unknown value_model {n:?}: expected \"separate\", \"shared\" or \"off\""
+                ))),
+            },
+        }
+    }
+}
+
+/// `[eval]` of `rl.toml`: the per-round evaluation (Algorithm 1 trees, pass@k with bootstrap
+/// CIs) on the first `theorems` theorems of `split`, the same ones and the same sampling seeds
+/// every round, so that the rounds' figures form a curve.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RlEvalConfig {
+    /// Theorems evaluated (the first N of the split, in file order); 0 = no evaluation.
+    pub theorems: usize,
+    /// Split file (`{split}.jsonl` of the dataset), held out from the RL split.
+    pub split: String,
+    /// n: test-time trees per theorem.
+    pub samples: u32,
+    /// Depth limit of Algorithm 1 (paper: 2).
+    pub depth: u32,
+    /// pass@k for these k (those > samples are left out).
+    pub ks: Vec<usize>,
+    /// Evaluate after every `every`-th round (and always after the last).
+    pub every: u32,
+    pub final_timeout_s: u64,
+    pub bootstrap: usize,
+}
+
+impl Default for RlEvalConfig {
+    fn default() -> Self {
+        RlEvalConfig {
+            theorems: 0,
+            split: "test".into(),
+            samples: 4,
+            depth: 2,
+            ks: vec![1, 2, 4],
+            every: 1,
+            final_timeout_s: 120,
+            bootstrap: 1000,
+        }
+    }
+}
+
+impl RlEvalConfig {
+    fn enabled(&self) -> bool {
+        self.theorems > 0
+    }
+
+    /// Whether round `round` (0 = the starting model) of `rounds` is evaluated.
+    pub fn due(&self, round: u32, rounds: u32) -> bool {
+        self.enabled() && (round == 0 || round == rounds || round.is_multiple_of(self.every.max(1)))
+    }
+}
+
 /// `rl.toml` (also the `[rl]` section of prod.toml). Paper values in comments.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -75,8 +173,11 @@ pub struct RlConfig {
     pub method: Method,
     /// γ (paper: e^-0.0005).
     pub gamma: f64,
-    /// Train the value head each round on global correctness.
-    pub value_model: bool,
+    /// The value model V of the weights γ^h·∏V(l), trained each round on global correctness:
+    /// `"separate"` (paper: a copy of the SFT model with its own optimizer), `"shared"` (the
+    /// policy's own `<true>`/`<false>` head, trained in the policy's update) or `"off"` (V = 1).
+    /// `true`/`false` (older configs) read as `"shared"`/`"off"`.
+    pub value_model: ValueModel,
     /// Remove unnecessary lemmas (one cached check per lemma).
     pub unnecessary_lemma_filter: bool,
     /// Drop proposals whose theorem closes from one lemma alone by this tactic (`{lemma}` is
@@ -95,6 +196,9 @@ pub struct RlConfig {
     pub sampling: NativeParams,
     pub coq: crate::job::CoqJobConfig,
     pub seed: u64,
+    /// pass@k on a fixed held-out subset after every `every` rounds, and of the starting model
+    /// as round 0 (off while `theorems = 0`).
+    pub eval: RlEvalConfig,
     /// Scale-out training: instead of the native trainer, run this command each round (argv;
     /// `{examples}` = the round's `examples.jsonl`, `{model}` = the previous checkpoint (a
     /// Hugging Face model directory), `{out}` = where the new checkpoint must be written, in the
@@ -123,7 +227,7 @@ impl Default for RlConfig {
             depth: 3,
             method: Method::ProdRl,
             gamma: GAMMA_PAPER,
-            value_model: true,
+            value_model: ValueModel::Separate,
             unnecessary_lemma_filter: true,
             trivial_tactic: "intros; eauto using {lemma}.".into(),
             replay_capacity: 20_000,
@@ -137,6 +241,7 @@ impl Default for RlConfig {
             sampling: NativeParams::default(),
             coq: crate::job::CoqJobConfig::default(),
             seed: 0,
+            eval: RlEvalConfig::default(),
             external_trainer: Vec::new(),
             after_round: Vec::new(),
             remote: None,
@@ -168,6 +273,14 @@ impl RlConfig {
             .validate()
             .map_err(|e| format!("sampling.{e}"))?;
         self.coq.validate().map_err(|e| format!("coq.{e}"))?;
+        if self.eval.enabled() {
+            at_least_one("eval.samples", self.eval.samples)?;
+            at_least_one("eval.every", self.eval.every)?;
+            at_least_one("eval.bootstrap", self.eval.bootstrap)?;
+            if let Some(k) = self.eval.ks.iter().find(|&&k| k == 0) {
+                return Err(format!("eval.ks contains {k}: every k must be at least 1"));
+            }
+        }
         if let Some(r) = &self.remote {
             crate::policy::validate_remote(r).map_err(|e| format!("remote.{e}"))?;
         }
@@ -290,10 +403,40 @@ pub fn run_rl(
 ) -> anyhow::Result<Vec<RoundRecord>> {
     let mut records: Vec<RoundRecord> = Vec::new();
     let mut last_ckpt: PathBuf = cfg.model.clone();
+    // The separate value model starts as a copy of the SFT model.
+    let mut value_start: PathBuf = cfg.model.clone();
     for (round, _path, metrics) in env.store.checkpoints()? {
         let rec: RoundRecord = serde_json::from_str(&metrics)?;
         records.push(rec);
         last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+        if value_checkpoint(env.out, round)
+            .join("config.json")
+            .is_file()
+        {
+            value_start = value_checkpoint(env.out, round);
+        }
+    }
+    let eval_set = eval_theorems(cfg)?;
+    if cfg.eval.due(0, cfg.rounds) && env.store.get_meta(EVAL_START_KEY)?.is_none() {
+        let mut policy = RoundPolicy::load(cfg, &cfg.model)?;
+        let start = round_eval(cfg, env, &eval_set, 0, &mut policy)?;
+        env.store
+            .set_meta(EVAL_START_KEY, &serde_json::to_string(&start)?)?;
+    }
+    // Rounds finished before their evaluation was (a kill in between).
+    for rec in records.iter_mut() {
+        let round = rec.metrics.round;
+        if cfg.eval.due(round, cfg.rounds) && rec.metrics.eval.is_none() {
+            let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+            let mut policy = RoundPolicy::load(cfg, &ckpt)?;
+            let m = round_eval(cfg, env, &eval_set, round, &mut policy)?;
+            set_eval(&mut rec.metrics, m);
+            env.store.put_checkpoint(
+                round,
+                &ckpt.display().to_string(),
+                &serde_json::to_string(&*rec)?,
+            )?;
+        }
     }
     let mut replay: ReplayBuffer<StoredExample> = ReplayBuffer::new(cfg.replay_capacity);
     for r in 1..=records.len() as u32 {
@@ -306,20 +449,140 @@ pub fn run_rl(
     }
     for round in (records.len() as u32 + 1)..=cfg.rounds {
         let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
-        let rec = run_round(
+        let mut rec = run_round(
             cfg,
             theorems,
             env,
             round,
             &mut policy,
             &last_ckpt,
+            &value_start,
             &mut replay,
         )?;
+        drop(policy);
         last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+        if value_checkpoint(env.out, round)
+            .join("config.json")
+            .is_file()
+        {
+            value_start = value_checkpoint(env.out, round);
+        }
+        if cfg.eval.due(round, cfg.rounds) {
+            let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
+            let m = round_eval(cfg, env, &eval_set, round, &mut policy)?;
+            set_eval(&mut rec.metrics, m);
+            env.store.put_checkpoint(
+                round,
+                &last_ckpt.display().to_string(),
+                &serde_json::to_string(&rec)?,
+            )?;
+        }
         records.push(rec);
         on_round(&records)?;
     }
     Ok(records)
+}
+
+/// Where round `round`'s separate value model is saved (beside the policy's checkpoint).
+pub fn value_checkpoint(out: &Path, round: u32) -> PathBuf {
+    out.join("checkpoints").join(format!("round-{round}-value"))
+}
+
+/// Run-store key of the starting model's evaluation ("round 0").
+pub const EVAL_START_KEY: &str = "rl_eval_round_0";
+
+/// The per-round evaluation's theorems: the first `eval.theorems` of `eval.split`, in file order.
+fn eval_theorems(cfg: &RlConfig) -> anyhow::Result<Vec<Theorem>> {
+    if !cfg.eval.enabled() {
+        return Ok(Vec::new());
+    }
+    let mut all = crate::eval::load_theorems(&cfg.dataset, &cfg.eval.split, None, cfg.seed)
+        .map_err(crate::job::BadInput)?;
+    all.truncate(cfg.eval.theorems);
+    if all.is_empty() {
+        return Err(crate::job::BadInput(format!(
+            "eval: split {:?} of {} has no named theorems",
+            cfg.eval.split,
+            cfg.dataset.display()
+        ))
+        .into());
+    }
+    Ok(all)
+}
+
+/// One round's evaluation as stored: what goes into its metrics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundEval {
+    pub pass_at_k: Vec<prod_report::PassAtK>,
+    pub theorems: usize,
+    pub seconds: f64,
+}
+
+fn set_eval(m: &mut RoundMetrics, e: RoundEval) {
+    m.eval = Some(e.pass_at_k);
+    m.eval_theorems = e.theorems;
+    m.eval_s = e.seconds;
+}
+
+/// The starting model's evaluation, when the run has one.
+pub fn start_eval(store: &RunStore) -> anyhow::Result<Option<RoundMetrics>> {
+    let Some(text) = store.get_meta(EVAL_START_KEY)? else {
+        return Ok(None);
+    };
+    let e: RoundEval = serde_json::from_str(&text)?;
+    let mut m = RoundMetrics::default();
+    set_eval(&mut m, e);
+    Ok(Some(m))
+}
+
+/// Evaluate `policy` (round `round`'s checkpoint; 0 = the starting model) on the fixed subset:
+/// Algorithm 1 trees in the run store under (round, "rl-eval"), resumable like `prod eval`,
+/// with the same sampling seeds every round.
+fn round_eval(
+    cfg: &RlConfig,
+    env: &RlEnv<'_>,
+    theorems: &[Theorem],
+    round: u32,
+    policy: &mut RoundPolicy,
+) -> anyhow::Result<RoundEval> {
+    let t = Instant::now();
+    env.bars.say(&format!(
+        "round {round}: pass@k on {} held-out theorems",
+        theorems.len()
+    ));
+    let coq = cfg.coq.to_config();
+    let setup = crate::eval::CheckSetup {
+        checker: env.checker,
+        coq: &coq,
+        lang: env.lang,
+    };
+    let opts = crate::eval::EvalOptions {
+        name: format!("round {round}"),
+        split: cfg.eval.split.clone(),
+        ks: cfg.eval.ks.clone(),
+        samples: cfg.eval.samples,
+        depth: cfg.eval.depth,
+        final_timeout_s: cfg.eval.final_timeout_s,
+        bootstrap: cfg.eval.bootstrap,
+        seed: cfg.seed,
+        temperature: cfg.sampling.temperature,
+    };
+    let r = crate::eval::run_eval(
+        env.store,
+        policy.seq(),
+        &setup,
+        theorems,
+        env.dataset_statements,
+        &opts,
+        round,
+        "rl-eval",
+        env.bars,
+    )?;
+    Ok(RoundEval {
+        pass_at_k: r.evaluation.pass_at_k,
+        theorems: theorems.len(),
+        seconds: t.elapsed().as_secs_f64(),
+    })
 }
 
 fn stored_to_generated(
@@ -356,6 +619,7 @@ fn run_round(
     round: u32,
     policy: &mut RoundPolicy,
     start_ckpt: &Path,
+    value_start: &Path,
     replay: &mut ReplayBuffer<StoredExample>,
 ) -> anyhow::Result<RoundRecord> {
     let store = env.store;
@@ -370,6 +634,7 @@ fn run_round(
     // --- sample (Algorithm 2) ---------------------------------------------------------------
     let t = Instant::now();
     let sample_mark = format!("{phase}/sample");
+    let mut sampled_tokens: Option<usize> = None;
     let nodes = if store.is_done(round, &sample_mark)? {
         store.nodes(round, phase)?
     } else {
@@ -396,7 +661,11 @@ fn run_round(
         // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
         let depth = if no_lemmas { 0 } else { cfg.depth };
         let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, lang)?;
+        drop(logged);
         pb.finish_and_clear();
+        if let RoundPolicy::Native(p) = &*policy {
+            sampled_tokens = Some(p.generated_tokens);
+        }
         let index: HashMap<(String, String), i64> = theorems
             .iter()
             .enumerate()
@@ -417,9 +686,14 @@ fn run_round(
         nodes
     };
     let sample_s = t.elapsed().as_secs_f64();
+    let tokens_per_s = sampled_tokens
+        .filter(|_| sample_s > 0.0)
+        .map(|n| n as f64 / sample_s);
     // --- check ----------------------------------------------------------------------------
     let t = Instant::now();
     check_phase(store, &nodes, env.checker, env.bars)?;
+    let check_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     // --- filters (Section 3.2): trivial proposals, unnecessary lemmas -------------------------
     let mut completions: Vec<String> = nodes.iter().map(|n| n.completion.clone()).collect();
     let mut local: Vec<LocalVerdict> = Vec::with_capacity(nodes.len());
@@ -453,7 +727,7 @@ fn run_round(
         trivial_dropped += usize::from(f.trivial);
         completions[i] = f.proof.to_string();
     }
-    let check_s = t.elapsed().as_secs_f64();
+    let filter_s = t.elapsed().as_secs_f64();
     // --- global correctness over the round's forest -----------------------------------------
     let mut solver = Vec::new();
     let mut solver_idx = Vec::new();
@@ -509,10 +783,15 @@ fn run_round(
         .iter()
         .map(|(c, s)| (c.as_str(), s.as_str()))
         .collect();
-    let scores = if cfg.value_model {
-        policy.values(&pairs)?
-    } else {
-        vec![1.0; pairs.len()]
+    // The separate value model: a copy of the SFT model, carried from round to round.
+    let mut value_policy = match cfg.value_model {
+        ValueModel::Separate => Some(load_policy_from(value_start, &cfg.sampling)?),
+        _ => None,
+    };
+    let scores = match (&value_policy, cfg.value_model) {
+        (_, ValueModel::Off) => vec![1.0; pairs.len()],
+        (Some(v), _) => v.values(&pairs)?,
+        (None, _) => policy.values(&pairs)?,
     };
     let value_of: HashMap<(String, String), f64> = wanted.iter().cloned().zip(scores).collect();
     let mut value = |c: &str, l: &str| {
@@ -603,7 +882,7 @@ fn run_round(
         }
     }
     let mut value_train = Vec::new();
-    if cfg.value_model {
+    if cfg.value_model != ValueModel::Off {
         let mut goals: Vec<&(String, String, bool)> = goal_proved.values().collect();
         goals.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
         for (c, s, proved) in goals {
@@ -625,16 +904,33 @@ fn run_round(
         context_tokens: cfg.sampling.context_tokens,
         ..PolicyConfig::default()
     };
+    // Shared: the value examples join the policy's update; separate: they train the value model.
+    let shared_value = cfg.value_model == ValueModel::Shared;
     let mut all_train: Vec<TrainExample> = train
         .iter()
         .cloned()
-        .chain(value_train.iter().cloned())
+        .chain(value_train.iter().filter(|_| shared_value).cloned())
         .collect();
+    let mut value_only: Vec<TrainExample> = if value_policy.is_some() {
+        value_train.clone()
+    } else {
+        Vec::new()
+    };
     {
         use rand::seq::SliceRandom;
         all_train.shuffle(&mut rng);
+        value_only.shuffle(&mut rng);
     }
     let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
+    let value_ckpt = value_checkpoint(env.out, round);
+    let value_examples_path = env
+        .out
+        .join("rounds")
+        .join(format!("round-{round}"))
+        .join("value_examples.jsonl");
+    if value_policy.is_some() {
+        write_examples(&value_examples_path, &value_only, policy.tok())?;
+    }
     // The round's weighted examples, in the format external trainers read (always written: it is
     // also the record of what the policy was trained on).
     let examples_path = env
@@ -660,6 +956,25 @@ fn run_round(
                 ckpt.display()
             );
         }
+        if value_policy.is_some() {
+            // The same trainer on the value examples, from the previous value model.
+            let argv: Vec<String> = cfg
+                .external_trainer
+                .iter()
+                .map(|a| {
+                    a.replace("{examples}", &value_examples_path.display().to_string())
+                        .replace("{model}", &value_start.display().to_string())
+                        .replace("{out}", &value_ckpt.display().to_string())
+                })
+                .collect();
+            run_command("external trainer (value model)", &argv)?;
+            if !value_ckpt.join("config.json").is_file() {
+                anyhow::bail!(
+                    "the external trainer wrote no value model to {} (config.json missing)",
+                    value_ckpt.display()
+                );
+            }
+        }
         let train_s = t.elapsed().as_secs_f64();
         let (loss, value_loss) = if cfg.remote.is_some() {
             // The served model may be far too large to run here: the trainer's own figure.
@@ -669,6 +984,10 @@ fn run_round(
                 .with_context(|| format!("load {}", ckpt.display()))?;
             let value_loss = if value_train.is_empty() {
                 None
+            } else if value_policy.is_some() {
+                let v = NativePolicy::load(&value_ckpt, cfg.sampling.clone())
+                    .with_context(|| format!("load {}", value_ckpt.display()))?;
+                Some(eval_loss(&v.model, &value_train, cfg.micro_batch.max(1))?)
             } else {
                 Some(eval_loss(
                     &next.model,
@@ -694,7 +1013,8 @@ fn run_round(
             &local,
             &global,
             nodes.len(),
-            (sample_s, check_s, train_s),
+            (sample_s, check_s, filter_s, train_s),
+            tokens_per_s,
             loss,
             value_loss,
             replay,
@@ -729,14 +1049,37 @@ fn run_round(
         }
     }
     pb.finish_and_clear();
-    let value_loss = if value_train.is_empty() {
-        None
-    } else {
-        Some(eval_loss(
+    let value_loss = match value_policy.as_mut() {
+        _ if value_train.is_empty() => None,
+        None => Some(eval_loss(
             &policy.model,
             &value_train,
             cfg.micro_batch.max(1),
-        )?)
+        )?),
+        Some(v) => {
+            // The separate value model: its own optimizer state, carried with its checkpoint.
+            let mut vt = if value_start.join("trainer_state.json").exists() {
+                Trainer::resume(pcfg.clone(), value_start)?
+            } else {
+                Trainer::new(pcfg.clone())
+            };
+            let pb = env
+                .bars
+                .bar("train value", value_only.len() * cfg.epochs.max(1));
+            for _ in 0..cfg.epochs.max(1) {
+                for chunk in value_only.chunks(cfg.macro_batch.max(1)) {
+                    let s = vt.step(&v.model, chunk)?;
+                    pb.inc(chunk.len() as u64);
+                    pb.set_message(format!("loss {:.3}", s.loss));
+                }
+            }
+            pb.finish_and_clear();
+            std::fs::create_dir_all(&value_ckpt)
+                .with_context(|| format!("create {}", value_ckpt.display()))?;
+            vt.save_checkpoint(&v.model, &value_ckpt)?;
+            prod_policy::save_model_dir(&value_ckpt, &mut v.model, &v.tok)?;
+            Some(eval_loss(&v.model, &value_train, cfg.micro_batch.max(1))?)
+        }
     };
     std::fs::create_dir_all(&ckpt).with_context(|| format!("create {}", ckpt.display()))?;
     trainer.save_checkpoint(&policy.model, &ckpt)?;
@@ -754,7 +1097,8 @@ fn run_round(
         &local,
         &global,
         nodes.len(),
-        (sample_s, check_s, train_s),
+        (sample_s, check_s, filter_s, train_s),
+        tokens_per_s,
         loss,
         value_loss,
         replay,
@@ -826,7 +1170,8 @@ fn finish_round(
     local: &[LocalVerdict],
     global: &[GlobalVerdict],
     nodes: usize,
-    (sample_s, check_s, train_s): (f64, f64, f64),
+    (sample_s, check_s, filter_s, train_s): (f64, f64, f64, f64),
+    tokens_per_s: Option<f64>,
     loss: Option<f64>,
     value_loss: Option<f64>,
     replay: &ReplayBuffer<StoredExample>,
@@ -865,6 +1210,9 @@ fn finish_round(
         replay_size: replay.len(),
         novel_lemma_share: (!replay_lemmas.is_empty())
             .then(|| novel as f64 / replay_lemmas.len() as f64),
+        filter_s,
+        tokens_per_s,
+        ..RoundMetrics::default()
     };
     let rec = RoundRecord {
         metrics,
@@ -877,7 +1225,7 @@ fn finish_round(
         &ckpt.display().to_string(),
         &serde_json::to_string(&rec)?,
     )?;
-    store.mark_done(round, "rl/round", sample_s + check_s + train_s)?;
+    store.mark_done(round, "rl/round", sample_s + check_s + filter_s + train_s)?;
     Ok(rec)
 }
 
@@ -1033,7 +1381,12 @@ pub fn run_rl_job(
         model: prod_report::ModelInfo { name: cfg.model.display().to_string(), params },
         config: serde_json::to_value(cfg).unwrap_or_default(),
         evaluations: vec![],
-        rounds: records.iter().map(|r| r.metrics.clone()).collect(),
+        rounds: start_eval(&store)
+            .ok()
+            .flatten()
+            .into_iter()
+            .chain(records.iter().map(|r| r.metrics.clone()))
+            .collect(),
         notes: records
             .iter()
             .map(|r| {

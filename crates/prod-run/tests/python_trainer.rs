@@ -497,6 +497,8 @@ fn a_prod_rl_round_trains_with_the_real_python_trainer() {
     );
     let coq = common::coq();
     let mut cfg = common::rl_config(dir.path(), 1);
+    // The value head shared with the policy: one checkpoint holds both losses measured here.
+    cfg.value_model = prod_run::ValueModel::Shared;
     cfg.external_trainer = vec![
         py.display().to_string(),
         script().display().to_string(),

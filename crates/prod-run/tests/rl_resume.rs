@@ -1,7 +1,9 @@
 //! ProD-RL end to end on a tiny config with the real Coq checker and a tiny random model:
 //! two rounds (Algorithm 2, checks, global correctness, value examples, weighted-CE update,
 //! checkpoints), then the same run killed during its second round's checks and resumed —
-//! the same rounds come out, and no request reaches Coq twice. Also: the same run with its
+//! the same rounds come out, and no request reaches Coq twice; the per-round held-out pass@k
+//! (the starting model as round 0, then every round) and the separate value model's
+//! checkpoints survive the kills. Also: the same run with its
 //! store in PostgreSQL and its checks done by queue workers (issue G).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -145,10 +147,38 @@ fn an_external_trainer_gets_the_rounds_examples_and_writes_the_checkpoint() {
         );
         assert!(l["weight"].as_f64().unwrap() > 0.0);
     }
-    // A value example's completion is one of the two value tokens.
-    assert!(lines
+    // The separate value model: its examples (completions are value tokens, and only they) go
+    // to the same trainer, from the SFT model, into the value checkpoint.
+    assert!(!lines
         .iter()
         .any(|l| ["<true>", "<false>"].contains(&l["completion"].as_str().unwrap())));
+    let text = std::fs::read_to_string(run_dir.path().join("rounds/round-1/value_examples.jsonl"))
+        .unwrap();
+    assert!(!text.is_empty());
+    for l in text.lines() {
+        let l: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(["<true>", "<false>"].contains(&l["completion"].as_str().unwrap()));
+    }
+    assert!(run_dir
+        .path()
+        .join("checkpoints/round-1-value/trained-externally")
+        .exists());
+}
+
+/// `value_model`: the separate copy by default; older configs' booleans still read (`true`:
+/// the policy's shared value head, `false`: none).
+#[test]
+fn value_model_config_reads_old_booleans() {
+    use prod_run::ValueModel;
+    let read = |t: &str| toml::from_str::<RlConfig>(t).map(|c| c.value_model);
+    assert_eq!(read("value_model = true").unwrap(), ValueModel::Shared);
+    assert_eq!(read("value_model = false").unwrap(), ValueModel::Off);
+    assert_eq!(
+        read("value_model = \"separate\"").unwrap(),
+        ValueModel::Separate
+    );
+    assert_eq!(read("").unwrap(), ValueModel::Separate);
+    assert!(read("value_model = \"both\"").is_err());
 }
 
 #[test]
@@ -157,10 +187,48 @@ fn rl_rounds_with_real_coq_resume_after_a_kill() {
     write_fixture(dir.path());
     let coq = common::coq();
 
+    // Per-round evaluation on a fixed subset (here: the first two theorems of the RL split).
+    let mut cfg = config(dir.path());
+    cfg.eval = prod_run::RlEvalConfig {
+        theorems: 2,
+        split: "rl".into(),
+        samples: 2,
+        depth: 1,
+        ks: vec![1, 2],
+        bootstrap: 50,
+        ..Default::default()
+    };
+    let run = |run_dir: &Path, sent: &Mutex<Vec<String>>, die_after: Option<usize>| {
+        run_with(&cfg, dir.path(), run_dir, &coq, sent, die_after)
+    };
+    let start_eval = |run_dir: &Path| {
+        let store = RunStore::open_dir(run_dir).unwrap();
+        prod_run::rl::start_eval(&store).unwrap()
+    };
     let ref_dir = tempfile::tempdir().unwrap();
     let sent_ref = Mutex::new(vec![]);
-    let reference = run(dir.path(), ref_dir.path(), &coq, &sent_ref, None);
+    let reference = run(ref_dir.path(), &sent_ref, None);
     assert_eq!(reference.len(), 2);
+    let start = start_eval(ref_dir.path()).expect("the starting model is evaluated");
+    assert_eq!(start.round, 0);
+    let ks = |m: &prod_run::prod_report::RoundMetrics| -> Vec<usize> {
+        m.eval.iter().flatten().map(|p| p.k).collect()
+    };
+    assert_eq!((ks(&start), start.eval_theorems), (vec![1, 2], 2));
+    for r in &reference {
+        let m = &r.metrics;
+        assert_eq!((ks(m), m.eval_theorems), (vec![1, 2], 2), "{m:?}");
+        // The separate value model, a copy of the SFT model trained on the value examples.
+        assert!(ref_dir
+            .path()
+            .join(format!(
+                "checkpoints/round-{}-value/model.safetensors",
+                m.round
+            ))
+            .exists());
+        assert!(m.value_loss.is_some() && m.filter_s >= 0.0, "{m:?}");
+        assert!(m.tokens_per_s.is_some_and(|t| t > 0.0), "{m:?}");
+    }
     for r in &reference {
         let m = &r.metrics;
         // Every round: 2 theorems with <no_invoke> samples, ground truth at depth 0 (checked by
@@ -179,20 +247,22 @@ fn rl_rounds_with_real_coq_resume_after_a_kill() {
     let n = sent_ref.lock().unwrap().len();
     assert!(n >= 2, "ground truth went to Coq: {n}");
 
-    // Killed while checking in the last round, then resumed.
+    // Killed while checking half-way, then again in the last round's evaluation, then resumed.
     let run_dir = tempfile::tempdir().unwrap();
     let sent = Mutex::new(vec![]);
-    let killed = catch_unwind(AssertUnwindSafe(|| {
-        run(dir.path(), run_dir.path(), &coq, &sent, Some(n - 1))
-    }));
-    assert!(killed.is_err(), "the run must have been killed");
-    let store = RunStore::open_dir(run_dir.path()).unwrap();
-    assert!(
-        store.checkpoints().unwrap().len() < 2,
-        "killed before the last round finished"
-    );
-    drop(store);
-    let resumed = run(dir.path(), run_dir.path(), &coq, &sent, None);
+    for die_after in [n / 2, n - 1] {
+        let killed = catch_unwind(AssertUnwindSafe(|| {
+            run(run_dir.path(), &sent, Some(die_after))
+        }));
+        assert!(killed.is_err(), "the run must have been killed");
+        let store = RunStore::open_dir(run_dir.path()).unwrap();
+        let done = store.checkpoints().unwrap();
+        assert!(
+            done.len() < 2 || !done[1].2.contains("\"eval\":["),
+            "killed before the last round's evaluation finished"
+        );
+    }
+    let resumed = run(run_dir.path(), &sent, None);
     let sent = sent.lock().unwrap().clone();
     let mut uniq = sent.clone();
     uniq.sort();
@@ -222,6 +292,17 @@ fn rl_rounds_with_real_coq_resume_after_a_kill() {
         resumed.iter().map(key).collect::<Vec<_>>(),
         reference.iter().map(key).collect::<Vec<_>>()
     );
+    // The same held-out figures (same theorems, same seeds), and the value checkpoints.
+    let evals = |rs: &[prod_run::rl::RoundRecord]| -> Vec<_> {
+        rs.iter().map(|r| r.metrics.eval.clone()).collect()
+    };
+    assert_eq!(evals(&resumed), evals(&reference));
+    assert_eq!(start_eval(run_dir.path()).unwrap().eval, start.eval);
+    for round in 1..=2 {
+        assert!(prod_run::rl::value_checkpoint(run_dir.path(), round)
+            .join("model.safetensors")
+            .exists());
+    }
 }
 
 #[test]
