@@ -145,13 +145,13 @@ fn with_glob(path: &Path) -> Option<PathBuf> {
 }
 
 /// Which Debian package owns each file, from dpkg's file lists (exact and fast; no `dpkg -S`).
-/// Every installed Debian `libcoq-*` package with the number of `.v` sources it ships (0 for
-/// packages that ship only compiled files, such as `libcoq-interval`, or only plugins), sorted by
-/// name. Empty where there is no dpkg database.
-pub fn installed_packages() -> Vec<(String, usize)> {
-    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+/// Every installed Debian `libcoq-*` package with the `.v` files dpkg lists for it (empty for
+/// packages that ship only compiled files, such as `libcoq-interval`, or only plugins), sorted
+/// by name. Empty where there is no dpkg database.
+fn debian_sources() -> BTreeMap<String, Vec<PathBuf>> {
+    let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else {
-        return Vec::new();
+        return out;
     };
     for entry in rd.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
@@ -162,32 +162,25 @@ pub fn installed_packages() -> Vec<(String, usize)> {
         if !pkg.starts_with("libcoq-") {
             continue;
         }
-        let sources = std::fs::read_to_string(entry.path())
-            .map(|t| t.lines().filter(|l| l.ends_with(".v")).count())
-            .unwrap_or(0);
-        *out.entry(pkg.to_string()).or_default() += sources;
+        let files = out.entry(pkg.to_string()).or_default();
+        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+            files.extend(text.lines().filter(|l| l.ends_with(".v")).map(PathBuf::from));
+        }
     }
-    out.into_iter().collect()
+    out
 }
 
+/// Every installed Debian `libcoq-*` package with the number of `.v` sources it ships, sorted.
+pub fn installed_packages() -> Vec<(String, usize)> {
+    debian_sources().into_iter().map(|(p, f)| (p, f.len())).collect()
+}
+
+/// Source file → the Debian package that installed it.
 fn debian_owners() -> HashMap<PathBuf, String> {
     let mut owners = HashMap::new();
-    let Ok(rd) = std::fs::read_dir("/var/lib/dpkg/info") else {
-        return owners;
-    };
-    for entry in rd.flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some(pkg) = name.strip_suffix(".list") else {
-            continue;
-        };
-        let pkg = pkg.split(':').next().unwrap_or(pkg);
-        if !pkg.starts_with("libcoq-") {
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(entry.path()) {
-            for line in text.lines().filter(|l| l.ends_with(".v")) {
-                owners.insert(PathBuf::from(line), pkg.to_string());
-            }
+    for (pkg, files) in debian_sources() {
+        for f in files {
+            owners.insert(f, pkg.clone());
         }
     }
     owners

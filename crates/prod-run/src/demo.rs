@@ -116,6 +116,20 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<prod_library::dataset::Example>
     prod_library::dataset::read_examples(path).map_err(|e| anyhow::anyhow!(e))
 }
 
+/// Training examples of `es` (the paper's prompt: last context tokens, statement, proof); the
+/// lines that cannot be one are counted in `skipped`.
+fn tokenise(tok: &ProdTokenizer, es: &[prod_library::dataset::Example], opts: &ExampleOptions, skipped: &mut usize) -> Vec<TrainExample> {
+    es.iter()
+        .filter_map(|e| match prompt::policy_example(tok, &e.context, &e.statement, &e.conditional_proof, 1.0, opts) {
+            Ok(x) => Some(x),
+            Err(_) => {
+                *skipped += 1;
+                None
+            }
+        })
+        .collect()
+}
+
 /// Train a tokenizer and a small model from scratch on `dir/sft.jsonl` for at most `budget`.
 pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, bars: &Bars) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
@@ -148,17 +162,7 @@ pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, b
     let model = Llama::random(&cfg, seed, &device)?;
     let opts = ExampleOptions { context_tokens: DEMO_CONTEXT_TOKENS, max_seq_len: MAX_SEQ_LEN, statement_in_loss: false };
     let mut skipped = 0;
-    let mut to_examples = |es: &[prod_library::dataset::Example]| -> Vec<TrainExample> {
-        es.iter()
-            .filter_map(|e| match prompt::policy_example(&tok, &e.context, &e.statement, &e.conditional_proof, 1.0, &opts) {
-                Ok(x) => Some(x),
-                Err(_) => {
-                    skipped += 1;
-                    None
-                }
-            })
-            .collect()
-    };
+    let mut to_examples = |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
     // Enough examples for the budget (a CPU step takes ~1 s); tokenising all would waste time.
     let examples = to_examples(&train[..train.len().min(6000)]);
     let val_examples = to_examples(&val[..val.len().min(48)]);
@@ -196,17 +200,7 @@ pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, budget: Durati
         statement_in_loss: false,
     };
     let mut skipped = 0;
-    let mut to_examples = |es: &[prod_library::dataset::Example]| -> Vec<TrainExample> {
-        es.iter()
-            .filter_map(|e| match prompt::policy_example(&tok, &e.context, &e.statement, &e.conditional_proof, 1.0, &opts) {
-                Ok(x) => Some(x),
-                Err(_) => {
-                    skipped += 1;
-                    None
-                }
-            })
-            .collect()
-    };
+    let mut to_examples = |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
     // A CPU step of 8 examples takes several seconds: a few thousand examples cover any budget
     // this job is given, and tokenising all of them would waste it.
     let examples = to_examples(&train[..train.len().min(4000)]);
