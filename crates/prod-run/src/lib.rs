@@ -21,7 +21,7 @@ pub mod rl;
 pub mod store;
 
 pub use eval::{load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult, Theorem};
-pub use policy::{LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
+pub use policy::{FirstToken, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 pub use progress::Bars;
 pub use store::{RunStore, StoreError};
 pub mod job;

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use rand::SeedableRng;
+
 use prod_core::T0;
 use prod_policy::model::Llama;
 use prod_policy::prompt;
@@ -29,6 +31,24 @@ pub trait SeqPolicy {
     /// its log in chunks of this size).
     fn requests_per_call(&self) -> usize {
         8
+    }
+}
+
+/// Seeds the `t0` choices of [`FirstToken::T0`] apart from the samples' own streams.
+const T0_STREAM: u64 = 0x7430_5f63_686f_6963;
+
+/// `p = a / (a + b)` as sampling at `temperature` sees it: `a^(1/T) / (a^(1/T) + b^(1/T))`;
+/// temperature 0 is the more probable side.
+fn tempered(p: f64, temperature: f64) -> f64 {
+    let p = p.clamp(0.0, 1.0);
+    if temperature <= 0.0 {
+        return if p > 0.5 { 1.0 } else { 0.0 };
+    }
+    let (a, b) = (p.powf(1.0 / temperature), (1.0 - p).powf(1.0 / temperature));
+    if a + b > 0.0 {
+        a / (a + b)
+    } else {
+        0.5
     }
 }
 
@@ -64,6 +84,22 @@ pub struct NativeParams {
     /// Memory for prefilled prompts kept across calls (MB; 0 = none): a prompt sampled again
     /// (the same theorem in the next proof tree) is not prefilled again.
     pub prefill_cache_mb: usize,
+    /// How the first token of an unforced sample is drawn.
+    pub first_token: FirstToken,
+}
+
+/// How the first token of a sample (without a forced `t0`) is drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirstToken {
+    /// From the model's whole distribution, as any other token.
+    #[default]
+    Free,
+    /// From the model's distribution restricted to the two `t0` tokens, `π(<use_invoke>|x)`
+    /// against `π(<no_invoke>|x)` at the sampling temperature (the ratio Algorithm 2 uses), then
+    /// the rest given that token. Every sample then begins as a conditional proof does; a model
+    /// fine-tuned briefly, which may not yet put a `t0` first, still gets its proofs checked.
+    T0,
 }
 
 impl Default for NativeParams {
@@ -78,6 +114,7 @@ impl Default for NativeParams {
             decode_weights: DecodeWeights::F32,
             batch_rows: 16,
             prefill_cache_mb: 1024,
+            first_token: FirstToken::Free,
         }
     }
 }
@@ -167,6 +204,29 @@ impl NativePolicy {
 
     /// `P(a)/(P(a)+P(b))` after each (context, statement) prompt, in batches. A prompt that
     /// cannot be built (empty statement) or is too long scores 0.
+    /// With [`FirstToken::T0`], the `t0` drawn for each unforced request (its own stream,
+    /// seeded by its sequence number, so the choice does not depend on the rest of the call);
+    /// `None` for forced requests and with [`FirstToken::Free`].
+    fn choose_t0(&self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<Option<T0>>, PolicyError> {
+        if self.params.first_token == FirstToken::Free {
+            return Ok(vec![None; requests.len()]);
+        }
+        let free: Vec<usize> = (0..requests.len()).filter(|&i| requests[i].forced_t0.is_none()).collect();
+        let mut goals: Vec<(&str, &str)> = free.iter().map(|&i| (requests[i].context, requests[i].statement)).collect();
+        goals.sort();
+        goals.dedup();
+        let p = self.pair_scores(&goals, self.tok.use_invoke_id(), self.tok.no_invoke_id())?;
+        let mut out = vec![None; requests.len()];
+        for i in free {
+            let g = (requests[i].context, requests[i].statement);
+            let p_use = goals.binary_search(&g).map(|k| p[k]).unwrap_or(0.0);
+            let u = rand::Rng::gen::<f64>(&mut rand::rngs::StdRng::seed_from_u64(mix_seed(self.params.seed ^ T0_STREAM, first_seq + i as u64)));
+            let use_invoke = u < tempered(p_use, self.params.temperature);
+            out[i] = Some(if use_invoke { T0::UseInvoke } else { T0::NoInvoke });
+        }
+        Ok(out)
+    }
+
     fn pair_scores(&self, goals: &[(&str, &str)], a: u32, b: u32) -> Result<Vec<f64>, PolicyError> {
         let mut out = vec![0.0; goals.len()];
         let mut ok: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -201,6 +261,12 @@ impl SeqPolicy for NativePolicy {
         first_seq: u64,
     ) -> Result<Vec<String>, PolicyError> {
         let mut out = vec![String::new(); requests.len()];
+        let chosen = self.choose_t0(requests, first_seq)?;
+        let requests: Vec<SampleRequest<'_>> = requests
+            .iter()
+            .zip(&chosen)
+            .map(|(r, c)| SampleRequest { forced_t0: r.forced_t0.or(*c), ..*r })
+            .collect();
         // One prompt per distinct request (same context, statement and forced token); `None`
         // when it cannot be built (a proposed lemma with an empty statement) or leaves no room:
         // an empty completion, which does not parse, so the node is locally incorrect.
@@ -246,10 +312,12 @@ impl SeqPolicy for NativePolicy {
             .map_err(|e| PolicyError(e.to_string()))?;
         for (&(i, _), s) in asked.iter().zip(samples) {
             self.generated_tokens += s.ids.len();
-            out[i] = self
-                .tok
-                .decode(&s.ids)
-                .map_err(|e| PolicyError(e.to_string()))?;
+            let text = self.tok.decode(&s.ids).map_err(|e| PolicyError(e.to_string()))?;
+            // A `t0` chosen here is part of the completion (a forced one the caller puts back).
+            out[i] = match chosen[i] {
+                Some(t0) => format!("{}{text}", t0.token()),
+                None => text,
+            };
         }
         Ok(out)
     }
@@ -450,6 +518,17 @@ impl Policy for LoggedPolicy<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tempered_t0_probability() {
+        use super::tempered;
+        assert!((tempered(0.3, 1.0) - 0.3).abs() < 1e-12);
+        // A lower temperature sharpens toward the more probable token.
+        assert!(tempered(0.3, 0.7) < 0.3 && tempered(0.7, 0.7) > 0.7);
+        assert_eq!(tempered(0.3, 0.0), 0.0);
+        assert_eq!(tempered(0.8, 0.0), 1.0);
+        assert_eq!(tempered(0.0, 0.7), 0.0);
+    }
+
     /// Logged scores are read back bit for bit (a resumed run must see what the first run
     /// saw). serde_json's default float parser is off by an ulp for some 17-digit values, such
     /// as this score from a real run; its `float_roundtrip` feature (workspace Cargo.toml) is not.

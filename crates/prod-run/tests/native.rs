@@ -67,3 +67,17 @@ fn logged_policy_replays_without_the_model() {
     let other = [SampleRequest { context: "", statement: "Lemma z : False.", forced_t0: None }];
     assert!(l.sample(&other).is_err());
 }
+
+/// `first_token = t0`: every unforced sample begins with a `t0` drawn from the two-token
+/// distribution (a random model rarely puts one first by itself), and the choice is addressed by sequence number like the rest of the sample.
+#[test]
+fn first_token_t0_starts_every_sample_as_a_conditional_proof() {
+    let mut p = tiny();
+    p.params.first_token = prod_run::FirstToken::T0;
+    let a = p.sample_at(&reqs(), 7).unwrap();
+    for s in &a[..2] {
+        assert!(s.starts_with("<use_invoke>") || s.starts_with("<no_invoke>"), "{s:?}");
+    }
+    assert_eq!(a[3], "");
+    assert_eq!(p.sample_at(&reqs()[1..2], 8).unwrap()[0], a[1]);
+}
