@@ -139,12 +139,8 @@ impl Default for CoqCheckConfig {
     }
 }
 
-/// Flags every checking Coq process gets (workers and the final `coqc`): the kernel never
-/// trusts the bytecode VM (`vm_compute` still runs, but a VM cast is re-checked by the
-/// kernel's ordinary conversion, since Coq 8.16.1's VM has a proof-of-False bug in
-/// `Uint63.addmuldiv`), and no native compiler (Debian's 8.16 has none; saying so keeps a
-/// build that has one from loading compiled code into the checker).
-pub const PROVER_FLAGS: &[&str] = &["-bytecode-compiler", "no", "-native-compiler", "no"];
+/// Flags every checking Coq process gets (one list with the dataset's compiled projects).
+pub use prod_coq::PROVER_FLAGS;
 
 impl CoqCheckConfig {
     /// The command that prints a constant's assumptions in a worker.

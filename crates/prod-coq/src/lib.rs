@@ -66,6 +66,13 @@ pub use lexer::{
 };
 pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};
 
+/// Flags every checking Coq process gets (the checker's workers, the final `coqc`) and every
+/// compilation of a dataset's own copy of a project: the kernel never trusts the bytecode VM
+/// (`vm_compute` still runs, but a VM cast is re-checked by the kernel's ordinary conversion,
+/// since Coq 8.16.1's VM has a proof-of-False bug in `Uint63.addmuldiv`), and no native compiler
+/// (Debian's 8.16 has none; saying so keeps a build that has one from loading compiled code).
+pub const PROVER_FLAGS: &[&str] = &["-bytecode-compiler", "no", "-native-compiler", "no"];
+
 /// Simple tactics that fail unless they solve the goal: a step that is exactly one of them
 /// becomes `hammer.` in datasets, and the checker's `hammer.` tries each of them, so that a
 /// replaced step is found again (paper Appendix A.3: replace what the hammer can find).

@@ -27,16 +27,9 @@ use crate::discovery::{Library, LoadPath};
 /// The directory of compiled copies inside a dataset directory.
 pub const LIB_DIR: &str = "lib";
 
-/// Flags of every compilation: the checker's (`prod_check_coq::config::PROVER_FLAGS`: no VM,
-/// no native code), no `.glob` files.
-const COQC_FLAGS: &[&str] = &[
-    "-q",
-    "-noglob",
-    "-bytecode-compiler",
-    "no",
-    "-native-compiler",
-    "no",
-];
+/// Flags of every compilation besides the prover's (`prod_coq::PROVER_FLAGS`, the checker's):
+/// quiet, no `.glob` files.
+const COQC_FLAGS: &[&str] = &["-q", "-noglob"];
 
 /// Logical roots that belong to the prover itself (Coq 8, Rocq 9): never bound to a project.
 pub const PROVER_ROOTS: &[&str] = &["Coq", "Stdlib", "Corelib", "Rocq", "Ltac2"];
@@ -255,7 +248,10 @@ pub fn compile_project(lib: &Library, out_dir: &Path, coqlib: &Path, coqc: &Path
             continue;
         }
         let mut cmd = Command::new(coqc);
-        cmd.current_dir(out_dir).args(COQC_FLAGS).args(&f.flags);
+        cmd.current_dir(out_dir)
+            .args(COQC_FLAGS)
+            .args(prod_coq::PROVER_FLAGS)
+            .args(&f.flags);
         for r in &roots {
             cmd.arg("-R").arg(Path::new(LIB_DIR).join(r)).arg(r);
         }
