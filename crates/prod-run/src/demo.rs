@@ -109,9 +109,11 @@ pub struct DemoOutcome {
 
 pub const DEMO_CONTEXT_TOKENS: usize = 192;
 const MAX_SEQ_LEN: usize = 448;
-/// The pretrained policy's prompt context and example length (tokens).
-const PRETRAINED_CONTEXT_TOKENS: usize = 256;
-const PRETRAINED_MAX_SEQ_LEN: usize = 512;
+/// The pretrained policy's prompt context and example length (tokens). A CPU training step
+/// costs about linearly in tokens: 96 context tokens and examples of at most 256 let a budget of
+/// minutes take several times more steps than 256/512, on the short proofs such a model can learn.
+const PRETRAINED_CONTEXT_TOKENS: usize = 96;
+const PRETRAINED_MAX_SEQ_LEN: usize = 256;
 
 fn read_lines(path: &Path) -> anyhow::Result<Vec<prod_library::dataset::Example>> {
     prod_library::dataset::read_examples(path).map_err(|e| anyhow::anyhow!(e))
@@ -367,7 +369,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         sampling: match job.base {
             ModelBase::Pretrained(_) => NativeParams {
                 context_tokens: PRETRAINED_CONTEXT_TOKENS,
-                max_new_tokens: 160,
+                max_new_tokens: 128,
                 seed: job.seed,
                 decode_weights: prod_policy::DecodeWeights::Q8,
                 // Minutes of SFT do not always teach a 135M model to put `t0` first.
