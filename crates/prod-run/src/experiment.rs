@@ -262,12 +262,13 @@ impl ExperimentConfig {
         rl
     }
 
-    /// A rough wall-clock estimate on 2 cores for a split of `split_size` theorems (135M model
-    /// sampling at ~100 tokens/s with `q8`, as measured by the demo; a 135M training step of 8
-    /// examples ~6 s): printed at the start, not a promise.
+    /// A rough wall-clock estimate on 2 cores for a split of `split_size` theorems (a 135M model
+    /// samples ~100 tokens/s with `q8` and the `t0` pass, and takes ~13 s per training step of 8
+    /// examples of ≤ 512 tokens: the demo's measurements in docs/results.md): printed at the
+    /// start, not a promise.
     pub fn estimate_s(&self, split_size: usize, build_dataset: bool) -> f64 {
         const TOKENS_PER_S: f64 = 100.0;
-        const STEP_S: f64 = 6.0;
+        const STEP_S: f64 = 13.0;
         let tokens = self.sampling.max_new_tokens as f64 * 0.7;
         // Trees of depth 2: the root and ~0.3 lemma nodes per root.
         let sample_s = |samples: f64| samples * 1.3 * tokens / TOKENS_PER_S;
@@ -400,6 +401,13 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
     let start = Instant::now();
     let cfg = &job.config;
     cfg.validate().map_err(BadInput)?;
+    if !cfg.base_model.join("config.json").is_file() {
+        return Err(BadInput(format!(
+            "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M), or pass --base-model DIR",
+            cfg.base_model.display()
+        ))
+        .into());
+    }
     let out = &job.out;
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     let data = if cfg.dataset.as_os_str().is_empty() {
@@ -408,13 +416,6 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
         cfg.dataset.clone()
     };
     let build = !has_dataset(&data, &cfg.split);
-    if !cfg.base_model.join("config.json").is_file() {
-        return Err(BadInput(format!(
-            "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M), or pass --base-model DIR",
-            cfg.base_model.display()
-        ))
-        .into());
-    }
     let split_size = if build {
         328
     } else {
