@@ -17,6 +17,8 @@ mod demo;
 mod eval;
 mod exit;
 #[cfg(feature = "policy")]
+mod experiment;
+#[cfg(feature = "policy")]
 mod model;
 mod prover;
 mod queue;
@@ -101,6 +103,18 @@ enum Command {
     /// Example: prod demo --out runs/demo --minutes 20
     #[cfg(feature = "policy")]
     Demo(demo::DemoArgs),
+    /// Table 2 in miniature: ProD-SFT, SFT w/o lemma proposal, ProD-RL, RL w/o lemma proposal.
+    ///
+    /// Both SFT models from one pretrained base, RL from each, the four evaluated on the same
+    /// held-out theorems with the real Coq; OUT/table.md with pass@1/4/8, paired-bootstrap
+    /// differences to ProD-SFT, depth tables and per-round curves. Resumable stage by stage:
+    /// a rerun with the same --out skips finished stages. Defaults fit ~2.5 h on 2 cores.
+    ///
+    /// Example:
+    ///
+    /// prod experiment --out runs/table2
+    #[cfg(feature = "policy")]
+    Experiment(experiment::ExperimentArgs),
     /// ProD-RL rounds from a config file (resumable; baselines by config).
     ///
     /// R rounds of B theorems: Algorithm 2 trees, Coq checks, filters, value head trained on global
@@ -149,6 +163,8 @@ fn main() {
         Command::Eval(args) => eval::run(args),
         #[cfg(feature = "policy")]
         Command::Demo(args) => demo::run(args),
+        #[cfg(feature = "policy")]
+        Command::Experiment(args) => experiment::run(args),
         #[cfg(feature = "policy")]
         Command::Rl(args) => rl::run(args),
         Command::Report(args) => report::run(args),

@@ -74,6 +74,59 @@ pub fn estimate(outcomes: &[TheoremOutcome], k: usize, resamples: usize, seed: u
     Some(PassAtK { k, estimate, ci_low, ci_high, theorems: scores.len(), skipped: outcomes.len() - scores.len() })
 }
 
+/// The difference of two methods' pass@k on the same theorems (B − A), with a paired bootstrap
+/// 95% percentile interval: each resample draws theorems with replacement and takes both
+/// methods' scores of the drawn theorems together, so the theorem-to-theorem spread both
+/// methods share (easy and hard theorems) does not widen the interval of the difference.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PairedDifference {
+    pub k: usize,
+    /// Mean over the paired theorems of `pass@k(B) − pass@k(A)`.
+    pub estimate: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Theorems where both methods have at least k judged samples.
+    pub theorems: usize,
+    /// Theorems left out: fewer than k judged samples in either method.
+    pub skipped: usize,
+}
+
+/// pass@k of `b` minus pass@k of `a`, theorem by theorem (`a[i]` and `b[i]` are the same
+/// theorem), with a seeded paired bootstrap of `resamples` rounds (0: the interval collapses to
+/// the estimate). `None` when the lengths differ or no theorem has k judged samples in both.
+pub fn paired_difference(
+    a: &[TheoremOutcome],
+    b: &[TheoremOutcome],
+    k: usize,
+    resamples: usize,
+    seed: u64,
+) -> Option<PairedDifference> {
+    if a.len() != b.len() {
+        return None;
+    }
+    let diffs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter_map(|(x, y)| Some(pass_at_k(y.samples, y.correct, k)? - pass_at_k(x.samples, x.correct, k)?))
+        .collect();
+    if diffs.is_empty() {
+        return None;
+    }
+    let n = diffs.len();
+    let estimate = diffs.iter().sum::<f64>() / n as f64;
+    let (mut ci_low, mut ci_high) = (estimate, estimate);
+    if resamples > 0 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut means: Vec<f64> =
+            (0..resamples).map(|_| (0..n).map(|_| diffs[rng.gen_range(0..n)]).sum::<f64>() / n as f64).collect();
+        means.sort_by(f64::total_cmp);
+        let at = |q: f64| means[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
+        ci_low = at(0.025);
+        ci_high = at(0.975);
+    }
+    Some(PairedDifference { k, estimate, ci_low, ci_high, theorems: n, skipped: a.len() - n })
+}
+
 /// Paper Fig. 5: theorems counted by (depth of the ground-truth tree, depth of the tree that
 /// proved it); `None` in the second place means "not proved".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -141,6 +194,39 @@ mod tests {
         assert!(r.ci_low >= 0.0 && r.ci_high <= 1.0 && r.ci_low < r.ci_high);
         assert_eq!(estimate(&outcomes, 8, 2000, 7), Some(r), "seeded bootstrap is reproducible");
         assert!(estimate(&outcomes[3..], 8, 10, 0).is_none());
+    }
+
+    #[test]
+    fn paired_difference_of_identical_methods_contains_zero() {
+        let a: Vec<TheoremOutcome> =
+            (0..40).map(|i| TheoremOutcome { samples: 8, correct: [0, 1, 3, 8][i % 4] }).collect();
+        let d = paired_difference(&a, &a, 4, 1000, 3).unwrap();
+        assert_eq!((d.estimate, d.ci_low, d.ci_high, d.theorems, d.skipped), (0.0, 0.0, 0.0, 40, 0));
+        // Same rates, different theorems: no systematic difference, the interval straddles 0.
+        let b: Vec<TheoremOutcome> = (0..40).map(|i| a[(i + 1) % 40]).collect();
+        let d = paired_difference(&a, &b, 1, 2000, 3).unwrap();
+        assert!(d.ci_low < 0.0 && d.ci_high > 0.0, "{d:?}");
+    }
+
+    #[test]
+    fn paired_difference_of_a_clearly_better_method_is_above_zero() {
+        // B proves one more sample out of 8 on every theorem: a small gain, but on every
+        // theorem, so the paired interval excludes 0 although both unpaired intervals (over
+        // theorems of very different difficulty) overlap widely.
+        let a: Vec<TheoremOutcome> =
+            (0..30).map(|i| TheoremOutcome { samples: 8, correct: if i % 2 == 0 { 0 } else { 6 } }).collect();
+        let b: Vec<TheoremOutcome> = a.iter().map(|o| TheoremOutcome { samples: 8, correct: o.correct + 1 }).collect();
+        let d = paired_difference(&a, &b, 1, 2000, 5).unwrap();
+        assert!((d.estimate - 0.125).abs() < 1e-12, "{d:?}");
+        assert!(d.ci_low > 0.0 && d.ci_high >= d.estimate, "{d:?}");
+        let (ea, eb) = (estimate(&a, 1, 2000, 5).unwrap(), estimate(&b, 1, 2000, 5).unwrap());
+        assert!(eb.ci_low < ea.ci_high, "the unpaired intervals overlap: {ea:?} {eb:?}");
+        // The reverse is below 0; theorems short of k judged samples in either are skipped.
+        let mut b2 = b.clone();
+        b2[0].samples = 2;
+        let r = paired_difference(&b2, &a, 4, 500, 5).unwrap();
+        assert!(r.ci_high < 0.0 && r.theorems == 29 && r.skipped == 1, "{r:?}");
+        assert_eq!(paired_difference(&a, &b[1..], 1, 10, 0), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! The input is [`RunReport`] (RUN.json), written by the run (`prod eval`, `prod rl`).
 
+pub mod compare;
 pub mod figures;
 mod html;
 mod markdown;
@@ -14,6 +15,7 @@ pub mod svg;
 pub mod tables;
 pub mod text;
 
+pub use compare::{pass_at_k_difference, PassAtKDifference};
 pub use figures::{figures, Figure};
 pub use html::render_html;
 pub use markdown::render_markdown;

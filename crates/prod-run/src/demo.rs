@@ -91,9 +91,17 @@ pub struct TrainSummary {
     pub skipped_examples: usize,
     pub steps: usize,
     pub examples_seen: usize,
+    /// NaN without validation lines (written as `null`, read back as NaN).
+    #[serde(deserialize_with = "nan_if_null")]
     pub eval_loss_before: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub eval_loss_after: f64,
     pub seconds: f64,
+}
+
+/// serde_json writes a NaN as `null`; read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -182,20 +190,90 @@ pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, b
         context_tokens: DEMO_CONTEXT_TOKENS,
         ..PolicyConfig::default()
     };
-    let sft = Sft { model, tok, examples, val_examples, skipped, config: pcfg };
+    let sft = Sft { model, tok, examples, val_examples, skipped, config: pcfg, max_steps: None };
     // Leave time for the final eval loss and the save.
     sft.run(out, start, budget.saturating_sub(Duration::from_secs(15)), bars)
 }
 
-/// ProD-SFT of the pretrained model in `base` on `data/sft.jsonl` (both the w/ and w/o lemma
-/// variants, as in the paper) for at most `budget`.
-pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, budget: Duration, seed: u64, bars: &Bars) -> anyhow::Result<TrainSummary> {
+/// Which lines of a dataset [`fine_tune_pretrained`] trains on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SftData {
+    /// ProD-SFT: `sft.jsonl` (else `train.jsonl`), both the w/o lemma lines (which propose) and
+    /// their augmented copies (lemmas admitted in the context); validation on `val.jsonl`.
+    #[default]
+    Sft,
+    /// The paper's "SFT w/o lemma proposal" baseline (§5): D^{w/ l}, `train_wl.jsonl` — every
+    /// human lemma kept in the context, proofs that propose nothing; validation `val_wl.jsonl`.
+    WithLemmas,
+    /// The lines of `sft.jsonl` whose proof starts with `<no_invoke>` and proposes nothing (the
+    /// augmented copies and the lines that never proposed); validation likewise from `val.jsonl`.
+    NoInvoke,
+}
+
+/// How [`fine_tune_pretrained`] trains: a wall-clock budget, optionally a step count, the data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SftOptions {
+    /// Stop when this is spent (the eval-loss passes and the save are kept out of it).
+    pub budget: Duration,
+    /// Stop after this many optimizer steps, whatever the budget leaves.
+    pub max_steps: Option<usize>,
+    pub data: SftData,
+}
+
+impl SftOptions {
+    /// ProD-SFT on `sft.jsonl` for at most `budget`.
+    pub fn budget(budget: Duration) -> Self {
+        SftOptions { budget, max_steps: None, data: SftData::Sft }
+    }
+}
+
+/// The prompt context (tokens) [`fine_tune_pretrained`] trains with; sampling should use it.
+pub fn pretrained_context_tokens() -> usize {
+    PRETRAINED_CONTEXT_TOKENS
+}
+
+/// The longest example (tokens) [`fine_tune_pretrained`] trains on.
+pub fn pretrained_max_seq_len() -> usize {
+    PRETRAINED_MAX_SEQ_LEN
+}
+
+/// The training and validation lines of `data` that `which` selects.
+fn sft_lines(
+    data: &Path,
+    which: SftData,
+) -> anyhow::Result<(Vec<prod_library::dataset::Example>, Vec<prod_library::dataset::Example>)> {
+    let no_invoke = |e: &prod_library::dataset::Example| {
+        prod_core::ConditionalProof::parse(&e.conditional_proof)
+            .is_ok_and(|p| p.t0() == prod_core::T0::NoInvoke && p.lemma_count() == 0)
+    };
+    Ok(match which {
+        SftData::Sft => (
+            read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?,
+            read_lines(&data.join("val.jsonl")).unwrap_or_default(),
+        ),
+        SftData::WithLemmas => (
+            read_lines(&data.join("train_wl.jsonl"))?,
+            read_lines(&data.join("val_wl.jsonl")).unwrap_or_default(),
+        ),
+        SftData::NoInvoke => {
+            let train = read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
+            let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
+            (train.into_iter().filter(no_invoke).collect(), val.into_iter().filter(no_invoke).collect())
+        }
+    })
+}
+
+/// ProD-SFT of the pretrained model in `base` on the lines of `data` that `opts.data` selects
+/// (by default `sft.jsonl`: both the w/ and w/o lemma variants, as in the paper) for at most
+/// `opts.budget` (and `opts.max_steps`).
+pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, opts: &SftOptions, seed: u64, bars: &Bars) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
+    let (budget, max_steps) = (opts.budget, opts.max_steps);
     let device = prod_policy::candle_core::Device::Cpu;
     let (model, tok) =
         prod_policy::load_model_dir(base, &device).with_context(|| format!("load the pretrained model {}", base.display()))?;
-    let mut train = read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
-    let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
+    let (mut train, val) = sft_lines(data, opts.data)?;
     train.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
     let opts = ExampleOptions {
         context_tokens: PRETRAINED_CONTEXT_TOKENS,
@@ -223,7 +301,7 @@ pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, budget: Durati
         context_tokens: PRETRAINED_CONTEXT_TOKENS,
         ..PolicyConfig::default()
     };
-    let sft = Sft { model, tok, examples, val_examples, skipped, config };
+    let sft = Sft { model, tok, examples, val_examples, skipped, config, max_steps };
     // Two eval-loss passes and the save of a 135M model take about a minute on 2 cores.
     sft.run(out, start, budget.saturating_sub(Duration::from_secs(60)), bars)
 }
@@ -236,13 +314,15 @@ struct Sft {
     val_examples: Vec<TrainExample>,
     skipped: usize,
     config: PolicyConfig,
+    /// Stop after this many steps even when time is left.
+    max_steps: Option<usize>,
 }
 
 impl Sft {
     /// Train macro batches until `start + train_budget`, then save the model and checkpoint to
     /// `out` with `demo_train.json`.
     fn run(self, out: &Path, start: Instant, train_budget: Duration, bars: &Bars) -> anyhow::Result<TrainSummary> {
-        let Sft { mut model, tok, examples, val_examples, skipped, config } = self;
+        let Sft { mut model, tok, examples, val_examples, skipped, config, max_steps } = self;
         let micro = config.micro_batch;
         let macro_batch = config.macro_batch;
         let loss = |m: &Llama| -> anyhow::Result<f64> {
@@ -255,7 +335,7 @@ impl Sft {
         // Without a terminal (logs, CI) a line every minute instead of the bar.
         let log_lines = !std::io::IsTerminal::is_terminal(&std::io::stderr());
         let mut last_line = Instant::now();
-        while start.elapsed() < train_budget {
+        while start.elapsed() < train_budget && max_steps.is_none_or(|m| steps < m) {
             let batch: Vec<TrainExample> = (0..macro_batch).map(|i| examples[(pos + i) % examples.len()].clone()).collect();
             pos += batch.len();
             let s = trainer.step(&model, &batch)?;
@@ -332,7 +412,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
                 // and checks the trees.
                 let train_budget = left.mul_f64(0.55).max(Duration::from_secs(60));
                 bars.say(&format!("[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {}", base.display(), train_budget.as_secs_f64(), model_dir.display()));
-                fine_tune_pretrained(base, &data, &model_dir, train_budget, job.seed, bars)?
+                fine_tune_pretrained(base, &data, &model_dir, &SftOptions::budget(train_budget), job.seed, bars)?
             }
             ModelBase::FromScratch => {
                 // Evaluation of a model this small is quick (its proofs rarely parse): most of

@@ -269,11 +269,19 @@ pub fn prover_name(fingerprint: &str) -> String {
 /// Write `run.json` atomically (temp file + rename): a kill never leaves half a report.
 pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
     let path = dir.join("run.json");
-    let tmp = dir.join("run.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(report)? + "\n")
-        .with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))?;
+    write_atomic(&path, &(serde_json::to_string_pretty(report)? + "\n"))?;
     Ok(path)
+}
+
+/// Write `text` to `path` atomically: a temp file beside it (`NAME.tmp`), then a rename, so a
+/// kill leaves either the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("write {}", path.display()))?;
+    Ok(())
 }
 
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.

@@ -11,6 +11,8 @@
 //!   kind and failure message, the `<use_invoke>` share of roots, example trees.
 //! * [`rl`] — `run_rl`: rounds of train-time trees, filters, value model, weights, replay,
 //!   weighted-CE update, checkpoints.
+//! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
+//!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
 pub mod check;
 pub mod eval;
@@ -32,4 +34,6 @@ pub use job::{
 pub use prod_report;
 pub mod demo;
 pub use demo::{run_demo, DemoJob, ModelBase};
+pub mod experiment;
+pub use experiment::{run_experiment, ExperimentConfig, ExperimentJob};
 pub use rl::{run_rl, run_rl_job, Method, RlConfig, RlEvalConfig, ValueModel};

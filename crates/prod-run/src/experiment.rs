@@ -1,0 +1,931 @@
+//! `prod experiment`: the paper's Table 2 (§5, "Main results") in miniature, in one resumable
+//! command. Four methods get the same sampling budget and are evaluated the same way:
+//!
+//! | method | how it is trained |
+//! |---|---|
+//! | **ProD-SFT** | the pretrained base fine-tuned on `sft.jsonl` (both the w/o lemma lines, which propose lemmas, and their augmented copies), as `prod demo` does |
+//! | **SFT w/o lemma proposal** | the same base, same steps, on data whose proofs propose nothing (default: D^{w/ l}, `train_wl.jsonl`, every human lemma kept in the context — the baseline the paper describes in §5; `nolemma_data = "no_invoke"`: the `<no_invoke>` lines of `sft.jsonl`) |
+//! | **ProD-RL** | R rounds of [`crate::rl`] with [`Method::ProdRl`] from the ProD-SFT model |
+//! | **RL w/o lemma proposal** | R rounds with [`Method::NoLemmaProposal`] (Appendix A.2) from the SFT-w/o-lemma model |
+//!
+//! Every model is evaluated by [`run_eval_job`] on the same held-out theorems (the whole split
+//! or a seeded draw of `theorems`) with n trees each (default 8), depth 2, temperature 0.7:
+//! pass@1/4/8 with bootstrap CIs, the Fig. 5 depth table, and — what a table of four numbers
+//! does not tell — the difference of each method to ProD-SFT with a *paired* bootstrap CI
+//! ([`prod_report::pass_at_k_difference`]: theorems resampled jointly across methods), the share
+//! of novel lemmas in the RL runs' replay buffers (paper: 37.7%) and the per-round held-out
+//! pass@k of the RL runs ([`RlEvalConfig`]).
+//!
+//! Why one command: the comparison is only fair when the four runs share the base model, the
+//! dataset, the sampling settings, the theorems and the seeds; spelling that out over six
+//! hand-written commands is where such comparisons go wrong.
+//!
+//! Resume: every stage has its own directory under OUT (`sft/`, `sft_nolemma/`, `rl/`,
+//! `rl_nolemma/`, `eval-<method>/`) and is finished when its `done.json` exists (written
+//! atomically, last). A finished stage is skipped; an unfinished SFT stage restarts cleanly (its
+//! directory is removed: minutes of training, no checkpoint in between); RL and evaluation stages
+//! resume from their run stores (nothing sampled or checked twice). Outputs: `OUT/experiment.json`
+//! ([`ExperimentResult`]) and `OUT/table.md`, with links to each stage's `report.html`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use prod_report::{DepthCell, Evaluation, PassAtK, PassAtKDifference, RoundMetrics, RunReport};
+use serde::{Deserialize, Serialize};
+
+use crate::demo::{
+    fine_tune_pretrained, pretrained_context_tokens, pretrained_max_seq_len, ModelBase, SftData,
+    SftOptions, TrainSummary,
+};
+use crate::eval::EvalOptions;
+use crate::job::{run_eval_job, write_atomic, write_report, BadInput, CoqJobConfig, EvalJob};
+use crate::policy::{FirstToken, NativeParams};
+use crate::progress::Bars;
+use crate::rl::{run_rl_job, Method, RlConfig, RlEvalConfig, ValueModel};
+
+/// The four methods of Table 2, in the order of the table: (key, display name).
+pub const METHODS: [(&str, &str); 4] = [
+    ("prod_sft", "ProD-SFT"),
+    ("sft_nolemma", "SFT w/o lemma proposal"),
+    ("prod_rl", "ProD-RL"),
+    ("rl_nolemma", "RL w/o lemma proposal"),
+];
+
+/// pass@k reported for these k (and for n itself when n is larger).
+const KS: [usize; 3] = [1, 4, 8];
+
+/// `--config FILE` (TOML): every key optional; flags override it. The `[rl]`, `[sampling]` and
+/// `[coq]` tables override single keys of the experiment's own defaults (not of `prod rl`'s
+/// paper-sized ones). `rl.model`, `rl.dataset`, `rl.method`, `rl.rounds`, `rl.batch`,
+/// `rl.depth`, `rl.sampling`, `rl.coq`, `rl.seed` and `rl.eval` are set by the experiment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExperimentConfig {
+    /// The pretrained model both SFT stages start from (a `prod model import-gguf` directory).
+    pub base_model: PathBuf,
+    /// Dataset directory; the Coq stdlib is built into it when it holds no dataset. Empty:
+    /// `OUT/data`.
+    pub dataset: PathBuf,
+    /// Wall-clock budget of each SFT stage, minutes.
+    pub sft_minutes: f64,
+    /// Optimizer steps of each SFT stage (0: only `sft_minutes` bounds it).
+    pub sft_steps: usize,
+    /// The SFT w/o lemma proposal data: `"with_lemmas"` (`train_wl.jsonl`) or `"no_invoke"`.
+    pub nolemma_data: SftData,
+    /// R: RL rounds of each RL stage.
+    pub rounds: u32,
+    /// B: RL theorems per round.
+    pub batch: usize,
+    /// Depth limit of the RL rounds' trees (paper: 3).
+    pub rl_depth: u32,
+    /// Held-out split evaluated.
+    pub split: String,
+    /// Theorems evaluated per method (a seeded draw; 0: the whole split).
+    pub theorems: usize,
+    /// n: proof trees per theorem (at least 8: pass@8).
+    pub samples: u32,
+    /// Depth limit of the evaluation's trees (paper: 2).
+    pub depth: u32,
+    /// The RL stages' per-round held-out curve: theorems (the split's first N; 0: none) and
+    /// trees per theorem.
+    pub curve_theorems: usize,
+    pub curve_samples: u32,
+    pub bootstrap: usize,
+    pub workers: usize,
+    pub seed: u64,
+    /// Sampling of every evaluation and RL round (temperature 0.7 as in the paper).
+    pub sampling: NativeParams,
+    pub coq: CoqJobConfig,
+    /// The RL stages' update and filter settings (same optimizer settings as the SFT stage, as
+    /// in the paper).
+    pub rl: RlConfig,
+}
+
+impl Default for ExperimentConfig {
+    fn default() -> Self {
+        let base = match ModelBase::default_pretrained() {
+            ModelBase::Pretrained(p) => p,
+            ModelBase::FromScratch => PathBuf::new(),
+        };
+        let sampling = NativeParams {
+            temperature: 0.7,
+            context_tokens: pretrained_context_tokens(),
+            max_new_tokens: 128,
+            decode_weights: prod_policy::DecodeWeights::Q8,
+            first_token: FirstToken::T0,
+            ..NativeParams::default()
+        };
+        let rl = RlConfig {
+            learning_rate: 3e-4,
+            warmup_steps: 3,
+            macro_batch: 8,
+            micro_batch: 4,
+            max_seq_len: pretrained_max_seq_len(),
+            value_model: ValueModel::Separate,
+            ..RlConfig::default()
+        };
+        ExperimentConfig {
+            base_model: base,
+            dataset: PathBuf::new(),
+            sft_minutes: 20.0,
+            sft_steps: 0,
+            nolemma_data: SftData::WithLemmas,
+            rounds: 2,
+            batch: 16,
+            rl_depth: 2,
+            split: "test".into(),
+            theorems: 40,
+            samples: 8,
+            depth: 2,
+            curve_theorems: 12,
+            curve_samples: 4,
+            bootstrap: 1000,
+            workers: 2,
+            seed: 0,
+            sampling,
+            coq: CoqJobConfig {
+                workers: 2,
+                step_timeout_s: 5,
+                hammer: true,
+                hammer_atp: false,
+                load_paths: vec![],
+            },
+            rl,
+        }
+    }
+}
+
+/// `b` over `a`, table by table (a key of `b` replaces that key of `a`).
+fn merge(a: &mut toml::Value, b: toml::Value) {
+    match (a, b) {
+        (toml::Value::Table(a), toml::Value::Table(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(x) if x.is_table() && v.is_table() => merge(x, v),
+                    _ => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+impl ExperimentConfig {
+    /// The defaults with the keys of a TOML text over them; the error names the bad key.
+    pub fn from_toml(text: &str) -> Result<ExperimentConfig, String> {
+        let user: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut merged =
+            toml::Value::try_from(ExperimentConfig::default()).map_err(|e| e.to_string())?;
+        merge(&mut merged, user);
+        merged
+            .try_into()
+            .map_err(|e: toml::de::Error| e.to_string())
+    }
+
+    /// Every number in its range; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::ranges::*;
+        positive_seconds("sft_minutes", self.sft_minutes * 60.0).map_err(|_| {
+            format!(
+                "sft_minutes = {}: must be a positive number of minutes",
+                self.sft_minutes
+            )
+        })?;
+        at_least_one("rounds", self.rounds)?;
+        at_least_one("batch", self.batch)?;
+        at_least_one("rl_depth", self.rl_depth)?;
+        at_least_one("workers", self.workers)?;
+        at_least_one("bootstrap", self.bootstrap)?;
+        if self.samples < 8 {
+            return Err(format!(
+                "samples = {}: must be at least 8 (pass@8)",
+                self.samples
+            ));
+        }
+        if self.curve_theorems > 0 {
+            at_least_one("curve_samples", self.curve_samples)?;
+        }
+        self.sampling
+            .validate()
+            .map_err(|e| format!("sampling.{e}"))?;
+        self.coq.validate().map_err(|e| format!("coq.{e}"))?;
+        self.rl_config(Path::new("."), Path::new("."), Method::ProdRl)
+            .validate()
+            .map_err(|e| format!("rl.{e}"))
+    }
+
+    /// The ks of the table: 1, 4, 8 (and n when larger).
+    pub fn ks(&self) -> Vec<usize> {
+        let mut ks: Vec<usize> = KS
+            .iter()
+            .copied()
+            .filter(|&k| k <= self.samples as usize)
+            .collect();
+        if self.samples as usize > 8 {
+            ks.push(self.samples as usize);
+        }
+        ks
+    }
+
+    /// The RL stage's config: the `[rl]` settings with the experiment's shared ones.
+    pub fn rl_config(&self, model: &Path, dataset: &Path, method: Method) -> RlConfig {
+        let mut rl = self.rl.clone();
+        rl.model = model.to_path_buf();
+        rl.dataset = dataset.to_path_buf();
+        rl.method = method;
+        rl.rounds = self.rounds;
+        rl.batch = self.batch;
+        rl.depth = self.rl_depth;
+        rl.sampling = self.sampling.clone();
+        rl.sampling.seed = self.seed;
+        rl.coq = CoqJobConfig {
+            workers: self.workers,
+            ..self.coq.clone()
+        };
+        rl.seed = self.seed;
+        rl.eval = RlEvalConfig {
+            theorems: self.curve_theorems,
+            split: self.split.clone(),
+            samples: self.curve_samples.max(1),
+            depth: self.depth,
+            ks: [1, 2, 4, 8]
+                .into_iter()
+                .filter(|&k| k <= self.curve_samples as usize)
+                .collect(),
+            every: 1,
+            final_timeout_s: 120,
+            bootstrap: self.bootstrap,
+        };
+        rl
+    }
+
+    /// A rough wall-clock estimate on 2 cores for a split of `split_size` theorems (a 135M model
+    /// samples ~100 tokens/s with `q8` and the `t0` pass, and takes ~13 s per training step of 8
+    /// examples of ≤ 512 tokens: the demo's measurements in docs/results.md): printed at the
+    /// start, not a promise.
+    pub fn estimate_s(&self, split_size: usize, build_dataset: bool) -> f64 {
+        const TOKENS_PER_S: f64 = 100.0;
+        const STEP_S: f64 = 13.0;
+        let tokens = self.sampling.max_new_tokens as f64 * 0.7;
+        // Trees of depth 2: the root and ~0.3 lemma nodes per root.
+        let sample_s = |samples: f64| samples * 1.3 * tokens / TOKENS_PER_S;
+        let theorems = if self.theorems == 0 {
+            split_size
+        } else {
+            self.theorems.min(split_size)
+        } as f64;
+        let eval = sample_s(theorems * self.samples as f64) + theorems * self.samples as f64 * 0.1;
+        let curve = sample_s((self.curve_theorems * self.curve_samples as usize) as f64);
+        // Algorithm 2: ~3 samples per goal; the update on the round's examples plus the replay
+        // share, the value model trained beside the policy.
+        let round = sample_s(self.batch as f64 * 3.0)
+            + (self.batch as f64 * 3.0 * (1.0 + self.rl.replay_mix) / self.rl.macro_batch as f64)
+                .ceil()
+                * STEP_S
+                * 2.0
+            + 60.0
+            + curve;
+        let sft = if self.sft_steps > 0 {
+            (self.sft_steps as f64 * STEP_S + 60.0).min(self.sft_minutes * 60.0)
+        } else {
+            self.sft_minutes * 60.0
+        };
+        (if build_dataset { 120.0 } else { 0.0 })
+            + 2.0 * sft
+            + 2.0 * (curve + self.rounds as f64 * round)
+            + 4.0 * eval
+    }
+}
+
+/// One experiment: where it lives and how it is set up.
+#[derive(Clone, Debug)]
+pub struct ExperimentJob {
+    pub out: PathBuf,
+    pub config: ExperimentConfig,
+}
+
+/// An RL stage as finished: its rounds (round 0: the starting model's held-out pass@k) and
+/// the last round's novel share of the replay buffer's lemmas.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RlStage {
+    pub checkpoint: PathBuf,
+    pub rounds: Vec<RoundMetrics>,
+    pub novel_lemma_share: Option<f64>,
+    pub report: PathBuf,
+}
+
+/// One row of the table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MethodResult {
+    pub method: String,
+    pub name: String,
+    pub model: PathBuf,
+    pub pass_at_k: Vec<PassAtK>,
+    /// pass@k of this method minus ProD-SFT's (paired bootstrap CI); empty for ProD-SFT.
+    pub vs_prod_sft: Vec<PassAtKDifference>,
+    /// Paper Fig. 5: theorems by (ground-truth depth, depth of the proving tree).
+    pub depth_table: Vec<DepthCell>,
+    /// RL stages: share of the replay buffer's lemmas that are novel after the last round.
+    pub replay_novel_lemma_share: Option<f64>,
+    /// Share of the lemmas proposed by globally correct nodes in the evaluation that are novel.
+    pub eval_novel_lemma_share: Option<f64>,
+    pub use_invoke_share_root: Option<f64>,
+    /// RL stages: the held-out pass@k of each round (0: the starting model).
+    pub rounds: Vec<RoundMetrics>,
+    pub sft: Option<TrainSummary>,
+    /// The evaluation's `report.html` (and the RL run's, for RL stages), relative to OUT.
+    pub report: PathBuf,
+    pub rl_report: Option<PathBuf>,
+}
+
+/// `OUT/experiment.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentResult {
+    pub config: ExperimentConfig,
+    pub dataset: PathBuf,
+    pub split: String,
+    pub theorems: usize,
+    pub samples: u32,
+    pub depth: u32,
+    pub methods: Vec<MethodResult>,
+    /// Seconds this invocation took (stages skipped on resume count 0).
+    pub seconds: f64,
+    /// Stages this invocation ran (the rest were finished before).
+    pub ran: Vec<String>,
+}
+
+/// What `run_experiment` returns.
+#[derive(Clone, Debug)]
+pub struct ExperimentOutcome {
+    pub result: ExperimentResult,
+    pub json: PathBuf,
+    pub table: PathBuf,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
+}
+
+fn mark_done<T: Serialize>(dir: &Path, value: &T) -> anyhow::Result<()> {
+    write_atomic(
+        &dir.join("done.json"),
+        &(serde_json::to_string_pretty(value)? + "\n"),
+    )
+}
+
+/// The HTML report and Markdown summary beside a stage's `run.json`.
+fn write_pages(dir: &Path, report: &RunReport) -> anyhow::Result<()> {
+    write_atomic(&dir.join("report.html"), &prod_report::render_html(report))?;
+    write_atomic(
+        &dir.join("summary.md"),
+        &prod_report::render_markdown(report),
+    )
+}
+
+fn say(msg: &str) {
+    eprintln!("experiment: {msg}");
+}
+
+/// Whether `dir` holds a dataset (a built one has `stats.json`; a hand-made one at least the
+/// split files).
+fn has_dataset(dir: &Path, split: &str) -> bool {
+    dir.join("stats.json").is_file() || dir.join(format!("{split}.jsonl")).is_file()
+}
+
+/// Run (or resume) the whole experiment.
+pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<ExperimentOutcome> {
+    let start = Instant::now();
+    let cfg = &job.config;
+    cfg.validate().map_err(BadInput)?;
+    if !cfg.base_model.join("config.json").is_file() {
+        return Err(BadInput(format!(
+            "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M), or pass --base-model DIR",
+            cfg.base_model.display()
+        ))
+        .into());
+    }
+    let out = &job.out;
+    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+    let data = if cfg.dataset.as_os_str().is_empty() {
+        out.join("data")
+    } else {
+        cfg.dataset.clone()
+    };
+    let build = !has_dataset(&data, &cfg.split);
+    let split_size = if build {
+        328
+    } else {
+        prod_library::dataset::read_examples(&data.join(format!("{}.jsonl", cfg.split)))
+            .map(|v| v.len())
+            .unwrap_or(0)
+    };
+    say(&format!(
+        "4 methods × {} theorems × {} trees; SFT {} each, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
+        if cfg.theorems == 0 { "all".to_string() } else { cfg.theorems.to_string() },
+        cfg.samples,
+        if cfg.sft_steps > 0 { format!("{} steps (≤ {} min)", cfg.sft_steps, cfg.sft_minutes) } else { format!("{} min", cfg.sft_minutes) },
+        cfg.rounds,
+        cfg.batch,
+        cfg.estimate_s(split_size, build) / 60.0,
+        out.display()
+    ));
+    let mut ran = Vec::new();
+    // 1. Dataset.
+    if build {
+        say(&format!(
+            "[dataset] building the stdlib dataset → {}",
+            data.display()
+        ));
+        let dcfg = prod_library::DatasetConfig {
+            seed: cfg.seed,
+            ..Default::default()
+        };
+        let spec = prod_library::LibrarySpec::parse("stdlib");
+        let pb = bars.bar("dataset", 0);
+        let cb = |done: usize, total: usize| {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        };
+        prod_library::dataset::build(&spec, &data, &dcfg, Some(&prod_coq::CoqLanguage), &cb)
+            .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
+        pb.finish_and_clear();
+        ran.push("dataset".to_string());
+    }
+    // 2. The two SFT models.
+    let sft_opts = |which: SftData| SftOptions {
+        budget: Duration::from_secs_f64(cfg.sft_minutes * 60.0),
+        max_steps: (cfg.sft_steps > 0).then_some(cfg.sft_steps),
+        data: which,
+    };
+    let sft = sft_stage(
+        &out.join("sft"),
+        cfg,
+        &data,
+        &sft_opts(SftData::Sft),
+        &mut ran,
+        bars,
+    )?;
+    let sft_nolemma = sft_stage(
+        &out.join("sft_nolemma"),
+        cfg,
+        &data,
+        &sft_opts(cfg.nolemma_data),
+        &mut ran,
+        bars,
+    )?;
+    // 3. Evaluations of the SFT models (first: a kill later still leaves their rows).
+    let eval_of = |key: &str, model: &Path, ran: &mut Vec<String>| {
+        eval_stage(out, key, model, cfg, &data, ran, bars)
+    };
+    let sft_model = out.join("sft/model");
+    let sft_nolemma_model = out.join("sft_nolemma/model");
+    let e_sft = eval_of("prod_sft", &sft_model, &mut ran)?;
+    let e_sft_nolemma = eval_of("sft_nolemma", &sft_nolemma_model, &mut ran)?;
+    // 4. RL from each SFT model, then their evaluations.
+    let rl = rl_stage(
+        &out.join("rl"),
+        &cfg.rl_config(&sft_model, &data, Method::ProdRl),
+        &mut ran,
+        bars,
+    )?;
+    let rl_nolemma = rl_stage(
+        &out.join("rl_nolemma"),
+        &cfg.rl_config(&sft_nolemma_model, &data, Method::NoLemmaProposal),
+        &mut ran,
+        bars,
+    )?;
+    let e_rl = eval_of("prod_rl", &rl.checkpoint, &mut ran)?;
+    let e_rl_nolemma = eval_of("rl_nolemma", &rl_nolemma.checkpoint, &mut ran)?;
+    // 5. The table.
+    let rel = |p: &Path| {
+        p.strip_prefix(out)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| p.to_path_buf())
+    };
+    let rows = [
+        ("prod_sft", &e_sft, Some(&sft), None, &sft_model),
+        (
+            "sft_nolemma",
+            &e_sft_nolemma,
+            Some(&sft_nolemma),
+            None,
+            &sft_nolemma_model,
+        ),
+        ("prod_rl", &e_rl, None, Some(&rl), &rl.checkpoint),
+        (
+            "rl_nolemma",
+            &e_rl_nolemma,
+            None,
+            Some(&rl_nolemma),
+            &rl_nolemma.checkpoint,
+        ),
+    ];
+    let methods: Vec<MethodResult> = rows
+        .iter()
+        .map(|(key, e, sft, rl, model)| MethodResult {
+            method: key.to_string(),
+            name: display_name(key).to_string(),
+            model: rel(model),
+            pass_at_k: e.pass_at_k.clone(),
+            vs_prod_sft: if *key == "prod_sft" {
+                vec![]
+            } else {
+                cfg.ks()
+                    .into_iter()
+                    .filter_map(|k| {
+                        prod_report::pass_at_k_difference(&e_sft, e, k, cfg.bootstrap, cfg.seed)
+                    })
+                    .collect()
+            },
+            depth_table: e.depth_table.clone(),
+            replay_novel_lemma_share: rl.and_then(|r| r.novel_lemma_share),
+            eval_novel_lemma_share: e.novel_lemma_share,
+            use_invoke_share_root: e.use_invoke_share_root,
+            rounds: rl.map(|r| r.rounds.clone()).unwrap_or_default(),
+            sft: sft.cloned(),
+            report: PathBuf::from(format!("eval-{key}/report.html")),
+            rl_report: rl.map(|r| rel(&r.report)),
+        })
+        .collect();
+    let result = ExperimentResult {
+        config: cfg.clone(),
+        dataset: data.clone(),
+        split: cfg.split.clone(),
+        theorems: e_sft.theorems,
+        samples: cfg.samples,
+        depth: cfg.depth,
+        methods,
+        seconds: start.elapsed().as_secs_f64(),
+        ran,
+    };
+    let json = out.join("experiment.json");
+    write_atomic(&json, &(serde_json::to_string_pretty(&result)? + "\n"))?;
+    let table = out.join("table.md");
+    write_atomic(&table, &render_table(&result))?;
+    say(&format!(
+        "done in {:.0} s: {} and {}",
+        result.seconds,
+        table.display(),
+        json.display()
+    ));
+    Ok(ExperimentOutcome {
+        result,
+        json,
+        table,
+    })
+}
+
+fn display_name(key: &str) -> &'static str {
+    METHODS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or("?", |(_, n)| n)
+}
+
+/// An SFT stage: `DIR/model` from the base model; an unfinished one restarts cleanly.
+fn sft_stage(
+    dir: &Path,
+    cfg: &ExperimentConfig,
+    data: &Path,
+    opts: &SftOptions,
+    ran: &mut Vec<String>,
+    bars: &Bars,
+) -> anyhow::Result<TrainSummary> {
+    let name = dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let done = dir.join("done.json");
+    if done.is_file() {
+        say(&format!("[{name}] finished before, skipped"));
+        return read_json(&done);
+    }
+    if dir.exists() {
+        say(&format!("[{name}] unfinished: restarting it"));
+        std::fs::remove_dir_all(dir).with_context(|| format!("remove {}", dir.display()))?;
+    }
+    say(&format!(
+        "[{name}] fine-tuning {} on {:?} data → {}",
+        cfg.base_model.display(),
+        opts.data,
+        dir.join("model").display()
+    ));
+    let summary = fine_tune_pretrained(
+        &cfg.base_model,
+        data,
+        &dir.join("model"),
+        opts,
+        cfg.seed,
+        bars,
+    )?;
+    say(&format!(
+        "[{name}] {} steps on {} examples in {:.0} s; val loss {:.3} → {:.3}",
+        summary.steps,
+        summary.train_examples,
+        summary.seconds,
+        summary.eval_loss_before,
+        summary.eval_loss_after
+    ));
+    mark_done(dir, &summary)?;
+    ran.push(name);
+    Ok(summary)
+}
+
+/// An RL stage (resumes through its run store).
+fn rl_stage(
+    dir: &Path,
+    rl: &RlConfig,
+    ran: &mut Vec<String>,
+    bars: &Bars,
+) -> anyhow::Result<RlStage> {
+    let name = dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let done = dir.join("done.json");
+    if done.is_file() {
+        say(&format!("[{name}] finished before, skipped"));
+        return read_json(&done);
+    }
+    say(&format!(
+        "[{name}] {} rounds of {:?} from {} → {}",
+        rl.rounds,
+        rl.method,
+        rl.model.display(),
+        dir.display()
+    ));
+    let (report, records) = run_rl_job(rl, dir, bars)?;
+    write_pages(dir, &report)?;
+    let stage = RlStage {
+        checkpoint: dir.join("checkpoints").join(format!("round-{}", rl.rounds)),
+        rounds: report.rounds.clone(),
+        novel_lemma_share: records.last().and_then(|r| r.metrics.novel_lemma_share),
+        report: dir.join("report.html"),
+    };
+    if !stage.checkpoint.join("config.json").is_file() {
+        anyhow::bail!(
+            "{}: the last round's checkpoint is missing",
+            stage.checkpoint.display()
+        );
+    }
+    mark_done(dir, &stage)?;
+    ran.push(name);
+    Ok(stage)
+}
+
+/// The evaluation of one method's model in `OUT/eval-<key>` (resumes through its run store).
+fn eval_stage(
+    out: &Path,
+    key: &str,
+    model: &Path,
+    cfg: &ExperimentConfig,
+    data: &Path,
+    ran: &mut Vec<String>,
+    bars: &Bars,
+) -> anyhow::Result<Evaluation> {
+    let dir = out.join(format!("eval-{key}"));
+    let done = dir.join("done.json");
+    let evaluation = |report: RunReport| {
+        report
+            .evaluations
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{}: no evaluation in run.json", dir.display()))
+    };
+    if done.is_file() {
+        say(&format!("[eval-{key}] finished before, skipped"));
+        return evaluation(read_json(&dir.join("run.json"))?);
+    }
+    say(&format!(
+        "[eval-{key}] {} on {} → {}",
+        display_name(key),
+        cfg.split,
+        dir.display()
+    ));
+    let job = EvalJob {
+        model: model.to_path_buf(),
+        dataset: data.to_path_buf(),
+        theorems: (cfg.theorems > 0).then_some(cfg.theorems),
+        options: EvalOptions {
+            name: display_name(key).to_string(),
+            split: cfg.split.clone(),
+            ks: cfg.ks(),
+            samples: cfg.samples,
+            depth: cfg.depth,
+            final_timeout_s: 120,
+            bootstrap: cfg.bootstrap,
+            seed: cfg.seed,
+            temperature: cfg.sampling.temperature,
+        },
+        sampling: NativeParams {
+            seed: cfg.seed,
+            ..cfg.sampling.clone()
+        },
+        coq: CoqJobConfig {
+            workers: cfg.workers,
+            ..cfg.coq.clone()
+        },
+        out: dir.clone(),
+        cache: None,
+        remote: None,
+        postgres: None,
+    };
+    let (mut report, _) = run_eval_job(&job, bars)?;
+    report.title = format!("ProD experiment: {}", display_name(key));
+    write_report(&dir, &report)?;
+    write_pages(&dir, &report)?;
+    let e = evaluation(report)?;
+    say(&format!("[eval-{key}] {}", fmt_pass(&e.pass_at_k)));
+    mark_done(&dir, &serde_json::json!({"run_json": "run.json"}))?;
+    ran.push(format!("eval-{key}"));
+    Ok(e)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}", 100.0 * x)
+}
+
+fn fmt_pass(ps: &[PassAtK]) -> String {
+    ps.iter()
+        .map(|p| {
+            format!(
+                "pass@{} {}% [{}, {}]",
+                p.k,
+                pct(p.estimate),
+                pct(p.ci_low),
+                pct(p.ci_high)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `OUT/table.md`: Table 2 in miniature, the Fig. 5 depth tables, the novel-lemma shares, the
+/// RL runs' per-round curves and links to every report.
+pub fn render_table(r: &ExperimentResult) -> String {
+    let ks: Vec<usize> = r.config.ks();
+    let mut s = String::new();
+    s.push_str(&format!(
+        "## Table 2 in miniature\n\n{} held-out theorems of split `{}`, {} proof trees each (depth ≤ {}), temperature {}; \
+         pass@k in % with bootstrap 95% CIs; Δ = the method's pass@k minus ProD-SFT's on the same theorems, with a paired \
+         bootstrap 95% CI (theorems resampled jointly).\n\n",
+        r.theorems, r.split, r.samples, r.depth, r.config.sampling.temperature
+    ));
+    s.push_str("| method |");
+    for k in &ks {
+        s.push_str(&format!(" pass@{k} |"));
+    }
+    for k in &ks {
+        s.push_str(&format!(" Δ pass@{k} vs ProD-SFT |"));
+    }
+    s.push_str(" novel lemmas (replay) | report |\n|---|");
+    s.push_str(&"---|".repeat(2 * ks.len() + 2));
+    s.push('\n');
+    for m in &r.methods {
+        s.push_str(&format!("| {} |", m.name));
+        for k in &ks {
+            match m.pass_at_k.iter().find(|p| p.k == *k) {
+                Some(p) => s.push_str(&format!(
+                    " {} [{}, {}] |",
+                    pct(p.estimate),
+                    pct(p.ci_low),
+                    pct(p.ci_high)
+                )),
+                None => s.push_str(" – |"),
+            }
+        }
+        for k in &ks {
+            match m.vs_prod_sft.iter().find(|d| d.k == *k) {
+                Some(d) => s.push_str(&format!(
+                    " {:+.1} [{:+.1}, {:+.1}] |",
+                    100.0 * d.estimate,
+                    100.0 * d.ci_low,
+                    100.0 * d.ci_high
+                )),
+                None if m.method == "prod_sft" => s.push_str(" (baseline) |"),
+                None => s.push_str(" – |"),
+            }
+        }
+        s.push_str(&match m.replay_novel_lemma_share {
+            Some(x) => format!(" {}% |", pct(x)),
+            None => " – |".into(),
+        });
+        let mut links = format!(" [eval]({})", m.report.display());
+        if let Some(rl) = &m.rl_report {
+            links.push_str(&format!(", [RL run]({})", rl.display()));
+        }
+        s.push_str(&links);
+        s.push_str(" |\n");
+    }
+    s.push_str("\nNovel lemmas (replay): share of the lemmas in the RL run's replay buffer after its last round whose statement is in no split of the dataset (paper: 37.7%).\n");
+    // Fig. 5 per method.
+    s.push_str("\n### Proved theorems by ground-truth depth (paper Fig. 5)\n\nPer method and ground-truth proof depth: theorems, proved, and the proved ones by the height of the proving tree.\n\n");
+    s.push_str("| method | ground-truth depth | theorems | proved | by tree height |\n|---|---|---|---|---|\n");
+    for m in &r.methods {
+        let mut depths: Vec<Option<u32>> =
+            m.depth_table.iter().map(|c| c.ground_truth_depth).collect();
+        depths.sort();
+        depths.dedup();
+        for g in depths {
+            let cells: Vec<&DepthCell> = m
+                .depth_table
+                .iter()
+                .filter(|c| c.ground_truth_depth == g)
+                .collect();
+            let total: usize = cells.iter().map(|c| c.count).sum();
+            let proved: Vec<&&DepthCell> =
+                cells.iter().filter(|c| c.proving_depth.is_some()).collect();
+            let n_proved: usize = proved.iter().map(|c| c.count).sum();
+            let by: Vec<String> = proved
+                .iter()
+                .map(|c| format!("h{}: {}", c.proving_depth.unwrap_or(0), c.count))
+                .collect();
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                m.name,
+                g.map_or("?".into(), |d| d.to_string()),
+                total,
+                n_proved,
+                if by.is_empty() {
+                    "–".into()
+                } else {
+                    by.join(", ")
+                }
+            ));
+        }
+    }
+    // Per-round curves.
+    s.push_str("\n### RL: held-out pass@k per round\n\nRound 0 is the starting SFT model; each round's checkpoint on the same first theorems of the split with the same seeds.\n\n");
+    s.push_str("| method | round | theorems | pass@k (%, bootstrap 95% CI) | novel lemmas (replay) |\n|---|---|---|---|---|\n");
+    for m in r.methods.iter().filter(|m| !m.rounds.is_empty()) {
+        for round in &m.rounds {
+            let Some(e) = &round.eval else { continue };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                m.name,
+                round.round,
+                round.eval_theorems,
+                fmt_pass(e),
+                round
+                    .novel_lemma_share
+                    .map_or("–".into(), |x| format!("{}%", pct(x)))
+            ));
+        }
+    }
+    s.push_str("\n### SFT\n\n| model | steps | examples | val loss before → after | seconds |\n|---|---|---|---|---|\n");
+    for m in &r.methods {
+        if let Some(t) = &m.sft {
+            s.push_str(&format!(
+                "| {} | {} | {} | {:.3} → {:.3} | {:.0} |\n",
+                m.name, t.steps, t.train_examples, t.eval_loss_before, t.eval_loss_after, t.seconds
+            ));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_keys_override_the_experiments_defaults_and_unknown_keys_are_refused() {
+        let c = ExperimentConfig::from_toml(
+            "rounds = 3\n[rl]\nlearning_rate = 1e-4\n[sampling]\nmax_new_tokens = 64\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.rounds, c.rl.learning_rate, c.sampling.max_new_tokens),
+            (3, 1e-4, 64)
+        );
+        // Keys not given keep the experiment's defaults, not `prod rl`'s paper-sized ones.
+        let d = ExperimentConfig::default();
+        assert_eq!(
+            (c.rl.macro_batch, c.rl.max_seq_len, c.sampling.temperature),
+            (d.rl.macro_batch, d.rl.max_seq_len, 0.7)
+        );
+        assert_eq!(c.nolemma_data, SftData::WithLemmas);
+        assert_eq!(
+            ExperimentConfig::from_toml("nolemma_data = \"no_invoke\"")
+                .unwrap()
+                .nolemma_data,
+            SftData::NoInvoke
+        );
+        let e = ExperimentConfig::from_toml("roundz = 3").unwrap_err();
+        assert!(e.contains("roundz"), "{e}");
+        let e = ExperimentConfig::from_toml("[rl]\nmacro_btch = 3").unwrap_err();
+        assert!(e.contains("macro_btch"), "{e}");
+        let mut c = d.clone();
+        c.samples = 4;
+        assert!(c.validate().unwrap_err().contains("samples"));
+        c.samples = 16;
+        assert_eq!(c.ks(), vec![1, 4, 8, 16]);
+        // The default sizing fits the 2.5 h budget on the stdlib test split.
+        let est = d.estimate_s(328, true);
+        assert!(est < 2.5 * 3600.0, "{est}");
+    }
+}
