@@ -297,6 +297,14 @@ impl Default for HammerConfig {
 /// replacements or uses these tactics directly.
 pub const HAMMER_TACTICS_IMPORT: &str = "From Hammer Require Import Tactics.";
 
+/// What every checked node and every assembled file says right after its context. A library
+/// that sets `Default Proof Using "Type"` (iris, stdpp, reglang) makes `Qed` refuse a proof
+/// that uses a section variable its statement does not mention; the original proof said which
+/// with `Proof using X`, a clause no node carries. Unset, Coq computes the section variables a
+/// proof uses when the section ends: it only decides what a lemma is abstracted over after
+/// `End`, never whether a proof is accepted.
+pub const AFTER_CONTEXT: &str = "Unset Default Proof Using.";
+
 /// What the checker loads after the imports when hammer is enabled.
 pub const HAMMER_PLUGIN_IMPORT: &str = "From Hammer Require Import Hammer.";
 

@@ -27,8 +27,8 @@ pub mod session;
 pub mod worker;
 
 pub use config::{
-    CoqCheckConfig, FixedTactic, HammerConfig, LoadPathBinding, HAMMER_PLUGIN_IMPORT,
-    HAMMER_TACTICS_IMPORT,
+    CoqCheckConfig, FixedTactic, HammerConfig, LoadPathBinding, AFTER_CONTEXT,
+    HAMMER_PLUGIN_IMPORT, HAMMER_TACTICS_IMPORT,
 };
 pub use final_check::final_check;
 pub use pool::{check_load_paths, installed_root, CoqChecker};

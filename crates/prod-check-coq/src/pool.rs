@@ -37,7 +37,7 @@ enum Mode {
 fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
     let mut lemmas = vec![];
     for (i, l) in req.proof.lemmas().enumerate() {
-        lemmas.push(rules::check_statement(l).map_err(|e| e.for_proposed_lemma(i))?);
+        lemmas.push(rules::check_proposed_lemma(l).map_err(|e| e.for_proposed_lemma(i))?);
     }
     let statement = rules::check_statement(&req.statement).map_err(RuleError::into_verdict)?;
     for (i, l) in lemmas.iter().enumerate() {
@@ -60,6 +60,11 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
 
 /// Coq's version and the installed libraries (names and modification times), hashed: part of
 /// the cache key, so that a library upgrade invalidates old verdicts.
+/// What this checker accepts beyond its settings (the statement and proof rules, the sentences
+/// written around a node). Part of the fingerprint, so that a verification cache never answers
+/// with a verdict reached under other rules: raise it whenever a rule or those sentences change.
+pub const RULES_REVISION: u32 = 2;
+
 fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     // Run as the checker runs Coq (sandboxed, from the prover root if there is one), so the
     // version and libraries are those that decide the verdicts.
@@ -236,7 +241,7 @@ impl CoqChecker {
         }
         let h = &cfg.hammer;
         let options = format!(
-            "step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
+            "rules {RULES_REVISION}; step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
             cfg.step_timeout_s,
             cfg.attempt_timeout_s,
             h.enabled,

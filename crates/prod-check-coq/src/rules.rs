@@ -72,7 +72,19 @@ fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
     Ok(())
 }
 
-/// Check a statement (a proposed lemma or the node's own statement).
+/// Check a lemma a proof proposes: a [`check_statement`] with no attribute at all. A model has
+/// no use for locality, and a proposal is matched to the nodes that prove it by its text.
+pub fn check_proposed_lemma(text: &str) -> Result<Statement, RuleError> {
+    let s = check_statement(text)?;
+    if sentence_head(&s.text).has_attributes() {
+        return Err(RuleError::Rejected(
+            "statement: a proposed lemma may not have attributes".into(),
+        ));
+    }
+    Ok(s)
+}
+
+/// Check a node's own statement (a library's theorem, or a lemma proposed by its parent).
 pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
     let rej = |m: String| Err(RuleError::Rejected(m));
     plain_text("statement", text, MAX_STATEMENT_BYTES)?;
@@ -99,8 +111,10 @@ pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
     if let Some(c) = head.controls.first() {
         return rej(format!("statement: control `{}` is not allowed", c.name));
     }
-    if head.has_attributes() {
-        return rej("statement: attributes are not allowed".into());
+    // Locality (`Local`, `#[local]`, …) only: it decides visibility, not what is proved.
+    let mut attributes = head.attributes.iter().chain(&head.legacy_attributes);
+    if attributes.any(|a| !prod_coq::is_locality_attribute(a)) {
+        return rej("statement: attributes other than locality are not allowed".into());
     }
     if head.selector.is_some() {
         return rej("statement: goal selector is not allowed".into());
@@ -518,8 +532,8 @@ mod tests {
             "Lemma a : True. Axiom b : False.",
             "Axiom a : False.",
             "Fail Lemma a : True.",
-            "#[local] Lemma a : True.",
-            "Local Lemma a : True.",
+            "#[program] Lemma a : True.",
+            "Polymorphic Lemma a : True.",
             "Lemma : True.",
             "Lemma a : True",
             "Lemma a : True (* .",
@@ -530,6 +544,13 @@ mod tests {
             "Lemma a : True.(* c *)Axiom b : False.",
         ] {
             assert!(rejected(check_statement(bad)), "{bad:?} should be rejected");
+        }
+        for local in ["#[local] Lemma a : True.", "Local Lemma a : True."] {
+            assert_eq!(check_statement(local).unwrap().text, local);
+            assert!(
+                rejected(check_proposed_lemma(local)),
+                "{local:?} as a proposal"
+            );
         }
     }
 

@@ -775,6 +775,7 @@ fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
     // `Set Silent` stops coqtop from printing the goals after every tactic (the checker never
     // reads them); errors, `Print Assumptions` and hammer's answer are still printed.
     let mut s = vec![
+        crate::config::AFTER_CONTEXT.to_string(),
         "Set Silent.".to_string(),
         format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
     ];

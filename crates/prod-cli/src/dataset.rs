@@ -775,6 +775,8 @@ fn check_tree(
     };
     file.push_str(&root.context);
     file.push('\n');
+    file.push_str(prod_check_coq::AFTER_CONTEXT);
+    file.push('\n');
     file.push_str(&assembled.text);
     file.push('\n');
     for sc in root.scope.iter().rev() {

@@ -64,7 +64,9 @@ pub use lexer::{
     line_col, long_dot_run, sentences, term_quotation, LexError, LexErrorKind, Lexed, Sentence,
     SentenceKind, TERM_QUOTATIONS,
 };
-pub use statement::{parse_statement, Statement, StatementError, THEOREM_KEYWORDS};
+pub use statement::{
+    is_locality_attribute, parse_statement, Statement, StatementError, THEOREM_KEYWORDS,
+};
 
 /// Flags every checking Coq process gets (the checker's workers, the final `coqc`) and every
 /// compilation of a dataset's own copy of a project: the kernel never trusts the bytecode VM
@@ -77,13 +79,26 @@ pub const PROVER_FLAGS: &[&str] = &["-bytecode-compiler", "no", "-native-compile
 /// becomes `hammer.` in datasets, and the checker's `hammer.` tries each of them, so that a
 /// replaced step is found again (paper Appendix A.3: replace what the hammer can find).
 pub const HAMMER_CLOSING_TACTICS: &[&str] = &[
-    "lia", "nia", "lra", "nra", "psatz", "omega", "easy", "congruence", "tauto", "firstorder",
-    "ring", "discriminate", "contradiction", "now easy",
+    "lia",
+    "nia",
+    "lra",
+    "nra",
+    "psatz",
+    "omega",
+    "easy",
+    "congruence",
+    "tauto",
+    "firstorder",
+    "ring",
+    "discriminate",
+    "contradiction",
+    "now easy",
 ];
 
 /// Simple tactics that may succeed without solving the goal (replaced only where they must
 /// close it; the checker's `hammer.` tries them too).
-pub const HAMMER_MAYBE_CLOSING_TACTICS: &[&str] = &["auto", "eauto", "trivial", "intuition", "field"];
+pub const HAMMER_MAYBE_CLOSING_TACTICS: &[&str] =
+    &["auto", "eauto", "trivial", "intuition", "field"];
 
 /// CoqHammer's tactic names (the 1.3 `sauto` family, the older `y*`/`h*` ones, and `hammer`):
 /// a step using one needs the Hammer plugin loaded (checker), and is replaced by `hammer.` in

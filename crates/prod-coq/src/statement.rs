@@ -108,8 +108,9 @@ pub enum StatementError {
 }
 
 /// Parse an untrusted lemma statement: exactly one sentence `Keyword ident binders? : term.`
-/// with no control (`Time`, `Redirect`, `Fail`, …), no attribute (`#[…]`, `Local`, `Global`,
-/// `Program`, …), no goal selector, no second sentence, no mutual `with`. Comments are
+/// with no control (`Time`, `Redirect`, `Fail`, …), no attribute but locality (`#[…]`,
+/// `Program`, `Polymorphic`, …; `Local`, `Global`, `#[local]`, `#[global]` are accepted and
+/// dropped), no goal selector, no second sentence, no mutual `with`. Comments are
 /// allowed anywhere and dropped from the result. Binders are identifiers, `_`, and bracketed
 /// groups (`(x : T)`, `{A}`, `[x]`, `` `{C A} ``, `'(a, b)`).
 pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
@@ -146,7 +147,14 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     if let Some(c) = head.controls.first() {
         return Err(StatementError::Control(c.name.to_string()));
     }
-    if let Some(a) = head.attributes.first().or(head.legacy_attributes.first()) {
+    // Locality only decides what is visible after the enclosing section or module ends, never
+    // what is proved: accepted, and dropped from the statement the checker writes.
+    let refused = head
+        .attributes
+        .iter()
+        .chain(&head.legacy_attributes)
+        .find(|a| !is_locality_attribute(a));
+    if let Some(a) = refused {
         return Err(StatementError::Attribute(a.to_string()));
     }
     if let Some(sel) = head.selector {
@@ -207,6 +215,15 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
         return Err(StatementError::Rendering(rendered));
     }
     Ok(statement)
+}
+
+/// `Local`, `Global`, `#[local]`, `#[global]` (blanks inside the brackets allowed).
+pub fn is_locality_attribute(attribute: &str) -> bool {
+    let inner = attribute
+        .strip_prefix("#[")
+        .and_then(|a| a.strip_suffix(']'))
+        .map(str::trim);
+    matches!(attribute, "Local" | "Global") || matches!(inner, Some("local" | "global"))
 }
 
 /// `i` at an opening bracket: index after the matching closer (brackets of any kind nest;
@@ -427,6 +444,19 @@ mod tests {
     }
 
     #[test]
+    fn locality_is_accepted_and_dropped() {
+        for t in [
+            "Local Lemma a : True.",
+            "Global Lemma a : True.",
+            "#[local] Lemma a : True.",
+            "#[ global ] Lemma a : True.",
+        ] {
+            let s = parse_statement(t).unwrap();
+            assert_eq!(s.to_sentence(), "Lemma a : True.", "{t}");
+        }
+    }
+
+    #[test]
     fn rejects() {
         use StatementError::*;
         let err = |t: &str| parse_statement(t).unwrap_err();
@@ -434,9 +464,14 @@ mod tests {
             err("Lemma a : True. Lemma b : False."),
             SentenceCount(2)
         ));
-        assert!(matches!(err("Local Lemma a : True."), Attribute(_)));
-        assert!(matches!(err("#[local] Lemma a : True."), Attribute(_)));
         assert!(matches!(err("Program Lemma a : True."), Attribute(_)));
+        assert!(matches!(err("Polymorphic Lemma a : True."), Attribute(_)));
+        assert!(matches!(err("Local Program Lemma a : True."), Attribute(_)));
+        assert!(matches!(
+            err("#[local, program] Lemma a : True."),
+            Attribute(_)
+        ));
+        assert!(matches!(err("Local Time Lemma a : True."), Control(_)));
         assert!(matches!(err("Time Lemma a : True."), Control(_)));
         assert!(matches!(err("Redirect \"x\" Lemma a : True."), Control(_)));
         assert!(matches!(err("Axiom a : False."), Keyword(_)));

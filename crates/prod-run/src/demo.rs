@@ -120,8 +120,8 @@ const MAX_SEQ_LEN: usize = 448;
 /// The pretrained policy's prompt context and example length (tokens). A CPU training step
 /// costs about linearly in tokens: 96 context tokens and examples of at most 256 let a budget of
 /// minutes take several times more steps than 256/512, on the short proofs such a model can learn.
-const PRETRAINED_CONTEXT_TOKENS: usize = 96;
-const PRETRAINED_MAX_SEQ_LEN: usize = 256;
+const PRETRAINED_CONTEXT_TOKENS: usize = 64;
+const PRETRAINED_MAX_SEQ_LEN: usize = 192;
 
 fn read_lines(path: &Path) -> anyhow::Result<Vec<prod_library::dataset::Example>> {
     prod_library::dataset::read_examples(path).map_err(|e| anyhow::anyhow!(e))

@@ -317,6 +317,8 @@ pub(crate) fn final_file(theorem: &Theorem, assembled_text: &str, root_name: &st
     let mut file = if needs_hammer { format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT) } else { String::new() };
     file.push_str(&theorem.context);
     file.push('\n');
+    file.push_str(prod_check_coq::AFTER_CONTEXT);
+    file.push('\n');
     file.push_str(assembled_text);
     file.push('\n');
     for sc in theorem.scope.iter().rev() {
