@@ -41,7 +41,9 @@ pub fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
 pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
     let mut lemmas: Vec<Statement> = vec![];
     for (i, l) in req.proof.lemmas().enumerate() {
-        let s = rules.check_statement(l).map_err(|e| e.for_proposed_lemma(i))?;
+        let s = rules
+            .check_statement(l)
+            .map_err(|e| e.for_proposed_lemma(i))?;
         let Some(name) = s.name.clone() else {
             return Err(Verdict::rejected(format!(
                 "proposed lemma {} has no name (write `lemma name: \"…\"`)",
@@ -59,7 +61,9 @@ pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
         }
         lemmas.push(s);
     }
-    let statement = rules.check_statement(&req.statement).map_err(RuleError::into_verdict)?;
+    let statement = rules
+        .check_statement(&req.statement)
+        .map_err(RuleError::into_verdict)?;
     if let Some(n) = &statement.name {
         if let Some(i) = lemmas.iter().position(|l| l.name.as_ref() == Some(n)) {
             return Err(Verdict::rejected(format!(
@@ -799,12 +803,12 @@ impl Run<'_> {
                                 Some(next) => {
                                     phases.insert(k, next);
                                 }
-                                None => {
-                                    return Verdict::Failed {
-                                        step: k,
-                                        message: "sledgehammer: no method of the fixed list closes the goal".into(),
-                                    }
-                                }
+                                None => return Verdict::Failed {
+                                    step: k,
+                                    message:
+                                        "sledgehammer: no method of the fixed list closes the goal"
+                                            .into(),
+                                },
                             },
                             Some(HammerPhase::Found(t)) => {
                                 return Verdict::Failed {

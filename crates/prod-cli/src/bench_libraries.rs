@@ -87,7 +87,11 @@ struct Report {
 
 pub fn run(a: BenchLibrariesArgs) -> i32 {
     let installed = discovery::installed_packages();
-    if let Some(o) = a.only.iter().find(|o| !installed.iter().any(|(p, _)| p == *o)) {
+    if let Some(o) = a
+        .only
+        .iter()
+        .find(|o| !installed.iter().any(|(p, _)| p == *o))
+    {
         return exit::bad_input(anyhow!(
             "--only {o}: not an installed libcoq-* package (install every one with: {INSTALL_ALL})"
         ));

@@ -212,7 +212,13 @@ fn status(a: StoreArgs) -> anyhow::Result<i32> {
 fn results(a: StoreArgs) -> anyhow::Result<i32> {
     for (item, v, attempts, completions) in connect(&a)?.results()? {
         let v = v.unwrap_or_else(|| Verdict::infra("not checked yet"));
-        let line = render(&serde_json::Value::String(item), &v, Duration::ZERO, None, a.json);
+        let line = render(
+            &serde_json::Value::String(item),
+            &v,
+            Duration::ZERO,
+            None,
+            a.json,
+        );
         if a.json {
             let mut j: serde_json::Value = serde_json::from_str(&line)?;
             j["claims"] = attempts.into();

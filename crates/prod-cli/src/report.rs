@@ -22,7 +22,11 @@ pub struct ReportArgs {
 
 fn read_run(path: &Path) -> anyhow::Result<prod_report::RunReport> {
     let stdin = path.as_os_str() == "-";
-    let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
+    let name = if stdin {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
     let text = if stdin {
         std::io::read_to_string(std::io::stdin()).context("cannot read standard input")?
     } else {
@@ -48,7 +52,12 @@ pub fn run(args: ReportArgs) -> i32 {
                 })
                 .to_string()
             } else {
-                let mut s = format!("wrote {} and {} ({} figures)", files[0], files[1], files.len() - 2);
+                let mut s = format!(
+                    "wrote {} and {} ({} figures)",
+                    files[0],
+                    files[1],
+                    files.len() - 2
+                );
                 for w in prod_report::warnings(&report) {
                     s.push_str(&format!("\nwarning: {w}"));
                 }

@@ -33,7 +33,11 @@ trait WaitChecked {
 impl WaitChecked for Child {
     fn wait_with_output_checked(self) -> serde_json::Value {
         let out = self.wait_with_output().unwrap();
-        assert!(out.status.success(), "worker failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "worker failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
@@ -46,34 +50,102 @@ fn workers_share_one_queue_and_a_dead_workers_claims_are_retried() {
     let mut lines = String::new();
     for i in 0..12 {
         let (statement, proof) = if i % 4 == 3 {
-            (format!("Lemma q{i} : forall n : nat, n + {i} = n."), "<no_invoke> intros n. lia.".to_string())
+            (
+                format!("Lemma q{i} : forall n : nat, n + {i} = n."),
+                "<no_invoke> intros n. lia.".to_string(),
+            )
         } else {
-            (format!("Lemma q{i} : forall n : nat, n + {i} = {i} + n."), "<no_invoke> intros n. lia.".to_string())
+            (
+                format!("Lemma q{i} : forall n : nat, n + {i} = {i} + n."),
+                "<no_invoke> intros n. lia.".to_string(),
+            )
         };
         let node = serde_json::json!({"id": format!("n{i}"), "imports": "From Coq Require Import Lia.", "context": "", "statement": statement, "proof": proof});
         lines.push_str(&format!("{node}\n"));
     }
     std::fs::write(work.path().join("nodes.jsonl"), lines).unwrap();
-    let out = prod(&["queue", "submit", "--store", &url, "--run", "r1", "nodes.jsonl", "--json"], work.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = prod(
+        &[
+            "queue",
+            "submit",
+            "--store",
+            &url,
+            "--run",
+            "r1",
+            "nodes.jsonl",
+            "--json",
+        ],
+        work.path(),
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sub: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((sub["added"].as_i64(), sub["todo"].as_i64()), (Some(12), Some(12)));
+    assert_eq!(
+        (sub["added"].as_i64(), sub["todo"].as_i64()),
+        (Some(12), Some(12))
+    );
     // Submitting again adds nothing.
-    let again = prod(&["queue", "submit", "--store", &url, "--run", "r1", "nodes.jsonl", "--json"], work.path()).output().unwrap();
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&again.stdout).unwrap()["added"], 0);
+    let again = prod(
+        &[
+            "queue",
+            "submit",
+            "--store",
+            &url,
+            "--run",
+            "r1",
+            "nodes.jsonl",
+            "--json",
+        ],
+        work.path(),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&again.stdout).unwrap()["added"],
+        0
+    );
 
     // Worker A claims 6 and is killed before it records them.
     let worker = |name: &str, batch: &str| {
-        prod(&["queue", "work", "--store", &url, "--run", "r1", "--batch", batch, "--lease", "3", "--workers", "1", "--timeout", "5", "--name", name, "--json"], work.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        prod(
+            &[
+                "queue",
+                "work",
+                "--store",
+                &url,
+                "--run",
+                "r1",
+                "--batch",
+                batch,
+                "--lease",
+                "3",
+                "--workers",
+                "1",
+                "--timeout",
+                "5",
+                "--name",
+                name,
+                "--json",
+            ],
+            work.path(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
     };
     let mut a = worker("A", "6");
     let t = Instant::now();
     while status(&url)["claimed"].as_i64() != Some(6) {
-        assert!(t.elapsed() < Duration::from_secs(30), "worker A never claimed");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "worker A never claimed"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     a.kill().unwrap();
@@ -85,12 +157,26 @@ fn workers_share_one_queue_and_a_dead_workers_claims_are_retried() {
     let c = worker("C", "2");
     let (sb, sc) = (b.wait_with_output_checked(), c.wait_with_output_checked());
     let recorded = sb["recorded"].as_i64().unwrap() + sc["recorded"].as_i64().unwrap();
-    assert_eq!(recorded + after_kill["done"].as_i64().unwrap(), 12, "B {sb} C {sc} after kill {after_kill}");
-    assert!(sb["recorded"].as_i64().unwrap() > 0 && sc["recorded"].as_i64().unwrap() > 0, "both workers took part: {sb} {sc}");
+    assert_eq!(
+        recorded + after_kill["done"].as_i64().unwrap(),
+        12,
+        "B {sb} C {sc} after kill {after_kill}"
+    );
+    assert!(
+        sb["recorded"].as_i64().unwrap() > 0 && sc["recorded"].as_i64().unwrap() > 0,
+        "both workers took part: {sb} {sc}"
+    );
 
-    let out = prod(&["queue", "results", "--store", &url, "--run", "r1", "--json"], work.path()).output().unwrap();
-    let results: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out = prod(
+        &["queue", "results", "--store", &url, "--run", "r1", "--json"],
+        work.path(),
+    )
+    .output()
+    .unwrap();
+    let results: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(results.len(), 12);
     let mut retried = 0;
     for (i, r) in results.iter().enumerate() {
@@ -103,8 +189,14 @@ fn workers_share_one_queue_and_a_dead_workers_claims_are_retried() {
         }
     }
     let dead_claims = 6 - after_kill["done"].as_i64().unwrap();
-    assert!(retried as i64 >= dead_claims, "the dead worker's {dead_claims} claims were claimed again ({retried})");
-    assert_eq!(status(&url), serde_json::json!({"todo": 0, "claimed": 0, "done": 12}));
+    assert!(
+        retried as i64 >= dead_claims,
+        "the dead worker's {dead_claims} claims were claimed again ({retried})"
+    );
+    assert_eq!(
+        status(&url),
+        serde_json::json!({"todo": 0, "claimed": 0, "done": 12})
+    );
 }
 
 /// `prod eval --store … --no-check-here`: the run store in PostgreSQL, every check done by a
@@ -121,7 +213,14 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
     let source = "From Coq Require Import Arith Lia.\n";
     let mut lines = String::new();
     let mut corpus = String::new();
-    for (i, statement) in ["forall n : nat, n + 0 = n", "forall n : nat, n = n + 1", "forall n : nat, n * 1 = n"].iter().enumerate() {
+    for (i, statement) in [
+        "forall n : nat, n + 0 = n",
+        "forall n : nat, n = n + 1",
+        "forall n : nat, n * 1 = n",
+    ]
+    .iter()
+    .enumerate()
+    {
         let name = format!("t{i}");
         let e = serde_json::json!({
             "id": format!("Fix:{name}"), "library": "fixture", "package": "fixture", "file": "Fix.v",
@@ -133,54 +232,129 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
             "replaced_steps": 0, "split": "test", "variant": "wo_lemmas"
         });
         lines.push_str(&format!("{e}\n"));
-        corpus.push_str(&format!("{source}Lemma {name} : {statement}. intros n. lia.\n"));
+        corpus.push_str(&format!(
+            "{source}Lemma {name} : {statement}. intros n. lia.\n"
+        ));
     }
     std::fs::create_dir_all(d.path().join("data")).unwrap();
     std::fs::write(d.path().join("data/test.jsonl"), lines).unwrap();
     let src = serde_json::json!({"logical_path": "Fix", "file": "Fix.v", "package": "fixture", "flags": [], "source": source, "reduced": source});
     std::fs::write(d.path().join("data/sources.jsonl"), format!("{src}\n")).unwrap();
     std::fs::write(d.path().join("corpus.txt"), corpus).unwrap();
-    let out = prod(&["model", "init", "--corpus", "corpus.txt", "--vocab-size", "300", "--out", "m"], d.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let fake = prod_remote::testing::serve(std::sync::Arc::new(|_: &str, body: &serde_json::Value, _| {
-        let n = body["n"].as_u64().unwrap_or(1);
-        let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": " intros n. lia.", "finish_reason": "stop"})).collect();
-        (200, serde_json::json!({"choices": choices}).to_string())
-    }));
+    let out = prod(
+        &[
+            "model",
+            "init",
+            "--corpus",
+            "corpus.txt",
+            "--vocab-size",
+            "300",
+            "--out",
+            "m",
+        ],
+        d.path(),
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fake = prod_remote::testing::serve(std::sync::Arc::new(
+        |_: &str, body: &serde_json::Value, _| {
+            let n = body["n"].as_u64().unwrap_or(1);
+            let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": " intros n. lia.", "finish_reason": "stop"})).collect();
+            (200, serde_json::json!({"choices": choices}).to_string())
+        },
+    ));
     let eval = |out_dir: &str, store: &[&str]| {
         let mut args = vec![
-            "eval", "--model", "m", "--dataset", "data", "--samples", "2", "--k", "1,2", "--depth", "0", "--no-hammer",
-            "--workers", "1", "--remote-url", &fake.url, "--out", out_dir, "--json",
+            "eval",
+            "--model",
+            "m",
+            "--dataset",
+            "data",
+            "--samples",
+            "2",
+            "--k",
+            "1,2",
+            "--depth",
+            "0",
+            "--no-hammer",
+            "--workers",
+            "1",
+            "--remote-url",
+            &fake.url,
+            "--out",
+            out_dir,
+            "--json",
         ];
         args.extend_from_slice(store);
-        prod(&args, d.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        prod(&args, d.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     };
     let embedded = eval("local", &[]).wait_with_output_checked();
 
-    let coordinator = eval("shared", &["--store", &url, "--run", "e1", "--no-check-here"]);
+    let coordinator = eval(
+        "shared",
+        &["--store", &url, "--run", "e1", "--no-check-here"],
+    );
     // The worker starts once the coordinator has queued its checks (a worker with an empty
     // queue is done at once).
     let t = Instant::now();
     loop {
-        let s = Command::new(env!("CARGO_BIN_EXE_prod")).args(["queue", "status", "--store", &url, "--run", "e1", "--json"]).output().unwrap();
+        let s = Command::new(env!("CARGO_BIN_EXE_prod"))
+            .args(["queue", "status", "--store", &url, "--run", "e1", "--json"])
+            .output()
+            .unwrap();
         let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap_or_default();
         if s["todo"].as_i64().unwrap_or(0) > 0 {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(120), "the coordinator never queued its checks");
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the coordinator never queued its checks"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let worker = prod(&["queue", "work", "--store", &url, "--run", "e1", "--workers", "1", "--json"], d.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-        .wait_with_output_checked();
+    let worker = prod(
+        &[
+            "queue",
+            "work",
+            "--store",
+            &url,
+            "--run",
+            "e1",
+            "--workers",
+            "1",
+            "--json",
+        ],
+        d.path(),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
+    .wait_with_output_checked();
     assert!(worker["recorded"].as_i64().unwrap() >= 3, "{worker}");
     let shared = coordinator.wait_with_output_checked();
     let pass = |v: &serde_json::Value| v["evaluations"][0]["pass_at_k"].clone();
-    assert_eq!(pass(&shared), pass(&embedded), "shared {shared} embedded {embedded}");
-    assert!((pass(&shared)[0]["estimate"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9, "{shared}");
+    assert_eq!(
+        pass(&shared),
+        pass(&embedded),
+        "shared {shared} embedded {embedded}"
+    );
+    assert!(
+        (pass(&shared)[0]["estimate"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9,
+        "{shared}"
+    );
     assert_eq!(shared["evaluations"][0]["infra_nodes"], 0);
-    assert!(!d.path().join("shared/run.sqlite").exists(), "the run store is in PostgreSQL");
+    assert!(
+        !d.path().join("shared/run.sqlite").exists(),
+        "the run store is in PostgreSQL"
+    );
 }

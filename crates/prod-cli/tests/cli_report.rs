@@ -5,11 +5,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-report/tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../prod-report/tests/data")
+        .join(name)
 }
 
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod")).args(args).output().expect("prod runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
+        .args(args)
+        .output()
+        .expect("prod runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),
@@ -21,8 +26,13 @@ fn prod(args: &[&str]) -> (i32, String, String) {
 fn writes_the_report_files() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
-    let (code, stdout, stderr) =
-        prod(&["report", fixture("full.json").to_str().unwrap(), "--out", out.to_str().unwrap(), "--json"]);
+    let (code, stdout, stderr) = prod(&[
+        "report",
+        fixture("full.json").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(v["figures"].as_array().unwrap().len(), 8, "{v}");
@@ -32,21 +42,40 @@ fn writes_the_report_files() {
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert_eq!(md, std::fs::read_to_string(fixture("full.md")).unwrap());
     let svg = std::fs::read_to_string(out.join("pass-at-k.svg")).unwrap();
-    assert_eq!(svg, std::fs::read_to_string(fixture("full.pass-at-k.svg")).unwrap());
+    assert_eq!(
+        svg,
+        std::fs::read_to_string(fixture("full.pass-at-k.svg")).unwrap()
+    );
 }
 
 #[test]
 fn bad_json_is_exit_2_with_position() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run.json");
-    std::fs::write(&run, "{\n  \"title\": \"x\",\n  \"evaluations\": [ { \"name\": 3 } ]\n}\n").unwrap();
+    std::fs::write(
+        &run,
+        "{\n  \"title\": \"x\",\n  \"evaluations\": [ { \"name\": 3 } ]\n}\n",
+    )
+    .unwrap();
     let out = dir.path().join("out");
-    let (code, _, stderr) = prod(&["report", run.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (code, _, stderr) = prod(&[
+        "report",
+        run.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("line 3 column"), "{stderr}");
-    assert!(!out.join("report.html").exists(), "nothing is written for bad input");
-    let (code, _, stderr) =
-        prod(&["report", dir.path().join("missing.json").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(
+        !out.join("report.html").exists(),
+        "nothing is written for bad input"
+    );
+    let (code, _, stderr) = prod(&[
+        "report",
+        dir.path().join("missing.json").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("missing.json"), "{stderr}");
 }

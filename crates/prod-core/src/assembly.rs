@@ -37,7 +37,9 @@ pub struct AssembledProof {
 
 impl AssembledProof {
     pub fn root(&self) -> &AssembledLemma {
-        self.lemmas.last().expect("an assembled proof has at least its root")
+        self.lemmas
+            .last()
+            .expect("an assembled proof has at least its root")
     }
 }
 
@@ -62,9 +64,15 @@ pub fn assemble(
     let root_node = nodes.get(root).ok_or(AssemblyError::NoSuchNode(root))?;
     let verdict = solution.verdict(root);
     if verdict != GlobalVerdict::Correct {
-        return Err(AssemblyError::NotGloballyCorrect { id: root_node.id.clone(), verdict });
+        return Err(AssemblyError::NotGloballyCorrect {
+            id: root_node.id.clone(),
+            verdict,
+        });
     }
-    let unnamed = |n: &Node, statement: &str| AssemblyError::Unnamed { id: n.id.clone(), statement: statement.to_string() };
+    let unnamed = |n: &Node, statement: &str| AssemblyError::Unnamed {
+        id: n.id.clone(),
+        statement: statement.to_string(),
+    };
 
     // Child-first order over witnesses, iteratively (trees may be deep; no recursion). Each
     // lemma goal is emitted once; the root comes last (`None`), even if some lemma in its tree
@@ -79,7 +87,9 @@ pub fn assemble(
             *next += 1;
             if done.insert(g) {
                 // Witnesses are definitely correct nodes proved strictly earlier: no cycle.
-                let w = solution.witness(g).expect("a correct node's lemmas have witnesses");
+                let w = solution
+                    .witness(g)
+                    .expect("a correct node's lemmas have witnesses");
                 stack.push((Some(g), w, 0));
             }
         } else {
@@ -90,7 +100,9 @@ pub fn assemble(
 
     // Names: the root keeps its own; each lemma goal takes the name its first proposer used
     // (walking parents before children, so the root's choices win), made unique.
-    let root_name = lang.lemma_name(&root_node.statement).ok_or_else(|| unnamed(root_node, &root_node.statement))?;
+    let root_name = lang
+        .lemma_name(&root_node.statement)
+        .ok_or_else(|| unnamed(root_node, &root_node.statement))?;
     let mut taken: HashSet<String> = HashSet::from([root_name.clone()]);
     let mut goal_name: HashMap<GoalId, String> = HashMap::new();
     for &(_, node) in order.iter().rev() {
@@ -125,12 +137,33 @@ pub fn assemble(
             }
         }
         let text = n.proof.proof_text();
-        let proof = if renames.is_empty() { text } else { lang.rename_references(&text, &renames) };
-        let own = lang.lemma_name(&n.statement).ok_or_else(|| unnamed(n, &n.statement))?;
-        let statement = if own == name { n.statement.trim().to_string() } else { lang.rename_statement(&n.statement, &name) };
-        lemmas.push(AssembledLemma { node, node_id: n.id.clone(), name, statement, proof });
+        let proof = if renames.is_empty() {
+            text
+        } else {
+            lang.rename_references(&text, &renames)
+        };
+        let own = lang
+            .lemma_name(&n.statement)
+            .ok_or_else(|| unnamed(n, &n.statement))?;
+        let statement = if own == name {
+            n.statement.trim().to_string()
+        } else {
+            lang.rename_statement(&n.statement, &name)
+        };
+        lemmas.push(AssembledLemma {
+            node,
+            node_id: n.id.clone(),
+            name,
+            statement,
+            proof,
+        });
     }
-    let text = lemmas.iter().map(|l| lang.render_proved(&l.statement, &l.proof)).collect::<Vec<_>>().join("\n\n") + "\n";
+    let text = lemmas
+        .iter()
+        .map(|l| lang.render_proved(&l.statement, &l.proof))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+        + "\n";
     Ok(AssembledProof { lemmas, text })
 }
 
@@ -181,19 +214,44 @@ mod tests {
         ];
         let s = solve(&nodes, &ToyLanguage);
         let p = assemble(&nodes, &s, 0, &ToyLanguage).unwrap();
-        let got: Vec<_> = p.lemmas.iter().map(|l| (l.name.as_str(), l.proof.trim())).collect();
-        assert_eq!(got, [("h_2", "c."), ("h", "use h_2."), ("r_2", "b."), ("r", "use h r_2.")]);
+        let got: Vec<_> = p
+            .lemmas
+            .iter()
+            .map(|l| (l.name.as_str(), l.proof.trim()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("h_2", "c."),
+                ("h", "use h_2."),
+                ("r_2", "b."),
+                ("r", "use h r_2.")
+            ]
+        );
     }
 
     #[test]
     fn refuses_incorrect_roots() {
-        let mut nodes = vec![node("root", "Lemma r : R.", "<use_invoke> <invoke> Lemma a : A. </invoke> x.")];
+        let mut nodes = vec![node(
+            "root",
+            "Lemma r : R.",
+            "<use_invoke> <invoke> Lemma a : A. </invoke> x.",
+        )];
         let s = solve(&nodes, &ToyLanguage);
-        assert!(matches!(assemble(&nodes, &s, 0, &ToyLanguage), Err(AssemblyError::NotGloballyCorrect { .. })));
-        assert!(matches!(assemble(&nodes, &s, 7, &ToyLanguage), Err(AssemblyError::NoSuchNode(7))));
+        assert!(matches!(
+            assemble(&nodes, &s, 0, &ToyLanguage),
+            Err(AssemblyError::NotGloballyCorrect { .. })
+        ));
+        assert!(matches!(
+            assemble(&nodes, &s, 7, &ToyLanguage),
+            Err(AssemblyError::NoSuchNode(7))
+        ));
         nodes[0].statement = "Goal R.".into();
         nodes[0].proof = ConditionalProof::parse("<no_invoke> x.").unwrap();
         let s = solve(&nodes, &ToyLanguage);
-        assert!(matches!(assemble(&nodes, &s, 0, &ToyLanguage), Err(AssemblyError::Unnamed { .. })));
+        assert!(matches!(
+            assemble(&nodes, &s, 0, &ToyLanguage),
+            Err(AssemblyError::Unnamed { .. })
+        ));
     }
 }

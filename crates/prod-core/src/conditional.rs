@@ -20,7 +20,14 @@ pub const TRUE_TOKEN: &str = "<true>";
 pub const FALSE_TOKEN: &str = "<false>";
 
 /// Every special token ProD adds to a tokenizer, in a fixed order.
-pub const SPECIAL_TOKENS: [&str; 6] = [USE_INVOKE, NO_INVOKE, INVOKE, END_INVOKE, TRUE_TOKEN, FALSE_TOKEN];
+pub const SPECIAL_TOKENS: [&str; 6] = [
+    USE_INVOKE,
+    NO_INVOKE,
+    INVOKE,
+    END_INVOKE,
+    TRUE_TOKEN,
+    FALSE_TOKEN,
+];
 
 /// The token that opens a conditional proof: may this proof propose lemmas?
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,13 +78,17 @@ pub struct ParseError {
 impl ParseError {
     fn describe(&self) -> String {
         let what = match self.kind {
-            ParseErrorKind::MissingT0 => "conditional proof must start with <use_invoke> or <no_invoke>",
+            ParseErrorKind::MissingT0 => {
+                "conditional proof must start with <use_invoke> or <no_invoke>"
+            }
             ParseErrorKind::RepeatedT0 => "repeated <use_invoke>/<no_invoke> token",
             ParseErrorKind::UnclosedInvoke => "<invoke> is never closed by </invoke>",
             ParseErrorKind::NestedInvoke => "<invoke> inside another <invoke>",
             ParseErrorKind::EmptyInvoke => "empty <invoke> </invoke>: no lemma statement",
             ParseErrorKind::StrayEndInvoke => "</invoke> without an open <invoke>",
-            ParseErrorKind::StrayValueToken => "<true>/<false> are value-model tokens, not proof text",
+            ParseErrorKind::StrayValueToken => {
+                "<true>/<false> are value-model tokens, not proof text"
+            }
         };
         format!("{what} (byte {})", self.position)
     }
@@ -98,15 +109,27 @@ pub struct ConditionalProof {
 /// Which special token starts at `pos`, if any.
 fn token_at(text: &str, pos: usize) -> Option<&'static str> {
     let rest = &text[pos..];
-    [USE_INVOKE, NO_INVOKE, INVOKE, END_INVOKE, TRUE_TOKEN, FALSE_TOKEN]
-        .into_iter()
-        .find(|t| rest.starts_with(t))
+    [
+        USE_INVOKE,
+        NO_INVOKE,
+        INVOKE,
+        END_INVOKE,
+        TRUE_TOKEN,
+        FALSE_TOKEN,
+    ]
+    .into_iter()
+    .find(|t| rest.starts_with(t))
 }
 
 impl ConditionalProof {
     /// A conditional proof with no proposed lemmas.
     pub fn plain(t0: T0, proof: &str) -> Self {
-        ConditionalProof { leading: String::new(), t0, segments: vec![proof.to_string()], lemmas: vec![] }
+        ConditionalProof {
+            leading: String::new(),
+            t0,
+            segments: vec![proof.to_string()],
+            lemmas: vec![],
+        }
     }
 
     /// Build from parts: `segments.len()` must be `lemmas.len() + 1`; lemma texts are put between
@@ -115,7 +138,12 @@ impl ConditionalProof {
         if segments.len() != lemmas.len() + 1 {
             return None;
         }
-        let cp = ConditionalProof { leading: String::new(), t0, segments, lemmas };
+        let cp = ConditionalProof {
+            leading: String::new(),
+            t0,
+            segments,
+            lemmas,
+        };
         // Round-trip guard: a segment must not smuggle in tags of its own.
         (Self::parse(&cp.to_string()).ok()? == cp).then_some(cp)
     }
@@ -135,12 +163,14 @@ impl ConditionalProof {
         let mut lemmas = Vec::new();
         let mut seg_start = pos;
         let mut open: Option<usize> = None; // byte offset of the open <invoke>
-        // All tokens start with '<', so scanning for '<' is enough and stays on char boundaries.
+                                            // All tokens start with '<', so scanning for '<' is enough and stays on char boundaries.
         while let Some(off) = text[pos..].find('<') {
             let at = pos + off;
             match token_at(text, at) {
                 Some(USE_INVOKE) | Some(NO_INVOKE) => return err(ParseErrorKind::RepeatedT0, at),
-                Some(TRUE_TOKEN) | Some(FALSE_TOKEN) => return err(ParseErrorKind::StrayValueToken, at),
+                Some(TRUE_TOKEN) | Some(FALSE_TOKEN) => {
+                    return err(ParseErrorKind::StrayValueToken, at)
+                }
                 Some(INVOKE) => {
                     if open.is_some() {
                         return err(ParseErrorKind::NestedInvoke, at);
@@ -169,7 +199,12 @@ impl ConditionalProof {
             return err(ParseErrorKind::UnclosedInvoke, open_at);
         }
         segments.push(text[seg_start..].to_string());
-        Ok(ConditionalProof { leading, t0, segments, lemmas })
+        Ok(ConditionalProof {
+            leading,
+            t0,
+            segments,
+            lemmas,
+        })
     }
 
     pub fn t0(&self) -> T0 {
@@ -212,7 +247,11 @@ impl ConditionalProof {
 
     /// The "augmented example" (paper §2 end, §3.2): the proposed lemmas move into the context
     /// (admitted, in proposal order) and the proof proposes nothing. Returns (context, proof).
-    pub fn move_lemmas_to_context(&self, context: &str, lang: &dyn ProofLanguage) -> (String, ConditionalProof) {
+    pub fn move_lemmas_to_context(
+        &self,
+        context: &str,
+        lang: &dyn ProofLanguage,
+    ) -> (String, ConditionalProof) {
         let mut ctx = context.to_string();
         for lemma in self.lemmas() {
             if !ctx.is_empty() && !ctx.ends_with('\n') {
@@ -221,7 +260,10 @@ impl ConditionalProof {
             ctx.push_str(&lang.render_admitted(lemma));
             ctx.push('\n');
         }
-        (ctx, ConditionalProof::plain(T0::NoInvoke, &self.proof_text()))
+        (
+            ctx,
+            ConditionalProof::plain(T0::NoInvoke, &self.proof_text()),
+        )
     }
 
     /// Remove proposed lemma `index` and every reference to its name in the proof segments (the
@@ -241,15 +283,28 @@ impl ConditionalProof {
         // Another proposal of the same name keeps its references.
         let still_declared = name
             .as_deref()
-            .map(|n| lemmas.iter().any(|l| lang.lemma_name(l).as_deref() == Some(n)))
+            .map(|n| {
+                lemmas
+                    .iter()
+                    .any(|l| lang.lemma_name(l).as_deref() == Some(n))
+            })
             .unwrap_or(true);
         if let (Some(name), false) = (name, still_declared) {
             for s in &mut segments {
                 *s = lang.remove_references(s, &name);
             }
         }
-        let t0 = if lemmas.is_empty() { T0::NoInvoke } else { self.t0 };
-        Some(ConditionalProof { leading: self.leading.clone(), t0, segments, lemmas })
+        let t0 = if lemmas.is_empty() {
+            T0::NoInvoke
+        } else {
+            self.t0
+        };
+        Some(ConditionalProof {
+            leading: self.leading.clone(),
+            t0,
+            segments,
+            lemmas,
+        })
     }
 }
 
@@ -289,7 +344,10 @@ mod tests {
         let s = "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. <invoke>Lemma b : P.</invoke>";
         let cp = ConditionalProof::parse(s).unwrap();
         assert_eq!(cp.t0(), T0::UseInvoke);
-        assert_eq!(cp.lemmas().collect::<Vec<_>>(), ["Lemma a : True.", "Lemma b : P."]);
+        assert_eq!(
+            cp.lemmas().collect::<Vec<_>>(),
+            ["Lemma a : True.", "Lemma b : P."]
+        );
         assert_eq!(cp.segments(), [" intros. ", " apply a. ", ""]);
         assert_eq!(cp.proof_text(), " intros.  apply a. ");
         assert_eq!(cp.to_string(), s);
@@ -307,13 +365,34 @@ mod tests {
         assert_eq!(kind("intros."), (ParseErrorKind::MissingT0, 0));
         assert_eq!(kind("  x <no_invoke>"), (ParseErrorKind::MissingT0, 2));
         assert_eq!(kind(""), (ParseErrorKind::MissingT0, 0));
-        assert_eq!(kind("<no_invoke> a <no_invoke>"), (ParseErrorKind::RepeatedT0, 14));
-        assert_eq!(kind("<use_invoke> <invoke> x"), (ParseErrorKind::UnclosedInvoke, 13));
-        assert_eq!(kind("<use_invoke> <invoke> <invoke> x </invoke>"), (ParseErrorKind::NestedInvoke, 22));
-        assert_eq!(kind("<use_invoke> <invoke> \n </invoke>"), (ParseErrorKind::EmptyInvoke, 13));
-        assert_eq!(kind("<use_invoke> a </invoke>"), (ParseErrorKind::StrayEndInvoke, 15));
-        assert_eq!(kind("<use_invoke> a <true>"), (ParseErrorKind::StrayValueToken, 15));
-        assert_eq!(kind("<use_invoke> <invoke> <use_invoke> </invoke>"), (ParseErrorKind::RepeatedT0, 22));
+        assert_eq!(
+            kind("<no_invoke> a <no_invoke>"),
+            (ParseErrorKind::RepeatedT0, 14)
+        );
+        assert_eq!(
+            kind("<use_invoke> <invoke> x"),
+            (ParseErrorKind::UnclosedInvoke, 13)
+        );
+        assert_eq!(
+            kind("<use_invoke> <invoke> <invoke> x </invoke>"),
+            (ParseErrorKind::NestedInvoke, 22)
+        );
+        assert_eq!(
+            kind("<use_invoke> <invoke> \n </invoke>"),
+            (ParseErrorKind::EmptyInvoke, 13)
+        );
+        assert_eq!(
+            kind("<use_invoke> a </invoke>"),
+            (ParseErrorKind::StrayEndInvoke, 15)
+        );
+        assert_eq!(
+            kind("<use_invoke> a <true>"),
+            (ParseErrorKind::StrayValueToken, 15)
+        );
+        assert_eq!(
+            kind("<use_invoke> <invoke> <use_invoke> </invoke>"),
+            (ParseErrorKind::RepeatedT0, 22)
+        );
     }
 
     #[test]
@@ -326,14 +405,26 @@ mod tests {
 
     #[test]
     fn from_parts_rejects_smuggled_tags() {
-        assert!(ConditionalProof::from_parts(T0::NoInvoke, vec!["a <invoke> b".into()], vec![]).is_none());
-        assert!(ConditionalProof::from_parts(T0::UseInvoke, vec!["a ".into(), " b".into()], vec![" L x. ".into()]).is_some());
-        assert!(ConditionalProof::from_parts(T0::UseInvoke, vec!["a".into()], vec!["L".into()]).is_none());
+        assert!(
+            ConditionalProof::from_parts(T0::NoInvoke, vec!["a <invoke> b".into()], vec![])
+                .is_none()
+        );
+        assert!(ConditionalProof::from_parts(
+            T0::UseInvoke,
+            vec!["a ".into(), " b".into()],
+            vec![" L x. ".into()]
+        )
+        .is_some());
+        assert!(
+            ConditionalProof::from_parts(T0::UseInvoke, vec!["a".into()], vec!["L".into()])
+                .is_none()
+        );
     }
 
     #[test]
     fn move_lemmas_to_context_builds_augmented_example() {
-        let cp = ConditionalProof::parse("<use_invoke> <invoke> Lemma a : T. </invoke> apply a.").unwrap();
+        let cp = ConditionalProof::parse("<use_invoke> <invoke> Lemma a : T. </invoke> apply a.")
+            .unwrap();
         let (ctx, proof) = cp.move_lemmas_to_context("Require Import X.", &ToyLanguage);
         assert_eq!(ctx, "Require Import X.\nLemma a : T. Admitted.\n");
         assert_eq!(proof.to_string(), "<no_invoke>  apply a.");
@@ -346,7 +437,10 @@ mod tests {
         )
         .unwrap();
         let r = cp.remove_lemma(0, &ToyLanguage).unwrap();
-        assert_eq!(r.to_string(), "<use_invoke> intros. <invoke> Lemma b : U. </invoke> apply b.");
+        assert_eq!(
+            r.to_string(),
+            "<use_invoke> intros. <invoke> Lemma b : U. </invoke> apply b."
+        );
         let r2 = r.remove_lemma(0, &ToyLanguage).unwrap();
         assert_eq!(r2.t0(), T0::NoInvoke);
         assert_eq!(r2.lemma_count(), 0);

@@ -22,7 +22,9 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
     if n - c < k {
         return Some(1.0);
     }
-    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    let fail: f64 = ((n - c + 1)..=n)
+        .map(|i| 1.0 - k as f64 / i as f64)
+        .product();
     Some(1.0 - fail)
 }
 
@@ -50,8 +52,16 @@ pub struct PassAtK {
 
 /// pass@k with a seeded bootstrap of `resamples` rounds (0 disables it: the interval collapses
 /// to the estimate). `None` if no theorem has k judged samples.
-pub fn estimate(outcomes: &[TheoremOutcome], k: usize, resamples: usize, seed: u64) -> Option<PassAtK> {
-    let scores: Vec<f64> = outcomes.iter().filter_map(|o| pass_at_k(o.samples, o.correct, k)).collect();
+pub fn estimate(
+    outcomes: &[TheoremOutcome],
+    k: usize,
+    resamples: usize,
+    seed: u64,
+) -> Option<PassAtK> {
+    let scores: Vec<f64> = outcomes
+        .iter()
+        .filter_map(|o| pass_at_k(o.samples, o.correct, k))
+        .collect();
     if scores.is_empty() {
         return None;
     }
@@ -71,7 +81,14 @@ pub fn estimate(outcomes: &[TheoremOutcome], k: usize, resamples: usize, seed: u
         ci_low = at(0.025);
         ci_high = at(0.975);
     }
-    Some(PassAtK { k, estimate, ci_low, ci_high, theorems: scores.len(), skipped: outcomes.len() - scores.len() })
+    Some(PassAtK {
+        k,
+        estimate,
+        ci_low,
+        ci_high,
+        theorems: scores.len(),
+        skipped: outcomes.len() - scores.len(),
+    })
 }
 
 /// The difference of two methods' pass@k on the same theorems (B − A), with a paired bootstrap
@@ -107,7 +124,9 @@ pub fn paired_difference(
     let diffs: Vec<f64> = a
         .iter()
         .zip(b)
-        .filter_map(|(x, y)| Some(pass_at_k(y.samples, y.correct, k)? - pass_at_k(x.samples, x.correct, k)?))
+        .filter_map(|(x, y)| {
+            Some(pass_at_k(y.samples, y.correct, k)? - pass_at_k(x.samples, x.correct, k)?)
+        })
         .collect();
     if diffs.is_empty() {
         return None;
@@ -117,14 +136,22 @@ pub fn paired_difference(
     let (mut ci_low, mut ci_high) = (estimate, estimate);
     if resamples > 0 {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut means: Vec<f64> =
-            (0..resamples).map(|_| (0..n).map(|_| diffs[rng.gen_range(0..n)]).sum::<f64>() / n as f64).collect();
+        let mut means: Vec<f64> = (0..resamples)
+            .map(|_| (0..n).map(|_| diffs[rng.gen_range(0..n)]).sum::<f64>() / n as f64)
+            .collect();
         means.sort_by(f64::total_cmp);
         let at = |q: f64| means[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
         ci_low = at(0.025);
         ci_high = at(0.975);
     }
-    Some(PairedDifference { k, estimate, ci_low, ci_high, theorems: n, skipped: a.len() - n })
+    Some(PairedDifference {
+        k,
+        estimate,
+        ci_low,
+        ci_high,
+        theorems: n,
+        skipped: a.len() - n,
+    })
 }
 
 /// Paper Fig. 5: theorems counted by (depth of the ground-truth tree, depth of the tree that
@@ -136,7 +163,10 @@ pub struct DepthTable {
 
 impl DepthTable {
     pub fn add(&mut self, ground_truth_depth: Option<u32>, proved_depth: Option<u32>) {
-        *self.cells.entry((ground_truth_depth, proved_depth)).or_default() += 1;
+        *self
+            .cells
+            .entry((ground_truth_depth, proved_depth))
+            .or_default() += 1;
     }
     /// Rows as (ground-truth depth, proving depth, count), for JSON and tables.
     pub fn rows(&self) -> Vec<(Option<u32>, Option<u32>, usize)> {
@@ -162,7 +192,10 @@ mod tests {
                 for k in 1..=n {
                     let want = 1.0 - binomial(n - c, k) / binomial(n, k);
                     let got = pass_at_k(n as usize, c as usize, k as usize).unwrap();
-                    assert!((got - want).abs() < 1e-9, "n={n} c={c} k={k}: {got} vs {want}");
+                    assert!(
+                        (got - want).abs() < 1e-9,
+                        "n={n} c={c} k={k}: {got} vs {want}"
+                    );
                 }
             }
         }
@@ -181,10 +214,22 @@ mod tests {
     #[test]
     fn estimate_skips_short_theorems_and_brackets_the_mean() {
         let outcomes = [
-            TheoremOutcome { samples: 16, correct: 0 },
-            TheoremOutcome { samples: 16, correct: 16 },
-            TheoremOutcome { samples: 16, correct: 4 },
-            TheoremOutcome { samples: 2, correct: 2 }, // infra ate samples: skipped, not failed
+            TheoremOutcome {
+                samples: 16,
+                correct: 0,
+            },
+            TheoremOutcome {
+                samples: 16,
+                correct: 16,
+            },
+            TheoremOutcome {
+                samples: 16,
+                correct: 4,
+            },
+            TheoremOutcome {
+                samples: 2,
+                correct: 2,
+            }, // infra ate samples: skipped, not failed
         ];
         let r = estimate(&outcomes, 8, 2000, 7).unwrap();
         assert_eq!((r.theorems, r.skipped), (3, 1));
@@ -192,16 +237,27 @@ mod tests {
         assert!((r.estimate - (1.0 + p4) / 3.0).abs() < 1e-12);
         assert!(r.ci_low <= r.estimate && r.estimate <= r.ci_high);
         assert!(r.ci_low >= 0.0 && r.ci_high <= 1.0 && r.ci_low < r.ci_high);
-        assert_eq!(estimate(&outcomes, 8, 2000, 7), Some(r), "seeded bootstrap is reproducible");
+        assert_eq!(
+            estimate(&outcomes, 8, 2000, 7),
+            Some(r),
+            "seeded bootstrap is reproducible"
+        );
         assert!(estimate(&outcomes[3..], 8, 10, 0).is_none());
     }
 
     #[test]
     fn paired_difference_of_identical_methods_contains_zero() {
-        let a: Vec<TheoremOutcome> =
-            (0..40).map(|i| TheoremOutcome { samples: 8, correct: [0, 1, 3, 8][i % 4] }).collect();
+        let a: Vec<TheoremOutcome> = (0..40)
+            .map(|i| TheoremOutcome {
+                samples: 8,
+                correct: [0, 1, 3, 8][i % 4],
+            })
+            .collect();
         let d = paired_difference(&a, &a, 4, 1000, 3).unwrap();
-        assert_eq!((d.estimate, d.ci_low, d.ci_high, d.theorems, d.skipped), (0.0, 0.0, 0.0, 40, 0));
+        assert_eq!(
+            (d.estimate, d.ci_low, d.ci_high, d.theorems, d.skipped),
+            (0.0, 0.0, 0.0, 40, 0)
+        );
         // Same rates, different theorems: no systematic difference, the interval straddles 0.
         let b: Vec<TheoremOutcome> = (0..40).map(|i| a[(i + 1) % 40]).collect();
         let d = paired_difference(&a, &b, 1, 2000, 3).unwrap();
@@ -213,19 +269,38 @@ mod tests {
         // B proves one more sample out of 8 on every theorem: a small gain, but on every
         // theorem, so the paired interval excludes 0 although both unpaired intervals (over
         // theorems of very different difficulty) overlap widely.
-        let a: Vec<TheoremOutcome> =
-            (0..30).map(|i| TheoremOutcome { samples: 8, correct: if i % 2 == 0 { 0 } else { 6 } }).collect();
-        let b: Vec<TheoremOutcome> = a.iter().map(|o| TheoremOutcome { samples: 8, correct: o.correct + 1 }).collect();
+        let a: Vec<TheoremOutcome> = (0..30)
+            .map(|i| TheoremOutcome {
+                samples: 8,
+                correct: if i % 2 == 0 { 0 } else { 6 },
+            })
+            .collect();
+        let b: Vec<TheoremOutcome> = a
+            .iter()
+            .map(|o| TheoremOutcome {
+                samples: 8,
+                correct: o.correct + 1,
+            })
+            .collect();
         let d = paired_difference(&a, &b, 1, 2000, 5).unwrap();
         assert!((d.estimate - 0.125).abs() < 1e-12, "{d:?}");
         assert!(d.ci_low > 0.0 && d.ci_high >= d.estimate, "{d:?}");
-        let (ea, eb) = (estimate(&a, 1, 2000, 5).unwrap(), estimate(&b, 1, 2000, 5).unwrap());
-        assert!(eb.ci_low < ea.ci_high, "the unpaired intervals overlap: {ea:?} {eb:?}");
+        let (ea, eb) = (
+            estimate(&a, 1, 2000, 5).unwrap(),
+            estimate(&b, 1, 2000, 5).unwrap(),
+        );
+        assert!(
+            eb.ci_low < ea.ci_high,
+            "the unpaired intervals overlap: {ea:?} {eb:?}"
+        );
         // The reverse is below 0; theorems short of k judged samples in either are skipped.
         let mut b2 = b.clone();
         b2[0].samples = 2;
         let r = paired_difference(&b2, &a, 4, 500, 5).unwrap();
-        assert!(r.ci_high < 0.0 && r.theorems == 29 && r.skipped == 1, "{r:?}");
+        assert!(
+            r.ci_high < 0.0 && r.theorems == 29 && r.skipped == 1,
+            "{r:?}"
+        );
         assert_eq!(paired_difference(&a, &b[1..], 1, 10, 0), None);
     }
 

@@ -23,7 +23,9 @@ fn text_piece() -> impl Strategy<Value = String> {
         0..6,
     )
     .prop_map(|v| v.concat())
-    .prop_filter("no special token", |s| ConditionalProof::parse(&format!("<no_invoke>{s}")).is_ok())
+    .prop_filter("no special token", |s| {
+        ConditionalProof::parse(&format!("<no_invoke>{s}")).is_ok()
+    })
 }
 
 fn lemma_text() -> impl Strategy<Value = String> {
@@ -77,7 +79,11 @@ proptest! {
 fn forest() -> impl Strategy<Value = Vec<(u8, Vec<u8>, Option<bool>)>> {
     (1u8..8).prop_flat_map(|atoms| {
         prop::collection::vec(
-            (0..atoms, prop::collection::vec(0..atoms, 0..3), prop_oneof![3 => Just(Some(true)), 1 => Just(Some(false)), 1 => Just(None)]),
+            (
+                0..atoms,
+                prop::collection::vec(0..atoms, 0..3),
+                prop_oneof![3 => Just(Some(true)), 1 => Just(Some(false)), 1 => Just(None)],
+            ),
             1..14,
         )
     })
@@ -88,9 +94,15 @@ fn build(spec: &[(u8, Vec<u8>, Option<bool>)]) -> Vec<Node> {
         .enumerate()
         .map(|(i, (atom, lemmas, local))| {
             // Names differ per node on purpose: only statements identify goals.
-            let mut proof = String::from(if lemmas.is_empty() { "<no_invoke>" } else { "<use_invoke>" });
+            let mut proof = String::from(if lemmas.is_empty() {
+                "<no_invoke>"
+            } else {
+                "<use_invoke>"
+            });
             for (j, l) in lemmas.iter().enumerate() {
-                proof.push_str(&format!(" <invoke> Lemma n{i}_{j} : A{l}. </invoke> use n{i}_{j} A{l}."));
+                proof.push_str(&format!(
+                    " <invoke> Lemma n{i}_{j} : A{l}. </invoke> use n{i}_{j} A{l}."
+                ));
             }
             proof.push_str(" done.");
             Node {
@@ -108,8 +120,16 @@ fn build(spec: &[(u8, Vec<u8>, Option<bool>)]) -> Vec<Node> {
 fn naive(spec: &[(u8, Vec<u8>, Option<bool>)], accept: impl Fn(Option<bool>) -> bool) -> Vec<bool> {
     let mut correct = vec![false; spec.len()];
     loop {
-        let proved: HashSet<u8> = spec.iter().zip(&correct).filter(|(_, &c)| c).map(|((a, _, _), _)| *a).collect();
-        let next: Vec<bool> = spec.iter().map(|(_, ls, v)| accept(*v) && ls.iter().all(|l| proved.contains(l))).collect();
+        let proved: HashSet<u8> = spec
+            .iter()
+            .zip(&correct)
+            .filter(|(_, &c)| c)
+            .map(|((a, _, _), _)| *a)
+            .collect();
+        let next: Vec<bool> = spec
+            .iter()
+            .map(|(_, ls, v)| accept(*v) && ls.iter().all(|l| proved.contains(l)))
+            .collect();
         if next == correct {
             return correct;
         }
@@ -196,12 +216,24 @@ fn hundred_thousand_nodes() {
     let cycle = 25_000usize;
     let mut proofs = Vec::new();
     for i in 0..chain {
-        let p = if i + 1 < chain { format!("<use_invoke> <invoke> Lemma c{} : C{}. </invoke> x.", i + 1, i + 1) } else { "<no_invoke> x.".into() };
+        let p = if i + 1 < chain {
+            format!(
+                "<use_invoke> <invoke> Lemma c{} : C{}. </invoke> x.",
+                i + 1,
+                i + 1
+            )
+        } else {
+            "<no_invoke> x.".into()
+        };
         proofs.push((format!("Lemma c{i} : C{i}."), p, true));
     }
     for i in 0..cycle {
         let j = (i + 1) % cycle;
-        proofs.push((format!("Lemma d{i} : D{i}."), format!("<use_invoke> <invoke> Lemma d{j} : D{j}. </invoke> x."), true));
+        proofs.push((
+            format!("Lemma d{i} : D{i}."),
+            format!("<use_invoke> <invoke> Lemma d{j} : D{j}. </invoke> x."),
+            true,
+        ));
     }
     let mut seed = 0x9e3779b97f4a7c15u64;
     let mut rnd = |n: usize| {
@@ -213,7 +245,11 @@ fn hundred_thousand_nodes() {
     for _ in 0..25_000 {
         // Extra samples for chain statements, half of them incorrect: they never change verdicts.
         let i = rnd(chain);
-        proofs.push((format!("Lemma e : C{i}."), "<no_invoke> y.".into(), rnd(2) == 0));
+        proofs.push((
+            format!("Lemma e : C{i}."),
+            "<no_invoke> y.".into(),
+            rnd(2) == 0,
+        ));
     }
     let nodes: Vec<Node> = proofs
         .into_iter()
@@ -223,7 +259,11 @@ fn hundred_thousand_nodes() {
             context: "ctx".into(),
             statement,
             proof: ConditionalProof::parse(&proof).unwrap(),
-            local: if ok { LocalVerdict::Correct } else { LocalVerdict::Incorrect },
+            local: if ok {
+                LocalVerdict::Correct
+            } else {
+                LocalVerdict::Incorrect
+            },
         })
         .collect();
     assert_eq!(nodes.len(), 100_000);

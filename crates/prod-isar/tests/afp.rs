@@ -19,7 +19,10 @@ use prod_isar::{segment_theory, KeywordTable};
 
 const CACHE: &str = "/tmp/afp-2022-12-06";
 /// The project's shared data lives beside the repository (`../shared`).
-const TARBALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/afp-2022-12-06.tar.xz");
+const TARBALL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/data/afp-2022-12-06.tar.xz"
+);
 
 fn afp_root() -> Option<PathBuf> {
     static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();

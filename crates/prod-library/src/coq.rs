@@ -581,7 +581,10 @@ impl<'l> CoqSource<'l> {
         discovery::resolve_dependencies(&mut library, coqlib);
         let resolver = Resolver::new(&library, coqlib);
         let own_tactics = crate::hammer::own_hammer_tactics(
-            library.files.iter().filter_map(|f| std::fs::read_to_string(&f.path).ok()),
+            library
+                .files
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(&f.path).ok()),
         );
         Ok(CoqSource {
             library,

@@ -10,10 +10,10 @@ use prod_core::{ConditionalProof, ProofLanguage};
 use serde::{Deserialize, Serialize};
 
 use crate::discovery::{self, LibrarySpec};
-use crate::source::{FileSegmenter, LibrarySource};
 use crate::examples::{build_examples, Rewriter, TheoremExample};
 use crate::peel::peel;
 use crate::segment::{ProofEnd, SkipReason};
+use crate::source::{FileSegmenter, LibrarySource};
 
 /// `[dataset]` section of `prod.toml`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -66,7 +66,10 @@ impl Default for DatasetConfig {
 impl DatasetConfig {
     /// What the test split aims for (minimum and per-file cap).
     pub fn test_target(&self) -> crate::split::TestTarget {
-        crate::split::TestTarget { min_theorems: self.test_min_theorems, file_cap: self.test_file_cap }
+        crate::split::TestTarget {
+            min_theorems: self.test_min_theorems,
+            file_cap: self.test_file_cap,
+        }
     }
 }
 
@@ -199,7 +202,15 @@ pub struct Stats {
 }
 
 /// An example with its theorem's name, scope, line, imports and proof end.
-type FileExample = (TheoremExample, String, Vec<String>, usize, Vec<String>, ProofEnd, Vec<String>);
+type FileExample = (
+    TheoremExample,
+    String,
+    Vec<String>,
+    usize,
+    Vec<String>,
+    ProofEnd,
+    Vec<String>,
+);
 
 /// What one file produced.
 struct FileOut {
@@ -217,7 +228,12 @@ struct FileOut {
     failed: Option<String>,
 }
 
-fn process_file(src: &dyn LibrarySource, segmenter: &mut dyn FileSegmenter, i: usize, hammer: bool) -> FileOut {
+fn process_file(
+    src: &dyn LibrarySource,
+    segmenter: &mut dyn FileSegmenter,
+    i: usize,
+    hammer: bool,
+) -> FileOut {
     let f = &src.library().files[i];
     let file = f.path.display().to_string();
     let mut out = FileOut {
@@ -253,7 +269,12 @@ fn process_file(src: &dyn LibrarySource, segmenter: &mut dyn FileSegmenter, i: u
     out.unclosed_blocks = cf.unclosed_blocks;
     out.body_start = cf.body_start;
     for (line, reason) in &cf.issues {
-        out.skipped.push(Skipped { file: file.clone(), line: *line, name: String::new(), reason: reason.clone() });
+        out.skipped.push(Skipped {
+            file: file.clone(),
+            line: *line,
+            name: String::new(),
+            reason: reason.clone(),
+        });
     }
     let seg = &cf.segments;
     let peeling = peel(seg);
@@ -270,22 +291,50 @@ fn process_file(src: &dyn LibrarySource, segmenter: &mut dyn FileSegmenter, i: u
             _ => {}
         }
         if let Some(r) = t.skip {
-            out.skipped.push(Skipped { file: file.clone(), line: t.line, name: t.name.clone().unwrap_or_default(), reason: r.as_str().into() });
+            out.skipped.push(Skipped {
+                file: file.clone(),
+                line: t.line,
+                name: t.name.clone().unwrap_or_default(),
+                reason: r.as_str().into(),
+            });
         }
     }
     for (r, n) in &seg.other_skipped {
         for _ in 0..*n {
-            out.skipped.push(Skipped { file: file.clone(), line: 0, name: String::new(), reason: r.as_str().into() });
+            out.skipped.push(Skipped {
+                file: file.clone(),
+                line: 0,
+                name: String::new(),
+                reason: r.as_str().into(),
+            });
         }
     }
     for i in failed {
         let t = &seg.theorems[i];
-        out.skipped.push(Skipped { file: file.clone(), line: t.line, name: t.name.clone().unwrap_or_default(), reason: "special_token_in_proof".into() });
+        out.skipped.push(Skipped {
+            file: file.clone(),
+            line: t.line,
+            name: t.name.clone().unwrap_or_default(),
+            reason: "special_token_in_proof".into(),
+        });
     }
     for ex in examples {
         let t = &seg.theorems[ex.index];
-        let imports = cf.imports.iter().filter(|(o, _)| *o < t.start).map(|(_, s)| s.clone()).collect();
-        out.examples.push((ex, t.name.clone().unwrap_or_default(), t.scope.clone(), t.line, imports, t.end, t.module_path.clone()));
+        let imports = cf
+            .imports
+            .iter()
+            .filter(|(o, _)| *o < t.start)
+            .map(|(_, s)| s.clone())
+            .collect();
+        out.examples.push((
+            ex,
+            t.name.clone().unwrap_or_default(),
+            t.scope.clone(),
+            t.line,
+            imports,
+            t.end,
+            t.module_path.clone(),
+        ));
     }
     // The segmenter's text: Coq's has its library-internal `Require`s qualified.
     out.source = if seg.source == source {
@@ -304,7 +353,9 @@ fn context_start(base: &str, end: usize, max: usize) -> usize {
     let from = end - max;
     match base.get(from..end).and_then(|t| t.find('\n')) {
         Some(nl) => from + nl + 1,
-        None => (from..end).find(|&i| base.is_char_boundary(i)).unwrap_or(end),
+        None => (from..end)
+            .find(|&i| base.is_char_boundary(i))
+            .unwrap_or(end),
     }
 }
 
@@ -332,17 +383,33 @@ fn is_zero(n: &usize) -> bool {
 impl Example {
     /// The full, checkable context of this example, from its file's record.
     pub fn full_context(&self, src: &SourceRecord) -> Option<String> {
-        let base = if self.variant == "w_lemmas" { &src.source } else { &src.reduced };
-        Some(format!("{}{}", base.get(..self.context_end)?, self.context_extra))
+        let base = if self.variant == "w_lemmas" {
+            &src.source
+        } else {
+            &src.reduced
+        };
+        Some(format!(
+            "{}{}",
+            base.get(..self.context_end)?,
+            self.context_extra
+        ))
     }
 
     /// The context as a checker takes it: the full context from the file's `body_start` (for
     /// Isabelle the text after the theory header's `begin`, the imports being in `imports`;
     /// for Coq the same as [`Example::full_context`]).
     pub fn checker_context(&self, src: &SourceRecord) -> Option<String> {
-        let base = if self.variant == "w_lemmas" { &src.source } else { &src.reduced };
+        let base = if self.variant == "w_lemmas" {
+            &src.source
+        } else {
+            &src.reduced
+        };
         let start = src.body_start.min(self.context_end);
-        Some(format!("{}{}", base.get(start..self.context_end)?, self.context_extra))
+        Some(format!(
+            "{}{}",
+            base.get(start..self.context_end)?,
+            self.context_extra
+        ))
     }
 }
 
@@ -351,8 +418,13 @@ pub fn read_sources(dir: &Path) -> Result<HashMap<String, SourceRecord>, String>
     let path = dir.join("sources.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = HashMap::new();
-    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let r: SourceRecord = serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+    for (i, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let r: SourceRecord =
+            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
         out.insert(r.logical_path.clone(), r);
     }
     Ok(out)
@@ -363,7 +435,13 @@ pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
 /// Build a dataset for the Coq library `spec` into `out_dir`. Returns the stats (also written to
 /// `stats.json`). `lang`: the language for augmented copies (`None`: none are written).
-pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Option<&dyn ProofLanguage>, progress: Progress) -> Result<Stats, BuildError> {
+pub fn build(
+    spec: &LibrarySpec,
+    out_dir: &Path,
+    cfg: &DatasetConfig,
+    lang: Option<&dyn ProofLanguage>,
+    progress: Progress,
+) -> Result<Stats, BuildError> {
     let started = std::time::Instant::now();
     let source = crate::coq::CoqSource::discover(spec, &cfg.coqlib, lang)?;
     let mut stats = build_from(&source, out_dir, cfg, progress, started)?;
@@ -381,17 +459,30 @@ pub fn build(spec: &LibrarySpec, out_dir: &Path, cfg: &DatasetConfig, lang: Opti
 
 fn write_stats(out_dir: &Path, stats: &Stats) -> Result<(), BuildError> {
     let path = out_dir.join("stats.json");
-    let text = serde_json::to_string_pretty(stats).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
+    let text =
+        serde_json::to_string_pretty(stats).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
     std::fs::write(&path, text + "\n").map_err(|e| BuildError::Io(path.clone(), e))
 }
 
 /// Build a dataset from any [`LibrarySource`] (the one pipeline of every prover). `started`:
 /// when the build began (discovery included), for `stats.seconds`.
-pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, progress: Progress, started: std::time::Instant) -> Result<Stats, BuildError> {
+pub fn build_from(
+    src: &dyn LibrarySource,
+    out_dir: &Path,
+    cfg: &DatasetConfig,
+    progress: Progress,
+    started: std::time::Instant,
+) -> Result<Stats, BuildError> {
     let lib = src.library();
     let lang = src.language();
     let n = lib.files.len();
-    let threads = if cfg.threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) } else { cfg.threads };
+    let threads = if cfg.threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    } else {
+        cfg.threads
+    };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let mut results: Vec<Option<FileOut>> = (0..n).map(|_| None).collect();
@@ -427,7 +518,10 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
     let results: Vec<FileOut> = results.into_iter().flatten().collect();
     if std::env::var_os("PROD_DATASET_TIMING").is_some() {
-        eprintln!("timing: files segmented, peeled and turned into examples after {:.2?}", started.elapsed());
+        eprintln!(
+            "timing: files segmented, peeled and turned into examples after {:.2?}",
+            started.elapsed()
+        );
     }
 
     // Units and the test split (the prover's plan; by default the dependency sampler).
@@ -459,20 +553,33 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     // The per-file cap: a test file keeps at most `cap` of its T_tree theorems, a seeded choice
     // (by the file's logical path, so it does not depend on what else is built); the rest go to
     // no split, since their file is a test unit (nothing in train may come from it).
-    let test_files: Vec<usize> = (0..n).filter(|&i| is_test_unit[unit_of[i]] && file_sizes.tree[i] > 0).collect();
+    let test_files: Vec<usize> = (0..n)
+        .filter(|&i| is_test_unit[unit_of[i]] && file_sizes.tree[i] > 0)
+        .collect();
     let test_sizes: Vec<usize> = test_files.iter().map(|&i| file_sizes.tree[i]).collect();
     let cap = crate::split::file_cap(&test_sizes, cfg.test_file_cap);
     let mut test_dropped: Vec<Vec<bool>> = vec![Vec::new(); n];
     let mut test_kept: Vec<(usize, usize)> = Vec::new();
     for &i in &test_files {
-        let tree: Vec<usize> = results[i].examples.iter().enumerate().filter(|(_, e)| e.0.in_tree).map(|(k, _)| k).collect();
+        let tree: Vec<usize> = results[i]
+            .examples
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.0.in_tree)
+            .map(|(k, _)| k)
+            .collect();
         let keep = cap.cap.map_or(tree.len(), |c| tree.len().min(c));
         test_kept.push((i, keep));
         if keep < tree.len() {
             use rand::seq::SliceRandom;
             use rand::SeedableRng;
             let mut order = tree;
-            let key = lib.files[i].logical.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+            let key = lib.files[i]
+                .logical
+                .bytes()
+                .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+                });
             order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(cfg.seed ^ key));
             let mut dropped = vec![false; results[i].examples.len()];
             for &k in &order[keep..] {
@@ -483,20 +590,43 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
 
     // Assign splits; validation drawn from the non-test examples.
-    let non_test: usize = results.iter().enumerate().filter(|(i, _)| !is_test_unit[unit_of[*i]] && !is_excluded[unit_of[*i]]).map(|(_, r)| r.examples.len()).sum();
+    let non_test: usize = results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !is_test_unit[unit_of[*i]] && !is_excluded[unit_of[*i]])
+        .map(|(_, r)| r.examples.len())
+        .sum();
     let val_mask = crate::split::validation_mask(non_test, cfg.val_fraction, cfg.seed);
     std::fs::create_dir_all(out_dir).map_err(|e| BuildError::Io(out_dir.to_path_buf(), e))?;
     let mut w = Writers::new(out_dir)?;
-    let mut stats = Stats { library: lib.name.clone(), prover: src.prover().into(), files: n, split_unit: plan.unit_kind.clone(), units, ..Default::default() };
-    stats.test_units = plan.test.iter().filter_map(|&u| plan.unit_names.get(u).cloned()).collect();
-    stats.excluded_units = plan.excluded.iter().filter_map(|&u| plan.unit_names.get(u).cloned()).collect();
+    let mut stats = Stats {
+        library: lib.name.clone(),
+        prover: src.prover().into(),
+        files: n,
+        split_unit: plan.unit_kind.clone(),
+        units,
+        ..Default::default()
+    };
+    stats.test_units = plan
+        .test
+        .iter()
+        .filter_map(|&u| plan.unit_names.get(u).cloned())
+        .collect();
+    stats.excluded_units = plan
+        .excluded
+        .iter()
+        .filter_map(|&u| plan.unit_names.get(u).cloned())
+        .collect();
     stats.notes = lib.notes.clone();
     stats.load_paths = lib.load_paths.clone();
     stats.notes.extend(plan.notes.iter().cloned());
     stats.test_theorems = test_kept.iter().map(|&(_, k)| k).sum();
     stats.test_file_cap = cap.cap;
     stats.test_dropped_by_cap = test_sizes.iter().sum::<usize>() - stats.test_theorems;
-    if let Some(&(i, k)) = test_kept.iter().max_by_key(|&&(i, k)| (k, std::cmp::Reverse(i))) {
+    if let Some(&(i, k)) = test_kept
+        .iter()
+        .max_by_key(|&&(i, k)| (k, std::cmp::Reverse(i)))
+    {
         stats.test_max_file_share = k as f64 / stats.test_theorems.max(1) as f64;
         stats.test_max_file = lib.files[i].logical.clone();
     }
@@ -514,7 +644,9 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
         ));
     }
     if lang.is_none() {
-        stats.notes.push("no ProofLanguage given: sft.jsonl has no augmented copies".into());
+        stats
+            .notes
+            .push("no ProofLanguage given: sft.jsonl has no augmented copies".into());
     }
     for s in &lib.dep_source {
         *stats.dependency_sources.entry(s.to_string()).or_default() += 1;
@@ -536,7 +668,12 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
         stats.unclosed_blocks += r.unclosed_blocks;
         if let Some(e) = &r.failed {
             stats.files_failed += 1;
-            skipped_all.push(Skipped { file: f.path.display().to_string(), line: 0, name: String::new(), reason: format!("file_{e}") });
+            skipped_all.push(Skipped {
+                file: f.path.display().to_string(),
+                line: 0,
+                name: String::new(),
+                reason: format!("file_{e}"),
+            });
         }
         skipped_all.extend(r.skipped.iter().cloned());
         val_start[i] = non_test_before;
@@ -548,8 +685,19 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
     // Lines are rendered per file in parallel and written in file order, so the output is the
     // same whatever the thread count.
-    let rc = RenderContext { lib, cfg, lang, unit_of, is_test_unit: &is_test_unit, is_excluded: &is_excluded, val_mask: &val_mask, val_start: &val_start, test_dropped: &test_dropped };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Rendered, String>)>(threads.max(1) * 4);
+    let rc = RenderContext {
+        lib,
+        cfg,
+        lang,
+        unit_of,
+        is_test_unit: &is_test_unit,
+        is_excluded: &is_excluded,
+        val_mask: &val_mask,
+        val_start: &val_start,
+        test_dropped: &test_dropped,
+    };
+    let (tx, rx) =
+        std::sync::mpsc::sync_channel::<(usize, Result<Rendered, String>)>(threads.max(1) * 4);
     let next = AtomicUsize::new(0);
     let mut with_example = 0usize;
     let mut failure: Option<BuildError> = None;
@@ -575,7 +723,10 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
                 let r = match r {
                     Ok(r) => r,
                     Err(e) => {
-                        failure = Some(BuildError::Io(out_dir.join("(serialisation)"), std::io::Error::other(e)));
+                        failure = Some(BuildError::Io(
+                            out_dir.join("(serialisation)"),
+                            std::io::Error::other(e),
+                        ));
                         break 'receive;
                     }
                 };
@@ -607,9 +758,16 @@ pub fn build_from(src: &dyn LibrarySource, out_dir: &Path, cfg: &DatasetConfig, 
     }
     stats.files_written = w.finish()?;
     for split in ["train", "val", "test"] {
-        stats.examples_per_split.insert(split.into(), stats.files_written.get(split).copied().unwrap_or(0));
+        stats.examples_per_split.insert(
+            split.into(),
+            stats.files_written.get(split).copied().unwrap_or(0),
+        );
     }
-    stats.peeled_share = if with_example > 0 { stats.peeled as f64 / with_example as f64 } else { 0.0 };
+    stats.peeled_share = if with_example > 0 {
+        stats.peeled as f64 / with_example as f64
+    } else {
+        0.0
+    };
     stats.seconds = started.elapsed().as_secs_f64();
     write_stats(out_dir, &stats)?;
     Ok(stats)
@@ -712,11 +870,20 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
             line: *line,
             position: ex.index,
             scope: scope.clone(),
-            qualified_name: module_path.iter().chain(std::iter::once(name)).cloned().collect::<Vec<_>>().join("."),
+            qualified_name: module_path
+                .iter()
+                .chain(std::iter::once(name))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("."),
             name: name.clone(),
             imports: imports.clone(),
             flags: f.flags.clone(),
-            context: r.reduced.get(cstart..ex.context_end).unwrap_or("").to_string(),
+            context: r
+                .reduced
+                .get(cstart..ex.context_end)
+                .unwrap_or("")
+                .to_string(),
             context_start: cstart,
             context_end: ex.context_end,
             context_extra: String::new(),
@@ -727,7 +894,12 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
             proposed_names: ex.proposed_names.clone(),
             depth: ex.depth,
             in_tree: ex.in_tree,
-            proof_end: if *end == ProofEnd::Defined { "defined" } else { "qed" }.into(),
+            proof_end: if *end == ProofEnd::Defined {
+                "defined"
+            } else {
+                "qed"
+            }
+            .into(),
             replaced_steps: ex.replaced_steps,
             split: split.into(),
             variant: "wo_lemmas".into(),
@@ -735,12 +907,18 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
         // D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
         let wstart = context_start(&r.source, ex.context_with_lemmas_end, cfg.context_bytes);
         let wl = Example {
-            context: r.source.get(wstart..ex.context_with_lemmas_end).unwrap_or("").to_string(),
+            context: r
+                .source
+                .get(wstart..ex.context_with_lemmas_end)
+                .unwrap_or("")
+                .to_string(),
             context_start: wstart,
             context_end: ex.context_with_lemmas_end,
             conditional_proof: ex.plain_proof.clone(),
             conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
-                .map(|cp| ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string())
+                .map(|cp| {
+                    ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string()
+                })
                 .unwrap_or_default(),
             proposed_lemmas: vec![],
             proposed_names: vec![],
@@ -751,7 +929,12 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
             "test" => {
                 // Paper §4.1: the test sets keep only the theorems in T_tree (and the per-file
                 // cap only some of a large file's).
-                let capped = rc.test_dropped.get(i).and_then(|d| d.get(j)).copied().unwrap_or(false);
+                let capped = rc
+                    .test_dropped
+                    .get(i)
+                    .and_then(|d| d.get(j))
+                    .copied()
+                    .unwrap_or(false);
                 if ex.in_tree && !capped {
                     out.push("test", &base)?;
                     out.push("test_wl", &wl)?;
@@ -793,7 +976,10 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
 }
 
 /// The output files, in the order documented in docs/dataset.md.
-pub const OUTPUT_FILES: [&str; 11] = ["train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl", "sources", "skipped", "stats"];
+pub const OUTPUT_FILES: [&str; 11] = [
+    "train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl", "sources", "skipped",
+    "stats",
+];
 
 struct Writers {
     dir: PathBuf,
@@ -808,20 +994,32 @@ impl Writers {
             let f = std::fs::File::create(&path).map_err(|e| BuildError::Io(path.clone(), e))?;
             files.insert(*name, (std::io::BufWriter::new(f), 0));
         }
-        Ok(Writers { dir: dir.to_path_buf(), files })
+        Ok(Writers {
+            dir: dir.to_path_buf(),
+            files,
+        })
     }
     fn write<T: Serialize>(&mut self, name: &'static str, v: &T) -> Result<(), BuildError> {
         let path = self.dir.join(format!("{name}.jsonl"));
-        let Some((w, n)) = self.files.get_mut(name) else { return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into())) };
+        let Some((w, n)) = self.files.get_mut(name) else {
+            return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into()));
+        };
         serde_json::to_writer(&mut *w, v).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
         w.write_all(b"\n").map_err(|e| BuildError::Io(path, e))?;
         *n += 1;
         Ok(())
     }
     /// Append already serialised lines.
-    fn write_raw(&mut self, name: &'static str, bytes: &[u8], lines: usize) -> Result<(), BuildError> {
+    fn write_raw(
+        &mut self,
+        name: &'static str,
+        bytes: &[u8],
+        lines: usize,
+    ) -> Result<(), BuildError> {
         let path = self.dir.join(format!("{name}.jsonl"));
-        let Some((w, n)) = self.files.get_mut(name) else { return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into())) };
+        let Some((w, n)) = self.files.get_mut(name) else {
+            return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into()));
+        };
         w.write_all(bytes).map_err(|e| BuildError::Io(path, e))?;
         *n += lines;
         Ok(())
@@ -829,7 +1027,8 @@ impl Writers {
     fn finish(self) -> Result<BTreeMap<String, usize>, BuildError> {
         let mut out = BTreeMap::new();
         for (name, (mut w, n)) in self.files {
-            w.flush().map_err(|e| BuildError::Io(self.dir.join(format!("{name}.jsonl")), e))?;
+            w.flush()
+                .map_err(|e| BuildError::Io(self.dir.join(format!("{name}.jsonl")), e))?;
             out.insert(name.to_string(), n);
         }
         Ok(out)
@@ -852,7 +1051,9 @@ pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+        })
         .collect()
 }
 

@@ -164,7 +164,11 @@ fn debian_sources() -> BTreeMap<String, Vec<PathBuf>> {
         }
         let files = out.entry(pkg.to_string()).or_default();
         if let Ok(text) = std::fs::read_to_string(entry.path()) {
-            files.extend(text.lines().filter(|l| l.ends_with(".v")).map(PathBuf::from));
+            files.extend(
+                text.lines()
+                    .filter(|l| l.ends_with(".v"))
+                    .map(PathBuf::from),
+            );
         }
     }
     out
@@ -172,7 +176,10 @@ fn debian_sources() -> BTreeMap<String, Vec<PathBuf>> {
 
 /// Every installed Debian `libcoq-*` package with the number of `.v` sources it ships, sorted.
 pub fn installed_packages() -> Vec<(String, usize)> {
-    debian_sources().into_iter().map(|(p, f)| (p, f.len())).collect()
+    debian_sources()
+        .into_iter()
+        .map(|(p, f)| (p, f.len()))
+        .collect()
 }
 
 /// Source file → the Debian package that installed it.

@@ -97,7 +97,12 @@ fn rewrite_steps(t: &Theorem, rewrite: &Rewriter<'_>) -> (Vec<String>, usize) {
 }
 
 /// Interleave `<invoke>`s before the first step using each peeled lemma.
-fn conditional(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, i: usize, steps: &[String]) -> Option<(ConditionalProof, Vec<usize>)> {
+fn conditional(
+    f: &(impl SegmentedFile + ?Sized),
+    peeling: &Peeling,
+    i: usize,
+    steps: &[String],
+) -> Option<(ConditionalProof, Vec<usize>)> {
     let ths = f.theorems();
     let t = &ths[i];
     let mut segments = vec![String::new()];
@@ -120,7 +125,11 @@ fn conditional(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling, i: usize, s
             last.push_str(text);
         }
     }
-    let t0 = if lemmas.is_empty() { T0::NoInvoke } else { T0::UseInvoke };
+    let t0 = if lemmas.is_empty() {
+        T0::NoInvoke
+    } else {
+        T0::UseInvoke
+    };
     // Leading space after t0 for readability (the first step carries its own whitespace too).
     ConditionalProof::from_parts(t0, segments, lemmas).map(|cp| (cp, proposed))
 }
@@ -145,7 +154,9 @@ pub(crate) fn check_segmented(
     for e in ex {
         let cp = prod_core::ConditionalProof::parse(&e.conditional_proof).unwrap();
         proptest::prop_assert_eq!(cp.to_string(), e.conditional_proof.clone());
-        proptest::prop_assert!(reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len());
+        proptest::prop_assert!(
+            reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len()
+        );
     }
     Ok(())
 }
@@ -166,11 +177,16 @@ pub fn build_examples(
         }
         let (rewritten, replaced) = rewrite_steps(t, rewrite);
         let original: Vec<String> = t.steps.iter().map(|s| s.text.clone()).collect();
-        let (Some((cp, proposed)), Some((cp_orig, _))) = (conditional(f, peeling, i, &rewritten), conditional(f, peeling, i, &original)) else {
+        let (Some((cp, proposed)), Some((cp_orig, _))) = (
+            conditional(f, peeling, i, &rewritten),
+            conditional(f, peeling, i, &original),
+        ) else {
             failed.push(i);
             continue;
         };
-        let Some(plain) = ConditionalProof::from_parts(T0::NoInvoke, vec![rewritten.concat()], vec![]) else {
+        let Some(plain) =
+            ConditionalProof::from_parts(T0::NoInvoke, vec![rewritten.concat()], vec![])
+        else {
             failed.push(i);
             continue;
         };
@@ -184,7 +200,10 @@ pub fn build_examples(
             conditional_proof_original: cp_orig.to_string(),
             plain_proof: plain.to_string(),
             proposed_lemmas: cp.lemmas().map(str::to_string).collect(),
-            proposed_names: proposed.iter().map(|&j| ths[j].name.clone().unwrap_or_default()).collect(),
+            proposed_names: proposed
+                .iter()
+                .map(|&j| ths[j].name.clone().unwrap_or_default())
+                .collect(),
             depth: peeling.depth.get(i).copied().unwrap_or(0),
             in_tree: peeling.in_tree(i),
             replaced_steps: replaced,
@@ -213,7 +232,10 @@ mod tests {
             let mut st = Vec::new();
             for (text, uses) in steps.iter() {
                 src.push_str(text);
-                st.push(Step { text: text.to_string(), uses: uses.to_vec() });
+                st.push(Step {
+                    text: text.to_string(),
+                    uses: uses.to_vec(),
+                });
             }
             src.push_str(" Qed.");
             ths.push(Theorem {
@@ -233,29 +255,50 @@ mod tests {
                 module_path: vec![],
             });
         }
-        Segments { source: src, theorems: ths, ..Default::default() }
+        Segments {
+            source: src,
+            theorems: ths,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn contexts_and_invokes() {
         let f = file(&[
             ("Require A.\n", "a", &[(" exact I.", &[])]),
-            ("\nDefinition k := 0.\n", "b", &[(" intros.", &[]), (" apply a.", &[0]), (" lia.", &[])]),
+            (
+                "\nDefinition k := 0.\n",
+                "b",
+                &[(" intros.", &[]), (" apply a.", &[0]), (" lia.", &[])],
+            ),
             ("\n", "c", &[(" apply b.", &[1]), (" apply a.", &[0])]),
         ]);
         let p = peel(&f);
-        let rw = |s: &[Step], k: usize| (s[k].text.trim() == "lia.").then(|| " hammer.".to_string());
+        let rw =
+            |s: &[Step], k: usize| (s[k].text.trim() == "lia.").then(|| " hammer.".to_string());
         let (ex, failed) = build_examples(&f, &p, &rw);
         assert!(failed.is_empty());
         assert_eq!(ex.len(), 3);
         // Every peeled pair is gone from the context; content stays.
         let reduced = reduced_source(&f, &p);
-        assert_eq!(context(&reduced, &ex[2]), "Require A.\n\nDefinition k := 0.\n\n");
+        assert_eq!(
+            context(&reduced, &ex[2]),
+            "Require A.\n\nDefinition k := 0.\n\n"
+        );
         for e in &ex {
-            assert_eq!(context(&reduced, e), context_without(&f, &p, f.theorems[e.index].start));
+            assert_eq!(
+                context(&reduced, e),
+                context_without(&f, &p, f.theorems[e.index].start)
+            );
         }
-        assert_eq!(ex[1].conditional_proof, "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. hammer.");
-        assert_eq!(ex[1].conditional_proof_original, "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. lia.");
+        assert_eq!(
+            ex[1].conditional_proof,
+            "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. hammer."
+        );
+        assert_eq!(
+            ex[1].conditional_proof_original,
+            "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. lia."
+        );
         assert_eq!(ex[1].replaced_steps, 1);
         // c proposes b before its first use and a before its (later) first use.
         assert_eq!(ex[2].proposed_names, ["b", "a"]);
@@ -271,7 +314,10 @@ mod tests {
 
     #[test]
     fn skipped_and_smuggled_tokens() {
-        let mut f = file(&[("", "a", &[(" exact <invoke>.", &[])]), ("", "b", &[(" auto.", &[])])]);
+        let mut f = file(&[
+            ("", "a", &[(" exact <invoke>.", &[])]),
+            ("", "b", &[(" auto.", &[])]),
+        ]);
         f.theorems[1].skip = Some(crate::segment::SkipReason::Admitted);
         let (ex, failed) = build_examples(&f, &peel(&f), &|_: &[Step], _: usize| None);
         assert!(ex.is_empty());

@@ -102,7 +102,11 @@ pub fn parse(text: &str) -> (Glob, usize) {
                     Some((start, end)) => g.defs.push(GlobDef {
                         start,
                         end,
-                        secpath: if *secpath == "<>" { String::new() } else { secpath.to_string() },
+                        secpath: if *secpath == "<>" {
+                            String::new()
+                        } else {
+                            secpath.to_string()
+                        },
                         name: name.to_string(),
                         kind: head.to_string(),
                     }),
@@ -128,16 +132,43 @@ mod tests {
         assert_eq!(g.logical, "Top.T");
         assert_eq!(g.requires, ["Coq.Arith.Arith", "Coq.micromega.Lia"]);
         assert_eq!(bad, 1);
-        let thm: Vec<_> = g.refs.iter().filter(|r| r.kind == "thm").map(|r| (r.start, r.end, r.name.as_str())).collect();
+        let thm: Vec<_> = g
+            .refs
+            .iter()
+            .filter(|r| r.kind == "thm")
+            .map(|r| (r.start, r.end, r.name.as_str()))
+            .collect();
         assert_eq!(thm, [(127, 128, "a"), (276, 279, "c")]);
-        assert_eq!(g.refs.iter().find(|r| r.kind == "var").map(|r| r.name.as_str()), Some("n"));
-        let defs: Vec<_> = g.defs.iter().map(|d| (d.kind.as_str(), d.secpath.as_str(), d.name.as_str())).collect();
-        assert_eq!(defs, [("sec", "", "S"), ("prf", "", "a"), ("prf", "M", "c")]);
+        assert_eq!(
+            g.refs
+                .iter()
+                .find(|r| r.kind == "var")
+                .map(|r| r.name.as_str()),
+            Some("n")
+        );
+        let defs: Vec<_> = g
+            .defs
+            .iter()
+            .map(|d| (d.kind.as_str(), d.secpath.as_str(), d.name.as_str()))
+            .collect();
+        assert_eq!(
+            defs,
+            [("sec", "", "S"), ("prf", "", "a"), ("prf", "M", "c")]
+        );
     }
 
     #[test]
     fn never_panics_on_junk() {
-        for s in ["", "R", "R1:", "R:2 a b c d", "R5:1 a b c d", "prf x y z", "F", "\u{0}\u{feff}R1:2 é é é é"] {
+        for s in [
+            "",
+            "R",
+            "R1:",
+            "R:2 a b c d",
+            "R5:1 a b c d",
+            "prf x y z",
+            "F",
+            "\u{0}\u{feff}R1:2 é é é é",
+        ] {
             let _ = parse(s);
         }
     }

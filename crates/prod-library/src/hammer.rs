@@ -70,7 +70,11 @@ pub fn replace_step_except(steps: &[Step], k: usize, own: &[String]) -> Option<S
     let (lead, sentence) = text.split_at(body_at);
     let head = sentence_head(sentence);
     // Controls, attributes and goal selectors carry meaning `hammer.` would drop.
-    if !head.controls.is_empty() || head.has_attributes() || head.selector.is_some() || !sentence.ends_with('.') {
+    if !head.controls.is_empty()
+        || head.has_attributes()
+        || head.selector.is_some()
+        || !sentence.ends_with('.')
+    {
         return None;
     }
     let hit = |r: std::ops::Range<usize>| {
@@ -78,7 +82,11 @@ pub fn replace_step_except(steps: &[Step], k: usize, own: &[String]) -> Option<S
             .get(r)
             .is_some_and(|w| RECONSTRUCTION_TACTICS.contains(&w) && !own.iter().any(|o| o == w))
     };
-    let bare = sentence.trim_end_matches('.').split_whitespace().collect::<Vec<_>>().join(" ");
+    let bare = sentence
+        .trim_end_matches('.')
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let replace = identifiers(sentence).into_iter().any(hit)
         || CLOSING_TACTICS.contains(&bare.as_str())
         || (MAYBE_CLOSING_TACTICS.contains(&bare.as_str()) && is_closing_position(steps, k));
@@ -90,12 +98,29 @@ mod tests {
     use super::*;
 
     fn steps(texts: &[&str]) -> Vec<Step> {
-        texts.iter().map(|t| Step { text: t.to_string(), uses: vec![] }).collect()
+        texts
+            .iter()
+            .map(|t| Step {
+                text: t.to_string(),
+                uses: vec![],
+            })
+            .collect()
     }
 
     #[test]
     fn replaces_reconstruction_and_closing_tactics() {
-        let s = steps(&["\n  intros.", " lia.", " sauto use: foo.", " auto.", " intros.", "\n  auto.", " lia.", " 2: lia.", " Time lia.", " lia using x."]);
+        let s = steps(&[
+            "\n  intros.",
+            " lia.",
+            " sauto use: foo.",
+            " auto.",
+            " intros.",
+            "\n  auto.",
+            " lia.",
+            " 2: lia.",
+            " Time lia.",
+            " lia using x.",
+        ]);
         let r: Vec<_> = (0..s.len()).map(|k| replace_step(&s, k)).collect();
         assert_eq!(r[0], None);
         assert_eq!(r[1].as_deref(), Some(" hammer."));
@@ -128,13 +153,19 @@ mod tests {
     #[test]
     fn a_library_tactic_named_like_coqhammer_is_not_replaced() {
         let own = own_hammer_tactics(
-            ["Ltac sauto := auto.\nLtac mine := idtac.".to_string(), "Tactic Notation \"hauto\" := idtac.".into()]
-                .into_iter(),
+            [
+                "Ltac sauto := auto.\nLtac mine := idtac.".to_string(),
+                "Tactic Notation \"hauto\" := idtac.".into(),
+            ]
+            .into_iter(),
         );
         assert_eq!(own, ["hauto", "sauto"]);
         let s = steps(&[" apply f; sauto.", " sfirstorder."]);
         assert_eq!(replace_step_except(&s, 0, &own), None);
-        assert_eq!(replace_step_except(&s, 1, &own).as_deref(), Some(" hammer."));
+        assert_eq!(
+            replace_step_except(&s, 1, &own).as_deref(),
+            Some(" hammer.")
+        );
         assert_eq!(replace_step(&s, 0).as_deref(), Some(" hammer."));
     }
 }

@@ -31,7 +31,12 @@ impl Peeling {
 
 /// The distinct earlier theorems that theorem `i`'s proof uses (self-references dropped).
 pub fn proof_uses<F: SegmentedFile + ?Sized>(f: &F, i: usize) -> Vec<usize> {
-    let mut u: Vec<usize> = f.theorems()[i].steps.iter().flat_map(|s| s.uses.iter().copied()).filter(|&j| j != i).collect();
+    let mut u: Vec<usize> = f.theorems()[i]
+        .steps
+        .iter()
+        .flat_map(|s| s.uses.iter().copied())
+        .filter(|&j| j != i)
+        .collect();
     u.sort_unstable();
     u.dedup();
     u
@@ -41,7 +46,9 @@ pub fn proof_uses<F: SegmentedFile + ?Sized>(f: &F, i: usize) -> Vec<usize> {
 pub fn peel<F: SegmentedFile + ?Sized>(f: &F) -> Peeling {
     let ths = f.theorems();
     let n = ths.len();
-    let uses: Vec<Vec<usize>> = (0..n).map(|i| proof_uses(f, i).into_iter().filter(|&j| j < n).collect()).collect();
+    let uses: Vec<Vec<usize>> = (0..n)
+        .map(|i| proof_uses(f, i).into_iter().filter(|&j| j < n).collect())
+        .collect();
     // users[j]: how many remaining theorems use j in their proof.
     let mut users = vec![0usize; n];
     for u in &uses {
@@ -96,8 +103,18 @@ pub(crate) mod tests {
             name: Some(name.into()),
             statement: format!("Lemma {name} : True."),
             header: Some("Proof.".into()),
-            steps: steps.iter().map(|u| Step { text: " auto.".into(), uses: u.to_vec() }).collect(),
-            end_text: if end == ProofEnd::Defined { " Defined.".into() } else { " Qed.".into() },
+            steps: steps
+                .iter()
+                .map(|u| Step {
+                    text: " auto.".into(),
+                    uses: u.to_vec(),
+                })
+                .collect(),
+            end_text: if end == ProofEnd::Defined {
+                " Defined.".into()
+            } else {
+                " Qed.".into()
+            },
             end,
             start: 0,
             end_byte: 0,
@@ -111,13 +128,20 @@ pub(crate) mod tests {
     }
 
     fn file(ths: Vec<Theorem>) -> Segments {
-        Segments { theorems: ths, ..Default::default() }
+        Segments {
+            theorems: ths,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn chain_peels_level_by_level() {
         // a ← b ← c (c uses b, b uses a): c is the root (round 1), then b, then a.
-        let f = file(vec![th("a", &[&[]], ProofEnd::Qed), th("b", &[&[0]], ProofEnd::Qed), th("c", &[&[1]], ProofEnd::Qed)]);
+        let f = file(vec![
+            th("a", &[&[]], ProofEnd::Qed),
+            th("b", &[&[0]], ProofEnd::Qed),
+            th("c", &[&[1]], ProofEnd::Qed),
+        ]);
         let p = peel(&f);
         assert_eq!(p.round, vec![Some(3), Some(2), Some(1)]);
         assert_eq!(p.depth, vec![0, 1, 2]);
@@ -138,7 +162,11 @@ pub(crate) mod tests {
     #[test]
     fn defined_stays_and_keeps_what_it_uses() {
         // d (Defined) uses a: both stay. b uses nothing: peeled.
-        let f = file(vec![th("a", &[&[]], ProofEnd::Qed), th("d", &[&[0]], ProofEnd::Defined), th("b", &[&[]], ProofEnd::Qed)]);
+        let f = file(vec![
+            th("a", &[&[]], ProofEnd::Qed),
+            th("d", &[&[0]], ProofEnd::Defined),
+            th("b", &[&[]], ProofEnd::Qed),
+        ]);
         let p = peel(&f);
         assert_eq!(p.round, vec![None, None, Some(1)]);
     }

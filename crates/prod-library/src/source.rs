@@ -112,15 +112,27 @@ pub fn dependency_split(lib: &Library, cfg: &DatasetConfig, sizes: &UnitSizes) -
         p.dedup();
         p
     };
-    let by_package = matches!(cfg.unit, SplitUnit::Package) || (cfg.unit == SplitUnit::Auto && packages.len() > 1);
+    let by_package = matches!(cfg.unit, SplitUnit::Package)
+        || (cfg.unit == SplitUnit::Auto && packages.len() > 1);
     let unit_of: Vec<usize> = if by_package {
-        let idx: std::collections::HashMap<&str, usize> = packages.iter().enumerate().map(|(i, p)| (p.as_str(), i)).collect();
-        lib.files.iter().map(|f| idx.get(f.package.as_str()).copied().unwrap_or(0)).collect()
+        let idx: std::collections::HashMap<&str, usize> = packages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), i))
+            .collect();
+        lib.files
+            .iter()
+            .map(|f| idx.get(f.package.as_str()).copied().unwrap_or(0))
+            .collect()
     } else {
         (0..n).collect()
     };
     let units = if by_package { packages.len() } else { n };
-    let unit_names: Vec<String> = if by_package { packages } else { lib.files.iter().map(|f| f.logical.clone()).collect() };
+    let unit_names: Vec<String> = if by_package {
+        packages
+    } else {
+        lib.files.iter().map(|f| f.logical.clone()).collect()
+    };
     let mut unit_deps = vec![Vec::new(); units];
     let mut unknown = vec![false; units];
     for (i, d) in lib.file_deps.iter().enumerate() {
@@ -134,8 +146,14 @@ pub fn dependency_split(lib: &Library, cfg: &DatasetConfig, sizes: &UnitSizes) -
         }
     }
     let sizes = unit_sizes(sizes, &unit_of, units);
-    let test =
-        crate::split::test_units_sized(&unit_deps, cfg.test_fraction, cfg.seed, &unknown, &sizes, &cfg.test_target());
+    let test = crate::split::test_units_sized(
+        &unit_deps,
+        cfg.test_fraction,
+        cfg.seed,
+        &unknown,
+        &sizes,
+        &cfg.test_target(),
+    );
     SplitPlan {
         unit_kind: if by_package { "package" } else { "file" }.into(),
         unit_names,

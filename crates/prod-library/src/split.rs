@@ -19,7 +19,9 @@ pub fn test_units(deps: &[Vec<usize>], fraction: f64, seed: u64, unknown: &[bool
             }
         }
     }
-    let mut sinks: Vec<usize> = (0..n).filter(|&u| !has_dependant[u] && !unknown.get(u).copied().unwrap_or(false)).collect();
+    let mut sinks: Vec<usize> = (0..n)
+        .filter(|&u| !has_dependant[u] && !unknown.get(u).copied().unwrap_or(false))
+        .collect();
     if sinks.is_empty() || fraction <= 0.0 {
         return vec![];
     }
@@ -49,7 +51,10 @@ pub struct TestTarget {
 
 impl Default for TestTarget {
     fn default() -> Self {
-        TestTarget { min_theorems: MIN_TEST_THEOREMS, file_cap: TEST_FILE_CAP }
+        TestTarget {
+            min_theorems: MIN_TEST_THEOREMS,
+            file_cap: TEST_FILE_CAP,
+        }
     }
 }
 
@@ -92,7 +97,11 @@ pub struct FileCap {
 pub fn file_cap(sizes: &[usize], share: f64) -> FileCap {
     let total: usize = sizes.iter().sum();
     let max = sizes.iter().copied().max().unwrap_or(0);
-    let uncapped = FileCap { cap: None, theorems: total, met: true };
+    let uncapped = FileCap {
+        cap: None,
+        theorems: total,
+        met: true,
+    };
     if !(share > 0.0 && share < 1.0) || total == 0 || (max as f64) <= share * total as f64 + 1e-9 {
         return uncapped;
     }
@@ -109,9 +118,16 @@ pub fn file_cap(sizes: &[usize], share: f64) -> FileCap {
         }
     }
     if lo == 0 {
-        return FileCap { met: false, ..uncapped };
+        return FileCap {
+            met: false,
+            ..uncapped
+        };
     }
-    FileCap { cap: Some(lo), theorems: kept(lo), met: true }
+    FileCap {
+        cap: Some(lo),
+        theorems: kept(lo),
+        met: true,
+    }
 }
 
 /// Test units by the dependency graph, never empty while some unit has a T_tree theorem
@@ -199,7 +215,9 @@ pub fn dependants_of(deps: &[Vec<usize>], test: &[usize]) -> Vec<usize> {
             }
         }
     }
-    (0..n).filter(|u| reaches[*u] && !test.contains(u)).collect()
+    (0..n)
+        .filter(|u| reaches[*u] && !test.contains(u))
+        .collect()
 }
 
 /// Seeded validation choice: `true` for items that go to the validation split.
@@ -231,16 +249,25 @@ mod tests {
             assert!(dependants_of(&deps, &t).is_empty());
         }
         assert_eq!(test_units(&deps, 1.0, 0, &[]), vec![2, 3]);
-        assert_eq!(test_units(&deps, 1.0, 0, &[false, false, true, false]), vec![3]);
+        assert_eq!(
+            test_units(&deps, 1.0, 0, &[false, false, true, false]),
+            vec![3]
+        );
         assert!(test_units(&deps, 0.0, 0, &[]).is_empty());
     }
 
     #[test]
     fn seeded_and_deterministic() {
         let deps: Vec<Vec<usize>> = (0..100).map(|_| vec![]).collect();
-        assert_eq!(test_units(&deps, 0.1, 7, &[]), test_units(&deps, 0.1, 7, &[]));
+        assert_eq!(
+            test_units(&deps, 0.1, 7, &[]),
+            test_units(&deps, 0.1, 7, &[])
+        );
         assert_eq!(test_units(&deps, 0.1, 7, &[]).len(), 10);
-        assert_eq!(validation_mask(100, 0.05, 3).iter().filter(|b| **b).count(), 5);
+        assert_eq!(
+            validation_mask(100, 0.05, 3).iter().filter(|b| **b).count(),
+            5
+        );
     }
 
     fn sizes(examples: &[usize], tree: &[usize]) -> UnitSizes {
@@ -252,7 +279,10 @@ mod tests {
     }
 
     /// The targets these tests were written for (the minimum was 100, no cap).
-    const OLD: TestTarget = TestTarget { min_theorems: 100, file_cap: 1.0 };
+    const OLD: TestTarget = TestTarget {
+        min_theorems: 100,
+        file_cap: 1.0,
+    };
 
     #[test]
     fn umbrella_files_do_not_hide_what_they_reexport() {
@@ -284,15 +314,50 @@ mod tests {
         let mut sizes = vec![181];
         sizes.extend([5; 10]);
         let c = file_cap(&sizes, 0.15);
-        assert_eq!(c, FileCap { cap: Some(8), theorems: 58, met: true });
+        assert_eq!(
+            c,
+            FileCap {
+                cap: Some(8),
+                theorems: 58,
+                met: true
+            }
+        );
         assert!(8.0 <= 0.15 * 58.0 && 9.0 > 0.15 * 59.0);
         // Nothing to cap, or no cap asked for.
-        assert_eq!(file_cap(&[10; 10], 0.15), FileCap { cap: None, theorems: 100, met: true });
-        assert_eq!(file_cap(&sizes, 1.0), FileCap { cap: None, theorems: 231, met: true });
+        assert_eq!(
+            file_cap(&[10; 10], 0.15),
+            FileCap {
+                cap: None,
+                theorems: 100,
+                met: true
+            }
+        );
+        assert_eq!(
+            file_cap(&sizes, 1.0),
+            FileCap {
+                cap: None,
+                theorems: 231,
+                met: true
+            }
+        );
         assert_eq!(file_cap(&sizes, 0.0).cap, None);
         // Fewer than 1 / 0.15 files: no cap of one theorem or more can meet the share.
-        assert_eq!(file_cap(&[50, 1, 1], 0.15), FileCap { cap: None, theorems: 52, met: false });
-        assert_eq!(file_cap(&[], 0.15), FileCap { cap: None, theorems: 0, met: true });
+        assert_eq!(
+            file_cap(&[50, 1, 1], 0.15),
+            FileCap {
+                cap: None,
+                theorems: 52,
+                met: false
+            }
+        );
+        assert_eq!(
+            file_cap(&[], 0.15),
+            FileCap {
+                cap: None,
+                theorems: 0,
+                met: true
+            }
+        );
     }
 
     #[test]
@@ -313,7 +378,11 @@ mod tests {
             let files: Vec<usize> = t.iter().map(|&u| tree[u]).collect();
             let cap = file_cap(&files, 0.15);
             assert!(cap.met && cap.theorems >= 300, "seed {seed}: {cap:?}");
-            let max = files.iter().map(|&f| cap.cap.map_or(f, |c| f.min(c))).max().unwrap();
+            let max = files
+                .iter()
+                .map(|&f| cap.cap.map_or(f, |c| f.min(c)))
+                .max()
+                .unwrap();
             assert!(max as f64 <= 0.15 * cap.theorems as f64, "seed {seed}");
             assert!(dependants_of(&deps, &t).is_empty());
         }

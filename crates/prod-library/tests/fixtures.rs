@@ -22,14 +22,22 @@ fn data_dir() -> PathBuf {
 }
 
 fn fixtures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(data_dir()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "v")).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "v"))
+        .collect();
     v.sort();
     assert!(!v.is_empty());
     v
 }
 
 fn coqc_available() -> bool {
-    Command::new("coqc").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("coqc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 struct Built {
@@ -48,9 +56,24 @@ fn build(path: &Path, glob: Option<&glob::Glob>) -> Built {
     let p = peel(seg);
     let (examples, failed) = build_examples(seg, &p, &prod_library::hammer::replace_step);
     let mut d = String::new();
-    writeln!(d, "used_glob: {}  lex_errors: {:?}", cf.used_glob, cf.lex_errors).unwrap();
-    writeln!(d, "imports: {:?}", cf.imports.iter().map(|i| &i.1).collect::<Vec<_>>()).unwrap();
-    writeln!(d, "other_skipped: {:?}  failed: {:?}", seg.other_skipped, failed).unwrap();
+    writeln!(
+        d,
+        "used_glob: {}  lex_errors: {:?}",
+        cf.used_glob, cf.lex_errors
+    )
+    .unwrap();
+    writeln!(
+        d,
+        "imports: {:?}",
+        cf.imports.iter().map(|i| &i.1).collect::<Vec<_>>()
+    )
+    .unwrap();
+    writeln!(
+        d,
+        "other_skipped: {:?}  failed: {:?}",
+        seg.other_skipped, failed
+    )
+    .unwrap();
     for (i, t) in seg.theorems.iter().enumerate() {
         writeln!(
             d,
@@ -65,16 +88,38 @@ fn build(path: &Path, glob: Option<&glob::Glob>) -> Built {
         }
     }
     for e in &examples {
-        writeln!(d, "\n## example of theorem {} (in_tree {}, depth {}, replaced {})", e.index, e.in_tree, e.depth, e.replaced_steps).unwrap();
+        writeln!(
+            d,
+            "\n## example of theorem {} (in_tree {}, depth {}, replaced {})",
+            e.index, e.in_tree, e.depth, e.replaced_steps
+        )
+        .unwrap();
         writeln!(d, "   conditional_proof: {:?}", e.conditional_proof).unwrap();
         if e.conditional_proof_original != e.conditional_proof {
-            writeln!(d, "   original:          {:?}", e.conditional_proof_original).unwrap();
+            writeln!(
+                d,
+                "   original:          {:?}",
+                e.conditional_proof_original
+            )
+            .unwrap();
         }
-        writeln!(d, "   context bytes {} (w/ lemmas {})", e.context_end, e.context_with_lemmas_end).unwrap();
+        writeln!(
+            d,
+            "   context bytes {} (w/ lemmas {})",
+            e.context_end, e.context_with_lemmas_end
+        )
+        .unwrap();
     }
     let reduced = reduced_source(seg, &p);
     writeln!(d, "\n## reduced file\n{reduced}").unwrap();
-    Built { source, reduced, examples, ends: seg.theorems.iter().map(|t| t.end).collect(), scopes: seg.theorems.iter().map(|t| t.scope.clone()).collect(), dump: d }
+    Built {
+        source,
+        reduced,
+        examples,
+        ends: seg.theorems.iter().map(|t| t.end).collect(),
+        scopes: seg.theorems.iter().map(|t| t.scope.clone()).collect(),
+        dump: d,
+    }
 }
 
 fn check_expected(path: &Path, actual: &str) {
@@ -82,8 +127,13 @@ fn check_expected(path: &Path, actual: &str) {
         std::fs::write(path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(path).unwrap_or_else(|_| panic!("{} missing: run with UPDATE_EXPECT=1", path.display()));
-    assert!(expected == actual, "{} differs; got:\n{actual}", path.display());
+    let expected = std::fs::read_to_string(path)
+        .unwrap_or_else(|_| panic!("{} missing: run with UPDATE_EXPECT=1", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs; got:\n{actual}",
+        path.display()
+    );
 }
 
 #[test]
@@ -114,7 +164,11 @@ fn coqc(dir: &Path, name: &str, text: &str, glob: bool) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("{}\n{}", text, String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "{}\n{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
@@ -134,7 +188,10 @@ fn glob_references_match_expected() {
         let text = std::fs::read_to_string(tmp.path().join(format!("{name}.glob"))).unwrap();
         let (g, _) = glob::parse(&text);
         let b = build(&f, Some(&g));
-        assert!(b.dump.starts_with("used_glob: true"), "{name}: glob not used");
+        assert!(
+            b.dump.starts_with("used_glob: true"),
+            "{name}: glob not used"
+        );
         check_expected(&f.with_extension("glob.expected"), &b.dump);
     }
 }
@@ -152,20 +209,32 @@ fn reduced_files_and_examples_compile_with_real_coq() {
         if coqc(tmp.path(), &format!("{name}_orig"), &b.source, false).is_err() {
             continue;
         }
-        coqc(tmp.path(), &format!("{name}_reduced"), &b.reduced, false).unwrap_or_else(|e| panic!("{name}: reduced file fails:\n{e}"));
+        coqc(tmp.path(), &format!("{name}_reduced"), &b.reduced, false)
+            .unwrap_or_else(|e| panic!("{name}: reduced file fails:\n{e}"));
         for e in &b.examples {
             let cp = ConditionalProof::parse(&e.conditional_proof_original).unwrap();
             let mut text = prod_library::examples::context(&b.reduced, e).to_string();
             for l in cp.lemmas() {
                 writeln!(text, "\n{l}\nAdmitted.").unwrap();
             }
-            let end = if b.ends[e.index] == ProofEnd::Defined { "Defined." } else { "Qed." };
-            write!(text, "\n{}\nProof.{}\n{end}\n", e.statement, cp.proof_text()).unwrap();
+            let end = if b.ends[e.index] == ProofEnd::Defined {
+                "Defined."
+            } else {
+                "Qed."
+            };
+            write!(
+                text,
+                "\n{}\nProof.{}\n{end}\n",
+                e.statement,
+                cp.proof_text()
+            )
+            .unwrap();
             // The context may end inside Sections/Modules: close them, innermost first.
             for sc in b.scopes[e.index].iter().rev() {
                 writeln!(text, "End {sc}.").unwrap();
             }
-            coqc(tmp.path(), &format!("{name}_ex{}", e.index), &text, false).unwrap_or_else(|err| panic!("{name} example {}:\n{err}", e.index));
+            coqc(tmp.path(), &format!("{name}_ex{}", e.index), &text, false)
+                .unwrap_or_else(|err| panic!("{name} example {}:\n{err}", e.index));
         }
     }
 }

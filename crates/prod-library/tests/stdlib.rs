@@ -14,7 +14,10 @@ fn coqlib() -> Option<PathBuf> {
     if p.join("theories/Init/Prelude.v").is_file() {
         Some(p)
     } else {
-        eprintln!("SKIP: no Coq stdlib sources under {} (install libcoq-stdlib)", p.display());
+        eprintln!(
+            "SKIP: no Coq stdlib sources under {} (install libcoq-stdlib)",
+            p.display()
+        );
         None
     }
 }
@@ -23,8 +26,13 @@ fn coqlib() -> Option<PathBuf> {
 fn stdlib_dataset_invariants() {
     let Some(coqlib) = coqlib() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let cfg = DatasetConfig { coqlib: coqlib.clone(), threads: 2, ..Default::default() };
-    let stats = dataset::build(&LibrarySpec::Stdlib, dir.path(), &cfg, None, &|_, _| {}).expect("build");
+    let cfg = DatasetConfig {
+        coqlib: coqlib.clone(),
+        threads: 2,
+        ..Default::default()
+    };
+    let stats =
+        dataset::build(&LibrarySpec::Stdlib, dir.path(), &cfg, None, &|_, _| {}).expect("build");
     assert!(stats.files > 500, "{stats:?}");
     assert!(stats.blocks > 10_000);
     assert!(stats.examples_per_split["train"] > 5_000);
@@ -36,7 +44,10 @@ fn stdlib_dataset_invariants() {
     let mut n = 0;
     for line in skipped.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert!(v["reason"].as_str().is_some_and(|r| !r.is_empty()), "{line}");
+        assert!(
+            v["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{line}"
+        );
         n += 1;
     }
     assert_eq!(n, stats.skipped_by_reason.values().sum::<usize>());
@@ -47,10 +58,13 @@ fn stdlib_dataset_invariants() {
     let mut example_files = HashSet::new();
     let mut sources: HashMap<String, String> = HashMap::new();
     let records = dataset::read_sources(dir.path()).unwrap();
-    for split in ["train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl"] {
+    for split in [
+        "train", "val", "test", "rl", "sft", "train_wl", "val_wl", "test_wl",
+    ] {
         for e in read_examples(&dir.path().join(format!("{split}.jsonl"))).unwrap() {
             for text in [&e.conditional_proof, &e.conditional_proof_original] {
-                let cp = ConditionalProof::parse(text).unwrap_or_else(|err| panic!("{}: {err}", e.id));
+                let cp =
+                    ConditionalProof::parse(text).unwrap_or_else(|err| panic!("{}: {err}", e.id));
                 assert_eq!(&cp.to_string(), text);
                 assert!(cp.t0_consistent(), "{}", e.id);
             }
@@ -58,12 +72,24 @@ fn stdlib_dataset_invariants() {
             assert_eq!(cp.lemmas().collect::<Vec<_>>(), e.proposed_lemmas);
             // Proposed lemmas are never in the context (they were peeled).
             // (Statements that occur twice in the file, e.g. in two modules, cannot be told apart here.)
-            let source = sources.entry(e.file.clone()).or_insert_with(|| std::fs::read_to_string(&e.file).unwrap());
-            let full = e.full_context(&records[&e.logical_path]).expect("context offsets lie in the file");
-            assert!(full.ends_with(&e.context), "{}: inline context is not the tail of the full one", e.id);
+            let source = sources
+                .entry(e.file.clone())
+                .or_insert_with(|| std::fs::read_to_string(&e.file).unwrap());
+            let full = e
+                .full_context(&records[&e.logical_path])
+                .expect("context offsets lie in the file");
+            assert!(
+                full.ends_with(&e.context),
+                "{}: inline context is not the tail of the full one",
+                e.id
+            );
             for lemma in &e.proposed_lemmas {
                 if source.matches(lemma.as_str()).count() == 1 {
-                    assert!(!full.contains(lemma.as_str()), "{}: {lemma} in context", e.id);
+                    assert!(
+                        !full.contains(lemma.as_str()),
+                        "{}: {lemma} in context",
+                        e.id
+                    );
                 }
             }
             if split == "test" {
@@ -81,7 +107,12 @@ fn stdlib_dataset_invariants() {
     // without examples may: a test unit only has to be invisible to the examples).
     let mut lib = discovery::discover(&LibrarySpec::Stdlib, &coqlib).unwrap();
     discovery::resolve_dependencies(&mut lib, &coqlib);
-    let idx: HashMap<&str, usize> = lib.files.iter().enumerate().map(|(i, f)| (f.logical.as_str(), i)).collect();
+    let idx: HashMap<&str, usize> = lib
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.logical.as_str(), i))
+        .collect();
     let test_idx: Vec<usize> = stats.test_units.iter().map(|u| idx[u.as_str()]).collect();
     for d in prod_library::split::dependants_of(&lib.file_deps, &test_idx) {
         let file = &lib.files[d].logical;
@@ -110,7 +141,11 @@ fn stdlib_dataset_invariants() {
         stats.blocks_per_test_unit
     );
     for e in read_examples(&dir.path().join("train.jsonl")).unwrap() {
-        assert!(!stats.test_units.contains(&e.logical_path), "{} is from a test file", e.id);
+        assert!(
+            !stats.test_units.contains(&e.logical_path),
+            "{} is from a test file",
+            e.id
+        );
     }
     assert!(test_files.iter().all(|f| stats.test_units.contains(f)));
 }
@@ -123,11 +158,18 @@ fn stdlib_dataset_invariants() {
 fn stdlib_reduced_files_compile() {
     let Some(coqlib) = coqlib() else { return };
     // `PROD_REDUCED_LIBRARY=libcoq-mathcomp-ssreflect` checks another installed library instead.
-    let spec = std::env::var("PROD_REDUCED_LIBRARY").map(|s| LibrarySpec::parse(&s)).unwrap_or(LibrarySpec::Stdlib);
+    let spec = std::env::var("PROD_REDUCED_LIBRARY")
+        .map(|s| LibrarySpec::parse(&s))
+        .unwrap_or(LibrarySpec::Stdlib);
     let lib = discovery::discover(&spec, &coqlib).unwrap();
-    let limit: usize = std::env::var("PROD_REDUCED_LIMIT").ok().and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+    let limit: usize = std::env::var("PROD_REDUCED_LIMIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(usize::MAX);
     // `PROD_REDUCED_ONLY=List,Znumtheory` restricts the run to files whose logical path contains one of them.
-    let only: Vec<String> = std::env::var("PROD_REDUCED_ONLY").map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
+    let only: Vec<String> = std::env::var("PROD_REDUCED_ONLY")
+        .map(|s| s.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
     let tmp = tempfile::tempdir().unwrap();
     let jobs: Vec<(usize, PathBuf, PathBuf)> = lib
         .files
@@ -142,31 +184,53 @@ fn stdlib_reduced_files_compile() {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let compile = |path: &Path| -> Result<(), String> {
-        let out = std::process::Command::new("coqc").arg("-q").arg("-Q").arg(tmp.path()).arg("Reduced").arg(path).output().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("coqc")
+            .arg("-q")
+            .arg("-Q")
+            .arg(tmp.path())
+            .arg("Reduced")
+            .arg(path)
+            .output()
+            .map_err(|e| e.to_string())?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(String::from_utf8_lossy(&out.stderr).lines().take(6).collect::<Vec<_>>().join(" | "))
+            Err(String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .take(6)
+                .collect::<Vec<_>>()
+                .join(" | "))
         }
     };
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((_, src, dst)) = jobs.get(k) else { break };
+                let Some((_, src, dst)) = jobs.get(k) else {
+                    break;
+                };
                 let text = std::fs::read_to_string(src).unwrap();
-                let glob = std::fs::read_to_string(src.with_extension("glob")).ok().map(|g| prod_library::glob::parse(&g).0);
+                let glob = std::fs::read_to_string(src.with_extension("glob"))
+                    .ok()
+                    .map(|g| prod_library::glob::parse(&g).0);
                 let cf = prod_library::coq::segment(&text, glob.as_ref());
                 let peeling = prod_library::peel(&cf.segments);
                 if peeling.peeled_count() == 0 {
                     continue;
                 }
-                std::fs::write(dst, prod_library::examples::reduced_source(&cf.segments, &peeling)).unwrap();
+                std::fs::write(
+                    dst,
+                    prod_library::examples::reduced_source(&cf.segments, &peeling),
+                )
+                .unwrap();
                 if let Err(e) = compile(dst) {
                     // A file that does not compile as a copy even unreduced is not our failure.
                     std::fs::write(dst, &text).unwrap();
                     let original = compile(dst).is_ok();
-                    failures.lock().unwrap().push((src.display().to_string(), original, e));
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push((src.display().to_string(), original, e));
                 }
             });
         }
@@ -176,7 +240,15 @@ fn stdlib_reduced_files_compile() {
     for f in &failures {
         eprintln!("{} (original copy compiles: {}): {}", f.0, f.1, f.2);
     }
-    eprintln!("checked {} files; {} reduced files fail, {} of them compile unreduced", jobs.len(), failures.len(), ours.len());
-    assert!(ours.is_empty(), "{} reduced files fail where the original compiles", ours.len());
+    eprintln!(
+        "checked {} files; {} reduced files fail, {} of them compile unreduced",
+        jobs.len(),
+        failures.len(),
+        ours.len()
+    );
+    assert!(
+        ours.is_empty(),
+        "{} reduced files fail where the original compiles",
+        ours.len()
+    );
 }
-

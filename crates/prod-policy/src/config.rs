@@ -61,7 +61,10 @@ impl LlamaConfig {
     pub fn tiny(vocab_size: usize) -> Self {
         let mut extra = serde_json::Map::new();
         extra.insert("model_type".into(), "llama".into());
-        extra.insert("architectures".into(), serde_json::json!(["LlamaForCausalLM"]));
+        extra.insert(
+            "architectures".into(),
+            serde_json::json!(["LlamaForCausalLM"]),
+        );
         LlamaConfig {
             vocab_size,
             hidden_size: 32,
@@ -137,7 +140,10 @@ impl LlamaConfig {
             ));
         }
         if self.head_dim() % 2 != 0 {
-            return bad(format!("head dimension {} must be even for RoPE", self.head_dim()));
+            return bad(format!(
+                "head dimension {} must be even for RoPE",
+                self.head_dim()
+            ));
         }
         if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
             return bad("rope_scaling is not supported (plain RoPE only)".into());
@@ -150,8 +156,9 @@ impl LlamaConfig {
 
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-        let cfg: LlamaConfig = serde_json::from_str(&text)
-            .map_err(|e| PolicyError::Config(format!("{}: line {}: {e}", path.display(), e.line())))?;
+        let cfg: LlamaConfig = serde_json::from_str(&text).map_err(|e| {
+            PolicyError::Config(format!("{}: line {}: {e}", path.display(), e.line()))
+        })?;
         cfg.validate()?;
         Ok(cfg)
     }

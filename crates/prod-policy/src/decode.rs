@@ -29,7 +29,8 @@ pub fn available() -> bool {
 
 /// `x [m, k] · w [n, k]ᵀ → [m, n]` (f32, any m; meant for m ≤ 16).
 pub fn linear_small(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
-    x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &SmallLinear)
+    x.contiguous()?
+        .apply_op2_no_bwd(&w.contiguous()?, &SmallLinear)
 }
 
 struct SmallLinear;
@@ -39,11 +40,18 @@ impl CustomOp2 for SmallLinear {
         "prod-small-linear"
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (CpuStorage::F32(x), CpuStorage::F32(w)) = (s1, s2) else {
             candle_core::bail!("prod-small-linear: f32 only")
         };
-        let (Some((xa, xb)), Some((wa, wb))) = (l1.contiguous_offsets(), l2.contiguous_offsets()) else {
+        let (Some((xa, xb)), Some((wa, wb))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
             candle_core::bail!("prod-small-linear: contiguous inputs only")
         };
         let (m, k) = l1.shape().dims2()?;
@@ -57,9 +65,12 @@ impl CustomOp2 for SmallLinear {
         for r0 in (0..m).step_by(ROWS) {
             let rows = ROWS.min(m - r0);
             let xr = &x[r0 * k..(r0 + rows) * k];
-            yt[..n * rows].par_chunks_mut(CHUNK * rows).zip(w[..n * k].par_chunks(CHUNK * k)).for_each(|(out, wc)| {
-                kernel(rows, xr, k, wc, out);
-            });
+            yt[..n * rows]
+                .par_chunks_mut(CHUNK * rows)
+                .zip(w[..n * k].par_chunks(CHUNK * k))
+                .for_each(|(out, wc)| {
+                    kernel(rows, xr, k, wc, out);
+                });
             for j in 0..n {
                 for i in 0..rows {
                     y[(r0 + i) * n + j] = yt[j * rows + i];
@@ -94,7 +105,11 @@ fn kernel(rows: usize, x: &[f32], k: usize, w: &[f32], out: &mut [f32]) {
     }
     for (wr, o) in w.chunks_exact(k).zip(out.chunks_exact_mut(rows)) {
         for (i, oi) in o.iter_mut().enumerate() {
-            *oi = wr.iter().zip(&x[i * k..(i + 1) * k]).map(|(a, b)| a * b).sum();
+            *oi = wr
+                .iter()
+                .zip(&x[i * k..(i + 1) * k])
+                .map(|(a, b)| a * b)
+                .sum();
         }
     }
 }
@@ -172,16 +187,43 @@ mod tests {
                 let want = x.matmul(&w.t().unwrap()).unwrap();
                 let got = super::linear_small(&x, &w).unwrap();
                 assert_eq!(got.dims(), &[m, n]);
-                let err = (got - &want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-                let scale = want.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().max(1.0);
-                assert!(err <= 1e-5 * scale * (k as f32).sqrt(), "m {m} n {n} k {k}: error {err} (scale {scale})");
+                let err = (got - &want)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
+                let scale = want
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap()
+                    .max(1.0);
+                assert!(
+                    err <= 1e-5 * scale * (k as f32).sqrt(),
+                    "m {m} n {n} k {k}: error {err} (scale {scale})"
+                );
             }
         }
         // Non-contiguous inputs are made contiguous first.
-        let x = Tensor::randn(0f32, 1.0, (24, 8), &dev).unwrap().t().unwrap();
+        let x = Tensor::randn(0f32, 1.0, (24, 8), &dev)
+            .unwrap()
+            .t()
+            .unwrap();
         let w = Tensor::randn(0f32, 1.0, (10, 24), &dev).unwrap();
         let want = x.matmul(&w.t().unwrap()).unwrap();
-        let err = (super::linear_small(&x, &w).unwrap() - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        let err = (super::linear_small(&x, &w).unwrap() - want)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
         assert!(err < 1e-4, "{err}");
     }
 }

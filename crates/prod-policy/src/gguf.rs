@@ -29,29 +29,45 @@ fn bad(path: &Path, m: impl std::fmt::Display) -> PolicyError {
 pub fn unpermute_qk(w: &Tensor, heads: usize) -> Result<Tensor> {
     let (out, inp) = w.dims2()?;
     let hd = out / heads;
-    Ok(w.reshape((heads, hd / 2, 2, inp))?.transpose(1, 2)?.contiguous()?.reshape((out, inp))?)
+    Ok(w.reshape((heads, hd / 2, 2, inp))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((out, inp))?)
 }
 
 /// The inverse of [`unpermute_qk`] (for writing GGUF test files).
 pub fn permute_qk(w: &Tensor, heads: usize) -> Result<Tensor> {
     let (out, inp) = w.dims2()?;
     let hd = out / heads;
-    Ok(w.reshape((heads, 2, hd / 2, inp))?.transpose(1, 2)?.contiguous()?.reshape((out, inp))?)
+    Ok(w.reshape((heads, 2, hd / 2, inp))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((out, inp))?)
 }
 
 /// Reads a GGUF file into a model (f32) and its tokenizer, ProD's special tokens included.
 pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer)> {
     let mut file = std::fs::File::open(path).map_err(|e| PolicyError::io(path, e))?;
-    let content = Content::read(&mut file).map_err(|e| bad(path, format!("not a GGUF file: {e}")))?;
+    let content =
+        Content::read(&mut file).map_err(|e| bad(path, format!("not a GGUF file: {e}")))?;
     let md = &content.metadata;
-    let get = |k: &str| md.get(k).ok_or_else(|| bad(path, format!("metadata key {k} is missing")));
-    let arch = get("general.architecture")?.to_string().map_err(|e| bad(path, e))?.clone();
+    let get = |k: &str| {
+        md.get(k)
+            .ok_or_else(|| bad(path, format!("metadata key {k} is missing")))
+    };
+    let arch = get("general.architecture")?
+        .to_string()
+        .map_err(|e| bad(path, e))?
+        .clone();
     if arch != "llama" {
         return Err(bad(path, format!("architecture {arch:?} is not llama")));
     }
     let num = |k: &str| -> Result<usize> {
         let v = get(&format!("{arch}.{k}"))?;
-        v.to_u32().map(|x| x as usize).or_else(|_| v.to_u64().map(|x| x as usize)).map_err(|e| bad(path, format!("{k}: {e}")))
+        v.to_u32()
+            .map(|x| x as usize)
+            .or_else(|_| v.to_u64().map(|x| x as usize))
+            .map_err(|e| bad(path, format!("{k}: {e}")))
     };
     let float = |k: &str, default: f64| -> Result<f64> {
         match md.get(&format!("{arch}.{k}")) {
@@ -73,8 +89,12 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
         .collect::<Result<_>>()?;
 
     let tied = !content.tensor_infos.contains_key("output.weight");
-    let eos = md.get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok());
-    let bos = md.get("tokenizer.ggml.bos_token_id").and_then(|v| v.to_u32().ok());
+    let eos = md
+        .get("tokenizer.ggml.eos_token_id")
+        .and_then(|v| v.to_u32().ok());
+    let bos = md
+        .get("tokenizer.ggml.bos_token_id")
+        .and_then(|v| v.to_u32().ok());
     let cfg = LlamaConfig {
         vocab_size: tokens.len(),
         hidden_size: num("embedding_length")?,
@@ -94,7 +114,9 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
 
     let mut tensors = HashMap::new();
     let mut load = |gguf: &str, hf: String, permute_heads: Option<usize>| -> Result<()> {
-        let q = content.tensor(&mut file, gguf, &Device::Cpu).map_err(|e| bad(path, format!("{gguf}: {e}")))?;
+        let q = content
+            .tensor(&mut file, gguf, &Device::Cpu)
+            .map_err(|e| bad(path, format!("{gguf}: {e}")))?;
         let mut t = q.dequantize(&Device::Cpu)?;
         if let Some(h) = permute_heads {
             t = unpermute_qk(&t, h)?;
@@ -102,22 +124,62 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
         tensors.insert(hf, t);
         Ok(())
     };
-    load("token_embd.weight", "model.embed_tokens.weight".into(), None)?;
+    load(
+        "token_embd.weight",
+        "model.embed_tokens.weight".into(),
+        None,
+    )?;
     load("output_norm.weight", "model.norm.weight".into(), None)?;
     if !tied {
         load("output.weight", "lm_head.weight".into(), None)?;
     }
     for i in 0..cfg.num_hidden_layers {
         let (g, h) = (format!("blk.{i}"), format!("model.layers.{i}"));
-        load(&format!("{g}.attn_norm.weight"), format!("{h}.input_layernorm.weight"), None)?;
-        load(&format!("{g}.attn_q.weight"), format!("{h}.self_attn.q_proj.weight"), Some(heads))?;
-        load(&format!("{g}.attn_k.weight"), format!("{h}.self_attn.k_proj.weight"), Some(kv_heads))?;
-        load(&format!("{g}.attn_v.weight"), format!("{h}.self_attn.v_proj.weight"), None)?;
-        load(&format!("{g}.attn_output.weight"), format!("{h}.self_attn.o_proj.weight"), None)?;
-        load(&format!("{g}.ffn_norm.weight"), format!("{h}.post_attention_layernorm.weight"), None)?;
-        load(&format!("{g}.ffn_gate.weight"), format!("{h}.mlp.gate_proj.weight"), None)?;
-        load(&format!("{g}.ffn_up.weight"), format!("{h}.mlp.up_proj.weight"), None)?;
-        load(&format!("{g}.ffn_down.weight"), format!("{h}.mlp.down_proj.weight"), None)?;
+        load(
+            &format!("{g}.attn_norm.weight"),
+            format!("{h}.input_layernorm.weight"),
+            None,
+        )?;
+        load(
+            &format!("{g}.attn_q.weight"),
+            format!("{h}.self_attn.q_proj.weight"),
+            Some(heads),
+        )?;
+        load(
+            &format!("{g}.attn_k.weight"),
+            format!("{h}.self_attn.k_proj.weight"),
+            Some(kv_heads),
+        )?;
+        load(
+            &format!("{g}.attn_v.weight"),
+            format!("{h}.self_attn.v_proj.weight"),
+            None,
+        )?;
+        load(
+            &format!("{g}.attn_output.weight"),
+            format!("{h}.self_attn.o_proj.weight"),
+            None,
+        )?;
+        load(
+            &format!("{g}.ffn_norm.weight"),
+            format!("{h}.post_attention_layernorm.weight"),
+            None,
+        )?;
+        load(
+            &format!("{g}.ffn_gate.weight"),
+            format!("{h}.mlp.gate_proj.weight"),
+            None,
+        )?;
+        load(
+            &format!("{g}.ffn_up.weight"),
+            format!("{h}.mlp.up_proj.weight"),
+            None,
+        )?;
+        load(
+            &format!("{g}.ffn_down.weight"),
+            format!("{h}.mlp.down_proj.weight"),
+            None,
+        )?;
     }
     let mut model = Llama::from_tensors(cfg, tensors, device)?;
     let tok = gguf_tokenizer(path, md, &tokens, eos)?;
@@ -125,10 +187,22 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
     Ok((model, tok))
 }
 
-fn gguf_tokenizer(path: &Path, md: &HashMap<String, Value>, tokens: &[String], eos: Option<u32>) -> Result<ProdTokenizer> {
-    let kind = md.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
+fn gguf_tokenizer(
+    path: &Path,
+    md: &HashMap<String, Value>,
+    tokens: &[String],
+    eos: Option<u32>,
+) -> Result<ProdTokenizer> {
+    let kind = md
+        .get("tokenizer.ggml.model")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
     if kind != "gpt2" {
-        return Err(bad(path, format!("tokenizer model {kind:?} is not supported (only byte-level BPE, \"gpt2\")")));
+        return Err(bad(
+            path,
+            format!("tokenizer model {kind:?} is not supported (only byte-level BPE, \"gpt2\")"),
+        ));
     }
     let merges: Vec<(String, String)> = md
         .get("tokenizer.ggml.merges")
@@ -144,14 +218,22 @@ fn gguf_tokenizer(path: &Path, md: &HashMap<String, Value>, tokens: &[String], e
                 .ok_or_else(|| bad(path, format!("merge {i} {s:?} has no space")))
         })
         .collect::<Result<_>>()?;
-    let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+    let vocab: Vocab = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
         .build()
         .map_err(|e| PolicyError::Tokenizer(e.to_string()))?;
     let mut tok = Tokenizer::new(bpe);
     let byte_level = ByteLevel::default().add_prefix_space(false);
-    let pre = md.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
+    let pre = md
+        .get("tokenizer.ggml.pre")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
     // SmolLM2 ("smollm") splits digits one by one before byte-level BPE, as its HF tokenizer does.
     let pre_tok: PreTokenizerWrapper = if pre == "smollm" {
         Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into()
@@ -160,7 +242,10 @@ fn gguf_tokenizer(path: &Path, md: &HashMap<String, Value>, tokens: &[String], e
     };
     tok.with_pre_tokenizer(Some(pre_tok));
     tok.with_decoder(Some(ByteLevel::default()));
-    if let Some(types) = md.get("tokenizer.ggml.token_type").and_then(|v| v.to_vec().ok()) {
+    if let Some(types) = md
+        .get("tokenizer.ggml.token_type")
+        .and_then(|v| v.to_vec().ok())
+    {
         // Control tokens (type 3) are never split.
         let control: Vec<AddedToken> = types
             .iter()
@@ -168,7 +253,8 @@ fn gguf_tokenizer(path: &Path, md: &HashMap<String, Value>, tokens: &[String], e
             .filter(|(t, _)| t.to_i32().map(|x| x == 3).unwrap_or(false))
             .map(|(_, s)| AddedToken::from(s.clone(), true))
             .collect();
-        tok.add_special_tokens(control).map_err(|e| PolicyError::Tokenizer(e.to_string()))?;
+        tok.add_special_tokens(control)
+            .map_err(|e| PolicyError::Tokenizer(e.to_string()))?;
     }
     ProdTokenizer::new(tok, eos)
 }

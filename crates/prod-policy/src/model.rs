@@ -87,7 +87,16 @@ impl GradSinks {
                 .layers
                 .iter()
                 .map(|l| {
-                    [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj].map(slot)
+                    [
+                        &l.q_proj,
+                        &l.k_proj,
+                        &l.v_proj,
+                        &l.o_proj,
+                        &l.gate_proj,
+                        &l.up_proj,
+                        &l.down_proj,
+                    ]
+                    .map(slot)
                 })
                 .collect(),
         }
@@ -99,18 +108,42 @@ impl GradSinks {
         let mut out = Vec::new();
         let mut put = |name: String, slot: &Arc<GradSlot>, var: &Var| -> Result<()> {
             if let Some(g) = slot.take()? {
-                out.push((name, Tensor::from_vec(g, var.shape(), var.device())?, slot.take_squares()?));
+                out.push((
+                    name,
+                    Tensor::from_vec(g, var.shape(), var.device())?,
+                    slot.take_squares()?,
+                ));
             }
             Ok(())
         };
-        put("model.embed_tokens.weight".into(), &self.embed, &model.embed_tokens)?;
+        put(
+            "model.embed_tokens.weight".into(),
+            &self.embed,
+            &model.embed_tokens,
+        )?;
         if let (Some(s), Some(v)) = (&self.lm_head, &model.lm_head) {
             put("lm_head.weight".into(), s, v)?;
         }
         for (i, (slots, l)) in self.layers.iter().zip(&model.layers).enumerate() {
             let p = format!("model.layers.{i}");
-            let names = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"];
-            let vars = [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj];
+            let names = [
+                "self_attn.q_proj",
+                "self_attn.k_proj",
+                "self_attn.v_proj",
+                "self_attn.o_proj",
+                "mlp.gate_proj",
+                "mlp.up_proj",
+                "mlp.down_proj",
+            ];
+            let vars = [
+                &l.q_proj,
+                &l.k_proj,
+                &l.v_proj,
+                &l.o_proj,
+                &l.gate_proj,
+                &l.up_proj,
+                &l.down_proj,
+            ];
             for ((n, s), v) in names.iter().zip(slots).zip(vars) {
                 put(format!("{p}.{n}.weight"), s, v)?;
             }
@@ -163,7 +196,13 @@ impl Batch {
             valid.resize(valid.len() + trail, false);
             positions.resize(positions.len() + trail, s.len() as u32);
         }
-        Batch { b, t, ids, valid, positions }
+        Batch {
+            b,
+            t,
+            ids,
+            valid,
+            positions,
+        }
     }
 }
 
@@ -223,7 +262,11 @@ impl LayerKv {
 
     /// The same cache for other rows of the batch (`f` maps a buffer to the new rows).
     fn map_rows(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<LayerKv> {
-        Ok(LayerKv { k: f(&self.k)?, v: f(&self.v)?, len: self.len })
+        Ok(LayerKv {
+            k: f(&self.k)?,
+            v: f(&self.v)?,
+            len: self.len,
+        })
     }
 }
 
@@ -238,7 +281,11 @@ pub struct KvCache {
 
 impl KvCache {
     pub fn new(num_layers: usize) -> Self {
-        KvCache { layers: vec![None; num_layers], key_valid: Vec::new(), next_position: Vec::new() }
+        KvCache {
+            layers: vec![None; num_layers],
+            key_valid: Vec::new(),
+            next_position: Vec::new(),
+        }
     }
 
     /// Number of cached columns (including padding).
@@ -267,7 +314,11 @@ impl KvCache {
             dims[0] = n;
             Ok(x.broadcast_as(dims)?.contiguous()?)
         };
-        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| l.map_rows(rep)).transpose()).collect::<Result<_>>()?;
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| l.as_ref().map(|l| l.map_rows(rep)).transpose())
+            .collect::<Result<_>>()?;
         Ok(KvCache {
             layers,
             key_valid: vec![self.key_valid[0].clone(); n],
@@ -277,9 +328,18 @@ impl KvCache {
 
     /// Keeps only the given rows (e.g. drop finished samples).
     pub fn select_rows(&self, rows: &[usize]) -> Result<KvCache> {
-        let idx = Tensor::from_vec(rows.iter().map(|&r| r as u32).collect::<Vec<_>>(), rows.len(), &Device::Cpu)?;
-        let pick = |x: &Tensor| -> Result<Tensor> { Ok(x.index_select(&idx.to_device(x.device())?, 0)?) };
-        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| l.map_rows(pick)).transpose()).collect::<Result<_>>()?;
+        let idx = Tensor::from_vec(
+            rows.iter().map(|&r| r as u32).collect::<Vec<_>>(),
+            rows.len(),
+            &Device::Cpu,
+        )?;
+        let pick =
+            |x: &Tensor| -> Result<Tensor> { Ok(x.index_select(&idx.to_device(x.device())?, 0)?) };
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| l.as_ref().map(|l| l.map_rows(pick)).transpose())
+            .collect::<Result<_>>()?;
         Ok(KvCache {
             layers,
             key_valid: rows.iter().map(|&r| self.key_valid[r].clone()).collect(),
@@ -344,7 +404,11 @@ impl Llama {
     /// Builds a model from named tensors (converted to f32). Missing or misshapen parameters are
     /// errors naming the parameter; extra tensors (e.g. `lm_head.weight` of a tied model,
     /// rotary caches) are ignored.
-    pub fn from_tensors(cfg: LlamaConfig, mut tensors: HashMap<String, Tensor>, device: &Device) -> Result<Llama> {
+    pub fn from_tensors(
+        cfg: LlamaConfig,
+        mut tensors: HashMap<String, Tensor>,
+        device: &Device,
+    ) -> Result<Llama> {
         cfg.validate()?;
         let mut take = |name: &str, shape: &[usize]| -> Result<Var> {
             let t = tensors
@@ -381,8 +445,22 @@ impl Llama {
             });
         }
         let norm = get("model.norm.weight".into())?;
-        let lm_head = if cfg.tie_word_embeddings { None } else { Some(get("lm_head.weight".into())?) };
-        Ok(Llama { cfg, device: device.clone(), embed_tokens, layers, norm, lm_head, fused: true, quantized: Default::default(), version: AtomicU64::new(next_version()) })
+        let lm_head = if cfg.tie_word_embeddings {
+            None
+        } else {
+            Some(get("lm_head.weight".into())?)
+        };
+        Ok(Llama {
+            cfg,
+            device: device.clone(),
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            fused: true,
+            quantized: Default::default(),
+            version: AtomicU64::new(next_version()),
+        })
     }
 
     pub fn config(&self) -> &LlamaConfig {
@@ -408,7 +486,10 @@ impl Llama {
             out.push((format!("{p}.self_attn.k_proj.weight"), &l.k_proj));
             out.push((format!("{p}.self_attn.v_proj.weight"), &l.v_proj));
             out.push((format!("{p}.self_attn.o_proj.weight"), &l.o_proj));
-            out.push((format!("{p}.post_attention_layernorm.weight"), &l.post_attention_layernorm));
+            out.push((
+                format!("{p}.post_attention_layernorm.weight"),
+                &l.post_attention_layernorm,
+            ));
             out.push((format!("{p}.mlp.gate_proj.weight"), &l.gate_proj));
             out.push((format!("{p}.mlp.up_proj.weight"), &l.up_proj));
             out.push((format!("{p}.mlp.down_proj.weight"), &l.down_proj));
@@ -428,8 +509,11 @@ impl Llama {
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
         self.cfg.save(&dir.join("config.json"))?;
-        let tensors: HashMap<String, Tensor> =
-            self.named_vars().into_iter().map(|(n, v)| (n, v.as_detached_tensor())).collect();
+        let tensors: HashMap<String, Tensor> = self
+            .named_vars()
+            .into_iter()
+            .map(|(n, v)| (n, v.as_detached_tensor()))
+            .collect();
         candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
         Ok(())
     }
@@ -444,12 +528,19 @@ impl Llama {
             vec![single]
         } else if index.exists() {
             let text = std::fs::read_to_string(&index).map_err(|e| PolicyError::io(&index, e))?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| PolicyError::Config(format!("{}: line {}: {e}", index.display(), e.line())))?;
-            let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| {
-                PolicyError::Config(format!("{}: no \"weight_map\" object", index.display()))
+            let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                PolicyError::Config(format!("{}: line {}: {e}", index.display(), e.line()))
             })?;
-            let mut names: Vec<String> = map.values().filter_map(|v| v.as_str().map(String::from)).collect();
+            let map = json
+                .get("weight_map")
+                .and_then(|m| m.as_object())
+                .ok_or_else(|| {
+                    PolicyError::Config(format!("{}: no \"weight_map\" object", index.display()))
+                })?;
+            let mut names: Vec<String> = map
+                .values()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
             names.sort();
             names.dedup();
             names.into_iter().map(|n| dir.join(n)).collect()
@@ -475,7 +566,9 @@ impl Llama {
     pub fn resize_vocab(&mut self, new_vocab: usize) -> Result<()> {
         let old = self.cfg.vocab_size;
         if new_vocab < old {
-            return Err(PolicyError::BadInput(format!("cannot shrink the vocabulary from {old} to {new_vocab}")));
+            return Err(PolicyError::BadInput(format!(
+                "cannot shrink the vocabulary from {old} to {new_vocab}"
+            )));
         }
         if new_vocab == old {
             return Ok(());
@@ -484,7 +577,10 @@ impl Llama {
             let t = v.as_detached_tensor();
             let mean = t.mean_keepdim(0)?;
             let extra = mean.broadcast_as((new_vocab - old, t.dim(1)?))?;
-            Ok(Var::from_tensor(&Tensor::cat(&[&t, &extra.contiguous()?], 0)?)?)
+            Ok(Var::from_tensor(&Tensor::cat(
+                &[&t, &extra.contiguous()?],
+                0,
+            )?)?)
         };
         self.weights_changed();
         self.embed_tokens = grow(&self.embed_tokens)?;
@@ -517,9 +613,19 @@ impl Llama {
         }
         let mut mats: Vec<&Var> = vec![self.lm_head.as_ref().unwrap_or(&self.embed_tokens)];
         for l in &self.layers {
-            mats.extend([&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj]);
+            mats.extend([
+                &l.q_proj,
+                &l.k_proj,
+                &l.v_proj,
+                &l.o_proj,
+                &l.gate_proj,
+                &l.up_proj,
+                &l.down_proj,
+            ]);
         }
-        let q = Arc::new(QuantizedWeights::new(mats.into_iter().map(|v| v.as_tensor()))?);
+        let q = Arc::new(QuantizedWeights::new(
+            mats.into_iter().map(|v| v.as_tensor()),
+        )?);
         *slot = Some(q.clone());
         Ok(q)
     }
@@ -536,8 +642,9 @@ impl Llama {
     fn rope_tables(&self, positions: &[u32]) -> (Vec<f32>, Vec<f32>) {
         let hd = self.cfg.head_dim();
         let half = hd / 2;
-        let inv: Vec<f64> =
-            (0..half).map(|i| 1.0 / self.cfg.rope_theta.powf(2.0 * i as f64 / hd as f64)).collect();
+        let inv: Vec<f64> = (0..half)
+            .map(|i| 1.0 / self.cfg.rope_theta.powf(2.0 * i as f64 / hd as f64))
+            .collect();
         let mut cos = Vec::with_capacity(positions.len() * hd);
         let mut sin = Vec::with_capacity(positions.len() * hd);
         for &p in positions {
@@ -569,18 +676,33 @@ impl Llama {
 
     /// RMSNorm: candle's fused op when no gradient is wanted (it records no backward pass).
     fn rms_norm(grad: bool, x: &Tensor, alpha: &Tensor, eps: f32) -> Result<Tensor> {
-        Ok(if grad { candle_nn::ops::rms_norm_slow(x, alpha, eps)? } else { candle_nn::ops::rms_norm(&x.contiguous()?, alpha, eps)? })
+        Ok(if grad {
+            candle_nn::ops::rms_norm_slow(x, alpha, eps)?
+        } else {
+            candle_nn::ops::rms_norm(&x.contiguous()?, alpha, eps)?
+        })
     }
 
     /// Softmax over the last axis: candle's fused op when no gradient is wanted.
     fn softmax(grad: bool, x: &Tensor) -> Result<Tensor> {
-        Ok(if grad { candle_nn::ops::softmax(x, D::Minus1)? } else { candle_nn::ops::softmax_last_dim(&x.contiguous()?)? })
+        Ok(if grad {
+            candle_nn::ops::softmax(x, D::Minus1)?
+        } else {
+            candle_nn::ops::softmax_last_dim(&x.contiguous()?)?
+        })
     }
 
     /// `x2d · wᵀ`. `quant`: the quantised weights of a decoding step.
-    fn linear(x2d: &Tensor, w: &Var, grad: bool, quant: Option<&QuantizedWeights>) -> Result<Tensor> {
+    fn linear(
+        x2d: &Tensor,
+        w: &Var,
+        grad: bool,
+        quant: Option<&QuantizedWeights>,
+    ) -> Result<Tensor> {
         let m = x2d.dim(0)?;
-        if let (false, Some(q), DType::F32) = (grad, quant.and_then(|q| q.get(w.as_tensor())), x2d.dtype()) {
+        if let (false, Some(q), DType::F32) =
+            (grad, quant.and_then(|q| q.get(w.as_tensor())), x2d.dtype())
+        {
             return Ok(q.matmul_t(x2d)?);
         }
         if !grad && m <= 16 && x2d.dtype() == DType::F32 {
@@ -619,13 +741,22 @@ impl Llama {
         if b == 0 || t == 0 {
             return Err(PolicyError::BadInput("empty batch".into()));
         }
-        if let Some(&bad) = batch.ids.iter().find(|&&i| i as usize >= self.cfg.vocab_size) {
+        if let Some(&bad) = batch
+            .ids
+            .iter()
+            .find(|&&i| i as usize >= self.cfg.vocab_size)
+        {
             return Err(PolicyError::BadInput(format!(
                 "token id {bad} is outside the vocabulary ({} tokens)",
                 self.cfg.vocab_size
             )));
         }
-        let (h, kvh, hd, d) = (self.cfg.num_attention_heads, self.cfg.kv_heads(), self.cfg.head_dim(), self.cfg.hidden_size);
+        let (h, kvh, hd, d) = (
+            self.cfg.num_attention_heads,
+            self.cfg.kv_heads(),
+            self.cfg.head_dim(),
+            self.cfg.hidden_size,
+        );
         let rep = h / kvh;
 
         // Positions and key validity, continuing the cache when there is one.
@@ -649,7 +780,10 @@ impl Llama {
                         positions[r * t + j] += off;
                     }
                     c.key_valid[r].extend_from_slice(&batch.valid[r * t..(r + 1) * t]);
-                    let new_valid = batch.valid[r * t..(r + 1) * t].iter().filter(|&&v| v).count();
+                    let new_valid = batch.valid[r * t..(r + 1) * t]
+                        .iter()
+                        .filter(|&&v| v)
+                        .count();
                     c.next_position[r] = off + new_valid as u32;
                 }
                 past
@@ -694,16 +828,27 @@ impl Llama {
         let mut x = Self::w(&self.embed_tokens, grad).index_select(&ids, 0)?; // [b*t, d]
         let scale = 1.0 / (hd as f64).sqrt();
         for (li, l) in self.layers.iter().enumerate() {
-            let hn = Self::rms_norm(grad, &x, &Self::w(&l.input_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
+            let hn = Self::rms_norm(
+                grad,
+                &x,
+                &Self::w(&l.input_layernorm, grad),
+                self.cfg.rms_norm_eps as f32,
+            )?;
             let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?;
             let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?;
-            let v = Self::linear(&hn, &l.v_proj, grad, quant)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+            let v = Self::linear(&hn, &l.v_proj, grad, quant)?
+                .reshape((b, t, kvh, hd))?
+                .transpose(1, 2)?
+                .contiguous()?;
             let (q, k) = match &composite {
                 None => (
                     crate::ops::rope_transpose(&q, cos_v.clone(), sin_v.clone())?,
                     crate::ops::rope_transpose(&k, cos_v.clone(), sin_v.clone())?,
                 ),
-                Some((_, cos, sin)) => (Self::rope(&q.transpose(1, 2)?, cos, sin)?, Self::rope(&k.transpose(1, 2)?, cos, sin)?),
+                Some((_, cos, sin)) => (
+                    Self::rope(&q.transpose(1, 2)?, cos, sin)?,
+                    Self::rope(&k.transpose(1, 2)?, cos, sin)?,
+                ),
             };
             let (k, v) = match cache.as_deref_mut() {
                 Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
@@ -713,24 +858,50 @@ impl Llama {
             // key/value head are stacked along the query axis (HF orders heads kv-major).
             let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
             let p = match &composite {
-                None => crate::ops::masked_softmax(&q.matmul(&k.t()?)?, mask_v.clone(), scale as f32, b, t, total)?,
+                None => crate::ops::masked_softmax(
+                    &q.matmul(&k.t()?)?,
+                    mask_v.clone(),
+                    scale as f32,
+                    b,
+                    t,
+                    total,
+                )?,
                 Some((mask, _, _)) => {
                     let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
-                    let scores = scores.reshape((b, kvh, rep, t, total))?.broadcast_add(mask)?;
+                    let scores = scores
+                        .reshape((b, kvh, rep, t, total))?
+                        .broadcast_add(mask)?;
                     Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?
                 }
             };
             let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
-            let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
+            let o = o
+                .reshape((b, h, t, hd))?
+                .transpose(1, 2)?
+                .reshape((b * t, d))?;
             x = (x + Self::linear(&o, &l.o_proj, grad, quant)?)?;
 
-            let hn = Self::rms_norm(grad, &x, &Self::w(&l.post_attention_layernorm, grad), self.cfg.rms_norm_eps as f32)?;
+            let hn = Self::rms_norm(
+                grad,
+                &x,
+                &Self::w(&l.post_attention_layernorm, grad),
+                self.cfg.rms_norm_eps as f32,
+            )?;
             let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?;
             let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
-            let act = if composite.is_none() { crate::ops::swiglu(&gate, &up)? } else { (gate.silu()? * up)? };
+            let act = if composite.is_none() {
+                crate::ops::swiglu(&gate, &up)?
+            } else {
+                (gate.silu()? * up)?
+            };
             x = (x + Self::linear(&act, &l.down_proj, grad, quant)?)?;
         }
-        let x = Self::rms_norm(grad, &x, &Self::w(&self.norm, grad), self.cfg.rms_norm_eps as f32)?;
+        let x = Self::rms_norm(
+            grad,
+            &x,
+            &Self::w(&self.norm, grad),
+            self.cfg.rms_norm_eps as f32,
+        )?;
         Ok(x.reshape((b, t, d))?)
     }
 
@@ -746,14 +917,25 @@ impl Llama {
     ) -> Result<Tensor> {
         use crate::ops;
         let (b, t) = (batch.b, batch.t);
-        let (h, kvh, hd, d) = (self.cfg.num_attention_heads, self.cfg.kv_heads(), self.cfg.head_dim(), self.cfg.hidden_size);
+        let (h, kvh, hd, d) = (
+            self.cfg.num_attention_heads,
+            self.cfg.kv_heads(),
+            self.cfg.head_dim(),
+            self.cfg.hidden_size,
+        );
         let rep = h / kvh;
         let eps = self.cfg.rms_norm_eps as f32;
         let scale = (1.0 / (hd as f64).sqrt()) as f32;
-        let (mask, cos, sin) = (std::sync::Arc::new(mask), std::sync::Arc::new(cos), std::sync::Arc::new(sin));
+        let (mask, cos, sin) = (
+            std::sync::Arc::new(mask),
+            std::sync::Arc::new(cos),
+            std::sync::Arc::new(sin),
+        );
         let w = |v: &Var| v.as_tensor().clone();
         let mut x = match sinks {
-            Some(s) => ops::embedding_sink(&w(&self.embed_tokens), batch.ids.clone(), s.embed.clone())?,
+            Some(s) => {
+                ops::embedding_sink(&w(&self.embed_tokens), batch.ids.clone(), s.embed.clone())?
+            }
             None => {
                 let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
                 w(&self.embed_tokens).index_select(&ids, 0)?
@@ -782,11 +964,17 @@ impl Llama {
                 let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
                 let k = ops::linear_sink(&hn, &w(&l.k_proj), None)?.reshape((b, t, kvh, hd))?;
                 let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
-                let v = ops::linear_sink(&hn, &w(&l.v_proj), None)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+                let v = ops::linear_sink(&hn, &w(&l.v_proj), None)?
+                    .reshape((b, t, kvh, hd))?
+                    .transpose(1, 2)?
+                    .contiguous()?;
                 // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
                 let q = q.reshape((b, kvh, rep * t, hd))?;
                 let o = ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t)?; // [b, kvh, rep*t, hd]
-                let o = o.reshape((b, h, t, hd))?.transpose(1, 2)?.reshape((b * t, d))?;
+                let o = o
+                    .reshape((b, h, t, hd))?
+                    .transpose(1, 2)?
+                    .reshape((b * t, d))?;
                 x = (x + ops::linear_sink(&o, &w(&l.o_proj), None)?)?;
             }
 
@@ -794,7 +982,13 @@ impl Llama {
                 Some(s) => {
                     let [.., g, u, dn] = &s.layers[li];
                     let weights = [w(&l.gate_proj), w(&l.up_proj), w(&l.down_proj)];
-                    ops::mlp_block(&x, &w(&l.post_attention_layernorm), weights, [g.clone(), u.clone(), dn.clone()], eps)?
+                    ops::mlp_block(
+                        &x,
+                        &w(&l.post_attention_layernorm),
+                        weights,
+                        [g.clone(), u.clone(), dn.clone()],
+                        eps,
+                    )?
                 }
                 None => {
                     let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
@@ -822,14 +1016,26 @@ impl Llama {
 
     /// The head and the weighted cross-entropy of a training pass with gradient slots, as one
     /// node (`ops::head_cross_entropy`); `None` when the fused ops do not apply.
-    pub(crate) fn head_loss_grad(&self, hidden2d: &Tensor, sinks: &GradSinks, labels: Vec<u32>, weights: Vec<f32>) -> Result<Option<Tensor>> {
+    pub(crate) fn head_loss_grad(
+        &self,
+        hidden2d: &Tensor,
+        sinks: &GradSinks,
+        labels: Vec<u32>,
+        weights: Vec<f32>,
+    ) -> Result<Option<Tensor>> {
         if !self.use_fused(true, false) {
             return Ok(None);
         }
         let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         // A tied head shares the embedding's slot.
         let sink = sinks.lm_head.clone().unwrap_or_else(|| sinks.embed.clone());
-        Ok(Some(crate::ops::head_cross_entropy(hidden2d, w.as_tensor(), sink, labels, weights)?))
+        Ok(Some(crate::ops::head_cross_entropy(
+            hidden2d,
+            w.as_tensor(),
+            sink,
+            labels,
+            weights,
+        )?))
     }
 
     /// The language-model head applied to hidden states `[n, hidden]` → logits `[n, vocab]`.
@@ -837,7 +1043,12 @@ impl Llama {
         self.head_with(hidden2d, grad, None)
     }
 
-    fn head_with(&self, hidden2d: &Tensor, grad: bool, quant: Option<&QuantizedWeights>) -> Result<Tensor> {
+    fn head_with(
+        &self,
+        hidden2d: &Tensor,
+        grad: bool,
+        quant: Option<&QuantizedWeights>,
+    ) -> Result<Tensor> {
         let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         Self::linear(hidden2d, w, grad, quant)
     }
@@ -847,7 +1058,9 @@ impl Llama {
     pub fn logits(&self, batch: &Batch, grad: bool) -> Result<Tensor> {
         let hidden = self.hidden(batch, None, grad)?;
         let (b, t, d) = hidden.dims3()?;
-        Ok(self.head(&hidden.reshape((b * t, d))?, grad)?.reshape((b, t, self.cfg.vocab_size))?)
+        Ok(self
+            .head(&hidden.reshape((b * t, d))?, grad)?
+            .reshape((b, t, self.cfg.vocab_size))?)
     }
 
     /// Feeds `batch` through the cache and returns the logits of each row's last column, `[b, vocab]`.
@@ -858,7 +1071,12 @@ impl Llama {
     /// [`Llama::forward_cached`] reading `weights`: with [`DecodeWeights::Q8`], steps of one new
     /// token per row use the quantised copies (so a one-token prompt's prefill does too); longer
     /// prefills use f32.
-    pub fn forward_cached_with(&self, batch: &Batch, cache: &mut KvCache, weights: DecodeWeights) -> Result<Tensor> {
+    pub fn forward_cached_with(
+        &self,
+        batch: &Batch,
+        cache: &mut KvCache,
+        weights: DecodeWeights,
+    ) -> Result<Tensor> {
         let quant = match weights {
             DecodeWeights::Q8 if batch.t == 1 => Some(self.quantized_weights()?),
             _ => None,
@@ -876,9 +1094,15 @@ impl Llama {
         let batch = Batch::right_padded(seqs);
         let hidden = self.hidden(&batch, None, false)?;
         let d = self.cfg.hidden_size;
-        let rows: Vec<u32> = seqs.iter().enumerate().map(|(i, s)| (i * batch.t + s.len() - 1) as u32).collect();
+        let rows: Vec<u32> = seqs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i * batch.t + s.len() - 1) as u32)
+            .collect();
         let idx = Tensor::from_vec(rows, seqs.len(), &self.device)?;
-        let last = hidden.reshape((batch.b * batch.t, d))?.index_select(&idx, 0)?;
+        let last = hidden
+            .reshape((batch.b * batch.t, d))?
+            .index_select(&idx, 0)?;
         self.head(&last, false)
     }
 }

@@ -92,7 +92,11 @@ impl SpinPool {
         let shared: &'static Shared = Box::leak(Box::new(Shared {
             generation: AtomicUsize::new(0),
             job: Mutex::new(None),
-            slots: (0..workers).map(|_| Slot { done: AtomicUsize::new(0) }).collect(),
+            slots: (0..workers)
+                .map(|_| Slot {
+                    done: AtomicUsize::new(0),
+                })
+                .collect(),
             panicked: AtomicBool::new(false),
         }));
         let mut threads = Vec::with_capacity(workers);
@@ -106,7 +110,11 @@ impl SpinPool {
                 Err(_) => break,
             }
         }
-        SpinPool { shared, threads, busy: Mutex::new(()) }
+        SpinPool {
+            shared,
+            threads,
+            busy: Mutex::new(()),
+        }
     }
 
     /// Parts a region is split into: the workers and the caller.
@@ -130,7 +138,10 @@ impl SpinPool {
         if parts == 1 {
             return f(0);
         }
-        let job = Job { call: call_job::<F>, data: &f as *const F as *const () };
+        let job = Job {
+            call: call_job::<F>,
+            data: &f as *const F as *const (),
+        };
         let gen = self.shared.generation.load(Ordering::Relaxed) + 1;
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some((gen, JobPtr(job)));
         self.shared.generation.store(gen, Ordering::Release);
@@ -181,7 +192,9 @@ fn worker(shared: &'static Shared, w: usize) {
             if g == gen {
                 // SAFETY: the caller of `execute` waits for this slot's `done` before it lets
                 // the closure go (module invariant).
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { (job.call)(job.data, w) }));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                    (job.call)(job.data, w)
+                }));
                 if r.is_err() {
                     shared.panicked.store(true, Ordering::Release);
                 }
@@ -248,7 +261,10 @@ mod tests {
                                 seen[i].fetch_add(1, Ordering::Relaxed);
                             }
                         });
-                        assert!(seen.iter().all(|x| x.load(Ordering::Relaxed) == 1), "caller {t}, n = {n}");
+                        assert!(
+                            seen.iter().all(|x| x.load(Ordering::Relaxed) == 1),
+                            "caller {t}, n = {n}"
+                        );
                     }
                 });
             }

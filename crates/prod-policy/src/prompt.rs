@@ -21,9 +21,18 @@ use crate::tokenizer::ProdTokenizer;
 use crate::{PolicyError, Result};
 
 /// The prompt `x = c s` with the context truncated to its last `context_tokens` tokens.
-pub fn prompt_ids(tok: &ProdTokenizer, context: &str, statement: &str, context_tokens: usize) -> Result<Vec<u32>> {
+pub fn prompt_ids(
+    tok: &ProdTokenizer,
+    context: &str,
+    statement: &str,
+    context_tokens: usize,
+) -> Result<Vec<u32>> {
     let context = context.trim_end();
-    let mut ids = if context.is_empty() { Vec::new() } else { tok.encode(&format!("{context}\n"))? };
+    let mut ids = if context.is_empty() {
+        Vec::new()
+    } else {
+        tok.encode(&format!("{context}\n"))?
+    };
     if ids.len() > context_tokens {
         ids.drain(..ids.len() - context_tokens);
     }
@@ -153,10 +162,17 @@ pub fn build_policy_example(
 ) -> std::result::Result<BuiltExample, Dropped> {
     let drop = |reason, message: String| Dropped { reason, message };
     let tokenizer = |e: PolicyError| drop(DropReason::Tokenizer, e.to_string());
-    ConditionalProof::parse(conditional_proof)
-        .map_err(|e| drop(DropReason::BadTarget, format!("target is not a conditional proof: {e}")))?;
+    ConditionalProof::parse(conditional_proof).map_err(|e| {
+        drop(
+            DropReason::BadTarget,
+            format!("target is not a conditional proof: {e}"),
+        )
+    })?;
     if !weight.is_finite() {
-        return Err(drop(DropReason::BadWeight, format!("weight {weight} is not finite")));
+        return Err(drop(
+            DropReason::BadWeight,
+            format!("weight {weight} is not finite"),
+        ));
     }
     let statement = statement.trim();
     if statement.is_empty() {
@@ -177,26 +193,57 @@ pub fn build_policy_example(
         ));
     }
     let context = context.trim_end();
-    let mut ids = if context.is_empty() { Vec::new() } else { tok.encode(&format!("{context}\n")).map_err(tokenizer)? };
+    let mut ids = if context.is_empty() {
+        Vec::new()
+    } else {
+        tok.encode(&format!("{context}\n")).map_err(tokenizer)?
+    };
     let full = ids.len();
-    let keep = full.min(opts.context_tokens).min(opts.max_seq_len - body.len());
+    let keep = full
+        .min(opts.context_tokens)
+        .min(opts.max_seq_len - body.len());
     ids.drain(..full - keep);
     let statement_start = ids.len();
     let target_start = statement_start + statement_len;
     ids.extend(body);
     // The first token has no left context to be predicted from.
-    let loss_from = if opts.statement_in_loss { statement_start.max(1) } else { target_start };
-    Ok(BuiltExample { example: TrainExample { ids, loss_from, weight }, context_tokens_full: full, context_tokens_kept: keep })
+    let loss_from = if opts.statement_in_loss {
+        statement_start.max(1)
+    } else {
+        target_start
+    };
+    Ok(BuiltExample {
+        example: TrainExample {
+            ids,
+            loss_from,
+            weight,
+        },
+        context_tokens_full: full,
+        context_tokens_kept: keep,
+    })
 }
 
 /// `(x, <true> or <false>)` for the value model: the loss is on that one token.
-pub fn value_example(tok: &ProdTokenizer, prompt: &[u32], proved: bool, weight: f32) -> Result<TrainExample> {
+pub fn value_example(
+    tok: &ProdTokenizer,
+    prompt: &[u32],
+    proved: bool,
+    weight: f32,
+) -> Result<TrainExample> {
     if prompt.is_empty() {
         return Err(PolicyError::BadInput("empty prompt".into()));
     }
     let mut ids = prompt.to_vec();
-    ids.push(if proved { tok.true_id() } else { tok.false_id() });
-    Ok(TrainExample { loss_from: prompt.len(), ids, weight })
+    ids.push(if proved {
+        tok.true_id()
+    } else {
+        tok.false_id()
+    });
+    Ok(TrainExample {
+        loss_from: prompt.len(),
+        ids,
+        weight,
+    })
 }
 
 /// `P(a) / (P(a) + P(b))` for the next token after each prompt; equals `sigmoid(l_a - l_b)`,
@@ -207,10 +254,17 @@ pub fn pair_probability(model: &Llama, prompts: &[&[u32]], a: u32, b: u32) -> Re
     }
     let logits = model.next_token_logits(prompts)?;
     let pick = |id: u32| -> Result<Vec<f32>> {
-        Ok(logits.narrow(1, id as usize, 1)?.squeeze(1)?.to_vec1::<f32>()?)
+        Ok(logits
+            .narrow(1, id as usize, 1)?
+            .squeeze(1)?
+            .to_vec1::<f32>()?)
     };
     let (la, lb) = (pick(a)?, pick(b)?);
-    Ok(la.iter().zip(&lb).map(|(&x, &y)| 1.0 / (1.0 + (y as f64 - x as f64).exp())).collect())
+    Ok(la
+        .iter()
+        .zip(&lb)
+        .map(|(&x, &y)| 1.0 / (1.0 + (y as f64 - x as f64).exp()))
+        .collect())
 }
 
 /// `π(<use_invoke> | x)` normalised over the two `t0` tokens (RL forces `<use_invoke>` for the

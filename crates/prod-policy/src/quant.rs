@@ -46,7 +46,9 @@ impl std::str::FromStr for DecodeWeights {
         match s.to_ascii_lowercase().as_str() {
             "f32" => Ok(DecodeWeights::F32),
             "q8" => Ok(DecodeWeights::Q8),
-            other => Err(format!("unknown decode weights '{other}' (expected f32 or q8)")),
+            other => Err(format!(
+                "unknown decode weights '{other}' (expected f32 or q8)"
+            )),
         }
     }
 }
@@ -92,7 +94,9 @@ fn block_grid(b: &[f32], levels: f32) -> (f32, f32, bool) {
     // Rounding of the grid's own arithmetic: relative to the step and to the values' size.
     let tol = (hi - lo) * 1e-6 + 8.0 * f32::EPSILON * lo.abs().max(hi.abs());
     let inv = 1.0 / scale;
-    let exact = b.iter().all(|&w| (level(w, inv, lo, levels) as f32 * scale + lo - w).abs() <= tol);
+    let exact = b
+        .iter()
+        .all(|&w| (level(w, inv, lo, levels) as f32 * scale + lo - w).abs() <= tol);
     (scale, lo, exact)
 }
 
@@ -117,7 +121,9 @@ fn code(bits: u32, block: &[u8], t: usize) -> u8 {
 /// The f32 contents of a CPU tensor without copying them.
 fn with_f32_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
     let (storage, layout) = t.storage_and_layout();
-    let candle_core::Storage::Cpu(CpuStorage::F32(data)) = &*storage else { return None };
+    let candle_core::Storage::Cpu(CpuStorage::F32(data)) = &*storage else {
+        return None;
+    };
     let (a, b) = layout.contiguous_offsets()?;
     Some(f(&data[a..b]))
 }
@@ -126,7 +132,11 @@ impl QuantMatrix {
     /// `w` is `[n, k]` row-major. `None` when `k` is not a multiple of [`BLOCK`] or a weight
     /// is not finite (such a matrix stays in f32).
     pub fn quantize(w: &[f32], n: usize, k: usize) -> Option<QuantMatrix> {
-        if k == 0 || !k.is_multiple_of(BLOCK) || w.len() != n * k || !w.par_iter().all(|x| x.is_finite()) {
+        if k == 0
+            || !k.is_multiple_of(BLOCK)
+            || w.len() != n * k
+            || !w.par_iter().all(|x| x.is_finite())
+        {
             return None;
         }
         let blocks = n * k / BLOCK;
@@ -134,13 +144,22 @@ impl QuantMatrix {
         let mut min = vec![0f32; blocks];
         let parts: Vec<(u32, Vec<u8>)> = w
             .par_chunks(CHUNK * k)
-            .zip(scale.par_chunks_mut(CHUNK * k / BLOCK).zip(min.par_chunks_mut(CHUNK * k / BLOCK)))
+            .zip(
+                scale
+                    .par_chunks_mut(CHUNK * k / BLOCK)
+                    .zip(min.par_chunks_mut(CHUNK * k / BLOCK)),
+            )
             .map(|(wc, (sc, mn))| {
                 let four = wc.chunks(BLOCK).all(|b| block_grid(b, 15.0).2);
                 let (bits, levels) = if four { (4u32, 15.0) } else { (8, 255.0) };
                 let bytes = BLOCK * bits as usize / 8;
                 let mut q = vec![0u8; wc.len() / BLOCK * bytes];
-                for (((qb, s), m), b) in q.chunks_mut(bytes).zip(sc.iter_mut()).zip(mn.iter_mut()).zip(wc.chunks(BLOCK)) {
+                for (((qb, s), m), b) in q
+                    .chunks_mut(bytes)
+                    .zip(sc.iter_mut())
+                    .zip(mn.iter_mut())
+                    .zip(wc.chunks(BLOCK))
+                {
                     let (bs, lo, _) = block_grid(b, levels);
                     (*s, *m) = (bs, lo);
                     let inv = if bs == 0.0 { 0.0 } else { 1.0 / bs };
@@ -150,7 +169,8 @@ impl QuantMatrix {
                         }
                     } else {
                         for t in 0..BLOCK / 2 {
-                            qb[t] = level(b[t], inv, lo, levels) | (level(b[t + BLOCK / 2], inv, lo, levels) << 4);
+                            qb[t] = level(b[t], inv, lo, levels)
+                                | (level(b[t + BLOCK / 2], inv, lo, levels) << 4);
                         }
                     }
                 }
@@ -163,7 +183,14 @@ impl QuantMatrix {
             chunks.push((bits, q.len()));
             q.extend_from_slice(&part);
         }
-        Some(QuantMatrix { n, k, chunks, q, scale, min })
+        Some(QuantMatrix {
+            n,
+            k,
+            chunks,
+            q,
+            scale,
+            min,
+        })
     }
 
     /// 4 when every row is in 4 bits, else 8.
@@ -173,7 +200,10 @@ impl QuantMatrix {
 
     /// Weights stored in 4 bits.
     pub fn weights_in_4_bits(&self) -> usize {
-        (0..self.chunks.len()).filter(|&c| self.chunks[c].0 == 4).map(|c| self.chunk_rows(c) * self.k).sum()
+        (0..self.chunks.len())
+            .filter(|&c| self.chunks[c].0 == 4)
+            .map(|c| self.chunk_rows(c) * self.k)
+            .sum()
     }
 
     fn chunk_rows(&self, c: usize) -> usize {
@@ -257,7 +287,16 @@ impl QuantMatrix {
 /// The portable kernel (and the reference the AVX-512 one is tested against): one chunk's
 /// rows, `codes`/`sc`/`mn` starting at its first row.
 #[allow(clippy::too_many_arguments)]
-fn kernel_scalar(bits: u32, k: usize, rows: usize, codes: &[u8], sc: &[f32], mn: &[f32], x: &[f32], out: &mut [f32]) {
+fn kernel_scalar(
+    bits: u32,
+    k: usize,
+    rows: usize,
+    codes: &[u8],
+    sc: &[f32],
+    mn: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+) {
     let nb = k / BLOCK;
     let bytes = BLOCK * bits as usize / 8;
     for (j, o) in out.chunks_exact_mut(rows).enumerate() {
@@ -268,7 +307,8 @@ fn kernel_scalar(bits: u32, k: usize, rows: usize, codes: &[u8], sc: &[f32], mn:
                 let bi = j * nb + b;
                 let block = &codes[bi * bytes..(bi + 1) * bytes];
                 for t in 0..BLOCK {
-                    acc += (code(bits, block, t) as f32).mul_add(sc[bi], mn[bi]) * xr[b * BLOCK + t];
+                    acc +=
+                        (code(bits, block, t) as f32).mul_add(sc[bi], mn[bi]) * xr[b * BLOCK + t];
                 }
             }
             *oi = acc;
@@ -278,12 +318,24 @@ fn kernel_scalar(bits: u32, k: usize, rows: usize, codes: &[u8], sc: &[f32], mn:
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_avx512<const BITS: u32, const M: usize>(k: usize, codes: &[u8], sc: &[f32], mn: &[f32], x: &[f32], out: &mut [f32]) {
+unsafe fn kernel_avx512<const BITS: u32, const M: usize>(
+    k: usize,
+    codes: &[u8],
+    sc: &[f32],
+    mn: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+) {
     use std::arch::x86_64::*;
     let nb = k / BLOCK;
     let n = out.len() / M;
     let bytes = BLOCK * BITS as usize / 8;
-    assert!(x.len() >= M * k && codes.len() >= n * nb * bytes && sc.len() >= n * nb && mn.len() >= n * nb);
+    assert!(
+        x.len() >= M * k
+            && codes.len() >= n * nb * bytes
+            && sc.len() >= n * nb
+            && mn.len() >= n * nb
+    );
     let xp = x.as_ptr();
     let nib = _mm512_set1_epi32(15);
     // Two accumulators per x row (the block's two halves) so that even one row has
@@ -326,8 +378,12 @@ impl CustomOp1 for QLinear<'_> {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(x) = s else { candle_core::bail!("prod-quant-linear: f32 only") };
-        let Some((xa, xb)) = l.contiguous_offsets() else { candle_core::bail!("prod-quant-linear: contiguous input only") };
+        let CpuStorage::F32(x) = s else {
+            candle_core::bail!("prod-quant-linear: f32 only")
+        };
+        let Some((xa, xb)) = l.contiguous_offsets() else {
+            candle_core::bail!("prod-quant-linear: contiguous input only")
+        };
         let (m, k) = l.shape().dims2()?;
         let w = self.0;
         if k != w.k {
@@ -342,9 +398,15 @@ impl CustomOp1 for QLinear<'_> {
             let xr = &x[r0 * k..(r0 + rows) * k];
             // Handing work to the pool costs more than a small matrix takes on this thread.
             if w.bytes() * rows < PARALLEL_BYTES {
-                yt[..n * rows].chunks_mut(CHUNK * rows).enumerate().for_each(|(c, o)| w.chunk_into(c, rows, xr, o));
+                yt[..n * rows]
+                    .chunks_mut(CHUNK * rows)
+                    .enumerate()
+                    .for_each(|(c, o)| w.chunk_into(c, rows, xr, o));
             } else {
-                yt[..n * rows].par_chunks_mut(CHUNK * rows).enumerate().for_each(|(c, o)| w.chunk_into(c, rows, xr, o));
+                yt[..n * rows]
+                    .par_chunks_mut(CHUNK * rows)
+                    .enumerate()
+                    .for_each(|(c, o)| w.chunk_into(c, rows, xr, o));
             }
             for j in 0..n {
                 for i in 0..rows {
@@ -364,7 +426,9 @@ pub struct QuantizedWeights {
 
 impl QuantizedWeights {
     /// Quantises every 2-D f32 CPU tensor of `weights` whose rows split into blocks.
-    pub fn new<'a>(weights: impl IntoIterator<Item = &'a Tensor>) -> candle_core::Result<QuantizedWeights> {
+    pub fn new<'a>(
+        weights: impl IntoIterator<Item = &'a Tensor>,
+    ) -> candle_core::Result<QuantizedWeights> {
         let mut by_id = HashMap::new();
         for t in weights {
             let Ok((n, k)) = t.dims2() else { continue };
@@ -398,7 +462,11 @@ impl QuantizedWeights {
     pub fn summary(&self) -> (usize, usize, usize) {
         let four: usize = self.by_id.values().map(|q| q.weights_in_4_bits()).sum();
         let all: usize = self.by_id.values().map(|q| q.n * q.k).sum();
-        (four, all - four, self.by_id.values().map(|q| q.bytes()).sum())
+        (
+            four,
+            all - four,
+            self.by_id.values().map(|q| q.bytes()).sum(),
+        )
     }
 }
 
@@ -409,7 +477,10 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn max_abs(a: &[f32], b: &[f32]) -> f32 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
     }
 
     /// General weights go to 8 bits, each within half a step of its block's grid.
@@ -422,8 +493,14 @@ mod tests {
         assert_eq!(q.bits(), 8);
         let d = q.dequantize();
         for (bw, bd) in w.chunks(BLOCK).zip(d.chunks(BLOCK)) {
-            let range = bw.iter().copied().fold(f32::MIN, f32::max) - bw.iter().copied().fold(f32::MAX, f32::min);
-            assert!(max_abs(bw, bd) <= range / 510.0 * 1.001, "{} > {}", max_abs(bw, bd), range / 510.0);
+            let range = bw.iter().copied().fold(f32::MIN, f32::max)
+                - bw.iter().copied().fold(f32::MAX, f32::min);
+            assert!(
+                max_abs(bw, bd) <= range / 510.0 * 1.001,
+                "{} > {}",
+                max_abs(bw, bd),
+                range / 510.0
+            );
         }
     }
 
@@ -443,7 +520,11 @@ mod tests {
         }
         let q = QuantMatrix::quantize(&w, n, k).unwrap();
         assert_eq!(q.bits(), 4);
-        assert!(max_abs(&w, &q.dequantize()) <= 1e-6, "{}", max_abs(&w, &q.dequantize()));
+        assert!(
+            max_abs(&w, &q.dequantize()) <= 1e-6,
+            "{}",
+            max_abs(&w, &q.dequantize())
+        );
         assert_eq!(q.bytes(), n * k / 2 + 8 * n * k / BLOCK);
         w[37] += 0.3 * (w[33] - w[32]).abs().max(1e-3);
         assert_eq!(QuantMatrix::quantize(&w, n, k).unwrap().bits(), 8);
@@ -468,7 +549,13 @@ mod tests {
         for variant in ["8", "4", "mixed"] {
             for &(n, k) in &[(1usize, 32usize), (65, 64), (130, 576), (3, 1536)] {
                 let mut w: Vec<f32> = (0..n * k)
-                    .map(|i| if variant == "8" { rng.gen_range(-0.1..0.1) } else { ((i * 7 + i / BLOCK) % 16) as f32 * 0.01 - 0.05 })
+                    .map(|i| {
+                        if variant == "8" {
+                            rng.gen_range(-0.1..0.1)
+                        } else {
+                            ((i * 7 + i / BLOCK) % 16) as f32 * 0.01 - 0.05
+                        }
+                    })
                     .collect();
                 let off_row = n.min(100) - 1;
                 if variant == "mixed" {
@@ -488,7 +575,14 @@ mod tests {
                     let got = q.matmul_t(&x).unwrap();
                     assert_eq!(got.dims(), &[m, n]);
                     let tol = 1e-5 * (k as f32).sqrt();
-                    let err = (got - &want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                    let err = (got - &want)
+                        .unwrap()
+                        .abs()
+                        .unwrap()
+                        .max_all()
+                        .unwrap()
+                        .to_scalar::<f32>()
+                        .unwrap();
                     assert!(err <= tol, "{variant} m {m} n {n} k {k}: {err}");
                     // The portable kernel, chunk by chunk, on the first rows of x.
                     let xv: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
@@ -499,7 +593,16 @@ mod tests {
                         let nb = k / BLOCK;
                         let blocks = c * CHUNK * nb..(c * CHUNK + q.chunk_rows(c)) * nb;
                         let mut out = vec![0f32; q.chunk_rows(c) * rows];
-                        kernel_scalar(bits, k, rows, codes, &q.scale[blocks.clone()], &q.min[blocks], &xv, &mut out);
+                        kernel_scalar(
+                            bits,
+                            k,
+                            rows,
+                            codes,
+                            &q.scale[blocks.clone()],
+                            &q.min[blocks],
+                            &xv,
+                            &mut out,
+                        );
                         for j in 0..q.chunk_rows(c) {
                             for i in 0..rows {
                                 let d = (out[j * rows + i] - wantv[i][c * CHUNK + j]).abs();

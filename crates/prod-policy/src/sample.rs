@@ -10,7 +10,6 @@
 //!   the weights — never on which requests share its steps — because each row keeps its own
 //!   cache and the decoding kernels compute every row on its own (see [`crate::model::RowKv`]).
 
-
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -65,15 +64,24 @@ pub fn draw(logits: &[f32], temperature: f64, top_p: f64, rng: &mut impl Rng) ->
         logits
             .iter()
             .enumerate()
-            .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) })
+            .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+                if v > bv {
+                    (i, v)
+                } else {
+                    (bi, bv)
+                }
+            })
             .0 as u32
     };
     if temperature <= 0.0 {
         return argmax();
     }
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let mut probs: Vec<(u32, f64)> =
-        logits.iter().enumerate().map(|(i, &l)| (i as u32, ((l as f64 - max) / temperature).exp())).collect();
+    let mut probs: Vec<(u32, f64)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, ((l as f64 - max) / temperature).exp()))
+        .collect();
     let total: f64 = probs.iter().map(|p| p.1).sum();
     if !(total.is_finite() && total > 0.0) {
         return argmax();
@@ -106,7 +114,9 @@ pub fn draw(logits: &[f32], temperature: f64, top_p: f64, rng: &mut impl Rng) ->
 
 /// `params.n` samples continuing `prompt`.
 pub fn sample(model: &Llama, prompt: &[u32], params: &SamplingParams) -> Result<Vec<Sample>> {
-    Ok(sample_prompts(model, &[prompt], params)?.pop().unwrap_or_default())
+    Ok(sample_prompts(model, &[prompt], params)?
+        .pop()
+        .unwrap_or_default())
 }
 
 /// The random stream of sample `i` of prompt `p`: prompt 0 draws exactly as [`sample`] does, and
@@ -119,32 +129,66 @@ fn stream(seed: u64, p: usize, i: usize) -> rand::rngs::StdRng {
 /// `params.n` samples for each of several prompts, decoded together: one left-padded prefill
 /// for all prompts, the cache rows repeated `n` times per prompt, then one decoding step per
 /// token for every running sample (padding is masked, RoPE positions ignore it). Result `[p][i]`.
-pub fn sample_prompts(model: &Llama, prompts: &[&[u32]], params: &SamplingParams) -> Result<Vec<Vec<Sample>>> {
+pub fn sample_prompts(
+    model: &Llama,
+    prompts: &[&[u32]],
+    params: &SamplingParams,
+) -> Result<Vec<Vec<Sample>>> {
     // On a worker of the thread pool: the parallel parts of each decoding step are then forked
     // from inside the pool instead of handed over from outside (a wake-up and a wait per
     // projection), and the caller's thread does not compete with the pool's for the cores.
     rayon::scope(|_| sample_prompts_here(model, prompts, params))
 }
 
-fn sample_prompts_here(model: &Llama, prompts: &[&[u32]], params: &SamplingParams) -> Result<Vec<Vec<Sample>>> {
+fn sample_prompts_here(
+    model: &Llama,
+    prompts: &[&[u32]],
+    params: &SamplingParams,
+) -> Result<Vec<Vec<Sample>>> {
     if prompts.iter().any(|p| p.is_empty()) {
-        return Err(PolicyError::BadInput("cannot sample from an empty prompt".into()));
+        return Err(PolicyError::BadInput(
+            "cannot sample from an empty prompt".into(),
+        ));
     }
     if !(params.top_p > 0.0 && params.top_p <= 1.0) {
-        return Err(PolicyError::BadInput(format!("top_p must be in (0, 1], got {}", params.top_p)));
+        return Err(PolicyError::BadInput(format!(
+            "top_p must be in (0, 1], got {}",
+            params.top_p
+        )));
     }
     let n = params.n;
-    let mut out: Vec<Vec<Sample>> = vec![vec![Sample { ids: Vec::new(), stopped: false }; n]; prompts.len()];
+    let mut out: Vec<Vec<Sample>> = vec![
+        vec![
+            Sample {
+                ids: Vec::new(),
+                stopped: false
+            };
+            n
+        ];
+        prompts.len()
+    ];
     if n == 0 || prompts.is_empty() || params.max_new_tokens == 0 {
         return Ok(out);
     }
     // Sample s = p * n + i.
     let total = prompts.len() * n;
-    let mut rngs: Vec<rand::rngs::StdRng> = (0..total).map(|s| stream(params.seed, s / n, s % n)).collect();
+    let mut rngs: Vec<rand::rngs::StdRng> = (0..total)
+        .map(|s| stream(params.seed, s / n, s % n))
+        .collect();
     let mut cache1 = KvCache::new(model.config().num_hidden_layers);
-    let first: Vec<Vec<f32>> = model.forward_cached_with(&Batch::left_padded(prompts), &mut cache1, params.decode_weights)?.to_vec2()?;
+    let first: Vec<Vec<f32>> = model
+        .forward_cached_with(
+            &Batch::left_padded(prompts),
+            &mut cache1,
+            params.decode_weights,
+        )?
+        .to_vec2()?;
     let rows: Vec<usize> = (0..total).map(|s| s / n).collect();
-    let mut cache = if n == 1 { cache1 } else { cache1.select_rows(&rows)? };
+    let mut cache = if n == 1 {
+        cache1
+    } else {
+        cache1.select_rows(&rows)?
+    };
     // Rows of the cache ↔ samples still running.
     let mut active: Vec<usize> = (0..total).collect();
     let mut logits: Vec<Vec<f32>> = rows.iter().map(|&p| first[p].clone()).collect();
@@ -174,7 +218,11 @@ fn sample_prompts_here(model: &Llama, prompts: &[&[u32]], params: &SamplingParam
         active = still;
         let seqs: Vec<[u32; 1]> = next.iter().map(|&id| [id]).collect();
         let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
-        let l: Tensor = model.forward_cached_with(&Batch::right_padded(&refs), &mut cache, params.decode_weights)?;
+        let l: Tensor = model.forward_cached_with(
+            &Batch::right_padded(&refs),
+            &mut cache,
+            params.decode_weights,
+        )?;
         logits = l.to_vec2()?;
     }
     Ok(out)

@@ -27,11 +27,24 @@ fn model(tied: bool, kv_heads: usize, seed: u64) -> Llama {
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
-    (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
 }
 
 fn ex(ids: &[u32], loss_from: usize, weight: f32) -> TrainExample {
-    TrainExample { ids: ids.to_vec(), loss_from, weight }
+    TrainExample {
+        ids: ids.to_vec(),
+        loss_from,
+        weight,
+    }
 }
 
 #[test]
@@ -46,9 +59,20 @@ fn every_parameter_gets_a_nonzero_gradient() {
         let vars = m.named_vars();
         assert_eq!(vars.len(), Llama::param_shapes(m.config()).len());
         for (name, var) in vars {
-            let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name} (tied={tied})"));
-            let s = g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
-            assert!(s > 0.0 && s.is_finite(), "{name}: gradient sum {s} (tied={tied}, kv={kv})");
+            let g = grads
+                .get(var.as_tensor())
+                .unwrap_or_else(|| panic!("no gradient for {name} (tied={tied})"));
+            let s = g
+                .abs()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                s > 0.0 && s.is_finite(),
+                "{name}: gradient sum {s} (tied={tied}, kv={kv})"
+            );
         }
     }
 }
@@ -58,17 +82,29 @@ fn kv_cache_logits_equal_full_sequence_logits() {
     for (tied, kv) in [(false, 2), (true, 1), (false, 4)] {
         let m = model(tied, kv, 2);
         let seq: Vec<u32> = vec![3, 14, 15, 9, 26, 5, 35, 8, 9, 7];
-        let full = m.logits(&Batch::right_padded(&[&seq]), false).unwrap().squeeze(0).unwrap();
+        let full = m
+            .logits(&Batch::right_padded(&[&seq]), false)
+            .unwrap()
+            .squeeze(0)
+            .unwrap();
         // Prefill 4 tokens, then a chunk of 3, then one at a time.
         let mut cache = KvCache::new(m.config().num_hidden_layers);
         let mut pos = 0;
         for chunk in [4usize, 3, 1, 1, 1] {
             let part = &seq[pos..pos + chunk];
-            let last = m.forward_cached(&Batch::right_padded(&[part]), &mut cache).unwrap().squeeze(0).unwrap();
+            let last = m
+                .forward_cached(&Batch::right_padded(&[part]), &mut cache)
+                .unwrap()
+                .squeeze(0)
+                .unwrap();
             pos += chunk;
             let want = full.get(pos - 1).unwrap();
             let d = max_abs_diff(&last, &want);
-            assert!(d < 1e-4, "position {}: cache vs full differ by {d}", pos - 1);
+            assert!(
+                d < 1e-4,
+                "position {}: cache vs full differ by {d}",
+                pos - 1
+            );
         }
         assert_eq!(cache.len(), seq.len());
     }
@@ -79,22 +115,49 @@ fn padding_changes_no_valid_logit() {
     let m = model(false, 2, 3);
     let a: Vec<u32> = vec![1, 2, 3, 4, 5, 6, 7];
     let b: Vec<u32> = vec![9, 8, 7];
-    let single_a = m.logits(&Batch::right_padded(&[&a]), false).unwrap().squeeze(0).unwrap();
-    let single_b = m.logits(&Batch::right_padded(&[&b]), false).unwrap().squeeze(0).unwrap();
+    let single_a = m
+        .logits(&Batch::right_padded(&[&a]), false)
+        .unwrap()
+        .squeeze(0)
+        .unwrap();
+    let single_b = m
+        .logits(&Batch::right_padded(&[&b]), false)
+        .unwrap()
+        .squeeze(0)
+        .unwrap();
     // Right padding (training).
     let both = m.logits(&Batch::right_padded(&[&a, &b]), false).unwrap();
     assert!(max_abs_diff(&both.get(0).unwrap(), &single_a) < 1e-4);
     assert!(max_abs_diff(&both.get(1).unwrap().narrow(0, 0, 3).unwrap(), &single_b) < 1e-4);
     // Left padding through the cache (batched decoding of different prompts), then one more token.
     let mut cache = KvCache::new(m.config().num_hidden_layers);
-    let last = m.forward_cached(&Batch::left_padded(&[&a, &b]), &mut cache).unwrap();
+    let last = m
+        .forward_cached(&Batch::left_padded(&[&a, &b]), &mut cache)
+        .unwrap();
     assert!(max_abs_diff(&last.get(0).unwrap(), &single_a.get(6).unwrap()) < 1e-4);
     assert!(max_abs_diff(&last.get(1).unwrap(), &single_b.get(2).unwrap()) < 1e-4);
-    let next = m.forward_cached(&Batch::right_padded(&[&[11u32][..], &[12u32][..]]), &mut cache).unwrap();
+    let next = m
+        .forward_cached(
+            &Batch::right_padded(&[&[11u32][..], &[12u32][..]]),
+            &mut cache,
+        )
+        .unwrap();
     let a2: Vec<u32> = a.iter().copied().chain([11]).collect();
     let b2: Vec<u32> = b.iter().copied().chain([12]).collect();
-    let la = m.logits(&Batch::right_padded(&[&a2]), false).unwrap().squeeze(0).unwrap().get(7).unwrap();
-    let lb = m.logits(&Batch::right_padded(&[&b2]), false).unwrap().squeeze(0).unwrap().get(3).unwrap();
+    let la = m
+        .logits(&Batch::right_padded(&[&a2]), false)
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .get(7)
+        .unwrap();
+    let lb = m
+        .logits(&Batch::right_padded(&[&b2]), false)
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .get(3)
+        .unwrap();
     assert!(max_abs_diff(&next.get(0).unwrap(), &la) < 1e-4);
     assert!(max_abs_diff(&next.get(1).unwrap(), &lb) < 1e-4);
 }
@@ -113,7 +176,10 @@ fn save_then_load_is_exact() {
             assert_eq!(na, nb);
             let x: Vec<f32> = va.flatten_all().unwrap().to_vec1().unwrap();
             let y: Vec<f32> = vb.flatten_all().unwrap().to_vec1().unwrap();
-            assert!(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "{na} differs");
+            assert!(
+                x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()),
+                "{na} differs"
+            );
         }
         let seq = [1u32, 2, 3];
         let l1 = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
@@ -126,19 +192,34 @@ fn save_then_load_is_exact() {
 fn loading_reports_missing_and_misshapen_parameters() {
     let cfg = tiny(false, 2);
     let m = model(false, 2, 5);
-    let mut t: HashMap<String, Tensor> = m.named_vars().into_iter().map(|(n, v)| (n, v.as_detached_tensor())).collect();
+    let mut t: HashMap<String, Tensor> = m
+        .named_vars()
+        .into_iter()
+        .map(|(n, v)| (n, v.as_detached_tensor()))
+        .collect();
     t.remove("model.layers.1.mlp.up_proj.weight");
-    let err = Llama::from_tensors(cfg.clone(), t.clone(), &Device::Cpu).err().unwrap().to_string();
+    let err = Llama::from_tensors(cfg.clone(), t.clone(), &Device::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("model.layers.1.mlp.up_proj.weight"), "{err}");
-    t.insert("model.layers.1.mlp.up_proj.weight".into(), Tensor::zeros((3, 3), candle_core::DType::F32, &Device::Cpu).unwrap());
-    let err = Llama::from_tensors(cfg, t, &Device::Cpu).err().unwrap().to_string();
+    t.insert(
+        "model.layers.1.mlp.up_proj.weight".into(),
+        Tensor::zeros((3, 3), candle_core::DType::F32, &Device::Cpu).unwrap(),
+    );
+    let err = Llama::from_tensors(cfg, t, &Device::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("shape"), "{err}");
 }
 
 #[test]
 fn out_of_vocabulary_ids_are_errors_not_panics() {
     let m = model(false, 2, 6);
-    assert!(m.logits(&Batch::right_padded(&[&[1u32, V as u32][..]]), false).is_err());
+    assert!(m
+        .logits(&Batch::right_padded(&[&[1u32, V as u32][..]]), false)
+        .is_err());
 }
 
 #[test]
@@ -155,7 +236,10 @@ fn resized_vocabulary_starts_at_the_mean_embedding() {
         assert!(max_abs_diff(&embed.get(r).unwrap(), &mean) < 1e-6);
     }
     let after = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
-    assert!(max_abs_diff(&after.narrow(2, 0, V).unwrap(), &before) < 1e-6, "old logits changed");
+    assert!(
+        max_abs_diff(&after.narrow(2, 0, V).unwrap(), &before) < 1e-6,
+        "old logits changed"
+    );
 }
 
 /// A model whose every weight is zero predicts the uniform distribution, so the weighted loss
@@ -165,7 +249,12 @@ fn weighted_loss_equals_hand_computed_value() {
     let cfg = tiny(false, 2);
     let zeros: HashMap<String, Tensor> = Llama::param_shapes(&cfg)
         .into_iter()
-        .map(|(n, s)| (n, Tensor::zeros(s, candle_core::DType::F32, &Device::Cpu).unwrap()))
+        .map(|(n, s)| {
+            (
+                n,
+                Tensor::zeros(s, candle_core::DType::F32, &Device::Cpu).unwrap(),
+            )
+        })
         .collect();
     let m = Llama::from_tensors(cfg, zeros, &Device::Cpu).unwrap();
     // Targets of 2 tokens (weight 1) and 3 tokens (weight 0.5).
@@ -174,7 +263,10 @@ fn weighted_loss_equals_hand_computed_value() {
     assert_eq!(n, 5);
     let loss = sum.to_scalar::<f32>().unwrap() as f64 / n as f64;
     let want = (2.0 * 1.0 + 3.0 * 0.5) * (V as f64).ln() / 5.0;
-    assert!((loss - want).abs() < 1e-5, "loss {loss}, hand-computed {want}");
+    assert!(
+        (loss - want).abs() < 1e-5,
+        "loss {loss}, hand-computed {want}"
+    );
 }
 
 /// On a random model the fast path (head only on target rows) matches a log-softmax done by
@@ -186,7 +278,13 @@ fn weighted_loss_matches_manual_log_softmax() {
     let (sum, n) = train::weighted_nll_sum(&m, &batch, false).unwrap();
     let mut want = 0.0;
     for e in &batch {
-        let l: Vec<Vec<f32>> = m.logits(&Batch::right_padded(&[&e.ids]), false).unwrap().squeeze(0).unwrap().to_vec2().unwrap();
+        let l: Vec<Vec<f32>> = m
+            .logits(&Batch::right_padded(&[&e.ids]), false)
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .to_vec2()
+            .unwrap();
         for p in e.loss_from - 1..e.ids.len() - 1 {
             let row = &l[p];
             let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -200,13 +298,23 @@ fn weighted_loss_matches_manual_log_softmax() {
 }
 
 fn train_cfg(micro: usize) -> PolicyConfig {
-    PolicyConfig { learning_rate: 1e-2, warmup_steps: 0, micro_batch: micro, max_grad_norm: 1.0, ..PolicyConfig::default() }
+    PolicyConfig {
+        learning_rate: 1e-2,
+        warmup_steps: 0,
+        micro_batch: micro,
+        max_grad_norm: 1.0,
+        ..PolicyConfig::default()
+    }
 }
 
 #[test]
 fn a_few_steps_lower_the_loss() {
     let m = model(false, 2, 9);
-    let data = [ex(&[1, 2, 3, 4, 5, 6], 2, 1.0), ex(&[7, 8, 9, 10, 11], 1, 1.0), ex(&[12, 13, 14, 15], 2, 0.5)];
+    let data = [
+        ex(&[1, 2, 3, 4, 5, 6], 2, 1.0),
+        ex(&[7, 8, 9, 10, 11], 1, 1.0),
+        ex(&[12, 13, 14, 15], 2, 0.5),
+    ];
     let before = train::eval_loss(&m, &data, 2).unwrap();
     let mut t = Trainer::new(train_cfg(2));
     for _ in 0..8 {
@@ -220,7 +328,11 @@ fn a_few_steps_lower_the_loss() {
 
 #[test]
 fn accumulated_micro_batches_equal_one_batch() {
-    let data = [ex(&[1, 2, 3, 4, 5, 6], 2, 1.0), ex(&[7, 8, 9], 1, 0.3), ex(&[12, 13, 14, 15], 2, 2.0)];
+    let data = [
+        ex(&[1, 2, 3, 4, 5, 6], 2, 1.0),
+        ex(&[7, 8, 9], 1, 0.3),
+        ex(&[12, 13, 14, 15], 2, 2.0),
+    ];
     let m = model(false, 2, 10);
     let a = train::macro_gradients(&m, &data, 1).unwrap();
     let b = train::macro_gradients(&m, &data, 3).unwrap();
@@ -229,18 +341,35 @@ fn accumulated_micro_batches_equal_one_batch() {
     assert_eq!(a.grad_sums.len(), m.named_vars().len());
     for (n, ga) in &a.grad_sums {
         // Gradient sums (not means) reach ~8 here: compare to float rounding at their size.
-        let scale = ga.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().max(1.0);
+        let scale = ga
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            .max(1.0);
         let d = max_abs_diff(ga, &b.grad_sums[n]);
-        assert!(d < 1e-6 * scale, "{n} differs by {d} (values up to {scale})");
+        assert!(
+            d < 1e-6 * scale,
+            "{n} differs by {d} (values up to {scale})"
+        );
     }
 }
 
 #[test]
 fn warmup_is_linear_then_constant() {
-    let t = Trainer::new(PolicyConfig { learning_rate: 1e-5, warmup_steps: 4, ..PolicyConfig::default() });
+    let t = Trainer::new(PolicyConfig {
+        learning_rate: 1e-5,
+        warmup_steps: 4,
+        ..PolicyConfig::default()
+    });
     let lrs: Vec<f64> = (0..6).map(|s| t.lr_at(s)).collect();
     let want = [2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5];
-    assert!(lrs.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{lrs:?}");
+    assert!(
+        lrs.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12),
+        "{lrs:?}"
+    );
 }
 
 #[test]
@@ -266,13 +395,29 @@ fn resume_continues_exactly() {
 #[test]
 fn sampling_is_reproducible_under_a_seed() {
     let m = model(false, 2, 12);
-    let p = SamplingParams { n: 4, temperature: 1.0, top_p: 0.95, max_new_tokens: 12, seed: 42, stop: vec![], ..SamplingParams::default() };
+    let p = SamplingParams {
+        n: 4,
+        temperature: 1.0,
+        top_p: 0.95,
+        max_new_tokens: 12,
+        seed: 42,
+        stop: vec![],
+        ..SamplingParams::default()
+    };
     let a = sample::sample(&m, &[1, 2, 3], &p).unwrap();
     let b = sample::sample(&m, &[1, 2, 3], &p).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.len(), 4);
     assert!(a.iter().all(|s| s.ids.len() == 12 && !s.stopped));
-    let c = sample::sample(&m, &[1, 2, 3], &SamplingParams { seed: 43, ..p.clone() }).unwrap();
+    let c = sample::sample(
+        &m,
+        &[1, 2, 3],
+        &SamplingParams {
+            seed: 43,
+            ..p.clone()
+        },
+    )
+    .unwrap();
     assert_ne!(a, c, "a different seed should give different samples");
     // The n samples are not copies of one another.
     assert!(a.iter().any(|s| s.ids != a[0].ids));
@@ -282,11 +427,22 @@ fn sampling_is_reproducible_under_a_seed() {
 fn greedy_sampling_follows_full_sequence_argmax() {
     let m = model(true, 1, 13);
     let prompt = vec![4u32, 5, 6];
-    let p = SamplingParams { n: 2, temperature: 0.0, max_new_tokens: 6, ..SamplingParams::default() };
+    let p = SamplingParams {
+        n: 2,
+        temperature: 0.0,
+        max_new_tokens: 6,
+        ..SamplingParams::default()
+    };
     let got = sample::sample(&m, &prompt, &p).unwrap();
     let mut seq = prompt.clone();
     for _ in 0..6 {
-        let l: Vec<f32> = m.next_token_logits(&[&seq]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+        let l: Vec<f32> = m
+            .next_token_logits(&[&seq])
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         seq.push(sample::draw(&l, 0.0, 1.0, &mut rand::thread_rng()));
     }
     assert_eq!(got[0].ids, seq[3..].to_vec());
@@ -299,7 +455,12 @@ fn several_prompts_decode_together_like_each_alone() {
     let prompts: Vec<Vec<u32>> = vec![vec![4, 5, 6], vec![7], vec![1, 2, 3, 4, 5, 6, 7]];
     let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
     // Greedy: each prompt's continuation in the padded batch is its own greedy continuation.
-    let p = SamplingParams { n: 2, temperature: 0.0, max_new_tokens: 8, ..SamplingParams::default() };
+    let p = SamplingParams {
+        n: 2,
+        temperature: 0.0,
+        max_new_tokens: 8,
+        ..SamplingParams::default()
+    };
     let together = sample::sample_prompts(&m, &refs, &p).unwrap();
     assert_eq!(together.len(), 3);
     for (prompt, got) in prompts.iter().zip(&together) {
@@ -307,7 +468,15 @@ fn several_prompts_decode_together_like_each_alone() {
         assert_eq!(got, &alone, "prompt {prompt:?}");
     }
     // Seeded: prompt 0 of a batch draws exactly as `sample` does; the batch is reproducible.
-    let p = SamplingParams { n: 3, temperature: 1.0, top_p: 0.9, max_new_tokens: 10, seed: 7, stop: vec![], ..SamplingParams::default() };
+    let p = SamplingParams {
+        n: 3,
+        temperature: 1.0,
+        top_p: 0.9,
+        max_new_tokens: 10,
+        seed: 7,
+        stop: vec![],
+        ..SamplingParams::default()
+    };
     let a = sample::sample_prompts(&m, &refs, &p).unwrap();
     assert_eq!(a, sample::sample_prompts(&m, &refs, &p).unwrap());
     assert_eq!(a[0], sample::sample(&m, &prompts[0], &p).unwrap());
@@ -507,13 +676,35 @@ fn prefills_are_reused_until_the_weights_change() {
 fn sampling_stops_on_the_end_token() {
     let m = model(false, 2, 14);
     let all: Vec<u32> = (0..V as u32).collect();
-    let p = SamplingParams { n: 3, max_new_tokens: 5, stop: all, ..SamplingParams::default() };
+    let p = SamplingParams {
+        n: 3,
+        max_new_tokens: 5,
+        stop: all,
+        ..SamplingParams::default()
+    };
     let s = sample::sample(&m, &[1], &p).unwrap();
     assert!(s.iter().all(|x| x.stopped && x.ids.is_empty()));
     // Greedy with the greedy token as stop: stops at once; others run to the limit.
-    let l: Vec<f32> = m.next_token_logits(&[&[1u32][..]]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+    let l: Vec<f32> = m
+        .next_token_logits(&[&[1u32][..]])
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
     let g = sample::draw(&l, 0.0, 1.0, &mut rand::thread_rng());
-    let s = sample::sample(&m, &[1], &SamplingParams { n: 1, temperature: 0.0, max_new_tokens: 5, stop: vec![g], ..SamplingParams::default() }).unwrap();
+    let s = sample::sample(
+        &m,
+        &[1],
+        &SamplingParams {
+            n: 1,
+            temperature: 0.0,
+            max_new_tokens: 5,
+            stop: vec![g],
+            ..SamplingParams::default()
+        },
+    )
+    .unwrap();
     assert!(s[0].stopped && s[0].ids.is_empty());
 }
 
@@ -525,8 +716,13 @@ fn tiny_top_p_keeps_only_the_most_likely_token() {
     for _ in 0..200 {
         assert_eq!(sample::draw(&logits, 1.0, 1e-6, &mut rng), 1);
     }
-    let hits = (0..2000).filter(|_| sample::draw(&logits, 1.0, 1.0, &mut rng) == 2).count();
-    assert!(hits > 400, "token 2 should be drawn often at top_p=1, got {hits}/2000");
+    let hits = (0..2000)
+        .filter(|_| sample::draw(&logits, 1.0, 1.0, &mut rng) == 2)
+        .count();
+    assert!(
+        hits > 400,
+        "token 2 should be drawn often at top_p=1, got {hits}/2000"
+    );
 }
 
 const CORPUS: &[&str] = &[
@@ -553,9 +749,15 @@ fn each_special_token_encodes_as_one_id() {
         assert!(seen.insert(ids[0]), "{t} shares an id");
         // Also inside text, glued to neighbours.
         let ids = tok.encode(&format!("x.{t}y")).unwrap();
-        assert!(ids.contains(&tok.special_id(t).unwrap()), "{t} split inside text: {ids:?}");
+        assert!(
+            ids.contains(&tok.special_id(t).unwrap()),
+            "{t} split inside text: {ids:?}"
+        );
     }
-    assert_eq!(tok.encode(crate::tokenizer::END_OF_TEXT).unwrap(), vec![tok.end_id()]);
+    assert_eq!(
+        tok.encode(crate::tokenizer::END_OF_TEXT).unwrap(),
+        vec![tok.end_id()]
+    );
     let text = "<use_invoke> intros. <invoke> Lemma h : 1 = 1. </invoke> exact h.";
     assert_eq!(tok.decode(&tok.encode(text).unwrap()).unwrap(), text);
     let dir = tempfile::tempdir().unwrap();
@@ -577,12 +779,18 @@ fn special_tokens_are_added_to_a_tokenizer_without_them() {
         .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
         .special_tokens(vec![tokenizers::AddedToken::from("</s>", true)])
         .build();
-    let mut base = tokenizers::TokenizerBuilder::<BPE, NormalizerWrapper, ByteLevel, PostProcessorWrapper, ByteLevel>::new()
-        .with_model(BPE::default())
-        .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
-        .with_decoder(Some(ByteLevel::default()))
-        .build()
-        .unwrap();
+    let mut base = tokenizers::TokenizerBuilder::<
+        BPE,
+        NormalizerWrapper,
+        ByteLevel,
+        PostProcessorWrapper,
+        ByteLevel,
+    >::new()
+    .with_model(BPE::default())
+    .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
+    .with_decoder(Some(ByteLevel::default()))
+    .build()
+    .unwrap();
     base.train(&mut trainer, CORPUS.iter()).unwrap();
     let base = tokenizers::Tokenizer::from(base);
     let before = base.get_vocab_size(true);
@@ -603,31 +811,78 @@ fn prompts_truncate_the_context_and_targets_end_with_the_end_token() {
     let stmt = tok.encode(&format!("{statement}\n")).unwrap();
     let p = prompt::prompt_ids(&tok, context, statement, 5).unwrap();
     assert_eq!(p.len(), 5 + stmt.len());
-    assert_eq!(&p[..5], &full_ctx[full_ctx.len() - 5..], "keeps the LAST tokens of the context");
+    assert_eq!(
+        &p[..5],
+        &full_ctx[full_ctx.len() - 5..],
+        "keeps the LAST tokens of the context"
+    );
     assert_eq!(&p[5..], &stmt[..]);
     let p_all = prompt::prompt_ids(&tok, context, statement, 1000).unwrap();
     assert_eq!(p_all.len(), full_ctx.len() + stmt.len());
 
     let proof = "<no_invoke> intros n. auto.";
-    let opts = ExampleOptions { context_tokens: 5, max_seq_len: 2048, statement_in_loss: false };
+    let opts = ExampleOptions {
+        context_tokens: 5,
+        max_seq_len: 2048,
+        statement_in_loss: false,
+    };
     let e = prompt::policy_example(&tok, context, statement, proof, 0.25, &opts).unwrap();
     assert_eq!(&e.ids[..p.len()], &p[..]);
     assert_eq!(e.loss_from, p.len());
-    assert_eq!(e.ids[e.loss_from], tok.no_invoke_id(), "target starts with t0");
+    assert_eq!(
+        e.ids[e.loss_from],
+        tok.no_invoke_id(),
+        "target starts with t0"
+    );
     assert_eq!(*e.ids.last().unwrap(), tok.end_id());
-    assert_eq!(tok.decode(&e.ids[e.loss_from..e.ids.len() - 1]).unwrap(), proof);
+    assert_eq!(
+        tok.decode(&e.ids[e.loss_from..e.ids.len() - 1]).unwrap(),
+        proof
+    );
     assert_eq!(e.weight, 0.25);
-    let with_stmt = prompt::policy_example(&tok, context, statement, proof, 1.0, &ExampleOptions { statement_in_loss: true, ..opts }).unwrap();
+    let with_stmt = prompt::policy_example(
+        &tok,
+        context,
+        statement,
+        proof,
+        1.0,
+        &ExampleOptions {
+            statement_in_loss: true,
+            ..opts
+        },
+    )
+    .unwrap();
     assert_eq!(with_stmt.loss_from, 5);
     // Malformed targets never become training data.
-    for bad in ["intros n. auto.", "<use_invoke> <invoke> </invoke>", "<no_invoke> <true>"] {
-        assert!(prompt::policy_example(&tok, context, statement, bad, 1.0, &opts).is_err(), "{bad}");
+    for bad in [
+        "intros n. auto.",
+        "<use_invoke> <invoke> </invoke>",
+        "<no_invoke> <true>",
+    ] {
+        assert!(
+            prompt::policy_example(&tok, context, statement, bad, 1.0, &opts).is_err(),
+            "{bad}"
+        );
     }
-    assert!(prompt::policy_example(&tok, context, statement, proof, 1.0, &ExampleOptions { max_seq_len: 4, ..opts }).is_err());
+    assert!(prompt::policy_example(
+        &tok,
+        context,
+        statement,
+        proof,
+        1.0,
+        &ExampleOptions {
+            max_seq_len: 4,
+            ..opts
+        }
+    )
+    .is_err());
     let forced = prompt::with_forced_t0(&tok, &p, T0::UseInvoke);
     assert_eq!(forced.last(), Some(&tok.use_invoke_id()));
     let v = prompt::value_example(&tok, &p, false, 1.0).unwrap();
-    assert_eq!((v.loss_from, *v.ids.last().unwrap()), (p.len(), tok.false_id()));
+    assert_eq!(
+        (v.loss_from, *v.ids.last().unwrap()),
+        (p.len(), tok.false_id())
+    );
 }
 
 #[test]
@@ -641,27 +896,61 @@ fn the_context_gives_way_to_the_length_limit_before_an_example_is_dropped() {
     let body = stmt.len() + tok.encode(proof).unwrap().len() + 1;
     assert!(full_ctx.len() > 8);
     // Room for the body and 3 context tokens: the last 3 are kept, the example is not dropped.
-    let opts = ExampleOptions { context_tokens: 1000, max_seq_len: body + 3, statement_in_loss: false };
+    let opts = ExampleOptions {
+        context_tokens: 1000,
+        max_seq_len: body + 3,
+        statement_in_loss: false,
+    };
     let b = prompt::build_policy_example(&tok, context, statement, proof, 1.0, &opts).unwrap();
     assert_eq!(b.example.ids.len(), body + 3);
-    assert_eq!(&b.example.ids[..3], &full_ctx[full_ctx.len() - 3..], "the LAST context tokens");
-    assert_eq!(&b.example.ids[3..3 + stmt.len()], &stmt[..], "the statement whole");
+    assert_eq!(
+        &b.example.ids[..3],
+        &full_ctx[full_ctx.len() - 3..],
+        "the LAST context tokens"
+    );
+    assert_eq!(
+        &b.example.ids[3..3 + stmt.len()],
+        &stmt[..],
+        "the statement whole"
+    );
     assert_eq!(b.example.loss_from, 3 + stmt.len());
     assert_eq!(b.example.ids[b.example.loss_from], tok.use_invoke_id());
-    assert_eq!((b.context_tokens_full, b.context_tokens_kept), (full_ctx.len(), 3));
+    assert_eq!(
+        (b.context_tokens_full, b.context_tokens_kept),
+        (full_ctx.len(), 3)
+    );
     assert!(b.cut_for_length(&opts));
     // --context-tokens still bounds the context when the limit leaves more room.
-    let roomy = ExampleOptions { context_tokens: 5, max_seq_len: 4096, ..opts };
+    let roomy = ExampleOptions {
+        context_tokens: 5,
+        max_seq_len: 4096,
+        ..opts
+    };
     let b = prompt::build_policy_example(&tok, context, statement, proof, 1.0, &roomy).unwrap();
-    assert_eq!((b.context_tokens_kept, b.cut_for_length(&roomy)), (5, false));
+    assert_eq!(
+        (b.context_tokens_kept, b.cut_for_length(&roomy)),
+        (5, false)
+    );
     // No context at all still fits exactly; one token less and the statement + proof alone are
     // too long: dropped, with that reason.
-    let exact = ExampleOptions { max_seq_len: body, ..opts };
-    assert_eq!(prompt::build_policy_example(&tok, context, statement, proof, 1.0, &exact).unwrap().context_tokens_kept, 0);
-    let short = ExampleOptions { max_seq_len: body - 1, ..opts };
+    let exact = ExampleOptions {
+        max_seq_len: body,
+        ..opts
+    };
+    assert_eq!(
+        prompt::build_policy_example(&tok, context, statement, proof, 1.0, &exact)
+            .unwrap()
+            .context_tokens_kept,
+        0
+    );
+    let short = ExampleOptions {
+        max_seq_len: body - 1,
+        ..opts
+    };
     let d = prompt::build_policy_example(&tok, context, statement, proof, 1.0, &short).unwrap_err();
     assert_eq!(d.reason, prompt::DropReason::TooLong);
-    let d = prompt::build_policy_example(&tok, context, statement, "intros.", 1.0, &opts).unwrap_err();
+    let d =
+        prompt::build_policy_example(&tok, context, statement, "intros.", 1.0, &opts).unwrap_err();
     assert_eq!(d.reason, prompt::DropReason::BadTarget);
 }
 
@@ -674,7 +963,15 @@ fn pair_probabilities_are_renormalised_softmax() {
     let got = prompt::p_use_invoke(&m, &tok, &[&p1, &p2]).unwrap();
     let val = prompt::value(&m, &tok, &[&p1, &p2]).unwrap();
     for (i, p) in [&p1, &p2].iter().enumerate() {
-        let l: Vec<f32> = m.logits(&Batch::right_padded(&[p]), false).unwrap().squeeze(0).unwrap().get(p.len() - 1).unwrap().to_vec1().unwrap();
+        let l: Vec<f32> = m
+            .logits(&Batch::right_padded(&[p]), false)
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .get(p.len() - 1)
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         let e = |id: u32| (l[id as usize] as f64).exp();
         let want = e(tok.use_invoke_id()) / (e(tok.use_invoke_id()) + e(tok.no_invoke_id()));
         assert!((got[i] - want).abs() < 1e-5, "{} vs {want}", got[i]);
@@ -689,7 +986,9 @@ fn pair_probabilities_are_renormalised_softmax() {
 fn gguf_import_round_trips_a_llama_cpp_layout() {
     use candle_core::quantized::gguf_file::{self, Value};
     use candle_core::quantized::{GgmlDType, QTensor};
-    let mut alphabet: Vec<char> = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet().into_iter().collect();
+    let mut alphabet: Vec<char> = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet()
+        .into_iter()
+        .collect();
     alphabet.sort();
     let mut tokens: Vec<String> = alphabet.iter().map(|c| c.to_string()).collect();
     tokens.push("ab".into());
@@ -700,22 +999,54 @@ fn gguf_import_round_trips_a_llama_cpp_layout() {
     let mut cfg = tiny(true, 2);
     cfg.vocab_size = n;
     let m = Llama::random(&cfg, 16, &Device::Cpu).unwrap();
-    let w: HashMap<String, Tensor> = m.named_vars().into_iter().map(|(k, v)| (k, v.as_detached_tensor())).collect();
+    let w: HashMap<String, Tensor> = m
+        .named_vars()
+        .into_iter()
+        .map(|(k, v)| (k, v.as_detached_tensor()))
+        .collect();
     let mut qt: Vec<(String, QTensor)> = Vec::new();
-    let mut put = |name: String, t: Tensor| qt.push((name, QTensor::quantize(&t, GgmlDType::F32).unwrap()));
-    put("token_embd.weight".into(), w["model.embed_tokens.weight"].clone());
+    let mut put =
+        |name: String, t: Tensor| qt.push((name, QTensor::quantize(&t, GgmlDType::F32).unwrap()));
+    put(
+        "token_embd.weight".into(),
+        w["model.embed_tokens.weight"].clone(),
+    );
     put("output_norm.weight".into(), w["model.norm.weight"].clone());
     for i in 0..cfg.num_hidden_layers {
         let h = |s: &str| w[&format!("model.layers.{i}.{s}")].clone();
-        put(format!("blk.{i}.attn_norm.weight"), h("input_layernorm.weight"));
-        put(format!("blk.{i}.attn_q.weight"), crate::gguf::permute_qk(&h("self_attn.q_proj.weight"), 4).unwrap());
-        put(format!("blk.{i}.attn_k.weight"), crate::gguf::permute_qk(&h("self_attn.k_proj.weight"), 2).unwrap());
-        put(format!("blk.{i}.attn_v.weight"), h("self_attn.v_proj.weight"));
-        put(format!("blk.{i}.attn_output.weight"), h("self_attn.o_proj.weight"));
-        put(format!("blk.{i}.ffn_norm.weight"), h("post_attention_layernorm.weight"));
-        put(format!("blk.{i}.ffn_gate.weight"), h("mlp.gate_proj.weight"));
+        put(
+            format!("blk.{i}.attn_norm.weight"),
+            h("input_layernorm.weight"),
+        );
+        put(
+            format!("blk.{i}.attn_q.weight"),
+            crate::gguf::permute_qk(&h("self_attn.q_proj.weight"), 4).unwrap(),
+        );
+        put(
+            format!("blk.{i}.attn_k.weight"),
+            crate::gguf::permute_qk(&h("self_attn.k_proj.weight"), 2).unwrap(),
+        );
+        put(
+            format!("blk.{i}.attn_v.weight"),
+            h("self_attn.v_proj.weight"),
+        );
+        put(
+            format!("blk.{i}.attn_output.weight"),
+            h("self_attn.o_proj.weight"),
+        );
+        put(
+            format!("blk.{i}.ffn_norm.weight"),
+            h("post_attention_layernorm.weight"),
+        );
+        put(
+            format!("blk.{i}.ffn_gate.weight"),
+            h("mlp.gate_proj.weight"),
+        );
         put(format!("blk.{i}.ffn_up.weight"), h("mlp.up_proj.weight"));
-        put(format!("blk.{i}.ffn_down.weight"), h("mlp.down_proj.weight"));
+        put(
+            format!("blk.{i}.ffn_down.weight"),
+            h("mlp.down_proj.weight"),
+        );
     }
     let s = |x: &str| Value::String(x.into());
     let md: Vec<(&str, Value)> = vec![
@@ -729,7 +1060,10 @@ fn gguf_import_round_trips_a_llama_cpp_layout() {
         ("llama.rope.freq_base", Value::F32(10_000.0)),
         ("llama.context_length", Value::U32(512)),
         ("tokenizer.ggml.model", s("gpt2")),
-        ("tokenizer.ggml.tokens", Value::Array(tokens.iter().map(|t| s(t)).collect())),
+        (
+            "tokenizer.ggml.tokens",
+            Value::Array(tokens.iter().map(|t| s(t)).collect()),
+        ),
         ("tokenizer.ggml.merges", Value::Array(vec![s("a b")])),
         ("tokenizer.ggml.token_type", Value::Array(types)),
         ("tokenizer.ggml.eos_token_id", Value::U32(n as u32 - 1)),
@@ -751,8 +1085,16 @@ fn gguf_import_round_trips_a_llama_cpp_layout() {
     }
     let seq = [5u32, 77, 140, n as u32 - 2];
     let a = m.logits(&Batch::right_padded(&[&seq]), false).unwrap();
-    let b = imported.logits(&Batch::right_padded(&[&seq]), false).unwrap().narrow(2, 0, n).unwrap();
-    assert!(max_abs_diff(&a, &b) < 1e-5, "imported logits differ by {}", max_abs_diff(&a, &b));
+    let b = imported
+        .logits(&Batch::right_padded(&[&seq]), false)
+        .unwrap()
+        .narrow(2, 0, n)
+        .unwrap();
+    assert!(
+        max_abs_diff(&a, &b) < 1e-5,
+        "imported logits differ by {}",
+        max_abs_diff(&a, &b)
+    );
     assert!(crate::gguf::import_gguf(&dir.path().join("missing.gguf"), &Device::Cpu).is_err());
 }
 
@@ -762,18 +1104,48 @@ fn gguf_import_round_trips_a_llama_cpp_layout() {
 fn adamw_first_step_matches_the_formula() {
     let m = model(false, 2, 17);
     let name = "model.norm.weight".to_string();
-    let before: Vec<f32> = m.named_vars().iter().find(|(n, _)| *n == name).unwrap().1.to_vec1().unwrap();
+    let before: Vec<f32> = m
+        .named_vars()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap()
+        .1
+        .to_vec1()
+        .unwrap();
     let other_before = m.named_vars()[0].1.as_detached_tensor().copy().unwrap();
-    let g: Vec<f32> = (0..before.len()).map(|i| if i % 2 == 0 { 0.5 } else { -2.0 }).collect();
-    let grads = HashMap::from([(name.clone(), Tensor::from_vec(g.clone(), before.len(), &Device::Cpu).unwrap())]);
-    let mut opt = train::AdamW::new(&PolicyConfig { weight_decay: 0.1, ..PolicyConfig::default() });
+    let g: Vec<f32> = (0..before.len())
+        .map(|i| if i % 2 == 0 { 0.5 } else { -2.0 })
+        .collect();
+    let grads = HashMap::from([(
+        name.clone(),
+        Tensor::from_vec(g.clone(), before.len(), &Device::Cpu).unwrap(),
+    )]);
+    let mut opt = train::AdamW::new(&PolicyConfig {
+        weight_decay: 0.1,
+        ..PolicyConfig::default()
+    });
     opt.update(&m, &grads, 0.01).unwrap();
-    let after: Vec<f32> = m.named_vars().iter().find(|(n, _)| *n == name).unwrap().1.to_vec1().unwrap();
+    let after: Vec<f32> = m
+        .named_vars()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap()
+        .1
+        .to_vec1()
+        .unwrap();
     for i in 0..before.len() {
-        let want = before[i] as f64 * (1.0 - 0.01 * 0.1) - 0.01 * (g[i] as f64) / ((g[i] as f64).abs() + 1e-8);
-        assert!((after[i] as f64 - want).abs() < 1e-6, "{i}: {} vs {want}", after[i]);
+        let want = before[i] as f64 * (1.0 - 0.01 * 0.1)
+            - 0.01 * (g[i] as f64) / ((g[i] as f64).abs() + 1e-8);
+        assert!(
+            (after[i] as f64 - want).abs() < 1e-6,
+            "{i}: {} vs {want}",
+            after[i]
+        );
     }
-    assert_eq!(max_abs_diff(&m.named_vars()[0].1.as_detached_tensor(), &other_before), 0.0);
+    assert_eq!(
+        max_abs_diff(&m.named_vars()[0].1.as_detached_tensor(), &other_before),
+        0.0
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -798,7 +1170,10 @@ fn check_op(
     tol: f32,
 ) {
     let run = |f: &dyn Fn(&[Tensor]) -> Tensor| {
-        let vars: Vec<candle_core::Var> = inputs.iter().map(|t| candle_core::Var::from_tensor(t).unwrap()).collect();
+        let vars: Vec<candle_core::Var> = inputs
+            .iter()
+            .map(|t| candle_core::Var::from_tensor(t).unwrap())
+            .collect();
         let ts: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
         let out = f(&ts);
         let r = randn(out.dims(), 99);
@@ -806,7 +1181,12 @@ fn check_op(
         let grads = loss.backward().unwrap();
         let gs: Vec<Tensor> = vars
             .iter()
-            .map(|v| grads.get(v.as_tensor()).cloned().unwrap_or_else(|| v.as_tensor().zeros_like().unwrap()))
+            .map(|v| {
+                grads
+                    .get(v.as_tensor())
+                    .cloned()
+                    .unwrap_or_else(|| v.as_tensor().zeros_like().unwrap())
+            })
             .collect();
         (out.detach(), gs)
     };
@@ -818,8 +1198,20 @@ fn check_op(
     for (i, (a, b)) in g_f.iter().zip(&g_r).enumerate() {
         assert_eq!(a.dims(), b.dims(), "{what}: gradient {i} shape");
         let d = max_abs_diff(a, b);
-        let scale = b.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap().max(1.0);
-        assert!(d / scale < tol, "{what}: gradient of input {i} differs by {d} (scale {scale})");
+        let scale = b
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            .max(1.0);
+        assert!(
+            d / scale < tol,
+            "{what}: gradient of input {i} differs by {d} (scale {scale})"
+        );
         // The check must not pass vacuously.
         assert!(scale > 0.0);
     }
@@ -866,7 +1258,10 @@ fn fused_rope_transpose_matches_composite_rope() {
     let sin = randn(&[b, tt, hd], 8);
     let cv = std::sync::Arc::new(cos.flatten_all().unwrap().to_vec1::<f32>().unwrap());
     let sv = std::sync::Arc::new(sin.flatten_all().unwrap().to_vec1::<f32>().unwrap());
-    let (c4, s4) = (cos.reshape((b, 1, tt, hd)).unwrap(), sin.reshape((b, 1, tt, hd)).unwrap());
+    let (c4, s4) = (
+        cos.reshape((b, 1, tt, hd)).unwrap(),
+        sin.reshape((b, 1, tt, hd)).unwrap(),
+    );
     check_op(
         "rope",
         &[randn(&[b, tt, h, hd], 9)],
@@ -898,9 +1293,15 @@ fn fused_masked_softmax_matches_softmax_with_mask() {
         &[randn(&[b, kvh, rep * t, t], 10)],
         |x| crate::ops::masked_softmax(&x[0], mask.clone(), scale, b, t, t).unwrap(),
         |x| {
-            let s = (x[0].clone() * scale as f64).unwrap().reshape((b, kvh, rep, t, t)).unwrap();
+            let s = (x[0].clone() * scale as f64)
+                .unwrap()
+                .reshape((b, kvh, rep, t, t))
+                .unwrap();
             let s = s.broadcast_add(&mask_t).unwrap();
-            candle_nn::ops::softmax(&s, candle_core::D::Minus1).unwrap().reshape((b, kvh, rep * t, t)).unwrap()
+            candle_nn::ops::softmax(&s, candle_core::D::Minus1)
+                .unwrap()
+                .reshape((b, kvh, rep * t, t))
+                .unwrap()
         },
         1e-5,
     );
@@ -919,7 +1320,13 @@ fn fused_weighted_cross_entropy_matches_log_softmax_gather() {
         |t| {
             let logp = candle_nn::ops::log_softmax(&t[0], candle_core::D::Minus1).unwrap();
             let l = Tensor::from_vec(labels.clone(), (5, 1), &Device::Cpu).unwrap();
-            let nll = logp.gather(&l, 1).unwrap().squeeze(1).unwrap().neg().unwrap();
+            let nll = logp
+                .gather(&l, 1)
+                .unwrap()
+                .squeeze(1)
+                .unwrap()
+                .neg()
+                .unwrap();
             let w = Tensor::from_vec(weights.clone(), 5, &Device::Cpu).unwrap();
             (nll * w).unwrap().sum_all().unwrap()
         },
@@ -927,8 +1334,19 @@ fn fused_weighted_cross_entropy_matches_log_softmax_gather() {
     );
     // Rows of weight 0 get an exactly-zero gradient.
     let z = candle_core::Var::from_tensor(&randn(&[5, 11], 12)).unwrap();
-    let loss = crate::ops::weighted_cross_entropy(z.as_tensor(), vec![3, 0, 10, 3, 7], vec![1.0, 0.0, 2.5, 0.3, 0.0]).unwrap();
-    let g = loss.backward().unwrap().get(z.as_tensor()).unwrap().to_vec2::<f32>().unwrap();
+    let loss = crate::ops::weighted_cross_entropy(
+        z.as_tensor(),
+        vec![3, 0, 10, 3, 7],
+        vec![1.0, 0.0, 2.5, 0.3, 0.0],
+    )
+    .unwrap();
+    let g = loss
+        .backward()
+        .unwrap()
+        .get(z.as_tensor())
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
     assert!(g[1].iter().chain(&g[4]).all(|&v| v == 0.0));
     assert!(g[0].iter().any(|&v| v != 0.0));
 }
@@ -963,12 +1381,26 @@ fn fused_model_gradients_match_the_composite_model() {
         }
         let ((lf, nf, gf), (lr, nr, gr)) = (&results[0], &results[1]);
         assert_eq!(nf, nr);
-        assert!((lf - lr).abs() < 1e-4 * lr.abs().max(1.0), "tied={tied} kv={kv}: loss {lf} vs {lr}");
+        assert!(
+            (lf - lr).abs() < 1e-4 * lr.abs().max(1.0),
+            "tied={tied} kv={kv}: loss {lf} vs {lr}"
+        );
         for ((name, a), (_, b)) in gf.iter().zip(gr) {
             let d = max_abs_diff(a, b);
-            let scale = b.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+            let scale = b
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
             assert!(scale > 0.0, "{name}: zero reference gradient");
-            assert!(d <= 1e-4 * scale.max(1e-3), "tied={tied} kv={kv} {name}: gradient differs by {d} (max {scale})");
+            assert!(
+                d <= 1e-4 * scale.max(1e-3),
+                "tied={tied} kv={kv} {name}: gradient differs by {d} (max {scale})"
+            );
         }
     }
 }
@@ -978,7 +1410,14 @@ fn fused_model_gradients_match_the_composite_model() {
 #[test]
 fn fused_training_step_matches_the_reference_update() {
     for (tied, clip) in [(true, 1e-3), (false, 0.0), (false, 100.0)] {
-        let cfg = PolicyConfig { micro_batch: 2, warmup_steps: 0, learning_rate: 1e-2, max_grad_norm: clip, weight_decay: 0.1, ..PolicyConfig::default() };
+        let cfg = PolicyConfig {
+            micro_batch: 2,
+            warmup_steps: 0,
+            learning_rate: 1e-2,
+            max_grad_norm: clip,
+            weight_decay: 0.1,
+            ..PolicyConfig::default()
+        };
         let data = mixed_batch();
         // Fused path through the trainer.
         let fast = model(tied, 2, 23);
@@ -1008,18 +1447,53 @@ fn fused_training_step_matches_the_reference_update() {
         let mut sq = 0f64;
         for g in grads.values_mut() {
             *g = (&*g * inv).unwrap();
-            sq += g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() as f64;
+            sq += g
+                .sqr()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap() as f64;
         }
         let norm = sq.sqrt();
-        assert!((stats.loss - loss * inv).abs() < 1e-5 * stats.loss.abs().max(1.0), "loss {} vs {}", stats.loss, loss * inv);
-        assert!((stats.grad_norm - norm).abs() < 1e-4 * norm, "norm {} vs {norm}", stats.grad_norm);
-        let c = if clip > 0.0 && norm > clip { clip / norm } else { 1.0 };
-        let (lr, wd, b1, b2, eps) = (cfg.learning_rate, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps);
+        assert!(
+            (stats.loss - loss * inv).abs() < 1e-5 * stats.loss.abs().max(1.0),
+            "loss {} vs {}",
+            stats.loss,
+            loss * inv
+        );
+        assert!(
+            (stats.grad_norm - norm).abs() < 1e-4 * norm,
+            "norm {} vs {norm}",
+            stats.grad_norm
+        );
+        let c = if clip > 0.0 && norm > clip {
+            clip / norm
+        } else {
+            1.0
+        };
+        let (lr, wd, b1, b2, eps) = (
+            cfg.learning_rate,
+            cfg.weight_decay,
+            cfg.beta1,
+            cfg.beta2,
+            cfg.eps,
+        );
         let mut max_step = 0f32;
         for ((name, vf), (_, vs)) in fast.named_vars().into_iter().zip(slow.named_vars()) {
-            let p: Vec<f32> = vs.as_detached_tensor().flatten_all().unwrap().to_vec1().unwrap();
+            let p: Vec<f32> = vs
+                .as_detached_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
             let g: Vec<f32> = grads[&name].flatten_all().unwrap().to_vec1().unwrap();
-            let got: Vec<f32> = vf.as_detached_tensor().flatten_all().unwrap().to_vec1().unwrap();
+            let got: Vec<f32> = vf
+                .as_detached_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
             // Adam's first step is g/(|g|+eps): where a gradient is at the level of the two
             // paths' rounding (different GEMM kernels sum in different orders), the reference
             // step itself is noise of up to lr, and only such elements get that slack (exact
@@ -1032,8 +1506,16 @@ fn fused_training_step_matches_the_reference_update() {
                 let step = (m / (1.0 - b1)) / ((v / (1.0 - b2)).sqrt() + eps);
                 let want = p[i] as f64 * (1.0 - lr * wd) - lr * step;
                 max_step = max_step.max((got[i] - p[i]).abs());
-                let slack = if gi != 0.0 && gi.abs() <= rounding { lr } else { 0.0 };
-                assert!((got[i] as f64 - want).abs() < 1e-5 + slack, "tied={tied} clip={clip} {name}[{i}]: {} vs {want} (g {gi})", got[i]);
+                let slack = if gi != 0.0 && gi.abs() <= rounding {
+                    lr
+                } else {
+                    0.0
+                };
+                assert!(
+                    (got[i] as f64 - want).abs() < 1e-5 + slack,
+                    "tied={tied} clip={clip} {name}[{i}]: {} vs {want} (g {gi})",
+                    got[i]
+                );
             }
         }
         assert!(max_step > 1e-3, "the step moved nothing");
@@ -1042,13 +1524,22 @@ fn fused_training_step_matches_the_reference_update() {
 
 /// `m` with every matrix replaced by `f(weights, n, k)` (norms kept; the input embedding
 /// too when `keep_embedding`).
-fn with_matrices(m: &Llama, keep_embedding: bool, f: impl Fn(&[f32], usize, usize) -> Vec<f32>) -> Llama {
+fn with_matrices(
+    m: &Llama,
+    keep_embedding: bool,
+    f: impl Fn(&[f32], usize, usize) -> Vec<f32>,
+) -> Llama {
     let mut tensors = HashMap::new();
     for (name, var) in m.named_vars() {
         let t = var.as_detached_tensor();
         let t = match t.dims2() {
             Ok(_) if keep_embedding && name == "model.embed_tokens.weight" => t,
-            Ok((n, k)) => Tensor::from_vec(f(&t.flatten_all().unwrap().to_vec1().unwrap(), n, k), (n, k), &Device::Cpu).unwrap(),
+            Ok((n, k)) => Tensor::from_vec(
+                f(&t.flatten_all().unwrap().to_vec1().unwrap(), n, k),
+                (n, k),
+                &Device::Cpu,
+            )
+            .unwrap(),
             Err(_) => t,
         };
         tensors.insert(name, t);
@@ -1059,17 +1550,31 @@ fn with_matrices(m: &Llama, keep_embedding: bool, f: impl Fn(&[f32], usize, usiz
 /// The weights q8 decoding multiplies with, for an untied model (the embedding lookup stays f32).
 fn dequantised(m: &Llama) -> Llama {
     assert!(!m.config().tie_word_embeddings);
-    with_matrices(m, true, |w, n, k| crate::quant::QuantMatrix::quantize(w, n, k).unwrap().dequantize())
+    with_matrices(m, true, |w, n, k| {
+        crate::quant::QuantMatrix::quantize(w, n, k)
+            .unwrap()
+            .dequantize()
+    })
 }
 
 /// Prefill of a prompt, then three single-token steps: the logits of each step. The decoding
 /// steps run on `decoder` (same shape; the cache carries over).
 fn decode_logits_on(m: &Llama, decoder: &Llama, weights: crate::DecodeWeights) -> Vec<Tensor> {
     let mut cache = KvCache::new(m.config().num_hidden_layers);
-    let mut out = vec![m.forward_cached_with(&Batch::left_padded(&[&[3, 1, 4, 1, 5], &[9, 2]]), &mut cache, weights).unwrap()];
+    let mut out = vec![m
+        .forward_cached_with(
+            &Batch::left_padded(&[&[3, 1, 4, 1, 5], &[9, 2]]),
+            &mut cache,
+            weights,
+        )
+        .unwrap()];
     for id in [6u32, 7, 8] {
         let batch = Batch::right_padded(&[&[id][..], &[id + 1][..]]);
-        out.push(decoder.forward_cached_with(&batch, &mut cache, weights).unwrap());
+        out.push(
+            decoder
+                .forward_cached_with(&batch, &mut cache, weights)
+                .unwrap(),
+        );
     }
     out
 }
@@ -1088,20 +1593,41 @@ fn q8_decoding_uses_exactly_the_quantised_weights() {
     for (tied, kv) in [(false, 2), (true, 1)] {
         let m = model(tied, kv, 21);
         let q = m.quantized_weights().unwrap();
-        assert_eq!(q.len(), 1 + 7 * m.config().num_hidden_layers, "head and every projection");
+        assert_eq!(
+            q.len(),
+            1 + 7 * m.config().num_hidden_layers,
+            "head and every projection"
+        );
         let got = decode_logits(&m, Q8);
         if !tied {
-            for (i, (g, want)) in got.iter().zip(decode_logits_on(&m, &dequantised(&m), F32)).enumerate() {
-                assert!(max_abs_diff(g, &want) < 1e-5, "step {i}: {}", max_abs_diff(g, &want));
+            for (i, (g, want)) in got
+                .iter()
+                .zip(decode_logits_on(&m, &dequantised(&m), F32))
+                .enumerate()
+            {
+                assert!(
+                    max_abs_diff(g, &want) < 1e-5,
+                    "step {i}: {}",
+                    max_abs_diff(g, &want)
+                );
             }
         }
         for (i, (g, exact)) in got.iter().zip(decode_logits(&m, F32)).enumerate() {
-            let scale = exact.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            let scale = exact
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
             let d = max_abs_diff(g, &exact);
             if i == 0 {
                 assert_eq!(d, 0.0, "the prefill uses f32");
             } else {
-                assert!(d > 0.0 && d < 0.05 * scale, "step {i}: q8 vs f32 {d} (logits up to {scale}, tied {tied})");
+                assert!(
+                    d > 0.0 && d < 0.05 * scale,
+                    "step {i}: q8 vs f32 {d} (logits up to {scale}, tied {tied})"
+                );
             }
         }
     }
@@ -1116,15 +1642,29 @@ fn q4_grid_models_decode_losslessly() {
             .flat_map(|b| {
                 let lo = b.iter().copied().fold(f32::MAX, f32::min);
                 let d = (b.iter().copied().fold(f32::MIN, f32::max) - lo) / 15.0;
-                b.iter().map(move |x| ((x - lo) / d).round() * d + lo).collect::<Vec<_>>()
+                b.iter()
+                    .map(move |x| ((x - lo) / d).round() * d + lo)
+                    .collect::<Vec<_>>()
             })
             .collect()
     });
     let (four, eight, _) = m.quantized_weights().unwrap().summary();
-    let matrices: usize = m.named_vars().iter().filter(|(n, _)| n.ends_with("proj.weight") || n == "lm_head.weight").map(|(_, v)| v.elem_count()).sum();
+    let matrices: usize = m
+        .named_vars()
+        .iter()
+        .filter(|(n, _)| n.ends_with("proj.weight") || n == "lm_head.weight")
+        .map(|(_, v)| v.elem_count())
+        .sum();
     assert_eq!((four, eight), (matrices, 0));
-    for (got, want) in decode_logits(&m, crate::DecodeWeights::Q8).iter().zip(decode_logits(&m, crate::DecodeWeights::F32)) {
-        assert!(max_abs_diff(got, &want) < 1e-5, "{}", max_abs_diff(got, &want));
+    for (got, want) in decode_logits(&m, crate::DecodeWeights::Q8)
+        .iter()
+        .zip(decode_logits(&m, crate::DecodeWeights::F32))
+    {
+        assert!(
+            max_abs_diff(got, &want) < 1e-5,
+            "{}",
+            max_abs_diff(got, &want)
+        );
     }
 }
 
@@ -1139,11 +1679,24 @@ fn training_refreshes_the_quantised_weights() {
     let reference = decode_logits_on(&m, &dequantised(&m), crate::DecodeWeights::F32);
     assert!(max_abs_diff(&after[3], &before[3]) > 1e-3);
     for (got, want) in after.iter().zip(&reference) {
-        assert!(max_abs_diff(got, want) < 1e-5, "{}", max_abs_diff(got, want));
+        assert!(
+            max_abs_diff(got, want) < 1e-5,
+            "{}",
+            max_abs_diff(got, want)
+        );
     }
     // And seeded q8 sampling is reproducible.
-    let p = SamplingParams { n: 3, max_new_tokens: 8, seed: 5, decode_weights: crate::DecodeWeights::Q8, ..SamplingParams::default() };
-    assert_eq!(sample::sample(&m, &[1, 2, 3], &p).unwrap(), sample::sample(&m, &[1, 2, 3], &p).unwrap());
+    let p = SamplingParams {
+        n: 3,
+        max_new_tokens: 8,
+        seed: 5,
+        decode_weights: crate::DecodeWeights::Q8,
+        ..SamplingParams::default()
+    };
+    assert_eq!(
+        sample::sample(&m, &[1, 2, 3], &p).unwrap(),
+        sample::sample(&m, &[1, 2, 3], &p).unwrap()
+    );
 }
 
 /// A generation longer than the cache's first capacity (prompt + 256 columns): the cache grows
@@ -1152,11 +1705,20 @@ fn training_refreshes_the_quantised_weights() {
 fn kv_cache_grows_past_its_first_capacity() {
     let m = model(false, 2, 24);
     let seq: Vec<u32> = (0..300u32).map(|i| (i * 7 + 3) % V as u32).collect();
-    let full = m.logits(&Batch::right_padded(&[&seq]), false).unwrap().squeeze(0).unwrap();
+    let full = m
+        .logits(&Batch::right_padded(&[&seq]), false)
+        .unwrap()
+        .squeeze(0)
+        .unwrap();
     let mut cache = KvCache::new(m.config().num_hidden_layers);
-    m.forward_cached(&Batch::right_padded(&[&seq[..2]]), &mut cache).unwrap();
+    m.forward_cached(&Batch::right_padded(&[&seq[..2]]), &mut cache)
+        .unwrap();
     for pos in 2..seq.len() {
-        let last = m.forward_cached(&Batch::right_padded(&[&seq[pos..pos + 1]]), &mut cache).unwrap().squeeze(0).unwrap();
+        let last = m
+            .forward_cached(&Batch::right_padded(&[&seq[pos..pos + 1]]), &mut cache)
+            .unwrap()
+            .squeeze(0)
+            .unwrap();
         if pos % 37 == 0 || pos == seq.len() - 1 {
             let d = max_abs_diff(&last, &full.get(pos).unwrap());
             assert!(d < 1e-4, "position {pos}: cache vs full differ by {d}");
@@ -1165,9 +1727,17 @@ fn kv_cache_grows_past_its_first_capacity() {
     assert_eq!(cache.len(), seq.len());
     // Rows of the grown cache: repeat to 3 rows, keep rows 2 and 0, feed one more token each.
     let mut two = cache.repeat_rows(3).unwrap().select_rows(&[2, 0]).unwrap();
-    let next = m.forward_cached(&Batch::right_padded(&[&[5u32][..], &[5u32][..]]), &mut two).unwrap();
+    let next = m
+        .forward_cached(&Batch::right_padded(&[&[5u32][..], &[5u32][..]]), &mut two)
+        .unwrap();
     let seq2: Vec<u32> = seq.iter().copied().chain([5]).collect();
-    let want = m.logits(&Batch::right_padded(&[&seq2]), false).unwrap().squeeze(0).unwrap().get(300).unwrap();
+    let want = m
+        .logits(&Batch::right_padded(&[&seq2]), false)
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+        .get(300)
+        .unwrap();
     for r in 0..2 {
         assert!(max_abs_diff(&next.get(r).unwrap(), &want) < 1e-4);
     }
@@ -1187,8 +1757,15 @@ fn fused_inference_matches_the_composite_ops() {
             &slow.logits(&Batch::right_padded(&seqs), false).unwrap(),
         );
         assert!(d < 1e-5, "full sequence: {d}");
-        for (a, b) in decode_logits(&fast, crate::DecodeWeights::F32).iter().zip(decode_logits(&slow, crate::DecodeWeights::F32)) {
-            assert!(max_abs_diff(a, &b) < 1e-5, "cached: {}", max_abs_diff(a, &b));
+        for (a, b) in decode_logits(&fast, crate::DecodeWeights::F32)
+            .iter()
+            .zip(decode_logits(&slow, crate::DecodeWeights::F32))
+        {
+            assert!(
+                max_abs_diff(a, &b) < 1e-5,
+                "cached: {}",
+                max_abs_diff(a, &b)
+            );
         }
     }
 }
@@ -1196,11 +1773,16 @@ fn fused_inference_matches_the_composite_ops() {
 #[test]
 fn sum_squares_matches_f64_at_ragged_lengths() {
     for n in [0usize, 1, 31, 32, 33, 4095, 4096, 4097, 10_007] {
-        let v: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0).collect();
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0)
+            .collect();
         let want: f64 = v.iter().map(|&x| (x as f64) * (x as f64)).sum();
         let t = Tensor::from_vec(v, n, &Device::Cpu).unwrap();
         let got = crate::ops::sum_squares(&t).unwrap();
-        assert!((got - want).abs() <= 1e-6 * want.max(1.0), "n = {n}: {got} vs {want}");
+        assert!(
+            (got - want).abs() <= 1e-6 * want.max(1.0),
+            "n = {n}: {got} vs {want}"
+        );
     }
 }
 
@@ -1208,7 +1790,13 @@ fn sum_squares_matches_f64_at_ragged_lengths() {
 #[test]
 fn fused_products_and_norm_match_the_composite_ops_on_both_pools() {
     for in_training in [false, true] {
-        let scope = |f: &dyn Fn()| if in_training { crate::pool::training(f) } else { f() };
+        let scope = |f: &dyn Fn()| {
+            if in_training {
+                crate::pool::training(f)
+            } else {
+                f()
+            }
+        };
         scope(&|| {
             // Attention as one node (its products split over the pool: 72 score rows are past the
             // 32-row split) against candle's matmul → masked softmax → matmul: 2 batch rows, the
@@ -1227,8 +1815,15 @@ fn fused_products_and_norm_match_the_composite_ops_on_both_pools() {
             let scale = 0.35f32;
             check_op(
                 "attention",
-                &[randn(&[b, kvh, rep * t, hd], 22), randn(&[b, kvh, t, hd], 23), randn(&[b, kvh, t, hd], 24)],
-                |x| crate::ops::attention(&x[0], &x[1], &x[2], mask.clone(), scale, b, t, t).unwrap(),
+                &[
+                    randn(&[b, kvh, rep * t, hd], 22),
+                    randn(&[b, kvh, t, hd], 23),
+                    randn(&[b, kvh, t, hd], 24),
+                ],
+                |x| {
+                    crate::ops::attention(&x[0], &x[1], &x[2], mask.clone(), scale, b, t, t)
+                        .unwrap()
+                },
                 |x| {
                     let s = x[0].matmul(&x[1].t().unwrap()).unwrap();
                     let p = crate::ops::masked_softmax(&s, mask.clone(), scale, b, t, t).unwrap();
@@ -1264,10 +1859,17 @@ fn fused_products_and_norm_match_the_composite_ops_on_both_pools() {
             let r = randn(y.dims(), 19);
             let grads = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
             let dx = grads.get(xv.as_tensor()).unwrap();
-            let dw = Tensor::from_vec(slot.take().unwrap().unwrap(), (170, 96), &Device::Cpu).unwrap();
+            let dw =
+                Tensor::from_vec(slot.take().unwrap().unwrap(), (170, 96), &Device::Cpu).unwrap();
             let (dx_want, dw_want) = (r.matmul(&w).unwrap(), r.t().unwrap().matmul(&x).unwrap());
-            assert!(max_abs_diff(dx, &dx_want) < 1e-3, "dx (training: {in_training})");
-            assert!(max_abs_diff(&dw, &dw_want) < 1e-3, "dw (training: {in_training})");
+            assert!(
+                max_abs_diff(dx, &dx_want) < 1e-3,
+                "dx (training: {in_training})"
+            );
+            assert!(
+                max_abs_diff(&dw, &dw_want) < 1e-3,
+                "dw (training: {in_training})"
+            );
         });
     }
 }
@@ -1289,17 +1891,40 @@ fn training_pass_gradients_match_the_composite_model() {
         let sq: f64 = m
             .named_vars()
             .iter()
-            .map(|(_, v)| grads.get(v.as_tensor()).unwrap().sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() as f64)
+            .map(|(_, v)| {
+                grads
+                    .get(v.as_tensor())
+                    .unwrap()
+                    .sqr()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap() as f64
+            })
             .sum();
         let want_norm = sq.sqrt() / tokens as f64;
-        assert!((fused.grad_norm - want_norm).abs() <= 1e-4 * want_norm, "tied={tied}: norm {} vs {want_norm}", fused.grad_norm);
+        assert!(
+            (fused.grad_norm - want_norm).abs() <= 1e-4 * want_norm,
+            "tied={tied}: norm {} vs {want_norm}",
+            fused.grad_norm
+        );
         for (name, v) in m.named_vars() {
             let want = grads.get(v.as_tensor()).unwrap();
             let got = &fused.grad_sums[&name];
-            let scale = want.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            let scale = want
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
             assert!(scale > 0.0, "{name}: zero reference gradient");
             let d = max_abs_diff(got, want);
-            assert!(d <= 1e-4 * scale.max(1e-3), "tied={tied} {name}: gradient differs by {d} (max {scale})");
+            assert!(
+                d <= 1e-4 * scale.max(1e-3),
+                "tied={tied} {name}: gradient differs by {d} (max {scale})"
+            );
         }
     }
 }
@@ -1321,24 +1946,68 @@ fn fused_head_cross_entropy_matches_linear_then_loss_over_chunks() {
             let wv = candle_core::Var::from_tensor(&w).unwrap();
             let earlier = randn(&[v, d], 53);
             let slot = crate::ops::GradSlot::new(v * d);
-            *slot.buf.lock().unwrap() = Some(earlier.flatten_all().unwrap().to_vec1::<f32>().unwrap());
-            let loss = crate::ops::head_cross_entropy(h.as_tensor(), &w, slot.clone(), labels.clone(), weights.clone()).unwrap();
+            *slot.buf.lock().unwrap() =
+                Some(earlier.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+            let loss = crate::ops::head_cross_entropy(
+                h.as_tensor(),
+                &w,
+                slot.clone(),
+                labels.clone(),
+                weights.clone(),
+            )
+            .unwrap();
             let g = loss.backward().unwrap();
-            let squares = slot.take_squares().unwrap().expect("the head keeps its gradient's sum of squares");
+            let squares = slot
+                .take_squares()
+                .unwrap()
+                .expect("the head keeps its gradient's sum of squares");
             let dw = Tensor::from_vec(slot.take().unwrap().unwrap(), (v, d), &Device::Cpu).unwrap();
             let z = crate::ops::linear(h.as_tensor(), wv.as_tensor()).unwrap();
-            let loss2 = crate::ops::weighted_cross_entropy(&z, labels.clone(), weights.clone()).unwrap();
+            let loss2 =
+                crate::ops::weighted_cross_entropy(&z, labels.clone(), weights.clone()).unwrap();
             let g2 = loss2.backward().unwrap();
             let dw2 = (g2.get(wv.as_tensor()).unwrap() + &earlier).unwrap();
-            let (l1, l2) = (loss.to_scalar::<f32>().unwrap(), loss2.to_scalar::<f32>().unwrap());
-            assert!((l1 - l2).abs() <= 1e-5 * l2.abs(), "loss {l1} vs {l2} (training: {in_training})");
-            for (what, a, b) in [("h", g.get(h.as_tensor()).unwrap().clone(), g2.get(h.as_tensor()).unwrap().clone()), ("w", dw.clone(), dw2.clone())] {
-                let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            let (l1, l2) = (
+                loss.to_scalar::<f32>().unwrap(),
+                loss2.to_scalar::<f32>().unwrap(),
+            );
+            assert!(
+                (l1 - l2).abs() <= 1e-5 * l2.abs(),
+                "loss {l1} vs {l2} (training: {in_training})"
+            );
+            for (what, a, b) in [
+                (
+                    "h",
+                    g.get(h.as_tensor()).unwrap().clone(),
+                    g2.get(h.as_tensor()).unwrap().clone(),
+                ),
+                ("w", dw.clone(), dw2.clone()),
+            ] {
+                let scale = b
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
                 assert!(scale > 0.0);
-                assert!(max_abs_diff(&a, &b) <= 1e-5 * scale, "{what} (training: {in_training})");
+                assert!(
+                    max_abs_diff(&a, &b) <= 1e-5 * scale,
+                    "{what} (training: {in_training})"
+                );
             }
-            let want: f64 = dw2.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|&x| (x as f64) * (x as f64)).sum();
-            assert!((squares - want).abs() <= 1e-5 * want, "squares {squares} vs {want}");
+            let want: f64 = dw2
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&x| (x as f64) * (x as f64))
+                .sum();
+            assert!(
+                (squares - want).abs() <= 1e-5 * want,
+                "squares {squares} vs {want}"
+            );
             // A second backward finds no saved logits and says so.
             assert!(loss.backward().is_err());
         };
@@ -1358,36 +2027,93 @@ fn fused_mlp_block_matches_the_composite_ops_on_both_pools() {
     for in_training in [false, true] {
         let run = || {
             let x = candle_core::Var::from_tensor(&randn(&[n, d], 41)).unwrap();
-            let nw = candle_core::Var::from_tensor(&(randn(&[d], 42).abs().unwrap() + 0.5).unwrap()).unwrap();
-            let ws = [randn(&[inter, d], 43), randn(&[inter, d], 44), randn(&[d, inter], 45)];
+            let nw =
+                candle_core::Var::from_tensor(&(randn(&[d], 42).abs().unwrap() + 0.5).unwrap())
+                    .unwrap();
+            let ws = [
+                randn(&[inter, d], 43),
+                randn(&[inter, d], 44),
+                randn(&[d, inter], 45),
+            ];
             let ws = ws.map(|w| (w * 0.2).unwrap());
-            let wv: Vec<candle_core::Var> = ws.iter().map(|w| candle_core::Var::from_tensor(w).unwrap()).collect();
+            let wv: Vec<candle_core::Var> = ws
+                .iter()
+                .map(|w| candle_core::Var::from_tensor(w).unwrap())
+                .collect();
             let slots = [0, 1, 2].map(|i| crate::ops::GradSlot::new(ws[i].elem_count()));
             let r = randn(&[n, d], 46);
             // Fused: weights through slots.
-            let y = crate::ops::mlp_block(x.as_tensor(), nw.as_tensor(), ws.clone(), slots.clone(), 1e-5).unwrap();
+            let y = crate::ops::mlp_block(
+                x.as_tensor(),
+                nw.as_tensor(),
+                ws.clone(),
+                slots.clone(),
+                1e-5,
+            )
+            .unwrap();
             let g = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
-            let fused_w: Vec<Tensor> =
-                (0..3).map(|i| Tensor::from_vec(slots[i].take().unwrap().unwrap(), ws[i].shape(), &Device::Cpu).unwrap()).collect();
+            let fused_w: Vec<Tensor> = (0..3)
+                .map(|i| {
+                    Tensor::from_vec(
+                        slots[i].take().unwrap().unwrap(),
+                        ws[i].shape(),
+                        &Device::Cpu,
+                    )
+                    .unwrap()
+                })
+                .collect();
             // Composite.
             let h = candle_nn::ops::rms_norm_slow(x.as_tensor(), nw.as_tensor(), 1e-5).unwrap();
             let gate = h.matmul(&wv[0].as_tensor().t().unwrap()).unwrap();
             let up = h.matmul(&wv[1].as_tensor().t().unwrap()).unwrap();
             let act = (gate.silu().unwrap() * up).unwrap();
-            let y2 = (x.as_tensor() + act.matmul(&wv[2].as_tensor().t().unwrap()).unwrap()).unwrap();
+            let y2 =
+                (x.as_tensor() + act.matmul(&wv[2].as_tensor().t().unwrap()).unwrap()).unwrap();
             let g2 = (&y2 * &r).unwrap().sum_all().unwrap().backward().unwrap();
-            assert!(max_abs_diff(&y, &y2) < 1e-4, "forward (training: {in_training})");
+            assert!(
+                max_abs_diff(&y, &y2) < 1e-4,
+                "forward (training: {in_training})"
+            );
             let pairs = [
-                ("x", g.get(x.as_tensor()).unwrap().clone(), g2.get(x.as_tensor()).unwrap().clone()),
-                ("norm", g.get(nw.as_tensor()).unwrap().clone(), g2.get(nw.as_tensor()).unwrap().clone()),
-                ("gate", fused_w[0].clone(), g2.get(wv[0].as_tensor()).unwrap().clone()),
-                ("up", fused_w[1].clone(), g2.get(wv[1].as_tensor()).unwrap().clone()),
-                ("down", fused_w[2].clone(), g2.get(wv[2].as_tensor()).unwrap().clone()),
+                (
+                    "x",
+                    g.get(x.as_tensor()).unwrap().clone(),
+                    g2.get(x.as_tensor()).unwrap().clone(),
+                ),
+                (
+                    "norm",
+                    g.get(nw.as_tensor()).unwrap().clone(),
+                    g2.get(nw.as_tensor()).unwrap().clone(),
+                ),
+                (
+                    "gate",
+                    fused_w[0].clone(),
+                    g2.get(wv[0].as_tensor()).unwrap().clone(),
+                ),
+                (
+                    "up",
+                    fused_w[1].clone(),
+                    g2.get(wv[1].as_tensor()).unwrap().clone(),
+                ),
+                (
+                    "down",
+                    fused_w[2].clone(),
+                    g2.get(wv[2].as_tensor()).unwrap().clone(),
+                ),
             ];
             for (what, a, b) in pairs {
-                let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                let scale = b
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
                 assert!(scale > 0.0);
-                assert!(max_abs_diff(&a, &b) <= 1e-4 * scale, "{what} (training: {in_training})");
+                assert!(
+                    max_abs_diff(&a, &b) <= 1e-4 * scale,
+                    "{what} (training: {in_training})"
+                );
             }
         };
         if in_training {
@@ -1405,14 +2131,20 @@ fn fused_mlp_block_matches_the_composite_ops_on_both_pools() {
 fn fused_attention_block_matches_the_ops_one_by_one_on_both_pools() {
     let (b, t, h, kvh, hd) = (2usize, 48usize, 8usize, 2usize, 16usize);
     let (d, n, rep) = (h * hd, b * t, h / kvh);
-    let angles: Vec<f32> = (0..b * t * hd).map(|i| ((i * 37 % 101) as f32) * 0.07).collect();
+    let angles: Vec<f32> = (0..b * t * hd)
+        .map(|i| ((i * 37 % 101) as f32) * 0.07)
+        .collect();
     let cos = std::sync::Arc::new(angles.iter().map(|a| a.cos()).collect::<Vec<f32>>());
     let sin = std::sync::Arc::new(angles.iter().map(|a| a.sin()).collect::<Vec<f32>>());
     let mut mask = Vec::new();
     for r in 0..b {
         for i in 0..t {
             for j in 0..t {
-                mask.push(if j <= i && !(r == 0 && j < 3) { 0.0 } else { -1e30 });
+                mask.push(if j <= i && !(r == 0 && j < 3) {
+                    0.0
+                } else {
+                    -1e30
+                });
             }
         }
     }
@@ -1421,10 +2153,20 @@ fn fused_attention_block_matches_the_ops_one_by_one_on_both_pools() {
     for in_training in [false, true] {
         let run = || {
             let x = candle_core::Var::from_tensor(&randn(&[n, d], 51)).unwrap();
-            let nw = candle_core::Var::from_tensor(&(randn(&[d], 52).abs().unwrap() + 0.5).unwrap()).unwrap();
-            let ws = [randn(&[d, d], 53), randn(&[kvh * hd, d], 54), randn(&[kvh * hd, d], 55), randn(&[d, d], 56)]
-                .map(|w| (w * 0.1).unwrap());
-            let wv: Vec<candle_core::Var> = ws.iter().map(|w| candle_core::Var::from_tensor(w).unwrap()).collect();
+            let nw =
+                candle_core::Var::from_tensor(&(randn(&[d], 52).abs().unwrap() + 0.5).unwrap())
+                    .unwrap();
+            let ws = [
+                randn(&[d, d], 53),
+                randn(&[kvh * hd, d], 54),
+                randn(&[kvh * hd, d], 55),
+                randn(&[d, d], 56),
+            ]
+            .map(|w| (w * 0.1).unwrap());
+            let wv: Vec<candle_core::Var> = ws
+                .iter()
+                .map(|w| candle_core::Var::from_tensor(w).unwrap())
+                .collect();
             let slots = [0, 1, 2, 3].map(|i| crate::ops::GradSlot::new(ws[i].elem_count()));
             let r = randn(&[n, d], 57);
             let parts = crate::ops::AttentionBlockParts {
@@ -1439,32 +2181,86 @@ fn fused_attention_block_matches_the_ops_one_by_one_on_both_pools() {
             };
             let y = crate::ops::attention_block(x.as_tensor(), nw.as_tensor(), parts).unwrap();
             let g = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
-            let fused_w: Vec<Tensor> =
-                (0..4).map(|i| Tensor::from_vec(slots[i].take().unwrap().unwrap(), ws[i].shape(), &Device::Cpu).unwrap()).collect();
+            let fused_w: Vec<Tensor> = (0..4)
+                .map(|i| {
+                    Tensor::from_vec(
+                        slots[i].take().unwrap().unwrap(),
+                        ws[i].shape(),
+                        &Device::Cpu,
+                    )
+                    .unwrap()
+                })
+                .collect();
             // One by one.
             let lin = |a: &Tensor, i: usize| crate::ops::linear(a, wv[i].as_tensor()).unwrap();
             let hn = crate::ops::rms_norm(x.as_tensor(), nw.as_tensor(), eps).unwrap();
-            let q = crate::ops::rope_transpose(&lin(&hn, 0).reshape((b, t, h, hd)).unwrap(), cos.clone(), sin.clone()).unwrap();
-            let k = crate::ops::rope_transpose(&lin(&hn, 1).reshape((b, t, kvh, hd)).unwrap(), cos.clone(), sin.clone()).unwrap();
-            let v = lin(&hn, 2).reshape((b, t, kvh, hd)).unwrap().transpose(1, 2).unwrap().contiguous().unwrap();
+            let q = crate::ops::rope_transpose(
+                &lin(&hn, 0).reshape((b, t, h, hd)).unwrap(),
+                cos.clone(),
+                sin.clone(),
+            )
+            .unwrap();
+            let k = crate::ops::rope_transpose(
+                &lin(&hn, 1).reshape((b, t, kvh, hd)).unwrap(),
+                cos.clone(),
+                sin.clone(),
+            )
+            .unwrap();
+            let v = lin(&hn, 2)
+                .reshape((b, t, kvh, hd))
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap()
+                .contiguous()
+                .unwrap();
             let q = q.reshape((b, kvh, rep * t, hd)).unwrap();
             let o = crate::ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t).unwrap();
-            let o = o.reshape((b, h, t, hd)).unwrap().transpose(1, 2).unwrap().reshape((n, d)).unwrap();
+            let o = o
+                .reshape((b, h, t, hd))
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap()
+                .reshape((n, d))
+                .unwrap();
             let y2 = (x.as_tensor() + lin(&o, 3)).unwrap();
             let g2 = (&y2 * &r).unwrap().sum_all().unwrap().backward().unwrap();
-            assert!(max_abs_diff(&y, &y2) < 1e-4, "forward (training: {in_training})");
+            assert!(
+                max_abs_diff(&y, &y2) < 1e-4,
+                "forward (training: {in_training})"
+            );
             let mut pairs = vec![
-                ("x", g.get(x.as_tensor()).unwrap().clone(), g2.get(x.as_tensor()).unwrap().clone()),
-                ("norm", g.get(nw.as_tensor()).unwrap().clone(), g2.get(nw.as_tensor()).unwrap().clone()),
+                (
+                    "x",
+                    g.get(x.as_tensor()).unwrap().clone(),
+                    g2.get(x.as_tensor()).unwrap().clone(),
+                ),
+                (
+                    "norm",
+                    g.get(nw.as_tensor()).unwrap().clone(),
+                    g2.get(nw.as_tensor()).unwrap().clone(),
+                ),
             ];
             for (i, what) in ["q", "k", "v", "o"].into_iter().enumerate() {
-                pairs.push((what, fused_w[i].clone(), g2.get(wv[i].as_tensor()).unwrap().clone()));
+                pairs.push((
+                    what,
+                    fused_w[i].clone(),
+                    g2.get(wv[i].as_tensor()).unwrap().clone(),
+                ));
             }
             for (what, a, b) in pairs {
-                let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                let scale = b
+                    .abs()
+                    .unwrap()
+                    .max_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
                 assert!(scale > 0.0, "{what}: zero reference gradient");
                 let diff = max_abs_diff(&a, &b);
-                assert!(diff <= 1e-4 * scale, "{what} (training: {in_training}): differs by {diff} (max {scale})");
+                assert!(
+                    diff <= 1e-4 * scale,
+                    "{what} (training: {in_training}): differs by {diff} (max {scale})"
+                );
             }
         };
         if in_training {

@@ -45,20 +45,33 @@ impl ProdTokenizer {
         }
         let mut special = [0u32; 6];
         for (slot, t) in special.iter_mut().zip(SPECIAL_TOKENS) {
-            *slot = inner.token_to_id(t).ok_or_else(|| tk_err(format!("special token {t} has no id")))?;
+            *slot = inner
+                .token_to_id(t)
+                .ok_or_else(|| tk_err(format!("special token {t} has no id")))?;
         }
         let end_id = match end_id {
             Some(id) => id,
-            None => END_TOKEN_CANDIDATES.iter().find_map(|t| inner.token_to_id(t)).ok_or_else(|| {
-                tk_err(format!("no end token: none of {END_TOKEN_CANDIDATES:?} is in the vocabulary"))
-            })?,
+            None => END_TOKEN_CANDIDATES
+                .iter()
+                .find_map(|t| inner.token_to_id(t))
+                .ok_or_else(|| {
+                    tk_err(format!(
+                        "no end token: none of {END_TOKEN_CANDIDATES:?} is in the vocabulary"
+                    ))
+                })?,
         };
-        let tok = ProdTokenizer { inner, special, end_id };
+        let tok = ProdTokenizer {
+            inner,
+            special,
+            end_id,
+        };
         // Only now can we check that each special token really is one token.
         for (t, &id) in SPECIAL_TOKENS.iter().zip(&tok.special) {
             let ids = tok.encode(t)?;
             if ids != [id] {
-                return Err(tk_err(format!("special token {t} encodes as {ids:?}, not as the single id {id}")));
+                return Err(tk_err(format!(
+                    "special token {t} encodes as {ids:?}, not as the single id {id}"
+                )));
             }
         }
         Ok(tok)
@@ -66,7 +79,8 @@ impl ProdTokenizer {
 
     /// Loads a `tokenizer.json`.
     pub fn from_file(path: &Path, end_id: Option<u32>) -> Result<Self> {
-        let inner = Tokenizer::from_file(path).map_err(|e| tk_err(format!("{}: {e}", path.display())))?;
+        let inner =
+            Tokenizer::from_file(path).map_err(|e| tk_err(format!("{}: {e}", path.display())))?;
         Self::new(inner, end_id)
     }
 
@@ -88,20 +102,28 @@ impl ProdTokenizer {
             .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
             .special_tokens(specials)
             .build();
-        let mut tok = TokenizerBuilder::<BPE, NormalizerWrapper, ByteLevel, PostProcessorWrapper, ByteLevel>::new()
-            .with_model(BPE::default())
-            .with_normalizer(None)
-            .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
-            .with_post_processor(None)
-            .with_decoder(Some(ByteLevel::default()))
-            .build()
-            .map_err(tk_err)?;
+        let mut tok = TokenizerBuilder::<
+            BPE,
+            NormalizerWrapper,
+            ByteLevel,
+            PostProcessorWrapper,
+            ByteLevel,
+        >::new()
+        .with_model(BPE::default())
+        .with_normalizer(None)
+        .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
+        .with_post_processor(None)
+        .with_decoder(Some(ByteLevel::default()))
+        .build()
+        .map_err(tk_err)?;
         tok.train(&mut trainer, texts).map_err(tk_err)?;
         Self::new(Tokenizer::from(tok), None)
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
-        self.inner.save(path, true).map_err(|e| tk_err(format!("{}: {e}", path.display())))
+        self.inner
+            .save(path, true)
+            .map_err(|e| tk_err(format!("{}: {e}", path.display())))
     }
 
     pub fn inner(&self) -> &Tokenizer {
@@ -110,13 +132,24 @@ impl ProdTokenizer {
 
     /// Number of ids (the model's vocabulary must be at least this large).
     pub fn vocab_size(&self) -> usize {
-        let max_id = self.inner.get_vocab(true).values().copied().max().map_or(0, |m| m as usize + 1);
+        let max_id = self
+            .inner
+            .get_vocab(true)
+            .values()
+            .copied()
+            .max()
+            .map_or(0, |m| m as usize + 1);
         max_id.max(self.inner.get_vocab_size(true))
     }
 
     /// Token ids of `text`; special tokens inside it become their single ids. No BOS/EOS added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        Ok(self.inner.encode(text, false).map_err(tk_err)?.get_ids().to_vec())
+        Ok(self
+            .inner
+            .encode(text, false)
+            .map_err(tk_err)?
+            .get_ids()
+            .to_vec())
     }
 
     /// Text of `ids`, special tokens kept (a conditional proof needs its `<invoke>`s).
@@ -130,7 +163,10 @@ impl ProdTokenizer {
 
     /// Id of a ProD special token (one of `SPECIAL_TOKENS`).
     pub fn special_id(&self, token: &str) -> Option<u32> {
-        SPECIAL_TOKENS.iter().position(|t| *t == token).map(|i| self.special[i])
+        SPECIAL_TOKENS
+            .iter()
+            .position(|t| *t == token)
+            .map(|i| self.special[i])
     }
 
     pub fn t0_id(&self, t0: T0) -> u32 {
@@ -141,19 +177,31 @@ impl ProdTokenizer {
     }
 
     pub fn use_invoke_id(&self) -> u32 {
-        self.special[SPECIAL_TOKENS.iter().position(|t| *t == USE_INVOKE).unwrap_or(0)]
+        self.special[SPECIAL_TOKENS
+            .iter()
+            .position(|t| *t == USE_INVOKE)
+            .unwrap_or(0)]
     }
 
     pub fn no_invoke_id(&self) -> u32 {
-        self.special[SPECIAL_TOKENS.iter().position(|t| *t == NO_INVOKE).unwrap_or(1)]
+        self.special[SPECIAL_TOKENS
+            .iter()
+            .position(|t| *t == NO_INVOKE)
+            .unwrap_or(1)]
     }
 
     pub fn true_id(&self) -> u32 {
-        self.special[SPECIAL_TOKENS.iter().position(|t| *t == TRUE_TOKEN).unwrap_or(4)]
+        self.special[SPECIAL_TOKENS
+            .iter()
+            .position(|t| *t == TRUE_TOKEN)
+            .unwrap_or(4)]
     }
 
     pub fn false_id(&self) -> u32 {
-        self.special[SPECIAL_TOKENS.iter().position(|t| *t == FALSE_TOKEN).unwrap_or(5)]
+        self.special[SPECIAL_TOKENS
+            .iter()
+            .position(|t| *t == FALSE_TOKEN)
+            .unwrap_or(5)]
     }
 
     /// The token that ends a target (and stops sampling).

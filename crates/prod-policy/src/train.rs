@@ -21,13 +21,22 @@ use crate::{PolicyError, Result};
 
 /// `(Σ_i w_i Σ_t nll_t, number of target tokens)` for a micro-batch. The first value is a
 /// scalar tensor that can be differentiated when `grad` is set.
-pub fn weighted_nll_sum(model: &Llama, examples: &[TrainExample], grad: bool) -> Result<(Tensor, usize)> {
+pub fn weighted_nll_sum(
+    model: &Llama,
+    examples: &[TrainExample],
+    grad: bool,
+) -> Result<(Tensor, usize)> {
     nll_sum(model, examples, grad, None)
 }
 
 /// [`weighted_nll_sum`]; with `sinks` (fused path), the matrix parameters' gradients are
 /// accumulated there instead of being returned by `backward`.
-fn nll_sum(model: &Llama, examples: &[TrainExample], grad: bool, sinks: Option<&GradSinks>) -> Result<(Tensor, usize)> {
+fn nll_sum(
+    model: &Llama,
+    examples: &[TrainExample],
+    grad: bool,
+    sinks: Option<&GradSinks>,
+) -> Result<(Tensor, usize)> {
     if examples.is_empty() {
         return Err(PolicyError::BadInput("empty micro-batch".into()));
     }
@@ -59,7 +68,9 @@ fn nll_sum(model: &Llama, examples: &[TrainExample], grad: bool, sinks: Option<&
         return Ok((Tensor::zeros((), DType::F32, dev)?, 0));
     }
     let rows = Tensor::from_vec(rows, n, dev)?;
-    let h = hidden.reshape((batch.b * batch.t, d))?.index_select(&rows, 0)?;
+    let h = hidden
+        .reshape((batch.b * batch.t, d))?
+        .index_select(&rows, 0)?;
     // Only target positions go through the (large) head.
     if let (true, Some(s)) = (grad, sinks) {
         // The head and the loss as one node, over vocabulary chunks.
@@ -71,7 +82,10 @@ fn nll_sum(model: &Llama, examples: &[TrainExample], grad: bool, sinks: Option<&
         // One op for log-softmax, gather and weighting: no [n, vocab] temporaries besides the
         // logits and, backward, their gradient.
         let logits = model.head_grad(&h, sinks)?;
-        return Ok((crate::ops::weighted_cross_entropy(&logits, labels, weights)?, n));
+        return Ok((
+            crate::ops::weighted_cross_entropy(&logits, labels, weights)?,
+            n,
+        ));
     }
     let logits = model.head(&h, grad)?;
     let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
@@ -89,7 +103,11 @@ pub fn eval_loss(model: &Llama, examples: &[TrainExample], micro: usize) -> Resu
         sum += s.to_scalar::<f32>()? as f64;
         tokens += n;
     }
-    Ok(if tokens == 0 { 0.0 } else { sum / tokens as f64 })
+    Ok(if tokens == 0 {
+        0.0
+    } else {
+        sum / tokens as f64
+    })
 }
 
 /// AdamW (Loshchilov & Hutter), the same update as PyTorch's `AdamW`, with its state kept by
@@ -124,18 +142,35 @@ impl AdamW {
     }
 
     /// One update of every parameter that has a gradient in `grads` (by name).
-    pub fn update(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64) -> Result<()> {
+    pub fn update(
+        &mut self,
+        model: &Llama,
+        grads: &HashMap<String, Tensor>,
+        lr: f64,
+    ) -> Result<()> {
         self.update_scaled(model, grads, lr, 1.0)
     }
 
     /// [`AdamW::update`] with every gradient multiplied by `grad_scale` first (the
     /// 1/target-tokens normalisation and the clipping factor, folded into the update's single
     /// pass instead of a pass of their own).
-    pub fn update_scaled(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64, grad_scale: f64) -> Result<()> {
+    pub fn update_scaled(
+        &mut self,
+        model: &Llama,
+        grads: &HashMap<String, Tensor>,
+        lr: f64,
+        grad_scale: f64,
+    ) -> Result<()> {
         crate::pool::training(|| self.update_scaled_here(model, grads, lr, grad_scale))
     }
 
-    fn update_scaled_here(&mut self, model: &Llama, grads: &HashMap<String, Tensor>, lr: f64, grad_scale: f64) -> Result<()> {
+    fn update_scaled_here(
+        &mut self,
+        model: &Llama,
+        grads: &HashMap<String, Tensor>,
+        lr: f64,
+        grad_scale: f64,
+    ) -> Result<()> {
         model.weights_changed();
         self.step += 1;
         let t = self.step as i32;
@@ -144,17 +179,25 @@ impl AdamW {
         let c2 = (1.0 - self.beta2.powi(t)) as f32;
         let (lr32, eps) = (lr as f32, self.eps as f32);
         let decay = (1.0 - lr * self.weight_decay) as f32;
-        let scale = if grad_scale == 1.0 { None } else { Some(grad_scale as f32) };
+        let scale = if grad_scale == 1.0 {
+            None
+        } else {
+            Some(grad_scale as f32)
+        };
         for (name, var) in model.named_vars() {
             let Some(g) = grads.get(&name) else { continue };
             let n = var.elem_count();
             if g.elem_count() != n {
-                return Err(PolicyError::BadInput(format!("gradient of {name} does not match its shape")));
+                return Err(PolicyError::BadInput(format!(
+                    "gradient of {name} does not match its shape"
+                )));
             }
             let m = self.m.entry(name.clone()).or_insert_with(|| vec![0.0; n]);
             let v = self.v.entry(name.clone()).or_insert_with(|| vec![0.0; n]);
             if m.len() != n || v.len() != n {
-                return Err(PolicyError::BadInput(format!("optimizer state for {name} does not match its shape")));
+                return Err(PolicyError::BadInput(format!(
+                    "optimizer state for {name} does not match its shape"
+                )));
             }
             if var.device().is_cpu() && var.dtype() == DType::F32 && var.is_contiguous() {
                 // In place on the parameter's own storage: one pass over p, g, m, v.
@@ -209,8 +252,14 @@ impl AdamW {
         let dev = candle_core::Device::Cpu;
         for (name, var) in model.named_vars() {
             if let (Some(m), Some(v)) = (self.m.get(&name), self.v.get(&name)) {
-                out.insert(format!("m.{name}"), Tensor::from_slice(m, var.shape(), &dev)?);
-                out.insert(format!("v.{name}"), Tensor::from_slice(v, var.shape(), &dev)?);
+                out.insert(
+                    format!("m.{name}"),
+                    Tensor::from_slice(m, var.shape(), &dev)?,
+                );
+                out.insert(
+                    format!("v.{name}"),
+                    Tensor::from_slice(v, var.shape(), &dev)?,
+                );
             }
         }
         Ok(out)
@@ -254,12 +303,20 @@ pub struct MacroGradients {
 
 /// Forward/backward over `examples` in micro-batches of `micro`, accumulating gradients of the
 /// unnormalised weighted sum, then dividing by the macro batch's target-token count.
-pub fn macro_gradients(model: &Llama, examples: &[TrainExample], micro: usize) -> Result<MacroGradients> {
+pub fn macro_gradients(
+    model: &Llama,
+    examples: &[TrainExample],
+    micro: usize,
+) -> Result<MacroGradients> {
     // The training pass's parallel regions on the spin pool (see `pool`).
     crate::pool::training(|| macro_gradients_here(model, examples, micro))
 }
 
-fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) -> Result<MacroGradients> {
+fn macro_gradients_here(
+    model: &Llama,
+    examples: &[TrainExample],
+    micro: usize,
+) -> Result<MacroGradients> {
     let mut acc: HashMap<String, Tensor> = HashMap::new();
     let (mut loss_sum, mut tokens) = (0.0f64, 0usize);
     let vars = model.named_vars();
@@ -276,7 +333,9 @@ fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) 
             if let Some(g) = grads.get(var.as_tensor()) {
                 match acc.get(name) {
                     // In place: the accumulator is our own detached copy of the first gradient.
-                    Some(a) if a.device().is_cpu() && a.dtype() == DType::F32 && a.is_contiguous() => {
+                    Some(a)
+                        if a.device().is_cpu() && a.dtype() == DType::F32 && a.is_contiguous() =>
+                    {
                         crate::ops::add_assign(a, g)?
                     }
                     Some(a) => {
@@ -293,7 +352,9 @@ fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) 
         }
     }
     if tokens == 0 {
-        return Err(PolicyError::BadInput("macro batch has no target tokens".into()));
+        return Err(PolicyError::BadInput(
+            "macro batch has no target tokens".into(),
+        ));
     }
     // Σ g² of slot gradients, summed by the products that wrote them while still in cache.
     let mut squares: HashMap<String, f64> = HashMap::new();
@@ -303,7 +364,9 @@ fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) 
                 squares.insert(name.clone(), sq);
             }
             if acc.insert(name.clone(), g).is_some() {
-                return Err(PolicyError::BadInput(format!("{name}: gradient both in a slot and from autograd")));
+                return Err(PolicyError::BadInput(format!(
+                    "{name}: gradient both in a slot and from autograd"
+                )));
             }
         }
     }
@@ -319,10 +382,19 @@ fn macro_gradients_here(model: &Llama, examples: &[TrainExample], micro: usize) 
         } else if g.device().is_cpu() && g.dtype() == DType::F32 {
             crate::ops::sum_squares(g)?
         } else {
-            g.sqr()?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?
+            g.sqr()?
+                .sum_all()?
+                .to_dtype(DType::F64)?
+                .to_scalar::<f64>()?
         };
     }
-    Ok(MacroGradients { grad_sums: acc, scale: inv, loss: loss_sum * inv, target_tokens: tokens, grad_norm: sq.sqrt() * inv })
+    Ok(MacroGradients {
+        grad_sums: acc,
+        scale: inv,
+        loss: loss_sum * inv,
+        target_tokens: tokens,
+        grad_norm: sq.sqrt() * inv,
+    })
 }
 
 /// Optimizer, schedule and gradient accumulator.
@@ -334,7 +406,11 @@ pub struct Trainer {
 
 impl Trainer {
     pub fn new(cfg: PolicyConfig) -> Self {
-        Trainer { opt: AdamW::new(&cfg), cfg, state: TrainerState::default() }
+        Trainer {
+            opt: AdamW::new(&cfg),
+            cfg,
+            state: TrainerState::default(),
+        }
     }
 
     /// Linear warm-up to `learning_rate` over `warmup_steps`, then constant (paper §4.1).
@@ -352,10 +428,17 @@ impl Trainer {
     /// update.
     pub fn step(&mut self, model: &Llama, examples: &[TrainExample]) -> Result<StepStats> {
         self.opt.allocate_state(model);
-        let MacroGradients { grad_sums, scale, loss, target_tokens: tokens, grad_norm } =
-            macro_gradients(model, examples, self.cfg.micro_batch)?;
+        let MacroGradients {
+            grad_sums,
+            scale,
+            loss,
+            target_tokens: tokens,
+            grad_norm,
+        } = macro_gradients(model, examples, self.cfg.micro_batch)?;
         if !grad_norm.is_finite() {
-            return Err(PolicyError::BadInput(format!("gradient norm is {grad_norm}; update skipped")));
+            return Err(PolicyError::BadInput(format!(
+                "gradient norm is {grad_norm}; update skipped"
+            )));
         }
         let clip = if self.cfg.max_grad_norm > 0.0 && grad_norm > self.cfg.max_grad_norm {
             self.cfg.max_grad_norm / grad_norm
@@ -363,10 +446,17 @@ impl Trainer {
             1.0
         };
         let lr = self.lr_at(self.state.step);
-        self.opt.update_scaled(model, &grad_sums, lr, scale * clip)?;
+        self.opt
+            .update_scaled(model, &grad_sums, lr, scale * clip)?;
         self.state.step += 1;
         self.state.data_position += examples.len();
-        Ok(StepStats { step: self.state.step, loss, target_tokens: tokens, grad_norm, lr })
+        Ok(StepStats {
+            step: self.state.step,
+            loss,
+            target_tokens: tokens,
+            grad_norm,
+            lr,
+        })
     }
 
     /// Writes the model directory plus `optimizer.safetensors` and `trainer_state.json`.
@@ -387,8 +477,9 @@ impl Trainer {
     pub fn resume(cfg: PolicyConfig, dir: &Path) -> Result<Trainer> {
         let path = dir.join("trainer_state.json");
         let text = std::fs::read_to_string(&path).map_err(|e| PolicyError::io(&path, e))?;
-        let state: TrainerState = serde_json::from_str(&text)
-            .map_err(|e| PolicyError::Config(format!("{}: line {}: {e}", path.display(), e.line())))?;
+        let state: TrainerState = serde_json::from_str(&text).map_err(|e| {
+            PolicyError::Config(format!("{}: line {}: {e}", path.display(), e.line()))
+        })?;
         let mut t = Trainer::new(cfg);
         t.opt.step = state.step;
         let opt_path = dir.join("optimizer.safetensors");

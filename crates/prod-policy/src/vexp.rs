@@ -28,11 +28,18 @@ pub(crate) fn exp_sum(src: &[f32], shift: f32) -> f32 {
 
 /// `out[j] = x[j] · scale + add[j]`; returns the largest `out[j]` (the masked scores of a
 /// softmax row and their maximum, in one pass) and `out`, now initialised.
-pub(crate) fn scale_add_max<'o>(x: &[f32], add: &[f32], scale: f32, out: &'o mut [MaybeUninit<f32>]) -> (f32, &'o mut [f32]) {
+pub(crate) fn scale_add_max<'o>(
+    x: &[f32],
+    add: &[f32],
+    scale: f32,
+    out: &'o mut [MaybeUninit<f32>],
+) -> (f32, &'o mut [f32]) {
     assert!(x.len() == out.len() && add.len() == out.len());
     let max = scale_add_max_into(x, add, scale, out);
     // SAFETY: every element of `out` was written above.
-    (max, unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()) })
+    (max, unsafe {
+        std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len())
+    })
 }
 
 fn scale_add_max_into(x: &[f32], add: &[f32], scale: f32, out: &mut [MaybeUninit<f32>]) -> f32 {
@@ -54,7 +61,12 @@ fn scale_add_max_into(x: &[f32], add: &[f32], scale: f32, out: &mut [MaybeUninit
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn scale_add_max_avx512(x: &[f32], add: &[f32], scale: f32, out: &mut [MaybeUninit<f32>]) -> f32 {
+unsafe fn scale_add_max_avx512(
+    x: &[f32],
+    add: &[f32],
+    scale: f32,
+    out: &mut [MaybeUninit<f32>],
+) -> f32 {
     use std::arch::x86_64::*;
     let n = out.len();
     let sc = _mm512_set1_ps(scale);
@@ -62,8 +74,16 @@ unsafe fn scale_add_max_avx512(x: &[f32], add: &[f32], scale: f32, out: &mut [Ma
     let mut j = 0;
     while j < n {
         let left = n - j;
-        let mask: __mmask16 = if left >= 16 { 0xffff } else { (1u16 << left) - 1 };
-        let v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x.as_ptr().add(j)), sc, _mm512_maskz_loadu_ps(mask, add.as_ptr().add(j)));
+        let mask: __mmask16 = if left >= 16 {
+            0xffff
+        } else {
+            (1u16 << left) - 1
+        };
+        let v = _mm512_fmadd_ps(
+            _mm512_maskz_loadu_ps(mask, x.as_ptr().add(j)),
+            sc,
+            _mm512_maskz_loadu_ps(mask, add.as_ptr().add(j)),
+        );
         _mm512_mask_storeu_ps(out.as_mut_ptr().add(j).cast::<f32>(), mask, v);
         acc = _mm512_mask_max_ps(acc, mask, acc, v);
         j += 16;
@@ -101,7 +121,11 @@ unsafe fn avx512(src: *const f32, dst: *mut f32, n: usize, shift: f32, scale: f3
     let mut j = 0;
     while j < n {
         let left = n - j;
-        let mask: __mmask16 = if left >= 16 { 0xffff } else { (1u16 << left) - 1 };
+        let mask: __mmask16 = if left >= 16 {
+            0xffff
+        } else {
+            (1u16 << left) - 1
+        };
         let x = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, src.add(j)), sh);
         let e = exp16(x);
         acc = _mm512_mask_add_ps(acc, mask, acc, e);
@@ -122,17 +146,26 @@ unsafe fn exp16(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
     let x0 = x;
     let x = _mm512_max_ps(_mm512_set1_ps(-104.0), x);
     let x = _mm512_min_ps(_mm512_set1_ps(88.7), x);
-    let k = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
-        x,
-        _mm512_set1_ps(std::f32::consts::LOG2_E),
-    ));
+    let k = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+    );
     let r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693_359_4), x);
     let r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.121_944_4e-4), r);
     let mut p = _mm512_set1_ps(1.987_569_1e-4);
-    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+    for c in [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ] {
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
     }
-    let y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0)));
+    let y = _mm512_fmadd_ps(
+        p,
+        _mm512_mul_ps(r, r),
+        _mm512_add_ps(r, _mm512_set1_ps(1.0)),
+    );
     // Exactly 0 where the clamp acted (NaN compares false and stays NaN).
     let tiny = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x0, _mm512_set1_ps(-104.0));
     _mm512_maskz_mov_ps(!tiny, _mm512_scalef_ps(y, k))
@@ -145,7 +178,10 @@ mod tests {
     /// Against f64 `exp` over the range softmax uses, around the lane tail, and at the edges.
     #[test]
     fn exp_matches_f64_to_a_few_ulp() {
-        let xs: Vec<f32> = (0..20_000).map(|i| -110.0 + i as f32 * 0.006).chain([0.0, -0.0, 1e-8, -87.3, -103.97, -104.0]).collect();
+        let xs: Vec<f32> = (0..20_000)
+            .map(|i| -110.0 + i as f32 * 0.006)
+            .chain([0.0, -0.0, 1e-8, -87.3, -103.97, -104.0])
+            .collect();
         for len in [xs.len(), 1, 15, 16, 17, 33] {
             let src = &xs[..len];
             let mut dst = vec![0f32; len];
@@ -163,7 +199,10 @@ mod tests {
                     assert!(rel < 4e-7, "exp({x}): {} vs {want} (rel {rel})", y / 2.0);
                 }
             }
-            assert!(((sum as f64) - want_sum).abs() <= 1e-6 * want_sum.max(1e-30), "sum {sum} vs {want_sum}");
+            assert!(
+                ((sum as f64) - want_sum).abs() <= 1e-6 * want_sum.max(1e-30),
+                "sum {sum} vs {want_sum}"
+            );
             assert_eq!(exp_sum(src, 0.0), sum);
             let mut v = src.to_vec();
             assert_eq!(exp_in_place(&mut v, 0.0, 2.0), sum);
@@ -172,7 +211,9 @@ mod tests {
         // Scores and their maximum, around the lane tail.
         for len in [1usize, 15, 16, 17, 40] {
             let x: Vec<f32> = (0..len).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
-            let add: Vec<f32> = (0..len).map(|i| if i % 3 == 0 { -1e30 } else { 0.5 }).collect();
+            let add: Vec<f32> = (0..len)
+                .map(|i| if i % 3 == 0 { -1e30 } else { 0.5 })
+                .collect();
             let mut buf: Vec<f32> = Vec::with_capacity(len);
             let (max, out) = scale_add_max(&x, &add, 0.25, &mut buf.spare_capacity_mut()[..len]);
             let out = out.to_vec();
@@ -183,10 +224,18 @@ mod tests {
         // The top of the domain.
         let mut top = [88.0f32, 88.7];
         exp_in_place(&mut top, 0.0, 1.0);
-        assert!((top[0] as f64 / 88f64.exp() - 1.0).abs() < 4e-7 && top[1].is_finite(), "{top:?}");
+        assert!(
+            (top[0] as f64 / 88f64.exp() - 1.0).abs() < 4e-7 && top[1].is_finite(),
+            "{top:?}"
+        );
         // Shifted, and NaN propagates.
         let mut v = vec![3.0f32, 1.0, f32::NAN];
         let s = exp_in_place(&mut v, 3.0, 1.0);
-        assert!((v[0] - 1.0).abs() < 1e-7 && (v[1] - (-2f32).exp()).abs() < 1e-7 && v[2].is_nan() && s.is_nan());
+        assert!(
+            (v[0] - 1.0).abs() < 1e-7
+                && (v[1] - (-2f32).exp()).abs() < 1e-7
+                && v[2].is_nan()
+                && s.is_nan()
+        );
     }
 }

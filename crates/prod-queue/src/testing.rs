@@ -42,12 +42,29 @@ impl Pg {
             eprintln!("SKIPPED: PostgreSQL is not installed (Debian package `postgresql`)");
             return None;
         };
-        let root = Command::new("id").arg("-u").output().map(|o| o.stdout.trim_ascii() == b"0").unwrap_or(false);
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout.trim_ascii() == b"0")
+            .unwrap_or(false);
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let pg = Pg { dir, bin, port, root };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pg = Pg {
+            dir,
+            bin,
+            port,
+            root,
+        };
         if root {
-            let ok = Command::new("chown").args(["-R", "postgres"]).arg(pg.dir.path()).status().unwrap();
+            let ok = Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(pg.dir.path())
+                .status()
+                .unwrap();
             assert!(ok.success(), "chown to postgres");
         }
         let data = pg.dir.path().join("data");
@@ -60,7 +77,11 @@ impl Pg {
             .status()
             .unwrap();
         assert!(st.success(), "initdb");
-        let opts = format!("-c listen_addresses='' -k {} -p {} -c fsync=off", pg.dir.path().display(), port);
+        let opts = format!(
+            "-c listen_addresses='' -k {} -p {} -c fsync=off",
+            pg.dir.path().display(),
+            port
+        );
         let st = pg
             .as_owner(&pg.bin.join("pg_ctl"))
             .arg("-D")
@@ -77,7 +98,11 @@ impl Pg {
 
     /// A libpq connection string for the cluster's `postgres` database.
     pub fn url(&self) -> String {
-        format!("host={} port={} user=prod dbname=postgres", self.dir.path().display(), self.port)
+        format!(
+            "host={} port={} user=prod dbname=postgres",
+            self.dir.path().display(),
+            self.port
+        )
     }
 }
 
@@ -92,4 +117,3 @@ impl Drop for Pg {
             .status();
     }
 }
-

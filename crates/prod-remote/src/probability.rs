@@ -22,7 +22,12 @@ fn from_logprobs(la: f64, lb: f64) -> f64 {
     1.0 / (1.0 + (lb - la).exp())
 }
 
-pub(crate) fn pair(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Result<PairEstimate, PolicyError> {
+pub(crate) fn pair(
+    policy: &RemotePolicy,
+    prompt: &[u32],
+    a: u32,
+    b: u32,
+) -> Result<PairEstimate, PolicyError> {
     match policy.cfg.server {
         ServerKind::Vllm => {
             if policy.cfg.prompt_format != PromptFormat::TokenIds {
@@ -30,7 +35,10 @@ pub(crate) fn pair(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Res
             }
             let la = vllm_prompt_logprob(policy, prompt, a)?;
             let lb = vllm_prompt_logprob(policy, prompt, b)?;
-            Ok(PairEstimate { p: from_logprobs(la, lb), bounded: false })
+            Ok(PairEstimate {
+                p: from_logprobs(la, lb),
+                bounded: false,
+            })
         }
         ServerKind::Sglang => sglang(policy, prompt, a, b),
         ServerKind::LlamaCpp => top_k(policy, prompt, a, b),
@@ -39,7 +47,11 @@ pub(crate) fn pair(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Res
 
 /// vLLM: append the token to the prompt and read its `prompt_logprobs` entry (the log-probability
 /// of that very token given everything before it, whatever its rank).
-fn vllm_prompt_logprob(policy: &RemotePolicy, prompt: &[u32], token: u32) -> Result<f64, PolicyError> {
+fn vllm_prompt_logprob(
+    policy: &RemotePolicy,
+    prompt: &[u32],
+    token: u32,
+) -> Result<f64, PolicyError> {
     let mut ids = prompt.to_vec();
     ids.push(token);
     let body = json!({
@@ -61,7 +73,12 @@ fn vllm_prompt_logprob(policy: &RemotePolicy, prompt: &[u32], token: u32) -> Res
 
 /// SGLang's native `/generate` with `token_ids_logprob`: the log-probabilities of exactly the
 /// two tokens at the first generated position.
-fn sglang(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Result<PairEstimate, PolicyError> {
+fn sglang(
+    policy: &RemotePolicy,
+    prompt: &[u32],
+    a: u32,
+    b: u32,
+) -> Result<PairEstimate, PolicyError> {
     let body = json!({
         "input_ids": prompt,
         "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
@@ -76,18 +93,30 @@ fn sglang(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Result<PairE
     let find = |id: u32| {
         first.iter().find_map(|e| {
             let e = e.as_array()?;
-            (e.get(1)?.as_u64()? == id as u64).then(|| e.first()?.as_f64()).flatten()
+            (e.get(1)?.as_u64()? == id as u64)
+                .then(|| e.first()?.as_f64())
+                .flatten()
         })
     };
     match (find(a), find(b)) {
-        (Some(la), Some(lb)) => Ok(PairEstimate { p: from_logprobs(la, lb), bounded: false }),
-        _ => Err(err(format!("token_ids_logprob did not return both tokens {a} and {b}"))),
+        (Some(la), Some(lb)) => Ok(PairEstimate {
+            p: from_logprobs(la, lb),
+            bounded: false,
+        }),
+        _ => Err(err(format!(
+            "token_ids_logprob did not return both tokens {a} and {b}"
+        ))),
     }
 }
 
 /// llama.cpp: only the top k log-probabilities exist, keyed by token text. A token outside the
 /// top k has at most the k-th log-probability: that bound is used and flagged.
-fn top_k(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Result<PairEstimate, PolicyError> {
+fn top_k(
+    policy: &RemotePolicy,
+    prompt: &[u32],
+    a: u32,
+    b: u32,
+) -> Result<PairEstimate, PolicyError> {
     let body = json!({
         "model": policy.cfg.model, "prompt": policy.prompt_value(prompt)?, "n": 1, "max_tokens": 1,
         "temperature": 0.0, "logprobs": policy.cfg.top_logprobs,
@@ -97,15 +126,35 @@ fn top_k(policy: &RemotePolicy, prompt: &[u32], a: u32, b: u32) -> Result<PairEs
         .pointer("/choices/0/logprobs/top_logprobs/0")
         .and_then(Value::as_object)
         .ok_or_else(|| err("the server's answer has no choices[0].logprobs.top_logprobs[0]"))?;
-    let text = |id: u32| policy.tok.decode(&[id]).map_err(|e| err(format!("decode: {e}")));
+    let text = |id: u32| {
+        policy
+            .tok
+            .decode(&[id])
+            .map_err(|e| err(format!("decode: {e}")))
+    };
     let (ta, tb) = (text(a)?, text(b)?);
-    let floor = top.values().filter_map(Value::as_f64).fold(f64::INFINITY, f64::min);
+    let floor = top
+        .values()
+        .filter_map(Value::as_f64)
+        .fold(f64::INFINITY, f64::min);
     let get = |t: &str| top.get(t).and_then(Value::as_f64);
     Ok(match (get(&ta), get(&tb)) {
-        (Some(la), Some(lb)) => PairEstimate { p: from_logprobs(la, lb), bounded: false },
-        (Some(la), None) if floor.is_finite() => PairEstimate { p: from_logprobs(la, floor), bounded: true },
-        (None, Some(lb)) if floor.is_finite() => PairEstimate { p: from_logprobs(floor, lb), bounded: true },
-        _ => PairEstimate { p: 0.5, bounded: true },
+        (Some(la), Some(lb)) => PairEstimate {
+            p: from_logprobs(la, lb),
+            bounded: false,
+        },
+        (Some(la), None) if floor.is_finite() => PairEstimate {
+            p: from_logprobs(la, floor),
+            bounded: true,
+        },
+        (None, Some(lb)) if floor.is_finite() => PairEstimate {
+            p: from_logprobs(floor, lb),
+            bounded: true,
+        },
+        _ => PairEstimate {
+            p: 0.5,
+            bounded: true,
+        },
     })
 }
 

@@ -35,8 +35,13 @@ pub fn serve(handler: Arc<Handler>) -> Fake {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let (handler, log, peak, in_flight, count) =
-                    (handler.clone(), log.clone(), peak.clone(), in_flight.clone(), count.clone());
+                let (handler, log, peak, in_flight, count) = (
+                    handler.clone(),
+                    log.clone(),
+                    peak.clone(),
+                    in_flight.clone(),
+                    count.clone(),
+                );
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     loop {
@@ -54,7 +59,8 @@ pub fn serve(handler: Arc<Handler>) -> Fake {
                             if h == "\r\n" {
                                 break;
                             }
-                            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:")
+                            {
                                 len = v.trim().parse().unwrap_or(0);
                             }
                         }
@@ -81,4 +87,3 @@ pub fn serve(handler: Arc<Handler>) -> Fake {
     }
     Fake { url, log, peak }
 }
-

@@ -16,16 +16,28 @@ use prod_rl::{Policy, SampleRequest};
 use serde_json::{json, Value};
 
 fn tokenizer() -> ProdTokenizer {
-    let texts = ["Lemma foo : forall n : nat, n + 0 = n.", "intros n. lia.", "Proof. auto. Qed."];
+    let texts = [
+        "Lemma foo : forall n : nat, n + 0 = n.",
+        "intros n. lia.",
+        "Proof. auto. Qed.",
+    ];
     ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap()
 }
 
 fn config(url: &str, server: ServerKind) -> RemoteConfig {
-    RemoteConfig { base_url: url.into(), server, backoff_ms: 1, timeout_s: 5, ..Default::default() }
+    RemoteConfig {
+        base_url: url.into(),
+        server,
+        backoff_ms: 1,
+        timeout_s: 5,
+        ..Default::default()
+    }
 }
 
 fn completion(n: usize, texts: impl Fn(usize) -> String) -> String {
-    let choices: Vec<Value> = (0..n).map(|i| json!({"index": i, "text": texts(i), "finish_reason": "stop"})).collect();
+    let choices: Vec<Value> = (0..n)
+        .map(|i| json!({"index": i, "text": texts(i), "finish_reason": "stop"}))
+        .collect();
     json!({"id": "x", "object": "text_completion", "choices": choices}).to_string()
 }
 
@@ -39,21 +51,51 @@ fn samples_send_training_tokens_and_group_identical_prompts() {
     let tok = tokenizer();
     let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok.clone()).unwrap();
     let reqs = vec![
-        SampleRequest { context: "", statement: "Lemma foo : True.", forced_t0: None },
-        SampleRequest { context: "", statement: "Lemma foo : True.", forced_t0: None },
-        SampleRequest { context: "Definition x := 1.", statement: "Lemma bar : x = 1.", forced_t0: Some(T0::NoInvoke) },
+        SampleRequest {
+            context: "",
+            statement: "Lemma foo : True.",
+            forced_t0: None,
+        },
+        SampleRequest {
+            context: "",
+            statement: "Lemma foo : True.",
+            forced_t0: None,
+        },
+        SampleRequest {
+            context: "Definition x := 1.",
+            statement: "Lemma bar : x = 1.",
+            forced_t0: Some(T0::NoInvoke),
+        },
     ];
     let out = p.sample(&reqs).unwrap();
     assert_eq!(out.len(), 3);
     assert!(out.iter().all(|t| t.starts_with(" intros n. lia.")));
-    assert_ne!(out[0], out[1], "two samples of one prompt come from one n = 2 request");
+    assert_ne!(
+        out[0], out[1],
+        "two samples of one prompt come from one n = 2 request"
+    );
     let log = fake.log.lock().unwrap();
     assert_eq!(log.len(), 2);
     let forced = log.iter().find(|(_, b)| b["n"] == 1).unwrap();
-    let ids: Vec<u32> = forced.1["prompt"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-    let want = p.prompt_ids("Definition x := 1.", "Lemma bar : x = 1.", Some(T0::NoInvoke)).unwrap();
+    let ids: Vec<u32> = forced.1["prompt"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    let want = p
+        .prompt_ids(
+            "Definition x := 1.",
+            "Lemma bar : x = 1.",
+            Some(T0::NoInvoke),
+        )
+        .unwrap();
     assert_eq!(ids, want);
-    assert_eq!(*ids.last().unwrap(), tok.no_invoke_id(), "the forced t0 ends the prompt");
+    assert_eq!(
+        *ids.last().unwrap(),
+        tok.no_invoke_id(),
+        "the forced t0 ends the prompt"
+    );
     assert_eq!(forced.1["skip_special_tokens"], false);
     assert_eq!(forced.1["temperature"], 0.7);
 }
@@ -67,12 +109,19 @@ fn transient_failures_are_retried_and_refusals_name_the_reason() {
         _ => (400, "{\"error\": \"n > 1 is not supported\"}".into()),
     }));
     let mut p = RemotePolicy::new(config(&fake.url, ServerKind::LlamaCpp), tokenizer()).unwrap();
-    let one = [SampleRequest { context: "", statement: "Lemma a : True.", forced_t0: None }];
+    let one = [SampleRequest {
+        context: "",
+        statement: "Lemma a : True.",
+        forced_t0: None,
+    }];
     assert_eq!(p.sample(&one).unwrap(), vec![" auto.".to_string()]);
     assert_eq!(p.requests_sent.load(Ordering::SeqCst), 3);
     let two = [one[0], one[0]];
     let e = p.sample(&two).unwrap_err();
-    assert!(e.0.contains("n > 1 is not supported") && e.0.contains("400"), "{e}");
+    assert!(
+        e.0.contains("n > 1 is not supported") && e.0.contains("400"),
+        "{e}"
+    );
     // With one completion per request, the same two samples work.
     let mut cfg = config(&fake.url, ServerKind::LlamaCpp);
     cfg.max_n_per_request = 1;
@@ -83,11 +132,21 @@ fn transient_failures_are_retried_and_refusals_name_the_reason() {
 #[test]
 fn a_dead_or_silent_server_is_an_infrastructure_error() {
     // Nothing listens on this port (bound, then dropped).
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut cfg = config(&format!("http://127.0.0.1:{port}"), ServerKind::Vllm);
     cfg.retries = 2;
     let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
-    let e = p.sample(&[SampleRequest { context: "", statement: "Lemma a : True.", forced_t0: None }]).unwrap_err();
+    let e = p
+        .sample(&[SampleRequest {
+            context: "",
+            statement: "Lemma a : True.",
+            forced_t0: None,
+        }])
+        .unwrap_err();
     assert!(e.0.contains("no answer after 3 tries"), "{e}");
     // A server slower than the timeout.
     let fake = serve(Arc::new(|_: &str, _: &Value, _| {
@@ -98,7 +157,13 @@ fn a_dead_or_silent_server_is_an_infrastructure_error() {
     cfg.timeout_s = 1;
     cfg.retries = 0;
     let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
-    assert!(p.sample(&[SampleRequest { context: "", statement: "Lemma a : True.", forced_t0: None }]).is_err());
+    assert!(p
+        .sample(&[SampleRequest {
+            context: "",
+            statement: "Lemma a : True.",
+            forced_t0: None
+        }])
+        .is_err());
 }
 
 #[test]
@@ -111,8 +176,14 @@ fn concurrency_is_bounded() {
     cfg.max_concurrency = 3;
     let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
     let statements: Vec<String> = (0..12).map(|i| format!("Lemma a{i} : True.")).collect();
-    let reqs: Vec<SampleRequest> =
-        statements.iter().map(|s| SampleRequest { context: "", statement: s, forced_t0: None }).collect();
+    let reqs: Vec<SampleRequest> = statements
+        .iter()
+        .map(|s| SampleRequest {
+            context: "",
+            statement: s,
+            forced_t0: None,
+        })
+        .collect();
     assert_eq!(p.sample(&reqs).unwrap().len(), 12);
     let peak = fake.peak.load(Ordering::SeqCst);
     assert!((2..=3).contains(&peak), "peak in flight {peak}");
@@ -127,18 +198,29 @@ fn vllm_probabilities_come_from_prompt_logprobs() {
         assert_eq!(body["prompt_logprobs"], 0);
         let ids = body["prompt"].as_array().unwrap();
         let last = ids.last().unwrap().as_u64().unwrap() as u32;
-        let lp = if last == use_id { (0.3f64).ln() } else { (0.1f64).ln() };
+        let lp = if last == use_id {
+            (0.3f64).ln()
+        } else {
+            (0.1f64).ln()
+        };
         let mut entries: Vec<Value> = vec![Value::Null; ids.len() - 1];
         entries.push(json!({ last.to_string(): {"logprob": lp, "rank": 5, "decoded_token": "x"} }));
-        (200, json!({"choices": [{"index": 0, "text": "", "prompt_logprobs": entries}]}).to_string())
+        (
+            200,
+            json!({"choices": [{"index": 0, "text": "", "prompt_logprobs": entries}]}).to_string(),
+        )
     }));
     let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok).unwrap();
-    let v = p.p_use_invoke(&[("", "Lemma a : True."), ("ctx.", "Lemma b : True.")]).unwrap();
+    let v = p
+        .p_use_invoke(&[("", "Lemma a : True."), ("ctx.", "Lemma b : True.")])
+        .unwrap();
     assert_eq!(v.len(), 2);
     assert!(v.iter().all(|x| (x - 0.75).abs() < 1e-9), "{v:?}");
     let log = fake.log.lock().unwrap();
     assert_eq!(log.len(), 4);
-    assert!(log.iter().any(|(_, b)| b["prompt"].as_array().unwrap().last().unwrap() == no_id));
+    assert!(log
+        .iter()
+        .any(|(_, b)| b["prompt"].as_array().unwrap().last().unwrap() == no_id));
 }
 
 #[test]
@@ -172,16 +254,31 @@ fn llama_cpp_top_k_bounds_a_missing_token() {
         if *b2.lock().unwrap() {
             top.insert(no_text.clone(), json!((0.25f64).ln()));
         }
-        (200, json!({"choices": [{"index": 0, "text": "", "logprobs": {"top_logprobs": [top]}}]}).to_string())
+        (
+            200,
+            json!({"choices": [{"index": 0, "text": "", "logprobs": {"top_logprobs": [top]}}]})
+                .to_string(),
+        )
     }));
-    let cfg = RemoteConfig { backoff_ms: 1, ..RemoteConfig::llama_cpp(&fake.url) };
+    let cfg = RemoteConfig {
+        backoff_ms: 1,
+        ..RemoteConfig::llama_cpp(&fake.url)
+    };
     assert_eq!(cfg.prompt_format, PromptFormat::Text);
     let p = RemotePolicy::new(cfg, tok.clone()).unwrap();
     let ids = p.prompt_ids("", "Lemma a : True.", None).unwrap();
-    let e = p.pair_probabilities(std::slice::from_ref(&ids), tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
+    let e = p
+        .pair_probabilities(
+            std::slice::from_ref(&ids),
+            tok.use_invoke_id(),
+            tok.no_invoke_id(),
+        )
+        .unwrap();
     assert!((e[0].p - 2.0 / 3.0).abs() < 1e-9 && !e[0].bounded, "{e:?}");
     *both.lock().unwrap() = false;
-    let e = p.pair_probabilities(&[ids], tok.use_invoke_id(), tok.no_invoke_id()).unwrap();
+    let e = p
+        .pair_probabilities(&[ids], tok.use_invoke_id(), tok.no_invoke_id())
+        .unwrap();
     // `<no_invoke>` is outside the top k: at most the smallest top-k probability (0.2).
     assert!((e[0].p - 0.5 / 0.7).abs() < 1e-9 && e[0].bounded, "{e:?}");
 }
@@ -189,10 +286,27 @@ fn llama_cpp_top_k_bounds_a_missing_token() {
 #[test]
 fn bad_configurations_are_refused_up_front() {
     let tok = tokenizer();
-    assert!(RemotePolicy::new(RemoteConfig { base_url: "localhost:8000".into(), ..Default::default() }, tok.clone()).is_err());
-    assert!(RemotePolicy::new(RemoteConfig { max_concurrency: 0, ..Default::default() }, tok.clone()).is_err());
+    assert!(RemotePolicy::new(
+        RemoteConfig {
+            base_url: "localhost:8000".into(),
+            ..Default::default()
+        },
+        tok.clone()
+    )
+    .is_err());
+    assert!(RemotePolicy::new(
+        RemoteConfig {
+            max_concurrency: 0,
+            ..Default::default()
+        },
+        tok.clone()
+    )
+    .is_err());
     let e = RemotePolicy::new(
-        RemoteConfig { api_key_env: Some("PROD_TEST_SURELY_UNSET_KEY".into()), ..Default::default() },
+        RemoteConfig {
+            api_key_env: Some("PROD_TEST_SURELY_UNSET_KEY".into()),
+            ..Default::default()
+        },
         tok,
     )
     .err()
@@ -203,5 +317,8 @@ fn bad_configurations_are_refused_up_front() {
 }
 
 fn toml_like() -> RemoteConfig {
-    serde_json::from_value(json!({"base_url": "http://h:1", "server": "sglang", "max_concurrency": 4})).unwrap()
+    serde_json::from_value(
+        json!({"base_url": "http://h:1", "server": "sglang", "max_concurrency": 4}),
+    )
+    .unwrap()
 }

@@ -13,13 +13,23 @@ use prod_remote::{RemoteConfig, RemotePolicy};
 use prod_rl::{Policy, SampleRequest};
 
 fn setup() -> Option<(RemotePolicy, prod_policy::ProdTokenizer)> {
-    let (Ok(url), Ok(gguf)) = (std::env::var("PROD_LLAMA_URL"), std::env::var("PROD_LLAMA_GGUF")) else {
+    let (Ok(url), Ok(gguf)) = (
+        std::env::var("PROD_LLAMA_URL"),
+        std::env::var("PROD_LLAMA_GGUF"),
+    ) else {
         eprintln!("SKIPPED: set PROD_LLAMA_URL and PROD_LLAMA_GGUF (see the file header) to run against llama.cpp");
         return None;
     };
-    let (_, tok) = prod_policy::gguf::import_gguf(std::path::Path::new(&gguf), &prod_policy::candle_core::Device::Cpu)
-        .expect("import the GGUF's tokenizer");
-    let cfg = RemoteConfig { max_tokens: 16, timeout_s: 120, ..RemoteConfig::llama_cpp(&url) };
+    let (_, tok) = prod_policy::gguf::import_gguf(
+        std::path::Path::new(&gguf),
+        &prod_policy::candle_core::Device::Cpu,
+    )
+    .expect("import the GGUF's tokenizer");
+    let cfg = RemoteConfig {
+        max_tokens: 16,
+        timeout_s: 120,
+        ..RemoteConfig::llama_cpp(&url)
+    };
     Some((RemotePolicy::new(cfg, tok.clone()).unwrap(), tok))
 }
 
@@ -27,9 +37,21 @@ fn setup() -> Option<(RemotePolicy, prod_policy::ProdTokenizer)> {
 fn samples_and_two_token_probabilities_from_llama_cpp() {
     let Some((mut p, tok)) = setup() else { return };
     let reqs = [
-        SampleRequest { context: "", statement: "The capital of France is", forced_t0: None },
-        SampleRequest { context: "", statement: "The capital of France is", forced_t0: None },
-        SampleRequest { context: "Paris is a city.", statement: "Lemma x : True.", forced_t0: None },
+        SampleRequest {
+            context: "",
+            statement: "The capital of France is",
+            forced_t0: None,
+        },
+        SampleRequest {
+            context: "",
+            statement: "The capital of France is",
+            forced_t0: None,
+        },
+        SampleRequest {
+            context: "Paris is a city.",
+            statement: "Lemma x : True.",
+            forced_t0: None,
+        },
     ];
     let out = p.sample(&reqs).unwrap();
     eprintln!("samples: {out:?}");
@@ -49,7 +71,12 @@ fn samples_and_two_token_probabilities_from_llama_cpp() {
     // The statement is followed by a newline in ProD's prompt layout; ask about the raw text
     // continuation instead: drop that newline token.
     let raw = tok.encode("The capital of France is").unwrap();
-    let est = p.pair_probabilities(&[raw, prompt], paris[0], london[0]).unwrap();
-    eprintln!("P(Paris | raw) = {:.4} (bounded: {}), after ProD's layout = {:.4}", est[0].p, est[0].bounded, est[1].p);
+    let est = p
+        .pair_probabilities(&[raw, prompt], paris[0], london[0])
+        .unwrap();
+    eprintln!(
+        "P(Paris | raw) = {:.4} (bounded: {}), after ProD's layout = {:.4}",
+        est[0].p, est[0].bounded, est[1].p
+    );
     assert!(!est[0].bounded && est[0].p > 0.9, "{est:?}");
 }

@@ -3,7 +3,9 @@
 
 use crate::model::{Evaluation, RoundMetrics, RunReport};
 use crate::svg::{Axis, Bar, BarChart, BarGroup, Format, LineChart, Point, Series};
-use crate::tables::{all_k, depth_count, depth_total, ground_truth_depths, labels, temperature_sweeps};
+use crate::tables::{
+    all_k, depth_count, depth_total, ground_truth_depths, labels, temperature_sweeps,
+};
 use crate::text::percent;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -53,13 +55,21 @@ pub fn pass_at_k(r: &RunReport) -> Option<Figure> {
                 .pass_at_k
                 .iter()
                 .filter(|p| p.k > 0)
-                .map(|p| Point { x: p.k as f64, y: p.estimate, ci: ci(p) })
+                .map(|p| Point {
+                    x: p.k as f64,
+                    y: p.estimate,
+                    ci: ci(p),
+                })
                 .collect(),
         })
         .collect();
     let chart = LineChart {
         title: "pass@k (bootstrap 95% CI)".to_string(),
-        x: Axis { log2: true, ticks: Some(ks), ..Axis::new("k (samples per theorem)", Format::Integer) },
+        x: Axis {
+            log2: true,
+            ticks: Some(ks),
+            ..Axis::new("k (samples per theorem)", Format::Integer)
+        },
         y: Axis::share("pass@k"),
         series,
     };
@@ -88,10 +98,16 @@ pub fn depth(r: &RunReport) -> Option<Figure> {
     if evals.is_empty() {
         return None;
     }
-    let mut gts: Vec<Option<u32>> = evals.iter().flat_map(|(_, e, _)| ground_truth_depths(e)).collect();
+    let mut gts: Vec<Option<u32>> = evals
+        .iter()
+        .flat_map(|(_, e, _)| ground_truth_depths(e))
+        .collect();
     gts.sort_by_key(|g| (g.is_none(), g.unwrap_or(0)));
     gts.dedup();
-    let mut pds: Vec<u32> = evals.iter().flat_map(|(_, e, _)| crate::tables::proving_depths(e)).collect();
+    let mut pds: Vec<u32> = evals
+        .iter()
+        .flat_map(|(_, e, _)| crate::tables::proving_depths(e))
+        .collect();
     pds.sort_unstable();
     pds.dedup();
     let groups = gts
@@ -102,11 +118,22 @@ pub fn depth(r: &RunReport) -> Option<Figure> {
                 .iter()
                 .map(|(i, e, name)| {
                     let total = depth_total(e, g);
-                    let share = |n: usize| if total == 0 { 0.0 } else { n as f64 / total as f64 };
-                    let segments: Vec<f64> = pds.iter().map(|&p| share(depth_count(e, g, Some(p)))).collect();
+                    let share = |n: usize| {
+                        if total == 0 {
+                            0.0
+                        } else {
+                            n as f64 / total as f64
+                        }
+                    };
+                    let segments: Vec<f64> = pds
+                        .iter()
+                        .map(|&p| share(depth_count(e, g, Some(p))))
+                        .collect();
                     let proved: usize = pds.iter().map(|&p| depth_count(e, g, Some(p))).sum();
-                    let by_depth: Vec<String> =
-                        pds.iter().map(|&p| format!("depth {p}: {}", depth_count(e, g, Some(p)))).collect();
+                    let by_depth: Vec<String> = pds
+                        .iter()
+                        .map(|&p| format!("depth {p}: {}", depth_count(e, g, Some(p))))
+                        .collect();
                     Bar {
                         label: (i + 1).to_string(),
                         tooltip: format!(
@@ -125,8 +152,14 @@ pub fn depth(r: &RunReport) -> Option<Figure> {
         title: "Pass rate by depth of the ground-truth proof (Fig. 5)".to_string(),
         x_label: "Depth of the ground-truth proof tree (bars: evaluations)".to_string(),
         y: Axis::share("pass rate"),
-        segments: pds.iter().map(|d| format!("proved by a proof tree of depth {d}")).collect(),
-        bar_legend: evals.iter().map(|(i, _, name)| format!("{}: {name}", i + 1)).collect(),
+        segments: pds
+            .iter()
+            .map(|d| format!("proved by a proof tree of depth {d}"))
+            .collect(),
+        bar_legend: evals
+            .iter()
+            .map(|(i, _, name)| format!("{}: {name}", i + 1))
+            .collect(),
         groups,
     };
     Some(Figure {
@@ -154,14 +187,20 @@ pub fn temperature(r: &RunReport) -> Vec<Figure> {
                         .iter()
                         .filter_map(|e| {
                             let p = e.pass_at_k.iter().find(|p| p.k == k)?;
-                            Some(Point { x: e.temperature, y: p.estimate, ci: ci(p) })
+                            Some(Point {
+                                x: e.temperature,
+                                y: p.estimate,
+                                ci: ci(p),
+                            })
                         })
                         .collect(),
                 })
                 .collect();
             let first = group[0];
-            let title =
-                format!("Temperature sweep: {} ({}, n = {})", first.name, first.split, first.samples_per_theorem);
+            let title = format!(
+                "Temperature sweep: {} ({}, n = {})",
+                first.name, first.split, first.samples_per_theorem
+            );
             let chart = LineChart {
                 title: title.clone(),
                 x: Axis {
@@ -174,7 +213,8 @@ pub fn temperature(r: &RunReport) -> Vec<Figure> {
             Figure {
                 id: format!("temperature-{}", gi + 1),
                 title,
-                caption: "pass@k at each sampling temperature (error bars: bootstrap 95% CIs).".to_string(),
+                caption: "pass@k at each sampling temperature (error bars: bootstrap 95% CIs)."
+                    .to_string(),
                 svg: chart.render(),
             }
         })
@@ -189,7 +229,11 @@ fn round_series(r: &RunReport, label: &str, f: impl Fn(&RoundMetrics) -> Option<
             .rounds
             .iter()
             .filter(|m| !m.is_start())
-            .map(|m| Point { x: m.round as f64, y: f(m).unwrap_or(f64::NAN), ci: None })
+            .map(|m| Point {
+                x: m.round as f64,
+                y: f(m).unwrap_or(f64::NAN),
+                ci: None,
+            })
             .collect(),
     }
 }
@@ -209,7 +253,11 @@ fn round_eval_series(r: &RunReport) -> Vec<Series> {
                 .iter()
                 .filter_map(|m| {
                     let p = m.eval.iter().flatten().find(|p| p.k == k)?;
-                    Some(Point { x: m.round as f64, y: p.estimate, ci: ci(p) })
+                    Some(Point {
+                        x: m.round as f64,
+                        y: p.estimate,
+                        ci: ci(p),
+                    })
                 })
                 .collect(),
         })
@@ -222,14 +270,22 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
     if r.rounds.is_empty() {
         return Vec::new();
     }
-    let x = || Axis { ticks: None, ..Axis::new("round", Format::Integer) };
+    let x = || Axis {
+        ticks: None,
+        ..Axis::new("round", Format::Integer)
+    };
     let mut out = Vec::new();
     let mut push = |id: &str, title: &str, caption: &str, y: Axis, series: Vec<Series>| {
         let series: Vec<Series> = series.into_iter().filter(has_values).collect();
         if series.is_empty() {
             return;
         }
-        let chart = LineChart { title: title.to_string(), x: x(), y, series };
+        let chart = LineChart {
+            title: title.to_string(),
+            x: x(),
+            y,
+            series,
+        };
         out.push(Figure {
             id: id.to_string(),
             title: title.to_string(),
@@ -260,7 +316,10 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
         "rounds-weight",
         "Mean example weight per round",
         "Mean REINFORCE weight w = γ^h · ∏ V(lᵢ) over the round's training examples.",
-        Axis { zero_based: true, ..Axis::new("mean weight", Format::Number) },
+        Axis {
+            zero_based: true,
+            ..Axis::new("mean weight", Format::Number)
+        },
         vec![round_series(r, "mean weight", |m| m.mean_weight)],
     );
     push(
@@ -294,7 +353,9 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
         "Novel lemmas in the replay buffer",
         "Share of the replay buffer's lemmas that are not in the dataset (paper: 37.7%).",
         Axis::share("novel share"),
-        vec![round_series(r, "novel lemma share", |m| m.novel_lemma_share)],
+        vec![round_series(r, "novel lemma share", |m| {
+            m.novel_lemma_share
+        })],
     );
     out
 }

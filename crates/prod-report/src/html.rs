@@ -61,7 +61,11 @@ fn figure(out: &mut String, f: &Figure) {
 pub fn render_html(r: &RunReport) -> String {
     let figs = figures::figures(r);
     let fig = |id: &str| figs.iter().find(|f| f.id == id);
-    let title = if r.title.trim().is_empty() { "ProD run report" } else { r.title.as_str() };
+    let title = if r.title.trim().is_empty() {
+        "ProD run report"
+    } else {
+        r.title.as_str()
+    };
     let mut out = String::new();
     let _ = write!(
         out,
@@ -102,7 +106,11 @@ pub fn render_html(r: &RunReport) -> String {
         }
     }
 
-    let with_depth: Vec<_> = r.evaluations.iter().filter(|e| !e.depth_table.is_empty()).collect();
+    let with_depth: Vec<_> = r
+        .evaluations
+        .iter()
+        .filter(|e| !e.depth_table.is_empty())
+        .collect();
     if !with_depth.is_empty() {
         out.push_str("<h2 id=\"depth\">Proved theorems by proof depth</h2>\n");
         if let Some(f) = fig("depth") {
@@ -114,7 +122,11 @@ pub fn render_html(r: &RunReport) -> String {
         }
     }
 
-    let with_details: Vec<&Evaluation> = r.evaluations.iter().filter(|e| tables::has_details(e)).collect();
+    let with_details: Vec<&Evaluation> = r
+        .evaluations
+        .iter()
+        .filter(|e| tables::has_details(e))
+        .collect();
     if !with_details.is_empty() {
         out.push_str("<h2 id=\"details\">What the evaluation did</h2>\n");
         for e in with_details {
@@ -126,8 +138,13 @@ pub fn render_html(r: &RunReport) -> String {
     if !sweeps.is_empty() {
         out.push_str("<h2 id=\"temperature\">Temperature sweep</h2>\n");
         for (i, g) in sweeps.iter().enumerate() {
-            let _ =
-                writeln!(out, "<h3>{} ({}, n = {})</h3>", xml(&g[0].name), xml(&g[0].split), g[0].samples_per_theorem);
+            let _ = writeln!(
+                out,
+                "<h3>{} ({}, n = {})</h3>",
+                xml(&g[0].name),
+                xml(&g[0].split),
+                g[0].samples_per_theorem
+            );
             table(&mut out, &tables::sweep(g));
             if let Some(f) = fig(&format!("temperature-{}", i + 1)) {
                 figure(&mut out, f);
@@ -204,7 +221,12 @@ fn outcome_bar(out: &mut String, o: &crate::model::NodeOutcomes) {
     let legend: Vec<String> = KIND_COLOURS
         .iter()
         .zip(&counts)
-        .map(|((name, colour), n)| format!("<span style=\"color:{colour}\">\u{25a0}</span> {} {n}", xml(name)))
+        .map(|((name, colour), n)| {
+            format!(
+                "<span style=\"color:{colour}\">\u{25a0}</span> {} {n}",
+                xml(name)
+            )
+        })
         .collect();
     out.push_str(&legend.join(" \u{b7} "));
     out.push_str("</figcaption>\n</figure>\n");
@@ -235,8 +257,13 @@ fn details(out: &mut String, e: &Evaluation) {
     }
     if !e.theorems_detail.is_empty() {
         let t = tables::theorems(e);
-        let proved = e.theorems_detail.iter().filter(|t| t.proved_trees > 0).count();
-        let _ = writeln!(
+        let proved = e
+            .theorems_detail
+            .iter()
+            .filter(|t| t.proved_trees > 0)
+            .count();
+        let _ =
+            writeln!(
             out,
             "<details class=\"tree\"{}>\n<summary>Per theorem ({} theorems, {} proved)</summary>",
             if e.theorems_detail.len() <= 50 { " open=\"open\"" } else { "" },
@@ -272,7 +299,11 @@ fn example(out: &mut String, x: &ExampleTree) {
         }
     );
     for n in &x.nodes {
-        let kind: String = n.verdict.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let kind: String = n
+            .verdict
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
         let _ = writeln!(
             out,
             "<div class=\"node {kind}\">\n<p><strong>depth {}</strong> \u{b7} {} \u{b7} local: <strong>{}</strong> \u{b7} global: {}{}</p>",
@@ -282,7 +313,12 @@ fn example(out: &mut String, x: &ExampleTree) {
             xml(if n.global.is_empty() { "\u{2013}" } else { &n.global }),
             if n.lemmas.is_empty() { String::new() } else { format!(" \u{b7} proposes {} lemma{}", n.lemmas.len(), if n.lemmas.len() == 1 { "" } else { "s" }) }
         );
-        let _ = writeln!(out, "<pre>{}\n{}</pre>", xml(&n.statement), xml(&n.completion));
+        let _ = writeln!(
+            out,
+            "<pre>{}\n{}</pre>",
+            xml(&n.statement),
+            xml(&n.completion)
+        );
         if !n.message.is_empty() {
             let _ = writeln!(out, "<pre class=\"msg\">Coq: {}</pre>", xml(&n.message));
         }
@@ -292,7 +328,11 @@ fn example(out: &mut String, x: &ExampleTree) {
         let _ = writeln!(out, "<p>{} more nodes not shown.</p>", x.omitted_nodes);
     }
     if let Some(p) = &x.assembled_proof {
-        let _ = writeln!(out, "<p>Assembled proof (checked cold by <code>coqc</code>):</p>\n<pre>{}</pre>", xml(p));
+        let _ = writeln!(
+            out,
+            "<p>Assembled proof (checked cold by <code>coqc</code>):</p>\n<pre>{}</pre>",
+            xml(p)
+        );
     }
     out.push_str("</details>\n");
 }

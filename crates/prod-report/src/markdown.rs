@@ -13,7 +13,9 @@ fn table(out: &mut String, t: &Table) {
         format!("| {} |\n", cells.join(" | "))
     };
     out.push_str(&row(&t.header));
-    let sep: Vec<&str> = (0..t.header.len()).map(|i| if i < t.text_columns { "---" } else { "---:" }).collect();
+    let sep: Vec<&str> = (0..t.header.len())
+        .map(|i| if i < t.text_columns { "---" } else { "---:" })
+        .collect();
     let _ = writeln!(out, "| {} |", sep.join(" | "));
     for r in &t.rows {
         // Rows shorter than the header would break the table: pad them.
@@ -56,7 +58,11 @@ fn details(out: &mut String, e: &crate::model::Evaluation) {
         if e.theorems_detail.len() <= MAX_THEOREM_ROWS {
             table(out, &tables::theorems(e));
         } else {
-            let proved = e.theorems_detail.iter().filter(|t| t.proved_trees > 0).count();
+            let proved = e
+                .theorems_detail
+                .iter()
+                .filter(|t| t.proved_trees > 0)
+                .count();
             let _ = writeln!(
                 out,
                 "{} theorems, {proved} proved (the per-theorem table is in the HTML report).\n",
@@ -83,16 +89,29 @@ fn details(out: &mut String, e: &crate::model::Evaluation) {
             );
         }
         out.push('\n');
-        if let Some((x, p)) = e.examples.iter().find_map(|x| x.assembled_proof.as_ref().map(|p| (x, p))) {
+        if let Some((x, p)) = e
+            .examples
+            .iter()
+            .find_map(|x| x.assembled_proof.as_ref().map(|p| (x, p)))
+        {
             let f = fence(p);
-            let _ = write!(out, "Assembled proof of {} (tree {}):\n\n{f}coq\n{p}\n{f}\n\n", md(&x.theorem), x.tree);
+            let _ = write!(
+                out,
+                "Assembled proof of {} (tree {}):\n\n{f}coq\n{p}\n{f}\n\n",
+                md(&x.theorem),
+                x.tree
+            );
         }
     }
 }
 
 /// The summary as Markdown. Headings start at level 2 so that it can be pasted into a page.
 pub fn render_markdown(r: &RunReport) -> String {
-    let title = if r.title.trim().is_empty() { "ProD run report" } else { r.title.as_str() };
+    let title = if r.title.trim().is_empty() {
+        "ProD run report"
+    } else {
+        r.title.as_str()
+    };
     let mut out = format!("## {}\n\n", md_line(title));
     for (k, v) in tables::meta(r) {
         let _ = writeln!(out, "- {}: {}", md_line(&k), md(&v));
@@ -102,7 +121,9 @@ pub fn render_markdown(r: &RunReport) -> String {
     }
     let warnings = tables::warnings(r);
     if !warnings.is_empty() {
-        out.push_str("**Data warnings** (values in the run file that cannot be right as given):\n\n");
+        out.push_str(
+            "**Data warnings** (values in the run file that cannot be right as given):\n\n",
+        );
         for w in &warnings {
             let _ = writeln!(out, "- {}", md_line(w));
         }
@@ -119,7 +140,11 @@ pub fn render_markdown(r: &RunReport) -> String {
              out (\"judged\"), never counted as failures.\n\n",
         );
     }
-    let with_depth: Vec<_> = r.evaluations.iter().filter(|e| !e.depth_table.is_empty()).collect();
+    let with_depth: Vec<_> = r
+        .evaluations
+        .iter()
+        .filter(|e| !e.depth_table.is_empty())
+        .collect();
     if !with_depth.is_empty() {
         out.push_str("### Proved theorems by proof depth (Fig. 5)\n\n");
         for e in with_depth {
@@ -127,7 +152,11 @@ pub fn render_markdown(r: &RunReport) -> String {
             table(&mut out, &tables::depth(e));
         }
     }
-    let with_details: Vec<_> = r.evaluations.iter().filter(|e| tables::has_details(e)).collect();
+    let with_details: Vec<_> = r
+        .evaluations
+        .iter()
+        .filter(|e| tables::has_details(e))
+        .collect();
     if !with_details.is_empty() {
         out.push_str("### What the evaluation did\n\n");
         for e in with_details {
@@ -138,8 +167,13 @@ pub fn render_markdown(r: &RunReport) -> String {
     if !sweeps.is_empty() {
         out.push_str("### Temperature sweep\n\n");
         for g in &sweeps {
-            let _ =
-                writeln!(out, "#### {} ({}, n = {})\n", md_line(&g[0].name), md(&g[0].split), g[0].samples_per_theorem);
+            let _ = writeln!(
+                out,
+                "#### {} ({}, n = {})\n",
+                md_line(&g[0].name),
+                md(&g[0].split),
+                g[0].samples_per_theorem
+            );
             table(&mut out, &tables::sweep(g));
         }
     }

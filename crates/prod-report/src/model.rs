@@ -248,7 +248,14 @@ pub struct DepthCell {
 impl DepthCell {
     /// All cells of a `prod_core::pass_at_k::DepthTable`, in its order.
     pub fn from_table(t: &prod_core::pass_at_k::DepthTable) -> Vec<DepthCell> {
-        t.rows().into_iter().map(|(g, p, count)| DepthCell { ground_truth_depth: g, proving_depth: p, count }).collect()
+        t.rows()
+            .into_iter()
+            .map(|(g, p, count)| DepthCell {
+                ground_truth_depth: g,
+                proving_depth: p,
+                count,
+            })
+            .collect()
     }
 }
 

@@ -8,8 +8,10 @@ use std::fmt::Write as _;
 use crate::text::{fixed, short, truncate, xml};
 
 /// Colour-blind-friendly palette (Tableau 10), used in order.
-pub const PALETTE: [&str; 10] =
-    ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+pub const PALETTE: [&str; 10] = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac",
+];
 /// After the palette runs out, lines are told apart by dashes.
 const DASHES: [&str; 3] = ["", "6 3", "2 2"];
 
@@ -46,10 +48,21 @@ pub struct Axis {
 
 impl Axis {
     pub fn new(label: &str, format: Format) -> Self {
-        Axis { label: label.to_string(), log2: false, format, ticks: None, zero_based: false, cap: None }
+        Axis {
+            label: label.to_string(),
+            log2: false,
+            format,
+            ticks: None,
+            zero_based: false,
+            cap: None,
+        }
     }
     pub fn share(label: &str) -> Self {
-        Axis { zero_based: true, cap: Some(1.0), ..Axis::new(label, Format::Percent) }
+        Axis {
+            zero_based: true,
+            cap: Some(1.0),
+            ..Axis::new(label, Format::Percent)
+        }
     }
 }
 
@@ -104,7 +117,11 @@ impl Scale {
         let t = self.transform(v)?;
         let f = (t - self.lo) / (self.hi - self.lo);
         let p = self.px_lo + f * (self.px_hi - self.px_lo);
-        let (a, b) = if self.px_lo < self.px_hi { (self.px_lo, self.px_hi) } else { (self.px_hi, self.px_lo) };
+        let (a, b) = if self.px_lo < self.px_hi {
+            (self.px_lo, self.px_hi)
+        } else {
+            (self.px_hi, self.px_lo)
+        };
         p.is_finite().then_some(p.clamp(a, b))
     }
 }
@@ -157,9 +174,18 @@ fn tick_label(v: f64, format: Format, step: f64) -> String {
 
 /// The axis range (in transformed space) and its ticks (value, label), from the finite values.
 fn layout_axis(axis: &Axis, values: &[f64], px_lo: f64, px_hi: f64) -> (Scale, Vec<(f64, String)>) {
-    let mut scale = Scale { lo: 0.0, hi: 1.0, px_lo, px_hi, log2: axis.log2 };
+    let mut scale = Scale {
+        lo: 0.0,
+        hi: 1.0,
+        px_lo,
+        px_hi,
+        log2: axis.log2,
+    };
     let ts: Vec<f64> = values.iter().filter_map(|&v| scale.transform(v)).collect();
-    let (mut lo, mut hi) = match (ts.iter().copied().reduce(f64::min), ts.iter().copied().reduce(f64::max)) {
+    let (mut lo, mut hi) = match (
+        ts.iter().copied().reduce(f64::min),
+        ts.iter().copied().reduce(f64::max),
+    ) {
         (Some(a), Some(b)) => (a, b),
         _ => (0.0, if axis.log2 { 4.0 } else { 1.0 }),
     };
@@ -174,7 +200,11 @@ fn layout_axis(axis: &Axis, values: &[f64], px_lo: f64, px_hi: f64) -> (Scale, V
             lo -= 0.5;
             hi += 0.5;
         } else {
-            let pad = if lo.abs() > 1e-12 { lo.abs() * 0.5 } else { 1.0 };
+            let pad = if lo.abs() > 1e-12 {
+                lo.abs() * 0.5
+            } else {
+                1.0
+            };
             lo -= pad;
             hi += pad;
             if axis.zero_based && lo < 0.0 && values.iter().all(|v| !v.is_finite() || *v >= 0.0) {
@@ -188,7 +218,11 @@ fn layout_axis(axis: &Axis, values: &[f64], px_lo: f64, px_hi: f64) -> (Scale, V
         let pad = (hi - lo) * 0.05;
         lo -= pad;
         hi += pad;
-        let mut vals: Vec<f64> = at.iter().copied().filter(|v| scale.transform(*v).is_some()).collect();
+        let mut vals: Vec<f64> = at
+            .iter()
+            .copied()
+            .filter(|v| scale.transform(*v).is_some())
+            .collect();
         vals.sort_by(f64::total_cmp);
         vals.dedup();
         ticks = vals.iter().map(|&v| (v, short(v, 3))).collect();
@@ -313,7 +347,12 @@ fn no_data(out: &mut String) {
 impl LineChart {
     pub fn render(&self) -> String {
         let finite = |v: &f64| v.is_finite();
-        let xv: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).filter(finite).collect();
+        let xv: Vec<f64> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.x))
+            .filter(finite)
+            .collect();
         let yv: Vec<f64> = self
             .series
             .iter()
@@ -330,27 +369,47 @@ impl LineChart {
         let height = BOTTOM + 46.0 + LEGEND_ROW * self.series.len() as f64 + 6.0;
         let mut out = String::new();
         open_svg(&mut out, &self.title, height);
-        draw_axes(&mut out, BOTTOM + 32.0, (&xs, &xt, &self.x), (&ys, &yt, &self.y));
-        let drawable = self.series.iter().any(|s| s.points.iter().any(|p| xs.px(p.x).is_some() && p.y.is_finite()));
+        draw_axes(
+            &mut out,
+            BOTTOM + 32.0,
+            (&xs, &xt, &self.x),
+            (&ys, &yt, &self.y),
+        );
+        let drawable = self.series.iter().any(|s| {
+            s.points
+                .iter()
+                .any(|p| xs.px(p.x).is_some() && p.y.is_finite())
+        });
         if !drawable {
             no_data(&mut out);
         }
         let n = self.series.len();
-        let any_ci = self.series.iter().any(|s| s.points.iter().any(|p| p.ci.is_some()));
+        let any_ci = self
+            .series
+            .iter()
+            .any(|s| s.points.iter().any(|p| p.ci.is_some()));
         // Series with error bars at the same x are spread apart a little so that the bars stay readable.
-        let spread = if any_ci && n > 1 { (24.0 / n as f64).min(5.0) } else { 0.0 };
+        let spread = if any_ci && n > 1 {
+            (24.0 / n as f64).min(5.0)
+        } else {
+            0.0
+        };
         for (i, s) in self.series.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
             let dash = DASHES[(i / PALETTE.len()) % DASHES.len()];
             let dx = (i as f64 - (n as f64 - 1.0) / 2.0) * spread;
-            let mut pts: Vec<(f64, f64, &Point)> =
-                s.points.iter().filter_map(|p| Some((xs.px(p.x)? + dx, ys.px(p.y)?, p))).collect();
+            let mut pts: Vec<(f64, f64, &Point)> = s
+                .points
+                .iter()
+                .filter_map(|p| Some((xs.px(p.x)? + dx, ys.px(p.y)?, p)))
+                .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let _ = writeln!(out, "<g stroke=\"{colour}\" fill=\"{colour}\">");
             // A line is broken where a point is missing (its y was not finite).
             let mut d = String::new();
             let mut prev_x: Option<f64> = None;
-            let mut sorted: Vec<&Point> = s.points.iter().filter(|p| xs.px(p.x).is_some()).collect();
+            let mut sorted: Vec<&Point> =
+                s.points.iter().filter(|p| xs.px(p.x).is_some()).collect();
             sorted.sort_by(|a, b| a.x.total_cmp(&b.x));
             for p in sorted {
                 match (xs.px(p.x), ys.px(p.y)) {
@@ -363,8 +422,16 @@ impl LineChart {
                 }
             }
             if pts.len() > 1 {
-                let dash_attr = if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
-                let _ = writeln!(out, "<path d=\"{}\" fill=\"none\" stroke-width=\"2\"{dash_attr}/>", d.trim_end());
+                let dash_attr = if dash.is_empty() {
+                    String::new()
+                } else {
+                    format!(" stroke-dasharray=\"{dash}\"")
+                };
+                let _ = writeln!(
+                    out,
+                    "<path d=\"{}\" fill=\"none\" stroke-width=\"2\"{dash_attr}/>",
+                    d.trim_end()
+                );
             }
             for (px, py, p) in &pts {
                 if let Some((lo, hi)) = p.ci {
@@ -382,7 +449,11 @@ impl LineChart {
                 }
                 let ci = match p.ci {
                     Some((lo, hi)) if lo.is_finite() && hi.is_finite() => {
-                        format!(" [{}, {}]", value_text(lo, self.y.format), value_text(hi, self.y.format))
+                        format!(
+                            " [{}, {}]",
+                            value_text(lo, self.y.format),
+                            value_text(hi, self.y.format)
+                        )
                     }
                     _ => String::new(),
                 };
@@ -403,7 +474,11 @@ impl LineChart {
             out.push_str("</g>\n");
             // Legend row.
             let ly = BOTTOM + 50.0 + LEGEND_ROW * i as f64;
-            let dash_attr = if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
+            let dash_attr = if dash.is_empty() {
+                String::new()
+            } else {
+                format!(" stroke-dasharray=\"{dash}\"")
+            };
             let _ = writeln!(
                 out,
                 "<line x1=\"{a}\" y1=\"{y}\" x2=\"{b}\" y2=\"{y}\" stroke=\"{colour}\" stroke-width=\"2\"{dash_attr}/>\
@@ -467,7 +542,13 @@ impl BarChart {
             .groups
             .iter()
             .flat_map(|g| g.bars.iter())
-            .map(|b| b.segments.iter().copied().filter(|v| v.is_finite() && *v > 0.0).sum::<f64>())
+            .map(|b| {
+                b.segments
+                    .iter()
+                    .copied()
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .sum::<f64>()
+            })
             .collect();
         // Headroom for the value printed above the tallest bar.
         let padded: Vec<f64> = totals.iter().map(|t| t * 1.06).collect();
@@ -479,8 +560,19 @@ impl BarChart {
         // Groups are categories: the x "scale" only places group labels.
         let ng = self.groups.len().max(1) as f64;
         let group_w = (RIGHT - LEFT) / ng;
-        let xs = Scale { lo: 0.0, hi: ng, px_lo: LEFT, px_hi: RIGHT, log2: false };
-        draw_axes(&mut out, BOTTOM + 42.0, (&xs, &[], &Axis::new(&self.x_label, Format::Number)), (&ys, &yt, &self.y));
+        let xs = Scale {
+            lo: 0.0,
+            hi: ng,
+            px_lo: LEFT,
+            px_hi: RIGHT,
+            log2: false,
+        };
+        draw_axes(
+            &mut out,
+            BOTTOM + 42.0,
+            (&xs, &[], &Axis::new(&self.x_label, Format::Number)),
+            (&ys, &yt, &self.y),
+        );
         if totals.iter().all(|t| *t <= 0.0) {
             no_data(&mut out);
         }
@@ -497,7 +589,9 @@ impl BarChart {
                     if !(v.is_finite() && *v > 0.0) {
                         continue;
                     }
-                    let (Some(y0), Some(y1)) = (ys.px(acc), ys.px(acc + v)) else { continue };
+                    let (Some(y0), Some(y1)) = (ys.px(acc), ys.px(acc + v)) else {
+                        continue;
+                    };
                     acc += v;
                     let _ = writeln!(
                         out,
@@ -592,10 +686,17 @@ mod tests {
         assert!(s.lo < 3.0 && s.hi > 3.0);
         let (s, _) = layout_axis(&Axis::new("x", Format::Number), &[f64::NAN], 0.0, 100.0);
         assert!(s.hi > s.lo);
-        let log = Axis { log2: true, ticks: Some(vec![8.0]), ..Axis::new("k", Format::Integer) };
+        let log = Axis {
+            log2: true,
+            ticks: Some(vec![8.0]),
+            ..Axis::new("k", Format::Integer)
+        };
         let (s, t) = layout_axis(&log, &[8.0], 0.0, 100.0);
         assert!(s.lo < 3.0 && s.hi > 3.0);
         assert_eq!(t, vec![(8.0, "8".to_string())]);
-        assert!(s.px(0.0).is_none() && s.px(-1.0).is_none(), "log2 axis drops non-positive values");
+        assert!(
+            s.px(0.0).is_none() && s.px(-1.0).is_none(),
+            "log2 axis drops non-positive values"
+        );
     }
 }

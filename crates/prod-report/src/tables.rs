@@ -16,7 +16,11 @@ pub struct Table {
 
 /// All k values that appear in any evaluation, ascending (k = 0 is meaningless and dropped).
 pub fn all_k(evals: &[&Evaluation]) -> Vec<usize> {
-    let ks: BTreeSet<usize> = evals.iter().flat_map(|e| e.pass_at_k.iter().map(|p| p.k)).filter(|&k| k > 0).collect();
+    let ks: BTreeSet<usize> = evals
+        .iter()
+        .flat_map(|e| e.pass_at_k.iter().map(|p| p.k))
+        .filter(|&k| k > 0)
+        .collect();
     ks.into_iter().collect()
 }
 
@@ -45,7 +49,10 @@ pub fn labels(evals: &[Evaluation]) -> Vec<String> {
     if unique(&l) {
         return l;
     }
-    l.iter().enumerate().map(|(i, s)| format!("{s} #{}", i + 1)).collect()
+    l.iter()
+        .enumerate()
+        .map(|(i, s)| format!("{s} #{}", i + 1))
+        .collect()
 }
 
 pub fn meta(r: &RunReport) -> Vec<(String, String)> {
@@ -63,11 +70,18 @@ pub fn meta(r: &RunReport) -> Vec<(String, String)> {
         if !d.split.is_empty() {
             s.push_str(&format!(", split {}", d.split));
         }
-        s.push_str(&format!(", {} theorem{}", d.size, if d.size == 1 { "" } else { "s" }));
+        s.push_str(&format!(
+            ", {} theorem{}",
+            d.size,
+            if d.size == 1 { "" } else { "s" }
+        ));
         put("Dataset", s);
     }
     let m = &r.model;
-    let params = m.params.map(|p| format!(" ({} parameters)", human_count(p))).unwrap_or_default();
+    let params = m
+        .params
+        .map(|p| format!(" ({} parameters)", human_count(p)))
+        .unwrap_or_default();
     put("Model", format!("{}{params}", m.name).trim().to_string());
     v
 }
@@ -90,9 +104,16 @@ pub fn human_count(n: u64) -> String {
 pub fn evaluations(r: &RunReport) -> Table {
     let evals: Vec<&Evaluation> = r.evaluations.iter().collect();
     let ks = all_k(&evals);
-    let mut header: Vec<String> = ["Evaluation", "Split", "T", "n", "Theorems"].iter().map(|s| s.to_string()).collect();
+    let mut header: Vec<String> = ["Evaluation", "Split", "T", "n", "Theorems"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     header.extend(ks.iter().map(|k| format!("pass@{k}")));
-    header.extend(["Checked nodes", "Infra nodes", "Novel lemmas"].iter().map(|s| s.to_string()));
+    header.extend(
+        ["Checked nodes", "Infra nodes", "Novel lemmas"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     let rows = r
         .evaluations
         .iter()
@@ -122,7 +143,11 @@ pub fn evaluations(r: &RunReport) -> Table {
             row
         })
         .collect();
-    Table { header, rows, text_columns: 2 }
+    Table {
+        header,
+        rows,
+        text_columns: 2,
+    }
 }
 
 fn depth_name(d: Option<u32>) -> String {
@@ -131,13 +156,27 @@ fn depth_name(d: Option<u32>) -> String {
 
 /// Ground-truth depths of an evaluation, ascending, unknown last.
 pub fn ground_truth_depths(e: &Evaluation) -> Vec<Option<u32>> {
-    let s: BTreeSet<(bool, u32)> =
-        e.depth_table.iter().map(|c| (c.ground_truth_depth.is_none(), c.ground_truth_depth.unwrap_or(0))).collect();
-    s.into_iter().map(|(none, d)| if none { None } else { Some(d) }).collect()
+    let s: BTreeSet<(bool, u32)> = e
+        .depth_table
+        .iter()
+        .map(|c| {
+            (
+                c.ground_truth_depth.is_none(),
+                c.ground_truth_depth.unwrap_or(0),
+            )
+        })
+        .collect();
+    s.into_iter()
+        .map(|(none, d)| if none { None } else { Some(d) })
+        .collect()
 }
 
 pub fn proving_depths(e: &Evaluation) -> Vec<u32> {
-    let s: BTreeSet<u32> = e.depth_table.iter().filter_map(|c| c.proving_depth).collect();
+    let s: BTreeSet<u32> = e
+        .depth_table
+        .iter()
+        .filter_map(|c| c.proving_depth)
+        .collect();
     s.into_iter().collect()
 }
 
@@ -150,7 +189,10 @@ pub fn depth_count(e: &Evaluation, g: Option<u32>, p: Option<u32>) -> usize {
 }
 
 pub fn depth_total(e: &Evaluation, g: Option<u32>) -> usize {
-    e.depth_table.iter().filter(|c| c.ground_truth_depth == g).fold(0usize, |a, c| a.saturating_add(c.count))
+    e.depth_table
+        .iter()
+        .filter(|c| c.ground_truth_depth == g)
+        .fold(0usize, |a, c| a.saturating_add(c.count))
 }
 
 fn ratio(a: usize, b: usize) -> f64 {
@@ -165,8 +207,10 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// each depth.
 pub fn depth(e: &Evaluation) -> Table {
     let pds = proving_depths(e);
-    let mut header: Vec<String> =
-        ["Ground-truth depth", "Theorems", "Proved", "Pass rate"].iter().map(|s| s.to_string()).collect();
+    let mut header: Vec<String> = ["Ground-truth depth", "Theorems", "Proved", "Pass rate"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     header.extend(pds.iter().map(|d| format!("Proved at depth {d}")));
     header.push("Not proved".to_string());
     let mut rows = Vec::new();
@@ -177,7 +221,12 @@ pub fn depth(e: &Evaluation) -> Table {
         let total = depth_total(e, g);
         let unproved = depth_count(e, g, None);
         let proved = total.saturating_sub(unproved);
-        let mut row = vec![depth_name(g), total.to_string(), proved.to_string(), percent(ratio(proved, total))];
+        let mut row = vec![
+            depth_name(g),
+            total.to_string(),
+            proved.to_string(),
+            percent(ratio(proved, total)),
+        ];
         for (i, d) in pds.iter().enumerate() {
             let n = depth_count(e, g, Some(*d));
             per_depth[i] = per_depth[i].saturating_add(n);
@@ -190,12 +239,21 @@ pub fn depth(e: &Evaluation) -> Table {
         all_unproved = all_unproved.saturating_add(unproved);
     }
     if rows.len() > 1 {
-        let mut row = vec!["all".to_string(), all.to_string(), all_proved.to_string(), percent(ratio(all_proved, all))];
+        let mut row = vec![
+            "all".to_string(),
+            all.to_string(),
+            all_proved.to_string(),
+            percent(ratio(all_proved, all)),
+        ];
         row.extend(per_depth.iter().map(|n| n.to_string()));
         row.push(all_unproved.to_string());
         rows.push(row);
     }
-    Table { header, rows, text_columns: 1 }
+    Table {
+        header,
+        rows,
+        text_columns: 1,
+    }
 }
 
 /// Evaluations that differ only by temperature: same name, split, n and theorem count, at least
@@ -233,22 +291,28 @@ pub fn sweep(group: &[&Evaluation]) -> Table {
         .map(|e| {
             let mut row = vec![short(e.temperature, 3)];
             for k in &ks {
-                row.push(
-                    e.pass_at_k
-                        .iter()
-                        .find(|p| p.k == *k)
-                        .map_or_else(|| "–".to_string(), |p| pass_cell(p.estimate, p.ci_low, p.ci_high)),
-                );
+                row.push(e.pass_at_k.iter().find(|p| p.k == *k).map_or_else(
+                    || "–".to_string(),
+                    |p| pass_cell(p.estimate, p.ci_low, p.ci_high),
+                ));
             }
             row
         })
         .collect();
-    Table { header, rows, text_columns: 1 }
+    Table {
+        header,
+        rows,
+        text_columns: 1,
+    }
 }
 
 /// The k of the rounds' held-out evaluations, ascending.
 pub fn round_eval_ks(r: &RunReport) -> Vec<usize> {
-    let ks: BTreeSet<usize> = r.rounds.iter().flat_map(|m| m.eval.iter().flatten().map(|p| p.k)).collect();
+    let ks: BTreeSet<usize> = r
+        .rounds
+        .iter()
+        .flat_map(|m| m.eval.iter().flatten().map(|p| p.k))
+        .collect();
     ks.into_iter().collect()
 }
 
@@ -280,11 +344,10 @@ pub fn rounds(r: &RunReport) -> Table {
     let eval_cells = |m: &crate::model::RoundMetrics| -> Vec<String> {
         ks.iter()
             .map(|k| {
-                m.eval
-                    .iter()
-                    .flatten()
-                    .find(|p| p.k == *k)
-                    .map_or_else(|| "–".to_string(), |p| pass_cell(p.estimate, p.ci_low, p.ci_high))
+                m.eval.iter().flatten().find(|p| p.k == *k).map_or_else(
+                    || "–".to_string(),
+                    |p| pass_cell(p.estimate, p.ci_low, p.ci_high),
+                )
             })
             .collect()
     };
@@ -322,9 +385,14 @@ pub fn rounds(r: &RunReport) -> Table {
         .collect();
     if r.rounds.len() > 1 {
         let sum_u = |f: fn(&crate::model::RoundMetrics) -> usize| {
-            r.rounds.iter().fold(0usize, |a, m| a.saturating_add(f(m))).to_string()
+            r.rounds
+                .iter()
+                .fold(0usize, |a, m| a.saturating_add(f(m)))
+                .to_string()
         };
-        let sum_f = |f: fn(&crate::model::RoundMetrics) -> f64| fixed(r.rounds.iter().map(f).sum::<f64>(), 1);
+        let sum_f = |f: fn(&crate::model::RoundMetrics) -> f64| {
+            fixed(r.rounds.iter().map(f).sum::<f64>(), 1)
+        };
         rows.push(vec![
             "total".to_string(),
             sum_u(|m| m.examples),
@@ -344,7 +412,11 @@ pub fn rounds(r: &RunReport) -> Table {
         let last = rows.len() - 1;
         rows[last].extend(std::iter::repeat_n(String::new(), 1 + ks.len()));
     }
-    Table { header, rows, text_columns: 1 }
+    Table {
+        header,
+        rows,
+        text_columns: 1,
+    }
 }
 
 /// Values that look wrong for what they claim to be; shown in the report, never hidden.
@@ -354,20 +426,32 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
         for p in &e.pass_at_k {
             let vals = [p.estimate, p.ci_low, p.ci_high];
             if vals.iter().any(|v| !v.is_finite()) {
-                w.push(format!("{}: pass@{} has a value that is not a number", e.name, p.k));
+                w.push(format!(
+                    "{}: pass@{} has a value that is not a number",
+                    e.name, p.k
+                ));
             } else if vals.iter().any(|v| !(0.0..=1.0).contains(v)) {
                 w.push(format!("{}: pass@{} lies outside [0, 1]", e.name, p.k));
             } else if p.ci_low > p.estimate + 1e-12 || p.ci_high < p.estimate - 1e-12 {
-                w.push(format!("{}: pass@{} lies outside its confidence interval", e.name, p.k));
+                w.push(format!(
+                    "{}: pass@{} lies outside its confidence interval",
+                    e.name, p.k
+                ));
             }
             if p.k == 0 || (e.samples_per_theorem > 0 && p.k > e.samples_per_theorem) {
-                w.push(format!("{}: pass@{} needs 1 ≤ k ≤ n = {}", e.name, p.k, e.samples_per_theorem));
+                w.push(format!(
+                    "{}: pass@{} needs 1 ≤ k ≤ n = {}",
+                    e.name, p.k, e.samples_per_theorem
+                ));
             }
         }
         if !e.temperature.is_finite() {
             w.push(format!("{}: temperature is not a number", e.name));
         }
-        let depth_theorems = e.depth_table.iter().fold(0usize, |a, c| a.saturating_add(c.count));
+        let depth_theorems = e
+            .depth_table
+            .iter()
+            .fold(0usize, |a, c| a.saturating_add(c.count));
         if !e.depth_table.is_empty() && depth_theorems != e.theorems {
             w.push(format!(
                 "{}: the depth table counts {depth_theorems} theorems, the evaluation {}",
@@ -376,7 +460,11 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
         }
         if let Some(s) = e.novel_lemma_share {
             if !(0.0..=1.0).contains(&s) {
-                w.push(format!("{}: novel lemma share {} lies outside [0, 1]", e.name, fixed(s, 3)));
+                w.push(format!(
+                    "{}: novel lemma share {} lies outside [0, 1]",
+                    e.name,
+                    fixed(s, 3)
+                ));
             }
         }
     }
@@ -387,9 +475,12 @@ pub fn warnings(r: &RunReport) -> Vec<String> {
                 m.round, m.globally_correct, m.locally_correct, m.nodes
             ));
         }
-        for (name, v) in
-            [("sample_s", m.sample_s), ("check_s", m.check_s), ("train_s", m.train_s), ("filter_s", m.filter_s)]
-        {
+        for (name, v) in [
+            ("sample_s", m.sample_s),
+            ("check_s", m.check_s),
+            ("train_s", m.train_s),
+            ("filter_s", m.filter_s),
+        ] {
             if !v.is_finite() || v < 0.0 {
                 w.push(format!("round {}: {name} is not a valid duration", m.round));
             }
@@ -420,9 +511,18 @@ fn opt_depth(x: Option<u32>) -> String {
 /// how many lemmas it proposed, and how many proved trees of height ≥ 1 it built on its own.
 pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
     let mut v = vec![
-        ("<use_invoke> share of root samples".to_string(), opt_percent(e.use_invoke_share_root)),
-        ("Lemmas proposed (<invoke>)".to_string(), opt_count(e.proposals)),
-        ("Proved trees of height ≥ 1 built only from sampled nodes".to_string(), opt_count(e.sampled_trees_height_ge1)),
+        (
+            "<use_invoke> share of root samples".to_string(),
+            opt_percent(e.use_invoke_share_root),
+        ),
+        (
+            "Lemmas proposed (<invoke>)".to_string(),
+            opt_count(e.proposals),
+        ),
+        (
+            "Proved trees of height ≥ 1 built only from sampled nodes".to_string(),
+            opt_count(e.sampled_trees_height_ge1),
+        ),
     ];
     if let Some(o) = &e.node_outcomes {
         v.push((
@@ -457,8 +557,11 @@ pub fn theorems(e: &Evaluation) -> Table {
         .theorems_detail
         .iter()
         .map(|t| {
-            let name =
-                if t.name.is_empty() || t.name == t.id { t.id.clone() } else { format!("{} ({})", t.name, t.id) };
+            let name = if t.name.is_empty() || t.name == t.id {
+                t.id.clone()
+            } else {
+                format!("{} ({})", t.name, t.id)
+            };
             let depth = match (t.proving_depth, t.deepest_proving_depth) {
                 (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
                 (a, b) => opt_depth(a.or(b)),
@@ -470,21 +573,29 @@ pub fn theorems(e: &Evaluation) -> Table {
                 opt_depth(t.ground_truth_depth),
                 t.trees.to_string(),
                 t.proved_trees.to_string(),
-                t.first_proved_sample.map_or_else(|| "–".to_string(), |k| k.to_string()),
+                t.first_proved_sample
+                    .map_or_else(|| "–".to_string(), |k| k.to_string()),
                 depth,
                 t.nodes.to_string(),
                 t.locally_correct.to_string(),
             ]
         })
         .collect();
-    Table { header, rows, text_columns: 3 }
+    Table {
+        header,
+        rows,
+        text_columns: 3,
+    }
 }
 
 /// The verdict kinds of all nodes, with their shares. Infra nodes are their own row, never
 /// failures.
 pub fn node_outcomes(e: &Evaluation) -> Option<Table> {
     let o = e.node_outcomes.as_ref()?;
-    let header = ["Verdict", "Nodes", "Share"].iter().map(|s| s.to_string()).collect();
+    let header = ["Verdict", "Nodes", "Share"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let rows = [
         ("proved", o.proved),
         ("failed", o.failed),
@@ -496,7 +607,11 @@ pub fn node_outcomes(e: &Evaluation) -> Option<Table> {
     .iter()
     .map(|(k, n)| vec![k.to_string(), n.to_string(), percent(ratio(*n, o.nodes))])
     .collect();
-    Some(Table { header, rows, text_columns: 1 })
+    Some(Table {
+        header,
+        rows,
+        text_columns: 1,
+    })
 }
 
 /// The most common failure messages.
@@ -505,17 +620,36 @@ pub fn failures(e: &Evaluation) -> Option<Table> {
     if o.top_failures.is_empty() {
         return None;
     }
-    let header = ["Kind", "Message", "Nodes"].iter().map(|s| s.to_string()).collect();
-    let rows = o.top_failures.iter().map(|f| vec![f.kind.clone(), f.message.clone(), f.count.to_string()]).collect();
-    Some(Table { header, rows, text_columns: 2 })
+    let header = ["Kind", "Message", "Nodes"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let rows = o
+        .top_failures
+        .iter()
+        .map(|f| vec![f.kind.clone(), f.message.clone(), f.count.to_string()])
+        .collect();
+    Some(Table {
+        header,
+        rows,
+        text_columns: 2,
+    })
 }
 
 /// The nodes of an example tree, one row each.
 pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
-    let header = ["Depth", "Statement", "Origin", "Verdict", "Global", "Proposed lemmas", "Message"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let header = [
+        "Depth",
+        "Statement",
+        "Origin",
+        "Verdict",
+        "Global",
+        "Proposed lemmas",
+        "Message",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let rows = x
         .nodes
         .iter()
@@ -531,5 +665,9 @@ pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
             ]
         })
         .collect();
-    Table { header, rows, text_columns: 7 }
+    Table {
+        header,
+        rows,
+        text_columns: 7,
+    }
 }

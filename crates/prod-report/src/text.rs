@@ -14,7 +14,12 @@ pub fn xml(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\t' | '\n' | '\r' => out.push(ch),
-            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{fffe}' || c == '\u{ffff}' || is_bidi_control(c) => {
+            c if (c as u32) < 0x20
+                || c == '\u{7f}'
+                || c == '\u{fffe}'
+                || c == '\u{ffff}'
+                || is_bidi_control(c) =>
+            {
                 out.push('\u{fffd}')
             }
             c => out.push(c),
@@ -40,7 +45,10 @@ pub fn md(s: &str) -> String {
         })
         .collect();
     for ch in line.trim().chars() {
-        if matches!(ch, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&' | '#' | '~' | '!' | '$') {
+        if matches!(
+            ch,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&' | '#' | '~' | '!' | '$'
+        ) {
             out.push('\\');
         }
         out.push(ch);
@@ -141,7 +149,10 @@ mod tests {
 
     #[test]
     fn xml_escapes_markup_and_controls() {
-        assert_eq!(xml("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
+        assert_eq!(
+            xml("a<b & \"c\" 'd'>"),
+            "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;"
+        );
         assert_eq!(xml("x\u{0}y\u{1b}z\u{ffff}"), "x\u{fffd}y\u{fffd}z\u{fffd}");
         assert_eq!(xml("tab\tok"), "tab\tok");
         assert_eq!(xml("a\u{202e}b"), "a\u{fffd}b");

@@ -537,7 +537,14 @@ mod props {
 #[test]
 fn rounds_held_out_eval_curve_and_columns() {
     use prod_report::PassAtK;
-    let p = |k, e: f64| PassAtK { k, estimate: e, ci_low: e - 0.05, ci_high: e + 0.05, theorems_judged: 20, ..Default::default() };
+    let p = |k, e: f64| PassAtK {
+        k,
+        estimate: e,
+        ci_low: e - 0.05,
+        ci_high: e + 0.05,
+        theorems_judged: 20,
+        ..Default::default()
+    };
     let rounds = (0u32..3)
         .map(|round| RoundMetrics {
             round,
@@ -545,20 +552,39 @@ fn rounds_held_out_eval_curve_and_columns() {
             sample_s: if round == 0 { 0.0 } else { 2.0 },
             filter_s: if round == 0 { 0.0 } else { 0.5 },
             tokens_per_s: (round > 0).then_some(120.0),
-            eval: Some(vec![p(1, 0.1 + 0.1 * round as f64), p(4, 0.3 + 0.1 * round as f64)]),
+            eval: Some(vec![
+                p(1, 0.1 + 0.1 * round as f64),
+                p(4, 0.3 + 0.1 * round as f64),
+            ]),
             eval_theorems: 20,
             ..Default::default()
         })
         .collect();
-    let r = RunReport { title: "rl".into(), rounds, ..Default::default() };
+    let r = RunReport {
+        title: "rl".into(),
+        rounds,
+        ..Default::default()
+    };
     let figs = figures(&r);
-    let eval = figs.iter().find(|f| f.id == "rounds-eval").expect("a held-out pass@k curve");
+    let eval = figs
+        .iter()
+        .find(|f| f.id == "rounds-eval")
+        .expect("a held-out pass@k curve");
     assert!(eval.svg.contains("pass@1") && eval.svg.contains("pass@4"));
     assert!(figs.iter().any(|f| f.id == "rounds-throughput"));
     let md = render_markdown(&r);
-    assert!(md.contains("Held-out pass@1") && md.contains("Held-out pass@4") && md.contains("Filter (s)"), "{md}");
+    assert!(
+        md.contains("Held-out pass@1")
+            && md.contains("Held-out pass@4")
+            && md.contains("Filter (s)"),
+        "{md}"
+    );
     assert!(md.contains("| 0 (start) |"), "{md}");
     assert!(md.contains("30.0% (25.0–35.0)"), "{md}");
     assert!(md.contains("| 120.0 |"), "{md}");
-    assert!(prod_report::warnings(&r).is_empty(), "{:?}", prod_report::warnings(&r));
+    assert!(
+        prod_report::warnings(&r).is_empty(),
+        "{:?}",
+        prod_report::warnings(&r)
+    );
 }

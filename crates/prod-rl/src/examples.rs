@@ -58,7 +58,12 @@ pub fn round_examples(
             continue;
         };
         if node.origin == Origin::GroundTruth {
-            out.push(example(node, &proof.to_string(), 1.0, ExampleKind::GroundTruth));
+            out.push(example(
+                node,
+                &proof.to_string(),
+                1.0,
+                ExampleKind::GroundTruth,
+            ));
             continue;
         }
         if local == LocalVerdict::Unknown || is_trivial_proposal(&node.statement, proof, lang) {
@@ -82,19 +87,35 @@ pub fn round_examples(
             };
             let target = plain.to_string();
             let w = gamma.powf(proof_tokens(&target) as f64);
-            out.push(WeightedExample { context, statement: node.statement.clone(), target, weight: w, kind: ExampleKind::Augmented });
+            out.push(WeightedExample {
+                context,
+                statement: node.statement.clone(),
+                target,
+                weight: w,
+                kind: ExampleKind::Augmented,
+            });
         }
     }
     out
 }
 
 fn example(node: &GeneratedNode, target: &str, weight: f64, kind: ExampleKind) -> WeightedExample {
-    WeightedExample { context: node.context.clone(), statement: node.statement.clone(), target: target.to_string(), weight, kind }
+    WeightedExample {
+        context: node.context.clone(),
+        statement: node.statement.clone(),
+        target: target.to_string(),
+        weight,
+        kind,
+    }
 }
 
 /// For baselines without lemma proposal (paper Appendix A.2): a ground-truth conditional proof
 /// becomes a plain proof with its lemmas in the context.
-pub fn without_lemma_proposal(context: &str, proof: &ConditionalProof, lang: &dyn ProofLanguage) -> (String, ConditionalProof) {
+pub fn without_lemma_proposal(
+    context: &str,
+    proof: &ConditionalProof,
+    lang: &dyn ProofLanguage,
+) -> (String, ConditionalProof) {
     if proof.lemma_count() == 0 {
         return (context.to_string(), proof.with_t0(T0::NoInvoke));
     }
@@ -123,9 +144,17 @@ mod tests {
     #[test]
     fn weights_augmented_and_skips() {
         let nodes = [
-            node("Lemma t : T.", "<use_invoke> <invoke> Lemma a : A. </invoke> apply a.", Origin::Sampled),
+            node(
+                "Lemma t : T.",
+                "<use_invoke> <invoke> Lemma a : A. </invoke> apply a.",
+                Origin::Sampled,
+            ),
             node("Lemma t : T.", "<no_invoke> nope.", Origin::Sampled),
-            node("Lemma t : T.", "<use_invoke> <invoke> Lemma same : T. </invoke> exact same.", Origin::Sampled),
+            node(
+                "Lemma t : T.",
+                "<use_invoke> <invoke> Lemma same : T. </invoke> exact same.",
+                Origin::Sampled,
+            ),
             node("Lemma t : T.", "garbage", Origin::Sampled),
             node("Lemma t : T.", "<no_invoke> lost.", Origin::Sampled),
             node("Lemma t : T.", "<no_invoke> human.", Origin::GroundTruth),
@@ -133,7 +162,11 @@ mod tests {
         use LocalVerdict::*;
         let local = [Correct, Incorrect, Correct, Incorrect, Unknown, Correct];
         let global = [GlobalVerdict::Undetermined; 6];
-        let round = RoundOutcome { nodes: &nodes, local: &local, global: &global };
+        let round = RoundOutcome {
+            nodes: &nodes,
+            local: &local,
+            global: &global,
+        };
         let mut asked = vec![];
         let mut value = |_: &str, l: &str| {
             asked.push(l.to_string());
@@ -141,12 +174,18 @@ mod tests {
         };
         let len = |s: &str| s.split_whitespace().count();
         let ex = round_examples(&round, Weighting::default(), &mut value, &len, &ToyLanguage);
-        let kinds: Vec<_> = ex.iter().map(|e| (e.kind, (e.weight * 1e6).round() / 1e6)).collect();
+        let kinds: Vec<_> = ex
+            .iter()
+            .map(|e| (e.kind, (e.weight * 1e6).round() / 1e6))
+            .collect();
         let g = |n: i32| (GAMMA_PAPER.powi(n) * 1e6).round() / 1e6;
         assert_eq!(
             kinds,
             [
-                (ExampleKind::Generated, ((GAMMA_PAPER.powi(9) * 0.5) * 1e6).round() / 1e6),
+                (
+                    ExampleKind::Generated,
+                    ((GAMMA_PAPER.powi(9) * 0.5) * 1e6).round() / 1e6
+                ),
                 (ExampleKind::Augmented, g(3)),
                 (ExampleKind::Generated, 0.0),
                 (ExampleKind::Generated, 0.0),

@@ -6,7 +6,11 @@ use prod_core::{ConditionalProof, ProofLanguage};
 /// (a) A proposal is *trivial* when a proposed lemma states the theorem itself (same
 /// normalised statement): such an example is discarded. The stronger test ("the theorem closes
 /// from the lemma alone by one short tactic") needs the checker and lives with it.
-pub fn is_trivial_proposal(statement: &str, proof: &ConditionalProof, lang: &dyn ProofLanguage) -> bool {
+pub fn is_trivial_proposal(
+    statement: &str,
+    proof: &ConditionalProof,
+    lang: &dyn ProofLanguage,
+) -> bool {
     let key = lang.normalize_statement(statement);
     proof.lemmas().any(|l| lang.normalize_statement(l) == key)
 }
@@ -14,8 +18,13 @@ pub fn is_trivial_proposal(statement: &str, proof: &ConditionalProof, lang: &dyn
 /// (b) Candidates for the unnecessary-lemma filter: for each proposed lemma `i`, the proof with
 /// lemma `i` and every reference to it removed. The caller checks each candidate; if one is
 /// still locally correct, lemma `i` was unnecessary and the candidate replaces the proof.
-pub fn without_each_lemma(proof: &ConditionalProof, lang: &dyn ProofLanguage) -> Vec<(usize, ConditionalProof)> {
-    (0..proof.lemma_count()).filter_map(|i| proof.remove_lemma(i, lang).map(|p| (i, p))).collect()
+pub fn without_each_lemma(
+    proof: &ConditionalProof,
+    lang: &dyn ProofLanguage,
+) -> Vec<(usize, ConditionalProof)> {
+    (0..proof.lemma_count())
+        .filter_map(|i| proof.remove_lemma(i, lang).map(|p| (i, p)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -25,7 +34,10 @@ mod tests {
 
     #[test]
     fn trivial_when_a_lemma_restates_the_theorem() {
-        let p = ConditionalProof::parse("<use_invoke> <invoke> Lemma other :  T. </invoke> apply other.").unwrap();
+        let p = ConditionalProof::parse(
+            "<use_invoke> <invoke> Lemma other :  T. </invoke> apply other.",
+        )
+        .unwrap();
         assert!(is_trivial_proposal("Lemma t : T.", &p, &ToyLanguage));
         assert!(!is_trivial_proposal("Lemma t : U.", &p, &ToyLanguage));
     }

@@ -19,7 +19,11 @@ pub struct TreeGoal {
 
 impl TreeGoal {
     pub fn new(context: impl Into<String>, statement: impl Into<String>) -> Self {
-        TreeGoal { context: context.into(), statement: statement.into(), ground_truth: None }
+        TreeGoal {
+            context: context.into(),
+            statement: statement.into(),
+            ground_truth: None,
+        }
     }
 }
 
@@ -96,11 +100,19 @@ fn sample_level(
     let requests: Vec<SampleRequest<'_>> = goals
         .iter()
         .zip(forced)
-        .map(|((c, s), &f)| SampleRequest { context: c, statement: s, forced_t0: f })
+        .map(|((c, s), &f)| SampleRequest {
+            context: c,
+            statement: s,
+            forced_t0: f,
+        })
         .collect();
     let completions = policy.sample(&requests)?;
     if completions.len() != requests.len() {
-        return Err(PolicyError(format!("asked for {} samples, got {}", requests.len(), completions.len())));
+        return Err(PolicyError(format!(
+            "asked for {} samples, got {}",
+            requests.len(),
+            completions.len()
+        )));
     }
     Ok(goals
         .iter()
@@ -150,7 +162,10 @@ pub fn generate_test_trees(
 ) -> Result<Vec<GeneratedNode>, PolicyError> {
     let mut all = Vec::new();
     for tree in 0..k {
-        let mut level: Vec<(String, String)> = roots.iter().map(|g| (g.context.clone(), g.statement.clone())).collect();
+        let mut level: Vec<(String, String)> = roots
+            .iter()
+            .map(|g| (g.context.clone(), g.statement.clone()))
+            .collect();
         for depth in 0..=max_depth {
             if level.is_empty() {
                 break;
@@ -167,9 +182,14 @@ pub fn generate_test_trees(
 /// The 50% quantile of `p` (lower median: the value at rank ⌈n/2⌉), so that at least half the
 /// batch is at or above it.
 fn median_threshold(p: &[f64]) -> f64 {
-    let mut s: Vec<f64> = p.iter().map(|x| if x.is_nan() { 0.0 } else { *x }).collect();
+    let mut s: Vec<f64> = p
+        .iter()
+        .map(|x| if x.is_nan() { 0.0 } else { *x })
+        .collect();
     s.sort_by(f64::total_cmp);
-    s.get((s.len().saturating_sub(1)) / 2).copied().unwrap_or(1.0)
+    s.get((s.len().saturating_sub(1)) / 2)
+        .copied()
+        .unwrap_or(1.0)
 }
 
 /// Paper Algorithm 2 (train time): at every depth `≤ max_depth`, every goal gets a
@@ -184,7 +204,10 @@ pub fn generate_train_trees(
     lang: &dyn ProofLanguage,
 ) -> Result<Vec<GeneratedNode>, PolicyError> {
     let mut all = Vec::new();
-    let mut level: Vec<(String, String)> = theorems.iter().map(|g| (g.context.clone(), g.statement.clone())).collect();
+    let mut level: Vec<(String, String)> = theorems
+        .iter()
+        .map(|g| (g.context.clone(), g.statement.clone()))
+        .collect();
     for depth in 0..=max_depth {
         if level.is_empty() {
             break;
@@ -192,10 +215,17 @@ pub fn generate_train_trees(
         let mut goals = level.clone();
         let mut forced = vec![Some(T0::NoInvoke); level.len()];
         if depth < max_depth {
-            let pairs: Vec<(&str, &str)> = level.iter().map(|(c, s)| (c.as_str(), s.as_str())).collect();
+            let pairs: Vec<(&str, &str)> = level
+                .iter()
+                .map(|(c, s)| (c.as_str(), s.as_str()))
+                .collect();
             let p = policy.p_use_invoke(&pairs)?;
             if p.len() != level.len() {
-                return Err(PolicyError(format!("asked for {} probabilities, got {}", level.len(), p.len())));
+                return Err(PolicyError(format!(
+                    "asked for {} probabilities, got {}",
+                    level.len(),
+                    p.len()
+                )));
             }
             let kappa = median_threshold(&p);
             for (g, &pi) in level.iter().zip(&p) {
@@ -244,7 +274,11 @@ mod tests {
 
     fn number(statement: &str) -> u32 {
         let atom = statement.rsplit('A').next().unwrap_or("");
-        atom.chars().filter(|c| c.is_ascii_digit()).collect::<String>().parse().unwrap_or(0)
+        atom.chars()
+            .filter(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0)
     }
 
     impl Policy for Scripted {
@@ -257,13 +291,27 @@ mod tests {
                     match r.forced_t0 {
                         // Forced: the completion starts after the token.
                         Some(T0::NoInvoke) => " auto.".to_string(),
-                        _ => format!("<use_invoke> <invoke> Lemma l{} : A{}. </invoke> apply l{}.", n + 1, n + 1, n + 1),
+                        _ => format!(
+                            "<use_invoke> <invoke> Lemma l{} : A{}. </invoke> apply l{}.",
+                            n + 1,
+                            n + 1,
+                            n + 1
+                        ),
                     }
                 })
                 .collect())
         }
         fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
-            Ok(goals.iter().map(|(_, s)| if number(s).is_multiple_of(2) { 0.9 } else { 0.0 }).collect())
+            Ok(goals
+                .iter()
+                .map(|(_, s)| {
+                    if number(s).is_multiple_of(2) {
+                        0.9
+                    } else {
+                        0.0
+                    }
+                })
+                .collect())
         }
     }
 
@@ -275,8 +323,19 @@ mod tests {
         // Per tree: depth 0 proposes A1, depth 1 proposes A2, depth 2 is forced to <no_invoke>.
         assert_eq!(nodes.len(), 9);
         for tree in 0..3 {
-            let d: Vec<_> = nodes.iter().filter(|n| n.tree == tree).map(|n| (n.depth, n.statement.as_str(), n.forced_t0)).collect();
-            assert_eq!(d, [(0, "Lemma t : A0.", None), (1, "Lemma l1 : A1.", None), (2, "Lemma l2 : A2.", Some(T0::NoInvoke))]);
+            let d: Vec<_> = nodes
+                .iter()
+                .filter(|n| n.tree == tree)
+                .map(|n| (n.depth, n.statement.as_str(), n.forced_t0))
+                .collect();
+            assert_eq!(
+                d,
+                [
+                    (0, "Lemma t : A0.", None),
+                    (1, "Lemma l1 : A1.", None),
+                    (2, "Lemma l2 : A2.", Some(T0::NoInvoke))
+                ]
+            );
         }
         let last = nodes.iter().find(|n| n.depth == 2).unwrap();
         assert_eq!(last.completion, "<no_invoke> auto.");
@@ -288,10 +347,18 @@ mod tests {
         let mut p = Scripted { calls: vec![] };
         let mut a = TreeGoal::new("c", "Lemma a : A0.");
         a.ground_truth = Some(ConditionalProof::parse("<no_invoke> gt.").unwrap());
-        let theorems = [a, TreeGoal::new("c", "Lemma b : A1."), TreeGoal::new("c", "Lemma d : A3.")];
+        let theorems = [
+            a,
+            TreeGoal::new("c", "Lemma b : A1."),
+            TreeGoal::new("c", "Lemma d : A3."),
+        ];
         let mut rng = SmallRng::seed_from_u64(1);
         let nodes = generate_train_trees(&mut p, &theorems, 1, &mut rng, &ToyLanguage).unwrap();
-        let level0: Vec<_> = nodes.iter().filter(|n| n.depth == 0).map(|n| (n.statement.as_str(), n.forced_t0, n.origin)).collect();
+        let level0: Vec<_> = nodes
+            .iter()
+            .filter(|n| n.depth == 0)
+            .map(|n| (n.statement.as_str(), n.forced_t0, n.origin))
+            .collect();
         // p = [0.9, 0.0, 0.0]; median 0.0: every theorem is at or above it, so all get both.
         assert_eq!(level0.len(), 3 + 3 + 1);
         assert!(level0.contains(&("Lemma a : A0.", None, Origin::GroundTruth)));

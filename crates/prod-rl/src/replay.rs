@@ -18,7 +18,10 @@ pub struct ReplayBuffer<T> {
 
 impl<T: Clone> ReplayBuffer<T> {
     pub fn new(capacity: usize) -> Self {
-        ReplayBuffer { capacity, items: VecDeque::with_capacity(capacity.min(1 << 16)) }
+        ReplayBuffer {
+            capacity,
+            items: VecDeque::with_capacity(capacity.min(1 << 16)),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -45,7 +48,10 @@ impl<T: Clone> ReplayBuffer<T> {
     /// Up to `n` distinct items drawn uniformly at random.
     pub fn draw(&self, n: usize, rng: &mut impl Rng) -> Vec<T> {
         let n = n.min(self.items.len());
-        sample(rng, self.items.len(), n).into_iter().map(|i| self.items[i].clone()).collect()
+        sample(rng, self.items.len(), n)
+            .into_iter()
+            .map(|i| self.items[i].clone())
+            .collect()
     }
 
     /// A round's batch: the fresh examples, plus `round(mix × fresh)` replayed ones drawn from
@@ -75,7 +81,10 @@ mod tests {
         assert_eq!(&batch[..2], [10, 11]);
         assert_eq!(batch.len(), 4);
         assert!(batch[2..].iter().all(|x| (2..=6).contains(x)) && batch[2] != batch[3]);
-        assert_eq!(b.items.iter().copied().collect::<Vec<_>>(), [4, 5, 6, 10, 11]);
+        assert_eq!(
+            b.items.iter().copied().collect::<Vec<_>>(),
+            [4, 5, 6, 10, 11]
+        );
         assert_eq!(b.draw(100, &mut rng).len(), 5);
         let mut empty: ReplayBuffer<u8> = ReplayBuffer::new(0);
         empty.extend([1, 2]);

@@ -40,7 +40,10 @@ pub fn example_weight(
             if !locally_correct {
                 return 0.0;
             }
-            let v: f64 = values.iter().map(|v| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) }).product();
+            let v: f64 = values
+                .iter()
+                .map(|v| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) })
+                .product();
             gamma.powf(proof_tokens as f64) * v
         }
     }
@@ -59,15 +62,33 @@ mod tests {
     fn reinforce_weight() {
         let w = example_weight(Weighting::default(), true, None, 100, &[0.5, 0.8]);
         assert!((w - GAMMA_PAPER.powi(100) * 0.4).abs() < 1e-12);
-        assert_eq!(example_weight(Weighting::default(), false, Some(true), 10, &[]), 0.0);
-        assert_eq!(example_weight(Weighting::default(), true, None, 0, &[]), 1.0);
-        assert_eq!(example_weight(Weighting::default(), true, None, 0, &[1.7, f64::NAN]), 0.0);
+        assert_eq!(
+            example_weight(Weighting::default(), false, Some(true), 10, &[]),
+            0.0
+        );
+        assert_eq!(
+            example_weight(Weighting::default(), true, None, 0, &[]),
+            1.0
+        );
+        assert_eq!(
+            example_weight(Weighting::default(), true, None, 0, &[1.7, f64::NAN]),
+            0.0
+        );
     }
 
     #[test]
     fn expert_iteration_weight() {
-        assert_eq!(example_weight(Weighting::ExpertIteration, true, Some(true), 50, &[0.1]), 1.0);
-        assert_eq!(example_weight(Weighting::ExpertIteration, true, Some(false), 50, &[]), 0.0);
-        assert_eq!(example_weight(Weighting::ExpertIteration, true, None, 50, &[]), 0.0);
+        assert_eq!(
+            example_weight(Weighting::ExpertIteration, true, Some(true), 50, &[0.1]),
+            1.0
+        );
+        assert_eq!(
+            example_weight(Weighting::ExpertIteration, true, Some(false), 50, &[]),
+            0.0
+        );
+        assert_eq!(
+            example_weight(Weighting::ExpertIteration, true, None, 50, &[]),
+            0.0
+        );
     }
 }

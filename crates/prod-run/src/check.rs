@@ -89,7 +89,9 @@ pub fn check_nodes(
 pub fn local_verdict(v: Option<&Verdict>) -> LocalVerdict {
     match v {
         Some(Verdict::Proved { .. }) => LocalVerdict::Correct,
-        Some(Verdict::Failed { .. } | Verdict::TimedOut { .. } | Verdict::Rejected { .. }) => LocalVerdict::Incorrect,
+        Some(Verdict::Failed { .. } | Verdict::TimedOut { .. } | Verdict::Rejected { .. }) => {
+            LocalVerdict::Incorrect
+        }
         Some(Verdict::Infra { .. }) | None => LocalVerdict::Unknown,
     }
 }

@@ -46,10 +46,14 @@ impl ModelBase {
     /// The pretrained default: `$PROD_CACHE/models/smollm2-135m` (`~/.cache/prod/...`), where
     /// `scripts/fetch-model.sh` imports SmolLM2-135M.
     pub fn default_pretrained() -> ModelBase {
-        let cache = std::env::var_os("PROD_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-            home.join(".cache/prod")
-        });
+        let cache = std::env::var_os("PROD_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let home = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("."));
+                home.join(".cache/prod")
+            });
         ModelBase::Pretrained(cache.join("models/smollm2-135m"))
     }
 }
@@ -129,22 +133,43 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<prod_library::dataset::Example>
 
 /// Training examples of `es` (the paper's prompt: last context tokens, statement, proof); the
 /// lines that cannot be one are counted in `skipped`.
-fn tokenise(tok: &ProdTokenizer, es: &[prod_library::dataset::Example], opts: &ExampleOptions, skipped: &mut usize) -> Vec<TrainExample> {
+fn tokenise(
+    tok: &ProdTokenizer,
+    es: &[prod_library::dataset::Example],
+    opts: &ExampleOptions,
+    skipped: &mut usize,
+) -> Vec<TrainExample> {
     es.iter()
-        .filter_map(|e| match prompt::policy_example(tok, &e.context, &e.statement, &e.conditional_proof, 1.0, opts) {
-            Ok(x) => Some(x),
-            Err(_) => {
-                *skipped += 1;
-                None
+        .filter_map(|e| {
+            match prompt::policy_example(
+                tok,
+                &e.context,
+                &e.statement,
+                &e.conditional_proof,
+                1.0,
+                opts,
+            ) {
+                Ok(x) => Some(x),
+                Err(_) => {
+                    *skipped += 1;
+                    None
+                }
             }
         })
         .collect()
 }
 
 /// Train a tokenizer and a small model from scratch on `dir/sft.jsonl` for at most `budget`.
-pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, bars: &Bars) -> anyhow::Result<TrainSummary> {
+pub fn train_small_model(
+    data: &Path,
+    out: &Path,
+    budget: Duration,
+    seed: u64,
+    bars: &Bars,
+) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
-    let mut train = read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
+    let mut train =
+        read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
     let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     train.shuffle(&mut rng);
@@ -159,7 +184,14 @@ pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, b
     let texts: Vec<String> = train
         .iter()
         .take(4000)
-        .map(|e| format!("{}\n{}\n{}", tail(&e.context), e.statement, e.conditional_proof))
+        .map(|e| {
+            format!(
+                "{}\n{}\n{}",
+                tail(&e.context),
+                e.statement,
+                e.conditional_proof
+            )
+        })
         .collect();
     let tok = ProdTokenizer::train_bpe(texts.iter(), 2000, 2)?;
     let mut cfg = LlamaConfig::tiny(tok.vocab_size());
@@ -171,9 +203,14 @@ pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, b
     cfg.max_position_embeddings = 1024;
     let device = prod_policy::candle_core::Device::Cpu;
     let model = Llama::random(&cfg, seed, &device)?;
-    let opts = ExampleOptions { context_tokens: DEMO_CONTEXT_TOKENS, max_seq_len: MAX_SEQ_LEN, statement_in_loss: false };
+    let opts = ExampleOptions {
+        context_tokens: DEMO_CONTEXT_TOKENS,
+        max_seq_len: MAX_SEQ_LEN,
+        statement_in_loss: false,
+    };
     let mut skipped = 0;
-    let mut to_examples = |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
+    let mut to_examples =
+        |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
     // Enough examples for the budget (a CPU step takes ~1 s); tokenising all would waste time.
     let examples = to_examples(&train[..train.len().min(6000)]);
     let val_examples = to_examples(&val[..val.len().min(48)]);
@@ -190,9 +227,22 @@ pub fn train_small_model(data: &Path, out: &Path, budget: Duration, seed: u64, b
         context_tokens: DEMO_CONTEXT_TOKENS,
         ..PolicyConfig::default()
     };
-    let sft = Sft { model, tok, examples, val_examples, skipped, config: pcfg, max_steps: None };
+    let sft = Sft {
+        model,
+        tok,
+        examples,
+        val_examples,
+        skipped,
+        config: pcfg,
+        max_steps: None,
+    };
     // Leave time for the final eval loss and the save.
-    sft.run(out, start, budget.saturating_sub(Duration::from_secs(15)), bars)
+    sft.run(
+        out,
+        start,
+        budget.saturating_sub(Duration::from_secs(15)),
+        bars,
+    )
 }
 
 /// Which lines of a dataset [`fine_tune_pretrained`] trains on.
@@ -224,7 +274,11 @@ pub struct SftOptions {
 impl SftOptions {
     /// ProD-SFT on `sft.jsonl` for at most `budget`.
     pub fn budget(budget: Duration) -> Self {
-        SftOptions { budget, max_steps: None, data: SftData::Sft }
+        SftOptions {
+            budget,
+            max_steps: None,
+            data: SftData::Sft,
+        }
     }
 }
 
@@ -242,14 +296,18 @@ pub fn pretrained_max_seq_len() -> usize {
 fn sft_lines(
     data: &Path,
     which: SftData,
-) -> anyhow::Result<(Vec<prod_library::dataset::Example>, Vec<prod_library::dataset::Example>)> {
+) -> anyhow::Result<(
+    Vec<prod_library::dataset::Example>,
+    Vec<prod_library::dataset::Example>,
+)> {
     let no_invoke = |e: &prod_library::dataset::Example| {
         prod_core::ConditionalProof::parse(&e.conditional_proof)
             .is_ok_and(|p| p.t0() == prod_core::T0::NoInvoke && p.lemma_count() == 0)
     };
     Ok(match which {
         SftData::Sft => (
-            read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?,
+            read_lines(&data.join("sft.jsonl"))
+                .or_else(|_| read_lines(&data.join("train.jsonl")))?,
             read_lines(&data.join("val.jsonl")).unwrap_or_default(),
         ),
         SftData::WithLemmas => (
@@ -257,9 +315,13 @@ fn sft_lines(
             read_lines(&data.join("val_wl.jsonl")).unwrap_or_default(),
         ),
         SftData::NoInvoke => {
-            let train = read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
+            let train = read_lines(&data.join("sft.jsonl"))
+                .or_else(|_| read_lines(&data.join("train.jsonl")))?;
             let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
-            (train.into_iter().filter(no_invoke).collect(), val.into_iter().filter(no_invoke).collect())
+            (
+                train.into_iter().filter(no_invoke).collect(),
+                val.into_iter().filter(no_invoke).collect(),
+            )
         }
     })
 }
@@ -267,12 +329,19 @@ fn sft_lines(
 /// ProD-SFT of the pretrained model in `base` on the lines of `data` that `opts.data` selects
 /// (by default `sft.jsonl`: both the w/ and w/o lemma variants, as in the paper) for at most
 /// `opts.budget` (and `opts.max_steps`).
-pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, opts: &SftOptions, seed: u64, bars: &Bars) -> anyhow::Result<TrainSummary> {
+pub fn fine_tune_pretrained(
+    base: &Path,
+    data: &Path,
+    out: &Path,
+    opts: &SftOptions,
+    seed: u64,
+    bars: &Bars,
+) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
     let (budget, max_steps) = (opts.budget, opts.max_steps);
     let device = prod_policy::candle_core::Device::Cpu;
-    let (model, tok) =
-        prod_policy::load_model_dir(base, &device).with_context(|| format!("load the pretrained model {}", base.display()))?;
+    let (model, tok) = prod_policy::load_model_dir(base, &device)
+        .with_context(|| format!("load the pretrained model {}", base.display()))?;
     let (mut train, val) = sft_lines(data, opts.data)?;
     train.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
     let opts = ExampleOptions {
@@ -281,7 +350,8 @@ pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, opts: &SftOpti
         statement_in_loss: false,
     };
     let mut skipped = 0;
-    let mut to_examples = |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
+    let mut to_examples =
+        |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
     // A CPU step of 8 examples takes several seconds: a few thousand examples cover any budget
     // this job is given, and tokenising all of them would waste it.
     let examples = to_examples(&train[..train.len().min(4000)]);
@@ -301,9 +371,22 @@ pub fn fine_tune_pretrained(base: &Path, data: &Path, out: &Path, opts: &SftOpti
         context_tokens: PRETRAINED_CONTEXT_TOKENS,
         ..PolicyConfig::default()
     };
-    let sft = Sft { model, tok, examples, val_examples, skipped, config, max_steps };
+    let sft = Sft {
+        model,
+        tok,
+        examples,
+        val_examples,
+        skipped,
+        config,
+        max_steps,
+    };
     // Two eval-loss passes and the save of a 135M model take about a minute on 2 cores.
-    sft.run(out, start, budget.saturating_sub(Duration::from_secs(60)), bars)
+    sft.run(
+        out,
+        start,
+        budget.saturating_sub(Duration::from_secs(60)),
+        bars,
+    )
 }
 
 /// A model, its tokenizer and tokenised data, ready for a wall-clock-bounded SFT.
@@ -321,12 +404,30 @@ struct Sft {
 impl Sft {
     /// Train macro batches until `start + train_budget`, then save the model and checkpoint to
     /// `out` with `demo_train.json`.
-    fn run(self, out: &Path, start: Instant, train_budget: Duration, bars: &Bars) -> anyhow::Result<TrainSummary> {
-        let Sft { mut model, tok, examples, val_examples, skipped, config, max_steps } = self;
+    fn run(
+        self,
+        out: &Path,
+        start: Instant,
+        train_budget: Duration,
+        bars: &Bars,
+    ) -> anyhow::Result<TrainSummary> {
+        let Sft {
+            mut model,
+            tok,
+            examples,
+            val_examples,
+            skipped,
+            config,
+            max_steps,
+        } = self;
         let micro = config.micro_batch;
         let macro_batch = config.macro_batch;
         let loss = |m: &Llama| -> anyhow::Result<f64> {
-            Ok(if val_examples.is_empty() { f64::NAN } else { eval_loss(m, &val_examples, micro)? })
+            Ok(if val_examples.is_empty() {
+                f64::NAN
+            } else {
+                eval_loss(m, &val_examples, micro)?
+            })
         };
         let before = loss(&model)?;
         let mut trainer = Trainer::new(config);
@@ -336,7 +437,9 @@ impl Sft {
         let log_lines = !std::io::IsTerminal::is_terminal(&std::io::stderr());
         let mut last_line = Instant::now();
         while start.elapsed() < train_budget && max_steps.is_none_or(|m| steps < m) {
-            let batch: Vec<TrainExample> = (0..macro_batch).map(|i| examples[(pos + i) % examples.len()].clone()).collect();
+            let batch: Vec<TrainExample> = (0..macro_batch)
+                .map(|i| examples[(pos + i) % examples.len()].clone())
+                .collect();
             pos += batch.len();
             let s = trainer.step(&model, &batch)?;
             steps += 1;
@@ -344,7 +447,11 @@ impl Sft {
             pb.set_message(format!("loss {:.3}", s.loss));
             if log_lines && last_line.elapsed() >= Duration::from_secs(60) {
                 last_line = Instant::now();
-                bars.say(&format!("train: step {steps}, loss {:.3}, {:.0} s", s.loss, start.elapsed().as_secs_f64()));
+                bars.say(&format!(
+                    "train: step {steps}, loss {:.3}, {:.0} s",
+                    s.loss,
+                    start.elapsed().as_secs_f64()
+                ));
             }
         }
         pb.finish_and_clear();
@@ -363,7 +470,10 @@ impl Sft {
             eval_loss_after: after,
             seconds: start.elapsed().as_secs_f64(),
         };
-        std::fs::write(out.join("demo_train.json"), serde_json::to_string_pretty(&summary)? + "\n")?;
+        std::fs::write(
+            out.join("demo_train.json"),
+            serde_json::to_string_pretty(&summary)? + "\n",
+        )?;
         Ok(summary)
     }
 }
@@ -378,8 +488,14 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     // 1. Dataset.
     let t = Instant::now();
     if !data.join("stats.json").exists() {
-        bars.say(&format!("[1/4] building the stdlib dataset → {}", data.display()));
-        let cfg = prod_library::DatasetConfig { seed: job.seed, ..Default::default() };
+        bars.say(&format!(
+            "[1/4] building the stdlib dataset → {}",
+            data.display()
+        ));
+        let cfg = prod_library::DatasetConfig {
+            seed: job.seed,
+            ..Default::default()
+        };
         let spec = prod_library::LibrarySpec::parse("stdlib");
         let pb = bars.bar("dataset", 0);
         let cb = |done: usize, total: usize| {
@@ -390,13 +506,19 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
         pb.finish_and_clear();
     } else {
-        bars.say(&format!("[1/4] dataset {} exists, reusing it", data.display()));
+        bars.say(&format!(
+            "[1/4] dataset {} exists, reusing it",
+            data.display()
+        ));
     }
     let dataset_s = t.elapsed().as_secs_f64();
     // 2. Model: what is left of the budget after the dataset, minus ~45% for evaluation.
     let t = Instant::now();
     let train = if model_dir.join("demo_train.json").exists() {
-        bars.say(&format!("[2/4] model {} exists, reusing it", model_dir.display()));
+        bars.say(&format!(
+            "[2/4] model {} exists, reusing it",
+            model_dir.display()
+        ));
         serde_json::from_str(&std::fs::read_to_string(model_dir.join("demo_train.json"))?)?
     } else {
         let left = budget.saturating_sub(start.elapsed());
@@ -411,14 +533,30 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
                 // A 135M model samples slowly on a CPU: a bit over half trains, the rest samples
                 // and checks the trees.
                 let train_budget = left.mul_f64(0.55).max(Duration::from_secs(60));
-                bars.say(&format!("[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {}", base.display(), train_budget.as_secs_f64(), model_dir.display()));
-                fine_tune_pretrained(base, &data, &model_dir, &SftOptions::budget(train_budget), job.seed, bars)?
+                bars.say(&format!(
+                    "[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {}",
+                    base.display(),
+                    train_budget.as_secs_f64(),
+                    model_dir.display()
+                ));
+                fine_tune_pretrained(
+                    base,
+                    &data,
+                    &model_dir,
+                    &SftOptions::budget(train_budget),
+                    job.seed,
+                    bars,
+                )?
             }
             ModelBase::FromScratch => {
                 // Evaluation of a model this small is quick (its proofs rarely parse): most of
                 // the budget trains; a quarter stays for sampling and Coq.
                 let train_budget = left.mul_f64(0.75).max(Duration::from_secs(30));
-                bars.say(&format!("[2/4] training a small model from scratch for {:.0} s → {}", train_budget.as_secs_f64(), model_dir.display()));
+                bars.say(&format!(
+                    "[2/4] training a small model from scratch for {:.0} s → {}",
+                    train_budget.as_secs_f64(),
+                    model_dir.display()
+                ));
                 train_small_model(&data, &model_dir, train_budget, job.seed, bars)?
             }
         }
@@ -426,8 +564,16 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     let train_s = t.elapsed().as_secs_f64();
     // 3. Evaluation on held-out test theorems with the real Coq.
     let t = Instant::now();
-    bars.say(&format!("[3/4] proof trees for {} test theorems × {} trees, checked by Coq → {}", job.theorems, job.samples, run_dir.display()));
-    let ks: Vec<usize> = [1usize, 2, 4, 8, 16].into_iter().filter(|&k| k <= job.samples as usize).collect();
+    bars.say(&format!(
+        "[3/4] proof trees for {} test theorems × {} trees, checked by Coq → {}",
+        job.theorems,
+        job.samples,
+        run_dir.display()
+    ));
+    let ks: Vec<usize> = [1usize, 2, 4, 8, 16]
+        .into_iter()
+        .filter(|&k| k <= job.samples as usize)
+        .collect();
     let eval = EvalJob {
         model: model_dir.clone(),
         dataset: data.clone(),
@@ -463,7 +609,13 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
                 ..NativeParams::default()
             },
         },
-        coq: CoqJobConfig { workers: job.workers, step_timeout_s: 5, hammer: true, hammer_atp: false, load_paths: vec![] },
+        coq: CoqJobConfig {
+            workers: job.workers,
+            step_timeout_s: 5,
+            hammer: true,
+            hammer_atp: false,
+            load_paths: vec![],
+        },
         out: run_dir.clone(),
         cache: None,
         remote: None,
@@ -473,7 +625,9 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     let eval_s = t.elapsed().as_secs_f64();
     // 4. Report.
     report.title = match job.base {
-        ModelBase::Pretrained(_) => "ProD demo: Coq stdlib, SmolLM2-135M fine-tuned with ProD-SFT".into(),
+        ModelBase::Pretrained(_) => {
+            "ProD demo: Coq stdlib, SmolLM2-135M fine-tuned with ProD-SFT".into()
+        }
         ModelBase::FromScratch => "ProD demo: Coq stdlib, small from-scratch model".into(),
     };
     report.dataset.name = "Coq stdlib (prod dataset build --library stdlib)".into();
@@ -496,6 +650,17 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     let run_json = write_report(&run_dir, &report)?;
     let html = run_dir.join("report.html");
     std::fs::write(&html, prod_report::render_html(&report))?;
-    std::fs::write(run_dir.join("summary.md"), prod_report::render_markdown(&report))?;
-    Ok(DemoOutcome { dataset_s, train, train_s, eval_s, total_s: start.elapsed().as_secs_f64(), run_json, report_html: html })
+    std::fs::write(
+        run_dir.join("summary.md"),
+        prod_report::render_markdown(&report),
+    )?;
+    Ok(DemoOutcome {
+        dataset_s,
+        train,
+        train_s,
+        eval_s,
+        total_s: start.elapsed().as_secs_f64(),
+        run_json,
+        report_html: html,
+    })
 }

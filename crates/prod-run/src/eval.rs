@@ -50,7 +50,12 @@ pub struct Theorem {
 /// Read `split` of a dataset directory (docs/dataset.md) with full contexts from
 /// `sources.jsonl`; `limit` theorems drawn with a seeded shuffle (all when `None`).
 /// Theorems without a name (`Goal`) are left out: assembly needs a name.
-pub fn load_theorems(dir: &Path, split: &str, limit: Option<usize>, seed: u64) -> Result<Vec<Theorem>, String> {
+pub fn load_theorems(
+    dir: &Path,
+    split: &str,
+    limit: Option<usize>,
+    seed: u64,
+) -> Result<Vec<Theorem>, String> {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let path = dir.join(format!("{split}.jsonl"));
@@ -62,7 +67,11 @@ pub fn load_theorems(dir: &Path, split: &str, limit: Option<usize>, seed: u64) -
             continue;
         }
         let Some(context) = sources.get(&e.logical_path).and_then(|s| e.full_context(s)) else {
-            return Err(format!("{}: example {}: its file is not in sources.jsonl", path.display(), e.id));
+            return Err(format!(
+                "{}: example {}: its file is not in sources.jsonl",
+                path.display(),
+                e.id
+            ));
         };
         out.push(Theorem {
             id: e.id.clone(),
@@ -226,7 +235,10 @@ pub(crate) fn check_phase(
         match ConditionalProof::parse(&n.completion) {
             Err(e) => {
                 if store.verdict(n.id)?.is_none() {
-                    store.put_verdict(n.id, &Verdict::rejected(format!("not a conditional proof: {e}")))?;
+                    store.put_verdict(
+                        n.id,
+                        &Verdict::rejected(format!("not a conditional proof: {e}")),
+                    )?;
                 }
             }
             Ok(p) => {
@@ -256,7 +268,10 @@ pub(crate) fn check_phase(
 
 /// The proof as checked, with `hammer.` steps replaced by the tactic the checker found (the
 /// assembled file must not call CoqHammer's external provers).
-pub(crate) fn replaced_proof(p: &ConditionalProof, v: Option<&Verdict>) -> (ConditionalProof, bool) {
+pub(crate) fn replaced_proof(
+    p: &ConditionalProof,
+    v: Option<&Verdict>,
+) -> (ConditionalProof, bool) {
     match v {
         Some(Verdict::Proved { replacements, .. }) if !replacements.is_empty() => {
             let text = prod_check::apply_replacements(&p.proof_text(), replacements);
@@ -277,23 +292,42 @@ pub(crate) fn replaced_proof(p: &ConditionalProof, v: Option<&Verdict>) -> (Cond
 /// Solver input for a set of stored nodes: (node, stored id, has hammer replacements, the
 /// context axioms its local check accepted).
 #[allow(clippy::type_complexity)]
-pub(crate) fn solver_nodes(store: &RunStore, nodes: &[&StoredNode]) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>, Vec<Vec<String>>)> {
-    let (mut out, mut ids, mut hammer, mut axioms) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+pub(crate) fn solver_nodes(
+    store: &RunStore,
+    nodes: &[&StoredNode],
+) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>, Vec<Vec<String>>)> {
+    let (mut out, mut ids, mut hammer, mut axioms) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for n in nodes {
-        let Ok(p) = ConditionalProof::parse(&n.completion) else { continue };
+        let Ok(p) = ConditionalProof::parse(&n.completion) else {
+            continue;
+        };
         let v = store.verdict(n.id)?;
         let local = local_verdict(v.as_ref());
         let (proof, h) = replaced_proof(&p, v.as_ref());
-        out.push(Node { id: n.id.to_string(), context: n.context_key.clone(), statement: n.statement.clone(), proof, local });
+        out.push(Node {
+            id: n.id.to_string(),
+            context: n.context_key.clone(),
+            statement: n.statement.clone(),
+            proof,
+            local,
+        });
         ids.push(n.id);
         hammer.push(h);
         // Only the context's axioms: never a name the node itself proposed (an admitted lemma
         // must be proved in the assembled file, not allowed as an axiom).
-        let proposed: Vec<String> = p.lemmas().filter_map(|l| prod_coq::CoqLanguage.lemma_name(l)).collect();
+        let proposed: Vec<String> = p
+            .lemmas()
+            .filter_map(|l| prod_coq::CoqLanguage.lemma_name(l))
+            .collect();
         axioms.push(match &v {
             Some(Verdict::Proved { axioms, .. }) => axioms
                 .iter()
-                .filter(|a| !proposed.iter().any(|n| a.as_str() == n || a.rsplit('.').next() == Some(n.as_str())))
+                .filter(|a| {
+                    !proposed
+                        .iter()
+                        .any(|n| a.as_str() == n || a.rsplit('.').next() == Some(n.as_str()))
+                })
                 .cloned()
                 .collect(),
             _ => vec![],
@@ -313,8 +347,17 @@ pub(crate) fn global_name(g: GlobalVerdict) -> &'static str {
 /// The complete file for a cold re-check of `root` (as `prod dataset validate --trees` does):
 /// CoqHammer's tactic library when needed, the context, the assembled lemmas and root, the
 /// `End`s of the enclosing scopes. Returns (file, name to check).
-pub(crate) fn final_file(theorem: &Theorem, assembled_text: &str, root_name: &str, needs_hammer: bool) -> (String, String) {
-    let mut file = if needs_hammer { format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT) } else { String::new() };
+pub(crate) fn final_file(
+    theorem: &Theorem,
+    assembled_text: &str,
+    root_name: &str,
+    needs_hammer: bool,
+) -> (String, String) {
+    let mut file = if needs_hammer {
+        format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT)
+    } else {
+        String::new()
+    };
     file.push_str(&theorem.context);
     file.push('\n');
     file.push_str(prod_check_coq::AFTER_CONTEXT);
@@ -339,7 +382,10 @@ pub(crate) fn final_file(theorem: &Theorem, assembled_text: &str, root_name: &st
 }
 
 fn uses_hammer_tactics(text: &str) -> bool {
-    prod_coq::identifiers(text).into_iter().any(|r| text.get(r).is_some_and(|id| prod_coq::COQHAMMER_TACTICS.contains(&id)))
+    prod_coq::identifiers(text).into_iter().any(|r| {
+        text.get(r)
+            .is_some_and(|id| prod_coq::COQHAMMER_TACTICS.contains(&id))
+    })
 }
 
 /// Run (or resume) one evaluation in `store` under `round`/`phase` (e.g. 0/"eval").
@@ -357,8 +403,10 @@ pub fn run_eval(
 ) -> anyhow::Result<EvalResult> {
     let lang = setup.lang;
     let mut times = PhaseTimes::default();
-    let ids: Vec<(String, String)> =
-        theorems.iter().map(|t| (t.id.clone(), serde_json::to_string(t).unwrap_or_default())).collect();
+    let ids: Vec<(String, String)> = theorems
+        .iter()
+        .map(|t| (t.id.clone(), serde_json::to_string(t).unwrap_or_default()))
+        .collect();
     if round == 0 {
         store.ensure_theorems(&ids)?;
     }
@@ -368,7 +416,10 @@ pub fn run_eval(
     let nodes = if store.is_done(round, &sample_phase)? {
         store.nodes(round, phase)?
     } else {
-        let roots: Vec<TreeGoal> = theorems.iter().map(|t| TreeGoal::new(t.context.clone(), t.statement.clone())).collect();
+        let roots: Vec<TreeGoal> = theorems
+            .iter()
+            .map(|t| TreeGoal::new(t.context.clone(), t.statement.clone()))
+            .collect();
         // Upper bound for the bar: roots × trees at depth 0 (deeper levels extend it).
         let pb = bars.bar("sample", roots.len() * opts.samples as usize);
         let tick = |n: usize| pb.inc(n as u64);
@@ -431,7 +482,9 @@ pub fn run_eval(
         }
         for (i, n) in in_tree.iter().enumerate() {
             let Some(th) = n.theorem else { continue };
-            let Some(th_u) = usize::try_from(th).ok().filter(|&x| x < theorems.len()) else { continue };
+            let Some(th_u) = usize::try_from(th).ok().filter(|&x| x < theorems.len()) else {
+                continue;
+            };
             let Some(si) = sids.iter().position(|&x| x == n.id) else {
                 // Unparsable root: a judged, failed sample.
                 outcome[th_u].0 += 1;
@@ -446,24 +499,47 @@ pub fn run_eval(
                         Ok(a) => a,
                         Err(e) => {
                             // Cannot be assembled (no name): judged as not proved, said loudly.
-                            eprintln!("warning: theorem {}: tree {tree}: cannot assemble: {e}", theorems[th_u].id);
+                            eprintln!(
+                                "warning: theorem {}: tree {tree}: cannot assemble: {e}",
+                                theorems[th_u].id
+                            );
                             outcome[th_u].0 += 1;
                             continue;
                         }
                     };
-                    let needs_hammer = assembled.lemmas.iter().any(|l| hammer.get(l.node).copied().unwrap_or(false))
-                        || uses_hammer_tactics(&assembled.text);
-                    let (file, root) = final_file(&theorems[th_u], &assembled.text, &assembled.root().name, needs_hammer);
-                    // The context's own axioms, as the local checks accepted them.
-                    let mut allowed: Vec<String> = assembled.lemmas.iter().flat_map(|l| axioms.get(l.node).cloned().unwrap_or_default()).collect();
-                    allowed.retain(|a| !assembled.lemmas.iter().any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str())));
-                    allowed.sort();
-                    allowed.dedup();
-                    let sampled_only = assembled
+                    let needs_hammer = assembled
                         .lemmas
                         .iter()
-                        .all(|l| sids.get(l.node).and_then(|id| origin_of.get(id)) == Some(&"sampled"));
-                    let proved = ProvedTree { height: solution.height(si), assembled: assembled.text.clone(), sampled_only };
+                        .any(|l| hammer.get(l.node).copied().unwrap_or(false))
+                        || uses_hammer_tactics(&assembled.text);
+                    let (file, root) = final_file(
+                        &theorems[th_u],
+                        &assembled.text,
+                        &assembled.root().name,
+                        needs_hammer,
+                    );
+                    // The context's own axioms, as the local checks accepted them.
+                    let mut allowed: Vec<String> = assembled
+                        .lemmas
+                        .iter()
+                        .flat_map(|l| axioms.get(l.node).cloned().unwrap_or_default())
+                        .collect();
+                    allowed.retain(|a| {
+                        !assembled
+                            .lemmas
+                            .iter()
+                            .any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str()))
+                    });
+                    allowed.sort();
+                    allowed.dedup();
+                    let sampled_only = assembled.lemmas.iter().all(|l| {
+                        sids.get(l.node).and_then(|id| origin_of.get(id)) == Some(&"sampled")
+                    });
+                    let proved = ProvedTree {
+                        height: solution.height(si),
+                        assembled: assembled.text.clone(),
+                        sampled_only,
+                    };
                     final_jobs.push((th_u, tree, file, root, allowed, proved));
                 }
             }
@@ -478,7 +554,13 @@ pub fn run_eval(
         let v = match store.final_verdict(round, phase, th as i64, tree)? {
             Some(v) => v,
             None => {
-                let v = prod_check_coq::final_check(&file, &root, &allowed, setup.coq, Duration::from_secs(opts.final_timeout_s));
+                let v = prod_check_coq::final_check(
+                    &file,
+                    &root,
+                    &allowed,
+                    setup.coq,
+                    Duration::from_secs(opts.final_timeout_s),
+                );
                 store.put_final(round, phase, th as i64, tree, &v, &file)?;
                 v
             }
@@ -494,10 +576,17 @@ pub fn run_eval(
                     (a, b) => a.or(b),
                 };
             }
-            Verdict::Infra { message } => eprintln!("warning: theorem {}: tree {tree}: final check infra: {message}", theorems[th].id),
+            Verdict::Infra { message } => eprintln!(
+                "warning: theorem {}: tree {tree}: final check infra: {message}",
+                theorems[th].id
+            ),
             other => {
                 // Locally checked nodes that do not compile together: a real failure, reported.
-                eprintln!("warning: theorem {}: tree {tree}: assembled proof failed the cold check: {}", theorems[th].id, other.message());
+                eprintln!(
+                    "warning: theorem {}: tree {tree}: assembled proof failed the cold check: {}",
+                    theorems[th].id,
+                    other.message()
+                );
                 outcome[th].0 += 1;
             }
         }
@@ -505,7 +594,13 @@ pub fn run_eval(
     pb.finish_and_clear();
     times.final_s = t.elapsed().as_secs_f64();
     // --- metrics ------------------------------------------------------------------------------
-    let outcomes: Vec<TheoremOutcome> = outcome.iter().map(|o| TheoremOutcome { samples: o.0, correct: o.1 }).collect();
+    let outcomes: Vec<TheoremOutcome> = outcome
+        .iter()
+        .map(|o| TheoremOutcome {
+            samples: o.0,
+            correct: o.1,
+        })
+        .collect();
     let pass_at_k: Vec<PassAtK> = opts
         .ks
         .iter()
@@ -564,6 +659,17 @@ pub fn run_eval(
         sampled_trees_height_ge1: Some(details.sampled_trees_height_ge1),
         examples: details.examples,
     };
-    let per_theorem = theorems.iter().zip(&outcome).map(|(t, o)| (t.id.clone(), o.0, o.1, o.2)).collect();
-    Ok(EvalResult { evaluation, times, per_theorem, nodes: nodes.len(), parsed_nodes: parsed, locally_correct: correct })
+    let per_theorem = theorems
+        .iter()
+        .zip(&outcome)
+        .map(|(t, o)| (t.id.clone(), o.0, o.1, o.2))
+        .collect();
+    Ok(EvalResult {
+        evaluation,
+        times,
+        per_theorem,
+        nodes: nodes.len(),
+        parsed_nodes: parsed,
+        locally_correct: correct,
+    })
 }

@@ -79,7 +79,10 @@ fn is_hypothesis(line: &str) -> bool {
     match line.split_once(" : ") {
         Some((lhs, _)) => {
             let lhs = lhs.trim();
-            !lhs.is_empty() && lhs.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '\'' | ' ' | ','))
+            !lhs.is_empty()
+                && lhs
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '\'' | ' ' | ','))
         }
         None => false,
     }
@@ -121,7 +124,10 @@ pub(crate) fn headline(message: &str) -> String {
             first = &rest[at..];
         }
     }
-    let line: String = first.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let line: String = first
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     cut(&line, FAILURE_CHARS)
 }
 
@@ -153,10 +159,16 @@ fn walk(inp: &Inputs<'_>, index: &HashMap<u32, GoalIndex<'_>>, roots: &[usize]) 
         }
         out.push(i);
         let n = &inp.nodes[i];
-        let Ok(p) = ConditionalProof::parse(&n.completion) else { continue };
-        let Some(goals) = index.get(&n.tree) else { continue };
+        let Ok(p) = ConditionalProof::parse(&n.completion) else {
+            continue;
+        };
+        let Some(goals) = index.get(&n.tree) else {
+            continue;
+        };
         for l in p.lemmas() {
-            if let Some(children) = goals.get(&(n.context_key.as_str(), inp.lang.normalize_statement(l))) {
+            if let Some(children) =
+                goals.get(&(n.context_key.as_str(), inp.lang.normalize_statement(l)))
+            {
                 queue.extend(children.iter().copied().filter(|c| !seen.contains(c)));
             }
         }
@@ -179,7 +191,10 @@ fn example(inp: &Inputs<'_>, kind: &str, th: usize, tree: u32, members: &[usize]
                 origin: n.origin.clone(),
                 verdict: kind_name(v).to_string(),
                 message: node_message(v),
-                global: inp.globals.get(&n.id).map_or_else(String::new, |g| global_name(*g).to_string()),
+                global: inp
+                    .globals
+                    .get(&n.id)
+                    .map_or_else(String::new, |g| global_name(*g).to_string()),
                 lemmas: ConditionalProof::parse(&n.completion)
                     .map(|p| p.lemmas().map(|l| cut(l.trim(), STATEMENT_CHARS)).collect())
                     .unwrap_or_default(),
@@ -189,7 +204,11 @@ fn example(inp: &Inputs<'_>, kind: &str, th: usize, tree: u32, members: &[usize]
     let t = &inp.theorems[th];
     ExampleTree {
         kind: kind.to_string(),
-        theorem: if t.qualified_name.is_empty() { t.id.clone() } else { t.qualified_name.clone() },
+        theorem: if t.qualified_name.is_empty() {
+            t.id.clone()
+        } else {
+            t.qualified_name.clone()
+        },
         tree,
         proved: proved.is_some(),
         height: proved.and_then(|p| p.height),
@@ -241,11 +260,18 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
     o.top_failures = top
         .into_iter()
         .take(TOP_FAILURES)
-        .map(|((kind, message), count)| FailureCount { kind: kind.to_string(), message, count })
+        .map(|((kind, message), count)| FailureCount {
+            kind: kind.to_string(),
+            message,
+            count,
+        })
         .collect();
     d.use_invoke_share_root = (roots > 0).then(|| use_invoke as f64 / roots as f64);
-    d.sampled_trees_height_ge1 =
-        inp.proved.values().filter(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1)).count();
+    d.sampled_trees_height_ge1 = inp
+        .proved
+        .values()
+        .filter(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1))
+        .count();
 
     // --- trees per theorem ------------------------------------------------------------------
     let mut index: HashMap<u32, GoalIndex<'_>> = HashMap::new();
@@ -254,11 +280,18 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
         index
             .entry(n.tree)
             .or_default()
-            .entry((n.context_key.as_str(), inp.lang.normalize_statement(&n.statement)))
+            .entry((
+                n.context_key.as_str(),
+                inp.lang.normalize_statement(&n.statement),
+            ))
             .or_default()
             .push(i);
         if n.depth == 0 {
-            if let Some(th) = n.theorem.and_then(|t| usize::try_from(t).ok()).filter(|&t| t < inp.theorems.len()) {
+            if let Some(th) = n
+                .theorem
+                .and_then(|t| usize::try_from(t).ok())
+                .filter(|&t| t < inp.theorems.len())
+            {
                 root_nodes.entry((th, n.tree)).or_default().push(i);
             }
         }
@@ -273,11 +306,20 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             nodes += m.len();
             correct += m
                 .iter()
-                .filter(|&&i| matches!(inp.verdicts.get(&inp.nodes[i].id), Some(Some(Verdict::Proved { .. }))))
+                .filter(|&&i| {
+                    matches!(
+                        inp.verdicts.get(&inp.nodes[i].id),
+                        Some(Some(Verdict::Proved { .. }))
+                    )
+                })
                 .count();
         }
-        let proving: Vec<(u32, Option<u32>)> =
-            inp.proved.iter().filter(|((p, _), _)| *p == th).map(|((_, tree), p)| (*tree, p.height)).collect();
+        let proving: Vec<(u32, Option<u32>)> = inp
+            .proved
+            .iter()
+            .filter(|((p, _), _)| *p == th)
+            .map(|((_, tree), p)| (*tree, p.height))
+            .collect();
         let (judged, proved) = inp.judged.get(th).copied().unwrap_or_default();
         d.theorems.push(TheoremDetail {
             id: t.id.clone(),
@@ -296,32 +338,58 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
 
     // --- examples ---------------------------------------------------------------------------
     let pick = |want: &dyn Fn(usize, u32, &[usize]) -> bool| {
-        members.iter().find(|((th, tree), m)| want(*th, *tree, m)).map(|(k, m)| (*k, m.clone()))
+        members
+            .iter()
+            .find(|((th, tree), m)| want(*th, *tree, m))
+            .map(|(k, m)| (*k, m.clone()))
     };
     let proved_at = |th: usize, tree: u32| inp.proved.get(&(th, tree));
     let mut examples = Vec::new();
-    let deep =
-        pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1)))
-            .or_else(|| pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.height.is_some_and(|h| h >= 1))));
+    let deep = pick(&|th, tree, _| {
+        proved_at(th, tree).is_some_and(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1))
+    })
+    .or_else(|| {
+        pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.height.is_some_and(|h| h >= 1)))
+    });
     if let Some(((th, tree), m)) = deep {
         examples.push(example(inp, "proved with proposed lemmas", th, tree, &m));
     }
-    if let Some(((th, tree), m)) = pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.height == Some(0))) {
+    if let Some(((th, tree), m)) =
+        pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.height == Some(0)))
+    {
         examples.push(example(inp, "proved by a flat proof", th, tree, &m));
     }
-    let proposes = |i: usize| ConditionalProof::parse(&inp.nodes[i].completion).is_ok_and(|p| p.lemma_count() > 0);
-    let root_proved = |i: usize| matches!(inp.verdicts.get(&inp.nodes[i].id), Some(Some(Verdict::Proved { .. })));
+    let proposes = |i: usize| {
+        ConditionalProof::parse(&inp.nodes[i].completion).is_ok_and(|p| p.lemma_count() > 0)
+    };
+    let root_proved = |i: usize| {
+        matches!(
+            inp.verdicts.get(&inp.nodes[i].id),
+            Some(Some(Verdict::Proved { .. }))
+        )
+    };
     // A failed tree whose root proposes lemmas: preferably one whose root itself checked, so
     // that the failure is in a lemma.
-    let decided = |i: usize| inp.globals.get(&inp.nodes[i].id) != Some(&GlobalVerdict::Undetermined);
+    let decided =
+        |i: usize| inp.globals.get(&inp.nodes[i].id) != Some(&GlobalVerdict::Undetermined);
     let failed = pick(&|th, tree, m| {
-        proved_at(th, tree).is_none() && m.first().is_some_and(|&r| proposes(r) && decided(r) && root_proved(r))
+        proved_at(th, tree).is_none()
+            && m.first()
+                .is_some_and(|&r| proposes(r) && decided(r) && root_proved(r))
     })
     .or_else(|| {
-        pick(&|th, tree, m| proved_at(th, tree).is_none() && m.first().is_some_and(|&r| proposes(r) && decided(r)))
+        pick(&|th, tree, m| {
+            proved_at(th, tree).is_none() && m.first().is_some_and(|&r| proposes(r) && decided(r))
+        })
     });
     if let Some(((th, tree), m)) = failed {
-        examples.push(example(inp, "not proved, with proposed lemmas", th, tree, &m));
+        examples.push(example(
+            inp,
+            "not proved, with proposed lemmas",
+            th,
+            tree,
+            &m,
+        ));
     }
     d.examples = examples;
     d
@@ -333,13 +401,17 @@ mod tests {
 
     #[test]
     fn headline_skips_the_environment() {
-        let m = "In environment\nn, m : nat\nH : n = m\nUnable to unify \"n + 0\" with \"n\".\nmore";
+        let m =
+            "In environment\nn, m : nat\nH : n = m\nUnable to unify \"n + 0\" with \"n\".\nmore";
         assert_eq!(headline(m), "Unable to unify \"n + 0\" with \"n\".");
         assert_eq!(headline("  \nNo such goal.\n"), "No such goal.");
         assert_eq!(headline(""), "");
         let folded = "In environment m : nat H : The x = y Unable to unify \"m\" with \"m + 0\".";
         assert_eq!(headline(folded), "Unable to unify \"m\" with \"m + 0\".");
-        assert_eq!(headline("In environment x : nat oops"), "In environment x : nat oops");
+        assert_eq!(
+            headline("In environment x : nat oops"),
+            "In environment x : nat oops"
+        );
         assert_eq!(headline(&"x".repeat(500)).chars().count(), FAILURE_CHARS);
     }
 }

@@ -207,12 +207,21 @@ impl NativePolicy {
     /// With [`FirstToken::T0`], the `t0` drawn for each unforced request (its own stream,
     /// seeded by its sequence number, so the choice does not depend on the rest of the call);
     /// `None` for forced requests and with [`FirstToken::Free`].
-    fn choose_t0(&self, requests: &[SampleRequest<'_>], first_seq: u64) -> Result<Vec<Option<T0>>, PolicyError> {
+    fn choose_t0(
+        &self,
+        requests: &[SampleRequest<'_>],
+        first_seq: u64,
+    ) -> Result<Vec<Option<T0>>, PolicyError> {
         if self.params.first_token == FirstToken::Free {
             return Ok(vec![None; requests.len()]);
         }
-        let free: Vec<usize> = (0..requests.len()).filter(|&i| requests[i].forced_t0.is_none()).collect();
-        let mut goals: Vec<(&str, &str)> = free.iter().map(|&i| (requests[i].context, requests[i].statement)).collect();
+        let free: Vec<usize> = (0..requests.len())
+            .filter(|&i| requests[i].forced_t0.is_none())
+            .collect();
+        let mut goals: Vec<(&str, &str)> = free
+            .iter()
+            .map(|&i| (requests[i].context, requests[i].statement))
+            .collect();
         goals.sort();
         goals.dedup();
         let p = self.pair_scores(&goals, self.tok.use_invoke_id(), self.tok.no_invoke_id())?;
@@ -220,9 +229,16 @@ impl NativePolicy {
         for i in free {
             let g = (requests[i].context, requests[i].statement);
             let p_use = goals.binary_search(&g).map(|k| p[k]).unwrap_or(0.0);
-            let u = rand::Rng::gen::<f64>(&mut rand::rngs::StdRng::seed_from_u64(mix_seed(self.params.seed ^ T0_STREAM, first_seq + i as u64)));
+            let u = rand::Rng::gen::<f64>(&mut rand::rngs::StdRng::seed_from_u64(mix_seed(
+                self.params.seed ^ T0_STREAM,
+                first_seq + i as u64,
+            )));
             let use_invoke = u < tempered(p_use, self.params.temperature);
-            out[i] = Some(if use_invoke { T0::UseInvoke } else { T0::NoInvoke });
+            out[i] = Some(if use_invoke {
+                T0::UseInvoke
+            } else {
+                T0::NoInvoke
+            });
         }
         Ok(out)
     }
@@ -265,7 +281,10 @@ impl SeqPolicy for NativePolicy {
         let requests: Vec<SampleRequest<'_>> = requests
             .iter()
             .zip(&chosen)
-            .map(|(r, c)| SampleRequest { forced_t0: r.forced_t0.or(*c), ..*r })
+            .map(|(r, c)| SampleRequest {
+                forced_t0: r.forced_t0.or(*c),
+                ..*r
+            })
             .collect();
         // One prompt per distinct request (same context, statement and forced token); `None`
         // when it cannot be built (a proposed lemma with an empty statement) or leaves no room:
@@ -312,7 +331,10 @@ impl SeqPolicy for NativePolicy {
             .map_err(|e| PolicyError(e.to_string()))?;
         for (&(i, _), s) in asked.iter().zip(samples) {
             self.generated_tokens += s.ids.len();
-            let text = self.tok.decode(&s.ids).map_err(|e| PolicyError(e.to_string()))?;
+            let text = self
+                .tok
+                .decode(&s.ids)
+                .map_err(|e| PolicyError(e.to_string()))?;
             // A `t0` chosen here is part of the completion (a forced one the caller puts back).
             out[i] = match chosen[i] {
                 Some(t0) => format!("{}{text}", t0.token()),

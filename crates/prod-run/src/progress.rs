@@ -12,7 +12,9 @@ impl Bars {
     /// Bars shown only on a terminal.
     pub fn terminal(json: bool) -> Self {
         use std::io::IsTerminal;
-        Bars { enabled: !json && std::io::stderr().is_terminal() }
+        Bars {
+            enabled: !json && std::io::stderr().is_terminal(),
+        }
     }
 
     pub fn hidden() -> Self {
@@ -25,9 +27,9 @@ impl Bars {
             return ProgressBar::hidden();
         }
         let pb = ProgressBar::new(len as u64);
-        if let Ok(style) =
-            ProgressStyle::with_template("{prefix:>7} [{bar:30}] {pos}/{len} {per_sec} {elapsed} {msg}")
-        {
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix:>7} [{bar:30}] {pos}/{len} {per_sec} {elapsed} {msg}",
+        ) {
             pb.set_style(style.progress_chars("=> "));
         }
         pb.set_prefix(phase.to_string());

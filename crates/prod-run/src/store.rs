@@ -181,36 +181,48 @@ impl V {
         match self {
             V::Null => Ok(None),
             V::I(i) => Ok(Some(*i)),
-            other => Err(StoreError::Mismatch(format!("expected an integer column, found {other:?}"))),
+            other => Err(StoreError::Mismatch(format!(
+                "expected an integer column, found {other:?}"
+            ))),
         }
     }
     fn i(&self) -> Result<i64> {
-        self.oi()?.ok_or_else(|| StoreError::Mismatch("unexpected NULL integer".into()))
+        self.oi()?
+            .ok_or_else(|| StoreError::Mismatch("unexpected NULL integer".into()))
     }
     fn u32(&self) -> Result<u32> {
-        u32::try_from(self.i()?).map_err(|_| StoreError::Mismatch(format!("integer out of range: {self:?}")))
+        u32::try_from(self.i()?)
+            .map_err(|_| StoreError::Mismatch(format!("integer out of range: {self:?}")))
     }
     fn ou32(&self) -> Result<Option<u32>> {
         self.oi()?
-            .map(|i| u32::try_from(i).map_err(|_| StoreError::Mismatch(format!("integer out of range: {i}"))))
+            .map(|i| {
+                u32::try_from(i)
+                    .map_err(|_| StoreError::Mismatch(format!("integer out of range: {i}")))
+            })
             .transpose()
     }
     fn f(&self) -> Result<f64> {
         match self {
             V::F(f) => Ok(*f),
             V::I(i) => Ok(*i as f64),
-            other => Err(StoreError::Mismatch(format!("expected a number column, found {other:?}"))),
+            other => Err(StoreError::Mismatch(format!(
+                "expected a number column, found {other:?}"
+            ))),
         }
     }
     fn ot(&self) -> Result<Option<String>> {
         match self {
             V::Null => Ok(None),
             V::T(t) => Ok(Some(t.clone())),
-            other => Err(StoreError::Mismatch(format!("expected a text column, found {other:?}"))),
+            other => Err(StoreError::Mismatch(format!(
+                "expected a text column, found {other:?}"
+            ))),
         }
     }
     fn t(&self) -> Result<String> {
-        self.ot()?.ok_or_else(|| StoreError::Mismatch("unexpected NULL text".into()))
+        self.ot()?
+            .ok_or_else(|| StoreError::Mismatch("unexpected NULL text".into()))
     }
 }
 
@@ -256,7 +268,9 @@ impl Sql for Lite<'_> {
                     ValueRef::Null => V::Null,
                     ValueRef::Integer(i) => V::I(i),
                     ValueRef::Real(f) => V::F(f),
-                    ValueRef::Text(t) | ValueRef::Blob(t) => V::T(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Text(t) | ValueRef::Blob(t) => {
+                        V::T(String::from_utf8_lossy(t).into_owned())
+                    }
                 });
             }
             out.push(row);
@@ -285,14 +299,16 @@ fn pg_params<'a>(params: &'a [P<'a>]) -> Vec<Box<dyn postgres::types::ToSql + Sy
 impl<C: postgres::GenericClient> Sql for Pg<'_, C> {
     fn exec(&mut self, sql: &str, params: &[P<'_>]) -> Result<u64> {
         let boxed = pg_params(params);
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            boxed.iter().map(|b| b.as_ref()).collect();
         Ok(self.0.execute(sql, &refs)?)
     }
 
     fn rows(&mut self, sql: &str, params: &[P<'_>]) -> Result<Vec<Vec<V>>> {
         use postgres::types::Type;
         let boxed = pg_params(params);
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            boxed.iter().map(|b| b.as_ref()).collect();
         let mut out = Vec::new();
         for r in self.0.query(sql, &refs)? {
             let mut row = Vec::with_capacity(r.len());
@@ -301,7 +317,8 @@ impl<C: postgres::GenericClient> Sql for Pg<'_, C> {
                 let v = if *t == Type::INT8 {
                     r.try_get::<_, Option<i64>>(i)?.map_or(V::Null, V::I)
                 } else if *t == Type::INT4 {
-                    r.try_get::<_, Option<i32>>(i)?.map_or(V::Null, |x| V::I(x.into()))
+                    r.try_get::<_, Option<i32>>(i)?
+                        .map_or(V::Null, |x| V::I(x.into()))
                 } else if *t == Type::FLOAT8 {
                     r.try_get::<_, Option<f64>>(i)?.map_or(V::Null, V::F)
                 } else {
@@ -317,17 +334,30 @@ impl<C: postgres::GenericClient> Sql for Pg<'_, C> {
 
 /// The PostgreSQL schema of run `run`: `[A-Za-z0-9_-]`, at most 40 characters.
 pub fn postgres_schema(run: &str) -> std::result::Result<String, String> {
-    if run.is_empty() || run.len() > 40 || !run.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(format!("run name {run:?}: use 1 to 40 letters, digits, `_` or `-`"));
+    if run.is_empty()
+        || run.len() > 40
+        || !run
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "run name {run:?}: use 1 to 40 letters, digits, `_` or `-`"
+        ));
     }
-    Ok(format!("prod_run_{}", run.to_ascii_lowercase().replace('-', "_")))
+    Ok(format!(
+        "prod_run_{}",
+        run.to_ascii_lowercase().replace('-', "_")
+    ))
 }
 
 impl RunStore {
     /// Open (creating if needed) `RUN_DIR/run.sqlite`.
     pub fn open_dir(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Mismatch(format!("cannot create run directory {}: {e}", dir.display()))
+            StoreError::Mismatch(format!(
+                "cannot create run directory {}: {e}",
+                dir.display()
+            ))
         })?;
         Self::open(&dir.join("run.sqlite"))
     }
@@ -347,7 +377,9 @@ impl RunStore {
         let _ = conn.pragma_update(None, "synchronous", "NORMAL");
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.execute_batch(SCHEMA_SQLITE)?;
-        Ok(RunStore { db: Db::Sqlite(Mutex::new(conn)) })
+        Ok(RunStore {
+            db: Db::Sqlite(Mutex::new(conn)),
+        })
     }
 
     /// Open (creating if needed) run `run` in a PostgreSQL database (`url`: a `postgres://`
@@ -357,13 +389,18 @@ impl RunStore {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         // One process at a time sets up tables (concurrent `CREATE … IF NOT EXISTS` can collide).
         let mut tx = client.transaction()?;
-        tx.batch_execute(&format!("SELECT pg_advisory_xact_lock({});", prod_queue::SCHEMA_LOCK))?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock({});",
+            prod_queue::SCHEMA_LOCK
+        ))?;
         tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\";"))?;
         tx.batch_execute(&format!("SET LOCAL search_path TO \"{schema}\";"))?;
         tx.batch_execute(SCHEMA_POSTGRES)?;
         tx.commit()?;
         client.batch_execute(&format!("SET search_path TO \"{schema}\";"))?;
-        Ok(RunStore { db: Db::Postgres(Mutex::new(client)) })
+        Ok(RunStore {
+            db: Db::Postgres(Mutex::new(client)),
+        })
     }
 
     /// `sqlite` or `postgres`.
@@ -412,7 +449,11 @@ impl RunStore {
 
     /// The first column of the first row, if any.
     fn one(&self, sql: &str, params: &[P<'_>]) -> Result<Option<V>> {
-        Ok(self.rows(sql, params)?.into_iter().next().and_then(|r| r.into_iter().next()))
+        Ok(self
+            .rows(sql, params)?
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next()))
     }
 
     fn count(&self, sql: &str, params: &[P<'_>]) -> Result<i64> {
@@ -422,7 +463,9 @@ impl RunStore {
     // --- meta / config -------------------------------------------------------------------
 
     pub fn get_meta(&self, key: &str) -> Result<Option<String>> {
-        self.one("SELECT value FROM meta WHERE key = $1", &[P::T(key)])?.map(|v| v.t()).transpose()
+        self.one("SELECT value FROM meta WHERE key = $1", &[P::T(key)])?
+            .map(|v| v.t())
+            .transpose()
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
@@ -452,12 +495,17 @@ impl RunStore {
     /// Stores a context text once; returns its key.
     pub fn put_context(&self, text: &str) -> Result<String> {
         let key = hash_fields(&[text]);
-        self.exec("INSERT INTO contexts (key, text) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[P::T(&key), P::T(text)])?;
+        self.exec(
+            "INSERT INTO contexts (key, text) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+            &[P::T(&key), P::T(text)],
+        )?;
         Ok(key)
     }
 
     pub fn context(&self, key: &str) -> Result<Option<String>> {
-        self.one("SELECT text FROM contexts WHERE key = $1", &[P::T(key)])?.map(|v| v.t()).transpose()
+        self.one("SELECT text FROM contexts WHERE key = $1", &[P::T(key)])?
+            .map(|v| v.t())
+            .transpose()
     }
 
     /// Theorems of the run, by index: `(id, data JSON)`. Stored once; a resume must list the
@@ -467,13 +515,20 @@ impl RunStore {
             let ids = c.rows("SELECT id FROM theorems ORDER BY idx", &[])?;
             if ids.is_empty() {
                 for (i, (id, data)) in theorems.iter().enumerate() {
-                    c.exec("INSERT INTO theorems (idx, id, data) VALUES ($1, $2, $3)", &[P::I(i as i64), P::T(id), P::T(data)])?;
+                    c.exec(
+                        "INSERT INTO theorems (idx, id, data) VALUES ($1, $2, $3)",
+                        &[P::I(i as i64), P::T(id), P::T(data)],
+                    )?;
                 }
             }
-            ids.iter().map(|r| r[0].t()).collect::<Result<Vec<String>>>()
+            ids.iter()
+                .map(|r| r[0].t())
+                .collect::<Result<Vec<String>>>()
         })?;
         if !ids.is_empty() && ids.iter().ne(theorems.iter().map(|t| &t.0)) {
-            return Err(StoreError::Mismatch("the theorem list differs from the one this run started with".into()));
+            return Err(StoreError::Mismatch(
+                "the theorem list differs from the one this run started with".into(),
+            ));
         }
         Ok(())
     }
@@ -481,7 +536,13 @@ impl RunStore {
     // --- sample log ----------------------------------------------------------------------
 
     /// The logged answer to request `seq` of (round, phase), checking the request hash.
-    pub fn logged_answer(&self, round: u32, phase: &str, seq: u64, request: &str) -> Result<Option<String>> {
+    pub fn logged_answer(
+        &self,
+        round: u32,
+        phase: &str,
+        seq: u64,
+        request: &str,
+    ) -> Result<Option<String>> {
         let row = self
             .rows(
                 "SELECT request, answer FROM sample_log WHERE round = $1 AND phase = $2 AND seq = $3",
@@ -499,7 +560,13 @@ impl RunStore {
     }
 
     /// Logs answers `first_seq..` in one transaction.
-    pub fn log_answers(&self, round: u32, phase: &str, first_seq: u64, entries: &[(String, String)]) -> Result<()> {
+    pub fn log_answers(
+        &self,
+        round: u32,
+        phase: &str,
+        first_seq: u64,
+        entries: &[(String, String)],
+    ) -> Result<()> {
         self.tx(|c| {
             for (i, (req, ans)) in entries.iter().enumerate() {
                 c.exec(
@@ -513,7 +580,10 @@ impl RunStore {
     }
 
     pub fn log_len(&self, round: u32, phase: &str) -> Result<u64> {
-        let n = self.count("SELECT COUNT(*) FROM sample_log WHERE round = $1 AND phase = $2", &[P::I(round.into()), P::T(phase)])?;
+        let n = self.count(
+            "SELECT COUNT(*) FROM sample_log WHERE round = $1 AND phase = $2",
+            &[P::I(round.into()), P::T(phase)],
+        )?;
         Ok(n as u64)
     }
 
@@ -526,7 +596,9 @@ impl RunStore {
         if !existing.is_empty() {
             let same = existing.len() == nodes.len()
                 && existing.iter().zip(nodes).all(|(a, b)| {
-                    a.statement == b.statement && a.completion == b.completion && a.context_key == b.context_key
+                    a.statement == b.statement
+                        && a.completion == b.completion
+                        && a.context_key == b.context_key
                 });
             if !same {
                 return Err(StoreError::Mismatch(format!(
@@ -604,7 +676,10 @@ impl RunStore {
     }
 
     pub fn verdict(&self, node: i64) -> Result<Option<Verdict>> {
-        match self.one("SELECT verdict FROM verdicts WHERE node = $1", &[P::I(node)])? {
+        match self.one(
+            "SELECT verdict FROM verdicts WHERE node = $1",
+            &[P::I(node)],
+        )? {
             Some(t) => Ok(Some(serde_json::from_str(&t.t()?)?)),
             None => Ok(None),
         }
@@ -626,14 +701,25 @@ impl RunStore {
     }
 
     pub fn global(&self, node: i64) -> Result<Option<(String, Option<u32>)>> {
-        self.rows("SELECT global, height FROM globals WHERE node = $1", &[P::I(node)])?
-            .first()
-            .map(|r| Ok((r[0].t()?, r[1].ou32()?)))
-            .transpose()
+        self.rows(
+            "SELECT global, height FROM globals WHERE node = $1",
+            &[P::I(node)],
+        )?
+        .first()
+        .map(|r| Ok((r[0].t()?, r[1].ou32()?)))
+        .transpose()
     }
 
     /// The cold re-check of one assembled tree; `Infra` is not stored (retried on resume).
-    pub fn put_final(&self, round: u32, phase: &str, theorem: i64, tree: u32, verdict: &Verdict, file: &str) -> Result<bool> {
+    pub fn put_final(
+        &self,
+        round: u32,
+        phase: &str,
+        theorem: i64,
+        tree: u32,
+        verdict: &Verdict,
+        file: &str,
+    ) -> Result<bool> {
         if !verdict.is_cacheable() {
             return Ok(false);
         }
@@ -646,7 +732,13 @@ impl RunStore {
         Ok(true)
     }
 
-    pub fn final_verdict(&self, round: u32, phase: &str, theorem: i64, tree: u32) -> Result<Option<Verdict>> {
+    pub fn final_verdict(
+        &self,
+        round: u32,
+        phase: &str,
+        theorem: i64,
+        tree: u32,
+    ) -> Result<Option<Verdict>> {
         match self.one(
             "SELECT verdict FROM finals WHERE round = $1 AND phase = $2 AND theorem = $3 AND tree = $4",
             &[P::I(round.into()), P::T(phase), P::I(theorem), P::I(tree.into())],
@@ -659,21 +751,33 @@ impl RunStore {
     // --- examples, checkpoints, phases ----------------------------------------------------
 
     pub fn put_examples(&self, round: u32, examples: &[StoredExample]) -> Result<()> {
-        let texts = examples.iter().map(serde_json::to_string).collect::<std::result::Result<Vec<_>, _>>()?;
+        let texts = examples
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         self.tx(|c| {
-            c.exec("DELETE FROM examples WHERE round = $1", &[P::I(round.into())])?;
+            c.exec(
+                "DELETE FROM examples WHERE round = $1",
+                &[P::I(round.into())],
+            )?;
             for (i, t) in texts.iter().enumerate() {
-                c.exec("INSERT INTO examples (round, ord, data) VALUES ($1, $2, $3)", &[P::I(round.into()), P::I(i as i64), P::T(t)])?;
+                c.exec(
+                    "INSERT INTO examples (round, ord, data) VALUES ($1, $2, $3)",
+                    &[P::I(round.into()), P::I(i as i64), P::T(t)],
+                )?;
             }
             Ok(())
         })
     }
 
     pub fn examples(&self, round: u32) -> Result<Vec<StoredExample>> {
-        self.rows("SELECT data FROM examples WHERE round = $1 ORDER BY ord", &[P::I(round.into())])?
-            .iter()
-            .map(|r| Ok(serde_json::from_str(&r[0].t()?)?))
-            .collect()
+        self.rows(
+            "SELECT data FROM examples WHERE round = $1 ORDER BY ord",
+            &[P::I(round.into())],
+        )?
+        .iter()
+        .map(|r| Ok(serde_json::from_str(&r[0].t()?)?))
+        .collect()
     }
 
     pub fn put_checkpoint(&self, round: u32, path: &str, metrics_json: &str) -> Result<()> {
@@ -687,10 +791,13 @@ impl RunStore {
 
     /// `(round, path, metrics JSON)` in round order.
     pub fn checkpoints(&self) -> Result<Vec<(u32, String, String)>> {
-        self.rows("SELECT round, path, metrics FROM checkpoints ORDER BY round", &[])?
-            .iter()
-            .map(|r| Ok((r[0].u32()?, r[1].t()?, r[2].t()?)))
-            .collect()
+        self.rows(
+            "SELECT round, path, metrics FROM checkpoints ORDER BY round",
+            &[],
+        )?
+        .iter()
+        .map(|r| Ok((r[0].u32()?, r[1].t()?, r[2].t()?)))
+        .collect()
     }
 
     pub fn mark_done(&self, round: u32, phase: &str, seconds: f64) -> Result<()> {
@@ -707,9 +814,12 @@ impl RunStore {
     }
 
     pub fn phase_seconds(&self, round: u32, phase: &str) -> Result<Option<f64>> {
-        self.one("SELECT seconds FROM phases WHERE round = $1 AND phase = $2", &[P::I(round.into()), P::T(phase)])?
-            .map(|v| v.f())
-            .transpose()
+        self.one(
+            "SELECT seconds FROM phases WHERE round = $1 AND phase = $2",
+            &[P::I(round.into()), P::T(phase)],
+        )?
+        .map(|v| v.f())
+        .transpose()
     }
 }
 
@@ -745,13 +855,27 @@ mod tests {
         for s in &stores {
             assert!(!s.put_verdict(1, &Verdict::infra("worker lost")).unwrap());
             assert_eq!(s.verdict(1).unwrap(), None);
-            assert!(s.put_verdict(2, &Verdict::Failed { step: 1, message: "no".into() }).unwrap());
+            assert!(s
+                .put_verdict(
+                    2,
+                    &Verdict::Failed {
+                        step: 1,
+                        message: "no".into()
+                    }
+                )
+                .unwrap());
             assert_eq!(s.verdict_count().unwrap(), 1);
-            assert!(!s.put_final(0, "eval", 0, 0, &Verdict::infra("coqc died"), "file").unwrap());
+            assert!(!s
+                .put_final(0, "eval", 0, 0, &Verdict::infra("coqc died"), "file")
+                .unwrap());
             assert_eq!(s.final_verdict(0, "eval", 0, 0).unwrap(), None);
             s.ensure_meta("cfg", "a").unwrap();
             s.ensure_meta("cfg", "a").unwrap();
-            assert!(matches!(s.ensure_meta("cfg", "b"), Err(StoreError::Mismatch(_))), "{}", s.backend());
+            assert!(
+                matches!(s.ensure_meta("cfg", "b"), Err(StoreError::Mismatch(_))),
+                "{}",
+                s.backend()
+            );
         }
     }
 
@@ -774,18 +898,60 @@ mod tests {
                 statement: "Lemma a : True.".into(),
                 completion: "<no_invoke> exact I.".into(),
             };
-            let lemma = StoredNode { theorem: None, depth: 1, forced_t0: None, statement: "Lemma b : True.".into(), ..n.clone() };
+            let lemma = StoredNode {
+                theorem: None,
+                depth: 1,
+                forced_t0: None,
+                statement: "Lemma b : True.".into(),
+                ..n.clone()
+            };
             let ids = s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap();
-            assert_eq!(s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap(), ids, "a resumed phase gets the stored ids");
+            assert_eq!(
+                s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap(),
+                ids,
+                "a resumed phase gets the stored ids"
+            );
             let got = s.nodes(1, "rl").unwrap();
-            assert_eq!(got, vec![StoredNode { id: ids[0], ..n.clone() }, StoredNode { id: ids[1], ..lemma }], "{}", s.backend());
-            let other = StoredNode { completion: "<no_invoke> auto.".into(), ..n };
+            assert_eq!(
+                got,
+                vec![
+                    StoredNode {
+                        id: ids[0],
+                        ..n.clone()
+                    },
+                    StoredNode {
+                        id: ids[1],
+                        ..lemma
+                    }
+                ],
+                "{}",
+                s.backend()
+            );
+            let other = StoredNode {
+                completion: "<no_invoke> auto.".into(),
+                ..n
+            };
             assert!(s.put_nodes(1, "rl", &[other]).is_err());
-            assert_eq!(s.context(&key).unwrap().as_deref(), Some("Require Import Arith."));
-            s.log_answers(1, "rl", 0, &[("h0".into(), "x".into()), ("h1".into(), "y".into())]).unwrap();
-            assert_eq!(s.logged_answer(1, "rl", 1, "h1").unwrap().as_deref(), Some("y"));
+            assert_eq!(
+                s.context(&key).unwrap().as_deref(),
+                Some("Require Import Arith.")
+            );
+            s.log_answers(
+                1,
+                "rl",
+                0,
+                &[("h0".into(), "x".into()), ("h1".into(), "y".into())],
+            )
+            .unwrap();
+            assert_eq!(
+                s.logged_answer(1, "rl", 1, "h1").unwrap().as_deref(),
+                Some("y")
+            );
             assert_eq!(s.logged_answer(1, "rl", 2, "h2").unwrap(), None);
-            assert!(s.logged_answer(1, "rl", 0, "other").is_err(), "a changed request is an error, not a wrong replay");
+            assert!(
+                s.logged_answer(1, "rl", 0, "other").is_err(),
+                "a changed request is an error, not a wrong replay"
+            );
             assert_eq!(s.log_len(1, "rl").unwrap(), 2);
         }
     }
@@ -794,10 +960,16 @@ mod tests {
     fn every_record_round_trips_on_both_backends() {
         let (pg, stores) = stores("records");
         for s in &stores {
-            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())]).unwrap();
-            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())]).unwrap();
+            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())])
+                .unwrap();
+            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())])
+                .unwrap();
             assert!(s.ensure_theorems(&[("B".into(), "{}".into())]).is_err());
-            let proved = Verdict::Proved { axioms: vec!["ax".into()], replacements: vec![], time: std::time::Duration::from_millis(3) };
+            let proved = Verdict::Proved {
+                axioms: vec!["ax".into()],
+                replacements: vec![],
+                time: std::time::Duration::from_millis(3),
+            };
             assert!(s.put_verdict(7, &proved).unwrap());
             assert_eq!(s.verdict(7).unwrap(), Some(proved.clone()));
             s.put_global(7, "correct", Some(2)).unwrap();
@@ -806,14 +978,33 @@ mod tests {
             assert_eq!(s.global(8).unwrap(), Some(("incorrect".into(), None)));
             assert_eq!(s.global(9).unwrap(), None);
             assert!(s.put_final(1, "eval", 3, 2, &proved, "T.v").unwrap());
-            assert_eq!(s.final_verdict(1, "eval", 3, 2).unwrap(), Some(proved.clone()));
-            let e = StoredExample { context: "c".into(), statement: "s".into(), target: "t".into(), weight: 0.25, kind: "generated".into() };
+            assert_eq!(
+                s.final_verdict(1, "eval", 3, 2).unwrap(),
+                Some(proved.clone())
+            );
+            let e = StoredExample {
+                context: "c".into(),
+                statement: "s".into(),
+                target: "t".into(),
+                weight: 0.25,
+                kind: "generated".into(),
+            };
             s.put_examples(2, &[e.clone(), e.clone()]).unwrap();
             s.put_examples(2, std::slice::from_ref(&e)).unwrap();
-            assert_eq!(s.examples(2).unwrap(), vec![e], "a round's examples are replaced, not appended");
+            assert_eq!(
+                s.examples(2).unwrap(),
+                vec![e],
+                "a round's examples are replaced, not appended"
+            );
             s.put_checkpoint(2, "ck/2", "{\"m\":1}").unwrap();
             s.put_checkpoint(1, "ck/1", "{}").unwrap();
-            assert_eq!(s.checkpoints().unwrap(), vec![(1, "ck/1".into(), "{}".into()), (2, "ck/2".into(), "{\"m\":1}".into())]);
+            assert_eq!(
+                s.checkpoints().unwrap(),
+                vec![
+                    (1, "ck/1".into(), "{}".into()),
+                    (2, "ck/2".into(), "{\"m\":1}".into())
+                ]
+            );
             assert!(!s.is_done(1, "rl/sample").unwrap());
             s.mark_done(1, "rl/sample", 1.5).unwrap();
             s.mark_done(1, "rl/sample", 2.5).unwrap();

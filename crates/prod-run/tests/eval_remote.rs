@@ -12,11 +12,15 @@ use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, RemoteSeq, RunStore, The
 
 /// Serves `text` as every completion (as many choices as asked for); returns the base URL.
 pub fn fake_server(text: &'static str) -> String {
-    let fake = prod_remote::testing::serve(std::sync::Arc::new(move |_path: &str, req: &serde_json::Value, _n: usize| {
-        let n = req["n"].as_u64().unwrap_or(1);
-        let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": text})).collect();
-        (200, serde_json::json!({"choices": choices}).to_string())
-    }));
+    let fake = prod_remote::testing::serve(std::sync::Arc::new(
+        move |_path: &str, req: &serde_json::Value, _n: usize| {
+            let n = req["n"].as_u64().unwrap_or(1);
+            let choices: Vec<serde_json::Value> = (0..n)
+                .map(|i| serde_json::json!({"index": i, "text": text}))
+                .collect();
+            (200, serde_json::json!({"choices": choices}).to_string())
+        },
+    ));
     fake.url
 }
 
@@ -38,20 +42,63 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
         t("t_add", "Lemma t_add : forall n : nat, n + 0 = n."),
         t("t_false", "Lemma t_false : forall n : nat, n = n + 1."),
     ];
-    let texts = [context, "Lemma t_add : forall n : nat, n + 0 = n.", "intros n. lia."];
+    let texts = [
+        context,
+        "Lemma t_add : forall n : nat, n + 0 = n.",
+        "intros n. lia.",
+    ];
     let tok = ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
-    let mut policy = RemoteSeq(RemotePolicy::new(RemoteConfig { base_url: url, backoff_ms: 1, ..Default::default() }, tok).unwrap());
+    let mut policy = RemoteSeq(
+        RemotePolicy::new(
+            RemoteConfig {
+                base_url: url,
+                backoff_ms: 1,
+                ..Default::default()
+            },
+            tok,
+        )
+        .unwrap(),
+    );
 
-    let mut cfg = CoqCheckConfig { workers: 1, ..Default::default() };
+    let mut cfg = CoqCheckConfig {
+        workers: 1,
+        ..Default::default()
+    };
     cfg.hammer.enabled = false;
     let coq = CoqChecker::new(cfg.clone()).expect("coq is installed");
     let lang = prod_coq::CoqLanguage;
-    let setup = CheckSetup { checker: &coq, coq: &cfg, lang: &lang };
+    let setup = CheckSetup {
+        checker: &coq,
+        coq: &cfg,
+        lang: &lang,
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = RunStore::open_dir(dir.path()).unwrap();
-    let opts = EvalOptions { ks: vec![1, 2], samples: 2, depth: 1, bootstrap: 100, final_timeout_s: 60, ..Default::default() };
-    let r = run_eval(&store, &mut policy, &setup, &theorems, &HashSet::new(), &opts, 0, "eval", &Bars::hidden()).unwrap();
-    let per: Vec<(String, usize, usize)> = r.per_theorem.iter().map(|(id, n, c, _)| (id.clone(), *n, *c)).collect();
+    let opts = EvalOptions {
+        ks: vec![1, 2],
+        samples: 2,
+        depth: 1,
+        bootstrap: 100,
+        final_timeout_s: 60,
+        ..Default::default()
+    };
+    let r = run_eval(
+        &store,
+        &mut policy,
+        &setup,
+        &theorems,
+        &HashSet::new(),
+        &opts,
+        0,
+        "eval",
+        &Bars::hidden(),
+    )
+    .unwrap();
+    let per: Vec<(String, usize, usize)> = r
+        .per_theorem
+        .iter()
+        .map(|(id, n, c, _)| (id.clone(), *n, *c))
+        .collect();
     assert_eq!(per, vec![("t_add".into(), 2, 2), ("t_false".into(), 2, 0)]);
     let p1 = r.evaluation.pass_at_k.iter().find(|p| p.k == 1).unwrap();
     assert!((p1.estimate - 0.5).abs() < 1e-9, "{}", p1.estimate);

@@ -8,19 +8,50 @@ use prod_rl::{Policy, SampleRequest};
 use prod_run::{LoggedPolicy, NativeParams, NativePolicy, RunStore, SeqPolicy};
 
 fn tiny() -> NativePolicy {
-    let texts = ["Lemma a : forall n : nat, n + 0 = n. intros n. lia.", "Definition double n := n + n."];
+    let texts = [
+        "Lemma a : forall n : nat, n + 0 = n. intros n. lia.",
+        "Definition double n := n + n.",
+    ];
     let tok = ProdTokenizer::train_bpe(texts.iter(), 200, 1).unwrap();
-    let model = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 3, &prod_policy::candle_core::Device::Cpu).unwrap();
-    NativePolicy::new(model, tok, NativeParams { max_new_tokens: 10, ..NativeParams::default() })
+    let model = Llama::random(
+        &LlamaConfig::tiny(tok.vocab_size()),
+        3,
+        &prod_policy::candle_core::Device::Cpu,
+    )
+    .unwrap();
+    NativePolicy::new(
+        model,
+        tok,
+        NativeParams {
+            max_new_tokens: 10,
+            ..NativeParams::default()
+        },
+    )
 }
 
 fn reqs() -> Vec<SampleRequest<'static>> {
     vec![
-        SampleRequest { context: "Definition double n := n + n.", statement: "Lemma a : double 0 = 0.", forced_t0: None },
-        SampleRequest { context: "Definition double n := n + n.", statement: "Lemma a : double 0 = 0.", forced_t0: None },
-        SampleRequest { context: "", statement: "Lemma b : True.", forced_t0: Some(T0::NoInvoke) },
+        SampleRequest {
+            context: "Definition double n := n + n.",
+            statement: "Lemma a : double 0 = 0.",
+            forced_t0: None,
+        },
+        SampleRequest {
+            context: "Definition double n := n + n.",
+            statement: "Lemma a : double 0 = 0.",
+            forced_t0: None,
+        },
+        SampleRequest {
+            context: "",
+            statement: "Lemma b : True.",
+            forced_t0: Some(T0::NoInvoke),
+        },
         // An empty statement cannot be prompted: an empty completion, not an error.
-        SampleRequest { context: "", statement: "  ", forced_t0: None },
+        SampleRequest {
+            context: "",
+            statement: "  ",
+            forced_t0: None,
+        },
     ]
 }
 
@@ -59,12 +90,19 @@ fn logged_policy_replays_without_the_model() {
         (a, u)
     };
     let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
-    let again = (l.sample(&reqs()).unwrap(), l.p_use_invoke(&[("", "Lemma b : True.")]).unwrap());
+    let again = (
+        l.sample(&reqs()).unwrap(),
+        l.p_use_invoke(&[("", "Lemma b : True.")]).unwrap(),
+    );
     assert_eq!((l.fresh, l.replayed), (0, 4));
     assert_eq!(again, first);
     // A different request at a logged position is refused (the run's config changed).
     let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
-    let other = [SampleRequest { context: "", statement: "Lemma z : False.", forced_t0: None }];
+    let other = [SampleRequest {
+        context: "",
+        statement: "Lemma z : False.",
+        forced_t0: None,
+    }];
     assert!(l.sample(&other).is_err());
 }
 
@@ -76,7 +114,10 @@ fn first_token_t0_starts_every_sample_as_a_conditional_proof() {
     p.params.first_token = prod_run::FirstToken::T0;
     let a = p.sample_at(&reqs(), 7).unwrap();
     for s in &a[..2] {
-        assert!(s.starts_with("<use_invoke>") || s.starts_with("<no_invoke>"), "{s:?}");
+        assert!(
+            s.starts_with("<use_invoke>") || s.starts_with("<no_invoke>"),
+            "{s:?}"
+        );
     }
     assert_eq!(a[3], "");
     assert_eq!(p.sample_at(&reqs()[1..2], 8).unwrap()[0], a[1]);

@@ -26,7 +26,10 @@ pub fn replies_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         // The project's shared data lives beside the repository (`../shared`).
         .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/isabelle/server-replies"))
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/isabelle/server-replies"
+            ))
         });
     if dir.join("use_theories").is_file() {
         Some(dir)

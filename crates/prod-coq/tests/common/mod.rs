@@ -24,7 +24,11 @@ pub fn v_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Our lexer's sentence ranges.
 pub fn sentence_ranges(text: &str) -> Vec<(usize, usize)> {
-    prod_coq::sentences(text).sentences.iter().map(|s| (s.range.start, s.range.end)).collect()
+    prod_coq::sentences(text)
+        .sentences
+        .iter()
+        .map(|s| (s.range.start, s.range.end))
+        .collect()
 }
 
 /// Coq's own sentence ranges for `text` (from `coqc -time`, compiled in `dir`); `Err` with

@@ -20,7 +20,9 @@ pub(super) struct Strided<'a> {
 
 impl<'a> Strided<'a> {
     fn new(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<Strided<'a>> {
-        let CpuStorage::F32(v) = s else { bail!("{op}: only f32 is supported") };
+        let CpuStorage::F32(v) = s else {
+            bail!("{op}: only f32 is supported")
+        };
         let (dims, st) = (l.dims(), l.stride());
         let n = dims.len();
         if n < 2 {
@@ -35,13 +37,19 @@ impl<'a> Strided<'a> {
             match next {
                 None => bs = st[i],
                 Some(e) if st[i] == e => {}
-                Some(_) => bail!("{op}: batch dimensions {dims:?} with strides {st:?} do not collapse"),
+                Some(_) => {
+                    bail!("{op}: batch dimensions {dims:?} with strides {st:?} do not collapse")
+                }
             }
             next = Some(st[i] * dims[i]);
         }
         // The farthest element must lie in the storage (candle's layouts guarantee it; checked
         // because the products below read through raw pointers).
-        let last: usize = dims.iter().zip(st).map(|(&d, &s)| d.saturating_sub(1) * s).sum();
+        let last: usize = dims
+            .iter()
+            .zip(st)
+            .map(|(&d, &s)| d.saturating_sub(1) * s)
+            .sum();
         let data = &v[l.start_offset()..];
         if dims.iter().all(|&d| d > 0) && last >= data.len() {
             bail!("{op}: layout {dims:?}/{st:?} reaches past its storage")
@@ -59,7 +67,13 @@ impl<'a> Strided<'a> {
 
     /// The same operand transposed (a view: strides swapped).
     fn t(&self) -> Strided<'a> {
-        Strided { rs: self.cs, cs: self.rs, rows: self.cols, cols: self.rows, ..*self }
+        Strided {
+            rs: self.cs,
+            cs: self.rs,
+            rows: self.cols,
+            cols: self.rows,
+            ..*self
+        }
     }
 }
 
@@ -67,7 +81,12 @@ impl<'a> Strided<'a> {
 pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if b.rows != k || a.batches != b.batches {
-        bail!("{op}: [{}, {m}, {k}] · [{}, {}, {n}]", a.batches, b.batches, b.rows)
+        bail!(
+            "{op}: [{}, {m}, {k}] · [{}, {}, {n}]",
+            a.batches,
+            b.batches,
+            b.rows
+        )
     }
     let batches = a.batches;
     let mut out: Vec<f32> = Vec::with_capacity(batches * m * n);
@@ -75,7 +94,11 @@ pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
         out.resize(batches * m * n, 0.0);
         return Ok(out);
     }
-    let (o, ap, bp) = (out.as_mut_ptr() as usize, a.data.as_ptr() as usize, b.data.as_ptr() as usize);
+    let (o, ap, bp) = (
+        out.as_mut_ptr() as usize,
+        a.data.as_ptr() as usize,
+        b.data.as_ptr() as usize,
+    );
     // Rows `r` of batch `i`: one single-threaded gemm.
     let rows = |i: usize, r: Range<usize>| {
         let (o, ap, bp) = (o as *mut f32, ap as *const f32, bp as *const f32);
@@ -83,10 +106,18 @@ pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
         // batch `i` of `out` (capacity batches·m·n), disjoint from every other call's.
         unsafe {
             gemm_f32_serial(
-                r.len(), n, k,
-                o.add(i * m * n + r.start * n), n as isize, false,
-                ap.offset(i as isize * a.bs + r.start as isize * a.rs), a.cs, a.rs,
-                bp.offset(i as isize * b.bs), b.cs, b.rs,
+                r.len(),
+                n,
+                k,
+                o.add(i * m * n + r.start * n),
+                n as isize,
+                false,
+                ap.offset(i as isize * a.bs + r.start as isize * a.rs),
+                a.cs,
+                a.rs,
+                bp.offset(i as isize * b.bs),
+                b.cs,
+                b.rs,
             )
         }
     };
@@ -102,11 +133,16 @@ pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
         });
     } else {
         use rayon::prelude::*;
-        let chunk = m.div_ceil(rayon::current_num_threads()).next_multiple_of(16).max(16);
-        (0..batches * m.div_ceil(chunk)).into_par_iter().for_each(|j| {
-            let (i, c) = (j / m.div_ceil(chunk), j % m.div_ceil(chunk));
-            rows(i, c * chunk..m.min((c + 1) * chunk));
-        });
+        let chunk = m
+            .div_ceil(rayon::current_num_threads())
+            .next_multiple_of(16)
+            .max(16);
+        (0..batches * m.div_ceil(chunk))
+            .into_par_iter()
+            .for_each(|j| {
+                let (i, c) = (j / m.div_ceil(chunk), j % m.div_ceil(chunk));
+                rows(i, c * chunk..m.min((c + 1) * chunk));
+            });
     }
     // SAFETY: every row of every batch was written by exactly one gemm call above.
     unsafe { out.set_len(batches * m * n) };
@@ -126,11 +162,22 @@ pub(super) struct RopeTranspose {
 /// writing `[b, h, t, hd]`. `inverse` applies the transpose of that map (its gradient):
 /// `x = y⊙cos + rotᵀ(y⊙sin)`, `rotᵀ([u1, u2]) = [u2, −u1]`, reading `[b, h, t, hd]` and
 /// writing `[b, t, h, hd]`.
-pub(super) fn rope_apply(src: &[f32], dims: [usize; 4], cos: &[f32], sin: &[f32], inverse: bool) -> Vec<f32> {
+pub(super) fn rope_apply(
+    src: &[f32],
+    dims: [usize; 4],
+    cos: &[f32],
+    sin: &[f32],
+    inverse: bool,
+) -> Vec<f32> {
     let [b, t, h, hd] = dims;
     let half = hd / 2;
     let n = b * t * h * hd;
-    assert!(hd.is_multiple_of(2) && src.len() == n && cos.len() >= b * t * hd && sin.len() >= b * t * hd);
+    assert!(
+        hd.is_multiple_of(2)
+            && src.len() == n
+            && cos.len() >= b * t * hd
+            && sin.len() >= b * t * hd
+    );
     // Not zeroed first (a serial pass before the parallel one): every element is written below.
     let mut out: Vec<f32> = Vec::with_capacity(n);
     let dst = SharedMut(out.as_mut_ptr());
@@ -193,7 +240,11 @@ impl CustomOp1 for RopeTranspose {
 
 /// Rotary embedding (Hugging Face's non-interleaved halves) of `x` `[b, t, h, hd]`, returned
 /// transposed to `[b, h, t, hd]`; `cos`/`sin` are `[b, t, hd]` flattened.
-pub fn rope_transpose(x: &Tensor, cos: std::sync::Arc<Vec<f32>>, sin: std::sync::Arc<Vec<f32>>) -> Result<Tensor> {
+pub fn rope_transpose(
+    x: &Tensor,
+    cos: std::sync::Arc<Vec<f32>>,
+    sin: std::sync::Arc<Vec<f32>>,
+) -> Result<Tensor> {
     ensure_cpu_f32(x, "rope")?;
     x.contiguous()?.apply_op1(RopeTranspose { cos, sin })
 }
@@ -275,7 +326,12 @@ impl CustomOp1 for MaskedSoftmax {
         let x = f32_slice(s, l, "masked_softmax")?;
         let total = self.total;
         if l.dims().last() != Some(&total) || x.len() % (self.b * self.t * total) != 0 {
-            bail!("masked_softmax: scores {:?} do not match the mask [{}, {}, {total}]", l.dims(), self.b, self.t)
+            bail!(
+                "masked_softmax: scores {:?} do not match the mask [{}, {}, {total}]",
+                l.dims(),
+                self.b,
+                self.t
+            )
         }
         let y = self.forward_rows(x);
         Ok((CpuStorage::F32(y), l.shape().clone()))
@@ -285,7 +341,11 @@ impl CustomOp1 for MaskedSoftmax {
         let mut dx = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         with_slices(&[res.contiguous()?], "masked_softmax", |p| {
             if p[0].len() != dx.len() {
-                bail!("masked_softmax backward: {} probabilities for a gradient of {}", p[0].len(), dx.len())
+                bail!(
+                    "masked_softmax backward: {} probabilities for a gradient of {}",
+                    p[0].len(),
+                    dx.len()
+                )
             }
             self.backward_rows(p[0], &mut dx);
             Ok(())
@@ -306,11 +366,23 @@ pub fn masked_softmax(
 ) -> Result<Tensor> {
     ensure_cpu_f32(scores, "masked_softmax")?;
     let dims = scores.dims();
-    if dims.len() != 4 || dims[0] != b || dims[3] != total || !dims[2].is_multiple_of(t) || mask.len() != b * t * total {
+    if dims.len() != 4
+        || dims[0] != b
+        || dims[3] != total
+        || !dims[2].is_multiple_of(t)
+        || mask.len() != b * t * total
+    {
         bail!("masked_softmax: scores {dims:?} do not match the mask [{b}, {t}, {total}]")
     }
     let rows_per_batch_row = dims[1] * dims[2];
-    scores.contiguous()?.apply_op1(MaskedSoftmax { scale, mask, b, t, total, rows_per_batch_row })
+    scores.contiguous()?.apply_op1(MaskedSoftmax {
+        scale,
+        mask,
+        b,
+        t,
+        total,
+        rows_per_batch_row,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,26 +402,67 @@ pub(super) struct Attention {
 impl Strided<'_> {
     /// A contiguous `[batches, rows, cols]` buffer.
     pub(super) fn packed(data: &[f32], batches: usize, rows: usize, cols: usize) -> Strided<'_> {
-        Strided { data, batches, bs: (rows * cols) as isize, rs: cols as isize, cs: 1, rows, cols }
+        Strided {
+            data,
+            batches,
+            bs: (rows * cols) as isize,
+            rs: cols as isize,
+            cs: 1,
+            rows,
+            cols,
+        }
     }
 }
 
 impl Attention {
     /// For scores `[b, kvh, rep·t, total]` (`rows_per_batch_row` = kvh·rep·t) and `mask`
     /// `[b, t, total]`.
-    pub(super) fn new(mask: std::sync::Arc<Vec<f32>>, scale: f32, [b, t, total]: [usize; 3], rows_per_batch_row: usize) -> Attention {
-        Attention { softmax: MaskedSoftmax { scale, mask, b, t, total, rows_per_batch_row }, p: Saved::new() }
+    pub(super) fn new(
+        mask: std::sync::Arc<Vec<f32>>,
+        scale: f32,
+        [b, t, total]: [usize; 3],
+        rows_per_batch_row: usize,
+    ) -> Attention {
+        Attention {
+            softmax: MaskedSoftmax {
+                scale,
+                mask,
+                b,
+                t,
+                total,
+                rows_per_batch_row,
+            },
+            p: Saved::new(),
+        }
     }
 
     /// `(o, p)`: the output `p·v` and the probabilities `p = softmax(scale·q·kᵀ + mask)`.
-    pub(super) fn forward(&self, q: &Strided, k: &Strided, v: &Strided) -> Result<(Vec<f32>, Vec<f32>)> {
-        let p = self.softmax.forward_rows(&bmm_into(q, &k.t(), "attention")?);
-        let o = bmm_into(&Strided::packed(&p, q.batches, q.rows, k.rows), v, "attention")?;
+    pub(super) fn forward(
+        &self,
+        q: &Strided,
+        k: &Strided,
+        v: &Strided,
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
+        let p = self
+            .softmax
+            .forward_rows(&bmm_into(q, &k.t(), "attention")?);
+        let o = bmm_into(
+            &Strided::packed(&p, q.batches, q.rows, k.rows),
+            v,
+            "attention",
+        )?;
         Ok((o, p))
     }
 
     /// `(dq, dk, dv)` for the output gradient `g`, from the forward pass's probabilities `p`.
-    pub(super) fn backward(&self, q: &Strided, k: &Strided, v: &Strided, p: &[f32], g: &Strided) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    pub(super) fn backward(
+        &self,
+        q: &Strided,
+        k: &Strided,
+        v: &Strided,
+        p: &[f32],
+        g: &Strided,
+    ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
         let total = self.softmax.total;
         let pv = Strided::packed(p, q.batches, q.rows, total);
         let dv = bmm_into(&pv.t(), g, "attention backward")?;
@@ -357,7 +470,11 @@ impl Attention {
         let mut ds = bmm_into(g, &v.t(), "attention backward")?;
         self.softmax.backward_rows(p, &mut ds);
         let dsv = Strided::packed(&ds, q.batches, q.rows, total);
-        Ok((bmm_into(&dsv, k, "attention backward")?, bmm_into(&dsv.t(), q, "attention backward")?, dv))
+        Ok((
+            bmm_into(&dsv, k, "attention backward")?,
+            bmm_into(&dsv.t(), q, "attention backward")?,
+            dv,
+        ))
     }
 }
 
@@ -366,10 +483,28 @@ impl CustomOp3 for Attention {
         "fused-attention"
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout, s3: &CpuStorage, l3: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (q, k, v) = (Strided::new(s1, l1, "attention")?, Strided::new(s2, l2, "attention")?, Strided::new(s3, l3, "attention")?);
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (q, k, v) = (
+            Strided::new(s1, l1, "attention")?,
+            Strided::new(s2, l2, "attention")?,
+            Strided::new(s3, l3, "attention")?,
+        );
         if k.rows != self.softmax.total || v.rows != k.rows || k.cols != q.cols {
-            bail!("attention: q {:?}, k {:?}, v {:?} for {} keys", l1.dims(), l2.dims(), l3.dims(), self.softmax.total)
+            bail!(
+                "attention: q {:?}, k {:?}, v {:?} for {} keys",
+                l1.dims(),
+                l2.dims(),
+                l3.dims(),
+                self.softmax.total
+            )
         }
         let (o, p) = self.forward(&q, &k, &v)?;
         self.p.keep("attention", p)?;
@@ -379,7 +514,14 @@ impl CustomOp3 for Attention {
         Ok((CpuStorage::F32(o), Shape::from(dims)))
     }
 
-    fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        _res: &Tensor,
+        g: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let p = self.p.get("attention")?;
         let g = g.contiguous()?;
         let (sg, lg) = g.storage_and_layout();
@@ -388,7 +530,12 @@ impl CustomOp3 for Attention {
         let (sv, lv) = v.storage_and_layout();
         let total = self.softmax.total;
         let (dq, dk, dv) = match (&*sg, &*sq, &*sk, &*sv) {
-            (candle_core::Storage::Cpu(gs), candle_core::Storage::Cpu(qs), candle_core::Storage::Cpu(ks), candle_core::Storage::Cpu(vs)) => {
+            (
+                candle_core::Storage::Cpu(gs),
+                candle_core::Storage::Cpu(qs),
+                candle_core::Storage::Cpu(ks),
+                candle_core::Storage::Cpu(vs),
+            ) => {
                 let (gv, qv, kv, vv) = (
                     Strided::new(gs, lg, "attention")?,
                     Strided::new(qs, lq, "attention")?,
@@ -396,7 +543,10 @@ impl CustomOp3 for Attention {
                     Strided::new(vs, lv, "attention")?,
                 );
                 if p.len() != qv.batches * qv.rows * total {
-                    bail!("attention: saved probabilities do not match q {:?}", lq.dims())
+                    bail!(
+                        "attention: saved probabilities do not match q {:?}",
+                        lq.dims()
+                    )
                 }
                 self.backward(&qv, &kv, &vv, &p, &gv)?
             }
@@ -427,12 +577,22 @@ pub fn attention(
     for (x, what) in [(q, "q"), (k, "k"), (v, "v")] {
         ensure_cpu_f32(x, "attention")?;
         if x.rank() != 4 || x.dim(0)? != b {
-            bail!("attention: {what} is {:?}, not [{b}, kv heads, rows, head dim]", x.dims())
+            bail!(
+                "attention: {what} is {:?}, not [{b}, kv heads, rows, head dim]",
+                x.dims()
+            )
         }
     }
     let dims = q.dims();
     if !dims[2].is_multiple_of(t) || mask.len() != b * t * total || k.dim(2)? != total {
-        bail!("attention: q {dims:?} and k {:?} do not match the mask [{b}, {t}, {total}]", k.dims())
+        bail!(
+            "attention: q {dims:?} and k {:?} do not match the mask [{b}, {t}, {total}]",
+            k.dims()
+        )
     }
-    q.apply_op3(k, v, Attention::new(mask, scale, [b, t, total], dims[1] * dims[2]))
+    q.apply_op3(
+        k,
+        v,
+        Attention::new(mask, scale, [b, t, total], dims[1] * dims[2]),
+    )
 }

@@ -22,7 +22,11 @@ pub(super) fn residual_block_bwd(
 ) -> Result<(Option<Tensor>, Option<Tensor>)> {
     let (x, nw, g) = (x.contiguous()?, nw.contiguous()?, g.contiguous()?);
     if g.elem_count() != x.elem_count() {
-        bail!("{what} backward: gradient {:?} for input {:?}", g.dims(), x.dims())
+        bail!(
+            "{what} backward: gradient {:?} for input {:?}",
+            g.dims(),
+            x.dims()
+        )
     }
     let (dx, dnw) = with_slices(&[x.clone(), nw.clone(), g.clone()], what, |s| {
         let g_hn = grads(s[2])?;
@@ -31,7 +35,10 @@ pub(super) fn residual_block_bwd(
         add_into(&mut dx, s[2]);
         Ok((dx, dnw))
     })?;
-    Ok((Some(Tensor::from_vec(dx, x.shape(), x.device())?), Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?)))
+    Ok((
+        Some(Tensor::from_vec(dx, x.shape(), x.device())?),
+        Some(Tensor::from_vec(dnw, nw.shape(), nw.device())?),
+    ))
 }
 
 /// `[b, t, h, hd]` → `[b, h, t, hd]`, or back with `inverse`.
@@ -79,11 +86,23 @@ impl AttentionBlock {
         let want = [(h * hd, d), (kvh * hd, d), (kvh * hd, d), (d, h * hd)];
         for (i, w) in self.w.iter().enumerate() {
             if w.dims2()? != want[i] || self.sinks[i].len != w.elem_count() {
-                bail!("attention block: weight {i} is {:?}, expected {:?}", w.dims(), want[i])
+                bail!(
+                    "attention block: weight {i} is {:?}, expected {:?}",
+                    w.dims(),
+                    want[i]
+                )
             }
         }
-        if hd % 2 != 0 || kvh == 0 || h % kvh != 0 || self.cos.len() != b * t * hd || self.sin.len() != b * t * hd {
-            bail!("attention block: {h} heads, {kvh} kv heads of {hd} for tables of {}", self.cos.len())
+        if hd % 2 != 0
+            || kvh == 0
+            || h % kvh != 0
+            || self.cos.len() != b * t * hd
+            || self.sin.len() != b * t * hd
+        {
+            bail!(
+                "attention block: {h} heads, {kvh} kv heads of {hd} for tables of {}",
+                self.cos.len()
+            )
         }
         Ok(())
     }
@@ -94,23 +113,48 @@ impl CustomOp2 for AttentionBlock {
         "fused-attention-block"
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
         let x = f32_slice(s1, l1, "attention block")?;
         let nw = f32_slice(s2, l2, "attention block")?;
         let d = nw.len();
         let [b, t, h, kvh, hd] = self.dims;
         let n = b * t;
         if l1.dims().last() != Some(&d) || x.len() != n * d {
-            bail!("attention block: x {:?} for {b}×{t} tokens of width {d}", l1.dims())
+            bail!(
+                "attention block: x {:?} for {b}×{t} tokens of width {d}",
+                l1.dims()
+            )
         }
         self.check(d)?;
         let rep = h / kvh;
         let (y, saved) = with_slices(&self.w, "attention block", |w| {
             let [wq, wk, wv, wo] = [w[0], w[1], w[2], w[3]];
             let hn = rms_forward(x, nw, self.eps)?;
-            let q = rope_apply(&matmul_wt(&hn, wq, n, d, h * hd, None), [b, t, h, hd], &self.cos, &self.sin, false);
-            let k = rope_apply(&matmul_wt(&hn, wk, n, d, kvh * hd, None), [b, t, kvh, hd], &self.cos, &self.sin, false);
-            let v = transpose_heads(&matmul_wt(&hn, wv, n, d, kvh * hd, None), [b, t, kvh, hd], false);
+            let q = rope_apply(
+                &matmul_wt(&hn, wq, n, d, h * hd, None),
+                [b, t, h, hd],
+                &self.cos,
+                &self.sin,
+                false,
+            );
+            let k = rope_apply(
+                &matmul_wt(&hn, wk, n, d, kvh * hd, None),
+                [b, t, kvh, hd],
+                &self.cos,
+                &self.sin,
+                false,
+            );
+            let v = transpose_heads(
+                &matmul_wt(&hn, wv, n, d, kvh * hd, None),
+                [b, t, kvh, hd],
+                false,
+            );
             let (qs, ks, vs) = (
                 Strided::packed(&q, b * kvh, rep * t, hd),
                 Strided::packed(&k, b * kvh, t, hd),
@@ -118,13 +162,22 @@ impl CustomOp2 for AttentionBlock {
             );
             let (o, p) = self.core.forward(&qs, &ks, &vs)?;
             let o = transpose_heads(&o, [b, t, h, hd], true);
-            Ok((matmul_wt(&o, wo, n, h * hd, d, Some(x)), [hn, q, k, v, p, o]))
+            Ok((
+                matmul_wt(&o, wo, n, h * hd, d, Some(x)),
+                [hn, q, k, v, p, o],
+            ))
         })?;
         self.saved.keep("attention block", saved)?;
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
-    fn bwd(&self, x: &Tensor, nw: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    fn bwd(
+        &self,
+        x: &Tensor,
+        nw: &Tensor,
+        _res: &Tensor,
+        g: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let saved = self.saved.get("attention block")?;
         let [hn, q, k, v, p, o] = &*saved;
         let d = nw.elem_count();
@@ -132,7 +185,10 @@ impl CustomOp2 for AttentionBlock {
         let [b, t, h, kvh, hd] = self.dims;
         let (n, rep) = (b * t, h / kvh);
         if x.elem_count() != n * d || hn.len() != n * d {
-            bail!("attention block backward: input {:?} for {b}×{t} tokens of width {d}", x.dims())
+            bail!(
+                "attention block backward: input {:?} for {b}×{t} tokens of width {d}",
+                x.dims()
+            )
         }
         residual_block_bwd("attention block", x, nw, g, self.eps, |gs| {
             with_slices(&self.w, "attention block", |w| {
@@ -146,7 +202,13 @@ impl CustomOp2 for AttentionBlock {
                     Strided::packed(k, b * kvh, t, hd),
                     Strided::packed(v, b * kvh, t, hd),
                 );
-                let (dq, dk, dv) = self.core.backward(&qs, &ks, &vs, p, &Strided::packed(&go, b * kvh, rep * t, hd))?;
+                let (dq, dk, dv) = self.core.backward(
+                    &qs,
+                    &ks,
+                    &vs,
+                    p,
+                    &Strided::packed(&go, b * kvh, rep * t, hd),
+                )?;
                 drop(go);
                 let dq = rope_apply(&dq, [b, t, h, hd], &self.cos, &self.sin, true);
                 let dk = rope_apply(&dk, [b, t, kvh, hd], &self.cos, &self.sin, true);
@@ -180,17 +242,50 @@ pub(crate) struct AttentionBlockParts {
 /// `x + o(attention(rope(q(h)), rope(k(h)), v(h)))` with `h = rms_norm(x, norm_w)`, for `x`
 /// `[b·t, d]` without a cache (the mask is `[b, t, t]`), as one graph node; the four projection
 /// weights' gradients go to their slots.
-pub(crate) fn attention_block(x: &Tensor, norm_w: &Tensor, parts: AttentionBlockParts) -> Result<Tensor> {
+pub(crate) fn attention_block(
+    x: &Tensor,
+    norm_w: &Tensor,
+    parts: AttentionBlockParts,
+) -> Result<Tensor> {
     ensure_cpu_f32(x, "attention block")?;
-    let AttentionBlockParts { w, sinks, cos, sin, mask, dims, scale, eps } = parts;
+    let AttentionBlockParts {
+        w,
+        sinks,
+        cos,
+        sin,
+        mask,
+        dims,
+        scale,
+        eps,
+    } = parts;
     let [b, t, h, kvh, _] = dims;
     if mask.len() != b * t * t || kvh == 0 {
-        bail!("attention block: a mask of {} for {b}×{t} tokens", mask.len())
+        bail!(
+            "attention block: a mask of {} for {b}×{t} tokens",
+            mask.len()
+        )
     }
 
-    let w = [w[0].contiguous()?, w[1].contiguous()?, w[2].contiguous()?, w[3].contiguous()?];
+    let w = [
+        w[0].contiguous()?,
+        w[1].contiguous()?,
+        w[2].contiguous()?,
+        w[3].contiguous()?,
+    ];
     let core = Attention::new(mask, scale, [b, t, t], h / kvh * t * kvh);
-    x.contiguous()?.apply_op2(&norm_w.contiguous()?, AttentionBlock { eps, w, sinks, cos, sin, core, dims, saved: Saved::new() })
+    x.contiguous()?.apply_op2(
+        &norm_w.contiguous()?,
+        AttentionBlock {
+            eps,
+            w,
+            sinks,
+            cos,
+            sin,
+            core,
+            dims,
+            saved: Saved::new(),
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,12 +308,24 @@ pub(super) struct MlpBlock {
 impl MlpBlock {
     fn shapes(&self, d: usize) -> Result<usize> {
         let inter = self.w[0].dim(0)?;
-        if self.w[0].dims2()? != (inter, d) || self.w[1].dims2()? != (inter, d) || self.w[2].dims2()? != (d, inter) {
-            bail!("mlp: weights {:?} {:?} {:?} for width {d}", self.w[0].dims(), self.w[1].dims(), self.w[2].dims())
+        if self.w[0].dims2()? != (inter, d)
+            || self.w[1].dims2()? != (inter, d)
+            || self.w[2].dims2()? != (d, inter)
+        {
+            bail!(
+                "mlp: weights {:?} {:?} {:?} for width {d}",
+                self.w[0].dims(),
+                self.w[1].dims(),
+                self.w[2].dims()
+            )
         }
         for (w, s) in self.w.iter().zip(&self.sinks) {
             if s.len != w.elem_count() {
-                bail!("mlp: gradient slot of {} for a {:?} weight", s.len, w.dims())
+                bail!(
+                    "mlp: gradient slot of {} for a {:?} weight",
+                    s.len,
+                    w.dims()
+                )
             }
         }
         Ok(inter)
@@ -243,12 +350,21 @@ impl CustomOp2 for MlpBlock {
         "fused-mlp-block"
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
         let x = f32_slice(s1, l1, "mlp")?;
         let nw = f32_slice(s2, l2, "mlp")?;
         let d = nw.len();
         if l1.dims().last() != Some(&d) {
-            bail!("mlp: last dimension of {:?} is not the norm's {d}", l1.dims())
+            bail!(
+                "mlp: last dimension of {:?} is not the norm's {d}",
+                l1.dims()
+            )
         }
         let inter = self.shapes(d)?;
         let n = x.len() / d;
@@ -264,14 +380,24 @@ impl CustomOp2 for MlpBlock {
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
-    fn bwd(&self, x: &Tensor, nw: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    fn bwd(
+        &self,
+        x: &Tensor,
+        nw: &Tensor,
+        _res: &Tensor,
+        g: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let saved = self.saved.get("mlp")?;
         let [hn, gate, up] = &*saved;
         let d = nw.elem_count();
         let inter = self.shapes(d)?;
         let n = x.elem_count() / d.max(1);
         if hn.len() != n * d || gate.len() != n * inter {
-            bail!("mlp backward: input {:?} for saved activations of {} rows", x.dims(), hn.len() / d.max(1))
+            bail!(
+                "mlp backward: input {:?} for saved activations of {} rows",
+                x.dims(),
+                hn.len() / d.max(1)
+            )
         }
         residual_block_bwd("mlp", x, nw, g, self.eps, |gs| {
             with_slices(&self.w, "mlp", |w| {
@@ -303,5 +429,13 @@ pub(crate) fn mlp_block(
 ) -> Result<Tensor> {
     ensure_cpu_f32(x, "mlp")?;
     let w = [w[0].contiguous()?, w[1].contiguous()?, w[2].contiguous()?];
-    x.contiguous()?.apply_op2(&norm_w.contiguous()?, MlpBlock { eps, w, sinks, saved: Saved::new() })
+    x.contiguous()?.apply_op2(
+        &norm_w.contiguous()?,
+        MlpBlock {
+            eps,
+            w,
+            sinks,
+            saved: Saved::new(),
+        },
+    )
 }

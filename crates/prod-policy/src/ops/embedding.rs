@@ -31,7 +31,10 @@ impl CustomOp1 for Embedding {
     fn bwd(&self, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
         let (v, d) = w.dims2()?;
         if self.sink.len != v * d {
-            bail!("embedding: gradient slot of {} for a [{v}, {d}] table", self.sink.len)
+            bail!(
+                "embedding: gradient slot of {} for a [{v}, {d}] table",
+                self.sink.len
+            )
         }
         let g = g.contiguous()?;
         let (gs, gl) = g.storage_and_layout();
@@ -47,7 +50,11 @@ impl CustomOp1 for Embedding {
         let mut rows: Vec<usize> = self.ids.iter().map(|&id| id as usize).collect();
         rows.sort_unstable();
         rows.dedup();
-        let row_squares = |buf: &[f32]| -> f64 { rows.iter().map(|&r| sum_squares_run(&buf[r * d..(r + 1) * d])).sum() };
+        let row_squares = |buf: &[f32]| -> f64 {
+            rows.iter()
+                .map(|&r| sum_squares_run(&buf[r * d..(r + 1) * d]))
+                .sum()
+        };
         // Only the rows looked up change: a fresh slot must start at zero (the tied head, when
         // there is one, has usually written it already).
         let buf = slot.get_or_insert_with(|| vec![0f32; v * d]);
@@ -59,14 +66,19 @@ impl CustomOp1 for Embedding {
             }
         }
         if let (Some(total), Some(before)) = (kept, before) {
-            self.sink.set_squares(Some(total - before + row_squares(buf)))?;
+            self.sink
+                .set_squares(Some(total - before + row_squares(buf)))?;
         }
         Ok(None)
     }
 }
 
 /// Rows `ids` of `w` `[vocab, d]`; the gradient of `w` is accumulated into `sink`.
-pub(crate) fn embedding_sink(w: &Tensor, ids: Vec<u32>, sink: std::sync::Arc<GradSlot>) -> Result<Tensor> {
+pub(crate) fn embedding_sink(
+    w: &Tensor,
+    ids: Vec<u32>,
+    sink: std::sync::Arc<GradSlot>,
+) -> Result<Tensor> {
     ensure_cpu_f32(w, "embedding")?;
     w.contiguous()?.apply_op1(Embedding { ids, sink })
 }

@@ -28,21 +28,34 @@ pub(crate) struct GradSlot {
 
 impl GradSlot {
     pub fn new(len: usize) -> std::sync::Arc<GradSlot> {
-        std::sync::Arc::new(GradSlot { len, buf: Mutex::new(None), squares: Mutex::new(None) })
+        std::sync::Arc::new(GradSlot {
+            len,
+            buf: Mutex::new(None),
+            squares: Mutex::new(None),
+        })
     }
 
     pub(super) fn set_squares(&self, v: Option<f64>) -> Result<()> {
-        *self.squares.lock().map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))? = v;
+        *self
+            .squares
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))? = v;
         Ok(())
     }
 
     /// `Σ g²` of the gradient [`GradSlot::take`] returns, if the last write computed it.
     pub fn take_squares(&self) -> Result<Option<f64>> {
-        Ok(self.squares.lock().map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))?.take())
+        Ok(self
+            .squares
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))?
+            .take())
     }
 
     pub(super) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<Vec<f32>>>> {
-        self.buf.lock().map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))
+        self.buf
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("gradient slot: poisoned".into()))
     }
 
     /// The accumulated gradient, if any op wrote one.
@@ -90,21 +103,74 @@ pub(super) unsafe fn gemm_f32(
             // bounds; lhs and rhs are only read.
             unsafe {
                 if split_rows {
-                    let (d, l) = (dst.offset(a as isize * dst_rs), lhs.offset(a as isize * lhs_rs));
-                    gemm_f32_serial(b - a, n, k, d, dst_rs, accumulate, l, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs)
+                    let (d, l) = (
+                        dst.offset(a as isize * dst_rs),
+                        lhs.offset(a as isize * lhs_rs),
+                    );
+                    gemm_f32_serial(
+                        b - a,
+                        n,
+                        k,
+                        d,
+                        dst_rs,
+                        accumulate,
+                        l,
+                        lhs_cs,
+                        lhs_rs,
+                        rhs,
+                        rhs_cs,
+                        rhs_rs,
+                    )
                 } else {
                     let (d, r) = (dst.add(a), rhs.offset(a as isize * rhs_cs));
-                    gemm_f32_serial(m, b - a, k, d, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, r, rhs_cs, rhs_rs)
+                    gemm_f32_serial(
+                        m,
+                        b - a,
+                        k,
+                        d,
+                        dst_rs,
+                        accumulate,
+                        lhs,
+                        lhs_cs,
+                        lhs_rs,
+                        r,
+                        rhs_cs,
+                        rhs_rs,
+                    )
                 }
             }
         });
         return;
     }
     let threads = candle_core::utils::get_num_threads();
-    let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    let parallelism = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
     // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
     let alpha = if accumulate { 1f32 } else { 0f32 };
-    gemm::gemm(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, 1f32, false, false, false, parallelism)
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_rs,
+        accumulate,
+        lhs,
+        lhs_cs,
+        lhs_rs,
+        rhs,
+        rhs_cs,
+        rhs_rs,
+        alpha,
+        1f32,
+        false,
+        false,
+        false,
+        parallelism,
+    )
 }
 
 /// [`gemm_f32`] on this thread only (for callers that split the work themselves).
@@ -127,7 +193,27 @@ pub(super) unsafe fn gemm_f32_serial(
     rhs_rs: isize,
 ) {
     let alpha = if accumulate { 1f32 } else { 0f32 };
-    gemm::gemm(m, n, k, dst, 1, dst_rs, accumulate, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, 1f32, false, false, false, gemm::Parallelism::None)
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_rs,
+        accumulate,
+        lhs,
+        lhs_cs,
+        lhs_rs,
+        rhs,
+        rhs_cs,
+        rhs_rs,
+        alpha,
+        1f32,
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    )
 }
 
 /// gemm's packing thresholds (process-wide): (lhs single-threaded, rhs).
@@ -149,7 +235,10 @@ fn set_packing((lhs, rhs): Packing) {
 }
 
 fn packing() -> Packing {
-    (gemm::get_lhs_packing_threshold_single_thread(), gemm::get_rhs_packing_threshold())
+    (
+        gemm::get_lhs_packing_threshold_single_thread(),
+        gemm::get_rhs_packing_threshold(),
+    )
 }
 
 /// Sets gemm's packing for training products ([`TRAINING_PACKING`]); called when the training
@@ -163,7 +252,9 @@ pub(crate) fn pack_for_training() {
 /// each with gemm's default packing and with the training pass's; the highest rate of the four,
 /// so that a limit derived from it is the strictest one.
 pub fn measured_gemm_gflops(n: usize, reps: usize) -> f64 {
-    let a: Vec<f32> = (0..n * n).map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 1009.0).collect();
+    let a: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 1009.0)
+        .collect();
     let mut c = vec![0f32; n * n];
     let mut best = f64::MAX;
     // Started first: its start sets the training packing, which is restored below.
@@ -177,7 +268,22 @@ pub fn measured_gemm_gflops(n: usize, reps: usize) -> f64 {
                 let dst = c.as_mut_ptr();
                 let run = || {
                     // SAFETY: a and c are n×n row-major.
-                    unsafe { gemm_f32(n, n, n, dst, n as isize, false, a.as_ptr(), 1, n as isize, a.as_ptr(), 1, n as isize) }
+                    unsafe {
+                        gemm_f32(
+                            n,
+                            n,
+                            n,
+                            dst,
+                            n as isize,
+                            false,
+                            a.as_ptr(),
+                            1,
+                            n as isize,
+                            a.as_ptr(),
+                            1,
+                            n as isize,
+                        )
+                    }
                 };
                 if on_pool {
                     crate::pool::training(run)
@@ -195,13 +301,35 @@ pub fn measured_gemm_gflops(n: usize, reps: usize) -> f64 {
 
 /// `x · wᵀ` (`x` `[n, k]`, `w` `[m, k]`, row-major) into a new `[n, m]` buffer; with `add`, the
 /// buffer starts as a copy of `add` (`[n, m]`) and the product is added to it.
-pub(super) fn matmul_wt(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, add: Option<&[f32]>) -> Vec<f32> {
+pub(super) fn matmul_wt(
+    x: &[f32],
+    w: &[f32],
+    n: usize,
+    k: usize,
+    m: usize,
+    add: Option<&[f32]>,
+) -> Vec<f32> {
     debug_assert!(x.len() == n * k && w.len() == m * k);
     match add {
         Some(a) => {
             let mut y = a.to_vec();
             // SAFETY: x is [n, k], wᵀ is [k, m] (column j = row j of w), y is [n, m].
-            unsafe { gemm_f32(n, m, k, y.as_mut_ptr(), m as isize, true, x.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1) };
+            unsafe {
+                gemm_f32(
+                    n,
+                    m,
+                    k,
+                    y.as_mut_ptr(),
+                    m as isize,
+                    true,
+                    x.as_ptr(),
+                    1,
+                    k as isize,
+                    w.as_ptr(),
+                    k as isize,
+                    1,
+                )
+            };
             y
         }
         None => {
@@ -209,7 +337,20 @@ pub(super) fn matmul_wt(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, add:
             // SAFETY: as above, y within its capacity; without `accumulate` gemm writes every
             // element before set_len.
             unsafe {
-                gemm_f32(n, m, k, y.as_mut_ptr(), m as isize, false, x.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1);
+                gemm_f32(
+                    n,
+                    m,
+                    k,
+                    y.as_mut_ptr(),
+                    m as isize,
+                    false,
+                    x.as_ptr(),
+                    1,
+                    k as isize,
+                    w.as_ptr(),
+                    k as isize,
+                    1,
+                );
                 y.set_len(n * m);
             }
             y
@@ -218,7 +359,15 @@ pub(super) fn matmul_wt(x: &[f32], w: &[f32], n: usize, k: usize, m: usize, add:
 }
 
 /// `dst (+)= g · w` (`g` `[n, m]`, `w` `[m, k]`, `dst` `[n, k]`; `accumulate`: add to `dst`).
-pub(super) fn matmul_w_into(g: &[f32], w: &[f32], n: usize, m: usize, k: usize, dst: &mut Vec<f32>, accumulate: bool) {
+pub(super) fn matmul_w_into(
+    g: &[f32],
+    w: &[f32],
+    n: usize,
+    m: usize,
+    k: usize,
+    dst: &mut Vec<f32>,
+    accumulate: bool,
+) {
     debug_assert!(g.len() == n * m && w.len() == m * k && (!accumulate || dst.len() == n * k));
     if !accumulate {
         dst.clear();
@@ -227,15 +376,38 @@ pub(super) fn matmul_w_into(g: &[f32], w: &[f32], n: usize, m: usize, k: usize, 
     // SAFETY: g is [n, m], w is [m, k], dst is [n, k] within its capacity, all row-major;
     // without `accumulate` gemm writes every element before set_len.
     unsafe {
-        gemm_f32(n, k, m, dst.as_mut_ptr(), k as isize, accumulate, g.as_ptr(), 1, m as isize, w.as_ptr(), 1, k as isize);
+        gemm_f32(
+            n,
+            k,
+            m,
+            dst.as_mut_ptr(),
+            k as isize,
+            accumulate,
+            g.as_ptr(),
+            1,
+            m as isize,
+            w.as_ptr(),
+            1,
+            k as isize,
+        );
         dst.set_len(n * k);
     }
 }
 
 /// A weight's gradient `gᵀ · x` (`g` `[n, m]`, `x` `[n, k]`) added to its slot (`[m, k]`).
-pub(super) fn add_weight_grad(sink: &GradSlot, g: &[f32], x: &[f32], n: usize, m: usize, k: usize) -> Result<()> {
+pub(super) fn add_weight_grad(
+    sink: &GradSlot,
+    g: &[f32],
+    x: &[f32],
+    n: usize,
+    m: usize,
+    k: usize,
+) -> Result<()> {
     if sink.len != m * k || g.len() != n * m || x.len() != n * k {
-        bail!("linear: gradient slot of {} for a [{m}, {k}] weight", sink.len)
+        bail!(
+            "linear: gradient slot of {} for a [{m}, {k}] weight",
+            sink.len
+        )
     }
     let mut slot = sink.lock()?;
     let accumulate = slot.is_some();
@@ -243,7 +415,20 @@ pub(super) fn add_weight_grad(sink: &GradSlot, g: &[f32], x: &[f32], n: usize, m
     // SAFETY: gᵀ is [m, n] (element (i, j) = g[j·m + i]), x is [n, k], dst is [m, k] within the
     // buffer's capacity; without `accumulate` gemm writes every element before set_len.
     unsafe {
-        gemm_f32(m, k, n, buf.as_mut_ptr(), k as isize, accumulate, g.as_ptr(), m as isize, 1, x.as_ptr(), 1, k as isize);
+        gemm_f32(
+            m,
+            k,
+            n,
+            buf.as_mut_ptr(),
+            k as isize,
+            accumulate,
+            g.as_ptr(),
+            m as isize,
+            1,
+            x.as_ptr(),
+            1,
+            k as isize,
+        );
         buf.set_len(m * k);
     }
     sink.set_squares(Some(sum_squares_slice(buf)))
@@ -254,7 +439,13 @@ impl CustomOp2 for Linear {
         "fused-linear"
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
         let x = f32_slice(s1, l1, "linear")?;
         let w = f32_slice(s2, l2, "linear")?;
         let (n, k) = l1.shape().dims2()?;
@@ -263,17 +454,31 @@ impl CustomOp2 for Linear {
             bail!("linear: x is [{n}, {k}] but w is [{m}, {k2}]")
         }
         // Not zeroed first: gemm overwrites every element (a zeroing pass was 2% of a step).
-        Ok((CpuStorage::F32(matmul_wt(x, w, n, k, m, None)), Shape::from((n, m))))
+        Ok((
+            CpuStorage::F32(matmul_wt(x, w, n, k, m, None)),
+            Shape::from((n, m)),
+        ))
     }
 
-    fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        g: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         // dx = g · w ; dw = gᵀ · x, both already in their argument's layout (no transpose pass).
         let (x, w) = (x.detach(), w.detach());
-        let Some(sink) = &self.sink else { return Ok((Some(g.matmul(&w)?), Some(g.t()?.matmul(&x)?))) };
+        let Some(sink) = &self.sink else {
+            return Ok((Some(g.matmul(&w)?), Some(g.t()?.matmul(&x)?)));
+        };
         let (n, m) = g.dims2()?;
         let k = x.dim(1)?;
         if sink.len != m * k || w.dims2()? != (m, k) {
-            bail!("linear: gradient slot of {} for a [{m}, {k}] weight", sink.len)
+            bail!(
+                "linear: gradient slot of {} for a [{m}, {k}] weight",
+                sink.len
+            )
         }
         let (g, x, w) = (g.contiguous()?, x.contiguous()?, w.contiguous()?);
         let dx = with_slices(&[g.clone(), x, w], "linear", |s| {
@@ -290,12 +495,16 @@ impl CustomOp2 for Linear {
 /// `x · wᵀ` for `x` `[n, in]` and `w` `[out, in]`.
 pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     ensure_cpu_f32(x, "linear")?;
-    x.contiguous()?.apply_op2(&w.contiguous()?, Linear { sink: None })
+    x.contiguous()?
+        .apply_op2(&w.contiguous()?, Linear { sink: None })
 }
 
 /// [`linear`] whose weight gradient is accumulated into `sink` instead of candle's autograd.
-pub(crate) fn linear_sink(x: &Tensor, w: &Tensor, sink: Option<std::sync::Arc<GradSlot>>) -> Result<Tensor> {
+pub(crate) fn linear_sink(
+    x: &Tensor,
+    w: &Tensor,
+    sink: Option<std::sync::Arc<GradSlot>>,
+) -> Result<Tensor> {
     ensure_cpu_f32(x, "linear")?;
     x.contiguous()?.apply_op2(&w.contiguous()?, Linear { sink })
 }
-

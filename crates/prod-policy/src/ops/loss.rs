@@ -26,7 +26,11 @@ impl CustomOp1 for WeightedCe {
         let z = f32_slice(s, l, "weighted_ce")?;
         let (n, v) = l.shape().dims2()?;
         if self.labels.len() != n || self.weights.len() != n {
-            bail!("weighted_ce: {n} rows but {} labels and {} weights", self.labels.len(), self.weights.len())
+            bail!(
+                "weighted_ce: {n} rows but {} labels and {} weights",
+                self.labels.len(),
+                self.weights.len()
+            )
         }
         if let Some(&bad) = self.labels.iter().find(|&&y| y as usize >= v) {
             bail!("weighted_ce: label {bad} is outside the vocabulary ({v})")
@@ -44,7 +48,10 @@ impl CustomOp1 for WeightedCe {
         for i in 0..n {
             total += self.weights[i] * (lse[i] - z[i * v + self.labels[i] as usize]);
         }
-        *self.lse.lock().map_err(|_| candle_core::Error::Msg("weighted_ce: poisoned state".into()))? = lse;
+        *self
+            .lse
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("weighted_ce: poisoned state".into()))? = lse;
         Ok((CpuStorage::F32(vec![total]), Shape::from(())))
     }
 
@@ -52,7 +59,10 @@ impl CustomOp1 for WeightedCe {
         // dz_i = g · w_i · (softmax(z_i) − onehot(y_i))
         let gscale = g.to_scalar::<f32>()?;
         let (n, v) = z.dims2()?;
-        let lse = self.lse.lock().map_err(|_| candle_core::Error::Msg("weighted_ce: poisoned state".into()))?;
+        let lse = self
+            .lse
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("weighted_ce: poisoned state".into()))?;
         if lse.len() != n {
             bail!("weighted_ce: backward without forward")
         }
@@ -83,9 +93,17 @@ impl CustomOp1 for WeightedCe {
 }
 
 /// `Σ_i weights_i · (−log softmax(logits_i)[labels_i])` as a scalar, for logits `[n, vocab]`.
-pub fn weighted_cross_entropy(logits: &Tensor, labels: Vec<u32>, weights: Vec<f32>) -> Result<Tensor> {
+pub fn weighted_cross_entropy(
+    logits: &Tensor,
+    labels: Vec<u32>,
+    weights: Vec<f32>,
+) -> Result<Tensor> {
     ensure_cpu_f32(logits, "weighted_ce")?;
-    logits.contiguous()?.apply_op1(WeightedCe { labels, weights, lse: Mutex::new(Vec::new()) })
+    logits.contiguous()?.apply_op1(WeightedCe {
+        labels,
+        weights,
+        lse: Mutex::new(Vec::new()),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -127,10 +145,17 @@ impl HeadCe {
             bail!("head: hidden states are [{n}, {d}] but the head is [{v}, {d2}]")
         }
         if self.sink.len != v * d {
-            bail!("head: gradient slot of {} for a [{v}, {d}] weight", self.sink.len)
+            bail!(
+                "head: gradient slot of {} for a [{v}, {d}] weight",
+                self.sink.len
+            )
         }
         if self.labels.len() != n || self.weights.len() != n {
-            bail!("head: {n} rows but {} labels and {} weights", self.labels.len(), self.weights.len())
+            bail!(
+                "head: {n} rows but {} labels and {} weights",
+                self.labels.len(),
+                self.weights.len()
+            )
         }
         if let Some(&bad) = self.labels.iter().find(|&&y| y as usize >= v) {
             bail!("head: label {bad} is outside the vocabulary ({v})")
@@ -163,7 +188,20 @@ impl CustomOp1 for HeadCe {
                     // capacity, written by this task only; h is [n, d], W's rows c0.. are
                     // [cw, d] (so Wᵀ has column stride d).
                     unsafe {
-                        gemm_f32_serial(n, cw, d, zc, cw as isize, false, h.as_ptr(), 1, d as isize, w[c0 * d..].as_ptr(), d as isize, 1);
+                        gemm_f32_serial(
+                            n,
+                            cw,
+                            d,
+                            zc,
+                            cw as isize,
+                            false,
+                            h.as_ptr(),
+                            1,
+                            d as isize,
+                            w[c0 * d..].as_ptr(),
+                            d as isize,
+                            1,
+                        );
                         let zc = std::slice::from_raw_parts(zc, n * cw);
                         for (i, row) in zc.chunks_exact(cw).enumerate() {
                             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -179,14 +217,21 @@ impl CustomOp1 for HeadCe {
         let mut lse = vec![0f32; n];
         let mut total = 0f32;
         for i in 0..n {
-            let max = (0..chunks.len()).map(|j| stats[j * n + i].0).fold(f32::NEG_INFINITY, f32::max);
-            let sum: f32 = (0..chunks.len()).map(|j| stats[j * n + i].1 * (stats[j * n + i].0 - max).exp()).sum();
+            let max = (0..chunks.len())
+                .map(|j| stats[j * n + i].0)
+                .fold(f32::NEG_INFINITY, f32::max);
+            let sum: f32 = (0..chunks.len())
+                .map(|j| stats[j * n + i].1 * (stats[j * n + i].0 - max).exp())
+                .sum();
             lse[i] = max + sum.ln();
             let y = self.labels[i] as usize;
             let (c0, cw) = chunks[y / HEAD_CHUNK];
             total += self.weights[i] * (lse[i] - z[n * c0 + i * cw + (y - c0)]);
         }
-        *self.saved.lock().map_err(|_| candle_core::Error::Msg("head: poisoned state".into()))? = Some((z, lse));
+        *self
+            .saved
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("head: poisoned state".into()))? = Some((z, lse));
         Ok((CpuStorage::F32(vec![total]), Shape::from(())))
     }
 
@@ -195,7 +240,12 @@ impl CustomOp1 for HeadCe {
         let gscale = g.to_scalar::<f32>()?;
         let (n, d) = h.dims2()?;
         let v = self.check(n, d)?;
-        let Some((mut z, lse)) = self.saved.lock().map_err(|_| candle_core::Error::Msg("head: poisoned state".into()))?.take() else {
+        let Some((mut z, lse)) = self
+            .saved
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("head: poisoned state".into()))?
+            .take()
+        else {
             bail!("head: backward without forward (or twice)")
         };
         if z.len() != n * v || lse.len() != n {
@@ -220,7 +270,8 @@ impl CustomOp1 for HeadCe {
                     // SAFETY: chunk j's logits and W-gradient rows are this task's alone;
                     // every pointer stays within the [n, cw], [cw, d] and [n, d] matrices.
                     unsafe {
-                        let dz = std::slice::from_raw_parts_mut((zp as *mut f32).add(n * c0), n * cw);
+                        let dz =
+                            std::slice::from_raw_parts_mut((zp as *mut f32).add(n * c0), n * cw);
                         for (i, row) in dz.chunks_exact_mut(cw).enumerate() {
                             let c = gscale * self.weights[i];
                             if c == 0.0 {
@@ -234,10 +285,36 @@ impl CustomOp1 for HeadCe {
                             }
                         }
                         let dwc = (dwp as *mut f32).add(c0 * d);
-                        gemm_f32_serial(cw, d, n, dwc, d as isize, accumulate, dz.as_ptr(), cw as isize, 1, h.as_ptr(), 1, d as isize);
+                        gemm_f32_serial(
+                            cw,
+                            d,
+                            n,
+                            dwc,
+                            d as isize,
+                            accumulate,
+                            dz.as_ptr(),
+                            cw as isize,
+                            1,
+                            h.as_ptr(),
+                            1,
+                            d as isize,
+                        );
                         let rows = std::slice::from_raw_parts(dwc, cw * d);
                         sq.write(j, rows.chunks(1 << 12).map(sum_squares_run).sum());
-                        gemm_f32_serial(n, d, cw, dh.as_mut_ptr(), d as isize, t > 0, dz.as_ptr(), 1, cw as isize, w[c0 * d..].as_ptr(), 1, d as isize);
+                        gemm_f32_serial(
+                            n,
+                            d,
+                            cw,
+                            dh.as_mut_ptr(),
+                            d as isize,
+                            t > 0,
+                            dz.as_ptr(),
+                            1,
+                            cw as isize,
+                            w[c0 * d..].as_ptr(),
+                            1,
+                            d as isize,
+                        );
                     }
                 }
                 if !range.is_empty() {
@@ -263,9 +340,20 @@ impl CustomOp1 for HeadCe {
 
 /// The head `h · wᵀ` followed by [`weighted_cross_entropy`], as one node whose weight gradient
 /// goes to `sink` (`h` `[n, d]`, `w` `[vocab, d]`).
-pub(crate) fn head_cross_entropy(h: &Tensor, w: &Tensor, sink: std::sync::Arc<GradSlot>, labels: Vec<u32>, weights: Vec<f32>) -> Result<Tensor> {
+pub(crate) fn head_cross_entropy(
+    h: &Tensor,
+    w: &Tensor,
+    sink: std::sync::Arc<GradSlot>,
+    labels: Vec<u32>,
+    weights: Vec<f32>,
+) -> Result<Tensor> {
     ensure_cpu_f32(h, "head")?;
     ensure_cpu_f32(w, "head")?;
-    h.contiguous()?.apply_op1(HeadCe { w: w.contiguous()?, sink, labels, weights, saved: Mutex::new(None) })
+    h.contiguous()?.apply_op1(HeadCe {
+        w: w.contiguous()?,
+        sink,
+        labels,
+        weights,
+        saved: Mutex::new(None),
+    })
 }
-

@@ -27,16 +27,32 @@ impl InplaceOp2 for AdamStep<'_> {
         "adamw-step"
     }
 
-    fn cpu_fwd(&self, dst: &mut CpuStorage, dst_l: &Layout, src: &CpuStorage, src_l: &Layout) -> Result<()> {
+    fn cpu_fwd(
+        &self,
+        dst: &mut CpuStorage,
+        dst_l: &Layout,
+        src: &CpuStorage,
+        src_l: &Layout,
+    ) -> Result<()> {
         let g = f32_slice(src, src_l, "adamw")?;
         let p = f32_slice_mut(dst, dst_l, "adamw")?;
-        let mut m = self.m.lock().map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
-        let mut v = self.v.lock().map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
+        let mut m = self
+            .m
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
+        let mut v = self
+            .v
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("adamw: poisoned".into()))?;
         let n = g.len();
         if p.len() != n || m.len() != n || v.len() != n {
             bail!("adamw: parameter, gradient and moments differ in size")
         }
-        let (pp, mp, vp) = (SharedMut(p.as_mut_ptr()), SharedMut(m.as_mut_ptr()), SharedMut(v.as_mut_ptr()));
+        let (pp, mp, vp) = (
+            SharedMut(p.as_mut_ptr()),
+            SharedMut(m.as_mut_ptr()),
+            SharedMut(v.as_mut_ptr()),
+        );
         let (b1, b2, decay, eps) = (self.b1, self.b2, self.decay, self.eps);
         // step = (m/c1) / (sqrt(v/c2) + eps) = m·(lr/c1) / (sqrt(v)·(1/sqrt(c2)) + eps): one
         // division and one square root per element instead of three divisions.
@@ -45,7 +61,13 @@ impl InplaceOp2 for AdamStep<'_> {
         let scale = self.grad_scale.unwrap_or(1.0);
         par_ranges(n, 1 << 16, |range| {
             // SAFETY: each range is written by exactly one worker.
-            let (p, m, v) = unsafe { (pp.slice(range.clone()), mp.slice(range.clone()), vp.slice(range.clone())) };
+            let (p, m, v) = unsafe {
+                (
+                    pp.slice(range.clone()),
+                    mp.slice(range.clone()),
+                    vp.slice(range.clone()),
+                )
+            };
             let g = &g[range];
             for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
                 let gi = g * scale;
@@ -65,7 +87,13 @@ impl InplaceOp2 for AddAssign {
         "add-assign"
     }
 
-    fn cpu_fwd(&self, dst: &mut CpuStorage, dst_l: &Layout, src: &CpuStorage, src_l: &Layout) -> Result<()> {
+    fn cpu_fwd(
+        &self,
+        dst: &mut CpuStorage,
+        dst_l: &Layout,
+        src: &CpuStorage,
+        src_l: &Layout,
+    ) -> Result<()> {
         let g = f32_slice(src, src_l, "add_assign")?;
         let a = f32_slice_mut(dst, dst_l, "add_assign")?;
         if a.len() != g.len() {

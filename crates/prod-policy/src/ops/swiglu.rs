@@ -27,7 +27,13 @@ impl CustomOp2 for SwiGlu {
         "fused-swiglu"
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
         let g = f32_slice(s1, l1, "swiglu")?;
         let u = f32_slice(s2, l2, "swiglu")?;
         if l1.shape() != l2.shape() {
@@ -36,7 +42,13 @@ impl CustomOp2 for SwiGlu {
         Ok((CpuStorage::F32(swiglu_forward(g, u)), l1.shape().clone()))
     }
 
-    fn bwd(&self, gate: &Tensor, up: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    fn bwd(
+        &self,
+        gate: &Tensor,
+        up: &Tensor,
+        _res: &Tensor,
+        g: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let a = gate.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let b = up.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let gs = g.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
@@ -58,7 +70,11 @@ pub(super) fn swiglu_forward(a: &[f32], b: &[f32]) -> Vec<f32> {
         // SAFETY: each range is written by exactly one worker, within y's capacity.
         let yr = unsafe { out.uninit(range.clone()) };
         let mut s = [0f32; SIGMOID_RUN];
-        for ((yr, a), b) in yr.chunks_mut(SIGMOID_RUN).zip(a[range.clone()].chunks(SIGMOID_RUN)).zip(b[range].chunks(SIGMOID_RUN)) {
+        for ((yr, a), b) in yr
+            .chunks_mut(SIGMOID_RUN)
+            .zip(a[range.clone()].chunks(SIGMOID_RUN))
+            .zip(b[range].chunks(SIGMOID_RUN))
+        {
             let s = &mut s[..a.len()];
             sigmoid_into(a, s);
             for (((y, &a), &b), &s) in yr.iter_mut().zip(a).zip(b).zip(s.iter()) {
@@ -75,14 +91,23 @@ pub(super) fn swiglu_forward(a: &[f32], b: &[f32]) -> Vec<f32> {
 /// the forward output too (one sigmoid pass for both).
 ///
 /// d silu(a)/da = s·(1 + a·(1 − s)) with s = sigmoid(a).
-pub(super) fn swiglu_backward(a: &[f32], b: &[f32], gs: &[f32], want_act: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub(super) fn swiglu_backward(
+    a: &[f32],
+    b: &[f32],
+    gs: &[f32],
+    want_act: bool,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let n = a.len();
     assert!(b.len() == n && gs.len() == n);
     // Not zeroed first (serial passes before the parallel one): every element is written below.
     let mut da = Vec::with_capacity(n);
     let mut db = Vec::with_capacity(n);
     let mut act = Vec::with_capacity(if want_act { n } else { 0 });
-    let (pa, pb, py) = (SharedMut(da.as_mut_ptr()), SharedMut(db.as_mut_ptr()), SharedMut(act.as_mut_ptr()));
+    let (pa, pb, py) = (
+        SharedMut(da.as_mut_ptr()),
+        SharedMut(db.as_mut_ptr()),
+        SharedMut(act.as_mut_ptr()),
+    );
     par_ranges(n, 1 << 15, |range| {
         // SAFETY: each range is written by exactly one worker, within the buffers' capacity
         // (`act` only when it has the room).

@@ -12,7 +12,10 @@ fn entity_ok(s: &str) -> bool {
         "amp" | "lt" | "gt" | "quot" | "apos" => true,
         _ => {
             if let Some(hex) = s.strip_prefix("#x") {
-                u32::from_str_radix(hex, 16).ok().and_then(char::from_u32).is_some()
+                u32::from_str_radix(hex, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .is_some()
             } else if let Some(dec) = s.strip_prefix('#') {
                 dec.parse::<u32>().ok().and_then(char::from_u32).is_some()
             } else {
@@ -25,15 +28,23 @@ fn entity_ok(s: &str) -> bool {
 fn check_text(s: &str, at: usize) -> Result<(), String> {
     for (i, ch) in s.char_indices() {
         let code = ch as u32;
-        if (code < 0x20 && !matches!(ch, '\t' | '\n' | '\r')) || ch == '\u{fffe}' || ch == '\u{ffff}' {
-            return Err(format!("forbidden character U+{code:04X} at byte {}", at + i));
+        if (code < 0x20 && !matches!(ch, '\t' | '\n' | '\r'))
+            || ch == '\u{fffe}'
+            || ch == '\u{ffff}'
+        {
+            return Err(format!(
+                "forbidden character U+{code:04X} at byte {}",
+                at + i
+            ));
         }
         if ch == '<' {
             return Err(format!("raw '<' at byte {}", at + i));
         }
         if ch == '&' {
             let rest = &s[i + 1..];
-            let end = rest.find(';').ok_or_else(|| format!("unterminated entity at byte {}", at + i))?;
+            let end = rest
+                .find(';')
+                .ok_or_else(|| format!("unterminated entity at byte {}", at + i))?;
             if !entity_ok(&rest[..end]) {
                 return Err(format!("bad entity &{}; at byte {}", &rest[..end], at + i));
             }
@@ -67,18 +78,25 @@ pub fn check(doc: &str) -> Result<Vec<Element>, String> {
         }
         let text = &s[text_start..i];
         if stack.is_empty() && !text.trim().is_empty() {
-            return Err(format!("text outside the root element at byte {}", base + text_start));
+            return Err(format!(
+                "text outside the root element at byte {}",
+                base + text_start
+            ));
         }
         check_text(text, base + text_start)?;
         let at = base + i;
         if s[i..].starts_with("<!--") {
-            let end = s[i + 4..].find("-->").ok_or_else(|| format!("unterminated comment at byte {at}"))?;
+            let end = s[i + 4..]
+                .find("-->")
+                .ok_or_else(|| format!("unterminated comment at byte {at}"))?;
             if s[i + 4..i + 4 + end].contains("--") {
                 return Err(format!("'--' inside a comment at byte {at}"));
             }
             i += 4 + end + 3;
         } else if s[i..].starts_with("</") {
-            let end = s[i..].find('>').ok_or_else(|| format!("unterminated end tag at byte {at}"))?;
+            let end = s[i..]
+                .find('>')
+                .ok_or_else(|| format!("unterminated end tag at byte {at}"))?;
             let name = s[i + 2..i + end].trim();
             match stack.pop() {
                 Some(open) if open == name => {}
@@ -87,7 +105,9 @@ pub fn check(doc: &str) -> Result<Vec<Element>, String> {
             i += end + 1;
         } else {
             let mut j = i + 1;
-            let name_end = s[j..].find(|c: char| !is_name_char(c)).map_or(s.len(), |k| j + k);
+            let name_end = s[j..]
+                .find(|c: char| !is_name_char(c))
+                .map_or(s.len(), |k| j + k);
             let name = s[j..name_end].to_string();
             if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
                 return Err(format!("bad tag name at byte {at}"));
@@ -96,7 +116,9 @@ pub fn check(doc: &str) -> Result<Vec<Element>, String> {
             let mut attrs: Vec<(String, String)> = Vec::new();
             let self_closed;
             loop {
-                let ws = s[j..].find(|c: char| !c.is_ascii_whitespace()).map_or(s.len(), |k| j + k);
+                let ws = s[j..]
+                    .find(|c: char| !c.is_ascii_whitespace())
+                    .map_or(s.len(), |k| j + k);
                 let had_space = ws > j;
                 j = ws;
                 if s[j..].starts_with("/>") {
@@ -113,19 +135,28 @@ pub fn check(doc: &str) -> Result<Vec<Element>, String> {
                     return Err(format!("unterminated tag <{name}> at byte {at}"));
                 }
                 if !had_space {
-                    return Err(format!("missing space before attribute in <{name}> at byte {}", base + j));
+                    return Err(format!(
+                        "missing space before attribute in <{name}> at byte {}",
+                        base + j
+                    ));
                 }
-                let an_end = s[j..].find(|c: char| !is_name_char(c)).map_or(s.len(), |k| j + k);
+                let an_end = s[j..]
+                    .find(|c: char| !is_name_char(c))
+                    .map_or(s.len(), |k| j + k);
                 let an = s[j..an_end].to_string();
                 if an.is_empty() {
                     return Err(format!("bad attribute in <{name}> at byte {}", base + j));
                 }
                 if !s[an_end..].starts_with("=\"") {
-                    return Err(format!("attribute {an} of <{name}> is not =\"…\" at byte {}", base + an_end));
+                    return Err(format!(
+                        "attribute {an} of <{name}> is not =\"…\" at byte {}",
+                        base + an_end
+                    ));
                 }
                 let v_start = an_end + 2;
-                let v_len =
-                    s[v_start..].find('"').ok_or_else(|| format!("unterminated attribute {an} at byte {at}"))?;
+                let v_len = s[v_start..]
+                    .find('"')
+                    .ok_or_else(|| format!("unterminated attribute {an} at byte {at}"))?;
                 let value = &s[v_start..v_start + v_len];
                 check_text(value, base + v_start)?;
                 if attrs.iter().any(|(n, _)| *n == an) {
@@ -160,7 +191,20 @@ pub fn check(doc: &str) -> Result<Vec<Element>, String> {
 /// Every numeric SVG attribute (coordinates, sizes, path data, viewBox, transform) holds only
 /// finite numbers.
 pub fn check_numbers(elements: &[Element]) -> Result<(), String> {
-    const NUMERIC: [&str; 12] = ["x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "width", "height", "stroke-width"];
+    const NUMERIC: [&str; 12] = [
+        "x",
+        "y",
+        "x1",
+        "y1",
+        "x2",
+        "y2",
+        "cx",
+        "cy",
+        "r",
+        "width",
+        "height",
+        "stroke-width",
+    ];
     for (name, attrs) in elements {
         for (a, v) in attrs {
             let numbers: Vec<&str> = if NUMERIC.contains(&a.as_str()) {
@@ -177,7 +221,11 @@ pub fn check_numbers(elements: &[Element]) -> Result<(), String> {
             for n in numbers {
                 match n.parse::<f64>() {
                     Ok(x) if x.is_finite() && !n.contains("inf") && !n.contains("NaN") => {}
-                    _ => return Err(format!("<{name} {a}=\"{v}\">: {n:?} is not a finite number")),
+                    _ => {
+                        return Err(format!(
+                            "<{name} {a}=\"{v}\">: {n:?} is not a finite number"
+                        ))
+                    }
                 }
             }
         }

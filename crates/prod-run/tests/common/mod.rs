@@ -13,7 +13,8 @@ use prod_policy::model::Llama;
 use prod_policy::{LlamaConfig, ProdTokenizer};
 use prod_run::{CoqJobConfig, NativeParams, RlConfig};
 
-pub const SOURCE: &str = "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
+pub const SOURCE: &str =
+    "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
 
 /// A dataset line of the fixture file.
 pub fn example(name: &str, statement: &str, proof: &str, lemmas: &[&str]) -> Example {
@@ -51,15 +52,26 @@ pub fn example(name: &str, statement: &str, proof: &str, lemmas: &[&str]) -> Exa
 /// `dir/rl.jsonl` (the examples), `dir/sources.jsonl` and `dir/model` (BPE on the examples'
 /// text, random weights).
 pub fn write_fixture(dir: &Path, examples: &[Example]) {
-    let lines: Vec<String> = examples.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+    let lines: Vec<String> = examples
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect();
     std::fs::write(dir.join("rl.jsonl"), lines.join("\n") + "\n").unwrap();
     // As JSON: the record may gain optional fields (Isabelle's `body_start`).
     let src = serde_json::json!({"logical_path": "Fix", "file": "Fix.v", "package": "fixture", "flags": [], "source": SOURCE, "reduced": SOURCE});
     let _: SourceRecord = serde_json::from_value(src.clone()).unwrap();
     std::fs::write(dir.join("sources.jsonl"), src.to_string() + "\n").unwrap();
-    let texts: Vec<String> = examples.iter().map(|e| format!("{SOURCE}\n{}\n{}", e.statement, e.conditional_proof)).collect();
+    let texts: Vec<String> = examples
+        .iter()
+        .map(|e| format!("{SOURCE}\n{}\n{}", e.statement, e.conditional_proof))
+        .collect();
     let tok = ProdTokenizer::train_bpe(texts.iter(), 300, 1).unwrap();
-    let mut model = Llama::random(&LlamaConfig::tiny(tok.vocab_size()), 7, &prod_policy::candle_core::Device::Cpu).unwrap();
+    let mut model = Llama::random(
+        &LlamaConfig::tiny(tok.vocab_size()),
+        7,
+        &prod_policy::candle_core::Device::Cpu,
+    )
+    .unwrap();
     prod_policy::save_model_dir(&dir.join("model"), &mut model, &tok).unwrap();
 }
 
@@ -76,15 +88,25 @@ pub fn rl_config(dir: &Path, rounds: u32) -> RlConfig {
         macro_batch: 8,
         micro_batch: 4,
         max_seq_len: 512,
-        sampling: NativeParams { max_new_tokens: 12, ..NativeParams::default() },
-        coq: CoqJobConfig { workers: 1, hammer: false, ..CoqJobConfig::default() },
+        sampling: NativeParams {
+            max_new_tokens: 12,
+            ..NativeParams::default()
+        },
+        coq: CoqJobConfig {
+            workers: 1,
+            hammer: false,
+            ..CoqJobConfig::default()
+        },
         ..RlConfig::default()
     }
 }
 
 /// The tests' Coq settings: one worker, no hammer.
 pub fn coq_config() -> CoqCheckConfig {
-    let mut cfg = CoqCheckConfig { workers: 1, ..Default::default() };
+    let mut cfg = CoqCheckConfig {
+        workers: 1,
+        ..Default::default()
+    };
     cfg.hammer.enabled = false;
     cfg
 }
