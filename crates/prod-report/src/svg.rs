@@ -573,7 +573,8 @@ impl BarChart {
             (&xs, &[], &Axis::new(&self.x_label, Format::Number)),
             (&ys, &yt, &self.y),
         );
-        if totals.iter().all(|t| *t <= 0.0) {
+        // Bars of 0% are data (their labels say so); only a chart without bars has none.
+        if self.groups.iter().all(|g| g.bars.is_empty()) {
             no_data(&mut out);
         }
         for (gi, g) in self.groups.iter().enumerate() {

@@ -69,6 +69,17 @@ pub enum Method {
     NoLemmaProposal,
 }
 
+impl Method {
+    /// The paper's name for the method (report titles, tables).
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Method::ProdRl => "ProD-RL",
+            Method::ExpertIteration => "Expert iteration",
+            Method::NoLemmaProposal => "RL w/o lemma proposal",
+        }
+    }
+}
+
 /// Where the value model V(l) of the weights comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -1370,7 +1381,7 @@ pub fn run_rl_job(
     };
     let report_of = |records: &[RoundRecord]| {
         prod_report::RunReport {
-        title: format!("ProD-RL run ({:?})", cfg.method),
+        title: format!("{} run", cfg.method.display_name()),
         created: now_rfc3339(),
         prover: prover.clone(),
         dataset: prod_report::DatasetInfo {
