@@ -193,7 +193,7 @@ pub struct SampleArgs {
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
     /// Sampling temperature (0 = greedy; paper: 0.7).
-    #[arg(long, default_value_t = 0.7, value_parser = ranges::non_negative_finite_f64)]
+    #[arg(long, default_value_t = prod_core::PAPER_TEMPERATURE, value_parser = ranges::non_negative_finite_f64)]
     pub temperature: f64,
     /// Nucleus (top-p) threshold in (0, 1]; 1 = off.
     #[arg(long, default_value_t = 1.0, value_parser = ranges::unit_interval_open_closed)]
@@ -308,7 +308,7 @@ pub struct BenchSampleArgs {
     pub new_tokens: usize,
     #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
     pub batch_rows: usize,
-    #[arg(long, default_value_t = 0.7, value_parser = ranges::non_negative_finite_f64)]
+    #[arg(long, default_value_t = prod_core::PAPER_TEMPERATURE, value_parser = ranges::non_negative_finite_f64)]
     pub temperature: f64,
     /// Decoding weights to measure, in order.
     #[arg(long, value_delimiter = ',', default_value = "f32,q8")]
@@ -1104,7 +1104,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         for batch in [1usize, 8] {
             let p = SamplingParams {
                 n: batch,
-                temperature: 0.7,
+                temperature: prod_core::PAPER_TEMPERATURE,
                 max_new_tokens: a.new_tokens,
                 seed: 1,
                 decode_weights,

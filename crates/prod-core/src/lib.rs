@@ -23,3 +23,8 @@ pub use pass_at_k::{
     estimate as estimate_pass_at_k, pass_at_k, DepthTable, PassAtK, TheoremOutcome,
 };
 pub use tree::{solve, GlobalVerdict, GoalId, LocalVerdict, Node, Solution};
+
+/// The sampling temperature for proofs: the paper samples at 0.7 for testing and during RL (its
+/// appendix on sampling temperatures found 0.7 best). Every default in the workspace that
+/// samples proofs takes it from here.
+pub const PAPER_TEMPERATURE: f64 = 0.7;

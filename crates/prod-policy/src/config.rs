@@ -208,7 +208,7 @@ impl Default for PolicyConfig {
         PolicyConfig {
             model: None,
             context_tokens: 1000,
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
             top_p: 1.0,
             max_new_tokens: 512,
             seed: 0,

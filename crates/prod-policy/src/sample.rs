@@ -40,7 +40,7 @@ impl Default for SamplingParams {
     fn default() -> Self {
         SamplingParams {
             n: 1,
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
             top_p: 1.0,
             max_new_tokens: 256,
             seed: 0,
@@ -255,7 +255,7 @@ pub struct ManyParams {
 impl Default for ManyParams {
     fn default() -> Self {
         ManyParams {
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
             top_p: 1.0,
             stop: Vec::new(),
             decode_weights: DecodeWeights::F32,

@@ -104,7 +104,7 @@ impl Default for RemoteConfig {
             timeout_s: 300,
             retries: 4,
             backoff_ms: 500,
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
             top_p: 1.0,
             max_tokens: 512,
             context_tokens: 1000,

@@ -590,7 +590,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             final_timeout_s: 120,
             bootstrap: 1000,
             seed: job.seed,
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
         },
         sampling: match job.base {
             ModelBase::Pretrained(_) => NativeParams {

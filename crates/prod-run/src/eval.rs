@@ -138,7 +138,7 @@ impl Default for EvalOptions {
             final_timeout_s: 120,
             bootstrap: 1000,
             seed: 0,
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
         }
     }
 }

@@ -109,7 +109,7 @@ impl Default for ExperimentConfig {
             ModelBase::FromScratch => PathBuf::new(),
         };
         let sampling = NativeParams {
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
             context_tokens: pretrained_context_tokens(),
             max_new_tokens: 128,
             decode_weights: prod_policy::DecodeWeights::Q8,

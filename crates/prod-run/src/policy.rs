@@ -105,7 +105,7 @@ pub enum FirstToken {
 impl Default for NativeParams {
     fn default() -> Self {
         NativeParams {
-            temperature: 0.7,
+            temperature: prod_core::PAPER_TEMPERATURE,
             top_p: 1.0,
             max_new_tokens: 256,
             context_tokens: 1000,
