@@ -41,3 +41,7 @@ if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
   exit 1
 fi
+# scripts/test.sh checks formatting and lints: rustup's components where cargo lacks them.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add rustfmt clippy
+fi
