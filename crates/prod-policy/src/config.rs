@@ -85,7 +85,7 @@ impl LlamaConfig {
         }
     }
 
-    /// The SmolLM2-135M shape (research/ml.md §3), for benchmarks.
+    /// The SmolLM2-135M shape, for benchmarks.
     pub fn smollm2_135m() -> Self {
         LlamaConfig {
             vocab_size: 49_152,
