@@ -1,5 +1,5 @@
-//! Configuration: the model's `config.json` (Hugging Face Llama layout) and ProD's `[policy]`
-//! section of `prod.toml`.
+//! Configuration: the model's `config.json` (Hugging Face Llama layout) and ProD's policy
+//! settings ([`PolicyConfig`]).
 
 use std::path::Path;
 
@@ -170,7 +170,7 @@ impl LlamaConfig {
     }
 }
 
-/// The `[policy]` section of `prod.toml`. Defaults are the paper's (§4.1) where it gives one.
+/// The policy's settings. Defaults are the paper's (§4.1) where it gives one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PolicyConfig {
