@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages ProD needs on Debian 12 (bookworm), only those that are missing.
 # Coq 8.16 with its stdlib (our prover and embedded proof library), CoqHammer with the E and
-# CVC4 provers (our Sledgehammer), Z3, bubblewrap (the prover's sandbox), and OCaml with Coq's
+# CVC4 provers (our Sledgehammer), Flocq (an installed library the import rewriting is tested
+# on), Z3, bubblewrap (the prover's sandbox), and OCaml with Coq's
 # development files to build the ProD Coq plugin (a faster `Print Assumptions`; the checker
 # falls back to `Print Assumptions` without it), and PostgreSQL (the shared check queue of
 # `prod queue`; its test starts a throw-away cluster), and mmdebstrap (builds the separate root
@@ -10,7 +11,7 @@
 # --with-python (the test suite): also Debian's CPU PyTorch and a venv with the pinned
 # transformers/accelerate, for python/train_weighted.py's test against the native trainer.
 set -euo pipefail
-packages=(coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 bubblewrap util-linux mmdebstrap
+packages=(coq libcoq-stdlib libcoq-flocq libcoq-hammer eprover cvc4 z3 bubblewrap util-linux mmdebstrap
   ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql python3-pip unzip)
 with_python=0
 [ "${1:-}" = "--with-python" ] && with_python=1
@@ -40,4 +41,8 @@ fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust (https://rustup.rs) first" >&2
   exit 1
+fi
+# scripts/test.sh checks formatting and lints: rustup's components where cargo lacks them.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add rustfmt clippy
 fi

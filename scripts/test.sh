@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, then runs every test of the workspace
-# (the Coq tests run the real Coq 8.16). Ends with one summary line "tests: N passed, N failed, N skipped".
+# The whole test suite: installs what is missing, checks formatting (rustfmt.toml) and lints
+# (clippy, warnings are errors), then runs every test of the workspace (the Coq tests run the
+# real Coq 8.16). Ends with one summary line "tests: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --with-python
@@ -11,6 +12,8 @@ scripts/install-rocq.sh >/dev/null
 export PROD_PYTHON="${PROD_PYTHON:-${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}/bin/python}"
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -1,4 +1,5 @@
-//! `prod check`: local correctness of nodes with the real prover (issue B's stable interface).
+//! `prod check`: local correctness of nodes with the real prover (a stable interface: JSON in,
+//! JSON out).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};

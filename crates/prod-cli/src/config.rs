@@ -1,4 +1,4 @@
-//! The config file: TOML with one section per concern (`[check]`, `[dataset]`, `[policy]`, …).
+//! The config file `prod.toml`: TOML with one section per concern; `[check]` is the one read.
 //!
 //! Looked up in this order: `--config FILE`, `$PROD_CONFIG`, `./prod.toml`. No file is fine
 //! (every section has defaults); a file that exists but does not parse is an error, never

@@ -1,5 +1,5 @@
 //! `prod queue`: checking at scale — one round's checks in PostgreSQL, drained by any number of
-//! `prod queue work` processes on any number of machines (issue G).
+//! `prod queue work` processes on any number of machines.
 
 use std::path::PathBuf;
 use std::time::Duration;

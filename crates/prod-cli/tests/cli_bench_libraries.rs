@@ -2,6 +2,8 @@
 //! installs): its row counts what the build found, every sampled ground-truth proof is checked
 //! by the real Coq, a rerun reuses the saved row, and an unknown package is bad input.
 
+mod common;
+
 use std::process::Command;
 
 fn prod(args: &[&str]) -> (i32, String, String) {
@@ -19,16 +21,15 @@ fn prod(args: &[&str]) -> (i32, String, String) {
 fn have_hammer_library() -> bool {
     let ok = Command::new("coqtop").arg("-v").output().is_ok()
         && std::path::Path::new("/var/lib/dpkg/info/libcoq-hammer.list").exists();
-    if !ok && std::env::var("CI").as_deref() == Ok("true") {
-        panic!("CI=true but coqtop or libcoq-hammer is missing (scripts/install-deps.sh)");
-    }
-    ok
+    common::require(
+        ok,
+        "coqtop or libcoq-hammer is not installed (scripts/install-deps.sh)",
+    )
 }
 
 #[test]
 fn one_library_row_is_checked_saved_and_reused() {
     if !have_hammer_library() {
-        eprintln!("SKIP: coqtop or libcoq-hammer not installed");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

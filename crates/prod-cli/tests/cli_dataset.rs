@@ -7,6 +7,8 @@
 //! (exit 2); a dataset without its bindings reports each context that does not load once per
 //! file, with Coq's reason. Under `CI=true` a missing Coq fails instead of skipping.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,14 +50,7 @@ fn prod_with_input(args: &[&str], input: Option<&str>) -> (i32, String, String) 
 fn coq_installed() -> bool {
     let here = Command::new("coqc").arg("-v").output().is_ok()
         && Command::new("coqtop").arg("-v").output().is_ok();
-    if !here {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but coqc/coqtop are not installed"
-        );
-        eprintln!("SKIP: coqc/coqtop not installed");
-    }
-    here
+    common::require(here, "coqc/coqtop are not installed")
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -2,7 +2,7 @@
 //! Debian package's binaries): one run's nodes, a worker killed right after it claimed its first
 //! batch, two more workers draining the queue at once — every node checked by the real Coq and
 //! recorded exactly once, the dead worker's claims retried after their lease expired.
-//! Skips (with a message) where PostgreSQL is not installed.
+//! Skips (with a message) where PostgreSQL is not installed; fails there under `CI=true`.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -25,8 +25,8 @@ fn sentence_ranges_match_coqc_time() {
         .arg("-v")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !coqc_ok || !Path::new(STDLIB).is_dir() {
-        println!("SKIPPED: coqc or {STDLIB} not available");
+    let here = coqc_ok && Path::new(STDLIB).is_dir();
+    if !common::require(here, &format!("coqc or {STDLIB} is not available")) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("prod-coq-oracle-{}", std::process::id()));
@@ -63,13 +63,12 @@ fn sentence_ranges_match_coqc_time() {
 #[test]
 #[ignore]
 fn all_stdlib_sentence_ranges_match_coqc_time() {
-    if !Command::new("coqc")
+    let here = Command::new("coqc")
         .arg("-v")
         .output()
         .is_ok_and(|o| o.status.success())
-        || !Path::new(STDLIB).is_dir()
-    {
-        println!("SKIPPED: coqc or {STDLIB} not available");
+        && Path::new(STDLIB).is_dir();
+    if !common::require(here, &format!("coqc or {STDLIB} is not available")) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("prod-coq-oracle-all-{}", std::process::id()));

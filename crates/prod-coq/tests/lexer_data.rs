@@ -82,12 +82,11 @@ fn lexer_fixtures_match_expected() {
 
 #[test]
 fn valid_fixtures_match_coqc_time() {
-    if !Command::new("coqc")
+    let coqc_ok = Command::new("coqc")
         .arg("-v")
         .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        println!("SKIPPED: coqc not available");
+        .is_ok_and(|o| o.status.success());
+    if !common::require(coqc_ok, "coqc is not available") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("prod-coq-fixtures-{}", std::process::id()));

@@ -10,8 +10,8 @@ use common::{v_files, STDLIB};
 
 #[test]
 fn stdlib_lexes_without_errors() {
-    if !Path::new(STDLIB).is_dir() {
-        println!("SKIPPED: {STDLIB} not found (install the `coq` Debian package)");
+    let missing = format!("{STDLIB} not found (install the `coq` Debian package)");
+    if !common::require(Path::new(STDLIB).is_dir(), &missing) {
         return;
     }
     let mut files = vec![];

@@ -145,7 +145,7 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
         let mut intern = |stmt: &str, fresh: &mut dyn FnMut() -> GoalId| {
             *goals
                 .entry((c, lang.normalize_statement(stmt)))
-                .or_insert_with(|| fresh())
+                .or_insert_with(fresh)
         };
         let names: Vec<Option<String>> = n.proof.lemmas().map(|l| lang.lemma_name(l)).collect();
         // The node's statement is elaborated after its proposals: it must not mention them.

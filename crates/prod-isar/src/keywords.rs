@@ -297,9 +297,8 @@ const PURE_DECLS: &str = r#"
 /// `src/HOL/{HOL,Orderings,Inductive,Typedef,Fun_Def,Partial_Function,Record,Lifting,Transfer,
 /// Quotient,Hilbert_Choice,Code_Generator,Predicate_Compile,Nitpick,Nunchaku,Sledgehammer,
 /// Quickcheck_*,BNF_*,Ctr_Sugar,Fun}.thy`, `src/HOL/Library/*.thy`, `src/HOL/HOLCF/*.thy`,
-/// `src/HOL/Eisbach/Eisbach.thy` and `src/HOL/Nominal/Nominal.thy`, cross-checked against the
-/// notes in `shared/research/isabelle.md` §4.4 and against an AFP sweep (identifiers at column 0
-/// that were not commands). AFP entries' own commands come from their theory headers instead.
+/// `src/HOL/Eisbach/Eisbach.thy` and `src/HOL/Nominal/Nominal.thy`, cross-checked against an AFP
+/// sweep (identifiers at column 0 that were not commands). AFP entries' own commands come from their theory headers instead.
 const HOL_DECLS: &str = r#"
   "try" "solve_direct" "quickcheck" "print_coercions" "print_claset" "print_induct_rules"
     "print_orders" "print_inductives" "print_quot_maps" "print_quotients" "print_quotmapsQ3"

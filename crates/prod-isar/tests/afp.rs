@@ -3,8 +3,9 @@
 //!
 //! The AFP is read from `$PROD_AFP_DIR` (a directory holding `thys/` and `metadata/`), else from
 //! the cache `/tmp/afp-2022-12-06`, else unpacked there from `$PROD_AFP_TARBALL` or
-//! `/work/shared/data/afp-2022-12-06.tar.xz`. Without any of them the tests say so and pass
-//! without checking anything (the data is not part of the repository).
+//! `../shared/data/afp-2022-12-06.tar.xz` beside the repository. Without any of them the tests say
+//! so and pass without checking anything (the data is not part of the repository), except under
+//! `CI=true`, where they fail ([`require`]).
 //!
 //! `afp_full_sweep` reads all 7,298 theories (about 10 s in the test profile on 2 cores); see its
 //! figures with `cargo test -p prod-isar --release --test afp -- --nocapture afp_full_sweep`.
@@ -24,7 +25,17 @@ const TARBALL: &str = concat!(
     "/../../../shared/data/afp-2022-12-06.tar.xz"
 );
 
+/// The AFP's directory, or `None` (see [`require`]).
 fn afp_root() -> Option<PathBuf> {
+    let root = find_afp_root();
+    require(
+        root.is_some(),
+        "the AFP is not readable here (see the file header)",
+    );
+    root
+}
+
+fn find_afp_root() -> Option<PathBuf> {
     static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
     ROOT.get_or_init(|| {
         if let Some(d) = std::env::var_os("PROD_AFP_DIR") {
@@ -39,7 +50,7 @@ fn afp_root() -> Option<PathBuf> {
             .unwrap_or_else(|| PathBuf::from(TARBALL));
         if !tarball.is_file() {
             eprintln!(
-                "SKIPPED: no AFP here (set PROD_AFP_DIR, or provide {} or {})",
+                "no AFP here (set PROD_AFP_DIR, or provide {} or {})",
                 CACHE,
                 tarball.display()
             );
@@ -58,7 +69,7 @@ fn afp_root() -> Option<PathBuf> {
             .map(|s| s.success())
             .unwrap_or(false);
         if !ok {
-            eprintln!("SKIPPED: could not unpack {}", tarball.display());
+            eprintln!("could not unpack {}", tarball.display());
             let _ = std::fs::remove_dir_all(&partial);
             return None;
         }
@@ -305,4 +316,18 @@ fn afp_full_sweep() {
             .map(|e| e.theory_files.len())
             .sum::<usize>()
     );
+}
+
+/// Whether a test's prerequisite is here (`missing` says what is not). Without it the test is
+/// skipped with a `SKIPPED:` line, except under `CI=true`: there `scripts/test.sh` provides
+/// everything, so a missing prerequisite fails the test instead of passing it unseen.
+pub fn require(here: bool, missing: &str) -> bool {
+    if !here {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but {missing}"
+        );
+        eprintln!("SKIPPED: {missing}");
+    }
+    here
 }

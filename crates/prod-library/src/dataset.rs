@@ -15,7 +15,7 @@ use crate::peel::peel;
 use crate::segment::{ProofEnd, SkipReason};
 use crate::source::{FileSegmenter, LibrarySource};
 
-/// `[dataset]` section of `prod.toml`.
+/// The dataset builder's settings (`prod dataset build`'s flags).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default)]
 pub struct DatasetConfig {

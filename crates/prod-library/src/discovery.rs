@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 /// Where a Coq installation keeps its libraries (`coqc -where`).
 pub const DEFAULT_COQLIB: &str = "/usr/lib/ocaml/coq";
 
-/// Libraries that live in their own "world": they need `-noinit -indices-matter` (research
-/// notes §1.3) and cannot be mixed with the stdlib world in one file.
+/// Libraries that live in their own "world": they need `-noinit -indices-matter` and cannot be
+/// mixed with the stdlib world in one file.
 pub const SEPARATE_WORLDS: [&str; 2] = ["HoTT", "UniMath"];
 
 #[derive(Debug, thiserror::Error)]

@@ -73,7 +73,7 @@ pub fn context<'a>(reduced: &'a str, e: &TheoremExample) -> &'a str {
     reduced.get(..e.context_end).unwrap_or(reduced)
 }
 
-/// The whole file with every peeled pair removed: what must still compile (issue C, "done when").
+/// The whole file with every peeled pair removed: what must still compile.
 pub fn reduced_source(f: &(impl SegmentedFile + ?Sized), peeling: &Peeling) -> String {
     context_without(f, peeling, f.source().len())
 }

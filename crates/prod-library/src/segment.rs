@@ -1,6 +1,6 @@
 //! A segmented file, prover-neutral: the blocks `c1 s1 p1 … cl sl pl` of paper §2 ("Dataset
 //! construction"), with each proof split into steps and each piece's references to the file's
-//! own theorems resolved (by the prover-specific segmenter: Coq here, Isabelle in issue F).
+//! own theorems resolved (by the prover-specific segmenter: Coq's or Isabelle's).
 
 use serde::Serialize;
 
@@ -113,7 +113,7 @@ pub struct Segments {
 }
 
 /// What peeling and example building need from a segmented file. The Coq segmenter produces
-/// [`Segments`]; the Isabelle path (issue F) can produce the same or implement this itself.
+/// [`Segments`]; another prover's segmenter can produce the same or implement this itself.
 pub trait SegmentedFile {
     /// The full source text (contexts are slices of it).
     fn source(&self) -> &str;

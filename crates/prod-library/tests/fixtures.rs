@@ -6,6 +6,8 @@
 //! With `coqc` installed, every reduced file and every example (context + admitted proposed
 //! lemmas + statement + proof) is compiled by real Coq.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -174,8 +176,7 @@ fn coqc(dir: &Path, name: &str, text: &str, glob: bool) -> Result<(), String> {
 
 #[test]
 fn glob_references_match_expected() {
-    if !coqc_available() {
-        eprintln!("SKIP: coqc not installed");
+    if !common::require(coqc_available(), "coqc is not installed") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -198,8 +199,7 @@ fn glob_references_match_expected() {
 
 #[test]
 fn reduced_files_and_examples_compile_with_real_coq() {
-    if !coqc_available() {
-        eprintln!("SKIP: coqc not installed");
+    if !common::require(coqc_available(), "coqc is not installed") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

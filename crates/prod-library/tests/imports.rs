@@ -6,6 +6,8 @@
 //! With Flocq installed (`libcoq-flocq`), the rewritten `flocq.v` is compiled by real `coqc`
 //! without any `-R`: the qualified imports load from the installed root alone.
 
+mod common;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -104,8 +106,11 @@ fn sentence_classification() {
 #[test]
 fn rewritten_flocq_imports_compile() {
     let coqlib = Path::new(prod_library::discovery::DEFAULT_COQLIB);
-    if !coqlib.join("user-contrib/Flocq/Core/Zaux.vo").is_file() {
-        eprintln!("SKIP: Flocq is not installed (apt-get install libcoq-flocq)");
+    let here = coqlib.join("user-contrib/Flocq/Core/Zaux.vo").is_file();
+    if !common::require(
+        here,
+        "Flocq is not installed (apt-get install libcoq-flocq)",
+    ) {
         return;
     }
     let source = "Require Import Zaux Raux Defs.\nRequire Import Reals Core Relative Plus_error.\nCheck Zaux.Zfast_pow_pos.\n";

@@ -1,6 +1,8 @@
 //! A user's own project (a directory with a `_CoqProject`): discovery, `coqdep` dependencies,
 //! the dependency split and the output files, end to end. Skips when `coqdep` is absent.
 
+mod common;
+
 use prod_library::dataset::{self, read_examples, read_sources, DatasetConfig, SplitUnit};
 use prod_library::discovery::{self, LibrarySpec};
 
@@ -11,12 +13,11 @@ fn write(dir: &std::path::Path, name: &str, text: &str) {
 
 #[test]
 fn project_with_coq_project_builds_and_splits_by_dependencies() {
-    if std::process::Command::new("coqdep")
+    let here = std::process::Command::new("coqdep")
         .arg("-h")
         .output()
-        .is_err()
-    {
-        eprintln!("SKIP: coqdep not installed");
+        .is_ok();
+    if !common::require(here, "coqdep is not installed") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -147,8 +148,8 @@ fn coqc(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 /// only (as an installed root is), which the original files do not.
 #[test]
 fn project_imports_are_qualified_and_load_from_the_binding_alone() {
-    if coqc(std::path::Path::new("."), &["-v"]).status.code() != Some(0) {
-        eprintln!("SKIP: coqc not installed");
+    let here = coqc(std::path::Path::new("."), &["-v"]).status.code() == Some(0);
+    if !common::require(here, "coqc is not installed") {
         return;
     }
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/project_r");

@@ -1,6 +1,8 @@
 //! The per-file cap on the test split, end to end on a synthetic project whose one large file
 //! would otherwise dominate its test split. Skips when `coqdep` is absent.
 
+mod common;
+
 use std::collections::HashSet;
 
 use prod_library::dataset::{self, read_examples, DatasetConfig, SplitUnit};
@@ -65,8 +67,7 @@ fn has_coqdep() -> bool {
 
 #[test]
 fn one_large_file_holds_at_most_the_cap_and_its_other_theorems_go_nowhere() {
-    if !has_coqdep() {
-        eprintln!("SKIP: coqdep not installed");
+    if !common::require(has_coqdep(), "coqdep is not installed") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -114,8 +115,7 @@ fn one_large_file_holds_at_most_the_cap_and_its_other_theorems_go_nowhere() {
 
 #[test]
 fn without_the_cap_the_large_file_dominates() {
-    if !has_coqdep() {
-        eprintln!("SKIP: coqdep not installed");
+    if !common::require(has_coqdep(), "coqdep is not installed") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! The real stdlib (`libcoq-stdlib`, installed with `coq`): build the dataset and check its
 //! invariants; optionally (ignored test) compile every reduced file with `coqc`.
-//! Both skip with a message when the stdlib sources are absent.
+//! Both skip with a message when the stdlib sources are absent (fail under `CI=true`).
+
+mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -11,15 +13,11 @@ use prod_library::discovery::{self, LibrarySpec};
 
 fn coqlib() -> Option<PathBuf> {
     let p = PathBuf::from(discovery::DEFAULT_COQLIB);
-    if p.join("theories/Init/Prelude.v").is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIP: no Coq stdlib sources under {} (install libcoq-stdlib)",
-            p.display()
-        );
-        None
-    }
+    let missing = format!(
+        "no Coq stdlib sources under {} (install libcoq-stdlib)",
+        p.display()
+    );
+    common::require(p.join("theories/Init/Prelude.v").is_file(), &missing).then_some(p)
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Configuration: the model's `config.json` (Hugging Face Llama layout) and ProD's `[policy]`
-//! section of `prod.toml`.
+//! Configuration: the model's `config.json` (Hugging Face Llama layout) and ProD's policy
+//! settings ([`PolicyConfig`]).
 
 use std::path::Path;
 
@@ -85,7 +85,7 @@ impl LlamaConfig {
         }
     }
 
-    /// The SmolLM2-135M shape (research/ml.md §3), for benchmarks.
+    /// The SmolLM2-135M shape, for benchmarks.
     pub fn smollm2_135m() -> Self {
         LlamaConfig {
             vocab_size: 49_152,
@@ -170,7 +170,7 @@ impl LlamaConfig {
     }
 }
 
-/// The `[policy]` section of `prod.toml`. Defaults are the paper's (§4.1) where it gives one.
+/// The policy's settings. Defaults are the paper's (§4.1) where it gives one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PolicyConfig {

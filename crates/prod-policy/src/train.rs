@@ -115,7 +115,7 @@ pub fn eval_loss(model: &Llama, examples: &[TrainExample], micro: usize) -> Resu
 ///
 /// The update is one fused loop over host memory (moments kept as `Vec<f32>`): candle's
 /// tensor-op AdamW makes ~12 full passes per parameter and took about half of a CPU training
-/// step (research/ml.md §1.2). On a GPU this copies parameters to the host and back each step;
+/// step. On a GPU this copies parameters to the host and back each step;
 /// a device-side kernel is future work.
 pub struct AdamW {
     pub beta1: f64,

@@ -1,5 +1,5 @@
 //! Checking at scale: one round's checks in a PostgreSQL table that any number of workers, on
-//! any number of machines, drain together (issue G). SQLite stays the embedded default for a
+//! any number of machines, drain together. SQLite stays the embedded default for a
 //! single machine; this is the shared store for many.
 //!
 //! * A worker claims a few jobs at a time with `SELECT … FOR UPDATE SKIP LOCKED`: two workers

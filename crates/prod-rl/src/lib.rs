@@ -1,9 +1,10 @@
 //! ProD-RL (paper §3): generating proof trees with a policy, filtering lemma proposals, turning
 //! global correctness into example weights, and the replay buffer.
 //!
-//! This crate holds the algorithms only; the policy is reached through the [`Policy`] trait
-//! (implemented by `prod-policy` and the remote backends) and the checker through
-//! `prod-check`, so everything here is deterministic under a seed and testable without a model.
+//! This crate holds the algorithms only and depends on `prod-core` alone: the policy is reached
+//! through the [`Policy`] trait (implemented by `prod-run`'s native policy over `prod-policy` and
+//! by `prod-remote`), and the checker's results arrive as `prod_core` verdicts from the caller,
+//! so everything here is deterministic under a seed and testable without a model or a prover.
 //!
 //! Architecture invariant: no process, file or network access here; randomness is seeded.
 

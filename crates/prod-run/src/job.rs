@@ -43,7 +43,7 @@ pub struct EvalJob {
     pub postgres: Option<SharedStore>,
 }
 
-/// Scale-out (issue G): the run store lives in a PostgreSQL database (schema
+/// Scale-out: the run store lives in a PostgreSQL database (schema
 /// `prod_run_<run>`), and every check goes through the run's queue in the same database, where
 /// `prod queue work --store URL --run RUN` processes on any machine claim it. A worker only
 /// claims checks made for its exact checker configuration (the fingerprint: Coq version, time

@@ -1,4 +1,4 @@
-//! ProD runs (issue E): the run store, the native policy behind `prod_rl::Policy`, evaluation
+//! ProD runs: the run store, the native policy behind `prod_rl::Policy`, evaluation
 //! with test-time proof trees (paper Algorithm 1, §4.3) and ProD-RL rounds (Algorithm 2, §3.2).
 //!
 //! * [`store`] — `RunStore` (SQLite, one file per run directory): sample log, nodes, verdicts

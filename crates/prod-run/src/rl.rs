@@ -165,7 +165,7 @@ impl RlEvalConfig {
     }
 }
 
-/// `rl.toml` (also the `[rl]` section of prod.toml). Paper values in comments.
+/// `rl.toml`. Paper values in comments.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RlConfig {

@@ -13,7 +13,7 @@
 //! * global verdicts, final (cold `coqc`) checks, example weights, checkpoints, and phase marks.
 //!
 //! Two backends behind the same methods, with one SQL text per operation: SQLite (embedded,
-//! the default) and PostgreSQL (issue G: one database that a coordinator on one machine and
+//! the default) and PostgreSQL (one database that a coordinator on one machine and
 //! check workers on others share; each run gets its own schema, `prod_run_<name>`). The SQL
 //! is written in the dialect both accept (`$n` parameters, `ON CONFLICT … DO`, `RETURNING`).
 

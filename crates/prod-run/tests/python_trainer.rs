@@ -8,7 +8,7 @@
 //! * one `prod rl` round with `external_trainer` = the real script.
 //!
 //! Needs a Python with torch and transformers: set `PROD_PYTHON` to its interpreter (CI does, see
-//! python/README.md); without it the tests print `SKIP` and pass.
+//! python/README.md); without it the tests print `SKIPPED` and pass (fail under `CI=true`).
 
 use std::ffi::OsStr;
 use std::fmt::Debug;
@@ -31,13 +31,11 @@ const TEXTS: [&str; 4] = [
 
 /// The interpreter from `PROD_PYTHON`, or `None` (the caller skips) when it is not set.
 fn python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("PROD_PYTHON") {
-        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
-        _ => {
-            eprintln!("SKIP {test}: set PROD_PYTHON to a Python with torch + transformers (see python/README.md)");
-            None
-        }
-    }
+    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
+    let missing = format!(
+        "{test}: set PROD_PYTHON to a Python with torch + transformers (see python/README.md)"
+    );
+    common::require(p.is_some(), &missing).then(|| PathBuf::from(p.unwrap()))
 }
 
 fn script() -> PathBuf {

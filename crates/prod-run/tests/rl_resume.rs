@@ -4,7 +4,7 @@
 //! the same rounds come out, and no request reaches Coq twice; the per-round held-out pass@k
 //! (the starting model as round 0, then every round) and the separate value model's
 //! checkpoints survive the kills. Also: the same run with its
-//! store in PostgreSQL and its checks done by queue workers (issue G).
+//! store in PostgreSQL and its checks done by queue workers.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -348,7 +348,7 @@ fn filters_remove_unnecessary_lemmas_and_spot_trivial_proposals_with_real_coq() 
     assert_eq!(f.proof, p);
 }
 
-/// Issue G, checking at scale: a ProD-RL run whose run store is PostgreSQL and whose checks are
+/// Checking at scale: a ProD-RL run whose run store is PostgreSQL and whose checks are
 /// done only by queue workers (two threads with their own connections and Coq pools, as
 /// `prod queue work` processes would be), while a third worker claims a batch mid-way and dies
 /// without recording it. The rounds come out as in the embedded (SQLite, local Coq) run; every
@@ -539,7 +539,7 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
     );
 }
 
-/// Issue G: `prod rl` sampling from a remote server (a fake SGLang: every completion is
+/// `prod rl` sampling from a remote server (a fake SGLang: every completion is
 /// `intros n. lia.`, every two-token question answers 0.7 / 0.3). Its samples reach the real
 /// Coq (some prove their theorem: the native random model never does), the value weights come
 /// from the server, the policy trains natively, and `after_round` (where a real setup reloads

@@ -48,7 +48,7 @@ impl RowKv {
     /// A copy with room for `extra` more tokens (no reallocation while decoding them).
     pub fn with_room(&self, extra: usize) -> RowKv {
         let grow = |x: &Vec<f32>| {
-            let per = if self.len == 0 { 0 } else { x.len() / self.len };
+            let per = x.len().checked_div(self.len).unwrap_or(0);
             let mut y = Vec::with_capacity(x.len() + per * extra);
             y.extend_from_slice(x);
             y
