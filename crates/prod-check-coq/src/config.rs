@@ -112,11 +112,15 @@ impl LoadPathBinding {
     }
 }
 
+/// The time limit of one proof step (and of `Qed`), seconds: the one default for the checker,
+/// the run jobs and the CLI.
+pub const DEFAULT_STEP_TIMEOUT_S: u32 = 10;
+
 impl Default for CoqCheckConfig {
     fn default() -> Self {
         CoqCheckConfig {
             workers: 0,
-            step_timeout_s: 10,
+            step_timeout_s: DEFAULT_STEP_TIMEOUT_S,
             memory_limit_mb: 4096,
             recycle_after: 2000,
             recycle_rss_mb: 2048,

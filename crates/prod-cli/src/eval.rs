@@ -46,7 +46,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Time limit of one proof step, seconds.
-    #[arg(long, default_value_t = 10, value_parser = ranges::positive_u32)]
+    #[arg(long, default_value_t = prod_check_coq::config::DEFAULT_STEP_TIMEOUT_S, value_parser = ranges::positive_u32)]
     pub timeout: u32,
     /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
     #[arg(long, default_value_t = 120, value_parser = ranges::positive_u64)]

@@ -155,7 +155,7 @@ impl Default for CoqJobConfig {
     fn default() -> Self {
         CoqJobConfig {
             workers: 2,
-            step_timeout_s: 10,
+            step_timeout_s: prod_check_coq::config::DEFAULT_STEP_TIMEOUT_S,
             hammer: true,
             hammer_atp: false,
             load_paths: vec![],
