@@ -194,7 +194,7 @@ fn serve_checks_streams_refuses_bad_bodies_and_stops() {
         assert!(json(&body)["error"].is_string(), "{body}");
     }
     // Too many nodes, too large a body, no such route, wrong method, garbage request line.
-    let many = format!("{{\"nodes\": [{}]}}", vec!["{}"; 257].join(","));
+    let many = format!("{{\"nodes\": [{}]}}", ["{}"; 257].join(","));
     assert_eq!(server.post("/v1/check", many.as_bytes()).0, 413);
     let huge = vec![b' '; 9 << 20];
     assert_eq!(server.post("/v1/check", &huge).0, 413);

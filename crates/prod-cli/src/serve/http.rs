@@ -391,7 +391,7 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
-        let many = format!("{{\"nodes\": [{}]}}", vec!["{}"; 11].join(","));
+        let many = format!("{{\"nodes\": [{}]}}", ["{}"; 11].join(","));
         let e = parse_nodes(Ok(Bytes::from(many)), 10).unwrap_err();
         assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
     }
