@@ -128,7 +128,7 @@ fn serve_checks_streams_refuses_bad_bodies_and_stops() {
     let lines: Vec<serde_json::Value> = body
         .lines()
         .filter(|l| l.starts_with('{'))
-        .map(|l| json(l))
+        .map(json)
         .collect();
     assert_eq!(lines.len(), 2, "{body}");
     for l in &lines {
