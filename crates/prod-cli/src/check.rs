@@ -37,14 +37,30 @@ use crate::{exit, ranges};
 ///          --session HOL --dirs /opt/afp-2022-12-06/thys --json
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle server).
-    #[arg(long, default_value = "coq", value_parser = ["coq", "isabelle"])]
-    pub prover: String,
     /// JSONL file of nodes (`-` for stdin).
     pub file: PathBuf,
     /// One JSON object per output line.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub checker: CheckerArgs,
+}
+
+/// The prover that judges the nodes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prover {
+    /// Coq (or Rocq with `--coq-root`), run here in the sandbox.
+    Coq,
+    /// A running Isabelle server.
+    Isabelle,
+}
+
+/// How the checker is set up: the options `prod check` and `prod serve` share.
+#[derive(Args, Debug)]
+pub struct CheckerArgs {
+    /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle server).
+    #[arg(long, value_enum, default_value_t = Prover::Coq)]
+    pub prover: Prover,
     /// Persistent workers (default: `[check.coq] workers`, else one per core).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
@@ -153,7 +169,7 @@ impl Backend {
     }
 }
 
-fn coq_backend(a: &CheckArgs, mut cfg: CoqCheckConfig) -> Result<Backend, String> {
+fn coq_backend(a: &CheckerArgs, mut cfg: CoqCheckConfig) -> Result<Backend, String> {
     if let Some(w) = a.workers {
         cfg.workers = w;
     }
@@ -169,7 +185,7 @@ fn coq_backend(a: &CheckArgs, mut cfg: CoqCheckConfig) -> Result<Backend, String
     CoqChecker::new(cfg).map(Backend::Coq)
 }
 
-fn isabelle_backend(a: &CheckArgs, mut cfg: IsabelleCheckConfig) -> Result<Backend, String> {
+fn isabelle_backend(a: &CheckerArgs, mut cfg: IsabelleCheckConfig) -> Result<Backend, String> {
     if let Some(s) = &a.server {
         cfg.server = s.clone();
     }
@@ -210,8 +226,11 @@ fn isabelle_backend(a: &CheckArgs, mut cfg: IsabelleCheckConfig) -> Result<Backe
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
 type PrintState = (usize, Vec<Option<(Verdict, Duration)>>, std::io::Result<()>);
 
+/// One input node, the schema `prod check`, `prod queue submit` and `prod serve` share. Unknown
+/// fields are an error (a misspelt `contxt` must not silently check with an empty context).
 #[derive(Deserialize)]
-struct NodeLine {
+#[serde(deny_unknown_fields)]
+pub(crate) struct NodeLine {
     id: serde_json::Value,
     #[serde(default)]
     imports: String,
@@ -219,6 +238,19 @@ struct NodeLine {
     context: String,
     statement: String,
     proof: String,
+}
+
+/// A node read from the input: its id and its request, or the verdict it already has (a proof
+/// that is not a conditional proof is the model's fault, not unreadable input).
+pub(crate) type InputNode = (serde_json::Value, Result<CheckRequest, Verdict>);
+
+impl NodeLine {
+    pub(crate) fn into_input(self) -> InputNode {
+        let req = ConditionalProof::parse(&self.proof)
+            .map(|p| CheckRequest::new(&self.imports, &self.context, &self.statement, p))
+            .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
+        (self.id, req)
+    }
 }
 
 pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
@@ -229,9 +261,7 @@ pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSecti
 }
 
 /// Parse the input; `Err` names the line.
-pub(crate) fn read_nodes(
-    file: &Path,
-) -> anyhow::Result<Vec<(serde_json::Value, Result<CheckRequest, Verdict>)>> {
+pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
     let reader: Box<dyn BufRead> = if file == Path::new("-") {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
@@ -250,122 +280,199 @@ pub(crate) fn read_nodes(
         }
         let node: NodeLine = serde_json::from_str(&text)
             .with_context(|| format!("{}: line {n} is not a node", file.display()))?;
-        // A proof that is not a conditional proof is the model's fault, not unreadable input.
-        let req = ConditionalProof::parse(&node.proof)
-            .map(|p| CheckRequest::new(&node.imports, &node.context, &node.statement, p))
-            .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
-        out.push((node.id, req));
+        out.push(node.into_input());
     }
     Ok(out)
 }
 
+/// Where a verdict came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Known from the input alone (not a conditional proof).
+    Input,
+    /// The verification cache.
+    Cache,
+    /// The prover, now.
+    Prover,
+}
+
+/// Called once per node with its index, verdict, time and origin (from any thread).
+pub(crate) type Done<'a> = &'a (dyn Fn(usize, &Verdict, Duration, Origin) + Sync);
+
+/// Why the checker could not be set up: bad input (exit 2) or anything else (exit 1).
+pub(crate) enum SetupError {
+    BadInput(anyhow::Error),
+    Failure(anyhow::Error),
+}
+
+impl SetupError {
+    pub(crate) fn exit(self) -> i32 {
+        match self {
+            SetupError::BadInput(e) => exit::bad_input(e),
+            SetupError::Failure(e) => exit::failure(e),
+        }
+    }
+}
+
+/// The checking pipeline of `prod check` and `prod serve`: verdicts known from the input, cache
+/// hits, then the prover for the rest (cached afterwards). One code path for both commands.
+pub(crate) struct Pipeline {
+    backend: Backend,
+    cache: Option<VerificationCache>,
+    fingerprint: String,
+    /// The verdicts' provenance: `coq 8.16.1`, `rocq 9.2`, `isabelle`.
+    prover: String,
+    keep_session: bool,
+}
+
+impl Pipeline {
+    /// The config file, the prover root and load paths, the backend and the cache.
+    pub(crate) fn open(a: &CheckerArgs) -> Result<Self, SetupError> {
+        use SetupError::{BadInput, Failure};
+        let section = load_section(a.config.as_deref()).map_err(BadInput)?;
+        let mut coq = section.coq;
+        a.prover_root
+            .apply(&mut coq)
+            .map_err(|e| BadInput(anyhow!(e)))?;
+        if a.prover == Prover::Coq {
+            a.load_paths
+                .apply(&mut coq, a.dataset.as_deref())
+                .map_err(|e| BadInput(anyhow!(e)))?;
+        }
+        let backend = match a.prover {
+            Prover::Isabelle => isabelle_backend(a, section.isabelle),
+            Prover::Coq => coq_backend(a, coq),
+        }
+        .map_err(|e| Failure(anyhow!(e)))?;
+        let cache = match a.cache.as_ref().or(section.cache.as_ref()) {
+            Some(p) => Some(VerificationCache::open(p).map_err(|e| Failure(e.into()))?),
+            None => None,
+        };
+        let fingerprint = backend.checker().fingerprint();
+        let prover = match a.prover {
+            Prover::Isabelle => "isabelle".to_string(),
+            Prover::Coq => prod_check_coq::prover_name(&fingerprint),
+        };
+        Ok(Pipeline {
+            backend,
+            cache,
+            fingerprint,
+            prover,
+            keep_session: a.keep_session,
+        })
+    }
+
+    pub(crate) fn prover(&self) -> &str {
+        &self.prover
+    }
+
+    /// Checks that run at the same time.
+    pub(crate) fn workers(&self) -> usize {
+        match &self.backend {
+            Backend::Coq(c) => c.workers(),
+            Backend::Isabelle(c) => c.config().workers.max(1),
+        }
+    }
+
+    /// Judge every node; `done` hears each verdict as soon as it is known (known ones first).
+    /// Returns the verdicts in input order.
+    pub(crate) fn check(
+        &self,
+        nodes: &[Result<CheckRequest, Verdict>],
+        done: Done<'_>,
+    ) -> Vec<(Verdict, Duration)> {
+        let mut known: Vec<Option<(Verdict, Duration)>> = vec![None; nodes.len()];
+        let mut todo = vec![];
+        for (i, req) in nodes.iter().enumerate() {
+            let (v, origin) = match req {
+                Err(v) => (v.clone(), Origin::Input),
+                Ok(r) => match self.cached(r) {
+                    Some(v) => (v, Origin::Cache),
+                    None => {
+                        todo.push(i);
+                        continue;
+                    }
+                },
+            };
+            done(i, &v, Duration::ZERO, origin);
+            known[i] = Some((v, Duration::ZERO));
+        }
+        let requests: Vec<CheckRequest> = todo
+            .iter()
+            .filter_map(|&i| nodes[i].as_ref().ok().cloned())
+            .collect();
+        let results = self
+            .backend
+            .check_timed(&requests, &|j, v, t| done(todo[j], v, t, Origin::Prover));
+        for (j, r) in results.into_iter().enumerate() {
+            if let Some(c) = &self.cache {
+                let _ = c.put(&cache_key(&self.fingerprint, &requests[j]), &r.0);
+            }
+            known[todo[j]] = Some(r);
+        }
+        known
+            .into_iter()
+            .map(|k| k.unwrap_or_else(|| (Verdict::infra("no verdict produced"), Duration::ZERO)))
+            .collect()
+    }
+
+    fn cached(&self, r: &CheckRequest) -> Option<Verdict> {
+        let c = self.cache.as_ref()?;
+        c.get(&cache_key(&self.fingerprint, r)).ok().flatten()
+    }
+
+    /// After the last check: stop the Isabelle session unless asked to keep it.
+    pub(crate) fn close(&self) {
+        if let Backend::Isabelle(c) = &self.backend {
+            if !self.keep_session {
+                if let Err(e) = c.stop_session() {
+                    eprintln!("warning: could not stop the Isabelle session: {e}");
+                }
+            }
+        }
+    }
+}
+
 pub fn run(a: CheckArgs) -> i32 {
-    let section = match load_section(a.config.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return exit::bad_input(e),
-    };
     let nodes = match read_nodes(&a.file) {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
-    let mut coq = section.coq;
-    if let Err(e) = a.prover_root.apply(&mut coq) {
-        return exit::bad_input(anyhow!(e));
-    }
-    if a.prover == "coq" {
-        if let Err(e) = a.load_paths.apply(&mut coq, a.dataset.as_deref()) {
-            return exit::bad_input(anyhow!(e));
-        }
-    }
-    let backend = match a.prover.as_str() {
-        "isabelle" => isabelle_backend(&a, section.isabelle),
-        _ => coq_backend(&a, coq),
+    let pipeline = match Pipeline::open(&a.checker) {
+        Ok(p) => p,
+        Err(e) => return e.exit(),
     };
-    let backend = match backend {
-        Ok(b) => b,
-        Err(e) => return exit::failure(anyhow!(e)),
-    };
-    let checker = backend.checker();
-    let cache = match a.cache.or(section.cache) {
-        Some(p) => match VerificationCache::open(&p) {
-            Ok(c) => Some(c),
-            Err(e) => return exit::failure(e.into()),
-        },
-        None => None,
-    };
-    let fp = checker.fingerprint();
-
-    // Verdicts known before any prover runs: malformed proofs and cache hits.
-    let mut known: Vec<Option<(Verdict, Duration)>> = vec![None; nodes.len()];
-    let mut todo = vec![];
-    for (i, (_, req)) in nodes.iter().enumerate() {
-        match req {
-            Err(v) => known[i] = Some((v.clone(), Duration::ZERO)),
-            Ok(r) => match cache
-                .as_ref()
-                .and_then(|c| c.get(&cache_key(&fp, r)).ok().flatten())
-            {
-                Some(v) => known[i] = Some((v, Duration::ZERO)),
-                None => todo.push(i),
-            },
-        }
-    }
-
-    let prover = match a.prover.as_str() {
-        "isabelle" => "isabelle".to_string(),
-        _ => prod_check_coq::prover_name(&checker.fingerprint()),
-    };
-    let pb = progress_bar(!a.json, nodes.len() as u64);
+    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
+    let pb = progress_bar(!a.json, ids.len() as u64);
     let stdout = std::io::stdout();
     // Lines are printed in input order as soon as every earlier line is done.
-    let state = Mutex::new((0usize, known, Ok::<(), std::io::Error>(())));
+    let state = Mutex::new((0usize, vec![None; ids.len()], Ok::<(), std::io::Error>(())));
     let flush = |st: &mut PrintState| {
         let mut out = stdout.lock();
-        while st.0 < nodes.len() {
+        while st.0 < ids.len() {
             let Some((v, t)) = st.1[st.0].as_ref() else {
                 break;
             };
-            let line = render(&nodes[st.0].0, v, *t, Some(&prover), a.json);
+            let line = render(&ids[st.0], v, *t, Some(pipeline.prover()), a.json);
             if st.2.is_ok() {
                 st.2 = writeln!(out, "{line}").and_then(|_| out.flush());
             }
             st.0 += 1;
         }
     };
-    if let Ok(mut st) = state.lock() {
-        flush(&mut st);
-    }
-    if let Some(pb) = &pb {
-        pb.inc((nodes.len() - todo.len()) as u64);
-    }
-    let requests: Vec<CheckRequest> = todo
-        .iter()
-        .filter_map(|&i| nodes[i].1.as_ref().ok().cloned())
-        .collect();
-    let results = backend.check_timed(&requests, &|j, v, t| {
+    pipeline.check(&requests, &|i, v, t, _| {
         if let Some(pb) = &pb {
             pb.inc(1);
         }
         if let Ok(mut st) = state.lock() {
-            st.1[todo[j]] = Some((v.clone(), t));
+            st.1[i] = Some((v.clone(), t));
             flush(&mut st);
         }
     });
-    if let Some(c) = &cache {
-        for (j, (v, _)) in results.iter().enumerate() {
-            let _ = c.put(&cache_key(&fp, &requests[j]), v);
-        }
-    }
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    if let Backend::Isabelle(c) = &backend {
-        if !a.keep_session {
-            if let Err(e) = c.stop_session() {
-                eprintln!("warning: could not stop the Isabelle session: {e}");
-            }
-        }
-    }
+    pipeline.close();
     let st = match state.into_inner() {
         Ok(s) => s,
         Err(e) => e.into_inner(),
@@ -373,8 +480,31 @@ pub fn run(a: CheckArgs) -> i32 {
     exit::written(st.2)
 }
 
-/// One output line. `prover` (`coq 8.16.1`, `rocq 9.2`, `isabelle`) is the verdict's
-/// provenance, where it is known.
+/// One output object (`prod check --json`'s line, `prod serve`'s result). `prover` (`coq
+/// 8.16.1`, `rocq 9.2`, `isabelle`) is the verdict's provenance, where it is known.
+pub(crate) fn verdict_json(
+    id: &serde_json::Value,
+    v: &Verdict,
+    t: Duration,
+    prover: Option<&str>,
+) -> serde_json::Value {
+    let mut line = serde_json::json!({"id": id, "verdict": v.kind().as_str(), "message": v.message(), "time_ms": time_ms(v, t)});
+    if let Some(p) = prover {
+        line["prover"] = serde_json::json!(p);
+    }
+    line
+}
+
+/// Proved checks report the prover's own time; others the wall time of their run.
+fn time_ms(v: &Verdict, t: Duration) -> u64 {
+    let time = match v {
+        Verdict::Proved { time, .. } => *time,
+        _ => t,
+    };
+    time.as_millis() as u64
+}
+
+/// One output line.
 pub(crate) fn render(
     id: &serde_json::Value,
     v: &Verdict,
@@ -382,25 +512,14 @@ pub(crate) fn render(
     prover: Option<&str>,
     json: bool,
 ) -> String {
-    // Proved checks report the prover's own time; others the wall time of their run.
-    let time = match v {
-        Verdict::Proved { time, .. } => *time,
-        _ => t,
-    };
-    let time_ms = time.as_millis() as u64;
     if json {
-        let mut line = serde_json::json!({"id": id, "verdict": v.kind().as_str(), "message": v.message(), "time_ms": time_ms});
-        if let Some(p) = prover {
-            line["prover"] = serde_json::json!(p);
-        }
-        line.to_string()
-    } else {
-        let id = match id {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        format!("{id}\t{}\t{time_ms} ms\t{}", v.kind(), v.message())
+        return verdict_json(id, v, t, prover).to_string();
     }
+    let id = match id {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!("{id}\t{}\t{} ms\t{}", v.kind(), time_ms(v, t), v.message())
 }
 
 fn progress_bar(enabled: bool, len: u64) -> Option<indicatif::ProgressBar> {
@@ -442,6 +561,17 @@ mod tests {
         .unwrap();
         let e = format!("{:#}", read_nodes(&p).unwrap_err());
         assert!(e.contains("line 2"), "{e}");
+        // A misspelt field is an error, never a silently empty context.
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"contxt\":\"x\",\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", read_nodes(&p).unwrap_err());
+        assert!(
+            e.contains("line 1") && e.contains("unknown field `contxt`"),
+            "{e}"
+        );
         assert!(read_nodes(&dir.path().join("missing.jsonl")).is_err());
     }
 

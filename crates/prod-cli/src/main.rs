@@ -26,6 +26,7 @@ mod ranges;
 mod report;
 #[cfg(feature = "policy")]
 mod rl;
+mod serve;
 mod tree;
 
 // Training allocates and frees tensors of megabytes each step: glibc returns them to the OS and
@@ -64,6 +65,17 @@ enum Command {
     ///
     /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
     Check(check::CheckArgs),
+    /// Serve the checker over HTTP (reward endpoint for RL trainers): POST /v1/check, POST /v1/tree,
+    /// GET /health, GET /metrics.
+    ///
+    /// POST /v1/check {"nodes": [NODE, …]} → {"results": [VERDICT, …]}: NODE is a line of `prod
+    /// check`'s input, VERDICT a line of its output, same order; with `Accept:
+    /// application/x-ndjson` or `?stream=1`, one line per node as it finishes (with "index").
+    /// Loopback only unless an API key is set (`--api-key` / PROD_API_KEY, sent as
+    /// `Authorization: Bearer KEY`). Details: docs/serve.md.
+    ///
+    /// Example: prod serve --workers 4 --cache verdicts.sqlite
+    Serve(serve::ServeArgs),
     /// Checking at scale: a PostgreSQL queue of nodes that `prod queue work` processes on several
     /// machines drain together (claims with FOR UPDATE SKIP LOCKED; a dead worker's claims expire).
     #[command(subcommand)]
@@ -152,6 +164,7 @@ fn main() {
     let code = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
         Command::Check(args) => check::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Queue(cmd) => queue::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Tree(cmd) => tree::run(cmd),

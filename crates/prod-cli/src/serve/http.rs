@@ -1,0 +1,405 @@
+//! `prod serve`'s routes: request parsing and bounds, admission to the queue, JSON errors.
+//!
+//! Every refused request gets a 4xx status and a JSON body `{"error": "...", ...}`; nothing a
+//! client sends can panic a handler (bodies are parsed into `serde_json::Value` first, each
+//! node then on its own so the error names its index).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use prod_check::{CheckRequest, Verdict};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::App;
+use crate::check::{verdict_json, InputNode, NodeLine};
+
+pub fn router(app: Arc<App>) -> Router {
+    let protected = Router::new()
+        .route("/v1/check", post(check))
+        .route("/v1/tree", post(tree))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(app.clone(), require_key));
+    Router::new()
+        .route("/health", get(health))
+        .merge(protected)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed on this route",
+            )
+        })
+        .layer(DefaultBodyLimit::max(app.limits.max_body_bytes))
+        .with_state(app)
+}
+
+/// A refused request: status, JSON body, and `Retry-After` for 429.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: Value,
+    retry_after_s: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            body: json!({"error": message.into()}),
+            retry_after_s: None,
+        }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, Json(self.body)).into_response();
+        if let Some(s) = self.retry_after_s {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        r
+    }
+}
+
+async fn require_key(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if let Some(key) = &app.api_key {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !same_secret(given.trim().as_bytes(), key.as_bytes()) {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong API key (Authorization: Bearer KEY)",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Comparison whose time does not depend on where the strings differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+async fn health(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "prover": app.pipeline.prover(),
+        "workers": app.pipeline.workers(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(app.pipeline.workers()),
+    )
+}
+
+/// `?stream=1`.
+#[derive(Deserialize)]
+pub struct CheckQuery {
+    stream: Option<String>,
+}
+
+/// The request body of `/v1/check` and `/v1/tree`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body_ {
+    nodes: Vec<Value>,
+}
+
+/// The nodes of a body, each parsed on its own: an error names the node's index (and the
+/// unknown field, if that is what is wrong).
+fn parse_nodes(
+    body: Result<Bytes, BytesRejection>,
+    max: usize,
+) -> Result<Vec<InputNode>, ApiError> {
+    let bytes = body.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    let body: Body_ = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad(format!("the body is not {{\"nodes\": [...]}}: {e}")))?;
+    if body.nodes.len() > max {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} nodes in one request; at most {max} (--max-nodes)",
+                body.nodes.len()
+            ),
+        ));
+    }
+    body.nodes
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value::<NodeLine>(v)
+                .map(NodeLine::into_input)
+                .map_err(|e| node_error(i, &e))
+        })
+        .collect()
+}
+
+fn node_error(index: usize, e: &serde_json::Error) -> ApiError {
+    let msg = e.to_string();
+    let mut body = json!({"error": format!("node {index}: {msg}"), "index": index});
+    if let Some(field) = msg
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    {
+        body["field"] = json!(field);
+    }
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        body,
+        retry_after_s: None,
+    }
+}
+
+/// Nodes admitted to the queue; what is not yet judged leaves the count when dropped.
+struct Admission {
+    app: Arc<App>,
+    remaining: AtomicU64,
+}
+
+impl Admission {
+    fn new(app: &Arc<App>, n: usize) -> Result<Self, ApiError> {
+        let m = &app.metrics;
+        let n = n as u64;
+        let max = app.limits.max_queued as u64;
+        let admitted = m
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
+                (q + n <= max).then_some(q + n)
+            });
+        if let Err(queued) = admitted {
+            m.refused.fetch_add(1, Ordering::Relaxed);
+            let mut e = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("the queue is full ({queued} of {max} nodes queued); retry later"),
+            );
+            e.retry_after_s = Some(retry_after_s(queued, app));
+            return Err(e);
+        }
+        m.in_flight.fetch_add(1, Ordering::SeqCst);
+        Ok(Admission {
+            app: app.clone(),
+            remaining: AtomicU64::new(n),
+        })
+    }
+
+    /// One node judged.
+    fn one_done(&self) {
+        let took = self
+            .remaining
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| r.checked_sub(1));
+        if took.is_ok() {
+            self.app.metrics.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let m = &self.app.metrics;
+        m.queued
+            .fetch_sub(self.remaining.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+        m.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Seconds until the queue has room, estimated from the mean check time (1 s before any).
+fn retry_after_s(queued: u64, app: &App) -> u64 {
+    let mean = app.metrics.mean_latency().unwrap_or(Duration::from_secs(1));
+    let workers = app.pipeline.workers().max(1) as f64;
+    (queued as f64 * mean.as_secs_f64() / workers)
+        .ceil()
+        .clamp(1.0, 300.0) as u64
+}
+
+/// Judge the admitted nodes on a blocking thread (the pool blocks); `each` hears every verdict.
+fn judge(
+    adm: Admission,
+    requests: Vec<Result<CheckRequest, Verdict>>,
+    each: impl Fn(usize, &Verdict, Duration) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<Vec<(Verdict, Duration)>> {
+    tokio::task::spawn_blocking(move || {
+        let app = adm.app.clone();
+        app.pipeline.check(&requests, &|i, v, t, origin| {
+            app.metrics.record(v, t, origin);
+            adm.one_done();
+            each(i, v, t);
+        })
+    })
+}
+
+fn wants_stream(headers: &HeaderMap, query: &Result<Query<CheckQuery>, QueryRejection>) -> bool {
+    let by_query =
+        matches!(query, Ok(Query(CheckQuery { stream: Some(s) })) if s == "1" || s == "true");
+    let by_accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"));
+    by_query || by_accept
+}
+
+async fn check(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    query: Result<Query<CheckQuery>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    if let Err(e) = &query {
+        return Err(ApiError::bad(format!(
+            "bad query string: {}",
+            e.body_text()
+        )));
+    }
+    let nodes = parse_nodes(body, app.limits.max_nodes)?;
+    let adm = Admission::new(&app, nodes.len())?;
+    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
+    let prover = app.pipeline.prover().to_string();
+    if wants_stream(&headers, &query) {
+        return Ok(stream(adm, ids, requests, prover));
+    }
+    let results = judge(adm, requests, |_, _, _| {}).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("check failed: {e}"),
+        )
+    })?;
+    let results: Vec<Value> = ids
+        .iter()
+        .zip(&results)
+        .map(|(id, (v, t))| verdict_json(id, v, *t, Some(&prover)))
+        .collect();
+    Ok(Json(json!({"results": results})).into_response())
+}
+
+/// One JSON line per node as it finishes, with its `index`.
+fn stream(
+    adm: Admission,
+    ids: Vec<Value>,
+    requests: Vec<Result<CheckRequest, Verdict>>,
+    prover: String,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let sender = tx.clone();
+    let task = judge(adm, requests, move |i, v, t| {
+        let mut line = verdict_json(&ids[i], v, t, Some(&prover));
+        line["index"] = json!(i);
+        let _ = sender.send(line);
+    });
+    tokio::spawn(async move {
+        if let Err(e) = task.await {
+            let _ = tx.send(json!({"error": format!("check failed: {e}")}));
+        }
+    });
+    let lines = futures_util::stream::unfold(rx, |mut rx| async move {
+        let v = rx.recv().await?;
+        Some((Ok::<_, Infallible>(Bytes::from(format!("{v}\n"))), rx))
+    });
+    (
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(lines),
+    )
+        .into_response()
+}
+
+/// `POST /v1/tree`: every node checked as by `/v1/check`, then global correctness by the tree
+/// solver (least fixed point). Children are matched within the same imports and context.
+async fn tree(
+    State(app): State<Arc<App>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let nodes = parse_nodes(body, app.limits.max_nodes)?;
+    let adm = Admission::new(&app, nodes.len())?;
+    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
+    let prover = app.pipeline.prover().to_string();
+    let verdicts = judge(adm, requests.clone(), |_, _, _| {})
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("check failed: {e}"),
+            )
+        })?;
+    let global = super::tree::global_verdicts(app.prover, &requests, &verdicts);
+    let results: Vec<Value> = ids
+        .iter()
+        .zip(&verdicts)
+        .zip(global)
+        .map(|((id, (v, t)), g)| {
+            let mut r = verdict_json(id, v, *t, Some(&prover));
+            r["globally_correct"] = json!(g);
+            r
+        })
+        .collect();
+    Ok(Json(json!({"results": results})).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_errors_name_index_and_field() {
+        let body = Bytes::from(
+            r#"{"nodes": [{"id": 1, "statement": "s", "proof": "<no_invoke>"},
+                          {"id": 2, "statement": "s", "proof": "p", "contxt": ""}]}"#,
+        );
+        let e = parse_nodes(Ok(body), 10).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.body["index"], 1);
+        assert_eq!(e.body["field"], "contxt");
+        for bad in [
+            &b"\xff\x00"[..],
+            b"{\"nodes\": [",
+            b"[]",
+            b"{\"nodes\": 1e999}",
+            b"{\"nodes\": [{\"id\": 1, \"statement\": 5, \"proof\": \"\"}]}",
+            b"{\"nodes\": [], \"x\": 1}",
+        ] {
+            let e = parse_nodes(Ok(Bytes::from_static(bad)), 10).unwrap_err();
+            assert_eq!(
+                e.status,
+                StatusCode::BAD_REQUEST,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let many = format!("{{\"nodes\": [{}]}}", ["{}"; 11].join(","));
+        let e = parse_nodes(Ok(Bytes::from(many)), 10).unwrap_err();
+        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"ab", b"abc"));
+    }
+}

@@ -1,0 +1,214 @@
+//! `prod serve`: the checker as an HTTP service, for RL trainers (verl, OpenRLHF, TRL) whose
+//! reward is an HTTP endpoint or a Python function calling one.
+//!
+//! The service is a thin shell around `prod check`'s [`Pipeline`] (same node schema, same rules,
+//! same cache, same verdict JSON): `POST /v1/check` and `POST /v1/tree` (nodes → verdicts, or
+//! global verdicts through the tree solver), `GET /health`, `GET /metrics` (Prometheus text).
+//! Bounds: body size, nodes per request, nodes queued (429 with `Retry-After` when full); the
+//! worker pool bounds the checks that run at once. Security defaults: loopback only unless an
+//! API key is set (`Authorization: Bearer KEY` on every route but `/health`). SIGINT/SIGTERM stop
+//! accepting and finish the accepted checks. Endpoints and examples: docs/serve.md.
+
+mod http;
+mod metrics;
+mod tree;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use clap::Args;
+
+use crate::check::{CheckerArgs, Pipeline, Prover};
+use crate::{exit, ranges};
+
+pub use metrics::Metrics;
+
+/// Serve the checker over HTTP: POST /v1/check, POST /v1/tree, GET /health, GET /metrics.
+///
+/// `POST /v1/check` takes {"nodes": [NODE, …]} where NODE is a line of `prod check`'s input
+/// and answers {"results": [VERDICT, …]} in the same order (`prod check --json`'s lines); with
+/// `Accept: application/x-ndjson` or `?stream=1` one line per node as it finishes, with its
+/// "index". Only loopback addresses without an API key. Details: docs/serve.md.
+///
+/// Example: prod serve --workers 4 --cache verdicts.sqlite
+/// Example: PROD_API_KEY=secret prod serve --addr 0.0.0.0:8537
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8537")]
+    pub addr: SocketAddr,
+    /// Require `Authorization: Bearer KEY` (all routes but /health). Needed for an address
+    /// that is not loopback.
+    #[arg(long, env = "PROD_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Largest request body, MiB.
+    #[arg(long, default_value_t = 8, value_parser = ranges::positive_usize)]
+    pub max_body_mb: usize,
+    /// Most nodes in one request.
+    #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
+    pub max_nodes: usize,
+    /// Most nodes admitted and not yet judged, over all requests; beyond it: 429.
+    #[arg(long, default_value_t = 1024, value_parser = ranges::positive_usize)]
+    pub max_queued: usize,
+    #[command(flatten)]
+    pub checker: CheckerArgs,
+}
+
+/// The request bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_nodes: usize,
+    pub max_queued: usize,
+}
+
+/// What every handler shares.
+pub struct App {
+    pub pipeline: Pipeline,
+    pub prover: Prover,
+    pub limits: Limits,
+    pub api_key: Option<String>,
+    pub metrics: Metrics,
+}
+
+/// The settings, checked before any prover starts: `Err` is bad input (exit 2).
+fn settings(a: &ServeArgs) -> anyhow::Result<(Option<String>, Limits)> {
+    let key = a.api_key.clone();
+    if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(anyhow!("--api-key (or PROD_API_KEY) is empty"));
+    }
+    if key.is_none() && !a.addr.ip().is_loopback() {
+        return Err(anyhow!(
+            "refusing to listen on {} (not a loopback address) without an API key: pass \
+             --api-key KEY or set PROD_API_KEY",
+            a.addr
+        ));
+    }
+    if a.max_nodes > a.max_queued {
+        return Err(anyhow!(
+            "--max-nodes ({}) is larger than --max-queued ({}): such a request could never be admitted",
+            a.max_nodes,
+            a.max_queued
+        ));
+    }
+    let max_body_bytes = a
+        .max_body_mb
+        .checked_mul(1 << 20)
+        .ok_or_else(|| anyhow!("--max-body-mb {} is too large", a.max_body_mb))?;
+    let limits = Limits {
+        max_body_bytes,
+        max_nodes: a.max_nodes,
+        max_queued: a.max_queued,
+    };
+    Ok((key, limits))
+}
+
+pub fn run(a: ServeArgs) -> i32 {
+    let (api_key, limits) = match settings(&a) {
+        Ok(s) => s,
+        Err(e) => return exit::bad_input(e),
+    };
+    let pipeline = match Pipeline::open(&a.checker) {
+        Ok(p) => p,
+        Err(e) => return e.exit(),
+    };
+    let app = Arc::new(App {
+        pipeline,
+        prover: a.checker.prover,
+        limits,
+        api_key,
+        metrics: Metrics::default(),
+    });
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return exit::failure(anyhow!("cannot start the runtime: {e}")),
+    };
+    let served = rt.block_on(serve(app.clone(), a.addr));
+    // Dropping the runtime waits for the checks still running (a streamed request's client
+    // may have gone; its verdicts still reach the cache).
+    drop(rt);
+    app.pipeline.close();
+    match served {
+        Ok(()) => 0,
+        Err(e) => exit::failure(e),
+    }
+}
+
+async fn serve(app: Arc<App>, addr: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "prod serve: listening on http://{bound} ({}, {} workers{})",
+        app.pipeline.prover(),
+        app.pipeline.workers(),
+        if app.api_key.is_some() {
+            ", API key required"
+        } else {
+            ""
+        }
+    );
+    axum::serve(listener, http::router(app))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| anyhow!("server: {e}"))?;
+    eprintln!("prod serve: stopped");
+    Ok(())
+}
+
+/// SIGINT or SIGTERM: stop accepting; accepted requests are answered.
+async fn shutdown_signal() {
+    let int = tokio::signal::ctrl_c();
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = int => {},
+        _ = term => {},
+    }
+    eprintln!("prod serve: shutting down; finishing accepted checks");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> ServeArgs {
+        let mut v = vec!["t"];
+        v.extend(args);
+        Cli::try_parse_from(v).unwrap().serve
+    }
+
+    #[test]
+    fn public_address_needs_a_key_and_limits_are_consistent() {
+        let a = parse(&[]);
+        assert_eq!(a.addr.to_string(), "127.0.0.1:8537");
+        let (key, limits) = settings(&a).unwrap();
+        assert!(key.is_none() || std::env::var_os("PROD_API_KEY").is_some());
+        assert_eq!(limits.max_body_bytes, 8 << 20);
+        let e = settings(&parse(&["--addr", "0.0.0.0:8537"]));
+        if std::env::var_os("PROD_API_KEY").is_none() {
+            assert!(format!("{:#}", e.unwrap_err()).contains("API key"));
+        }
+        assert!(settings(&parse(&["--addr", "0.0.0.0:1", "--api-key", "k"])).is_ok());
+        assert!(settings(&parse(&["--api-key", " "])).is_err());
+        assert!(settings(&parse(&["--max-nodes", "10", "--max-queued", "5"])).is_err());
+    }
+}
