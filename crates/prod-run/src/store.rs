@@ -86,7 +86,8 @@ pub struct RunStore {
 
 enum Db {
     Sqlite(Mutex<Connection>),
-    Postgres(Mutex<postgres::Client>),
+    // Boxed: a client is several hundred bytes, a SQLite connection a pointer.
+    Postgres(Box<Mutex<postgres::Client>>),
 }
 
 const SCHEMA_SQLITE: &str = "
@@ -399,7 +400,7 @@ impl RunStore {
         tx.commit()?;
         client.batch_execute(&format!("SET search_path TO \"{schema}\";"))?;
         Ok(RunStore {
-            db: Db::Postgres(Mutex::new(client)),
+            db: Db::Postgres(Box::new(Mutex::new(client))),
         })
     }
 
