@@ -21,6 +21,7 @@
 pub mod config;
 pub mod decode;
 pub mod gguf;
+mod hf;
 pub mod model;
 pub mod ops;
 mod pool;
@@ -112,12 +113,15 @@ pub fn load_model_dir(
     Ok((model, tok))
 }
 
-/// Writes a complete model directory: weights, `config.json` (with the end token as
-/// `eos_token_id`) and `tokenizer.json`.
+/// Writes a complete model directory that `transformers` and vLLM load as it is: weights,
+/// `config.json` (with the end token as `eos_token_id`), `tokenizer.json`,
+/// `tokenizer_config.json` (end, padding and ProD's special tokens named) and
+/// `generation_config.json` (the paper's sampling defaults).
 pub fn save_model_dir(dir: &std::path::Path, model: &mut Llama, tok: &ProdTokenizer) -> Result<()> {
     model.set_eos_token_id(tok.end_id());
     model.save(dir)?;
-    tok.save(&dir.join("tokenizer.json"))
+    tok.save(&dir.join("tokenizer.json"))?;
+    hf::write_configs(dir, model.config(), tok)
 }
 
 /// Re-exported so that users (the CLI) name the same candle version without depending on it.

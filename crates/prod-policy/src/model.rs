@@ -505,7 +505,9 @@ impl Llama {
         self.named_vars().iter().map(|(_, v)| v.elem_count()).sum()
     }
 
-    /// Writes `config.json` and `model.safetensors` (f32) into `dir` (created if needed).
+    /// Writes `config.json` and `model.safetensors` (f32) into `dir` (created if needed). The
+    /// weights file carries `{"format": "pt"}`, which `transformers` requires of a PyTorch
+    /// checkpoint (without it `from_pretrained` fails on a missing metadata map).
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
         self.cfg.save(&dir.join("config.json"))?;
@@ -514,7 +516,17 @@ impl Llama {
             .into_iter()
             .map(|(n, v)| (n, v.as_detached_tensor()))
             .collect();
-        candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
+        let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+        let path = dir.join("model.safetensors");
+        safetensors::serialize_to_file(&tensors, Some(metadata), &path)
+            .map_err(|e| PolicyError::io(&path, std::io::Error::other(e.to_string())))?;
+        // The serializer creates the file readable by its owner only; a model is shared data.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .map_err(|e| PolicyError::io(&path, e))?;
+        }
         Ok(())
     }
 

@@ -1,0 +1,92 @@
+//! A model directory saved by `prod_policy::save_model_dir` loads as it is with Hugging Face
+//! `transformers` (`AutoTokenizer`, `AutoModelForCausalLM`, `GenerationConfig`), tokenises a
+//! prompt to the same ids as the native tokenizer, and gives the same next-token logits as the
+//! native model.
+//!
+//! Needs a Python with torch and transformers: `PROD_PYTHON` (scripts/test.sh sets it to the
+//! project's virtual environment); without it the test prints `SKIPPED` (fails under `CI=true`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use prod_policy::candle_core::Device;
+use prod_policy::model::Llama;
+use prod_policy::{LlamaConfig, ProdTokenizer};
+
+mod common;
+
+const TEXTS: [&str; 3] = [
+    "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n",
+    "Lemma t_add : forall n : nat, n + 0 = n.\n<no_invoke> intros n. lia.",
+    "Lemma t_double : forall n : nat, double n = 2 * n.\n<use_invoke> <invoke> Lemma dbl : forall n : nat, double n = n + n. </invoke> intros n. rewrite dbl. lia.",
+];
+
+const LOAD: &str = r#"
+import json, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+d, text = sys.argv[1], sys.argv[2]
+tok = AutoTokenizer.from_pretrained(d)
+model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).eval()
+gen = GenerationConfig.from_pretrained(d)
+ids = tok(text, add_special_tokens=False)["input_ids"]
+with torch.no_grad():
+    logits = model(torch.tensor([ids])).logits[0, -1].tolist()
+print(json.dumps({"ids": ids, "logits": logits, "eos": gen.eos_token_id,
+                  "special": tok.additional_special_tokens}))
+"#;
+
+fn python() -> Option<PathBuf> {
+    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
+    let missing = "hf_load: set PROD_PYTHON to a Python with torch + transformers";
+    common::require(p.is_some(), missing).then(|| PathBuf::from(p.unwrap()))
+}
+
+#[test]
+fn a_saved_model_loads_in_transformers_with_the_same_ids_and_logits() {
+    let Some(py) = python() else { return };
+    let tok = ProdTokenizer::train_bpe(TEXTS.iter(), 300, 1).unwrap();
+    let mut cfg = LlamaConfig::tiny(tok.vocab_size());
+    cfg.tie_word_embeddings = false;
+    let mut model = Llama::random(&cfg, 7, &Device::Cpu).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    prod_policy::save_model_dir(dir.path(), &mut model, &tok).unwrap();
+    for f in ["tokenizer_config.json", "generation_config.json"] {
+        assert!(dir.path().join(f).is_file(), "{f} missing");
+    }
+
+    let text = "Lemma t : forall n : nat, n + 0 = n.\n<no_invoke> intros n.";
+    let out = Command::new(&py)
+        .args(["-c", LOAD])
+        .arg(dir.path())
+        .arg(text)
+        .output()
+        .expect("run PROD_PYTHON");
+    assert!(
+        out.status.success(),
+        "transformers could not load the model:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let ids = tok.encode(text).unwrap();
+    let hf_ids: Vec<u32> = serde_json::from_value(got["ids"].clone()).unwrap();
+    assert_eq!(hf_ids, ids, "the two tokenizers disagree");
+    assert_eq!(got["eos"], tok.end_id());
+    assert_eq!(got["special"].as_array().unwrap().len(), 6);
+
+    let native: Vec<f32> = model
+        .next_token_logits(&[&ids])
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let hf: Vec<f32> = serde_json::from_value(got["logits"].clone()).unwrap();
+    assert_eq!(hf.len(), native.len());
+    let worst = native
+        .iter()
+        .zip(&hf)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(worst < 1e-3, "logits differ by up to {worst}");
+}
