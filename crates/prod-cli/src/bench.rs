@@ -38,6 +38,13 @@ pub enum BenchCommand {
     ///   prod bench libraries --sample 200 --out data/bench-libraries
     ///   prod bench libraries --only libcoq-flocq,libcoq-coquelicot --sample 50
     Libraries(crate::bench_libraries::BenchLibrariesArgs),
+    /// `prod serve` under a bounded load on loopback: `--count` checks of cheap honest lemmas
+    /// (one per request, one shared context) at each `--concurrency`, over HTTP to an in-process
+    /// server and directly to the same pool; checks/s, p50/p95/p99 latency side by side and the
+    /// HTTP overhead at p50. Stops by itself.
+    ///
+    /// Example: prod bench serve --count 120 --concurrency 1,8,64 --workers 2
+    Serve(crate::bench_serve::BenchServeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -69,6 +76,7 @@ pub fn run(cmd: BenchCommand) -> i32 {
         },
         BenchCommand::Tree(a) => crate::tree::run_bench(a),
         BenchCommand::Libraries(a) => crate::bench_libraries::run(a),
+        BenchCommand::Serve(a) => crate::bench_serve::run(a),
     }
 }
 

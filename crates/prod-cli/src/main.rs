@@ -7,6 +7,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod bench_libraries;
+mod bench_serve;
 mod check;
 mod check_progress;
 mod config;

@@ -153,12 +153,28 @@ async fn serve(app: Arc<App>, addr: SocketAddr) -> anyhow::Result<()> {
             ""
         }
     );
-    axum::serve(listener, http::router(app))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| anyhow!("server: {e}"))?;
+    serve_on(app, listener, shutdown_signal()).await?;
     eprintln!("prod serve: stopped");
     Ok(())
+}
+
+/// Serve on a bound listener until `stop` resolves (then answer the accepted requests).
+/// `prod serve` stops on a signal, `prod bench serve` when its load is done.
+pub(crate) async fn serve_on(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use axum::serve::ListenerExt as _;
+    // Without TCP_NODELAY a response written in two segments can wait for the client's
+    // delayed ACK (tens of ms on Linux); one small JSON answer per check must not.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, http::router(app))
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|e| anyhow!("server: {e}"))
 }
 
 /// SIGINT or SIGTERM: stop accepting; accepted requests are answered.
