@@ -44,7 +44,7 @@ pub enum BenchCommand {
     /// HTTP overhead at p50. Stops by itself.
     ///
     /// Example: prod bench serve --count 120 --concurrency 1,8,64 --workers 2
-    Serve(crate::bench_serve::BenchServeArgs),
+    Serve(Box<crate::bench_serve::BenchServeArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -76,7 +76,7 @@ pub fn run(cmd: BenchCommand) -> i32 {
         },
         BenchCommand::Tree(a) => crate::tree::run_bench(a),
         BenchCommand::Libraries(a) => crate::bench_libraries::run(a),
-        BenchCommand::Serve(a) => crate::bench_serve::run(a),
+        BenchCommand::Serve(a) => crate::bench_serve::run(*a),
     }
 }
 
