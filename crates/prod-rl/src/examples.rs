@@ -23,7 +23,7 @@ pub enum ExampleKind {
 }
 
 /// (prompt = context + statement, target = t0 + conditional proof, weight).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WeightedExample {
     pub context: String,
     pub statement: String,

@@ -829,16 +829,6 @@ fn run_round(
             }
         }
     }
-    let fresh: Vec<StoredExample> = fresh
-        .into_iter()
-        .map(|e| StoredExample {
-            context: e.context,
-            statement: e.statement,
-            target: e.target,
-            weight: e.weight,
-            kind: e.kind,
-        })
-        .collect();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, 2_000_000 + round as u64));
     let fresh_len = fresh.len();
     let mut batch = replay.mix_round(fresh.clone(), cfg.replay_mix, &mut rng);

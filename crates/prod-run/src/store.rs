@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 use prod_check::{Verdict, VerdictKind};
 use prod_core::{GlobalVerdict, T0};
-use prod_rl::examples::ExampleKind;
+use prod_rl::examples::{ExampleKind, WeightedExample};
 use prod_rl::Origin;
 use rusqlite::Connection;
 use serde::de::{DeserializeOwned, IntoDeserializer};
@@ -153,15 +153,9 @@ pub struct StoredNode {
     pub completion: String,
 }
 
-/// A stored training example (a round's weighted example).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StoredExample {
-    pub context: String,
-    pub statement: String,
-    pub target: String,
-    pub weight: f64,
-    pub kind: ExampleKind,
-}
+/// A stored training example: a round's weighted example (fresh or replayed), kept as JSON in
+/// `examples.data`.
+pub type StoredExample = WeightedExample;
 
 /// The run store. Safe to share between threads (one connection behind a mutex: the checker's
 /// progress callback commits verdicts from worker threads).
