@@ -663,7 +663,6 @@ fn run_round(
         // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
         let depth = if no_lemmas { 0 } else { cfg.depth };
         let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, lang)?;
-        drop(logged);
         pb.finish_and_clear();
         if let RoundPolicy::Native(p) = &*policy {
             sampled_tokens = Some(p.generated_tokens);
