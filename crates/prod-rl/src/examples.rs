@@ -4,22 +4,26 @@
 
 use prod_core::tree::{GlobalVerdict, LocalVerdict};
 use prod_core::{ConditionalProof, ProofLanguage, T0};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::filters::is_trivial_proposal;
 use crate::generate::{GeneratedNode, Origin};
 use crate::weights::{example_weight, Weighting};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Where a training example comes from (stored by this name in a run store's examples).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExampleKind {
     Generated,
     Augmented,
     GroundTruth,
+    /// An earlier round's example drawn again from the replay buffer (never made by
+    /// [`round_examples`]; the round that mixes it in marks it so).
+    Replayed,
 }
 
 /// (prompt = context + statement, target = t0 + conditional proof, weight).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WeightedExample {
     pub context: String,
     pub statement: String,

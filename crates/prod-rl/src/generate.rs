@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use prod_core::conditional::{NO_INVOKE, USE_INVOKE};
 use prod_core::{ConditionalProof, ParseError, ProofLanguage, T0};
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A theorem (or proposed lemma) to prove: context, statement and, for dataset theorems, the
 /// ground-truth conditional proof.
@@ -51,7 +51,8 @@ pub trait Policy {
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError>;
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Where a node's conditional proof comes from (stored by this name in a run store's `nodes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     Sampled,

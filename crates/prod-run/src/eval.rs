@@ -22,7 +22,7 @@ use crate::check::{check_nodes, local_verdict};
 use crate::outcomes::ProvedTree;
 use crate::policy::{LoggedPolicy, SeqPolicy};
 use crate::progress::Bars;
-use crate::store::{RunStore, StoredNode};
+use crate::store::{Phase, RunStore, Step, StoredNode};
 
 /// A theorem of the run: what the policy sees and what the final check needs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,19 +175,12 @@ pub struct CheckSetup<'a> {
     pub lang: &'a dyn ProofLanguage,
 }
 
-pub(crate) fn t0_name(t: Option<prod_core::T0>) -> Option<String> {
-    t.map(|t| match t {
-        prod_core::T0::UseInvoke => "use_invoke".to_string(),
-        prod_core::T0::NoInvoke => "no_invoke".to_string(),
-    })
-}
-
 /// Turn generated nodes into stored ones (contexts stored once, by key).
 pub(crate) fn to_stored(
     store: &RunStore,
     generated: &[GeneratedNode],
     round: u32,
-    phase: &str,
+    phase: Phase,
     root_index: &dyn Fn(&GeneratedNode, usize) -> Option<i64>,
 ) -> crate::store::Result<Vec<StoredNode>> {
     let mut keys: HashMap<&str, String> = HashMap::new();
@@ -204,15 +197,12 @@ pub(crate) fn to_stored(
         out.push(StoredNode {
             id: 0,
             round,
-            phase: phase.into(),
+            phase,
             theorem: root_index(g, i),
             depth: g.depth,
             tree: g.tree,
-            forced_t0: t0_name(g.forced_t0),
-            origin: match g.origin {
-                Origin::Sampled => "sampled".into(),
-                Origin::GroundTruth => "ground_truth".into(),
-            },
+            forced_t0: g.forced_t0,
+            origin: g.origin,
             context_key: key,
             statement: g.statement.clone(),
             completion: g.completion.clone(),
@@ -336,14 +326,6 @@ pub(crate) fn solver_nodes(
     Ok((out, ids, hammer, axioms))
 }
 
-pub(crate) fn global_name(g: GlobalVerdict) -> &'static str {
-    match g {
-        GlobalVerdict::Correct => "correct",
-        GlobalVerdict::Incorrect => "incorrect",
-        GlobalVerdict::Undetermined => "undetermined",
-    }
-}
-
 /// The complete file for a cold re-check of `root` (as `prod dataset validate --trees` does):
 /// CoqHammer's tactic library when needed, the context, the assembled lemmas and root, the
 /// `End`s of the enclosing scopes. Returns (file, name to check).
@@ -388,7 +370,7 @@ fn uses_hammer_tactics(text: &str) -> bool {
     })
 }
 
-/// Run (or resume) one evaluation in `store` under `round`/`phase` (e.g. 0/"eval").
+/// Run (or resume) one evaluation in `store` under `round`/`phase` (e.g. 0/[`Phase::Eval`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run_eval(
     store: &RunStore,
@@ -398,7 +380,7 @@ pub fn run_eval(
     novel_reference: &HashSet<String>,
     opts: &EvalOptions,
     round: u32,
-    phase: &str,
+    phase: Phase,
     bars: &Bars,
 ) -> anyhow::Result<EvalResult> {
     let lang = setup.lang;
@@ -410,10 +392,9 @@ pub fn run_eval(
     if round == 0 {
         store.ensure_theorems(&ids)?;
     }
-    let sample_phase = format!("{phase}/sample");
     // --- sample ---------------------------------------------------------------------------
     let t = Instant::now();
-    let nodes = if store.is_done(round, &sample_phase)? {
+    let nodes = if store.is_done(round, phase, Step::Sample)? {
         store.nodes(round, phase)?
     } else {
         let roots: Vec<TreeGoal> = theorems
@@ -445,7 +426,7 @@ pub fn run_eval(
         let stored = to_stored(store, &generated, round, phase, &|_, i| root_of[i])?;
         store.put_nodes(round, phase, &stored)?;
         let nodes = store.nodes(round, phase)?;
-        store.mark_done(round, &sample_phase, t.elapsed().as_secs_f64())?;
+        store.mark_done(round, phase, Step::Sample, t.elapsed().as_secs_f64())?;
         nodes
     };
     times.sample_s = t.elapsed().as_secs_f64();
@@ -460,13 +441,13 @@ pub fn run_eval(
     let mut novel = (0usize, 0usize);
     let mut final_jobs = Vec::new();
     let mut globals: HashMap<i64, GlobalVerdict> = HashMap::new();
-    let origin_of: HashMap<i64, &str> = nodes.iter().map(|n| (n.id, n.origin.as_str())).collect();
+    let origin_of: HashMap<i64, Origin> = nodes.iter().map(|n| (n.id, n.origin)).collect();
     for tree in 0..opts.samples {
         let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
         let (sn, sids, hammer, axioms) = solver_nodes(store, &in_tree)?;
         let solution = solve(&sn, lang);
         for (i, id) in sids.iter().enumerate() {
-            store.put_global(*id, global_name(solution.verdict(i)), solution.height(i))?;
+            store.put_global(*id, solution.verdict(i), solution.height(i))?;
             globals.insert(*id, solution.verdict(i));
         }
         // Novel lemmas: those proposed by globally correct nodes.
@@ -533,7 +514,7 @@ pub fn run_eval(
                     allowed.sort();
                     allowed.dedup();
                     let sampled_only = assembled.lemmas.iter().all(|l| {
-                        sids.get(l.node).and_then(|id| origin_of.get(id)) == Some(&"sampled")
+                        sids.get(l.node).and_then(|id| origin_of.get(id)) == Some(&Origin::Sampled)
                     });
                     let proved = ProvedTree {
                         height: solution.height(si),

@@ -14,7 +14,7 @@ use crate::eval::{
 };
 use crate::policy::{NativeParams, NativePolicy};
 use crate::progress::Bars;
-use crate::store::RunStore;
+use crate::store::{Phase, RunStore};
 
 /// Input that the user got wrong (exit code 2 in the CLI).
 #[derive(Debug, thiserror::Error)]
@@ -364,7 +364,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         &novel,
         &job.options,
         0,
-        "eval",
+        Phase::Eval,
         bars,
     )?;
     let t = &result.times;

@@ -25,7 +25,7 @@ pub mod store;
 pub use eval::{load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult, Theorem};
 pub use policy::{FirstToken, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 pub use progress::Bars;
-pub use store::{RunStore, StoreError};
+pub use store::{Phase, RunStore, StoreError};
 pub mod job;
 mod outcomes;
 pub use job::{

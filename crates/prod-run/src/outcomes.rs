@@ -15,8 +15,8 @@ use prod_core::conditional::USE_INVOKE;
 use prod_core::{ConditionalProof, GlobalVerdict, ProofLanguage};
 use prod_report::{ExampleNode, ExampleTree, FailureCount, NodeOutcomes, TheoremDetail};
 
-use crate::eval::{global_name, Theorem};
-use crate::store::StoredNode;
+use crate::eval::Theorem;
+use crate::store::{name, StoredNode};
 
 /// Failure messages listed in the breakdown.
 const TOP_FAILURES: usize = 10;
@@ -188,13 +188,13 @@ fn example(inp: &Inputs<'_>, kind: &str, th: usize, tree: u32, members: &[usize]
                 depth: n.depth,
                 statement: cut(n.statement.trim(), STATEMENT_CHARS),
                 completion: cut(n.completion.trim(), COMPLETION_CHARS),
-                origin: n.origin.clone(),
+                origin: name(n.origin),
                 verdict: kind_name(v).to_string(),
                 message: node_message(v),
                 global: inp
                     .globals
                     .get(&n.id)
-                    .map_or_else(String::new, |g| global_name(*g).to_string()),
+                    .map_or_else(String::new, |&g| name(g)),
                 lemmas: ConditionalProof::parse(&n.completion)
                     .map(|p| p.lemmas().map(|l| cut(l.trim(), STATEMENT_CHARS)).collect())
                     .unwrap_or_default(),

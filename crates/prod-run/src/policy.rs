@@ -13,7 +13,7 @@ use prod_policy::sample;
 use prod_policy::{DecodeWeights, ProdTokenizer};
 use prod_rl::{Policy, PolicyError, SampleRequest};
 
-use crate::store::{hash_fields, RunStore};
+use crate::store::{hash_fields, Phase, RunStore};
 
 /// A policy whose randomness is addressed by a request's sequence number: the answer to
 /// request `seq` does not depend on what was asked before it (so a resumed run, which skips
@@ -419,7 +419,7 @@ pub struct LoggedPolicy<'a> {
     pub inner: &'a mut dyn SeqPolicy,
     pub store: &'a RunStore,
     pub round: u32,
-    pub phase: String,
+    pub phase: Phase,
     /// Requests per committed chunk.
     pub chunk: usize,
     next_seq: u64,
@@ -431,13 +431,18 @@ pub struct LoggedPolicy<'a> {
 }
 
 impl<'a> LoggedPolicy<'a> {
-    pub fn new(inner: &'a mut dyn SeqPolicy, store: &'a RunStore, round: u32, phase: &str) -> Self {
+    pub fn new(
+        inner: &'a mut dyn SeqPolicy,
+        store: &'a RunStore,
+        round: u32,
+        phase: Phase,
+    ) -> Self {
         let chunk = inner.requests_per_call().max(1);
         LoggedPolicy {
             inner,
             store,
             round,
-            phase: phase.into(),
+            phase,
             chunk,
             next_seq: 0,
             replayed: 0,
@@ -469,7 +474,7 @@ impl Policy for LoggedPolicy<'_> {
         for (i, key) in keys.iter().enumerate() {
             match self
                 .store
-                .logged_answer(self.round, &self.phase, first + i as u64, key)
+                .logged_answer(self.round, self.phase, first + i as u64, key)
                 .map_err(Self::err)?
             {
                 Some(a) => out.push(a),
@@ -496,7 +501,7 @@ impl Policy for LoggedPolicy<'_> {
                 .zip(answers.iter().cloned())
                 .collect();
             self.store
-                .log_answers(self.round, &self.phase, first + start as u64, &entries)
+                .log_answers(self.round, self.phase, first + start as u64, &entries)
                 .map_err(Self::err)?;
             self.fresh += answers.len();
             out.extend(answers);
@@ -518,7 +523,7 @@ impl Policy for LoggedPolicy<'_> {
         let key = hash_fields(&fields);
         if let Some(a) = self
             .store
-            .logged_answer(self.round, &self.phase, seq, &key)
+            .logged_answer(self.round, self.phase, seq, &key)
             .map_err(Self::err)?
         {
             return serde_json::from_str(&a).map_err(|e| PolicyError(format!("sample log: {e}")));
@@ -532,7 +537,7 @@ impl Policy for LoggedPolicy<'_> {
             .collect();
         let text = serde_json::to_string(&p).map_err(|e| PolicyError(e.to_string()))?;
         self.store
-            .log_answers(self.round, &self.phase, seq, &[(key, text)])
+            .log_answers(self.round, self.phase, seq, &[(key, text)])
             .map_err(Self::err)?;
         Ok(p)
     }

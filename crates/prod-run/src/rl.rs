@@ -34,7 +34,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use prod_check::{CheckRequest, Checker};
 use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
-use prod_core::{ConditionalProof, ProofLanguage, T0};
+use prod_core::{ConditionalProof, ProofLanguage};
 use prod_policy::prompt::{self, ExampleOptions, TrainExample};
 use prod_policy::train::{eval_loss, Trainer};
 use prod_policy::PolicyConfig;
@@ -50,10 +50,10 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::check::local_verdict;
-use crate::eval::{check_phase, global_name, to_stored, Theorem};
+use crate::eval::{check_phase, to_stored, Theorem};
 use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 use crate::progress::Bars;
-use crate::store::{RunStore, StoredExample, StoredNode};
+use crate::store::{Phase, RunStore, Step, StoredExample, StoredNode};
 
 /// Which method a run trains (paper §4.3 and Appendix A.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -455,7 +455,7 @@ pub fn run_rl(
             env.store
                 .examples(r)?
                 .into_iter()
-                .filter(|e| e.kind != "replayed"),
+                .filter(|e| e.kind != ExampleKind::Replayed),
         );
     }
     for round in (records.len() as u32 + 1)..=cfg.rounds {
@@ -586,7 +586,7 @@ fn round_eval(
         env.dataset_statements,
         &opts,
         round,
-        "rl-eval",
+        Phase::RlEval,
         env.bars,
     )?;
     Ok(RoundEval {
@@ -607,16 +607,8 @@ fn stored_to_generated(
         statement: n.statement.clone(),
         depth: n.depth,
         tree: n.tree,
-        forced_t0: match n.forced_t0.as_deref() {
-            Some("use_invoke") => Some(T0::UseInvoke),
-            Some("no_invoke") => Some(T0::NoInvoke),
-            _ => None,
-        },
-        origin: if n.origin == "ground_truth" {
-            Origin::GroundTruth
-        } else {
-            Origin::Sampled
-        },
+        forced_t0: n.forced_t0,
+        origin: n.origin,
         completion: completion.to_string(),
         proof: ConditionalProof::parse(completion),
     })
@@ -635,7 +627,7 @@ fn run_round(
 ) -> anyhow::Result<RoundRecord> {
     let store = env.store;
     let lang = env.lang;
-    let phase = "rl";
+    let phase = Phase::Rl;
     let theorems = round_theorems(all, cfg.batch, cfg.seed, round);
     env.bars.say(&format!(
         "round {round}/{}: {} theorems",
@@ -644,9 +636,8 @@ fn run_round(
     ));
     // --- sample (Algorithm 2) ---------------------------------------------------------------
     let t = Instant::now();
-    let sample_mark = format!("{phase}/sample");
     let mut sampled_tokens: Option<usize> = None;
-    let nodes = if store.is_done(round, &sample_mark)? {
+    let nodes = if store.is_done(round, phase, Step::Sample)? {
         store.nodes(round, phase)?
     } else {
         let no_lemmas = cfg.method == Method::NoLemmaProposal;
@@ -672,7 +663,6 @@ fn run_round(
         // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
         let depth = if no_lemmas { 0 } else { cfg.depth };
         let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, lang)?;
-        drop(logged);
         pb.finish_and_clear();
         if let RoundPolicy::Native(p) = &*policy {
             sampled_tokens = Some(p.generated_tokens);
@@ -693,7 +683,7 @@ fn run_round(
         })?;
         store.put_nodes(round, phase, &stored)?;
         let nodes = store.nodes(round, phase)?;
-        store.mark_done(round, &sample_mark, t.elapsed().as_secs_f64())?;
+        store.mark_done(round, phase, Step::Sample, t.elapsed().as_secs_f64())?;
         nodes
     };
     let sample_s = t.elapsed().as_secs_f64();
@@ -715,7 +705,7 @@ fn run_round(
     let (mut filter_checks, mut trivial_dropped, mut lemmas_removed) = (0usize, 0usize, 0usize);
     let mut contexts: HashMap<String, String> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        if local[i] != LocalVerdict::Correct || n.origin == "ground_truth" {
+        if local[i] != LocalVerdict::Correct || n.origin == Origin::GroundTruth {
             continue;
         }
         let Ok(proof) = ConditionalProof::parse(&completions[i]) else {
@@ -761,7 +751,7 @@ fn run_round(
     let mut global = vec![GlobalVerdict::Incorrect; nodes.len()];
     for (k, &i) in solver_idx.iter().enumerate() {
         global[i] = solution.verdict(k);
-        store.put_global(nodes[i].id, global_name(global[i]), solution.height(k))?;
+        store.put_global(nodes[i].id, global[i], solution.height(k))?;
     }
     for (i, l) in local.iter().enumerate() {
         if *l == LocalVerdict::Unknown && !solver_idx.contains(&i) {
@@ -838,25 +828,11 @@ fn run_round(
             }
         }
     }
-    let fresh: Vec<StoredExample> = fresh
-        .into_iter()
-        .map(|e| StoredExample {
-            context: e.context,
-            statement: e.statement,
-            target: e.target,
-            weight: e.weight,
-            kind: match e.kind {
-                ExampleKind::Generated => "generated".into(),
-                ExampleKind::Augmented => "augmented".into(),
-                ExampleKind::GroundTruth => "ground_truth".into(),
-            },
-        })
-        .collect();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, 2_000_000 + round as u64));
     let fresh_len = fresh.len();
     let mut batch = replay.mix_round(fresh.clone(), cfg.replay_mix, &mut rng);
     for e in batch.iter_mut().skip(fresh_len) {
-        e.kind = "replayed".into();
+        e.kind = ExampleKind::Replayed;
     }
     store.put_examples(round, &batch)?;
     // Value-model data: each distinct goal of the round with a decided global verdict.
@@ -1236,7 +1212,12 @@ fn finish_round(
         &ckpt.display().to_string(),
         &serde_json::to_string(&rec)?,
     )?;
-    store.mark_done(round, "rl/round", sample_s + check_s + filter_s + train_s)?;
+    store.mark_done(
+        round,
+        Phase::Rl,
+        Step::Round,
+        sample_s + check_s + filter_s + train_s,
+    )?;
     Ok(rec)
 }
 

@@ -20,8 +20,13 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use prod_check::Verdict;
+use prod_check::{Verdict, VerdictKind};
+use prod_core::{GlobalVerdict, T0};
+use prod_rl::examples::{ExampleKind, WeightedExample};
+use prod_rl::Origin;
 use rusqlite::Connection;
+use serde::de::{DeserializeOwned, IntoDeserializer};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +37,20 @@ pub enum StoreError {
     Postgres(#[from] postgres::Error),
     #[error("run store: bad stored JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A TEXT column holds a value no enum of this build has (a typo, or a newer ProD's store).
+    #[error("run store: table `{table}`, column `{column}`: unknown value {value:?}")]
+    Unknown {
+        table: &'static str,
+        column: &'static str,
+        value: String,
+    },
+    /// A JSON column holds a record this build cannot read.
+    #[error("run store: table `{table}`, column `{column}`: bad stored JSON: {source}")]
+    BadJson {
+        table: &'static str,
+        column: &'static str,
+        source: serde_json::Error,
+    },
     /// The stored log does not match what the run asks now (config changed between runs).
     #[error("run store: {0}")]
     Mismatch(String),
@@ -49,34 +68,94 @@ pub fn hash_fields(fields: &[&str]) -> String {
     hex::encode(h.finalize())
 }
 
+/// Which job a record belongs to (column `phase` of `sample_log`, `nodes` and `finals`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Phase {
+    /// `prod eval`'s test-time trees (Algorithm 1).
+    #[serde(rename = "eval")]
+    Eval,
+    /// An RL round's training trees (Algorithm 2).
+    #[serde(rename = "rl")]
+    Rl,
+    /// An RL round's evaluation of its checkpoint on the fixed subset (Algorithm 1).
+    #[serde(rename = "rl-eval")]
+    RlEval,
+}
+
+/// A finished step of a phase; the `phases` table holds `<phase>/<step>` (`eval/sample`,
+/// `rl/round`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// All trees sampled and their nodes stored.
+    Sample,
+    /// An RL round done (sampled, checked, filtered, trained).
+    Round,
+}
+
+/// The enums stored as TEXT: unit variants only, each stored as its serde name (the strings
+/// this store has always written). [`name`] writes them, [`parse`] reads them back.
+pub trait Named: Serialize + DeserializeOwned + Copy {}
+impl Named for Phase {}
+impl Named for Step {}
+impl Named for T0 {}
+impl Named for Origin {}
+impl Named for GlobalVerdict {}
+impl Named for VerdictKind {}
+impl Named for ExampleKind {}
+
+/// The stored name of `v` (its serde name: `use_invoke`, `ground_truth`, `rl-eval`, …).
+pub fn name<T: Named>(v: T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        // `Named` is implemented for unit-variant enums only (see the test `names_round_trip`).
+        other => unreachable!("a `Named` value is a unit variant, not {other:?}"),
+    }
+}
+
+/// Reads a stored name back; an unknown one is an error naming `table`, `column` and the value.
+fn parse_name<T: Named>(table: &'static str, column: &'static str, value: String) -> Result<T> {
+    let de: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+        value.as_str().into_deserializer();
+    T::deserialize(de).map_err(|_| StoreError::Unknown {
+        table,
+        column,
+        value,
+    })
+}
+
+macro_rules! display_by_name {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&name(*self))
+            }
+        }
+    )*};
+}
+display_by_name!(Phase, Step);
+
 /// A node as stored (the policy's output, before checking).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredNode {
     pub id: i64,
     pub round: u32,
-    pub phase: String,
+    pub phase: Phase,
     /// Index of the root theorem in the run's theorem list (`None` for lemma nodes when unknown).
     pub theorem: Option<i64>,
     pub depth: u32,
     pub tree: u32,
-    /// `use_invoke`, `no_invoke` or `None`.
-    pub forced_t0: Option<String>,
-    /// `sampled` or `ground_truth`.
-    pub origin: String,
+    /// The `t0` token forced in front of the completion, if any.
+    pub forced_t0: Option<T0>,
+    pub origin: Origin,
     pub context_key: String,
     pub statement: String,
     pub completion: String,
 }
 
-/// A stored training example (a round's weighted example).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StoredExample {
-    pub context: String,
-    pub statement: String,
-    pub target: String,
-    pub weight: f64,
-    pub kind: String,
-}
+/// A stored training example: a round's weighted example (fresh or replayed), kept as JSON in
+/// `examples.data`.
+pub type StoredExample = WeightedExample;
 
 /// The run store. Safe to share between threads (one connection behind a mutex: the checker's
 /// progress callback commits verdicts from worker threads).
@@ -224,6 +303,21 @@ impl V {
     fn t(&self) -> Result<String> {
         self.ot()?
             .ok_or_else(|| StoreError::Mismatch("unexpected NULL text".into()))
+    }
+    /// A [`Named`] enum from column `column` of table `table`.
+    fn named<T: Named>(&self, table: &'static str, column: &'static str) -> Result<T> {
+        parse_name(table, column, self.t()?)
+    }
+    fn onamed<T: Named>(&self, table: &'static str, column: &'static str) -> Result<Option<T>> {
+        self.ot()?.map(|v| parse_name(table, column, v)).transpose()
+    }
+    /// A JSON record from column `column` of table `table`.
+    fn json<T: DeserializeOwned>(&self, table: &'static str, column: &'static str) -> Result<T> {
+        serde_json::from_str(&self.t()?).map_err(|source| StoreError::BadJson {
+            table,
+            column,
+            source,
+        })
     }
 }
 
@@ -540,14 +634,14 @@ impl RunStore {
     pub fn logged_answer(
         &self,
         round: u32,
-        phase: &str,
+        phase: Phase,
         seq: u64,
         request: &str,
     ) -> Result<Option<String>> {
         let row = self
             .rows(
                 "SELECT request, answer FROM sample_log WHERE round = $1 AND phase = $2 AND seq = $3",
-                &[P::I(round.into()), P::T(phase), P::I(seq as i64)],
+                &[P::I(round.into()), P::T(&name(phase)), P::I(seq as i64)],
             )?
             .into_iter()
             .next();
@@ -564,26 +658,27 @@ impl RunStore {
     pub fn log_answers(
         &self,
         round: u32,
-        phase: &str,
+        phase: Phase,
         first_seq: u64,
         entries: &[(String, String)],
     ) -> Result<()> {
+        let phase = name(phase);
         self.tx(|c| {
             for (i, (req, ans)) in entries.iter().enumerate() {
                 c.exec(
                     "INSERT INTO sample_log (round, phase, seq, request, answer) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (round, phase, seq) DO UPDATE SET request = excluded.request, answer = excluded.answer",
-                    &[P::I(round.into()), P::T(phase), P::I((first_seq + i as u64) as i64), P::T(req), P::T(ans)],
+                    &[P::I(round.into()), P::T(&phase), P::I((first_seq + i as u64) as i64), P::T(req), P::T(ans)],
                 )?;
             }
             Ok(())
         })
     }
 
-    pub fn log_len(&self, round: u32, phase: &str) -> Result<u64> {
+    pub fn log_len(&self, round: u32, phase: Phase) -> Result<u64> {
         let n = self.count(
             "SELECT COUNT(*) FROM sample_log WHERE round = $1 AND phase = $2",
-            &[P::I(round.into()), P::T(phase)],
+            &[P::I(round.into()), P::T(&name(phase))],
         )?;
         Ok(n as u64)
     }
@@ -592,7 +687,7 @@ impl RunStore {
 
     /// Stores a phase's nodes once (in order). If they are already there (resume), checks that
     /// they are the same and returns the stored ids.
-    pub fn put_nodes(&self, round: u32, phase: &str, nodes: &[StoredNode]) -> Result<Vec<i64>> {
+    pub fn put_nodes(&self, round: u32, phase: Phase, nodes: &[StoredNode]) -> Result<Vec<i64>> {
         let existing = self.nodes(round, phase)?;
         if !existing.is_empty() {
             let same = existing.len() == nodes.len()
@@ -608,21 +703,24 @@ impl RunStore {
             }
             return Ok(existing.iter().map(|n| n.id).collect());
         }
+        let phase_name = name(phase);
         self.tx(|c| {
             let mut ids = Vec::with_capacity(nodes.len());
             for (i, n) in nodes.iter().enumerate() {
+                let forced_t0 = n.forced_t0.map(name);
+                let origin = name(n.origin);
                 let row = c.rows(
                     "INSERT INTO nodes (round, phase, ord, theorem, depth, tree, forced_t0, origin, context_key, statement, completion)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
                     &[
                         P::I(round.into()),
-                        P::T(phase),
+                        P::T(&phase_name),
                         P::I(i as i64),
                         P::OI(n.theorem),
                         P::I(n.depth.into()),
                         P::I(n.tree.into()),
-                        P::OT(n.forced_t0.as_deref()),
-                        P::T(&n.origin),
+                        P::OT(forced_t0.as_deref()),
+                        P::T(&origin),
                         P::T(&n.context_key),
                         P::T(&n.statement),
                         P::T(&n.completion),
@@ -635,23 +733,23 @@ impl RunStore {
         })
     }
 
-    pub fn nodes(&self, round: u32, phase: &str) -> Result<Vec<StoredNode>> {
+    pub fn nodes(&self, round: u32, phase: Phase) -> Result<Vec<StoredNode>> {
         let rows = self.rows(
             "SELECT id, round, phase, theorem, depth, tree, forced_t0, origin, context_key, statement, completion
              FROM nodes WHERE round = $1 AND phase = $2 ORDER BY ord",
-            &[P::I(round.into()), P::T(phase)],
+            &[P::I(round.into()), P::T(&name(phase))],
         )?;
         rows.iter()
             .map(|r| {
                 Ok(StoredNode {
                     id: r[0].i()?,
                     round: r[1].u32()?,
-                    phase: r[2].t()?,
+                    phase: r[2].named("nodes", "phase")?,
                     theorem: r[3].oi()?,
                     depth: r[4].u32()?,
                     tree: r[5].u32()?,
-                    forced_t0: r[6].ot()?,
-                    origin: r[7].t()?,
+                    forced_t0: r[6].onamed("nodes", "forced_t0")?,
+                    origin: r[7].named("nodes", "origin")?,
                     context_key: r[8].t()?,
                     statement: r[9].t()?,
                     completion: r[10].t()?,
@@ -671,19 +769,18 @@ impl RunStore {
         self.exec(
             "INSERT INTO verdicts (node, kind, verdict) VALUES ($1, $2, $3)
              ON CONFLICT (node) DO UPDATE SET kind = excluded.kind, verdict = excluded.verdict",
-            &[P::I(node), P::T(verdict.kind().as_str()), P::T(&text)],
+            &[P::I(node), P::T(&name(verdict.kind())), P::T(&text)],
         )?;
         Ok(true)
     }
 
     pub fn verdict(&self, node: i64) -> Result<Option<Verdict>> {
-        match self.one(
+        self.one(
             "SELECT verdict FROM verdicts WHERE node = $1",
             &[P::I(node)],
-        )? {
-            Some(t) => Ok(Some(serde_json::from_str(&t.t()?)?)),
-            None => Ok(None),
-        }
+        )?
+        .map(|v| v.json("verdicts", "verdict"))
+        .transpose()
     }
 
     pub fn verdict_count(&self) -> Result<usize> {
@@ -692,22 +789,26 @@ impl RunStore {
 
     // --- globals and finals --------------------------------------------------------------
 
-    pub fn put_global(&self, node: i64, global: &str, height: Option<u32>) -> Result<()> {
+    pub fn put_global(&self, node: i64, global: GlobalVerdict, height: Option<u32>) -> Result<()> {
         self.exec(
             "INSERT INTO globals (node, global, height) VALUES ($1, $2, $3)
              ON CONFLICT (node) DO UPDATE SET global = excluded.global, height = excluded.height",
-            &[P::I(node), P::T(global), P::OI(height.map(i64::from))],
+            &[
+                P::I(node),
+                P::T(&name(global)),
+                P::OI(height.map(i64::from)),
+            ],
         )?;
         Ok(())
     }
 
-    pub fn global(&self, node: i64) -> Result<Option<(String, Option<u32>)>> {
+    pub fn global(&self, node: i64) -> Result<Option<(GlobalVerdict, Option<u32>)>> {
         self.rows(
             "SELECT global, height FROM globals WHERE node = $1",
             &[P::I(node)],
         )?
         .first()
-        .map(|r| Ok((r[0].t()?, r[1].ou32()?)))
+        .map(|r| Ok((r[0].named("globals", "global")?, r[1].ou32()?)))
         .transpose()
     }
 
@@ -715,7 +816,7 @@ impl RunStore {
     pub fn put_final(
         &self,
         round: u32,
-        phase: &str,
+        phase: Phase,
         theorem: i64,
         tree: u32,
         verdict: &Verdict,
@@ -728,7 +829,7 @@ impl RunStore {
         self.exec(
             "INSERT INTO finals (round, phase, theorem, tree, kind, verdict, file) VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (round, phase, theorem, tree) DO UPDATE SET kind = excluded.kind, verdict = excluded.verdict, file = excluded.file",
-            &[P::I(round.into()), P::T(phase), P::I(theorem), P::I(tree.into()), P::T(verdict.kind().as_str()), P::T(&text), P::T(file)],
+            &[P::I(round.into()), P::T(&name(phase)), P::I(theorem), P::I(tree.into()), P::T(&name(verdict.kind())), P::T(&text), P::T(file)],
         )?;
         Ok(true)
     }
@@ -736,17 +837,16 @@ impl RunStore {
     pub fn final_verdict(
         &self,
         round: u32,
-        phase: &str,
+        phase: Phase,
         theorem: i64,
         tree: u32,
     ) -> Result<Option<Verdict>> {
-        match self.one(
+        self.one(
             "SELECT verdict FROM finals WHERE round = $1 AND phase = $2 AND theorem = $3 AND tree = $4",
-            &[P::I(round.into()), P::T(phase), P::I(theorem), P::I(tree.into())],
-        )? {
-            Some(t) => Ok(Some(serde_json::from_str(&t.t()?)?)),
-            None => Ok(None),
-        }
+            &[P::I(round.into()), P::T(&name(phase)), P::I(theorem), P::I(tree.into())],
+        )?
+        .map(|v| v.json("finals", "verdict"))
+        .transpose()
     }
 
     // --- examples, checkpoints, phases ----------------------------------------------------
@@ -777,7 +877,7 @@ impl RunStore {
             &[P::I(round.into())],
         )?
         .iter()
-        .map(|r| Ok(serde_json::from_str(&r[0].t()?)?))
+        .map(|r| r[0].json("examples", "data"))
         .collect()
     }
 
@@ -801,27 +901,32 @@ impl RunStore {
         .collect()
     }
 
-    pub fn mark_done(&self, round: u32, phase: &str, seconds: f64) -> Result<()> {
+    pub fn mark_done(&self, round: u32, phase: Phase, step: Step, seconds: f64) -> Result<()> {
         self.exec(
             "INSERT INTO phases (round, phase, seconds) VALUES ($1, $2, $3)
              ON CONFLICT (round, phase) DO UPDATE SET seconds = excluded.seconds",
-            &[P::I(round.into()), P::T(phase), P::F(seconds)],
+            &[P::I(round.into()), P::T(&mark(phase, step)), P::F(seconds)],
         )?;
         Ok(())
     }
 
-    pub fn is_done(&self, round: u32, phase: &str) -> Result<bool> {
-        Ok(self.phase_seconds(round, phase)?.is_some())
+    pub fn is_done(&self, round: u32, phase: Phase, step: Step) -> Result<bool> {
+        Ok(self.phase_seconds(round, phase, step)?.is_some())
     }
 
-    pub fn phase_seconds(&self, round: u32, phase: &str) -> Result<Option<f64>> {
+    pub fn phase_seconds(&self, round: u32, phase: Phase, step: Step) -> Result<Option<f64>> {
         self.one(
             "SELECT seconds FROM phases WHERE round = $1 AND phase = $2",
-            &[P::I(round.into()), P::T(phase)],
+            &[P::I(round.into()), P::T(&mark(phase, step))],
         )?
         .map(|v| v.f())
         .transpose()
     }
+}
+
+/// The `phases` table's key of a finished step: `<phase>/<step>`.
+fn mark(phase: Phase, step: Step) -> String {
+    format!("{phase}/{step}")
 }
 
 fn clip(s: &str) -> String {
@@ -867,9 +972,9 @@ mod tests {
                 .unwrap());
             assert_eq!(s.verdict_count().unwrap(), 1);
             assert!(!s
-                .put_final(0, "eval", 0, 0, &Verdict::infra("coqc died"), "file")
+                .put_final(0, Phase::Eval, 0, 0, &Verdict::infra("coqc died"), "file")
                 .unwrap());
-            assert_eq!(s.final_verdict(0, "eval", 0, 0).unwrap(), None);
+            assert_eq!(s.final_verdict(0, Phase::Eval, 0, 0).unwrap(), None);
             s.ensure_meta("cfg", "a").unwrap();
             s.ensure_meta("cfg", "a").unwrap();
             assert!(
@@ -889,12 +994,12 @@ mod tests {
             let n = StoredNode {
                 id: 0,
                 round: 1,
-                phase: "rl".into(),
+                phase: Phase::Rl,
                 theorem: Some(0),
                 depth: 0,
                 tree: 0,
-                forced_t0: Some("no_invoke".into()),
-                origin: "sampled".into(),
+                forced_t0: Some(T0::NoInvoke),
+                origin: Origin::Sampled,
                 context_key: key.clone(),
                 statement: "Lemma a : True.".into(),
                 completion: "<no_invoke> exact I.".into(),
@@ -906,13 +1011,16 @@ mod tests {
                 statement: "Lemma b : True.".into(),
                 ..n.clone()
             };
-            let ids = s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap();
+            let ids = s
+                .put_nodes(1, Phase::Rl, &[n.clone(), lemma.clone()])
+                .unwrap();
             assert_eq!(
-                s.put_nodes(1, "rl", &[n.clone(), lemma.clone()]).unwrap(),
+                s.put_nodes(1, Phase::Rl, &[n.clone(), lemma.clone()])
+                    .unwrap(),
                 ids,
                 "a resumed phase gets the stored ids"
             );
-            let got = s.nodes(1, "rl").unwrap();
+            let got = s.nodes(1, Phase::Rl).unwrap();
             assert_eq!(
                 got,
                 vec![
@@ -932,28 +1040,28 @@ mod tests {
                 completion: "<no_invoke> auto.".into(),
                 ..n
             };
-            assert!(s.put_nodes(1, "rl", &[other]).is_err());
+            assert!(s.put_nodes(1, Phase::Rl, &[other]).is_err());
             assert_eq!(
                 s.context(&key).unwrap().as_deref(),
                 Some("Require Import Arith.")
             );
             s.log_answers(
                 1,
-                "rl",
+                Phase::Rl,
                 0,
                 &[("h0".into(), "x".into()), ("h1".into(), "y".into())],
             )
             .unwrap();
             assert_eq!(
-                s.logged_answer(1, "rl", 1, "h1").unwrap().as_deref(),
+                s.logged_answer(1, Phase::Rl, 1, "h1").unwrap().as_deref(),
                 Some("y")
             );
-            assert_eq!(s.logged_answer(1, "rl", 2, "h2").unwrap(), None);
+            assert_eq!(s.logged_answer(1, Phase::Rl, 2, "h2").unwrap(), None);
             assert!(
-                s.logged_answer(1, "rl", 0, "other").is_err(),
+                s.logged_answer(1, Phase::Rl, 0, "other").is_err(),
                 "a changed request is an error, not a wrong replay"
             );
-            assert_eq!(s.log_len(1, "rl").unwrap(), 2);
+            assert_eq!(s.log_len(1, Phase::Rl).unwrap(), 2);
         }
     }
 
@@ -973,14 +1081,17 @@ mod tests {
             };
             assert!(s.put_verdict(7, &proved).unwrap());
             assert_eq!(s.verdict(7).unwrap(), Some(proved.clone()));
-            s.put_global(7, "correct", Some(2)).unwrap();
-            s.put_global(8, "incorrect", None).unwrap();
-            assert_eq!(s.global(7).unwrap(), Some(("correct".into(), Some(2))));
-            assert_eq!(s.global(8).unwrap(), Some(("incorrect".into(), None)));
-            assert_eq!(s.global(9).unwrap(), None);
-            assert!(s.put_final(1, "eval", 3, 2, &proved, "T.v").unwrap());
+            s.put_global(7, GlobalVerdict::Correct, Some(2)).unwrap();
+            s.put_global(8, GlobalVerdict::Incorrect, None).unwrap();
             assert_eq!(
-                s.final_verdict(1, "eval", 3, 2).unwrap(),
+                s.global(7).unwrap(),
+                Some((GlobalVerdict::Correct, Some(2)))
+            );
+            assert_eq!(s.global(8).unwrap(), Some((GlobalVerdict::Incorrect, None)));
+            assert_eq!(s.global(9).unwrap(), None);
+            assert!(s.put_final(1, Phase::Eval, 3, 2, &proved, "T.v").unwrap());
+            assert_eq!(
+                s.final_verdict(1, Phase::Eval, 3, 2).unwrap(),
                 Some(proved.clone())
             );
             let e = StoredExample {
@@ -988,7 +1099,7 @@ mod tests {
                 statement: "s".into(),
                 target: "t".into(),
                 weight: 0.25,
-                kind: "generated".into(),
+                kind: ExampleKind::Generated,
             };
             s.put_examples(2, &[e.clone(), e.clone()]).unwrap();
             s.put_examples(2, std::slice::from_ref(&e)).unwrap();
@@ -1006,10 +1117,13 @@ mod tests {
                     (2, "ck/2".into(), "{\"m\":1}".into())
                 ]
             );
-            assert!(!s.is_done(1, "rl/sample").unwrap());
-            s.mark_done(1, "rl/sample", 1.5).unwrap();
-            s.mark_done(1, "rl/sample", 2.5).unwrap();
-            assert_eq!(s.phase_seconds(1, "rl/sample").unwrap(), Some(2.5));
+            assert!(!s.is_done(1, Phase::Rl, Step::Sample).unwrap());
+            s.mark_done(1, Phase::Rl, Step::Sample, 1.5).unwrap();
+            s.mark_done(1, Phase::Rl, Step::Sample, 2.5).unwrap();
+            assert_eq!(
+                s.phase_seconds(1, Phase::Rl, Step::Sample).unwrap(),
+                Some(2.5)
+            );
         }
         if let Some(pg) = &pg {
             // Runs in one database do not see each other.
@@ -1018,5 +1132,333 @@ mod tests {
             assert!(other.checkpoints().unwrap().is_empty());
             assert!(RunStore::open_postgres(&pg.url(), "bad name;").is_err());
         }
+    }
+
+    /// Every stored name, pinned: these are the TEXT values run stores hold on disk.
+    #[test]
+    fn names_round_trip() {
+        fn check<T: Named + PartialEq + std::fmt::Debug>(all: &[(T, &str)]) {
+            for &(v, text) in all {
+                assert_eq!(name(v), text);
+                assert_eq!(parse_name::<T>("t", "c", text.into()).unwrap(), v);
+            }
+        }
+        check(&[
+            (Phase::Eval, "eval"),
+            (Phase::Rl, "rl"),
+            (Phase::RlEval, "rl-eval"),
+        ]);
+        check(&[(Step::Sample, "sample"), (Step::Round, "round")]);
+        assert_eq!(mark(Phase::RlEval, Step::Sample), "rl-eval/sample");
+        check(&[(T0::UseInvoke, "use_invoke"), (T0::NoInvoke, "no_invoke")]);
+        check(&[
+            (Origin::Sampled, "sampled"),
+            (Origin::GroundTruth, "ground_truth"),
+        ]);
+        check(&[
+            (GlobalVerdict::Correct, "correct"),
+            (GlobalVerdict::Incorrect, "incorrect"),
+            (GlobalVerdict::Undetermined, "undetermined"),
+        ]);
+        let kinds = [
+            (VerdictKind::Proved, "proved"),
+            (VerdictKind::Failed, "failed"),
+            (VerdictKind::TimedOut, "timed_out"),
+            (VerdictKind::Rejected, "rejected"),
+            (VerdictKind::Infra, "infra"),
+        ];
+        check(&kinds);
+        for (k, text) in kinds {
+            assert_eq!(k.as_str(), text);
+        }
+        check(&[
+            (ExampleKind::Generated, "generated"),
+            (ExampleKind::Augmented, "augmented"),
+            (ExampleKind::GroundTruth, "ground_truth"),
+            (ExampleKind::Replayed, "replayed"),
+        ]);
+    }
+
+    /// A store as the string-typed code wrote it (tables and values by raw SQL) opens, reads
+    /// back into the enums, resumes, and new rows get the same strings.
+    #[test]
+    fn opens_a_store_written_with_the_old_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "
+CREATE TABLE contexts (key TEXT PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE sample_log (
+    round INTEGER NOT NULL, phase TEXT NOT NULL, seq INTEGER NOT NULL,
+    request TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (round, phase, seq));
+CREATE TABLE nodes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    round INTEGER NOT NULL, phase TEXT NOT NULL, ord INTEGER NOT NULL,
+    theorem INTEGER, depth INTEGER NOT NULL, tree INTEGER NOT NULL,
+    forced_t0 TEXT, origin TEXT NOT NULL,
+    context_key TEXT NOT NULL, statement TEXT NOT NULL, completion TEXT NOT NULL,
+    UNIQUE (round, phase, ord));
+CREATE TABLE verdicts (node INTEGER PRIMARY KEY, kind TEXT NOT NULL, verdict TEXT NOT NULL);
+CREATE TABLE globals (node INTEGER PRIMARY KEY, global TEXT NOT NULL, height INTEGER);
+CREATE TABLE finals (
+    round INTEGER NOT NULL, phase TEXT NOT NULL, theorem INTEGER NOT NULL, tree INTEGER NOT NULL,
+    kind TEXT NOT NULL, verdict TEXT NOT NULL, file TEXT NOT NULL,
+    PRIMARY KEY (round, phase, theorem, tree));
+CREATE TABLE examples (
+    round INTEGER NOT NULL, ord INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (round, ord));
+CREATE TABLE phases (
+    round INTEGER NOT NULL, phase TEXT NOT NULL,
+    done_at INTEGER NOT NULL DEFAULT (strftime('%s','now')),
+    seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (round, phase));
+INSERT INTO contexts VALUES ('k', 'Require Import Arith.');
+INSERT INTO sample_log VALUES (0, 'eval', 0, 'h0', 'a0'), (1, 'rl-eval', 0, 'h1', 'a1');
+INSERT INTO nodes VALUES
+    (1, 0, 'eval', 0, 0, 0, 0, NULL, 'sampled', 'k', 'Lemma a : True.', '<no_invoke> exact I.'),
+    (2, 1, 'rl', 0, 0, 0, 0, 'use_invoke', 'sampled', 'k', 'Lemma a : True.', '<use_invoke> x.'),
+    (3, 1, 'rl', 1, 0, 0, 0, 'no_invoke', 'ground_truth', 'k', 'Lemma a : True.', 'exact I.'),
+    (4, 1, 'rl-eval', 0, NULL, 0, 1, NULL, 'sampled', 'k', 'Lemma b : True.', 'y.');
+INSERT INTO verdicts VALUES (1, 'failed', '{\"verdict\":\"failed\",\"step\":1,\"message\":\"no\"}');
+INSERT INTO globals VALUES (1, 'incorrect', NULL), (2, 'correct', 1), (4, 'undetermined', NULL);
+INSERT INTO finals VALUES
+    (0, 'eval', 0, 0, 'timed_out', '{\"verdict\":\"timed_out\",\"step\":2}', 'T.v');
+INSERT INTO examples VALUES
+    (1, 0, '{\"context\":\"c\",\"statement\":\"s\",\"target\":\"t\",\"weight\":0.5,\"kind\":\"generated\"}'),
+    (1, 1, '{\"context\":\"c\",\"statement\":\"s\",\"target\":\"t\",\"weight\":1.0,\"kind\":\"ground_truth\"}'),
+    (1, 2, '{\"context\":\"c\",\"statement\":\"s\",\"target\":\"t\",\"weight\":0.0,\"kind\":\"augmented\"}'),
+    (1, 3, '{\"context\":\"c\",\"statement\":\"s\",\"target\":\"t\",\"weight\":0.5,\"kind\":\"replayed\"}');
+INSERT INTO phases (round, phase, seconds) VALUES
+    (0, 'eval/sample', 1.5), (1, 'rl/sample', 2.0), (1, 'rl/round', 9.0);
+",
+            )
+            .unwrap();
+        }
+        let s = RunStore::open(&path).unwrap();
+        let node =
+            |id, round, phase, theorem, forced_t0, origin, statement: &str, completion: &str| {
+                StoredNode {
+                    id,
+                    round,
+                    phase,
+                    theorem,
+                    depth: 0,
+                    tree: u32::from(theorem.is_none()),
+                    forced_t0,
+                    origin,
+                    context_key: "k".into(),
+                    statement: statement.into(),
+                    completion: completion.into(),
+                }
+            };
+        let eval = vec![node(
+            1,
+            0,
+            Phase::Eval,
+            Some(0),
+            None,
+            Origin::Sampled,
+            "Lemma a : True.",
+            "<no_invoke> exact I.",
+        )];
+        let rl = vec![
+            node(
+                2,
+                1,
+                Phase::Rl,
+                Some(0),
+                Some(T0::UseInvoke),
+                Origin::Sampled,
+                "Lemma a : True.",
+                "<use_invoke> x.",
+            ),
+            node(
+                3,
+                1,
+                Phase::Rl,
+                Some(0),
+                Some(T0::NoInvoke),
+                Origin::GroundTruth,
+                "Lemma a : True.",
+                "exact I.",
+            ),
+        ];
+        let rl_eval = vec![node(
+            4,
+            1,
+            Phase::RlEval,
+            None,
+            None,
+            Origin::Sampled,
+            "Lemma b : True.",
+            "y.",
+        )];
+        assert_eq!(s.nodes(0, Phase::Eval).unwrap(), eval);
+        assert_eq!(s.nodes(1, Phase::Rl).unwrap(), rl);
+        assert_eq!(s.nodes(1, Phase::RlEval).unwrap(), rl_eval);
+        assert_eq!(
+            s.put_nodes(1, Phase::Rl, &rl).unwrap(),
+            [2, 3],
+            "a resume finds the old nodes"
+        );
+        assert_eq!(
+            s.verdict(1).unwrap(),
+            Some(Verdict::Failed {
+                step: 1,
+                message: "no".into()
+            })
+        );
+        assert_eq!(s.global(1).unwrap(), Some((GlobalVerdict::Incorrect, None)));
+        assert_eq!(
+            s.global(2).unwrap(),
+            Some((GlobalVerdict::Correct, Some(1)))
+        );
+        assert_eq!(
+            s.global(4).unwrap(),
+            Some((GlobalVerdict::Undetermined, None))
+        );
+        assert_eq!(
+            s.final_verdict(0, Phase::Eval, 0, 0).unwrap(),
+            Some(Verdict::TimedOut { step: 2 })
+        );
+        let kinds: Vec<ExampleKind> = s.examples(1).unwrap().iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ExampleKind::Generated,
+                ExampleKind::GroundTruth,
+                ExampleKind::Augmented,
+                ExampleKind::Replayed
+            ]
+        );
+        assert_eq!(
+            s.phase_seconds(0, Phase::Eval, Step::Sample).unwrap(),
+            Some(1.5)
+        );
+        assert!(s.is_done(1, Phase::Rl, Step::Sample).unwrap());
+        assert!(s.is_done(1, Phase::Rl, Step::Round).unwrap());
+        assert!(!s.is_done(1, Phase::RlEval, Step::Sample).unwrap());
+        assert_eq!(s.log_len(0, Phase::Eval).unwrap(), 1);
+        assert_eq!(
+            s.logged_answer(1, Phase::RlEval, 0, "h1")
+                .unwrap()
+                .as_deref(),
+            Some("a1")
+        );
+        // What this build writes is what the old code wrote.
+        let lemma = node(
+            0,
+            2,
+            Phase::RlEval,
+            None,
+            Some(T0::NoInvoke),
+            Origin::GroundTruth,
+            "Lemma c : True.",
+            "z.",
+        );
+        let id = s.put_nodes(2, Phase::RlEval, &[lemma]).unwrap()[0];
+        s.put_global(id, GlobalVerdict::Undetermined, None).unwrap();
+        s.put_verdict(id, &Verdict::TimedOut { step: 0 }).unwrap();
+        s.put_final(2, Phase::RlEval, 0, 1, &Verdict::rejected("r"), "U.v")
+            .unwrap();
+        s.mark_done(2, Phase::RlEval, Step::Sample, 0.5).unwrap();
+        s.log_answers(2, Phase::RlEval, 0, &[("h".into(), "a".into())])
+            .unwrap();
+        drop(s);
+        let c = Connection::open(&path).unwrap();
+        let text = |sql: &str| -> Vec<String> {
+            c.prepare(sql)
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        assert_eq!(
+            text(&format!(
+                "SELECT phase || ' ' || forced_t0 || ' ' || origin FROM nodes WHERE id = {id}"
+            )),
+            ["rl-eval no_invoke ground_truth"]
+        );
+        assert_eq!(
+            text(&format!("SELECT global FROM globals WHERE node = {id}")),
+            ["undetermined"]
+        );
+        assert_eq!(
+            text(&format!("SELECT kind FROM verdicts WHERE node = {id}")),
+            ["timed_out"]
+        );
+        assert_eq!(
+            text("SELECT phase || ' ' || kind FROM finals WHERE round = 2"),
+            ["rl-eval rejected"]
+        );
+        assert_eq!(
+            text("SELECT phase FROM phases WHERE round = 2"),
+            ["rl-eval/sample"]
+        );
+        assert_eq!(
+            text("SELECT phase FROM sample_log WHERE round = 2"),
+            ["rl-eval"]
+        );
+    }
+
+    /// A value no enum has is an error that names the table, the column and the value.
+    #[test]
+    fn unknown_stored_values_are_errors() {
+        let s = RunStore::in_memory().unwrap();
+        let c = match &s.db {
+            Db::Sqlite(c) => c,
+            Db::Postgres(_) => unreachable!(),
+        };
+        c.lock()
+            .unwrap()
+            .execute_batch(
+                "
+INSERT INTO nodes (round, phase, ord, theorem, depth, tree, forced_t0, origin, context_key, statement, completion)
+VALUES (0, 'eval', 0, 0, 0, 0, NULL, 'sampeld', 'k', 's', 'c'),
+       (1, 'eval', 0, 0, 0, 0, 'use-invoke', 'sampled', 'k', 's', 'c');
+INSERT INTO globals VALUES (1, 'corect', NULL);
+INSERT INTO examples VALUES
+    (1, 0, '{\"context\":\"c\",\"statement\":\"s\",\"target\":\"t\",\"weight\":0.5,\"kind\":\"replayd\"}');
+",
+            )
+            .unwrap();
+        let unknown = |e: StoreError, t: &str, col: &str, v: &str| {
+            let text = e.to_string();
+            assert!(
+                matches!(&e, StoreError::Unknown { table, column, value } if *table == t && *column == col && value == v),
+                "{text}"
+            );
+            assert!(
+                text.contains(t) && text.contains(col) && text.contains(v),
+                "{text}"
+            );
+        };
+        unknown(
+            s.nodes(0, Phase::Eval).unwrap_err(),
+            "nodes",
+            "origin",
+            "sampeld",
+        );
+        unknown(
+            s.nodes(1, Phase::Eval).unwrap_err(),
+            "nodes",
+            "forced_t0",
+            "use-invoke",
+        );
+        unknown(s.global(1).unwrap_err(), "globals", "global", "corect");
+        let e = s.examples(1).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(
+                e,
+                StoreError::BadJson {
+                    table: "examples",
+                    column: "data",
+                    ..
+                }
+            ) && text.contains("replayd"),
+            "{text}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_policy::ProdTokenizer;
 use prod_remote::{RemoteConfig, RemotePolicy};
-use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, RemoteSeq, RunStore, Theorem};
+use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, Phase, RemoteSeq, RunStore, Theorem};
 
 /// Serves `text` as every completion (as many choices as asked for); returns the base URL.
 pub fn fake_server(text: &'static str) -> String {
@@ -90,7 +90,7 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
         &HashSet::new(),
         &opts,
         0,
-        "eval",
+        Phase::Eval,
         &Bars::hidden(),
     )
     .unwrap();

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_rl::{PolicyError, SampleRequest};
-use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, RunStore, SeqPolicy, Theorem};
+use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, Phase, RunStore, SeqPolicy, Theorem};
 
 mod common;
 use common::{Counting, SOURCE as CONTEXT};
@@ -242,7 +242,7 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
             &none,
             &opts(),
             0,
-            "eval",
+            Phase::Eval,
             &Bars::hidden(),
         )
         .unwrap()
@@ -312,7 +312,7 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
             &none,
             &opts(),
             0,
-            "eval",
+            Phase::Eval,
             &Bars::hidden(),
         );
         drop(r);
@@ -320,7 +320,7 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
     assert!(r.is_err(), "the first run must have been killed");
     let store = RunStore::open_dir(dir.path()).unwrap();
     // Chunks (at most 8 requests, one level call) are committed as they finish.
-    let committed = store.log_len(0, "eval").unwrap();
+    let committed = store.log_len(0, Phase::Eval).unwrap();
     assert!(
         committed > 0 && committed <= 9,
         "samples before the kill were committed: {committed}"
@@ -351,7 +351,7 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
                 &none,
                 &opts(),
                 0,
-                "eval",
+                Phase::Eval,
                 &Bars::hidden(),
             )
         }));
@@ -389,7 +389,7 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         &none,
         &opts(),
         0,
-        "eval",
+        Phase::Eval,
         &Bars::hidden(),
     )
     .unwrap();
@@ -495,7 +495,7 @@ fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
         &HashSet::new(),
         &opts,
         0,
-        "eval",
+        Phase::Eval,
         &Bars::hidden(),
     )
     .unwrap();

@@ -5,7 +5,7 @@ use prod_core::T0;
 use prod_policy::model::Llama;
 use prod_policy::{LlamaConfig, ProdTokenizer};
 use prod_rl::{Policy, SampleRequest};
-use prod_run::{LoggedPolicy, NativeParams, NativePolicy, RunStore, SeqPolicy};
+use prod_run::{LoggedPolicy, NativeParams, NativePolicy, Phase, RunStore, SeqPolicy};
 
 fn tiny() -> NativePolicy {
     let texts = [
@@ -83,13 +83,13 @@ fn logged_policy_replays_without_the_model() {
     let store = RunStore::in_memory().unwrap();
     let mut p = tiny();
     let first = {
-        let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
+        let mut l = LoggedPolicy::new(&mut p, &store, 0, Phase::Eval);
         let a = l.sample(&reqs()).unwrap();
         let u = l.p_use_invoke(&[("", "Lemma b : True.")]).unwrap();
         assert_eq!((l.fresh, l.replayed), (4, 0));
         (a, u)
     };
-    let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
+    let mut l = LoggedPolicy::new(&mut p, &store, 0, Phase::Eval);
     let again = (
         l.sample(&reqs()).unwrap(),
         l.p_use_invoke(&[("", "Lemma b : True.")]).unwrap(),
@@ -97,7 +97,7 @@ fn logged_policy_replays_without_the_model() {
     assert_eq!((l.fresh, l.replayed), (0, 4));
     assert_eq!(again, first);
     // A different request at a logged position is refused (the run's config changed).
-    let mut l = LoggedPolicy::new(&mut p, &store, 0, "eval");
+    let mut l = LoggedPolicy::new(&mut p, &store, 0, Phase::Eval);
     let other = [SampleRequest {
         context: "",
         statement: "Lemma z : False.",

@@ -14,7 +14,7 @@ use prod_check::{CachedChecker, Checker, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_policy::ProdTokenizer;
 use prod_run::rl::{run_rl, RlEnv};
-use prod_run::{Bars, RlConfig, RunStore};
+use prod_run::{Bars, Phase, RlConfig, RunStore};
 
 mod common;
 use common::{example, Counting, SOURCE};
@@ -604,11 +604,12 @@ fn rl_rounds_sample_from_a_remote_server() {
             "trained natively: {:?}",
             r.metrics
         );
-        let nodes = store.nodes(round, "rl").unwrap();
+        let nodes = store.nodes(round, Phase::Rl).unwrap();
         let proved_samples = nodes
             .iter()
             .filter(|n| {
-                n.origin == "sampled" && store.verdict(n.id).unwrap().is_some_and(|v| v.is_proved())
+                n.origin == prod_rl::Origin::Sampled
+                    && store.verdict(n.id).unwrap().is_some_and(|v| v.is_proved())
             })
             .count();
         assert!(
