@@ -26,6 +26,8 @@ pub struct Plan {
     pub context: String,
     /// `begin` minus `end` commands in the context (blocks it leaves open).
     pub open_blocks: usize,
+    /// Final check only: the assembled lemmas below the root with their proofs (validated).
+    pub proved: Vec<String>,
     pub lemmas: Vec<Statement>,
     pub statement: Statement,
     pub steps: Vec<Step>,
@@ -75,18 +77,52 @@ pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
     let steps = rules
         .check_proof(&req.proof.proof_text())
         .map_err(RuleError::into_verdict)?;
+    let (imports, context) = split_header(&req.imports, &req.context);
     let imports =
-        validate_imports(&req.imports).map_err(|m| Verdict::infra(format!("imports: {m}")))?;
-    let open_blocks =
-        open_blocks(&req.context).map_err(|m| Verdict::infra(format!("context: {m}")))?;
+        validate_imports(&imports).map_err(|m| Verdict::infra(format!("imports: {m}")))?;
+    let open_blocks = open_blocks(&context).map_err(|m| Verdict::infra(format!("context: {m}")))?;
     Ok(Plan {
         imports,
-        context: req.context.clone(),
+        context,
         open_blocks,
+        proved: vec![],
         lemmas,
         statement,
         steps,
     })
+}
+
+/// A request without imports whose context is a theory file's prefix (header included, as a
+/// dataset's full context and a run's theorems are): the imports are the header's (everything
+/// between `imports` and `begin`, `keywords` included), the context what follows `begin`.
+/// Anything else is returned as it is.
+pub fn split_header(imports: &str, context: &str) -> (String, String) {
+    let as_is = || (imports.to_string(), context.to_string());
+    if !imports.trim().is_empty() {
+        return as_is();
+    }
+    let Ok(h) = prod_isar::header::parse_header(context) else {
+        return as_is();
+    };
+    let header = &context[h.range.clone()];
+    let (tokens, _) = prod_isar::lex(header);
+    let word = |w: &str| {
+        tokens
+            .iter()
+            .filter(|t| t.kind == prod_isar::TokenKind::Ident && t.text(header) == w)
+            .map(|t| t.range.clone())
+            .collect::<Vec<_>>()
+    };
+    let (Some(imp), Some(begin)) = (word("imports").first().cloned(), word("begin").pop()) else {
+        return as_is();
+    };
+    if imp.end > begin.start {
+        return as_is();
+    }
+    (
+        header[imp.end..begin.start].trim().to_string(),
+        context[h.range.end..].to_string(),
+    )
 }
 
 /// The imports (trusted) as they go after `imports`: theory names and strings, optionally a
@@ -486,6 +522,15 @@ impl IsabelleChecker {
         v
     }
 
+    /// Run a planned check (with this checker's retries) on the first connection slot.
+    pub(crate) fn run_plan(&self, plan: &Plan) -> Verdict {
+        let Some(slot) = self.slots.first() else {
+            return Verdict::infra("no slot");
+        };
+        let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+        RetryPolicy::new(self.cfg.max_attempts).run(|_| self.attempt(&mut guard, plan))
+    }
+
     /// Run an already planned check **without the rules** (its text must not come from a model).
     /// Exists so that the audit can be tested on a real Isabelle with text the rules would
     /// reject (e.g. a `sorry` proof must come back `Rejected` from the audit alone).
@@ -618,6 +663,7 @@ impl Run<'_> {
             } else {
                 self.plan.open_blocks
             },
+            proved: &self.plan.proved,
             lemmas: &lemma_texts,
             statement: &statement,
             steps: texts,
@@ -784,6 +830,12 @@ impl Run<'_> {
                             return Verdict::Failed {
                                 step: 0,
                                 message: format!("proposed lemma {}: {message}", i + 1),
+                            }
+                        }
+                        Region::Proved(i) => {
+                            return Verdict::Failed {
+                                step: 0,
+                                message: format!("assembled lemma {}: {message}", i + 1),
                             }
                         }
                         Region::Admit(i) => {

@@ -16,18 +16,24 @@
 //! * [`outcome`] — reading a `use_theories` result; [`checker`] — [`IsabelleChecker`], the
 //!   [`prod_check::Checker`] for Isabelle, with the `sledgehammer` step (fixed method list,
 //!   then Sledgehammer) and reconnection / session restart on infrastructure failures.
+//! * [`final_check`] — the cold re-check of an assembled proof in a fresh session.
 //! * [`config`] — [`IsabelleCheckConfig`] (`[check.isabelle]` in `prod.toml`).
 
 pub mod checker;
 pub mod client;
 pub mod config;
+pub mod final_check;
 pub mod framing;
 pub mod outcome;
 pub mod rules;
 pub mod server;
 pub mod theory;
 
+#[cfg(feature = "test-server")]
+pub mod testing;
+
 pub use checker::{plan, plan_with, IsabelleChecker, Plan};
 pub use client::{parse_server_banner, ClientError, Connection, TaskOutcome};
 pub use config::{HammerConfig, IsabelleCheckConfig};
+pub use final_check::{final_check, FinalTheory};
 pub use rules::Rules;

@@ -207,6 +207,7 @@ mod tests {
             imports: "Main",
             inline_context: "",
             open_blocks: 0,
+            proved: &[],
             lemmas: &[],
             statement: "lemma PRODCHK_goal_n1: \"x = x\"",
             steps: &[

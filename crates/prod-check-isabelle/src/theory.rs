@@ -6,6 +6,7 @@
 //! method_setup PRODCHK_admit_<nonce> = ‹… resolve with that oracle …› (checker)
 //! <context, when it leaves a block open and cannot live in its own theory>
 //! ML ‹val PRODCHK_axioms_<nonce> = <the names of Theory.axioms_of \<^theory>>›  (checker)
+//! lemma a1: "…" <its proof>                                         (final check: assembled lemmas)
 //! lemma l1: "…" by PRODCHK_admit_<nonce>                            (proposed lemmas)
 //! lemma PRODCHK_goal_<nonce>: "…"                                   (the statement, renamed)
 //! <proof steps>
@@ -27,6 +28,10 @@
 //! * The verdict is read from messages whose position lies inside the checker's own commands,
 //!   and which carry the nonce: PIDE attributes every message to the command that printed it,
 //!   so untrusted commands cannot forge them.
+//! * A final check (the cold re-check of an assembled proof) has no proposed lemmas: the lemmas
+//!   below the root come with their proofs, after the axiom snapshot, so the audit of the goal
+//!   follows its dependencies into them (a `sorry` there is `Pure.skip_proof` in the goal's
+//!   oracles) and an axiom they add is seen.
 //! * `ML ‹()›` is a theory-level command: it fails exactly when Isabelle still considers the goal
 //!   open after the proof text (the rules check the structure too, but Isabelle decides).
 
@@ -41,6 +46,8 @@ pub enum Region {
     Prelude,
     /// The node's context (trusted).
     Context,
+    /// Assembled lemma `i` (0-based) of a final check, with its proof.
+    Proved(usize),
     /// Proposed lemma `i` (0-based): its statement.
     Lemma(usize),
     /// The checker's `by PRODCHK_admit_…` after proposed lemma `i`.
@@ -76,6 +83,8 @@ pub struct TheorySpec<'a> {
     pub inline_context: &'a str,
     /// Blocks (`context … begin`) the inline context leaves open: closed before `end`.
     pub open_blocks: usize,
+    /// Final check: the assembled lemmas below the root, each with its proof, in order.
+    pub proved: &'a [String],
     pub lemmas: &'a [String],
     /// The statement, already renamed to [`goal_name`].
     pub statement: &'a str,
@@ -134,6 +143,10 @@ impl Theory {
                 "ML \\<open>val PRODCHK_axioms_{n} =\n  fold (fn (a, _) => Symtab.update (a, ())) (Theory.axioms_of \\<^theory>) Symtab.empty\\<close>\n\n"
             ),
         );
+        for (i, l) in spec.proved.iter().enumerate() {
+            b.push(Region::Proved(i), l);
+            b.push(Region::Proved(i), "\n\n");
+        }
         for (i, l) in spec.lemmas.iter().enumerate() {
             b.push(Region::Lemma(i), l);
             b.push(Region::Admit(i), &format!("\n  by PRODCHK_admit_{n}"));
@@ -326,6 +339,7 @@ mod tests {
                 imports: "Main",
                 inline_context: &text,
                 open_blocks: 0,
+                proved: &[],
                 lemmas: &[],
                 statement: "lemma PRODCHK_goal_p: \"x\"",
                 steps: &["by simp".to_string()],
@@ -346,6 +360,7 @@ mod tests {
             imports: "Main",
             inline_context: "",
             open_blocks: 0,
+            proved: &["lemma a1: \"R\"\nby auto".to_string()],
             lemmas: &["lemma l1: \"\\<forall>x. P x\"".to_string()],
             statement: "lemma PRODCHK_goal_abc: \"Q\"",
             steps: &["using l1".to_string(), "by simp".to_string()],
@@ -362,6 +377,9 @@ mod tests {
         assert_eq!(t.region_of(None, Some(off)), Some(&Region::Step(2)));
         let line = t.text[..by].matches('\n').count() + 1;
         assert_eq!(t.region_of(Some(line), None), Some(&Region::Step(2)));
+        let a1 = t.text.find("lemma a1").unwrap();
+        assert_eq!(t.region_at(a1), Some(&Region::Proved(0)));
+        assert!(a1 > t.text.find("PRODCHK_axioms_abc").unwrap());
         let l1 = t.text.find("lemma l1").unwrap();
         assert_eq!(t.region_at(l1), Some(&Region::Lemma(0)));
         assert_eq!(

@@ -446,3 +446,136 @@ fn workers_share_one_session() {
     names.dedup();
     assert_eq!(names.len(), 6);
 }
+
+#[test]
+fn a_context_with_its_header_takes_its_imports_from_it() {
+    let (imports, body) = prod_check_isabelle::checker::split_header(
+        "",
+        "(* c *)\ntheory T imports Main \"HOL-Library.Multiset\" keywords \"foo\" :: thy_decl begin\ndefinition f where \"f = (0::nat)\"\n",
+    );
+    assert_eq!(
+        imports,
+        "Main \"HOL-Library.Multiset\" keywords \"foo\" :: thy_decl"
+    );
+    assert_eq!(body, "\ndefinition f where \"f = (0::nat)\"\n");
+    // Given imports, or a context without a header: as they are.
+    let ctx = "definition g where \"g = (1::nat)\"";
+    assert_eq!(
+        prod_check_isabelle::checker::split_header("Main", ctx),
+        ("Main".to_string(), ctx.to_string())
+    );
+    assert_eq!(
+        prod_check_isabelle::checker::split_header("", ctx),
+        (String::new(), ctx.to_string())
+    );
+    // The checker imports the header's theories and loads the body as the context theory.
+    let Some((fake, work)) = setup() else { return };
+    let checker = IsabelleChecker::with_version(config(&fake, work.path()), "Isabelle2022");
+    let v = checker.check(&CheckRequest::new(
+        "",
+        "theory T imports \"HOL-Library.Multiset\" begin\ndefinition f where \"f = (0::nat)\"\n",
+        "lemma f0: \"f = 0\"",
+        ConditionalProof::parse("<no_invoke> by (simp add: f_def)").unwrap(),
+    ));
+    assert!(v.is_proved(), "{v:?}");
+    let seen = fake.shared.lock().unwrap().context_files_seen.clone();
+    let ctx = std::fs::read_to_string(&seen[0]).unwrap_or_default();
+    assert!(
+        ctx.contains("imports \"HOL-Library.Multiset\"\nbegin\n\n\ndefinition f"),
+        "{ctx}"
+    );
+    assert!(!ctx.contains("theory T"), "{ctx}");
+}
+
+fn assembled() -> Vec<(String, String)> {
+    vec![(
+        "lemma aux: \"(n::nat) + 0 = n\"".to_string(),
+        "by simp".to_string(),
+    )]
+}
+
+#[test]
+fn final_check_builds_the_assembled_theory_in_a_fresh_session() {
+    let Some((fake, work)) = setup() else { return };
+    let lemmas = assembled();
+    let fin = prod_check_isabelle::FinalTheory {
+        imports: "Main",
+        context: "",
+        lemmas: &lemmas,
+        statement: "theorem t: \"(m::nat) + 0 + 0 = m\"",
+        proof: "by (simp add: aux)",
+    };
+    let v = prod_check_isabelle::final_check(&config(&fake, work.path()), &fin);
+    assert!(v.is_proved(), "{v:?}");
+    assert_eq!(
+        fake.commands(),
+        [
+            "session_start",
+            "use_theories",
+            "purge_theories",
+            "session_stop"
+        ]
+    );
+    let text = fake.shared.lock().unwrap().theories[0].clone();
+    // The lemma with its proof, after the axiom snapshot; nothing admitted; the root audited.
+    let lemma = text
+        .find("lemma aux: \"(n::nat) + 0 = n\"\nby simp")
+        .expect(&text);
+    assert!(text.find("PRODCHK_axioms_").unwrap() < lemma, "{text}");
+    assert!(!text.contains("by PRODCHK_admit_"), "{text}");
+    assert!(
+        text.contains("\"(m::nat) + 0 + 0 = m\"\nby (simp add: aux)"),
+        "{text}"
+    );
+    assert!(fin.text().contains("lemma aux"));
+
+    // An error inside an assembled lemma is a failure of the proof, not of the infrastructure.
+    fake.push(UseAction::Replay(
+        "use_theories.Fail",
+        At::Text("lemma aux".into()),
+    ));
+    let v = prod_check_isabelle::final_check(&config(&fake, work.path()), &fin);
+    match v {
+        Verdict::Failed { step: 0, message } => {
+            assert!(message.starts_with("assembled lemma 1: "), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The audit sees a `sorry` anywhere below the root.
+    fake.push(UseAction::Audit(
+        "theorems=1 oracles=Pure.skip_proof axioms=".into(),
+    ));
+    let v = prod_check_isabelle::final_check(&config(&fake, work.path()), &fin);
+    assert!(matches!(v, Verdict::Rejected { .. }), "{v:?}");
+}
+
+#[test]
+fn final_check_runs_the_rules_on_every_piece() {
+    let Some((fake, work)) = setup() else { return };
+    for (lemmas, proof) in [
+        (
+            vec![("lemma aux: \"P\"".to_string(), "sorry".to_string())],
+            "by (simp add: aux)",
+        ),
+        (
+            vec![(
+                "axiomatization where ax: \"False\"".to_string(),
+                "by simp".to_string(),
+            )],
+            "by simp",
+        ),
+        (assembled(), "oops"),
+    ] {
+        let fin = prod_check_isabelle::FinalTheory {
+            imports: "Main",
+            context: "",
+            lemmas: &lemmas,
+            statement: "theorem t: \"P\"",
+            proof,
+        };
+        let v = prod_check_isabelle::final_check(&config(&fake, work.path()), &fin);
+        assert!(matches!(v, Verdict::Rejected { .. }), "{v:?}");
+    }
+    // Nothing reached the server.
+    assert_eq!(fake.accepts.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
