@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Options of the Isabelle backend. Every field has a default (`#[serde(default)]`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IsabelleCheckConfig {
     /// `HOST:PORT` of a running `isabelle server` (its first output line names it).
@@ -99,7 +99,7 @@ impl IsabelleCheckConfig {
 }
 
 /// The `sledgehammer` step (paper, appendix: the fixed list first, then Sledgehammer itself).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HammerConfig {
     /// Expand `sledgehammer` steps. When off, they fail like any step that proves nothing.

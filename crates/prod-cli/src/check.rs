@@ -55,6 +55,17 @@ pub enum Prover {
     Isabelle,
 }
 
+#[cfg(feature = "policy")]
+impl Prover {
+    /// The run pipeline's prover (the typed value behind the flag).
+    pub fn kind(self) -> prod_run::ProverKind {
+        match self {
+            Prover::Coq => prod_run::ProverKind::Coq,
+            Prover::Isabelle => prod_run::ProverKind::Isabelle,
+        }
+    }
+}
+
 /// How the checker is set up: the options `prod check` and `prod serve` share.
 #[derive(Args, Debug)]
 pub struct CheckerArgs {
@@ -88,26 +99,8 @@ pub struct CheckerArgs {
     /// `[check.coq]` and `[check.isabelle]`.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Isabelle: `HOST:PORT` of the server (default: `[check.isabelle] server`).
-    #[arg(long, help_heading = "Isabelle")]
-    pub server: Option<String>,
-    /// Isabelle: the server's password (default: `[check.isabelle] password`).
-    #[arg(
-        long,
-        env = "PROD_ISABELLE_PASSWORD",
-        hide_env_values = true,
-        help_heading = "Isabelle"
-    )]
-    pub password: Option<String>,
-    /// Isabelle: logic session, e.g. HOL or an AFP session (default HOL).
-    #[arg(long, help_heading = "Isabelle")]
-    pub session: Option<String>,
-    /// Isabelle: directory with ROOT/ROOTS files, e.g. the AFP's `thys` (repeatable).
-    #[arg(long, help_heading = "Isabelle")]
-    pub dirs: Vec<String>,
-    /// Isabelle: start the server with this command when nobody listens ("isabelle server -n prod").
-    #[arg(long, help_heading = "Isabelle")]
-    pub server_command: Option<String>,
+    #[command(flatten)]
+    pub isabelle: crate::prover::IsabelleArgs,
     /// Isabelle: leave the logic session running afterwards (faster next time).
     #[arg(long, help_heading = "Isabelle")]
     pub keep_session: bool,
@@ -186,21 +179,7 @@ fn coq_backend(a: &CheckerArgs, mut cfg: CoqCheckConfig) -> Result<Backend, Stri
 }
 
 fn isabelle_backend(a: &CheckerArgs, mut cfg: IsabelleCheckConfig) -> Result<Backend, String> {
-    if let Some(s) = &a.server {
-        cfg.server = s.clone();
-    }
-    if let Some(p) = &a.password {
-        cfg.password = p.clone();
-    }
-    if let Some(s) = &a.session {
-        cfg.session = s.clone();
-    }
-    if !a.dirs.is_empty() {
-        cfg.dirs = a.dirs.clone();
-    }
-    if let Some(c) = &a.server_command {
-        cfg.server_command = c.split_whitespace().map(String::from).collect();
-    }
+    a.isabelle.apply(&mut cfg);
     if let Some(w) = a.workers {
         cfg.workers = w;
     }

@@ -1,4 +1,4 @@
-//! `prod eval`: test-time proof trees (paper Algorithm 1), checked by Coq, pass@k.
+//! `prod eval`: test-time proof trees (paper Algorithm 1), checked by Coq or Isabelle, pass@k.
 
 use std::path::PathBuf;
 
@@ -9,17 +9,22 @@ use crate::{exit, ranges};
 
 /// Evaluate a model on a dataset split: for each theorem, `--samples` independent proof trees
 /// (paper Algorithm 1: lemmas proposed at depth < `--depth` become the next level's theorems,
-/// `<no_invoke>` is forced at the depth limit); every node is checked by the Coq pool (with
-/// the verification cache); global correctness per tree; the assembled proof of each proved
-/// tree is re-checked cold by `coqc` (a theorem counts as proved only if that passes); pass@k
-/// (unbiased estimator, bootstrap 95% CIs), the Fig. 5 depth table and the novel-lemma share.
+/// `<no_invoke>` is forced at the depth limit); every node is checked by the prover (the Coq
+/// pool, or an Isabelle server with `--prover isabelle`; with the verification cache); global
+/// correctness per tree; the assembled proof of each proved tree is re-checked cold (`coqc`, or
+/// a fresh Isabelle session; a theorem counts as proved only if that passes); pass@k (unbiased
+/// estimator, bootstrap 95% CIs), the Fig. 5 depth table and the novel-lemma share.
 ///
 /// Everything goes into RUN_DIR/run.sqlite; rerunning the same command resumes (nothing is
 /// sampled or checked twice; nodes lost to infra failures are retried). Results:
 /// RUN_DIR/run.json (render with `prod report RUN_DIR/run.json --out DIR`).
 ///
-/// Example:
+/// Examples:
+///
 ///   prod eval --model models/toy-sft --dataset data/stdlib --theorems 20 --k 1,2,4 --out runs/eval1
+///
+///   prod eval --prover isabelle --server 127.0.0.1:4711 --password PW --dirs /opt/afp/thys \
+///     --model models/afp-sft --dataset data/afp --k 1,4 --out runs/afp1
 #[derive(Args)]
 pub struct EvalArgs {
     /// Model directory (config.json, model.safetensors, tokenizer.json).
@@ -42,7 +47,14 @@ pub struct EvalArgs {
     /// Depth limit of the trees (paper: 2; 0: no lemma proposals, `<no_invoke>` forced).
     #[arg(long, default_value_t = 2)]
     pub depth: u32,
-    /// Coq workers.
+    /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle2022 server, the
+    /// `Isabelle` options below over `[check.isabelle]` of prod.toml; the dataset must be an
+    /// Isabelle one).
+    #[arg(long, value_enum, default_value_t = crate::check::Prover::Coq)]
+    pub prover: crate::check::Prover,
+    #[command(flatten)]
+    pub isabelle: crate::prover::IsabelleArgs,
+    /// Coq workers (Isabelle: connections to the server).
     #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Time limit of one proof step, seconds.
@@ -127,11 +139,26 @@ impl SharedStoreArgs {
     }
 }
 
-pub fn job_of(a: &EvalArgs) -> EvalJob {
+/// The Isabelle settings of an `--prover isabelle` run: `[check.isabelle]` of the config file
+/// (`$PROD_CONFIG`, else ./prod.toml), then the flags.
+fn isabelle_config(a: &EvalArgs) -> anyhow::Result<prod_check_isabelle::IsabelleCheckConfig> {
+    let file = crate::config::ConfigFile::load(None)?;
+    let section: crate::check::CheckSection = file.section("check")?;
+    let mut cfg = section.isabelle;
+    a.isabelle.apply(&mut cfg);
+    cfg.workers = a.workers;
+    cfg.step_timeout_s = a.timeout;
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    Ok(cfg)
+}
+
+pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
     let samples = a
         .samples
         .unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
-    EvalJob {
+    Ok(EvalJob {
         model: a.model.clone(),
         dataset: a.dataset.clone(),
         theorems: a.theorems,
@@ -154,6 +181,13 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             seed: a.seed,
             decode_weights: a.sampling.decode_weights,
             ..NativeParams::default()
+        },
+        prover: a.prover.kind(),
+        isabelle: match a.prover {
+            crate::check::Prover::Isabelle => {
+                Some(isabelle_config(a).map_err(|e| BadInput(format!("{e:#}")))?)
+            }
+            crate::check::Prover::Coq => None,
         },
         coq: CoqJobConfig {
             workers: a.workers,
@@ -189,7 +223,7 @@ pub fn job_of(a: &EvalArgs) -> EvalJob {
             }
         }),
         postgres: a.shared.apply(None),
-    }
+    })
 }
 
 /// Exit code of a job error: 2 for the user's input, 1 otherwise.
@@ -281,7 +315,10 @@ pub fn print_human(report: &prod_run::prod_report::RunReport) {
 
 pub fn run(a: EvalArgs) -> i32 {
     let bars = Bars::terminal(a.json);
-    let job = job_of(&a);
+    let job = match job_of(&a) {
+        Ok(j) => j,
+        Err(e) => return error_code(e),
+    };
     match prod_run::run_eval_job(&job, &bars) {
         Ok((report, _)) => {
             let path = a.out.join("run.json");

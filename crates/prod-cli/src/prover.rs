@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use prod_check_coq::{sandbox, CoqCheckConfig, LoadPathBinding};
+use prod_check_isabelle::IsabelleCheckConfig;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ProverArgs {
@@ -47,6 +48,53 @@ impl LoadPathArgs {
             lp.validate()?;
         }
         prod_check_coq::check_load_paths(cfg).map(|_| ())
+    }
+}
+
+/// Where the Isabelle server is and which session it runs: the options of every command that
+/// checks with Isabelle (`check`, `serve`, `eval`). Each overrides `[check.isabelle]`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct IsabelleArgs {
+    /// Isabelle: `HOST:PORT` of the server (default: `[check.isabelle] server`).
+    #[arg(long, help_heading = "Isabelle")]
+    pub server: Option<String>,
+    /// Isabelle: the server's password (default: `[check.isabelle] password`).
+    #[arg(
+        long,
+        env = "PROD_ISABELLE_PASSWORD",
+        hide_env_values = true,
+        help_heading = "Isabelle"
+    )]
+    pub password: Option<String>,
+    /// Isabelle: logic session, e.g. HOL or an AFP session (default HOL).
+    #[arg(long, help_heading = "Isabelle")]
+    pub session: Option<String>,
+    /// Isabelle: directory with ROOT/ROOTS files, e.g. the AFP's `thys` (repeatable).
+    #[arg(long, help_heading = "Isabelle")]
+    pub dirs: Vec<String>,
+    /// Isabelle: start the server with this command when nobody listens ("isabelle server -n prod").
+    #[arg(long, help_heading = "Isabelle")]
+    pub server_command: Option<String>,
+}
+
+impl IsabelleArgs {
+    /// The flags over `cfg` (the config file's `[check.isabelle]` or the defaults).
+    pub fn apply(&self, cfg: &mut IsabelleCheckConfig) {
+        if let Some(s) = &self.server {
+            cfg.server = s.clone();
+        }
+        if let Some(p) = &self.password {
+            cfg.password = p.clone();
+        }
+        if let Some(s) = &self.session {
+            cfg.session = s.clone();
+        }
+        if !self.dirs.is_empty() {
+            cfg.dirs = self.dirs.clone();
+        }
+        if let Some(c) = &self.server_command {
+            cfg.server_command = c.split_whitespace().map(String::from).collect();
+        }
     }
 }
 

@@ -616,6 +616,8 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             hammer_atp: false,
             load_paths: vec![],
         },
+        prover: crate::prover::ProverKind::Coq,
+        isabelle: None,
         out: run_dir.clone(),
         cache: None,
         remote: None,

@@ -1,10 +1,11 @@
 //! Evaluation (paper §4.3): Algorithm 1 test-time proof trees, every node checked, global
-//! correctness per tree, the assembled proof of each proved tree re-checked cold by `coqc`,
+//! correctness per tree, the assembled proof of each proved tree re-checked cold by the prover,
 //! pass@k with bootstrap CIs, the Fig. 5 depth table and the novel-lemma share.
 //!
 //! Phases are resumable through the run store: `sample` (sample log + nodes), `check`
 //! (verdicts; infra nodes asked again on every resume), `solve` (global verdicts per tree),
-//! `final` (cold re-checks; infra ones retried).
+//! `final` (cold re-checks; infra ones retried). Nothing here knows the prover: its checker,
+//! language and final check come in a [`CheckSetup`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -168,11 +169,12 @@ pub struct EvalResult {
     pub locally_correct: usize,
 }
 
-/// What evaluation needs from the checker side.
+/// What evaluation needs from the prover (a [`crate::Prover`]'s borrowed view).
+#[derive(Clone, Copy)]
 pub struct CheckSetup<'a> {
     pub checker: &'a dyn Checker,
-    pub coq: &'a prod_check_coq::CoqCheckConfig,
     pub lang: &'a dyn ProofLanguage,
+    pub final_check: &'a dyn crate::prover::FinalCheck,
 }
 
 /// Turn generated nodes into stored ones (contexts stored once, by key).
@@ -285,6 +287,7 @@ pub(crate) fn replaced_proof(
 pub(crate) fn solver_nodes(
     store: &RunStore,
     nodes: &[&StoredNode],
+    lang: &dyn ProofLanguage,
 ) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>, Vec<Vec<String>>)> {
     let (mut out, mut ids, mut hammer, mut axioms) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -306,10 +309,7 @@ pub(crate) fn solver_nodes(
         hammer.push(h);
         // Only the context's axioms: never a name the node itself proposed (an admitted lemma
         // must be proved in the assembled file, not allowed as an axiom).
-        let proposed: Vec<String> = p
-            .lemmas()
-            .filter_map(|l| prod_coq::CoqLanguage.lemma_name(l))
-            .collect();
+        let proposed: Vec<String> = p.lemmas().filter_map(|l| lang.lemma_name(l)).collect();
         axioms.push(match &v {
             Some(Verdict::Proved { axioms, .. }) => axioms
                 .iter()
@@ -363,7 +363,7 @@ pub(crate) fn final_file(
     }
 }
 
-fn uses_hammer_tactics(text: &str) -> bool {
+pub(crate) fn uses_hammer_tactics(text: &str) -> bool {
     prod_coq::identifiers(text).into_iter().any(|r| {
         text.get(r)
             .is_some_and(|id| prod_coq::COQHAMMER_TACTICS.contains(&id))
@@ -444,7 +444,7 @@ pub fn run_eval(
     let origin_of: HashMap<i64, Origin> = nodes.iter().map(|n| (n.id, n.origin)).collect();
     for tree in 0..opts.samples {
         let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
-        let (sn, sids, hammer, axioms) = solver_nodes(store, &in_tree)?;
+        let (sn, sids, hammer, axioms) = solver_nodes(store, &in_tree, lang)?;
         let solution = solve(&sn, lang);
         for (i, id) in sids.iter().enumerate() {
             store.put_global(*id, solution.verdict(i), solution.height(i))?;
@@ -488,17 +488,10 @@ pub fn run_eval(
                             continue;
                         }
                     };
-                    let needs_hammer = assembled
+                    let hammer_replaced = assembled
                         .lemmas
                         .iter()
-                        .any(|l| hammer.get(l.node).copied().unwrap_or(false))
-                        || uses_hammer_tactics(&assembled.text);
-                    let (file, root) = final_file(
-                        &theorems[th_u],
-                        &assembled.text,
-                        &assembled.root().name,
-                        needs_hammer,
-                    );
+                        .any(|l| hammer.get(l.node).copied().unwrap_or(false));
                     // The context's own axioms, as the local checks accepted them.
                     let mut allowed: Vec<String> = assembled
                         .lemmas
@@ -521,7 +514,7 @@ pub fn run_eval(
                         assembled: assembled.text.clone(),
                         sampled_only,
                     };
-                    final_jobs.push((th_u, tree, file, root, allowed, proved));
+                    final_jobs.push((th_u, tree, assembled, hammer_replaced, allowed, proved));
                 }
             }
         }
@@ -530,18 +523,18 @@ pub fn run_eval(
     let t = Instant::now();
     let pb = bars.bar("final", final_jobs.len());
     let mut proved_trees: HashMap<(usize, u32), ProvedTree> = HashMap::new();
-    for (th, tree, file, root, allowed, proved) in final_jobs {
+    for (th, tree, assembled, hammer_replaced, allowed, proved) in final_jobs {
         let height = proved.height;
         let v = match store.final_verdict(round, phase, th as i64, tree)? {
             Some(v) => v,
             None => {
-                let v = prod_check_coq::final_check(
-                    &file,
-                    &root,
-                    &allowed,
-                    setup.coq,
-                    Duration::from_secs(opts.final_timeout_s),
-                );
+                let (v, file) = setup.final_check.final_check(&crate::prover::FinalProof {
+                    theorem: &theorems[th],
+                    assembled: &assembled,
+                    hammer_replaced,
+                    allowed_axioms: &allowed,
+                    timeout: Duration::from_secs(opts.final_timeout_s),
+                });
                 store.put_final(round, phase, th as i64, tree, &v, &file)?;
                 v
             }

@@ -729,6 +729,8 @@ fn eval_stage(
             workers: cfg.workers,
             ..cfg.coq.clone()
         },
+        prover: crate::prover::ProverKind::Coq,
+        isabelle: None,
         out: dir.clone(),
         cache: None,
         remote: None,

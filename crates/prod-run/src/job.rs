@@ -9,11 +9,10 @@ use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_report::{DatasetInfo, ModelInfo, RunReport};
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{
-    dataset_statements, load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult,
-};
+use crate::eval::{dataset_statements, load_theorems, run_eval, EvalOptions, EvalResult};
 use crate::policy::{NativeParams, NativePolicy};
 use crate::progress::Bars;
+use crate::prover::{ProverChoice, ProverKind};
 use crate::store::{Phase, RunStore};
 
 /// Input that the user got wrong (exit code 2 in the CLI).
@@ -30,7 +29,12 @@ pub struct EvalJob {
     pub theorems: Option<usize>,
     pub options: EvalOptions,
     pub sampling: NativeParams,
+    /// `coq` (default) or `isabelle` (then `isabelle` says which server and session).
+    #[serde(default, skip_serializing_if = "ProverKind::is_coq")]
+    pub prover: ProverKind,
     pub coq: CoqJobConfig,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isabelle: Option<prod_check_isabelle::IsabelleCheckConfig>,
     pub out: PathBuf,
     /// Verification cache file (default `RUN_DIR/cache.sqlite`).
     pub cache: Option<PathBuf>,
@@ -203,6 +207,17 @@ impl CoqJobConfig {
     }
 }
 
+impl EvalJob {
+    /// The prover settings.
+    pub fn prover_choice(&self) -> ProverChoice<'_> {
+        ProverChoice {
+            kind: self.prover,
+            coq: &self.coq,
+            isabelle: self.isabelle.as_ref(),
+        }
+    }
+}
+
 /// The Coq pool behind the verification cache.
 pub fn start_checker(
     cfg: &CoqCheckConfig,
@@ -218,7 +233,7 @@ fn coq_checker(cfg: &CoqCheckConfig) -> anyhow::Result<CoqChecker> {
 }
 
 /// `checker` behind the verification cache file `cache`.
-fn cached<C: Checker>(checker: C, cache: &Path) -> anyhow::Result<CachedChecker<C>> {
+pub(crate) fn cached<C: Checker>(checker: C, cache: &Path) -> anyhow::Result<CachedChecker<C>> {
     let cache = VerificationCache::open(cache)
         .with_context(|| format!("verification cache {}", cache.display()))?;
     Ok(CachedChecker::new(checker, cache))
@@ -261,11 +276,6 @@ pub fn now_rfc3339() -> String {
     )
 }
 
-/// The prover's name and version for reports ("coq 8.16.1").
-pub fn prover_name(fingerprint: &str) -> String {
-    prod_check_coq::prover_name(fingerprint)
-}
-
 /// Write `run.json` atomically (temp file + rename): a kill never leaves half a report.
 pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
     let path = dir.join("run.json");
@@ -286,7 +296,6 @@ pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
 pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
-    let lang = prod_coq::CoqLanguage;
     let theorems = load_theorems(
         &job.dataset,
         &job.options.split,
@@ -318,14 +327,19 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     // A resumed run must be the same experiment (where it runs is not part of it).
     let mut fixed = job.clone();
     fixed.coq.workers = 0;
+    fixed.isabelle = fixed
+        .isabelle
+        .as_ref()
+        .map(crate::prover::isabelle_identity);
     fixed.postgres = None;
     store.ensure_meta("eval_job", &serde_json::to_string(&fixed)?)?;
     let cache = job
         .cache
         .clone()
         .unwrap_or_else(|| job.out.join("cache.sqlite"));
-    let coq_cfg = job.coq.config_for_dataset(&job.dataset)?;
-    let checker = start_run_checker(&coq_cfg, &cache, &job.out, job.postgres.as_ref())?;
+    let prover =
+        job.prover_choice()
+            .start(&job.dataset, &cache, &job.out, job.postgres.as_ref())?;
     let mut native: Option<NativePolicy> = None;
     let mut remote: Option<crate::policy::RemoteSeq> = None;
     match &job.remote {
@@ -342,12 +356,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         (None, Some(r)) => r,
         (None, None) => return Err(anyhow::anyhow!("no policy")),
     };
-    let novel = dataset_statements(&job.dataset, &lang);
-    let setup = CheckSetup {
-        checker: &*checker,
-        coq: &coq_cfg,
-        lang: &lang,
-    };
+    let novel = dataset_statements(&job.dataset, &*prover.lang);
     bars.say(&format!(
         "eval: {} theorems × {} trees (depth ≤ {}) with {} → {}",
         theorems.len(),
@@ -359,7 +368,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let result = run_eval(
         &store,
         policy,
-        &setup,
+        &prover.setup(),
         &theorems,
         &novel,
         &job.options,
@@ -371,7 +380,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let report = RunReport {
         title: format!("ProD evaluation: {}", job.options.name),
         created: now_rfc3339(),
-        prover: prover_name(&checker.fingerprint()),
+        prover: prover.name.clone(),
         dataset: DatasetInfo {
             name: job.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             split: job.options.split.clone(),
@@ -390,8 +399,8 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
                 result.nodes, result.parsed_nodes, result.locally_correct
             ),
             format!(
-                "phase seconds (this invocation): sample {:.1} ({} fresh, {} replayed from the run store, {} tokens), check {:.1} ({} sent to Coq), solve {:.2}, final coqc {:.1}",
-                t.sample_s, t.sampled_fresh, t.sampled_replayed, native.as_ref().map_or(0, |n| n.generated_tokens), t.check_s, t.checked_now, t.solve_s, t.final_s
+                "phase seconds (this invocation): sample {:.1} ({} fresh, {} replayed from the run store, {} tokens), check {:.1} ({} sent to {}), solve {:.2}, final check {:.1}",
+                t.sample_s, t.sampled_fresh, t.sampled_replayed, native.as_ref().map_or(0, |n| n.generated_tokens), t.check_s, t.checked_now, prover.name, t.solve_s, t.final_s
             ),
         ],
     };
@@ -402,12 +411,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
 #[cfg(test)]
 mod tests {
     #[test]
-    fn prover_name_and_date() {
-        assert_eq!(
-            super::prover_name("The Coq Proof Assistant, version 8.16.1; libs 1234"),
-            "coq 8.16.1"
-        );
-        assert_eq!(super::prover_name("nothing"), "coq ?");
+    fn date() {
         let d = super::now_rfc3339();
         assert_eq!(
             (d.len(), &d[4..5], &d[10..11], &d[19..]),

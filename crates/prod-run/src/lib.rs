@@ -5,6 +5,7 @@
 //!   (never `Infra`), global verdicts, final checks, examples, checkpoints, phase marks.
 //! * [`policy`] — `NativePolicy` (prod-policy's Llama) and `LoggedPolicy` (answers from the
 //!   sample log first, so resumed runs sample nothing twice).
+//! * [`prover`] — the prover of a run, chosen once: checker, language, final check, name.
 //! * [`check`] — the check phase, committing each verdict as it arrives.
 //! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k.
 //! * `outcomes` — what the trees did, for the report: per-theorem details, nodes by verdict
@@ -18,6 +19,7 @@ pub mod check;
 pub mod eval;
 pub mod policy;
 pub mod progress;
+pub mod prover;
 mod ranges;
 pub mod rl;
 pub mod store;
@@ -25,6 +27,7 @@ pub mod store;
 pub use eval::{load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult, Theorem};
 pub use policy::{FirstToken, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 pub use progress::Bars;
+pub use prover::{CoqFinal, FinalCheck, IsabelleFinal, Prover, ProverChoice, ProverKind};
 pub use store::{Phase, RunStore, StoreError};
 pub mod job;
 mod outcomes;

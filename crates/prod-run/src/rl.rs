@@ -50,9 +50,10 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::check::local_verdict;
-use crate::eval::{check_phase, to_stored, Theorem};
+use crate::eval::{check_phase, to_stored, CheckSetup, Theorem};
 use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 use crate::progress::Bars;
+use crate::prover::ProverKind;
 use crate::store::{Phase, RunStore, Step, StoredExample, StoredNode};
 
 /// Which method a run trains (paper §4.3 and Appendix A.2).
@@ -191,9 +192,15 @@ pub struct RlConfig {
     pub value_model: ValueModel,
     /// Remove unnecessary lemmas (one cached check per lemma).
     pub unnecessary_lemma_filter: bool,
+    /// The prover: `"coq"` (the `[coq]` section) or `"isabelle"` (the `[isabelle]` section: a
+    /// running Isabelle server, the keys of `[check.isabelle]` in `prod.toml`).
+    #[serde(skip_serializing_if = "ProverKind::is_coq")]
+    pub prover: ProverKind,
     /// Drop proposals whose theorem closes from one lemma alone by this tactic (`{lemma}` is
-    /// replaced by the lemma's name); empty = only the same-statement test.
-    pub trivial_tactic: String,
+    /// replaced by the lemma's name); empty = only the same-statement test. Default: the
+    /// prover's (Coq `intros; eauto using {lemma}.`, Isabelle `using {lemma} by auto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trivial_tactic: Option<String>,
     pub replay_capacity: usize,
     pub replay_mix: f64,
     /// Optimizer (paper: 1e-5, macro batch 128).
@@ -206,6 +213,8 @@ pub struct RlConfig {
     pub epochs: usize,
     pub sampling: NativeParams,
     pub coq: crate::job::CoqJobConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isabelle: Option<prod_check_isabelle::IsabelleCheckConfig>,
     pub seed: u64,
     /// pass@k on a fixed held-out subset after every `every` rounds, and of the starting model
     /// as round 0 (off while `theorems = 0`).
@@ -240,7 +249,8 @@ impl Default for RlConfig {
             gamma: GAMMA_PAPER,
             value_model: ValueModel::Separate,
             unnecessary_lemma_filter: true,
-            trivial_tactic: "intros; eauto using {lemma}.".into(),
+            prover: ProverKind::Coq,
+            trivial_tactic: None,
             replay_capacity: 20_000,
             replay_mix: 0.5,
             learning_rate: 1e-5,
@@ -251,6 +261,7 @@ impl Default for RlConfig {
             epochs: 1,
             sampling: NativeParams::default(),
             coq: crate::job::CoqJobConfig::default(),
+            isabelle: None,
             seed: 0,
             eval: RlEvalConfig::default(),
             external_trainer: Vec::new(),
@@ -301,6 +312,22 @@ impl RlConfig {
         }
     }
 
+    /// The trivial-proposal tactic: the configured one, else the prover's.
+    pub fn trivial_tactic(&self) -> &str {
+        self.trivial_tactic
+            .as_deref()
+            .unwrap_or(self.prover.trivial_tactic())
+    }
+
+    /// The prover settings.
+    pub fn prover_choice(&self) -> crate::prover::ProverChoice<'_> {
+        crate::prover::ProverChoice {
+            kind: self.prover,
+            coq: &self.coq,
+            isabelle: self.isabelle.as_ref(),
+        }
+    }
+
     fn weighting(&self) -> Weighting {
         match self.method {
             Method::ExpertIteration => Weighting::ExpertIteration,
@@ -329,8 +356,8 @@ pub fn round_theorems(all: &[Theorem], batch: usize, seed: u64, round: u32) -> V
 /// Everything a round needs besides the configuration.
 pub struct RlEnv<'a> {
     pub store: &'a RunStore,
-    pub checker: &'a dyn Checker,
-    pub lang: &'a dyn ProofLanguage,
+    /// The prover's checker, language and final check.
+    pub prover: CheckSetup<'a>,
     /// Where checkpoints go (`RUN_DIR/checkpoints/round-N`).
     pub out: &'a Path,
     pub bars: &'a Bars,
@@ -561,12 +588,6 @@ fn round_eval(
         "round {round}: pass@k on {} held-out theorems",
         theorems.len()
     ));
-    let coq = cfg.coq.to_config();
-    let setup = crate::eval::CheckSetup {
-        checker: env.checker,
-        coq: &coq,
-        lang: env.lang,
-    };
     let opts = crate::eval::EvalOptions {
         name: format!("round {round}"),
         split: cfg.eval.split.clone(),
@@ -581,7 +602,7 @@ fn round_eval(
     let r = crate::eval::run_eval(
         env.store,
         policy.seq(),
-        &setup,
+        &env.prover,
         theorems,
         env.dataset_statements,
         &opts,
@@ -626,7 +647,7 @@ fn run_round(
     replay: &mut ReplayBuffer<StoredExample>,
 ) -> anyhow::Result<RoundRecord> {
     let store = env.store;
-    let lang = env.lang;
+    let lang = env.prover.lang;
     let phase = Phase::Rl;
     let theorems = round_theorems(all, cfg.batch, cfg.seed, round);
     env.bars.say(&format!(
@@ -692,7 +713,7 @@ fn run_round(
         .map(|n| n as f64 / sample_s);
     // --- check ----------------------------------------------------------------------------
     let t = Instant::now();
-    check_phase(store, &nodes, env.checker, env.bars)?;
+    check_phase(store, &nodes, env.prover.checker, env.bars)?;
     let check_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     // --- filters (Section 3.2): trivial proposals, unnecessary lemmas -------------------------
@@ -721,7 +742,7 @@ fn run_round(
             );
         }
         let ctx = contexts[&n.context_key].clone();
-        let f = filter_proposals(env.checker, lang, &ctx, &n.statement, proof, cfg);
+        let f = filter_proposals(env.prover.checker, lang, &ctx, &n.statement, proof, cfg);
         filter_checks += f.checks;
         lemmas_removed += f.removed;
         trivial[i] = f.trivial;
@@ -1237,7 +1258,7 @@ pub struct Filtered {
 /// (b) unnecessary lemmas first — a lemma is removed when the proof, without it and every
 /// reference to it, still checks (one check per lemma, repeated until nothing more goes);
 /// (a) then the proposal is *trivial* when the theorem closes from one remaining lemma alone
-/// by `cfg.trivial_tactic` (`{lemma}` = its name). An `Infra` verdict never removes anything.
+/// by [`RlConfig::trivial_tactic`] (`{lemma}` = its name). An `Infra` verdict never removes anything.
 pub fn filter_proposals(
     checker: &dyn Checker,
     lang: &dyn ProofLanguage,
@@ -1269,12 +1290,12 @@ pub fn filter_proposals(
         }
     }
     let mut trivial = false;
-    if !cfg.trivial_tactic.trim().is_empty() {
+    if !cfg.trivial_tactic().trim().is_empty() {
         for l in proof.lemmas() {
             let Some(name) = lang.lemma_name(l) else {
                 continue;
             };
-            let tactic = cfg.trivial_tactic.replace("{lemma}", &name);
+            let tactic = cfg.trivial_tactic().replace("{lemma}", &name);
             let Ok(p) =
                 ConditionalProof::parse(&format!("<use_invoke> <invoke> {l} </invoke> {tactic}"))
             else {
@@ -1317,10 +1338,7 @@ pub fn run_rl_job(
     out: &Path,
     bars: &Bars,
 ) -> anyhow::Result<(prod_report::RunReport, Vec<RoundRecord>)> {
-    use crate::job::{
-        now_rfc3339, open_store, prover_name, start_run_checker, write_report, BadInput,
-    };
-    let lang = prod_coq::CoqLanguage;
+    use crate::job::{now_rfc3339, open_store, write_report, BadInput};
     let theorems =
         crate::eval::load_theorems(&cfg.dataset, &cfg.split, None, cfg.seed).map_err(BadInput)?;
     if theorems.is_empty() {
@@ -1334,25 +1352,27 @@ pub fn run_rl_job(
     let store = open_store(out, cfg.postgres.as_ref())?;
     let mut fixed = cfg.clone();
     fixed.coq.workers = 0;
+    fixed.isabelle = fixed
+        .isabelle
+        .as_ref()
+        .map(crate::prover::isabelle_identity);
     fixed.postgres = None;
     store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
-    let coq_cfg = cfg.coq.config_for_dataset(&cfg.dataset)?;
-    let checker = start_run_checker(
-        &coq_cfg,
+    let prover = cfg.prover_choice().start(
+        &cfg.dataset,
         &out.join("cache.sqlite"),
         out,
         cfg.postgres.as_ref(),
     )?;
-    let statements = crate::eval::dataset_statements(&cfg.dataset, &lang);
+    let statements = crate::eval::dataset_statements(&cfg.dataset, &*prover.lang);
     let env = RlEnv {
         store: &store,
-        checker: &*checker,
-        lang: &lang,
+        prover: prover.setup(),
         out,
         bars,
         dataset_statements: &statements,
     };
-    let prover = prover_name(&checker.fingerprint());
+    let prover_name = prover.name.clone();
     let params = if cfg.remote.is_some() {
         None
     } else {
@@ -1364,7 +1384,7 @@ pub fn run_rl_job(
         prod_report::RunReport {
         title: format!("{} run", cfg.method.display_name()),
         created: now_rfc3339(),
-        prover: prover.clone(),
+        prover: prover_name.clone(),
         dataset: prod_report::DatasetInfo {
             name: cfg.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             split: cfg.split.clone(),

@@ -69,8 +69,8 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
     let lang = prod_coq::CoqLanguage;
     let setup = CheckSetup {
         checker: &coq,
-        coq: &cfg,
         lang: &lang,
+        final_check: &prod_run::CoqFinal(cfg.clone()),
     };
     let dir = tempfile::tempdir().unwrap();
     let store = RunStore::open_dir(dir.path()).unwrap();

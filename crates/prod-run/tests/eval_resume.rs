@@ -227,8 +227,8 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         };
         let setup = CheckSetup {
             checker: &checker,
-            coq: &cfg,
             lang: &lang,
+            final_check: &prod_run::CoqFinal(cfg.clone()),
         };
         let mut p = Scripted {
             asked: vec![],
@@ -297,8 +297,8 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         };
         let setup = CheckSetup {
             checker: &checker,
-            coq: &cfg,
             lang: &lang,
+            final_check: &prod_run::CoqFinal(cfg.clone()),
         };
         let mut p = Scripted {
             asked: vec![],
@@ -335,8 +335,8 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         };
         let setup = CheckSetup {
             checker: &checker,
-            coq: &cfg,
             lang: &lang,
+            final_check: &prod_run::CoqFinal(cfg.clone()),
         };
         let mut p = Scripted {
             asked: vec![],
@@ -374,8 +374,8 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
     };
     let setup = CheckSetup {
         checker: &checker,
-        coq: &cfg,
         lang: &lang,
+        final_check: &prod_run::CoqFinal(cfg.clone()),
     };
     let mut p = Scripted {
         asked: vec![],
@@ -476,8 +476,8 @@ fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
     let store = RunStore::open_dir(dir.path()).unwrap();
     let setup = CheckSetup {
         checker: &coq,
-        coq: &cfg,
         lang: &lang,
+        final_check: &prod_run::CoqFinal(cfg.clone()),
     };
     let opts = EvalOptions {
         ks: vec![1, 2],

@@ -517,11 +517,15 @@ fn a_prod_rl_round_trains_with_the_real_python_trainer() {
     let cache = VerificationCache::open(&run_dir.path().join("cache.sqlite")).unwrap();
     let checker = prod_check::CachedChecker::new(coq, cache);
     let lang = prod_coq::CoqLanguage;
+    let final_check = prod_run::CoqFinal(Default::default());
     let statements = Default::default();
     let env = prod_run::rl::RlEnv {
         store: &store,
-        checker: &checker,
-        lang: &lang,
+        prover: prod_run::CheckSetup {
+            checker: &checker,
+            lang: &lang,
+            final_check: &final_check,
+        },
         out: run_dir.path(),
         bars: &prod_run::Bars::hidden(),
         dataset_statements: &statements,

@@ -80,11 +80,15 @@ fn run_with(
         cache,
     );
     let lang = prod_coq::CoqLanguage;
+    let final_check = prod_run::CoqFinal(Default::default());
     let statements = Default::default();
     let env = RlEnv {
         store: &store,
-        checker: &checker,
-        lang: &lang,
+        prover: prod_run::CheckSetup {
+            checker: &checker,
+            lang: &lang,
+            final_check: &final_check,
+        },
         out: run_dir,
         bars: &Bars::hidden(),
         dataset_statements: &statements,
@@ -447,11 +451,15 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
         let cache = VerificationCache::open(&run_dir.path().join("cache.sqlite")).unwrap();
         let checker = CachedChecker::new(checker, cache);
         let lang = prod_coq::CoqLanguage;
+        let final_check = prod_run::CoqFinal(Default::default());
         let statements = Default::default();
         let env = RlEnv {
             store: &store,
-            checker: &checker,
-            lang: &lang,
+            prover: prod_run::CheckSetup {
+                checker: &checker,
+                lang: &lang,
+                final_check: &final_check,
+            },
             out: run_dir.path(),
             bars: &Bars::hidden(),
             dataset_statements: &statements,
@@ -522,11 +530,15 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
         die_after: Some(0),
     };
     let lang = prod_coq::CoqLanguage;
+    let final_check = prod_run::CoqFinal(Default::default());
     let statements = Default::default();
     let env = RlEnv {
         store: &store,
-        checker: &never,
-        lang: &lang,
+        prover: prod_run::CheckSetup {
+            checker: &never,
+            lang: &lang,
+            final_check: &final_check,
+        },
         out: run_dir.path(),
         bars: &Bars::hidden(),
         dataset_statements: &statements,
