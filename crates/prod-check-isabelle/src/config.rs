@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Options of the Isabelle backend. Every field has a default (`#[serde(default)]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct IsabelleCheckConfig {
     /// `HOST:PORT` of a running `isabelle server` (its first output line names it).
     pub server: String,
@@ -100,7 +100,7 @@ impl IsabelleCheckConfig {
 
 /// The `sledgehammer` step (paper, appendix: the fixed list first, then Sledgehammer itself).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct HammerConfig {
     /// Expand `sledgehammer` steps. When off, they fail like any step that proves nothing.
     pub enabled: bool,
