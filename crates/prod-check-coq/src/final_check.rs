@@ -19,6 +19,65 @@ use crate::sandbox;
 /// Module name of the compiled file (its constants are `ProdAssembled.x`).
 pub const FILE_MODULE: &str = "ProdAssembled";
 
+/// What goes into the complete file of an assembled proof.
+pub struct AssembledFile<'a> {
+    /// The theorem's full context (imports included); it may end inside Sections/Modules.
+    pub context: &'a str,
+    /// The enclosing Sections/Modules the context leaves open, outermost first.
+    pub scope: &'a [String],
+    /// The theorem's qualified name (`M.name` when it sits in module `M`).
+    pub qualified_name: &'a str,
+    /// The assembled lemmas and root ([`prod_core::AssembledProof::text`]).
+    pub assembled: &'a str,
+    /// The root's name in `assembled`.
+    pub root: &'a str,
+    /// Some node's `hammer.` steps were replaced by the tactics its check found.
+    pub hammer_replaced: bool,
+}
+
+impl AssembledFile<'_> {
+    /// The file for [`final_check`] and the name whose assumptions it prints: CoqHammer's tactic
+    /// library first when a proof uses its tactics (replaced `hammer.` steps, or written out; the
+    /// checker loads it before the context too), the context,
+    /// [`crate::AFTER_CONTEXT`], the assembled text, the `End`s of the open scopes; after
+    /// `End M` the root is `M.name`, so a plain alias is defined for the assumption check.
+    pub fn render(&self) -> (String, String) {
+        let needs_hammer = self.hammer_replaced || uses_hammer_tactics(self.assembled);
+        let mut file = if needs_hammer {
+            format!("{}\n", crate::HAMMER_TACTICS_IMPORT)
+        } else {
+            String::new()
+        };
+        file.push_str(self.context);
+        file.push('\n');
+        file.push_str(crate::AFTER_CONTEXT);
+        file.push('\n');
+        file.push_str(self.assembled);
+        file.push('\n');
+        for sc in self.scope.iter().rev() {
+            file.push_str(&format!("End {sc}.\n"));
+        }
+        match self.qualified_name.rsplit_once('.') {
+            Some((module, _)) => {
+                file.push_str(&format!(
+                    "Definition prod_checked_root := @{module}.{}.\n",
+                    self.root
+                ));
+                (file, "prod_checked_root".into())
+            }
+            None => (file, self.root.to_string()),
+        }
+    }
+}
+
+/// Does `text` call one of CoqHammer's tactics (then the file needs its tactic library)?
+pub fn uses_hammer_tactics(text: &str) -> bool {
+    prod_coq::identifiers(text).into_iter().any(|r| {
+        text.get(r)
+            .is_some_and(|id| prod_coq::COQHAMMER_TACTICS.contains(&id))
+    })
+}
+
 /// Compile `file_text` (a complete Coq file: imports, context, lemmas child-first, the root) and
 /// check that `root` is closed. `allowed` are short or qualified names of the context's own
 /// axioms; axioms of loaded libraries are accepted, axioms declared in the file are not unless

@@ -22,4 +22,6 @@ pub use cache::{cache_key, CacheError, CachedChecker, VerificationCache};
 pub use checker::{Checker, Progress};
 pub use request::CheckRequest;
 pub use retry::RetryPolicy;
-pub use verdict::{apply_replacements, Replacement, RuleError, Verdict, VerdictKind};
+pub use verdict::{
+    apply_replacements, proof_as_checked, Replacement, RuleError, Verdict, VerdictKind,
+};

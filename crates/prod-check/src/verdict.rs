@@ -131,6 +131,31 @@ impl Verdict {
     }
 }
 
+/// The proof as its check closed it: a `Proved` verdict's replacements (the tactics found for
+/// `hammer` steps) put in, so that an assembled proof needs no external prover. Returns the
+/// proof and whether anything was replaced. Replacements never cross a lemma proposal and
+/// assembly drops proposals, so the proposals go first, in order, and the replaced text after
+/// them: everything solving and assembly use is kept.
+pub fn proof_as_checked(
+    proof: &prod_core::ConditionalProof,
+    verdict: Option<&Verdict>,
+) -> (prod_core::ConditionalProof, bool) {
+    let Some(Verdict::Proved { replacements, .. }) = verdict else {
+        return (proof.clone(), false);
+    };
+    if replacements.is_empty() {
+        return (proof.clone(), false);
+    }
+    let text = apply_replacements(&proof.proof_text(), replacements);
+    let mut segments = vec![String::new(); proof.lemma_count()];
+    segments.push(text);
+    let lemmas = proof.lemmas().map(|l| format!(" {l} ")).collect();
+    match prod_core::ConditionalProof::from_parts(proof.t0(), segments, lemmas) {
+        Some(q) => (q, true),
+        None => (proof.clone(), true),
+    }
+}
+
 /// The proof text with every replacement applied (ranges must not overlap; ranges that do not
 /// fit the text are ignored rather than panicking).
 pub fn apply_replacements(proof_text: &str, replacements: &[Replacement]) -> String {
@@ -164,6 +189,43 @@ mod tests {
         assert_eq!(serde_json::from_str::<Verdict>(&j).unwrap(), v);
         assert!(!Verdict::infra("x").is_cacheable());
         assert!(Verdict::rejected("x").is_cacheable());
+    }
+
+    #[test]
+    fn a_proof_as_its_check_closed_it() {
+        use prod_core::ConditionalProof;
+        let p = ConditionalProof::parse(
+            "<use_invoke> intros. <invoke> Lemma a : True. </invoke> hammer. exact I.",
+        )
+        .unwrap();
+        let text = p.proof_text();
+        let at = text.find("hammer.").unwrap();
+        let proved = Verdict::Proved {
+            axioms: vec![],
+            replacements: vec![Replacement {
+                step: 2,
+                range: at..at + "hammer.".len(),
+                tactic: "sauto.".into(),
+            }],
+            time: Duration::ZERO,
+        };
+        let (q, replaced) = proof_as_checked(&p, Some(&proved));
+        assert!(replaced);
+        assert_eq!(q.lemmas().collect::<Vec<_>>(), ["Lemma a : True."]);
+        assert!(q.proof_text().contains("intros.") && q.proof_text().contains("sauto. exact I."));
+        assert!(!q.proof_text().contains("hammer"));
+        // No replacements, no verdict, another verdict: the proof as it is.
+        for v in [
+            None,
+            Some(Verdict::infra("x")),
+            Some(Verdict::Proved {
+                axioms: vec![],
+                replacements: vec![],
+                time: Duration::ZERO,
+            }),
+        ] {
+            assert_eq!(proof_as_checked(&p, v.as_ref()), (p.clone(), false));
+        }
     }
 
     #[test]

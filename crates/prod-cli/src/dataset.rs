@@ -717,40 +717,27 @@ fn check_tree(
     }
     let verdicts = prod_check::Checker::check_batch(checker, &requests, &|_, _| {});
     let mut nodes = Vec::new();
+    let mut hammer_replaced = false;
     for ((e, req), v) in tree.iter().zip(&requests).zip(&verdicts) {
-        let (local, proof) = match v {
-            Verdict::Proved { replacements, .. } => {
-                // The assembled file must not call CoqHammer: put the found tactics in.
-                let text = prod_check::apply_replacements(&req.proof.proof_text(), replacements);
-                (
-                    LocalVerdict::Correct,
-                    prod_core::ConditionalProof::from_parts(
-                        req.proof.t0(),
-                        rebuild_segments(&req.proof, &text),
-                        req.proof.lemmas().map(|l| format!(" {l} ")).collect(),
-                    ),
-                )
-            }
+        if !v.is_proved() {
             // A node that is not locally correct decides the tree's count with its own kind.
-            _ => {
-                eprintln!(
-                    "  node {} of tree {}: {}",
-                    e.id,
-                    root.id,
-                    serde_json::to_string(v).unwrap_or_default()
-                );
-                return v.clone();
-            }
-        };
-        let Some(proof) = proof else {
-            return Verdict::infra(format!("node {}: replacement broke the proof layout", e.id));
-        };
+            eprintln!(
+                "  node {} of tree {}: {}",
+                e.id,
+                root.id,
+                serde_json::to_string(v).unwrap_or_default()
+            );
+            return v.clone();
+        }
+        // The assembled file must not call CoqHammer: the found tactics go in.
+        let (proof, replaced) = prod_check::proof_as_checked(&req.proof, Some(v));
+        hammer_replaced |= replaced;
         nodes.push(Node {
             id: e.id.clone(),
             context: root.context.clone(),
             statement: e.statement.clone(),
             proof,
-            local,
+            local: LocalVerdict::Correct,
         });
     }
     let solution = prod_core::tree::solve(&nodes, lang);
@@ -763,40 +750,15 @@ fn check_tree(
             }
         }
     };
-    // The tactics the checker put in for `hammer.` steps (`sfirstorder`, `hauto use: …`) need
-    // CoqHammer's tactic library; it goes first, as the checker loads it before the context.
-    let needs_hammer = verdicts
-        .iter()
-        .any(|v| matches!(v, Verdict::Proved { replacements, .. } if !replacements.is_empty()));
-    let mut file = if needs_hammer {
-        format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT)
-    } else {
-        String::new()
-    };
-    file.push_str(&root.context);
-    file.push('\n');
-    file.push_str(prod_check_coq::AFTER_CONTEXT);
-    file.push('\n');
-    file.push_str(&assembled.text);
-    file.push('\n');
-    for sc in root.scope.iter().rev() {
-        file.push_str(&format!("End {sc}.\n"));
+    let (file, check_name) = prod_check_coq::AssembledFile {
+        context: &root.context,
+        scope: &root.scope,
+        qualified_name: &root.qualified_name,
+        assembled: &assembled.text,
+        root: &assembled.root().name,
+        hammer_replaced,
     }
-    // After `End M` the root is `M.name`; the assumption check needs a plain identifier.
-    let root_name = assembled.root().name.clone();
-    let check_name = if root.qualified_name.contains('.') {
-        let qualified = root
-            .qualified_name
-            .rsplit_once('.')
-            .map(|(m, _)| format!("{m}.{root_name}"))
-            .unwrap_or(root_name.clone());
-        file.push_str(&format!(
-            "Definition prod_validated_root := @{qualified}.\n"
-        ));
-        "prod_validated_root".to_string()
-    } else {
-        root_name
-    };
+    .render();
     prod_check_coq::final_check(
         &file,
         &check_name,
@@ -804,18 +766,4 @@ fn check_tree(
         checker.config(),
         std::time::Duration::from_secs(600),
     )
-}
-
-/// Re-split a proof text whose hammer steps were replaced into the segments around the
-/// original `<invoke>` positions. Replacements never cross a lemma proposal (they replace one
-/// sentence of one segment), so the boundaries move by the length changes before them.
-fn rebuild_segments(cp: &prod_core::ConditionalProof, replaced: &str) -> Vec<String> {
-    if cp.lemma_count() == 0 {
-        return vec![replaced.to_string()];
-    }
-    // Without positional information from the checker, put all proposals first: assembly drops
-    // them anyway, and the proposals' order is kept.
-    let mut segs = vec![String::new(); cp.lemma_count()];
-    segs.push(replaced.to_string());
-    segs
 }

@@ -258,29 +258,6 @@ pub(crate) fn check_phase(
     Ok(stats)
 }
 
-/// The proof as checked, with `hammer.` steps replaced by the tactic the checker found (the
-/// assembled file must not call CoqHammer's external provers).
-pub(crate) fn replaced_proof(
-    p: &ConditionalProof,
-    v: Option<&Verdict>,
-) -> (ConditionalProof, bool) {
-    match v {
-        Some(Verdict::Proved { replacements, .. }) if !replacements.is_empty() => {
-            let text = prod_check::apply_replacements(&p.proof_text(), replacements);
-            // Replacements never cross a lemma proposal; assembly drops proposals, so keeping
-            // them in front of the replaced text preserves everything assembly and solve use.
-            let mut segs = vec![String::new(); p.lemma_count()];
-            segs.push(text);
-            let lemmas = p.lemmas().map(|l| format!(" {l} ")).collect();
-            match ConditionalProof::from_parts(p.t0(), segs, lemmas) {
-                Some(q) => (q, true),
-                None => (p.clone(), true),
-            }
-        }
-        _ => (p.clone(), false),
-    }
-}
-
 /// Solver input for a set of stored nodes: (node, stored id, has hammer replacements, the
 /// context axioms its local check accepted).
 #[allow(clippy::type_complexity)]
@@ -297,7 +274,7 @@ pub(crate) fn solver_nodes(
         };
         let v = store.verdict(n.id)?;
         let local = local_verdict(v.as_ref());
-        let (proof, h) = replaced_proof(&p, v.as_ref());
+        let (proof, h) = prod_check::proof_as_checked(&p, v.as_ref());
         out.push(Node {
             id: n.id.to_string(),
             context: n.context_key.clone(),
@@ -324,50 +301,6 @@ pub(crate) fn solver_nodes(
         });
     }
     Ok((out, ids, hammer, axioms))
-}
-
-/// The complete file for a cold re-check of `root` (as `prod dataset validate --trees` does):
-/// CoqHammer's tactic library when needed, the context, the assembled lemmas and root, the
-/// `End`s of the enclosing scopes. Returns (file, name to check).
-pub(crate) fn final_file(
-    theorem: &Theorem,
-    assembled_text: &str,
-    root_name: &str,
-    needs_hammer: bool,
-) -> (String, String) {
-    let mut file = if needs_hammer {
-        format!("{}\n", prod_check_coq::HAMMER_TACTICS_IMPORT)
-    } else {
-        String::new()
-    };
-    file.push_str(&theorem.context);
-    file.push('\n');
-    file.push_str(prod_check_coq::AFTER_CONTEXT);
-    file.push('\n');
-    file.push_str(assembled_text);
-    file.push('\n');
-    for sc in theorem.scope.iter().rev() {
-        file.push_str(&format!("End {sc}.\n"));
-    }
-    // After `End M` the root is `M.name`; the assumption check needs a plain identifier.
-    if theorem.qualified_name.contains('.') {
-        let qualified = theorem
-            .qualified_name
-            .rsplit_once('.')
-            .map(|(m, _)| format!("{m}.{root_name}"))
-            .unwrap_or(root_name.to_string());
-        file.push_str(&format!("Definition prod_checked_root := @{qualified}.\n"));
-        (file, "prod_checked_root".into())
-    } else {
-        (file, root_name.to_string())
-    }
-}
-
-pub(crate) fn uses_hammer_tactics(text: &str) -> bool {
-    prod_coq::identifiers(text).into_iter().any(|r| {
-        text.get(r)
-            .is_some_and(|id| prod_coq::COQHAMMER_TACTICS.contains(&id))
-    })
 }
 
 /// Run (or resume) one evaluation in `store` under `round`/`phase` (e.g. 0/[`Phase::Eval`]).

@@ -62,13 +62,16 @@ pub struct CoqFinal(pub CoqCheckConfig);
 
 impl FinalCheck for CoqFinal {
     fn final_check(&self, p: &FinalProof<'_>) -> (Verdict, String) {
-        let needs_hammer = p.hammer_replaced || crate::eval::uses_hammer_tactics(&p.assembled.text);
-        let (file, root) = crate::eval::final_file(
-            p.theorem,
-            &p.assembled.text,
-            &p.assembled.root().name,
-            needs_hammer,
-        );
+        let t = p.theorem;
+        let (file, root) = prod_check_coq::AssembledFile {
+            context: &t.context,
+            scope: &t.scope,
+            qualified_name: &t.qualified_name,
+            assembled: &p.assembled.text,
+            root: &p.assembled.root().name,
+            hammer_replaced: p.hammer_replaced,
+        }
+        .render();
         let v = prod_check_coq::final_check(&file, &root, p.allowed_axioms, &self.0, p.timeout);
         (v, file)
     }
