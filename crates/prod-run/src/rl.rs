@@ -1356,6 +1356,8 @@ pub fn run_rl_job(
         .isabelle
         .as_ref()
         .map(crate::prover::isabelle_identity);
+    // The tactic in effect, written out (as stores from before the prover's default kept it).
+    fixed.trivial_tactic = Some(cfg.trivial_tactic().to_string());
     fixed.postgres = None;
     store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
     let prover = cfg.prover_choice().start(
