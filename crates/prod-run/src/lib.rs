@@ -10,8 +10,8 @@
 //! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k.
 //! * `outcomes` — what the trees did, for the report: per-theorem details, nodes by verdict
 //!   kind and failure message, the `<use_invoke>` share of roots, example trees.
-//! * [`rl`] — `run_rl`: rounds of train-time trees, filters, value model, weights, replay,
-//!   weighted-CE update, checkpoints.
+//! * [`rl`] — `run_rl`: the rounds, their configuration, resume and per-round evaluation;
+//!   `round` — one round as typed phases (sample, check, filter, solve, weigh, train, record).
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
 //!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
@@ -22,6 +22,7 @@ pub mod progress;
 pub mod prover;
 mod ranges;
 pub mod rl;
+mod round;
 pub mod store;
 
 pub use eval::{load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult, Theorem};

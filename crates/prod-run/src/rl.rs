@@ -27,34 +27,26 @@
 //! evaluated again. Every round also records its wall time by phase (sample, check, filter,
 //! train) and the sampled tokens per second.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
 use prod_check::{CheckRequest, Checker};
-use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
 use prod_core::{ConditionalProof, ProofLanguage};
-use prod_policy::prompt::{self, ExampleOptions, TrainExample};
-use prod_policy::train::{eval_loss, Trainer};
-use prod_policy::PolicyConfig;
+use prod_policy::prompt::TrainExample;
 use prod_report::RoundMetrics;
-use prod_rl::examples::{
-    round_examples, without_lemma_proposal, ExampleKind, RoundOutcome, WeightedExample,
-};
+use prod_rl::examples::ExampleKind;
 use prod_rl::filters::without_each_lemma;
-use prod_rl::{
-    generate_train_trees, GeneratedNode, Origin, ReplayBuffer, TreeGoal, Weighting, GAMMA_PAPER,
-};
+use prod_rl::{GeneratedNode, ReplayBuffer, Weighting, GAMMA_PAPER};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::check::local_verdict;
-use crate::eval::{check_phase, to_stored, CheckSetup, Theorem};
-use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
+use crate::eval::{CheckSetup, Theorem};
+use crate::policy::{mix_seed, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 use crate::progress::Bars;
 use crate::prover::ProverKind;
-use crate::store::{Phase, RunStore, Step, StoredExample, StoredNode};
+use crate::store::{Phase, RunStore, StoredExample, StoredNode};
 
 /// Which method a run trains (paper §4.3 and Appendix A.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -328,7 +320,7 @@ impl RlConfig {
         }
     }
 
-    fn weighting(&self) -> Weighting {
+    pub(crate) fn weighting(&self) -> Weighting {
         match self.method {
             Method::ExpertIteration => Weighting::ExpertIteration,
             _ => Weighting::Reinforce { gamma: self.gamma },
@@ -336,7 +328,11 @@ impl RlConfig {
     }
 }
 
-fn goal_key(lang: &dyn ProofLanguage, context: &str, statement: &str) -> (String, String) {
+pub(crate) fn goal_key(
+    lang: &dyn ProofLanguage,
+    context: &str,
+    statement: &str,
+) -> (String, String) {
     (
         crate::store::hash_fields(&[context]),
         lang.normalize_statement(statement),
@@ -375,7 +371,7 @@ pub struct RoundRecord {
     pub lemmas_removed: usize,
 }
 
-fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativePolicy> {
+pub(crate) fn load_policy_from(dir: &Path, params: &NativeParams) -> anyhow::Result<NativePolicy> {
     NativePolicy::load(dir, params.clone()).with_context(|| format!("load model {}", dir.display()))
 }
 
@@ -401,21 +397,21 @@ impl RoundPolicy {
         }
     }
 
-    fn seq(&mut self) -> &mut dyn SeqPolicy {
+    pub(crate) fn seq(&mut self) -> &mut dyn SeqPolicy {
         match self {
             RoundPolicy::Native(p) => p,
             RoundPolicy::Remote { seq, .. } => seq,
         }
     }
 
-    fn tok(&self) -> &prod_policy::ProdTokenizer {
+    pub(crate) fn tok(&self) -> &prod_policy::ProdTokenizer {
         match self {
             RoundPolicy::Native(p) => &p.tok,
             RoundPolicy::Remote { seq, .. } => seq.0.tokenizer(),
         }
     }
 
-    fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
+    pub(crate) fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
         match self {
             RoundPolicy::Native(p) => p.prompt(context, statement),
             RoundPolicy::Remote { seq, params } => {
@@ -424,7 +420,10 @@ impl RoundPolicy {
         }
     }
 
-    fn values(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, prod_rl::PolicyError> {
+    pub(crate) fn values(
+        &mut self,
+        goals: &[(&str, &str)],
+    ) -> Result<Vec<f64>, prod_rl::PolicyError> {
         match self {
             RoundPolicy::Native(p) => p.values(goals),
             RoundPolicy::Remote { seq, .. } => seq.0.value(goals),
@@ -487,16 +486,14 @@ pub fn run_rl(
     }
     for round in (records.len() as u32 + 1)..=cfg.rounds {
         let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
-        let mut rec = run_round(
+        let r = crate::round::Round {
             cfg,
-            theorems,
             env,
             round,
-            &mut policy,
-            &last_ckpt,
-            &value_start,
-            &mut replay,
-        )?;
+            start_ckpt: &last_ckpt,
+            value_start: &value_start,
+        };
+        let mut rec = crate::round::run_round(&r, theorems, &mut policy, &mut replay)?;
         drop(policy);
         last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
         if value_checkpoint(env.out, round)
@@ -617,7 +614,7 @@ fn round_eval(
     })
 }
 
-fn stored_to_generated(
+pub(crate) fn stored_to_generated(
     store: &RunStore,
     n: &StoredNode,
     completion: &str,
@@ -635,489 +632,8 @@ fn stored_to_generated(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_round(
-    cfg: &RlConfig,
-    all: &[Theorem],
-    env: &RlEnv<'_>,
-    round: u32,
-    policy: &mut RoundPolicy,
-    start_ckpt: &Path,
-    value_start: &Path,
-    replay: &mut ReplayBuffer<StoredExample>,
-) -> anyhow::Result<RoundRecord> {
-    let store = env.store;
-    let lang = env.prover.lang;
-    let phase = Phase::Rl;
-    let theorems = round_theorems(all, cfg.batch, cfg.seed, round);
-    env.bars.say(&format!(
-        "round {round}/{}: {} theorems",
-        cfg.rounds,
-        theorems.len()
-    ));
-    // --- sample (Algorithm 2) ---------------------------------------------------------------
-    let t = Instant::now();
-    let mut sampled_tokens: Option<usize> = None;
-    let nodes = if store.is_done(round, phase, Step::Sample)? {
-        store.nodes(round, phase)?
-    } else {
-        let no_lemmas = cfg.method == Method::NoLemmaProposal;
-        let goals: Vec<TreeGoal> = theorems
-            .iter()
-            .map(|t| {
-                let mut g = TreeGoal::new(t.context.clone(), t.statement.clone());
-                // Without lemma proposal, ground truth joins as examples (lemmas in context), not as nodes.
-                if !no_lemmas {
-                    g.ground_truth = t
-                        .ground_truth
-                        .as_deref()
-                        .and_then(|p| ConditionalProof::parse(p).ok());
-                }
-                g
-            })
-            .collect();
-        let pb = env.bars.bar("sample", goals.len() * 2);
-        let tick = |n: usize| pb.inc(n as u64);
-        let mut logged = LoggedPolicy::new(policy.seq(), store, round, phase);
-        logged.on_progress = Some(&tick);
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, round as u64));
-        // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
-        let depth = if no_lemmas { 0 } else { cfg.depth };
-        let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, lang)?;
-        pb.finish_and_clear();
-        if let RoundPolicy::Native(p) = &*policy {
-            sampled_tokens = Some(p.generated_tokens);
-        }
-        let index: HashMap<(String, String), i64> = theorems
-            .iter()
-            .enumerate()
-            .map(|(i, t)| ((t.context.clone(), t.statement.clone()), i as i64))
-            .collect();
-        let stored = to_stored(store, &generated, round, phase, &|g, _| {
-            if g.depth == 0 {
-                index
-                    .get(&(g.context.clone(), g.statement.clone()))
-                    .copied()
-            } else {
-                None
-            }
-        })?;
-        store.put_nodes(round, phase, &stored)?;
-        let nodes = store.nodes(round, phase)?;
-        store.mark_done(round, phase, Step::Sample, t.elapsed().as_secs_f64())?;
-        nodes
-    };
-    let sample_s = t.elapsed().as_secs_f64();
-    let tokens_per_s = sampled_tokens
-        .filter(|_| sample_s > 0.0)
-        .map(|n| n as f64 / sample_s);
-    // --- check ----------------------------------------------------------------------------
-    let t = Instant::now();
-    check_phase(store, &nodes, env.prover.checker, env.bars)?;
-    let check_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    // --- filters (Section 3.2): trivial proposals, unnecessary lemmas -------------------------
-    let mut completions: Vec<String> = nodes.iter().map(|n| n.completion.clone()).collect();
-    let mut local: Vec<LocalVerdict> = Vec::with_capacity(nodes.len());
-    for n in &nodes {
-        local.push(local_verdict(store.verdict(n.id)?.as_ref()));
-    }
-    let mut trivial = vec![false; nodes.len()];
-    let (mut filter_checks, mut trivial_dropped, mut lemmas_removed) = (0usize, 0usize, 0usize);
-    let mut contexts: HashMap<String, String> = HashMap::new();
-    for (i, n) in nodes.iter().enumerate() {
-        if local[i] != LocalVerdict::Correct || n.origin == Origin::GroundTruth {
-            continue;
-        }
-        let Ok(proof) = ConditionalProof::parse(&completions[i]) else {
-            continue;
-        };
-        if proof.lemma_count() == 0 {
-            continue;
-        }
-        if !contexts.contains_key(&n.context_key) {
-            contexts.insert(
-                n.context_key.clone(),
-                store.context(&n.context_key)?.unwrap_or_default(),
-            );
-        }
-        let ctx = contexts[&n.context_key].clone();
-        let f = filter_proposals(env.prover.checker, lang, &ctx, &n.statement, proof, cfg);
-        filter_checks += f.checks;
-        lemmas_removed += f.removed;
-        trivial[i] = f.trivial;
-        trivial_dropped += usize::from(f.trivial);
-        completions[i] = f.proof.to_string();
-    }
-    let filter_s = t.elapsed().as_secs_f64();
-    // --- global correctness over the round's forest -----------------------------------------
-    let mut solver = Vec::new();
-    let mut solver_idx = Vec::new();
-    for (i, n) in nodes.iter().enumerate() {
-        if trivial[i] {
-            continue;
-        }
-        if let Ok(p) = ConditionalProof::parse(&completions[i]) {
-            solver.push(Node {
-                id: n.id.to_string(),
-                context: n.context_key.clone(),
-                statement: n.statement.clone(),
-                proof: p,
-                local: local[i],
-            });
-            solver_idx.push(i);
-        }
-    }
-    let solution = solve(&solver, lang);
-    let mut global = vec![GlobalVerdict::Incorrect; nodes.len()];
-    for (k, &i) in solver_idx.iter().enumerate() {
-        global[i] = solution.verdict(k);
-        store.put_global(nodes[i].id, global[i], solution.height(k))?;
-    }
-    for (i, l) in local.iter().enumerate() {
-        if *l == LocalVerdict::Unknown && !solver_idx.contains(&i) {
-            global[i] = GlobalVerdict::Undetermined;
-        }
-    }
-    // --- examples: weights γ^h·∏V(l), augmented, ground truth -----------------------------------
-    let t = Instant::now();
-    let kept: Vec<usize> = (0..nodes.len()).filter(|&i| !trivial[i]).collect();
-    let mut generated = Vec::with_capacity(kept.len());
-    for &i in &kept {
-        generated.push(stored_to_generated(store, &nodes[i], &completions[i])?);
-    }
-    let kept_local: Vec<LocalVerdict> = kept.iter().map(|&i| local[i]).collect();
-    let kept_global: Vec<GlobalVerdict> = kept.iter().map(|&i| global[i]).collect();
-    // V(l) for every lemma of a locally correct node, scored in batches up front.
-    let mut wanted: Vec<(String, String)> = Vec::new();
-    for (g, l) in generated.iter().zip(&kept_local) {
-        if *l == LocalVerdict::Correct {
-            if let Ok(p) = &g.proof {
-                for lem in p.lemmas() {
-                    wanted.push((g.context.clone(), lem.to_string()));
-                }
-            }
-        }
-    }
-    wanted.sort();
-    wanted.dedup();
-    let pairs: Vec<(&str, &str)> = wanted
-        .iter()
-        .map(|(c, s)| (c.as_str(), s.as_str()))
-        .collect();
-    // The separate value model: a copy of the SFT model, carried from round to round.
-    let mut value_policy = match cfg.value_model {
-        ValueModel::Separate => Some(load_policy_from(value_start, &cfg.sampling)?),
-        _ => None,
-    };
-    let scores = match (&value_policy, cfg.value_model) {
-        (_, ValueModel::Off) => vec![1.0; pairs.len()],
-        (Some(v), _) => v.values(&pairs)?,
-        (None, _) => policy.values(&pairs)?,
-    };
-    let value_of: HashMap<(String, String), f64> = wanted.iter().cloned().zip(scores).collect();
-    let mut value = |c: &str, l: &str| {
-        value_of
-            .get(&(c.to_string(), l.to_string()))
-            .copied()
-            .unwrap_or(0.0)
-    };
-    let tok = policy.tok().clone();
-    let proof_tokens = |s: &str| tok.encode(s).map_or(s.len(), |ids| ids.len());
-    let outcome = RoundOutcome {
-        nodes: &generated,
-        local: &kept_local,
-        global: &kept_global,
-    };
-    let mut fresh: Vec<WeightedExample> =
-        round_examples(&outcome, cfg.weighting(), &mut value, &proof_tokens, lang);
-    if cfg.method == Method::NoLemmaProposal {
-        for t in &theorems {
-            if let Some(gt) = t
-                .ground_truth
-                .as_deref()
-                .and_then(|p| ConditionalProof::parse(p).ok())
-            {
-                let (context, plain) = without_lemma_proposal(&t.context, &gt, lang);
-                fresh.push(WeightedExample {
-                    context,
-                    statement: t.statement.clone(),
-                    target: plain.to_string(),
-                    weight: 1.0,
-                    kind: ExampleKind::GroundTruth,
-                });
-            }
-        }
-    }
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(mix_seed(cfg.seed, 2_000_000 + round as u64));
-    let fresh_len = fresh.len();
-    let mut batch = replay.mix_round(fresh.clone(), cfg.replay_mix, &mut rng);
-    for e in batch.iter_mut().skip(fresh_len) {
-        e.kind = ExampleKind::Replayed;
-    }
-    store.put_examples(round, &batch)?;
-    // Value-model data: each distinct goal of the round with a decided global verdict.
-    let mut goal_proved: HashMap<(String, String), (String, String, bool)> = HashMap::new();
-    for (g, v) in generated.iter().zip(&kept_global) {
-        let Some(b) = v.as_bool() else { continue };
-        let e = goal_proved
-            .entry(goal_key(lang, &g.context, &g.statement))
-            .or_insert((g.context.clone(), g.statement.clone(), false));
-        e.2 |= b;
-    }
-    // --- train (weighted CE; value head on <true>/<false>) --------------------------------------
-    let opts = ExampleOptions {
-        context_tokens: cfg.sampling.context_tokens,
-        max_seq_len: cfg.max_seq_len,
-        statement_in_loss: false,
-    };
-    let mut train: Vec<TrainExample> = Vec::new();
-    let mut weight_sum = 0.0;
-    for e in &batch {
-        weight_sum += e.weight;
-        // Weight-0 examples contribute no gradient: skipping them saves the forward pass.
-        if e.weight > 0.0 {
-            if let Ok(x) = prompt::policy_example(
-                policy.tok(),
-                &e.context,
-                &e.statement,
-                &e.target,
-                e.weight as f32,
-                &opts,
-            ) {
-                train.push(x);
-            }
-        }
-    }
-    let mut value_train = Vec::new();
-    if cfg.value_model != ValueModel::Off {
-        let mut goals: Vec<&(String, String, bool)> = goal_proved.values().collect();
-        goals.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
-        for (c, s, proved) in goals {
-            if let Ok(ids) = policy.prompt(c, s) {
-                if ids.len() < cfg.max_seq_len {
-                    if let Ok(x) = prompt::value_example(policy.tok(), &ids, *proved, 1.0) {
-                        value_train.push(x);
-                    }
-                }
-            }
-        }
-    }
-    let pcfg = PolicyConfig {
-        learning_rate: cfg.learning_rate,
-        warmup_steps: cfg.warmup_steps,
-        macro_batch: cfg.macro_batch,
-        micro_batch: cfg.micro_batch,
-        max_seq_len: cfg.max_seq_len,
-        context_tokens: cfg.sampling.context_tokens,
-        ..PolicyConfig::default()
-    };
-    // Shared: the value examples join the policy's update; separate: they train the value model.
-    let shared_value = cfg.value_model == ValueModel::Shared;
-    let mut all_train: Vec<TrainExample> = train
-        .iter()
-        .cloned()
-        .chain(value_train.iter().filter(|_| shared_value).cloned())
-        .collect();
-    let mut value_only: Vec<TrainExample> = if value_policy.is_some() {
-        value_train.clone()
-    } else {
-        Vec::new()
-    };
-    {
-        use rand::seq::SliceRandom;
-        all_train.shuffle(&mut rng);
-        value_only.shuffle(&mut rng);
-    }
-    let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
-    let value_ckpt = value_checkpoint(env.out, round);
-    let value_examples_path = env
-        .out
-        .join("rounds")
-        .join(format!("round-{round}"))
-        .join("value_examples.jsonl");
-    if value_policy.is_some() {
-        write_examples(&value_examples_path, &value_only, policy.tok())?;
-    }
-    // The round's weighted examples, in the format external trainers read (always written: it is
-    // also the record of what the policy was trained on).
-    let examples_path = env
-        .out
-        .join("rounds")
-        .join(format!("round-{round}"))
-        .join("examples.jsonl");
-    write_examples(&examples_path, &all_train, policy.tok())?;
-    let fill = |argv: &[String]| -> Vec<String> {
-        argv.iter()
-            .map(|a| {
-                a.replace("{examples}", &examples_path.display().to_string())
-                    .replace("{model}", &start_ckpt.display().to_string())
-                    .replace("{out}", &ckpt.display().to_string())
-            })
-            .collect()
-    };
-    if !cfg.external_trainer.is_empty() {
-        run_command("external trainer", &fill(&cfg.external_trainer))?;
-        if !ckpt.join("config.json").is_file() {
-            anyhow::bail!(
-                "the external trainer wrote no model to {} (config.json missing)",
-                ckpt.display()
-            );
-        }
-        if value_policy.is_some() {
-            // The same trainer on the value examples, from the previous value model.
-            let argv: Vec<String> = cfg
-                .external_trainer
-                .iter()
-                .map(|a| {
-                    a.replace("{examples}", &value_examples_path.display().to_string())
-                        .replace("{model}", &value_start.display().to_string())
-                        .replace("{out}", &value_ckpt.display().to_string())
-                })
-                .collect();
-            run_command("external trainer (value model)", &argv)?;
-            if !value_ckpt.join("config.json").is_file() {
-                anyhow::bail!(
-                    "the external trainer wrote no value model to {} (config.json missing)",
-                    value_ckpt.display()
-                );
-            }
-        }
-        let train_s = t.elapsed().as_secs_f64();
-        let (loss, value_loss) = if cfg.remote.is_some() {
-            // The served model may be far too large to run here: the trainer's own figure.
-            (trainer_loss(&ckpt), None)
-        } else {
-            let next = NativePolicy::load(&ckpt, cfg.sampling.clone())
-                .with_context(|| format!("load {}", ckpt.display()))?;
-            let value_loss = if value_train.is_empty() {
-                None
-            } else if value_policy.is_some() {
-                let v = NativePolicy::load(&value_ckpt, cfg.sampling.clone())
-                    .with_context(|| format!("load {}", value_ckpt.display()))?;
-                Some(eval_loss(&v.model, &value_train, cfg.micro_batch.max(1))?)
-            } else {
-                Some(eval_loss(
-                    &next.model,
-                    &value_train,
-                    cfg.micro_batch.max(1),
-                )?)
-            };
-            let loss = if train.is_empty() {
-                None
-            } else {
-                Some(eval_loss(&next.model, &train, cfg.micro_batch.max(1))?)
-            };
-            (loss, value_loss)
-        };
-        if !cfg.after_round.is_empty() {
-            run_command("after_round", &fill(&cfg.after_round))?;
-        }
-        return finish_round(
-            env,
-            round,
-            &batch,
-            weight_sum,
-            &local,
-            &global,
-            nodes.len(),
-            (sample_s, check_s, filter_s, train_s),
-            tokens_per_s,
-            loss,
-            value_loss,
-            replay,
-            lang,
-            &ckpt,
-            (filter_checks, trivial_dropped, lemmas_removed),
-        );
-    }
-    // Remote sampling with the native trainer: the weights are trained here and served there.
-    let mut loaded;
-    let policy: &mut NativePolicy = match policy {
-        RoundPolicy::Native(p) => p,
-        RoundPolicy::Remote { .. } => {
-            loaded = load_policy_from(start_ckpt, &cfg.sampling)?;
-            &mut loaded
-        }
-    };
-    let mut trainer = if start_ckpt.join("trainer_state.json").exists() {
-        Trainer::resume(pcfg.clone(), start_ckpt)?
-    } else {
-        Trainer::new(pcfg.clone())
-    };
-    let pb = env.bars.bar("train", all_train.len() * cfg.epochs.max(1));
-    let (mut loss_sum, mut loss_n) = (0.0, 0usize);
-    for _ in 0..cfg.epochs.max(1) {
-        for chunk in all_train.chunks(cfg.macro_batch.max(1)) {
-            let s = trainer.step(&policy.model, chunk)?;
-            loss_sum += s.loss;
-            loss_n += 1;
-            pb.inc(chunk.len() as u64);
-            pb.set_message(format!("loss {:.3}", s.loss));
-        }
-    }
-    pb.finish_and_clear();
-    let value_loss = match value_policy.as_mut() {
-        _ if value_train.is_empty() => None,
-        None => Some(eval_loss(
-            &policy.model,
-            &value_train,
-            cfg.micro_batch.max(1),
-        )?),
-        Some(v) => {
-            // The separate value model: its own optimizer state, carried with its checkpoint.
-            let mut vt = if value_start.join("trainer_state.json").exists() {
-                Trainer::resume(pcfg.clone(), value_start)?
-            } else {
-                Trainer::new(pcfg.clone())
-            };
-            let pb = env
-                .bars
-                .bar("train value", value_only.len() * cfg.epochs.max(1));
-            for _ in 0..cfg.epochs.max(1) {
-                for chunk in value_only.chunks(cfg.macro_batch.max(1)) {
-                    let s = vt.step(&v.model, chunk)?;
-                    pb.inc(chunk.len() as u64);
-                    pb.set_message(format!("loss {:.3}", s.loss));
-                }
-            }
-            pb.finish_and_clear();
-            std::fs::create_dir_all(&value_ckpt)
-                .with_context(|| format!("create {}", value_ckpt.display()))?;
-            vt.save_checkpoint(&v.model, &value_ckpt)?;
-            prod_policy::save_model_dir(&value_ckpt, &mut v.model, &v.tok)?;
-            Some(eval_loss(&v.model, &value_train, cfg.micro_batch.max(1))?)
-        }
-    };
-    std::fs::create_dir_all(&ckpt).with_context(|| format!("create {}", ckpt.display()))?;
-    trainer.save_checkpoint(&policy.model, &ckpt)?;
-    prod_policy::save_model_dir(&ckpt, &mut policy.model, &policy.tok)?;
-    let train_s = t.elapsed().as_secs_f64();
-    if !cfg.after_round.is_empty() {
-        run_command("after_round", &fill(&cfg.after_round))?;
-    }
-    let loss = (loss_n > 0).then(|| loss_sum / loss_n as f64);
-    finish_round(
-        env,
-        round,
-        &batch,
-        weight_sum,
-        &local,
-        &global,
-        nodes.len(),
-        (sample_s, check_s, filter_s, train_s),
-        tokens_per_s,
-        loss,
-        value_loss,
-        replay,
-        lang,
-        &ckpt,
-        (filter_checks, trivial_dropped, lemmas_removed),
-    )
-}
-
 /// The loss an external trainer reports in `OUT/trainer_metrics.json` (`{"loss": x}`), if any.
-fn trainer_loss(ckpt: &Path) -> Option<f64> {
+pub(crate) fn trainer_loss(ckpt: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(ckpt.join("trainer_metrics.json")).ok()?;
     serde_json::from_str::<serde_json::Value>(&text)
         .ok()?
@@ -1127,7 +643,7 @@ fn trainer_loss(ckpt: &Path) -> Option<f64> {
 
 /// One JSON line per training example: `prompt`/`completion` text (special tokens kept),
 /// `weight`, and the exact `prompt_ids`/`completion_ids` (loss on the completion only).
-fn write_examples(
+pub(crate) fn write_examples(
     path: &Path,
     examples: &[TrainExample],
     tok: &prod_policy::ProdTokenizer,
@@ -1155,7 +671,7 @@ fn write_examples(
 }
 
 /// Run a configured command; a failure stops the run (it resumes from the last checkpoint).
-fn run_command(what: &str, argv: &[String]) -> anyhow::Result<()> {
+pub(crate) fn run_command(what: &str, argv: &[String]) -> anyhow::Result<()> {
     let Some((program, args)) = argv.split_first() else {
         return Ok(());
     };
@@ -1167,79 +683,6 @@ fn run_command(what: &str, argv: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("{what} `{}` failed ({status})", argv.join(" "));
     }
     Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn finish_round(
-    env: &RlEnv<'_>,
-    round: u32,
-    batch: &[StoredExample],
-    weight_sum: f64,
-    local: &[LocalVerdict],
-    global: &[GlobalVerdict],
-    nodes: usize,
-    (sample_s, check_s, filter_s, train_s): (f64, f64, f64, f64),
-    tokens_per_s: Option<f64>,
-    loss: Option<f64>,
-    value_loss: Option<f64>,
-    replay: &ReplayBuffer<StoredExample>,
-    lang: &dyn ProofLanguage,
-    ckpt: &Path,
-    (filter_checks, trivial_dropped, lemmas_removed): (usize, usize, usize),
-) -> anyhow::Result<RoundRecord> {
-    let store = env.store;
-    // --- metrics ------------------------------------------------------------------------------
-    let replay_lemmas: Vec<String> = replay_lemma_statements(replay);
-    let novel = replay_lemmas
-        .iter()
-        .filter(|l| {
-            !env.dataset_statements
-                .contains(&lang.normalize_statement(l))
-        })
-        .count();
-    let metrics = RoundMetrics {
-        round,
-        examples: batch.len(),
-        mean_weight: (!batch.is_empty()).then(|| weight_sum / batch.len() as f64),
-        locally_correct: local
-            .iter()
-            .filter(|l| **l == LocalVerdict::Correct)
-            .count(),
-        globally_correct: global
-            .iter()
-            .filter(|g| **g == GlobalVerdict::Correct)
-            .count(),
-        nodes,
-        sample_s,
-        check_s,
-        train_s,
-        loss,
-        value_loss,
-        replay_size: replay.len(),
-        novel_lemma_share: (!replay_lemmas.is_empty())
-            .then(|| novel as f64 / replay_lemmas.len() as f64),
-        filter_s,
-        tokens_per_s,
-        ..RoundMetrics::default()
-    };
-    let rec = RoundRecord {
-        metrics,
-        filter_checks,
-        trivial_dropped,
-        lemmas_removed,
-    };
-    store.put_checkpoint(
-        round,
-        &ckpt.display().to_string(),
-        &serde_json::to_string(&rec)?,
-    )?;
-    store.mark_done(
-        round,
-        Phase::Rl,
-        Step::Round,
-        sample_s + check_s + filter_s + train_s,
-    )?;
-    Ok(rec)
 }
 
 /// What the filters of Section 3.2 did to one locally correct proof.
@@ -1320,7 +763,7 @@ pub fn filter_proposals(
 }
 
 /// Lemma statements proposed in the replay buffer's targets (for the novel-lemma share).
-fn replay_lemma_statements(replay: &ReplayBuffer<StoredExample>) -> Vec<String> {
+pub(crate) fn replay_lemma_statements(replay: &ReplayBuffer<StoredExample>) -> Vec<String> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
     replay
         .draw(replay.len(), &mut rng)
