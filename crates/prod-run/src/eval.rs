@@ -20,9 +20,11 @@ use prod_rl::{generate_test_trees, GeneratedNode, Origin, TreeGoal};
 use serde::{Deserialize, Serialize};
 
 use crate::check::{check_nodes, local_verdict};
+use crate::context::RunContext;
 use crate::outcomes::ProvedTree;
 use crate::policy::{LoggedPolicy, SeqPolicy};
 use crate::progress::Bars;
+use crate::prover::FinalProof;
 use crate::store::{Phase, RunStore, Step, StoredNode};
 
 /// A theorem of the run: what the policy sees and what the final check needs.
@@ -169,14 +171,6 @@ pub struct EvalResult {
     pub locally_correct: usize,
 }
 
-/// What evaluation needs from the prover (a [`crate::Prover`]'s borrowed view).
-#[derive(Clone, Copy)]
-pub struct CheckSetup<'a> {
-    pub checker: &'a dyn Checker,
-    pub lang: &'a dyn ProofLanguage,
-    pub final_check: &'a dyn crate::prover::FinalCheck,
-}
-
 /// Turn generated nodes into stored ones (contexts stored once, by key).
 pub(crate) fn to_stored(
     store: &RunStore,
@@ -303,20 +297,18 @@ pub(crate) fn solver_nodes(
     Ok((out, ids, hammer, axioms))
 }
 
-/// Run (or resume) one evaluation in `store` under `round`/`phase` (e.g. 0/[`Phase::Eval`]).
-#[allow(clippy::too_many_arguments)]
+/// Run (or resume) one evaluation under `round`/`phase` (e.g. 0/[`Phase::Eval`]): the phases
+/// sample → check → solve (per tree, assembling the proved ones) → final (cold re-checks) →
+/// score (pass@k, depth table, details).
 pub fn run_eval(
-    store: &RunStore,
+    ctx: &RunContext<'_>,
     policy: &mut dyn SeqPolicy,
-    setup: &CheckSetup<'_>,
     theorems: &[Theorem],
-    novel_reference: &HashSet<String>,
     opts: &EvalOptions,
     round: u32,
     phase: Phase,
-    bars: &Bars,
 ) -> anyhow::Result<EvalResult> {
-    let lang = setup.lang;
+    let store = ctx.store;
     let mut times = PhaseTimes::default();
     let ids: Vec<(String, String)> = theorems
         .iter()
@@ -325,55 +317,114 @@ pub fn run_eval(
     if round == 0 {
         store.ensure_theorems(&ids)?;
     }
-    // --- sample ---------------------------------------------------------------------------
     let t = Instant::now();
-    let nodes = if store.is_done(round, phase, Step::Sample)? {
-        store.nodes(round, phase)?
-    } else {
-        let roots: Vec<TreeGoal> = theorems
-            .iter()
-            .map(|t| TreeGoal::new(t.context.clone(), t.statement.clone()))
-            .collect();
-        // Upper bound for the bar: roots × trees at depth 0 (deeper levels extend it).
-        let pb = bars.bar("sample", roots.len() * opts.samples as usize);
-        let tick = |n: usize| pb.inc(n as u64);
-        let mut logged = LoggedPolicy::new(policy, store, round, phase);
-        logged.on_progress = Some(&tick);
-        let generated = generate_test_trees(&mut logged, &roots, opts.depth, opts.samples, lang)?;
-        times.sampled_fresh = logged.fresh;
-        times.sampled_replayed = logged.replayed;
-        pb.finish_and_clear();
-        // Depth-0 nodes of each tree come in the order of the roots.
-        let per_tree = roots.len();
-        let mut depth0_seen: HashMap<u32, usize> = HashMap::new();
-        let mut root_of = Vec::with_capacity(generated.len());
-        for g in &generated {
-            if g.depth == 0 {
-                let k = depth0_seen.entry(g.tree).or_default();
-                root_of.push(Some((*k % per_tree.max(1)) as i64));
-                *k += 1;
-            } else {
-                root_of.push(None);
-            }
-        }
-        let stored = to_stored(store, &generated, round, phase, &|_, i| root_of[i])?;
-        store.put_nodes(round, phase, &stored)?;
-        let nodes = store.nodes(round, phase)?;
-        store.mark_done(round, phase, Step::Sample, t.elapsed().as_secs_f64())?;
-        nodes
-    };
+    let nodes = sample_trees(ctx, policy, theorems, opts, (round, phase), &mut times)?;
     times.sample_s = t.elapsed().as_secs_f64();
-    // --- check (always: infra nodes are retried) -------------------------------------------
+    // Always: infra nodes are asked again.
     let t = Instant::now();
-    let stats = check_phase(store, &nodes, setup.checker, bars)?;
+    let stats = check_phase(store, &nodes, ctx.prover.checker, ctx.bars)?;
     times.checked_now = stats.asked;
     times.check_s = t.elapsed().as_secs_f64();
-    // --- solve per tree, final re-check -------------------------------------------------------
     let t = Instant::now();
-    let mut outcome: Vec<(usize, usize, Option<u32>)> = vec![(0, 0, None); theorems.len()];
-    let mut novel = (0usize, 0usize);
-    let mut final_jobs = Vec::new();
-    let mut globals: HashMap<i64, GlobalVerdict> = HashMap::new();
+    let mut solved = solve_trees(ctx, &nodes, theorems, opts)?;
+    times.solve_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let proved = final_checks(ctx, theorems, opts, (round, phase), &mut solved)?;
+    times.final_s = t.elapsed().as_secs_f64();
+    score(ctx, theorems, opts, &nodes, &solved, &proved, times)
+}
+
+/// Algorithm 1's trees for every theorem (from the sample log on a resume); depth-0 nodes are
+/// tied to their theorem.
+fn sample_trees(
+    ctx: &RunContext<'_>,
+    policy: &mut dyn SeqPolicy,
+    theorems: &[Theorem],
+    opts: &EvalOptions,
+    (round, phase): (u32, Phase),
+    times: &mut PhaseTimes,
+) -> anyhow::Result<Vec<StoredNode>> {
+    let store = ctx.store;
+    if store.is_done(round, phase, Step::Sample)? {
+        return Ok(store.nodes(round, phase)?);
+    }
+    let t = Instant::now();
+    let roots: Vec<TreeGoal> = theorems
+        .iter()
+        .map(|t| TreeGoal::new(t.context.clone(), t.statement.clone()))
+        .collect();
+    // Upper bound for the bar: roots × trees at depth 0 (deeper levels extend it).
+    let pb = ctx.bars.bar("sample", roots.len() * opts.samples as usize);
+    let tick = |n: usize| pb.inc(n as u64);
+    let mut logged = LoggedPolicy::new(policy, store, round, phase);
+    logged.on_progress = Some(&tick);
+    let generated = generate_test_trees(
+        &mut logged,
+        &roots,
+        opts.depth,
+        opts.samples,
+        ctx.prover.lang,
+    )?;
+    times.sampled_fresh = logged.fresh;
+    times.sampled_replayed = logged.replayed;
+    pb.finish_and_clear();
+    // Depth-0 nodes of each tree come in the order of the roots.
+    let per_tree = roots.len();
+    let mut depth0_seen: HashMap<u32, usize> = HashMap::new();
+    let mut root_of = Vec::with_capacity(generated.len());
+    for g in &generated {
+        if g.depth == 0 {
+            let k = depth0_seen.entry(g.tree).or_default();
+            root_of.push(Some((*k % per_tree.max(1)) as i64));
+            *k += 1;
+        } else {
+            root_of.push(None);
+        }
+    }
+    let stored = to_stored(store, &generated, round, phase, &|_, i| root_of[i])?;
+    store.put_nodes(round, phase, &stored)?;
+    let nodes = store.nodes(round, phase)?;
+    store.mark_done(round, phase, Step::Sample, t.elapsed().as_secs_f64())?;
+    Ok(nodes)
+}
+
+/// One theorem's trees so far: (judged trees, proved trees, lowest proving height).
+type TheoremCount = (usize, usize, Option<u32>);
+
+/// A globally correct root, assembled, waiting for its cold re-check.
+struct FinalJob {
+    theorem: usize,
+    tree: u32,
+    assembled: prod_core::AssembledProof,
+    hammer_replaced: bool,
+    allowed_axioms: Vec<String>,
+    proved: ProvedTree,
+}
+
+/// What solving every tree found.
+struct Solved {
+    counts: Vec<TheoremCount>,
+    /// (novel, all) lemmas proposed by globally correct nodes.
+    novel: (usize, usize),
+    globals: HashMap<i64, GlobalVerdict>,
+    finals: Vec<FinalJob>,
+}
+
+/// Global correctness per tree (stored with heights); roots judged incorrect count as failed
+/// samples, correct ones are assembled for the final check.
+fn solve_trees(
+    ctx: &RunContext<'_>,
+    nodes: &[StoredNode],
+    theorems: &[Theorem],
+    opts: &EvalOptions,
+) -> anyhow::Result<Solved> {
+    let (store, lang) = (ctx.store, ctx.prover.lang);
+    let mut out = Solved {
+        counts: vec![(0, 0, None); theorems.len()],
+        novel: (0, 0),
+        globals: HashMap::new(),
+        finals: Vec::new(),
+    };
     let origin_of: HashMap<i64, Origin> = nodes.iter().map(|n| (n.id, n.origin)).collect();
     for tree in 0..opts.samples {
         let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
@@ -381,91 +432,116 @@ pub fn run_eval(
         let solution = solve(&sn, lang);
         for (i, id) in sids.iter().enumerate() {
             store.put_global(*id, solution.verdict(i), solution.height(i))?;
-            globals.insert(*id, solution.verdict(i));
+            out.globals.insert(*id, solution.verdict(i));
         }
-        // Novel lemmas: those proposed by globally correct nodes.
         for (i, n) in sn.iter().enumerate() {
             if solution.verdict(i) == GlobalVerdict::Correct {
                 for l in n.proof.lemmas() {
-                    novel.1 += 1;
-                    if !novel_reference.contains(&lang.normalize_statement(l)) {
-                        novel.0 += 1;
+                    out.novel.1 += 1;
+                    if !ctx
+                        .dataset_statements
+                        .contains(&lang.normalize_statement(l))
+                    {
+                        out.novel.0 += 1;
                     }
                 }
             }
         }
-        for (i, n) in in_tree.iter().enumerate() {
-            let Some(th) = n.theorem else { continue };
-            let Some(th_u) = usize::try_from(th).ok().filter(|&x| x < theorems.len()) else {
+        for n in &in_tree {
+            let Some(th) = n
+                .theorem
+                .and_then(|th| usize::try_from(th).ok())
+                .filter(|&x| x < theorems.len())
+            else {
                 continue;
             };
             let Some(si) = sids.iter().position(|&x| x == n.id) else {
                 // Unparsable root: a judged, failed sample.
-                outcome[th_u].0 += 1;
+                out.counts[th].0 += 1;
                 continue;
             };
-            let _ = i;
             match solution.verdict(si) {
-                GlobalVerdict::Incorrect => outcome[th_u].0 += 1,
+                GlobalVerdict::Incorrect => out.counts[th].0 += 1,
                 GlobalVerdict::Undetermined => {}
-                GlobalVerdict::Correct => {
-                    let assembled = match assemble(&sn, &solution, si, lang) {
-                        Ok(a) => a,
-                        Err(e) => {
-                            // Cannot be assembled (no name): judged as not proved, said loudly.
-                            eprintln!(
-                                "warning: theorem {}: tree {tree}: cannot assemble: {e}",
-                                theorems[th_u].id
-                            );
-                            outcome[th_u].0 += 1;
-                            continue;
-                        }
-                    };
-                    let hammer_replaced = assembled
-                        .lemmas
-                        .iter()
-                        .any(|l| hammer.get(l.node).copied().unwrap_or(false));
-                    // The context's own axioms, as the local checks accepted them.
-                    let mut allowed: Vec<String> = assembled
-                        .lemmas
-                        .iter()
-                        .flat_map(|l| axioms.get(l.node).cloned().unwrap_or_default())
-                        .collect();
-                    allowed.retain(|a| {
-                        !assembled
+                GlobalVerdict::Correct => match assemble(&sn, &solution, si, lang) {
+                    Ok(assembled) => {
+                        let origin = |node: usize| sids.get(node).and_then(|id| origin_of.get(id));
+                        let sampled_only = assembled
                             .lemmas
                             .iter()
-                            .any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str()))
-                    });
-                    allowed.sort();
-                    allowed.dedup();
-                    let sampled_only = assembled.lemmas.iter().all(|l| {
-                        sids.get(l.node).and_then(|id| origin_of.get(id)) == Some(&Origin::Sampled)
-                    });
-                    let proved = ProvedTree {
-                        height: solution.height(si),
-                        assembled: assembled.text.clone(),
-                        sampled_only,
-                    };
-                    final_jobs.push((th_u, tree, assembled, hammer_replaced, allowed, proved));
-                }
+                            .all(|l| origin(l.node) == Some(&Origin::Sampled));
+                        out.finals.push(FinalJob {
+                            theorem: th,
+                            tree,
+                            hammer_replaced: assembled
+                                .lemmas
+                                .iter()
+                                .any(|l| hammer.get(l.node).copied().unwrap_or(false)),
+                            allowed_axioms: context_axioms(&assembled, &axioms),
+                            proved: ProvedTree {
+                                height: solution.height(si),
+                                assembled: assembled.text.clone(),
+                                sampled_only,
+                            },
+                            assembled,
+                        });
+                    }
+                    Err(e) => {
+                        // Cannot be assembled (no name): judged as not proved, said loudly.
+                        eprintln!(
+                            "warning: theorem {}: tree {tree}: cannot assemble: {e}",
+                            theorems[th].id
+                        );
+                        out.counts[th].0 += 1;
+                    }
+                },
             }
         }
     }
-    times.solve_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let pb = bars.bar("final", final_jobs.len());
-    let mut proved_trees: HashMap<(usize, u32), ProvedTree> = HashMap::new();
-    for (th, tree, assembled, hammer_replaced, allowed, proved) in final_jobs {
-        let height = proved.height;
+    Ok(out)
+}
+
+/// The context's own axioms the local checks of an assembled proof's nodes accepted (never a
+/// name the proof itself declares).
+fn context_axioms(assembled: &prod_core::AssembledProof, axioms: &[Vec<String>]) -> Vec<String> {
+    let mut allowed: Vec<String> = assembled
+        .lemmas
+        .iter()
+        .flat_map(|l| axioms.get(l.node).cloned().unwrap_or_default())
+        .collect();
+    allowed.retain(|a| {
+        !assembled
+            .lemmas
+            .iter()
+            .any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str()))
+    });
+    allowed.sort();
+    allowed.dedup();
+    allowed
+}
+
+/// The cold re-check of every assembled proof (stored; infra ones are asked again on a
+/// resume). A theorem counts a tree as proved only when this passes.
+fn final_checks(
+    ctx: &RunContext<'_>,
+    theorems: &[Theorem],
+    opts: &EvalOptions,
+    (round, phase): (u32, Phase),
+    solved: &mut Solved,
+) -> anyhow::Result<HashMap<(usize, u32), ProvedTree>> {
+    let store = ctx.store;
+    let pb = ctx.bars.bar("final", solved.finals.len());
+    let mut proved_trees = HashMap::new();
+    for job in std::mem::take(&mut solved.finals) {
+        let (th, tree) = (job.theorem, job.tree);
         let v = match store.final_verdict(round, phase, th as i64, tree)? {
             Some(v) => v,
             None => {
-                let (v, file) = setup.final_check.final_check(&crate::prover::FinalProof {
+                let (v, file) = ctx.prover.final_check.final_check(&FinalProof {
                     theorem: &theorems[th],
-                    assembled: &assembled,
-                    hammer_replaced,
-                    allowed_axioms: &allowed,
+                    assembled: &job.assembled,
+                    hammer_replaced: job.hammer_replaced,
+                    allowed_axioms: &job.allowed_axioms,
                     timeout: Duration::from_secs(opts.final_timeout_s),
                 });
                 store.put_final(round, phase, th as i64, tree, &v, &file)?;
@@ -473,15 +549,16 @@ pub fn run_eval(
             }
         };
         pb.inc(1);
+        let count = &mut solved.counts[th];
         match v {
             Verdict::Proved { .. } => {
-                proved_trees.insert((th, tree), proved);
-                outcome[th].0 += 1;
-                outcome[th].1 += 1;
-                outcome[th].2 = match (outcome[th].2, height) {
+                count.0 += 1;
+                count.1 += 1;
+                count.2 = match (count.2, job.proved.height) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
+                proved_trees.insert((th, tree), job.proved);
             }
             Verdict::Infra { message } => eprintln!(
                 "warning: theorem {}: tree {tree}: final check infra: {message}",
@@ -494,14 +571,26 @@ pub fn run_eval(
                     theorems[th].id,
                     other.message()
                 );
-                outcome[th].0 += 1;
+                count.0 += 1;
             }
         }
     }
     pb.finish_and_clear();
-    times.final_s = t.elapsed().as_secs_f64();
-    // --- metrics ------------------------------------------------------------------------------
-    let outcomes: Vec<TheoremOutcome> = outcome
+    Ok(proved_trees)
+}
+
+/// pass@k with bootstrap CIs, the depth table, node counts and the report's details.
+fn score(
+    ctx: &RunContext<'_>,
+    theorems: &[Theorem],
+    opts: &EvalOptions,
+    nodes: &[StoredNode],
+    solved: &Solved,
+    proved: &HashMap<(usize, u32), ProvedTree>,
+    times: PhaseTimes,
+) -> anyhow::Result<EvalResult> {
+    let counts = &solved.counts;
+    let outcomes: Vec<TheoremOutcome> = counts
         .iter()
         .map(|o| TheoremOutcome {
             samples: o.0,
@@ -516,16 +605,13 @@ pub fn run_eval(
         .map(|p| PassAtK::from_estimate(&p))
         .collect();
     let mut table = DepthTable::default();
-    for (t, o) in theorems.iter().zip(&outcome) {
+    for (t, o) in theorems.iter().zip(counts) {
         table.add(t.depth, if o.1 > 0 { o.2 } else { None });
     }
-    let mut checked = 0;
-    let mut infra = 0;
-    let mut parsed = 0;
-    let mut correct = 0;
+    let (mut checked, mut infra, mut parsed, mut correct) = (0, 0, 0, 0);
     let mut verdicts: HashMap<i64, Option<Verdict>> = HashMap::with_capacity(nodes.len());
-    for n in &nodes {
-        let v = store.verdict(n.id)?;
+    for n in nodes {
+        let v = ctx.store.verdict(n.id)?;
         match &v {
             Some(_) => checked += 1,
             None => infra += 1,
@@ -538,16 +624,17 @@ pub fn run_eval(
         }
         verdicts.insert(n.id, v);
     }
-    let judged: Vec<(usize, usize)> = outcome.iter().map(|o| (o.0, o.1)).collect();
+    let judged: Vec<(usize, usize)> = counts.iter().map(|o| (o.0, o.1)).collect();
     let details = crate::outcomes::details(&crate::outcomes::Inputs {
         theorems,
-        nodes: &nodes,
+        nodes,
         verdicts: &verdicts,
-        globals: &globals,
-        proved: &proved_trees,
+        globals: &solved.globals,
+        proved,
         judged: &judged,
-        lang,
+        lang: ctx.prover.lang,
     });
+    let novel = solved.novel;
     let evaluation = Evaluation {
         name: opts.name.clone(),
         split: opts.split.clone(),
@@ -568,7 +655,7 @@ pub fn run_eval(
     };
     let per_theorem = theorems
         .iter()
-        .zip(&outcome)
+        .zip(counts)
         .map(|(t, o)| (t.id.clone(), o.0, o.1, o.2))
         .collect();
     Ok(EvalResult {

@@ -365,17 +365,14 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         job.model.display(),
         job.out.display()
     ));
-    let result = run_eval(
-        &store,
-        policy,
-        &prover.setup(),
-        &theorems,
-        &novel,
-        &job.options,
-        0,
-        Phase::Eval,
+    let ctx = crate::context::RunContext {
+        store: &store,
+        prover: prover.setup(),
+        out: &job.out,
         bars,
-    )?;
+        dataset_statements: &novel,
+    };
+    let result = run_eval(&ctx, policy, &theorems, &job.options, 0, Phase::Eval)?;
     let t = &result.times;
     let report = RunReport {
         title: format!("ProD evaluation: {}", job.options.name),

@@ -5,6 +5,8 @@
 //!   (never `Infra`), global verdicts, final checks, examples, checkpoints, phase marks.
 //! * [`policy`] — `NativePolicy` (prod-policy's Llama) and `LoggedPolicy` (answers from the
 //!   sample log first, so resumed runs sample nothing twice).
+//! * [`context`] — `RunContext`: the store, prover, run directory and progress every phase
+//!   shares.
 //! * [`prover`] — the prover of a run, chosen once: checker, language, final check, name.
 //! * [`check`] — the check phase, committing each verdict as it arrives.
 //! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k.
@@ -16,6 +18,7 @@
 //!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
 pub mod check;
+pub mod context;
 pub mod eval;
 pub mod policy;
 pub mod progress;
@@ -25,10 +28,13 @@ pub mod rl;
 mod round;
 pub mod store;
 
-pub use eval::{load_theorems, run_eval, CheckSetup, EvalOptions, EvalResult, Theorem};
+pub use context::RunContext;
+pub use eval::{load_theorems, run_eval, EvalOptions, EvalResult, Theorem};
 pub use policy::{FirstToken, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 pub use progress::Bars;
-pub use prover::{CoqFinal, FinalCheck, IsabelleFinal, Prover, ProverChoice, ProverKind};
+pub use prover::{
+    CheckSetup, CoqFinal, FinalCheck, IsabelleFinal, Prover, ProverChoice, ProverKind,
+};
 pub use store::{Phase, RunStore, StoreError};
 pub mod job;
 mod outcomes;

@@ -13,7 +13,7 @@ use prod_check_isabelle::IsabelleCheckConfig;
 use prod_core::{AssembledProof, ProofLanguage};
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{CheckSetup, Theorem};
+use crate::eval::Theorem;
 use crate::job::{BadInput, CoqJobConfig, SharedStore};
 
 /// Which prover a job runs on (`--prover`, `prover = "…"` in `rl.toml`).
@@ -101,6 +101,14 @@ impl FinalCheck for IsabelleFinal {
         };
         (prod_check_isabelle::final_check(&cfg, &fin), fin.text())
     }
+}
+
+/// The prover as a run's phases use it: a [`Prover`]'s borrowed view.
+#[derive(Clone, Copy)]
+pub struct CheckSetup<'a> {
+    pub checker: &'a dyn Checker,
+    pub lang: &'a dyn ProofLanguage,
+    pub final_check: &'a dyn FinalCheck,
 }
 
 /// Everything prover-specific a run needs.

@@ -27,7 +27,6 @@
 //! evaluated again. Every round also records its wall time by phase (sample, check, filter,
 //! train) and the sampled tokens per second.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -42,7 +41,8 @@ use prod_rl::{GeneratedNode, ReplayBuffer, Weighting, GAMMA_PAPER};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{CheckSetup, Theorem};
+use crate::context::RunContext;
+use crate::eval::Theorem;
 use crate::policy::{mix_seed, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 use crate::progress::Bars;
 use crate::prover::ProverKind;
@@ -349,18 +349,6 @@ pub fn round_theorems(all: &[Theorem], batch: usize, seed: u64, round: u32) -> V
     v
 }
 
-/// Everything a round needs besides the configuration.
-pub struct RlEnv<'a> {
-    pub store: &'a RunStore,
-    /// The prover's checker, language and final check.
-    pub prover: CheckSetup<'a>,
-    /// Where checkpoints go (`RUN_DIR/checkpoints/round-N`).
-    pub out: &'a Path,
-    pub bars: &'a Bars,
-    /// Normalised dataset statements (novel-lemma share).
-    pub dataset_statements: &'a HashSet<String>,
-}
-
 /// What a round produced, beyond the report metrics.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RoundRecord {
@@ -435,7 +423,7 @@ impl RoundPolicy {
 pub fn run_rl(
     cfg: &RlConfig,
     theorems: &[Theorem],
-    env: &RlEnv<'_>,
+    env: &RunContext<'_>,
     on_round: &dyn Fn(&[RoundRecord]) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<RoundRecord>> {
     let mut records: Vec<RoundRecord> = Vec::new();
@@ -575,7 +563,7 @@ pub fn start_eval(store: &RunStore) -> anyhow::Result<Option<RoundMetrics>> {
 /// with the same sampling seeds every round.
 fn round_eval(
     cfg: &RlConfig,
-    env: &RlEnv<'_>,
+    env: &RunContext<'_>,
     theorems: &[Theorem],
     round: u32,
     policy: &mut RoundPolicy,
@@ -596,17 +584,7 @@ fn round_eval(
         seed: cfg.seed,
         temperature: cfg.sampling.temperature,
     };
-    let r = crate::eval::run_eval(
-        env.store,
-        policy.seq(),
-        &env.prover,
-        theorems,
-        env.dataset_statements,
-        &opts,
-        round,
-        Phase::RlEval,
-        env.bars,
-    )?;
+    let r = crate::eval::run_eval(env, policy.seq(), theorems, &opts, round, Phase::RlEval)?;
     Ok(RoundEval {
         pass_at_k: r.evaluation.pass_at_k,
         theorems: theorems.len(),
@@ -810,7 +788,7 @@ pub fn run_rl_job(
         cfg.postgres.as_ref(),
     )?;
     let statements = crate::eval::dataset_statements(&cfg.dataset, &*prover.lang);
-    let env = RlEnv {
+    let env = RunContext {
         store: &store,
         prover: prover.setup(),
         out,

@@ -30,19 +30,20 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::check::local_verdict;
+use crate::context::RunContext;
 use crate::eval::{check_phase, to_stored, Theorem};
 use crate::policy::{mix_seed, LoggedPolicy, NativePolicy};
 use crate::rl::{
     filter_proposals, goal_key, load_policy_from, replay_lemma_statements, round_theorems,
     run_command, stored_to_generated, trainer_loss, value_checkpoint, write_examples, Method,
-    RlConfig, RlEnv, RoundPolicy, RoundRecord, ValueModel,
+    RlConfig, RoundPolicy, RoundRecord, ValueModel,
 };
 use crate::store::{Phase, Step, StoredExample, StoredNode};
 
 /// What one round works with besides its phases' outputs.
 pub(crate) struct Round<'a> {
     pub cfg: &'a RlConfig,
-    pub env: &'a RlEnv<'a>,
+    pub env: &'a RunContext<'a>,
     pub round: u32,
     /// The checkpoint the round starts from, and the separate value model's.
     pub start_ckpt: &'a Path,

@@ -83,15 +83,18 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
         ..Default::default()
     };
     let r = run_eval(
-        &store,
+        &prod_run::RunContext {
+            store: &store,
+            prover: setup,
+            out: std::path::Path::new("."),
+            bars: &Bars::hidden(),
+            dataset_statements: &HashSet::new(),
+        },
         &mut policy,
-        &setup,
         &theorems,
-        &HashSet::new(),
         &opts,
         0,
         Phase::Eval,
-        &Bars::hidden(),
     )
     .unwrap();
     let per: Vec<(String, usize, usize)> = r

@@ -235,15 +235,18 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
             die_after: None,
         };
         run_eval(
-            &store,
+            &prod_run::RunContext {
+                store: &store,
+                prover: setup,
+                out: std::path::Path::new("."),
+                bars: &Bars::hidden(),
+                dataset_statements: &none,
+            },
             &mut p,
-            &setup,
             &ths,
-            &none,
             &opts(),
             0,
             Phase::Eval,
-            &Bars::hidden(),
         )
         .unwrap()
     };
@@ -305,15 +308,18 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
             die_after: Some(9),
         };
         let r = run_eval(
-            &store,
+            &prod_run::RunContext {
+                store: &store,
+                prover: setup,
+                out: std::path::Path::new("."),
+                bars: &Bars::hidden(),
+                dataset_statements: &none,
+            },
             &mut p,
-            &setup,
             &ths,
-            &none,
             &opts(),
             0,
             Phase::Eval,
-            &Bars::hidden(),
         );
         drop(r);
     }));
@@ -344,15 +350,18 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         };
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
             run_eval(
-                &store,
+                &prod_run::RunContext {
+                    store: &store,
+                    prover: setup,
+                    out: std::path::Path::new("."),
+                    bars: &Bars::hidden(),
+                    dataset_statements: &none,
+                },
                 &mut p,
-                &setup,
                 &ths,
-                &none,
                 &opts(),
                 0,
                 Phase::Eval,
-                &Bars::hidden(),
             )
         }));
         let asked = p.asked.clone();
@@ -382,15 +391,18 @@ fn eval_with_real_coq_resumes_after_kills_without_duplicates() {
         die_after: None,
     };
     let resumed = run_eval(
-        &store,
+        &prod_run::RunContext {
+            store: &store,
+            prover: setup,
+            out: std::path::Path::new("."),
+            bars: &Bars::hidden(),
+            dataset_statements: &none,
+        },
         &mut p,
-        &setup,
         &ths,
-        &none,
         &opts(),
         0,
         Phase::Eval,
-        &Bars::hidden(),
     )
     .unwrap();
     // Nothing sampled after the sampling phase completed. The first run committed requests
@@ -488,15 +500,18 @@ fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
         ..Default::default()
     };
     let r = run_eval(
-        &store,
+        &prod_run::RunContext {
+            store: &store,
+            prover: setup,
+            out: std::path::Path::new("."),
+            bars: &Bars::hidden(),
+            dataset_statements: &HashSet::new(),
+        },
         &mut ByCount(HashMap::new()),
-        &setup,
         &theorems(),
-        &HashSet::new(),
         &opts,
         0,
         Phase::Eval,
-        &Bars::hidden(),
     )
     .unwrap();
     let e = &r.evaluation;

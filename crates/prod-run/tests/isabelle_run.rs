@@ -201,15 +201,18 @@ fn eval_on_isabelle_proves_through_a_lemma_and_resumes_without_checking_again() 
     let store = RunStore::open_dir(run.path()).unwrap();
     let statements = Default::default();
     let first = run_eval(
-        &store,
+        &prod_run::RunContext {
+            store: &store,
+            prover: prover.setup(),
+            out: std::path::Path::new("."),
+            bars: &Bars::hidden(),
+            dataset_statements: &statements,
+        },
         &mut Scripted::default(),
-        &prover.setup(),
         &theorems,
-        &statements,
         &opts,
         0,
         Phase::Eval,
-        &Bars::hidden(),
     )
     .unwrap();
     // tag_helper in both trees; tag_main in the tree that proposed `one`.
@@ -244,19 +247,22 @@ fn eval_on_isabelle_proves_through_a_lemma_and_resumes_without_checking_again() 
     // Resumed: nothing sampled, checked or re-checked again; the same figures.
     let before = use_theories(&fake);
     let again = run_eval(
-        &store,
-        &mut Never,
-        &prod_run::CheckSetup {
-            checker: &Never,
-            lang: &*prover.lang,
-            final_check: &Never,
+        &prod_run::RunContext {
+            store: &store,
+            prover: prod_run::CheckSetup {
+                checker: &Never,
+                lang: &*prover.lang,
+                final_check: &Never,
+            },
+            out: run.path(),
+            bars: &Bars::hidden(),
+            dataset_statements: &statements,
         },
+        &mut Never,
         &theorems,
-        &statements,
         &opts,
         0,
         Phase::Eval,
-        &Bars::hidden(),
     )
     .unwrap();
     assert_eq!(again.per_theorem, first.per_theorem);

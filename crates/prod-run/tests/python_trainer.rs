@@ -519,7 +519,7 @@ fn a_prod_rl_round_trains_with_the_real_python_trainer() {
     let lang = prod_coq::CoqLanguage;
     let final_check = prod_run::CoqFinal(Default::default());
     let statements = Default::default();
-    let env = prod_run::rl::RlEnv {
+    let env = prod_run::RunContext {
         store: &store,
         prover: prod_run::CheckSetup {
             checker: &checker,

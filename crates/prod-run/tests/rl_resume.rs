@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use prod_check::{CachedChecker, Checker, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_policy::ProdTokenizer;
-use prod_run::rl::{run_rl, RlEnv};
+use prod_run::rl::run_rl;
+use prod_run::RunContext;
 use prod_run::{Bars, Phase, RlConfig, RunStore};
 
 mod common;
@@ -82,7 +83,7 @@ fn run_with(
     let lang = prod_coq::CoqLanguage;
     let final_check = prod_run::CoqFinal(Default::default());
     let statements = Default::default();
-    let env = RlEnv {
+    let env = RunContext {
         store: &store,
         prover: prod_run::CheckSetup {
             checker: &checker,
@@ -453,7 +454,7 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
         let lang = prod_coq::CoqLanguage;
         let final_check = prod_run::CoqFinal(Default::default());
         let statements = Default::default();
-        let env = RlEnv {
+        let env = RunContext {
             store: &store,
             prover: prod_run::CheckSetup {
                 checker: &checker,
@@ -532,7 +533,7 @@ fn rl_rounds_on_postgres_with_queue_workers_one_of_them_dying() {
     let lang = prod_coq::CoqLanguage;
     let final_check = prod_run::CoqFinal(Default::default());
     let statements = Default::default();
-    let env = RlEnv {
+    let env = RunContext {
         store: &store,
         prover: prod_run::CheckSetup {
             checker: &never,
