@@ -297,11 +297,70 @@ impl RlConfig {
         }
         if let Some(r) = &self.remote {
             crate::policy::validate_remote(r).map_err(|e| format!("remote.{e}"))?;
+            self.remote_sampling_in_one_place(r)?;
         }
         match &self.postgres {
             Some(p) => p.validate().map_err(|e| format!("postgres.{e}")),
             None => Ok(()),
         }
+    }
+
+    /// The remote server's settings with what to sample taken from `[sampling]`: the prompt's
+    /// context length, the temperature, top-p and the completion length have one place, so a
+    /// round trains on exactly the prompts it sampled with.
+    pub fn remote_config(&self) -> Option<prod_remote::RemoteConfig> {
+        self.remote.as_ref().map(|r| prod_remote::RemoteConfig {
+            temperature: self.sampling.temperature,
+            top_p: self.sampling.top_p,
+            max_tokens: self.sampling.max_new_tokens,
+            context_tokens: self.sampling.context_tokens,
+            ..r.clone()
+        })
+    }
+
+    /// A sampling setting written under `[remote]` that contradicts `[sampling]` is an error
+    /// (it would be overridden by [`RlConfig::remote_config`]).
+    fn remote_sampling_in_one_place(&self, r: &prod_remote::RemoteConfig) -> Result<(), String> {
+        let d = prod_remote::RemoteConfig::default();
+        let s = &self.sampling;
+        let clash = |key: &str, theirs: String, default: String, ours: String, our_key: &str| {
+            if theirs != default && theirs != ours {
+                Err(format!(
+                    "remote.{key} = {theirs}: a run samples and trains with sampling.{our_key} \
+                     (= {ours}); set it there only"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        clash(
+            "temperature",
+            r.temperature.to_string(),
+            d.temperature.to_string(),
+            s.temperature.to_string(),
+            "temperature",
+        )?;
+        clash(
+            "top_p",
+            r.top_p.to_string(),
+            d.top_p.to_string(),
+            s.top_p.to_string(),
+            "top_p",
+        )?;
+        clash(
+            "max_tokens",
+            r.max_tokens.to_string(),
+            d.max_tokens.to_string(),
+            s.max_new_tokens.to_string(),
+            "max_new_tokens",
+        )?;
+        clash(
+            "context_tokens",
+            r.context_tokens.to_string(),
+            d.context_tokens.to_string(),
+            s.context_tokens.to_string(),
+            "context_tokens",
+        )
     }
 
     /// The trivial-proposal tactic: the configured one, else the prover's.
@@ -376,10 +435,10 @@ pub enum RoundPolicy {
 
 impl RoundPolicy {
     fn load(cfg: &RlConfig, dir: &Path) -> anyhow::Result<RoundPolicy> {
-        match &cfg.remote {
+        match cfg.remote_config() {
             None => Ok(RoundPolicy::Native(load_policy_from(dir, &cfg.sampling)?)),
             Some(r) => Ok(RoundPolicy::Remote {
-                seq: RemoteSeq::open(r, dir).map_err(anyhow::Error::msg)?,
+                seq: RemoteSeq::open(&r, dir).map_err(anyhow::Error::msg)?,
                 params: cfg.sampling.clone(),
             }),
         }
@@ -893,6 +952,16 @@ mod tests {
         assert!(err("[sampling]\ntop_p = 0.0").starts_with("sampling.top_p = 0"));
         assert!(err("[coq]\nstep_timeout_s = 0").starts_with("coq.step_timeout_s = 0"));
         assert!(err("[remote]\nmax_tokens = 0").starts_with("remote.max_tokens = 0"));
+        // One place for what to sample: [remote] may not contradict [sampling].
+        assert!(err("[sampling]\ncontext_tokens = 64\n[remote]\ncontext_tokens = 256")
+            .starts_with("remote.context_tokens = 256: a run samples and trains with sampling.context_tokens (= 64)"));
+        let ok: RlConfig = toml::from_str("[sampling]\ncontext_tokens = 64\nmax_new_tokens = 9\n[remote]\nbase_url = \"http://x\"").unwrap();
+        assert_eq!(ok.validate(), Ok(()));
+        let r = ok.remote_config().unwrap();
+        assert_eq!(
+            (r.context_tokens, r.max_tokens, r.base_url.as_str()),
+            (64, 9, "http://x")
+        );
         assert!(err("[postgres]\nlease_s = -5.0").starts_with("postgres.lease_s = -5"));
         // Greedy sampling and a depth of 0 (no lemma proposals) are fine.
         let ok: RlConfig = toml::from_str("depth = 0\n[sampling]\ntemperature = 0.0").unwrap();
