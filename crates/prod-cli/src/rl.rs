@@ -6,7 +6,8 @@ use clap::Args;
 use prod_run::{BadInput, Bars, RlConfig};
 
 /// ProD-RL (paper §3.2, Appendix A.1): R rounds of B theorems — train-time proof trees
-/// (Algorithm 2), every node checked by Coq, filters (trivial proposals; unnecessary lemmas,
+/// (Algorithm 2), every node checked by the prover (Coq, or Isabelle with `prover = "isabelle"`),
+/// filters (trivial proposals; unnecessary lemmas,
 /// one cached check per lemma), the value model trained on global correctness, weights
 /// γ^h·∏V(l), augmented and ground-truth examples, a replay buffer, a weighted cross-entropy
 /// update and a checkpoint per round (RUN_DIR/checkpoints/round-N; the separate value model
@@ -42,8 +43,15 @@ use prod_run::{BadInput, Bars, RlConfig};
 ///   decode_weights = "f32"        # or "q8": quantised decoding, ~3× faster at batch 1
 ///   [coq]
 ///   workers = 2
+///   # Isabelle instead of Coq (an Isabelle dataset; the keys of [check.isabelle]):
+///   # prover = "isabelle"
+///   # [isabelle]
+///   # server = "127.0.0.1:4711"
+///   # password = "…"
+///   # dirs = ["/opt/afp-2022-12-06/thys"]
 ///   # optional: sample on an inference server (the model dir then only supplies the
-///   # tokenizer; `after_round` must point the server at each new checkpoint {out})
+///   # tokenizer; `after_round` must point the server at each new checkpoint {out});
+///   # what to sample (context, temperature, length) stays under [sampling]
 ///   [remote]
 ///   base_url = "http://127.0.0.1:30000"
 ///   server = "sglang"             # vllm, sglang, llama_cpp
