@@ -31,6 +31,7 @@ use prod_run::{BadInput, Bars, RlConfig};
 ///   depth = 2
 ///   method = "prod_rl"          # or "expert_iteration", "no_lemma_proposal"
 ///   value_model = "separate"    # a copy of the SFT model (paper); or "shared", "off"
+///   prover = "coq"              # or "isabelle": an Isabelle dataset, the [isabelle] table below
 ///   [eval]                      # per-round pass@k on a fixed held-out subset
 ///   theorems = 20               # the first 20 of test.jsonl (0 = off, the default)
 ///   split = "test"
@@ -43,12 +44,6 @@ use prod_run::{BadInput, Bars, RlConfig};
 ///   decode_weights = "f32"        # or "q8": quantised decoding, ~3× faster at batch 1
 ///   [coq]
 ///   workers = 2
-///   # Isabelle instead of Coq (an Isabelle dataset; the keys of [check.isabelle]):
-///   # prover = "isabelle"
-///   # [isabelle]
-///   # server = "127.0.0.1:4711"
-///   # password = "…"
-///   # dirs = ["/opt/afp-2022-12-06/thys"]
 ///   # optional: sample on an inference server (the model dir then only supplies the
 ///   # tokenizer; `after_round` must point the server at each new checkpoint {out});
 ///   # what to sample (context, temperature, length) stays under [sampling]
@@ -60,6 +55,11 @@ use prod_run::{BadInput, Bars, RlConfig};
 ///   [postgres]
 ///   url = "host=/run/postgresql dbname=prod"
 ///   check_here = true
+///   # with prover = "isabelle": the server (the keys of [check.isabelle] in prod.toml)
+///   [isabelle]
+///   server = "127.0.0.1:4711"
+///   password = "…"
+///   dirs = ["/opt/afp-2022-12-06/thys"]
 ///
 /// Example: prod rl --config rl.toml --out runs/rl1
 #[derive(Args)]
