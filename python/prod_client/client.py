@@ -100,3 +100,9 @@ class ProdClient:
     def tree(self, nodes: List[dict]) -> List[dict]:
         """Check nodes and solve their proof trees: each result has `globally_correct`."""
         return self._request("POST", "/v1/tree", {"nodes": list(nodes)})["results"]
+
+    def assemble(self, nodes: List[dict], root: int = 0) -> dict:
+        """Check nodes, solve their trees, and assemble `nodes[root]`'s complete proof, re-checked
+        cold by the prover: `proved` is True, False, or None (an infra verdict decided nothing);
+        `assembled` the complete proof; `results` the per-node verdicts with `globally_correct`."""
+        return self._request("POST", "/v1/assemble", {"nodes": list(nodes), "root": root})

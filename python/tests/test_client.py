@@ -1,6 +1,7 @@
 """prod_client against a live `prod serve` (PROD_SERVE_URL, PROD_API_KEY); run by
 crates/prod-cli/tests/cli_serve.rs, which starts the server with the real Coq."""
 
+import json
 import os
 import unittest
 
@@ -44,7 +45,59 @@ class LiveServer(unittest.TestCase):
         self.assertEqual(r, [1.0, 0.0])
 
 
+    def test_assemble(self):
+        c = ProdClient(URL, api_key=KEY)
+        lemma = "Lemma p0 : forall n : nat, n + 0 = n."
+        a = c.assemble([
+            {"id": "r", "imports": IMPORTS, "statement": "Lemma r : forall n : nat, 0 + n = n + 0.",
+             "proof": f"<use_invoke> <invoke> {lemma} </invoke> intros n. rewrite p0. reflexivity."},
+            {"id": "p0", "imports": IMPORTS, "statement": lemma, "proof": "<no_invoke> intros n. lia."},
+        ])
+        self.assertIs(a["proved"], True)
+        self.assertIn("Lemma r", a["assembled"])
+
+    def test_openrlhf_endpoint(self):
+        import threading
+        import urllib.request
+        from prod_client import openrlhf
+        server = openrlhf.serve(0, URL, KEY)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            port = server.server_address[1]
+            label = json.dumps({"statement": STATEMENT, "imports": IMPORTS})
+            body = {"query": ["PROMPT<no_invoke> intros n. lia.", "PROMPT<no_invoke> admit."],
+                    "prompts": ["PROMPT", "PROMPT"], "labels": [label, label]}
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/get_reward",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=120) as r:
+                self.assertEqual(json.loads(r.read())["rewards"], [1.0, 0.0])
+        finally:
+            server.shutdown()
+
+
 class Offline(unittest.TestCase):
+    def test_openrlhf_mapping_and_infra(self):
+        from prod_client import openrlhf
+
+        class Fake:
+            def __init__(self, verdict):
+                self.verdict, self.nodes = verdict, None
+
+            def check(self, nodes):
+                self.nodes = nodes
+                return [Verdict(id=n["id"], verdict=self.verdict, message="", time_ms=0) for n in nodes]
+
+        f = Fake("proved")
+        body = {"query": ["P: <no_invoke> auto."], "prompts": ["P: "], "labels": ["Lemma x : True."]}
+        self.assertEqual(openrlhf.rewards(body, f), [1.0])
+        self.assertEqual(f.nodes[0]["proof"], "<no_invoke> auto.")
+        self.assertEqual(f.nodes[0]["statement"], "Lemma x : True.")
+        with self.assertRaises(InfraError):
+            openrlhf.rewards(body, Fake("infra"))
+        with self.assertRaises(ValueError):
+            openrlhf.rewards({"query": ["a"], "labels": []}, f)
+
     def test_infra_is_never_zero(self):
         with self.assertRaises(InfraError):
             _score(Verdict(id=1, verdict="infra", message="lost worker", time_ms=0))

@@ -42,6 +42,30 @@ impl FinalTheory<'_> {
     }
 }
 
+/// [`final_check`] of an assembled proof: its lemmas below the root with their proofs, then the
+/// root. Returns the verdict and the theory as a person would read it.
+pub fn final_check_assembled(
+    cfg: &IsabelleCheckConfig,
+    imports: &str,
+    context: &str,
+    assembled: &prod_core::AssembledProof,
+) -> (Verdict, String) {
+    let root = assembled.root();
+    let below = &assembled.lemmas[..assembled.lemmas.len().saturating_sub(1)];
+    let lemmas: Vec<(String, String)> = below
+        .iter()
+        .map(|l| (l.statement.clone(), l.proof.clone()))
+        .collect();
+    let fin = FinalTheory {
+        imports,
+        context,
+        lemmas: &lemmas,
+        statement: &root.statement,
+        proof: &root.proof,
+    };
+    (final_check(cfg, &fin), fin.text())
+}
+
 /// Check `fin` in a fresh session of the server `cfg` names. `Proved` only when the root's
 /// theorem relies on no oracle (beyond `cfg.allowed_oracles`) and the theory adds no axiom.
 pub fn final_check(cfg: &IsabelleCheckConfig, fin: &FinalTheory<'_>) -> Verdict {

@@ -23,5 +23,6 @@ pub use checker::{Checker, Progress};
 pub use request::CheckRequest;
 pub use retry::RetryPolicy;
 pub use verdict::{
-    apply_replacements, proof_as_checked, Replacement, RuleError, Verdict, VerdictKind,
+    apply_replacements, context_axioms, node_context_axioms, proof_as_checked, Replacement,
+    RuleError, Verdict, VerdictKind,
 };

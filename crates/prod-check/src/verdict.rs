@@ -156,6 +156,53 @@ pub fn proof_as_checked(
     }
 }
 
+/// The context's axioms a node's check accepted (its `Proved` axioms), never a name the node
+/// itself proposed: an admitted lemma must be proved in the assembled file, not allowed as an
+/// axiom.
+pub fn node_context_axioms(
+    proof: &prod_core::ConditionalProof,
+    verdict: Option<&Verdict>,
+    lang: &dyn prod_core::ProofLanguage,
+) -> Vec<String> {
+    let Some(Verdict::Proved { axioms, .. }) = verdict else {
+        return vec![];
+    };
+    let proposed: Vec<String> = proof.lemmas().filter_map(|l| lang.lemma_name(l)).collect();
+    axioms
+        .iter()
+        .filter(|a| {
+            !proposed
+                .iter()
+                .any(|n| a.as_str() == n || a.rsplit('.').next() == Some(n.as_str()))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The axioms a cold re-check of an assembled proof may accept: those the local checks of its
+/// nodes accepted as the context's own (`node_axioms[i]`: node `i`'s `Proved` axioms), never a
+/// name the assembled proof itself declares (an admitted lemma must be proved there).
+pub fn context_axioms(
+    assembled: &prod_core::AssembledProof,
+    node_axioms: &[Vec<String>],
+) -> Vec<String> {
+    let declared = |a: &str| {
+        assembled
+            .lemmas
+            .iter()
+            .any(|l| a == l.name || a.rsplit('.').next() == Some(l.name.as_str()))
+    };
+    let mut allowed: Vec<String> = assembled
+        .lemmas
+        .iter()
+        .flat_map(|l| node_axioms.get(l.node).cloned().unwrap_or_default())
+        .filter(|a| !declared(a))
+        .collect();
+    allowed.sort();
+    allowed.dedup();
+    allowed
+}
+
 /// The proof text with every replacement applied (ranges must not overlap; ranges that do not
 /// fit the text are ignored rather than panicking).
 pub fn apply_replacements(proof_text: &str, replacements: &[Replacement]) -> String {

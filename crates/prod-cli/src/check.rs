@@ -278,6 +278,9 @@ pub(crate) enum Origin {
 /// Called once per node with its index, verdict, time and origin (from any thread).
 pub(crate) type Done<'a> = &'a (dyn Fn(usize, &Verdict, Duration, Origin) + Sync);
 
+/// Time limit of one cold re-check of an assembled proof (`prod serve`'s `/v1/assemble`).
+const FINAL_TIMEOUT_S: u64 = 600;
+
 /// Why the checker could not be set up: bad input (exit 2) or anything else (exit 1).
 pub(crate) enum SetupError {
     BadInput(anyhow::Error),
@@ -398,6 +401,43 @@ impl Pipeline {
     fn cached(&self, r: &CheckRequest) -> Option<Verdict> {
         let c = self.cache.as_ref()?;
         c.get(&cache_key(&self.fingerprint, r)).ok().flatten()
+    }
+
+    /// The cold re-check of an assembled proof whose root is `root` (its imports and context):
+    /// Coq compiles the whole file in a fresh sandbox, Isabelle builds the assembled theory in a
+    /// fresh session. Returns the verdict and the file or theory as checked.
+    pub(crate) fn final_check(
+        &self,
+        root: &CheckRequest,
+        assembled: &prod_core::AssembledProof,
+        hammer_replaced: bool,
+        allowed_axioms: &[String],
+    ) -> (Verdict, String) {
+        let top = assembled.root();
+        match &self.backend {
+            Backend::Coq(c) => {
+                let context = format!("{}\n{}", root.imports, root.context);
+                let (file, name) = prod_check_coq::AssembledFile {
+                    context: &context,
+                    scope: &[],
+                    qualified_name: &top.name,
+                    assembled: &assembled.text,
+                    root: &top.name,
+                    hammer_replaced,
+                }
+                .render();
+                let timeout = Duration::from_secs(FINAL_TIMEOUT_S);
+                let v =
+                    prod_check_coq::final_check(&file, &name, allowed_axioms, c.config(), timeout);
+                (v, file)
+            }
+            Backend::Isabelle(c) => prod_check_isabelle::final_check_assembled(
+                c.config(),
+                &root.imports,
+                &root.context,
+                assembled,
+            ),
+        }
     }
 
     /// After the last check: stop the Isabelle session unless asked to keep it.

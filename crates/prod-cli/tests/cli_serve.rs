@@ -234,6 +234,34 @@ fn serve_checks_streams_refuses_bad_bodies_and_stops() {
     assert_eq!(r["results"][0]["globally_correct"], true, "{body}");
     assert_eq!(r["results"][1]["globally_correct"], true, "{body}");
 
+    // The assemble endpoint: the same tree as one complete proof, re-checked cold by Coq.
+    let (status, body) = server.post("/v1/assemble", tree.to_string().as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let a = json(&body);
+    assert_eq!(a["proved"], true, "{body}");
+    assert_eq!(a["final"]["verdict"], "proved", "{body}");
+    let text = a["assembled"].as_str().unwrap();
+    let (child, root) = (text.find("p0 :").unwrap(), text.find("Lemma r").unwrap());
+    assert!(child < root, "child lemma first: {text}");
+    assert!(a["checked_text"]
+        .as_str()
+        .unwrap()
+        .contains("Require Import Arith Lia"));
+    // A proposed lemma that is false: the root is locally correct, not globally; no proof.
+    let bad = serde_json::json!({"root": 0, "nodes": [
+        node("root", "Lemma r2 : 1 = 1.",
+             "<use_invoke> <invoke> Lemma f : 1 = 2. </invoke> reflexivity."),
+        node("f", "Lemma f : 1 = 2.", "<no_invoke> reflexivity."),
+    ]});
+    let (status, body) = server.post("/v1/assemble", bad.to_string().as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let a = json(&body);
+    assert_eq!(a["proved"], false, "{body}");
+    assert_eq!(a["assembled"], serde_json::Value::Null, "{body}");
+    assert_eq!(a["results"][0]["globally_correct"], false, "{body}");
+    let (status, body) = server.post("/v1/assemble", br#"{"nodes": [], "root": 3}"#);
+    assert_eq!(status, 400, "{body}");
+
     python_client_against(&server);
 
     // SIGTERM: a clean stop.
@@ -266,12 +294,19 @@ fn python_client_against(server: &Server) {
             eprintln!("skipping the Python client test: {python}: {e}");
         }
         Err(e) => panic!("CI=true and no {python}: {e}"),
-        Ok(o) => assert!(
-            o.status.success(),
-            "python client tests failed:\n{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                o.status.success(),
+                "python client tests failed:\n{}\n{err}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+            // The live tests ran (none skipped for want of a server).
+            for t in ["test_rewards", "test_assemble", "test_openrlhf_endpoint"] {
+                assert!(err.contains(&format!("{t} (")), "{t} did not run:\n{err}");
+            }
+            assert!(!err.contains("skipped"), "{err}");
+        }
     }
 }
 

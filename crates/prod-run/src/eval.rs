@@ -278,21 +278,7 @@ pub(crate) fn solver_nodes(
         });
         ids.push(n.id);
         hammer.push(h);
-        // Only the context's axioms: never a name the node itself proposed (an admitted lemma
-        // must be proved in the assembled file, not allowed as an axiom).
-        let proposed: Vec<String> = p.lemmas().filter_map(|l| lang.lemma_name(l)).collect();
-        axioms.push(match &v {
-            Some(Verdict::Proved { axioms, .. }) => axioms
-                .iter()
-                .filter(|a| {
-                    !proposed
-                        .iter()
-                        .any(|n| a.as_str() == n || a.rsplit('.').next() == Some(n.as_str()))
-                })
-                .cloned()
-                .collect(),
-            _ => vec![],
-        });
+        axioms.push(prod_check::node_context_axioms(&p, v.as_ref(), lang));
     }
     Ok((out, ids, hammer, axioms))
 }
@@ -477,7 +463,7 @@ fn solve_trees(
                                 .lemmas
                                 .iter()
                                 .any(|l| hammer.get(l.node).copied().unwrap_or(false)),
-                            allowed_axioms: context_axioms(&assembled, &axioms),
+                            allowed_axioms: prod_check::context_axioms(&assembled, &axioms),
                             proved: ProvedTree {
                                 height: solution.height(si),
                                 assembled: assembled.text.clone(),
@@ -499,25 +485,6 @@ fn solve_trees(
         }
     }
     Ok(out)
-}
-
-/// The context's own axioms the local checks of an assembled proof's nodes accepted (never a
-/// name the proof itself declares).
-fn context_axioms(assembled: &prod_core::AssembledProof, axioms: &[Vec<String>]) -> Vec<String> {
-    let mut allowed: Vec<String> = assembled
-        .lemmas
-        .iter()
-        .flat_map(|l| axioms.get(l.node).cloned().unwrap_or_default())
-        .collect();
-    allowed.retain(|a| {
-        !assembled
-            .lemmas
-            .iter()
-            .any(|l| a == &l.name || a.rsplit('.').next() == Some(l.name.as_str()))
-    });
-    allowed.sort();
-    allowed.dedup();
-    allowed
 }
 
 /// The cold re-check of every assembled proof (stored; infra ones are asked again on a

@@ -82,24 +82,12 @@ pub struct IsabelleFinal(pub IsabelleCheckConfig);
 
 impl FinalCheck for IsabelleFinal {
     fn final_check(&self, p: &FinalProof<'_>) -> (Verdict, String) {
-        let root = p.assembled.root();
-        let below = &p.assembled.lemmas[..p.assembled.lemmas.len().saturating_sub(1)];
-        let lemmas: Vec<(String, String)> = below
-            .iter()
-            .map(|l| (l.statement.clone(), l.proof.clone()))
-            .collect();
-        let fin = prod_check_isabelle::FinalTheory {
-            imports: "",
-            context: &p.theorem.context,
-            lemmas: &lemmas,
-            statement: &root.statement,
-            proof: &root.proof,
-        };
         let cfg = IsabelleCheckConfig {
             attempt_timeout_s: u32::try_from(p.timeout.as_secs().max(1)).unwrap_or(u32::MAX),
             ..self.0.clone()
         };
-        (prod_check_isabelle::final_check(&cfg, &fin), fin.text())
+        // The context is the theory file's prefix: its header gives the imports.
+        prod_check_isabelle::final_check_assembled(&cfg, "", &p.theorem.context, p.assembled)
     }
 }
 

@@ -28,6 +28,7 @@ pub fn router(app: Arc<App>) -> Router {
     let protected = Router::new()
         .route("/v1/check", post(check))
         .route("/v1/tree", post(tree))
+        .route("/v1/assemble", post(assemble))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_key));
     Router::new()
@@ -134,6 +135,16 @@ struct Body_ {
     nodes: Vec<Value>,
 }
 
+/// The request body of `/v1/assemble`: the nodes and which of them is the root.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssembleBody {
+    nodes: Vec<Value>,
+    /// Index of the root in `nodes` (default 0).
+    #[serde(default)]
+    root: usize,
+}
+
 /// The nodes of a body, each parsed on its own: an error names the node's index (and the
 /// unknown field, if that is what is wrong).
 fn parse_nodes(
@@ -143,6 +154,11 @@ fn parse_nodes(
     let bytes = body.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
     let body: Body_ = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad(format!("the body is not {{\"nodes\": [...]}}: {e}")))?;
+    node_values(body.nodes, max)
+}
+
+fn node_values(nodes: Vec<Value>, max: usize) -> Result<Vec<InputNode>, ApiError> {
+    let body = Body_ { nodes };
     if body.nodes.len() > max {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -359,6 +375,88 @@ async fn tree(
         })
         .collect();
     Ok(Json(json!({"results": results})).into_response())
+}
+
+/// `POST /v1/assemble`: as `/v1/tree`, then the root's complete proof (child lemmas first) and
+/// its cold re-check by the prover (`coqc` + `coqchk` in a fresh sandbox, or a fresh Isabelle
+/// session). `"proved": true` only when that re-check says so; an infra re-check is `null`.
+async fn assemble(
+    State(app): State<Arc<App>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let bytes = body.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    let body: AssembleBody = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::bad(format!(
+            "the body is not {{\"nodes\": [...], \"root\": INDEX}}: {e}"
+        ))
+    })?;
+    let root = body.root;
+    let nodes = node_values(body.nodes, app.limits.max_nodes)?;
+    if root >= nodes.len() {
+        return Err(ApiError::bad(format!(
+            "root {root}: there are {} nodes",
+            nodes.len()
+        )));
+    }
+    let adm = Admission::new(&app, nodes.len())?;
+    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
+    let prover = app.pipeline.prover().to_string();
+    let verdicts = judge(adm, requests.clone(), |_, _, _| {})
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("check failed: {e}"),
+            )
+        })?;
+    let app2 = app.clone();
+    let (verdicts, a) = tokio::task::spawn_blocking(move || {
+        let a = super::tree::assemble_root(&app2.pipeline, app2.prover, &requests, &verdicts, root);
+        (verdicts, a)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("assembly failed: {e}"),
+        )
+    })?;
+    let results: Vec<Value> = ids
+        .iter()
+        .zip(&verdicts)
+        .zip(&a.global)
+        .map(|((id, (v, t)), g)| {
+            let mut r = verdict_json(id, v, *t, Some(&prover));
+            r["globally_correct"] = json!(g);
+            r
+        })
+        .collect();
+    let (final_json, proved, file) = match &a.final_check {
+        Some((v, file)) => (
+            verdict_json(&ids[root], v, Duration::ZERO, Some(&prover)),
+            match v {
+                Verdict::Infra { .. } => Value::Null,
+                v => json!(v.is_proved()),
+            },
+            json!(file),
+        ),
+        // An undetermined root (an infra verdict below it) is not a failed proof.
+        None => (
+            Value::Null,
+            a.global[root].map_or(Value::Null, |_| json!(false)),
+            Value::Null,
+        ),
+    };
+    Ok(Json(json!({
+        "results": results,
+        "root": root,
+        "assembled": a.assembled,
+        "checked_text": file,
+        "final": final_json,
+        "proved": proved,
+        "why_not": a.why_not,
+    }))
+    .into_response())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `POST /v1/tree`: the local verdicts of one request's nodes turned into global ones by
-//! `prod_core::tree::solve` (the same solver as `prod tree solve`).
+//! `prod_core::tree::solve` (the same solver as `prod tree solve`); `POST /v1/assemble`: a
+//! globally correct root's complete proof and its cold re-check by the prover.
 
 use std::time::Duration;
 
@@ -19,6 +20,49 @@ fn local(v: &Verdict) -> LocalVerdict {
     }
 }
 
+/// One request's nodes as the solver sees them: proofs as their checks closed them (found
+/// tactics in place of `hammer` steps), children matched within the same imports and context.
+struct Forest {
+    nodes: Vec<Node>,
+    /// Request index → node index (`None`: not a conditional proof).
+    index: Vec<Option<usize>>,
+    solution: prod_core::tree::Solution,
+    lang: &'static dyn ProofLanguage,
+}
+
+impl Forest {
+    fn new(
+        prover: Prover,
+        requests: &[Result<CheckRequest, Verdict>],
+        verdicts: &[(Verdict, Duration)],
+    ) -> Forest {
+        let mut nodes = vec![];
+        let mut index = vec![None; requests.len()];
+        for (i, (req, (v, _))) in requests.iter().zip(verdicts).enumerate() {
+            let Ok(r) = req else { continue };
+            index[i] = Some(nodes.len());
+            nodes.push(Node {
+                id: i.to_string(),
+                context: r.context_key(),
+                statement: r.statement.clone(),
+                proof: prod_check::proof_as_checked(&r.proof, Some(v)).0,
+                local: local(v),
+            });
+        }
+        let lang: &'static dyn ProofLanguage = match prover {
+            Prover::Coq => &prod_coq::CoqLanguage,
+            Prover::Isabelle => &prod_isar::IsarLanguage,
+        };
+        let solution = solve(&nodes, lang);
+        Forest {
+            nodes,
+            index,
+            solution,
+            lang,
+        }
+    }
+}
+
 /// Per node: `Some(true)` globally correct, `Some(false)` not, `None` undetermined (infra).
 /// Nodes whose proof is not a conditional proof are locally incorrect and match nothing.
 pub fn global_verdicts(
@@ -26,29 +70,75 @@ pub fn global_verdicts(
     requests: &[Result<CheckRequest, Verdict>],
     verdicts: &[(Verdict, Duration)],
 ) -> Vec<Option<bool>> {
-    let mut nodes = vec![];
-    let mut index = vec![None; requests.len()];
-    for (i, (req, (v, _))) in requests.iter().zip(verdicts).enumerate() {
-        let Ok(r) = req else { continue };
-        index[i] = Some(nodes.len());
-        nodes.push(Node {
-            id: i.to_string(),
-            // Children share the imports and the context, not merely the context's text.
-            context: r.context_key(),
-            statement: r.statement.clone(),
-            proof: r.proof.clone(),
-            local: local(v),
-        });
-    }
-    let lang: &dyn ProofLanguage = match prover {
-        Prover::Coq => &prod_coq::CoqLanguage,
-        Prover::Isabelle => &prod_isar::IsarLanguage,
-    };
-    let solution = solve(&nodes, lang);
-    index
+    let f = Forest::new(prover, requests, verdicts);
+    f.index
         .iter()
-        .map(|n| n.map_or(Some(false), |j| solution.verdict(j).as_bool()))
+        .map(|n| n.map_or(Some(false), |j| f.solution.verdict(j).as_bool()))
         .collect()
+}
+
+/// What `/v1/assemble` found for its root.
+pub struct Assembly {
+    pub global: Vec<Option<bool>>,
+    /// The complete proof, when the root is globally correct and assembles.
+    pub assembled: Option<String>,
+    /// The cold re-check of the complete proof (the file or theory as checked beside it).
+    pub final_check: Option<(Verdict, String)>,
+    /// Why there is no complete proof, when there is none.
+    pub why_not: Option<String>,
+}
+
+/// Assemble request `root`'s proof from the request's nodes and re-check it cold.
+pub fn assemble_root(
+    pipeline: &crate::check::Pipeline,
+    prover: Prover,
+    requests: &[Result<CheckRequest, Verdict>],
+    verdicts: &[(Verdict, Duration)],
+    root: usize,
+) -> Assembly {
+    let f = Forest::new(prover, requests, verdicts);
+    let global = f
+        .index
+        .iter()
+        .map(|n| n.map_or(Some(false), |j| f.solution.verdict(j).as_bool()))
+        .collect::<Vec<_>>();
+    let mut out = Assembly {
+        global,
+        assembled: None,
+        final_check: None,
+        why_not: None,
+    };
+    let (Some(Some(j)), Some(Ok(req))) = (f.index.get(root), requests.get(root)) else {
+        out.why_not = Some("the root is not a conditional proof".into());
+        return out;
+    };
+    let assembled = match prod_core::assemble(&f.nodes, &f.solution, *j, f.lang) {
+        Ok(a) => a,
+        Err(e) => {
+            out.why_not = Some(format!("not assembled: {e}"));
+            return out;
+        }
+    };
+    // Per node, the context's axioms its check accepted (nodes in request order).
+    let node_axioms: Vec<Vec<String>> = f
+        .index
+        .iter()
+        .zip(requests.iter().zip(verdicts))
+        .filter_map(|(n, (r, (v, _)))| {
+            let r = r.as_ref().ok().filter(|_| n.is_some())?;
+            Some(prod_check::node_context_axioms(&r.proof, Some(v), f.lang))
+        })
+        .collect();
+    let replaced = assembled.lemmas.iter().any(|l| {
+        f.index
+            .iter()
+            .position(|n| *n == Some(l.node))
+            .is_some_and(|i| matches!(&verdicts[i].0, Verdict::Proved { replacements, .. } if !replacements.is_empty()))
+    });
+    let allowed = prod_check::context_axioms(&assembled, &node_axioms);
+    out.final_check = Some(pipeline.final_check(req, &assembled, replaced, &allowed));
+    out.assembled = Some(assembled.text);
+    out
 }
 
 #[cfg(test)]
