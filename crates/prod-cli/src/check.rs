@@ -250,18 +250,25 @@ pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
     };
     let mut out = vec![];
     for (i, line) in reader.split(b'\n').enumerate() {
-        let n = i + 1;
-        let bytes = line.with_context(|| format!("{}: cannot read line {n}", file.display()))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| anyhow!("{}: line {n} is not UTF-8", file.display()))?;
-        if text.trim().is_empty() {
-            continue;
+        let bytes =
+            line.with_context(|| format!("{}: cannot read line {}", file.display(), i + 1))?;
+        if let Some(node) = parse_line(file, i + 1, bytes)? {
+            out.push(node);
         }
-        let node: NodeLine = serde_json::from_str(&text)
-            .with_context(|| format!("{}: line {n} is not a node", file.display()))?;
-        out.push(node.into_input());
     }
     Ok(out)
+}
+
+/// Line `n` of `file` as a node (`None` for a blank line); the error names the line.
+fn parse_line(file: &Path, n: usize, bytes: Vec<u8>) -> anyhow::Result<Option<InputNode>> {
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("{}: line {n} is not UTF-8", file.display()))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let node: NodeLine = serde_json::from_str(&text)
+        .with_context(|| format!("{}: line {n} is not a node", file.display()))?;
+    Ok(Some(node.into_input()))
 }
 
 /// Where a verdict came from.
@@ -453,6 +460,9 @@ impl Pipeline {
 }
 
 pub fn run(a: CheckArgs) -> i32 {
+    if a.file == Path::new("-") {
+        return run_stream(a);
+    }
     let nodes = match read_nodes(&a.file) {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
@@ -463,8 +473,93 @@ pub fn run(a: CheckArgs) -> i32 {
     };
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let pb = progress_bar(!a.json, ids.len() as u64);
+    let written = check_printing(&pipeline, &ids, &requests, a.json, pb.as_ref());
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    pipeline.close();
+    exit::written(written)
+}
+
+/// `prod check -`: nodes are checked as they arrive on stdin (whatever has arrived while the
+/// previous batch was checked forms the next batch) and answered in input order, so a caller
+/// can feed a pipe and read verdicts before it has written everything. A line that is not a node
+/// ends the run with exit 2 after every earlier node is answered.
+fn run_stream(a: CheckArgs) -> i32 {
+    let pipeline = match Pipeline::open(&a.checker) {
+        Ok(p) => p,
+        Err(e) => return e.exit(),
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<InputNode>>();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for (i, line) in stdin.lock().split(b'\n').enumerate() {
+            let node = line
+                .map_err(anyhow::Error::from)
+                .and_then(|b| parse_line(Path::new("-"), i + 1, b));
+            let stop = node.is_err();
+            match node {
+                Ok(None) => continue,
+                Ok(Some(n)) => {
+                    if tx.send(Ok(n)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+            if stop {
+                return;
+            }
+        }
+    });
+    let batch_cap = pipeline.workers().max(1) * 8;
+    let mut written = Ok(());
+    let mut bad = None;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < batch_cap {
+            match rx.try_recv() {
+                Ok(x) => batch.push(x),
+                Err(_) => break,
+            }
+        }
+        let mut nodes = vec![];
+        for item in batch {
+            match item {
+                Ok(n) => nodes.push(n),
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
+        let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
+        if written.is_ok() {
+            written = check_printing(&pipeline, &ids, &requests, a.json, None);
+        }
+        if bad.is_some() {
+            break;
+        }
+    }
+    pipeline.close();
+    match bad {
+        Some(e) => exit::bad_input(e),
+        None => exit::written(written),
+    }
+}
+
+/// Check `requests` and print one line per node in input order, each as soon as every earlier
+/// one is done. Returns the first write error (a closed stdout), if any.
+fn check_printing(
+    pipeline: &Pipeline,
+    ids: &[serde_json::Value],
+    requests: &[Result<CheckRequest, Verdict>],
+    json: bool,
+    pb: Option<&indicatif::ProgressBar>,
+) -> std::io::Result<()> {
     let stdout = std::io::stdout();
-    // Lines are printed in input order as soon as every earlier line is done.
     let state = Mutex::new((0usize, vec![None; ids.len()], Ok::<(), std::io::Error>(())));
     let flush = |st: &mut PrintState| {
         let mut out = stdout.lock();
@@ -472,15 +567,15 @@ pub fn run(a: CheckArgs) -> i32 {
             let Some((v, t)) = st.1[st.0].as_ref() else {
                 break;
             };
-            let line = render(&ids[st.0], v, *t, Some(pipeline.prover()), a.json);
+            let line = render(&ids[st.0], v, *t, Some(pipeline.prover()), json);
             if st.2.is_ok() {
                 st.2 = writeln!(out, "{line}").and_then(|_| out.flush());
             }
             st.0 += 1;
         }
     };
-    pipeline.check(&requests, &|i, v, t, _| {
-        if let Some(pb) = &pb {
+    pipeline.check(requests, &|i, v, t, _| {
+        if let Some(pb) = pb {
             pb.inc(1);
         }
         if let Ok(mut st) = state.lock() {
@@ -488,15 +583,10 @@ pub fn run(a: CheckArgs) -> i32 {
             flush(&mut st);
         }
     });
-    if let Some(pb) = pb {
-        pb.finish_and_clear();
+    match state.into_inner() {
+        Ok(s) => s.2,
+        Err(e) => e.into_inner().2,
     }
-    pipeline.close();
-    let st = match state.into_inner() {
-        Ok(s) => s,
-        Err(e) => e.into_inner(),
-    };
-    exit::written(st.2)
 }
 
 /// One output object (`prod check --json`'s line, `prod serve`'s result). `prover` (`coq
