@@ -37,7 +37,7 @@ use crate::{exit, ranges};
 ///          --session HOL --dirs /opt/afp-2022-12-06/thys --json
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// JSONL file of nodes (`-` for stdin).
+    /// JSONL file of nodes (`-`: stdin, each batch answered as it arrives).
     pub file: PathBuf,
     /// One JSON object per output line.
     #[arg(long)]

@@ -494,6 +494,27 @@ mod tests {
         assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 
+    proptest::proptest! {
+        /// Any body, bytes or JSON of any shape: a node list or a 4xx, never a panic.
+        #[test]
+        fn fuzzed_bodies_get_a_client_error(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            shape in proptest::sample::select(vec![
+                "{\"nodes\": [X]}", "{\"nodes\": X}", "X", "{\"nodes\": [{\"id\": X, \"statement\": X, \"proof\": X}]}",
+                "{\"nodes\": [{\"id\": 1, \"statement\": \"s\", \"proof\": X, \"imports\": X}]}",
+            ]),
+        ) {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            for body in [bytes.clone(), shape.replace('X', &text).into_bytes(),
+                         shape.replace('X', &serde_json::to_string(&text).unwrap()).into_bytes()] {
+                match parse_nodes(Ok(Bytes::from(body)), 4) {
+                    Ok(nodes) => proptest::prop_assert!(nodes.len() <= 4),
+                    Err(e) => proptest::prop_assert!(e.status.is_client_error()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn secrets_compare_whole() {
         assert!(same_secret(b"abc", b"abc"));
