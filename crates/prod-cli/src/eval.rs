@@ -7,7 +7,9 @@ use prod_run::{BadInput, Bars, CoqJobConfig, EvalJob, EvalOptions, NativeParams,
 
 use crate::{exit, ranges};
 
-/// Evaluate a model on a dataset split: for each theorem, `--samples` independent proof trees
+/// Evaluate a model: test-time proof trees (Algorithm 1) checked by the prover, pass@k with CIs.
+///
+/// For each theorem of a dataset split, `--samples` independent proof trees
 /// (paper Algorithm 1: lemmas proposed at depth < `--depth` become the next level's theorems,
 /// `<no_invoke>` is forced at the depth limit); every node is checked by the prover (the Coq
 /// pool, or an Isabelle server with `--prover isabelle`; with the verification cache); global
@@ -23,8 +25,7 @@ use crate::{exit, ranges};
 ///
 ///   prod eval --model models/toy-sft --dataset data/stdlib --theorems 20 --k 1,2,4 --out runs/eval1
 ///
-///   prod eval --prover isabelle --server 127.0.0.1:4711 --password PW --dirs /opt/afp/thys \
-///     --model models/afp-sft --dataset data/afp --k 1,4 --out runs/afp1
+///   prod eval --prover isabelle --server 127.0.0.1:4711 --password PW --dirs /opt/afp/thys --model models/afp-sft --dataset data/afp --k 1,4 --out runs/afp1
 #[derive(Args)]
 pub struct EvalArgs {
     /// Model directory (config.json, model.safetensors, tokenizer.json).
@@ -33,19 +34,19 @@ pub struct EvalArgs {
     /// Dataset directory written by `prod dataset build`.
     #[arg(long)]
     pub dataset: PathBuf,
-    #[arg(long, default_value = "test")]
+    #[arg(long, default_value_t = EvalOptions::default().split)]
     pub split: String,
     /// Evaluate this many theorems of the split, drawn with --seed (default: all).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub theorems: Option<usize>,
     /// pass@k for these k (comma-separated; each ≤ --samples).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16", value_parser = ranges::positive_usize)]
+    #[arg(long, value_delimiter = ',', default_values_t = EvalOptions::default().ks, value_parser = ranges::positive_usize)]
     pub k: Vec<usize>,
     /// n: independent proof trees per theorem (default: the largest k).
     #[arg(long, value_parser = ranges::positive_u32)]
     pub samples: Option<u32>,
     /// Depth limit of the trees (paper: 2; 0: no lemma proposals, `<no_invoke>` forced).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = EvalOptions::default().depth)]
     pub depth: u32,
     /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle2022 server, the
     /// `Isabelle` options below over `[check.isabelle]` of prod.toml; the dataset must be an
@@ -55,21 +56,21 @@ pub struct EvalArgs {
     #[command(flatten)]
     pub isabelle: crate::prover::IsabelleArgs,
     /// Coq workers (Isabelle: connections to the server).
-    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = CoqJobConfig::default().workers, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Time limit of one proof step, seconds.
-    #[arg(long, default_value_t = prod_check_coq::config::DEFAULT_STEP_TIMEOUT_S, value_parser = ranges::positive_u32)]
+    #[arg(long, default_value_t = CoqJobConfig::default().step_timeout_s, value_parser = ranges::positive_u32)]
     pub timeout: u32,
     /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
-    #[arg(long, default_value_t = 120, value_parser = ranges::positive_u64)]
+    #[arg(long, default_value_t = EvalOptions::default().final_timeout_s, value_parser = ranges::positive_u64)]
     pub final_timeout: u64,
     #[command(flatten)]
     pub sampling: crate::model::SamplingArgs,
     /// Seed of sampling, of the theorem draw and of the bootstrap.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = EvalOptions::default().seed)]
     pub seed: u64,
     /// Name of this evaluation in the report.
-    #[arg(long, default_value = "eval")]
+    #[arg(long, default_value_t = EvalOptions::default().name)]
     pub name: String,
     /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
     #[arg(long)]

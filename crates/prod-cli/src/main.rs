@@ -95,15 +95,6 @@ enum Command {
     #[cfg(feature = "policy")]
     #[command(subcommand)]
     Train(model::TrainCommand),
-    /// Evaluate a model: test-time proof trees (Algorithm 1) checked by Coq, pass@k with CIs.
-    ///
-    /// Per theorem, --samples independent trees (lemmas proposed below --depth become the next
-    /// level's theorems; `<no_invoke>` forced at the limit); every node checked by the Coq pool
-    /// (verification cache); the assembled proof of each proved tree re-checked cold by coqc
-    /// (only then is the theorem proved). Writes RUN_DIR/run.json (pass@k with bootstrap 95% CIs,
-    /// Fig. 5 depth table, novel-lemma share) and RUN_DIR/run.sqlite; rerunning resumes.
-    ///
-    /// Example: prod eval --model models/sft --dataset data/stdlib --theorems 20 --k 1,2,4 --out runs/e1
     #[cfg(feature = "policy")]
     Eval(eval::EvalArgs),
     /// The main job: stdlib dataset, small model, proof trees checked by Coq, report (≤ 20 min).
@@ -128,15 +119,6 @@ enum Command {
     /// prod experiment --out runs/table2
     #[cfg(feature = "policy")]
     Experiment(experiment::ExperimentArgs),
-    /// ProD-RL rounds from a config file (resumable; baselines by config).
-    ///
-    /// R rounds of B theorems: Algorithm 2 trees, Coq checks, filters, value head trained on global
-    /// correctness, weights γ^h·∏V(l), replay buffer, weighted-CE update, a checkpoint per round
-    /// (RUN_DIR/checkpoints/round-N). A killed run resumes where it stopped. Baselines:
-    /// `method = "expert_iteration"` or `"no_lemma_proposal"`. Config keys: prod_run::RlConfig
-    /// (example: crates/prod-run/examples/rl-small.toml).
-    ///
-    /// Example: prod rl --config rl.toml --out runs/rl1
     #[cfg(feature = "policy")]
     Rl(rl::RlArgs),
     /// Write an HTML report (SVG plots) and a Markdown summary from a run file.

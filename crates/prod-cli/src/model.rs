@@ -193,21 +193,21 @@ pub struct SampleArgs {
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
     /// Sampling temperature (0 = greedy; paper: 0.7).
-    #[arg(long, default_value_t = prod_core::PAPER_TEMPERATURE, value_parser = ranges::non_negative_finite_f64)]
+    #[arg(long, default_value_t = prod_run::NativeParams::default().temperature, value_parser = ranges::non_negative_finite_f64)]
     pub temperature: f64,
     /// Nucleus (top-p) threshold in (0, 1]; 1 = off.
-    #[arg(long, default_value_t = 1.0, value_parser = ranges::unit_interval_open_closed)]
+    #[arg(long, default_value_t = prod_run::NativeParams::default().top_p, value_parser = ranges::unit_interval_open_closed)]
     pub top_p: f64,
     /// Longest generated proof, in tokens.
-    #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_run::NativeParams::default().max_new_tokens, value_parser = ranges::positive_usize)]
     pub max_new_tokens: usize,
     /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_run::NativeParams::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Weights the decoding steps read: f32 (exact) or q8 (block-quantised copies: 4 bits
     /// where that is exact, as for a model imported from a Q4 GGUF, else 8 bits; about 3×
     /// faster at batch 1). A prompt longer than one token is prefilled in f32.
-    #[arg(long, default_value_t = DecodeWeights::F32)]
+    #[arg(long, default_value_t = prod_run::NativeParams::default().decode_weights)]
     pub decode_weights: DecodeWeights,
 }
 
@@ -1167,7 +1167,7 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
         context_tokens: a.context_tokens,
         seed: a.seed,
         batch_rows: a.batch_rows,
-        ..NativeParams::default()
+        ..prod_run::NativeParams::default()
     };
     let mut policy = NativePolicy::load(&a.model, base.clone())?;
     // The theorems: dataset lines, or synthetic contexts that fill the context budget.

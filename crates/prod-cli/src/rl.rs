@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use clap::Args;
 use prod_run::{BadInput, Bars, RlConfig};
 
-/// ProD-RL (paper §3.2, Appendix A.1): R rounds of B theorems — train-time proof trees
+/// ProD-RL rounds from a config file (resumable; baselines by config).
+///
+/// Paper §3.2, Appendix A.1: R rounds of B theorems — train-time proof trees
 /// (Algorithm 2), every node checked by the prover (Coq, or Isabelle with `prover = "isabelle"`),
 /// filters (trivial proposals; unnecessary lemmas,
 /// one cached check per lemma), the value model trained on global correctness, weights
