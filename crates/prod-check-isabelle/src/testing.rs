@@ -152,6 +152,21 @@ pub struct Shared {
     pub context_files_seen: Vec<PathBuf>,
 }
 
+/// A fake whose checks fail where the theory contains `marker` (the recorded failure, moved
+/// there) and pass everywhere else; `None` without the recorded replies.
+pub fn fails_where(marker: &'static str) -> Option<Fake> {
+    replies_dir()?;
+    let fake = Fake::start(false);
+    fake.decide(move |text| {
+        if text.contains(marker) {
+            UseAction::Replay("use_theories.Fail", At::Text(marker.into()))
+        } else {
+            UseAction::Proved
+        }
+    });
+    Some(fake)
+}
+
 pub struct Fake {
     pub addr: String,
     pub accepts: Arc<AtomicUsize>,

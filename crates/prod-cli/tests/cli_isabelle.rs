@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use prod_check_isabelle::testing::{replies_dir, At, Fake, UseAction, PASSWORD};
+use prod_check_isabelle::testing::{Fake, PASSWORD};
 
 fn prod(args: &[&str]) -> (i32, String, String) {
     prod_with_config(args, None)
@@ -41,17 +41,9 @@ fn afp_mini() -> PathBuf {
         .expect("prod-library's afp_mini fixture")
 }
 
+/// The fake server: `WRONG` in a theory is an error there; anything else is proved.
 fn fake() -> Option<Fake> {
-    replies_dir()?;
-    let fake = Fake::start(false);
-    fake.decide(|text| {
-        if text.contains("WRONG") {
-            UseAction::Replay("use_theories.Fail", At::Text("WRONG".into()))
-        } else {
-            UseAction::Proved
-        }
-    });
-    Some(fake)
+    prod_check_isabelle::testing::fails_where("WRONG")
 }
 
 fn use_theories(fake: &Fake) -> usize {

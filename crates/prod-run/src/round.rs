@@ -575,34 +575,26 @@ fn train_external(
     files: &RoundFiles,
 ) -> anyhow::Result<(Option<f64>, Option<f64>)> {
     let cfg = r.cfg;
-    let argv = RoundFiles::fill(
-        &cfg.external_trainer,
-        &files.examples,
-        r.start_ckpt,
-        &files.ckpt,
-    );
-    run_command("external trainer", &argv)?;
-    if !files.ckpt.join("config.json").is_file() {
-        anyhow::bail!(
-            "the external trainer wrote no model to {} (config.json missing)",
-            files.ckpt.display()
-        );
-    }
+    let trainer = |what: &str, examples: &Path, from: &Path, out: &Path| {
+        let argv = RoundFiles::fill(&cfg.external_trainer, examples, from, out);
+        run_command(&format!("external trainer ({what})"), &argv)?;
+        if !out.join("config.json").is_file() {
+            anyhow::bail!(
+                "the external trainer wrote no {what} to {} (config.json missing)",
+                out.display()
+            );
+        }
+        Ok(())
+    };
+    trainer("policy", &files.examples, r.start_ckpt, &files.ckpt)?;
     if w.value_policy.is_some() {
         // The same trainer on the value examples, from the previous value model.
-        let argv = RoundFiles::fill(
-            &cfg.external_trainer,
+        trainer(
+            "value model",
             &files.value_examples,
             r.value_start,
             &files.value_ckpt,
-        );
-        run_command("external trainer (value model)", &argv)?;
-        if !files.value_ckpt.join("config.json").is_file() {
-            anyhow::bail!(
-                "the external trainer wrote no value model to {} (config.json missing)",
-                files.value_ckpt.display()
-            );
-        }
+        )?;
     }
     if cfg.remote.is_some() {
         // The served model may be far too large to run here: the trainer's own figure.

@@ -11,13 +11,13 @@
 
 use std::path::Path;
 
+mod common;
+
 use prod_check::{CheckRequest, Checker, Progress, Verdict};
-use prod_check_isabelle::testing::{replies_dir, At, Fake, UseAction, PASSWORD};
+use prod_check_isabelle::testing::{Fake, PASSWORD};
 use prod_check_isabelle::IsabelleCheckConfig;
 use prod_library::dataset::{self, DatasetConfig};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
-use prod_policy::model::Llama;
-use prod_policy::{LlamaConfig, ProdTokenizer};
 use prod_rl::{PolicyError, SampleRequest};
 use prod_run::{
     run_eval, Bars, CoqJobConfig, EvalOptions, FinalCheck, NativeParams, Phase, ProverChoice,
@@ -53,28 +53,12 @@ fn dataset(dir: &Path) {
         .into_iter()
         .map(|e| format!("{}\n{}\n{}", e.context, e.statement, e.conditional_proof))
         .collect();
-    let tok = ProdTokenizer::train_bpe(texts.iter(), 300, 1).unwrap();
-    let mut model = Llama::random(
-        &LlamaConfig::tiny(tok.vocab_size()),
-        7,
-        &prod_policy::candle_core::Device::Cpu,
-    )
-    .unwrap();
-    prod_policy::save_model_dir(&dir.join("model"), &mut model, &tok).unwrap();
+    common::tiny_model(&dir.join("model"), &texts);
 }
 
-/// The fake server: `WRONG` in the theory is an error there; anything else is proved.
+/// The fake server: `WRONG` in a theory is an error there; anything else is proved.
 fn fake() -> Option<Fake> {
-    replies_dir()?;
-    let fake = Fake::start(false);
-    fake.decide(|text| {
-        if text.contains("WRONG") {
-            UseAction::Replay("use_theories.Fail", At::Text("WRONG".into()))
-        } else {
-            UseAction::Proved
-        }
-    });
-    Some(fake)
+    prod_check_isabelle::testing::fails_where("WRONG")
 }
 
 fn isabelle(fake: &Fake, work: &Path) -> IsabelleCheckConfig {

@@ -301,12 +301,7 @@ async fn check(
     if wants_stream(&headers, &query) {
         return Ok(stream(adm, ids, requests, prover));
     }
-    let results = judge(adm, requests, |_, _, _| {}).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("check failed: {e}"),
-        )
-    })?;
+    let results = judged(adm, requests).await?;
     let results: Vec<Value> = ids
         .iter()
         .zip(&results)
@@ -345,6 +340,37 @@ fn stream(
         .into_response()
 }
 
+/// Every verdict of the admitted nodes, in order.
+async fn judged(
+    adm: Admission,
+    requests: Vec<Result<CheckRequest, Verdict>>,
+) -> Result<Vec<(Verdict, Duration)>, ApiError> {
+    judge(adm, requests, |_, _, _| {}).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("check failed: {e}"),
+        )
+    })
+}
+
+/// Per node: its verdict line with `globally_correct`.
+fn tree_results(
+    ids: &[Value],
+    verdicts: &[(Verdict, Duration)],
+    global: &[Option<bool>],
+    prover: &str,
+) -> Vec<Value> {
+    ids.iter()
+        .zip(verdicts)
+        .zip(global)
+        .map(|((id, (v, t)), g)| {
+            let mut r = verdict_json(id, v, *t, Some(prover));
+            r["globally_correct"] = json!(g);
+            r
+        })
+        .collect()
+}
+
 /// `POST /v1/tree`: every node checked as by `/v1/check`, then global correctness by the tree
 /// solver (least fixed point). Children are matched within the same imports and context.
 async fn tree(
@@ -355,25 +381,9 @@ async fn tree(
     let adm = Admission::new(&app, nodes.len())?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
-    let verdicts = judge(adm, requests.clone(), |_, _, _| {})
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("check failed: {e}"),
-            )
-        })?;
+    let verdicts = judged(adm, requests.clone()).await?;
     let global = super::tree::global_verdicts(app.prover, &requests, &verdicts);
-    let results: Vec<Value> = ids
-        .iter()
-        .zip(&verdicts)
-        .zip(global)
-        .map(|((id, (v, t)), g)| {
-            let mut r = verdict_json(id, v, *t, Some(&prover));
-            r["globally_correct"] = json!(g);
-            r
-        })
-        .collect();
+    let results = tree_results(&ids, &verdicts, &global, &prover);
     Ok(Json(json!({"results": results})).into_response())
 }
 
@@ -401,14 +411,7 @@ async fn assemble(
     let adm = Admission::new(&app, nodes.len())?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
-    let verdicts = judge(adm, requests.clone(), |_, _, _| {})
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("check failed: {e}"),
-            )
-        })?;
+    let verdicts = judged(adm, requests.clone()).await?;
     let app2 = app.clone();
     let (verdicts, a) = tokio::task::spawn_blocking(move || {
         let a = super::tree::assemble_root(&app2.pipeline, app2.prover, &requests, &verdicts, root);
@@ -421,16 +424,7 @@ async fn assemble(
             format!("assembly failed: {e}"),
         )
     })?;
-    let results: Vec<Value> = ids
-        .iter()
-        .zip(&verdicts)
-        .zip(&a.global)
-        .map(|((id, (v, t)), g)| {
-            let mut r = verdict_json(id, v, *t, Some(&prover));
-            r["globally_correct"] = json!(g);
-            r
-        })
-        .collect();
+    let results = tree_results(&ids, &verdicts, &a.global, &prover);
     let (final_json, proved, file) = match &a.final_check {
         Some((v, file)) => (
             verdict_json(&ids[root], v, Duration::ZERO, Some(&prover)),

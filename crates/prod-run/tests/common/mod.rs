@@ -65,6 +65,11 @@ pub fn write_fixture(dir: &Path, examples: &[Example]) {
         .iter()
         .map(|e| format!("{SOURCE}\n{}\n{}", e.statement, e.conditional_proof))
         .collect();
+    tiny_model(&dir.join("model"), &texts);
+}
+
+/// A tiny random model in `dir`, its BPE tokenizer trained on `texts`.
+pub fn tiny_model(dir: &Path, texts: &[String]) {
     let tok = ProdTokenizer::train_bpe(texts.iter(), 300, 1).unwrap();
     let mut model = Llama::random(
         &LlamaConfig::tiny(tok.vocab_size()),
@@ -72,7 +77,7 @@ pub fn write_fixture(dir: &Path, examples: &[Example]) {
         &prod_policy::candle_core::Device::Cpu,
     )
     .unwrap();
-    prod_policy::save_model_dir(&dir.join("model"), &mut model, &tok).unwrap();
+    prod_policy::save_model_dir(dir, &mut model, &tok).unwrap();
 }
 
 /// A small ProD-RL config over the fixture: 2 theorems a round, depth 1, 12 new tokens.
