@@ -394,6 +394,8 @@ struct DataLine {
 }
 
 fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>> {
+    // A file of a built dataset: complete, as its stats.json records it.
+    prod_library::output::check_unread_file(path).map_err(bad)?;
     let f = std::fs::File::open(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
