@@ -27,6 +27,8 @@ mod ranges;
 mod report;
 #[cfg(feature = "policy")]
 mod rl;
+#[cfg(feature = "policy")]
+mod run_store;
 mod serve;
 mod tree;
 
@@ -149,6 +151,10 @@ enum Command {
     ///
     /// Example: prod report runs/mini/run.json --out runs/mini/report
     Report(report::ReportArgs),
+    /// A run's store: `export` every node with its local and global verdicts as JSONL.
+    #[cfg(feature = "policy")]
+    #[command(subcommand)]
+    Run(run_store::RunCommand),
 }
 
 fn main() {
@@ -182,6 +188,8 @@ fn main() {
         #[cfg(feature = "policy")]
         Command::Rl(args) => rl::run(args),
         Command::Report(args) => report::run(args),
+        #[cfg(feature = "policy")]
+        Command::Run(cmd) => run_store::run(cmd),
     };
     std::process::exit(code);
 }

@@ -924,6 +924,61 @@ impl RunStore {
     }
 }
 
+/// A node with what the run knows of it: its theorem's id, its local verdict (none while
+/// unchecked, or after an `Infra` verdict, which is never stored), its global verdict and
+/// height (`prod run export`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeRecord {
+    pub node: StoredNode,
+    /// The id of the tree's root theorem (the run's theorem list), when the node has one.
+    pub theorem_id: Option<String>,
+    pub local: Option<Verdict>,
+    pub global: Option<GlobalVerdict>,
+    pub height: Option<u32>,
+}
+
+impl RunStore {
+    /// Every node of the run, in the order it was stored, with its verdicts.
+    pub fn node_records(&self) -> Result<Vec<NodeRecord>> {
+        let rows = self.rows(
+            "SELECT n.id, n.round, n.phase, n.theorem, n.depth, n.tree, n.forced_t0, n.origin,
+                    n.context_key, n.statement, n.completion, t.id, v.verdict, g.global, g.height
+             FROM nodes n
+             LEFT JOIN theorems t ON t.idx = n.theorem
+             LEFT JOIN verdicts v ON v.node = n.id
+             LEFT JOIN globals g ON g.node = n.id
+             ORDER BY n.id",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    node: StoredNode {
+                        id: r[0].i()?,
+                        round: r[1].u32()?,
+                        phase: r[2].named("nodes", "phase")?,
+                        theorem: r[3].oi()?,
+                        depth: r[4].u32()?,
+                        tree: r[5].u32()?,
+                        forced_t0: r[6].onamed("nodes", "forced_t0")?,
+                        origin: r[7].named("nodes", "origin")?,
+                        context_key: r[8].t()?,
+                        statement: r[9].t()?,
+                        completion: r[10].t()?,
+                    },
+                    theorem_id: r[11].ot()?,
+                    local: match &r[12] {
+                        V::Null => None,
+                        v => Some(v.json("verdicts", "verdict")?),
+                    },
+                    global: r[13].onamed("globals", "global")?,
+                    height: r[14].ou32()?,
+                })
+            })
+            .collect()
+    }
+}
+
 /// The `phases` table's key of a finished step: `<phase>/<step>`.
 fn mark(phase: Phase, step: Step) -> String {
     format!("{phase}/{step}")
@@ -953,6 +1008,59 @@ mod tests {
             v.push(RunStore::open_postgres(&pg.url(), run).unwrap());
         }
         (pg, v)
+    }
+
+    #[test]
+    fn node_records_join_theorems_and_verdicts() {
+        let (_pg, stores) = stores("records");
+        for s in stores {
+            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())])
+                .unwrap();
+            let node = |theorem: Option<i64>, depth: u32, completion: &str| StoredNode {
+                id: 0,
+                round: 0,
+                phase: Phase::Eval,
+                theorem,
+                depth,
+                tree: 1,
+                forced_t0: None,
+                origin: Origin::Sampled,
+                context_key: "k".into(),
+                statement: "Lemma a : True.".into(),
+                completion: completion.into(),
+            };
+            let ids = s
+                .put_nodes(
+                    0,
+                    Phase::Eval,
+                    &[node(Some(1), 0, "<no_invoke> x."), node(None, 1, "y")],
+                )
+                .unwrap();
+            let failed = Verdict::Failed {
+                step: 2,
+                message: "no".into(),
+            };
+            s.put_verdict(ids[0], &failed).unwrap();
+            s.put_global(ids[0], GlobalVerdict::Incorrect, None)
+                .unwrap();
+            let infra = Verdict::Infra {
+                message: "lost".into(),
+            };
+            s.put_verdict(ids[1], &infra).unwrap();
+            let r = s.node_records().unwrap();
+            assert_eq!(r.len(), 2);
+            assert_eq!(r[0].node.id, ids[0]);
+            assert_eq!(r[0].theorem_id.as_deref(), Some("B"));
+            assert_eq!(r[0].local, Some(failed));
+            assert_eq!(r[0].global, Some(GlobalVerdict::Incorrect));
+            assert_eq!(r[0].height, None);
+            assert_eq!(r[1].node.completion, "y");
+            assert_eq!(
+                (r[1].theorem_id.as_deref(), r[1].local.as_ref()),
+                (None, None)
+            );
+            assert_eq!(r[1].global, None);
+        }
     }
 
     #[test]

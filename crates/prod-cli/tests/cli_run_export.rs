@@ -1,0 +1,203 @@
+//! `prod run export`: a real `prod eval` run (the `project_r` fixture's dataset, the real Coq, a
+//! scripted policy that answers in turn with a correct proof, a proof proposing a lemma and a
+//! wrong one) exported node by node, checked against the run's own summary; bad input exits 2.
+//! Under `CI=true` a missing Coq fails instead of skipping.
+#![cfg(feature = "policy")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+fn prod(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("prod runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+macro_rules! prod {
+    ($($a:expr),* $(,)?) => { prod(&[$(std::ffi::OsStr::new($a)),*]) };
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+const ANSWERS: [&str; 3] = [
+    "<no_invoke> rewrite twice_0. repeat split.",
+    "<use_invoke> <invoke> Lemma aux : twice 0 = 0. </invoke> rewrite aux. repeat split.",
+    "<no_invoke> exact I.",
+];
+
+#[test]
+fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
+    let here = Command::new("coqc").arg("-v").output().is_ok();
+    if !common::require(here, "coqc is not installed") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project_r");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
+        &project,
+    );
+    let data = tmp.path().join("ds");
+    let (code, _, err) = prod!(
+        "dataset",
+        "build",
+        "--library",
+        &project,
+        "--out",
+        &data,
+        "--unit",
+        "file"
+    );
+    assert_eq!(code, 0, "{err}");
+    let turn = Arc::new(AtomicUsize::new(0));
+    let fake = prod_remote::testing::serve(Arc::new(
+        move |_path: &str, req: &serde_json::Value, _n: usize| {
+            let n = req["n"].as_u64().unwrap_or(1);
+            let choices: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    let text = ANSWERS[turn.fetch_add(1, Ordering::Relaxed) % ANSWERS.len()];
+                    serde_json::json!({"index": i, "text": text})
+                })
+                .collect();
+            (200, serde_json::json!({"choices": choices}).to_string())
+        },
+    ));
+    let model = tmp.path().join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    let texts = [
+        "From MyLib Require Import Base.",
+        "Lemma other_a : twice 0 + 0 = 0.",
+    ];
+    let tok =
+        prod_policy::ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
+    tok.save(&model.join("tokenizer.json")).unwrap();
+    let run = tmp.path().join("run");
+    let (code, stdout, err) = prod!(
+        "eval",
+        "--model",
+        &model,
+        "--dataset",
+        &data,
+        "--split",
+        "test",
+        "--k",
+        "1",
+        "--samples",
+        "3",
+        "--depth",
+        "1",
+        "--workers",
+        "1",
+        "--no-hammer",
+        "--remote-url",
+        &fake.url,
+        "--out",
+        &run,
+        "--json",
+    );
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let outcomes = &summary["evaluations"][0]["node_outcomes"];
+
+    let (code, exported, err) = prod!("run", "export", &run);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = exported
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len() as u64,
+        outcomes["nodes"].as_u64().unwrap(),
+        "{outcomes}"
+    );
+    let count =
+        |f: &dyn Fn(&serde_json::Value) -> bool| lines.iter().filter(|l| f(l)).count() as u64;
+    assert_eq!(
+        count(&|l| l["local"] == "proved"),
+        outcomes["proved"].as_u64().unwrap()
+    );
+    assert_eq!(
+        count(&|l| l["local"] == "failed"),
+        outcomes["failed"].as_u64().unwrap()
+    );
+    assert_eq!(
+        count(&|l| l["global"] == "correct"),
+        outcomes["globally_correct"].as_u64().unwrap()
+    );
+    assert!(count(&|l| l["local"] == "proved") > 0, "{exported}");
+    assert!(
+        count(&|l| l["depth"] == 1) > 0,
+        "a proposed lemma became a node: {exported}"
+    );
+    let test_ids = std::fs::read_to_string(data.join("test.jsonl")).unwrap();
+    for l in &lines {
+        assert_eq!(
+            (l["round"].as_u64(), l["phase"].as_str()),
+            (Some(0), Some("eval")),
+            "{l}"
+        );
+        assert!(
+            ["sampled", "ground_truth"].contains(&l["origin"].as_str().unwrap()),
+            "{l}"
+        );
+        if l["depth"] == 0 {
+            let id = l["theorem_id"].as_str().unwrap();
+            assert!(test_ids.contains(&format!("\"id\":\"{id}\"")), "{id}");
+        }
+        match l["local"].as_str() {
+            Some("failed") => {
+                assert!(l["local_step"].is_u64(), "{l}");
+                assert!(!l["local_message"].as_str().unwrap().is_empty(), "{l}");
+            }
+            Some("proved") => assert!(l["local_seconds"].is_f64(), "{l}"),
+            _ => {}
+        }
+        if l["global"] == "correct" {
+            assert_eq!(l["local"], "proved", "{l}");
+            assert!(l["height"].is_u64(), "{l}");
+        }
+    }
+
+    // --out writes the same lines, through a file renamed into place.
+    let file = tmp.path().join("nodes.jsonl");
+    let (code, stdout, err) = prod!("run", "export", &run, "--out", &file);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        err.contains(&format!("exported {} nodes", lines.len())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), exported);
+    assert!(!tmp.path().join("nodes.jsonl.tmp").exists());
+
+    // Bad input: no run store there (nothing created), an unknown format.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, _, err) = prod!("run", "export", &empty);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no run store"), "{err}");
+    assert!(!empty.join("run.sqlite").exists());
+    let (code, _, err) = prod!("run", "export", &run, "--format", "parquet");
+    assert_eq!(code, 2, "{err}");
+}
