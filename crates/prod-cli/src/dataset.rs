@@ -16,6 +16,7 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Subcommand)]
 pub enum DatasetCommand {
+    #[command(verbatim_doc_comment)]
     /// Build a dataset directory from a Coq library or the AFP (paper §2 "Dataset construction").
     ///
     /// Segments every file into blocks c1 s1 p1 … cl sl pl, peels the proof trees (T_tree), writes
@@ -44,6 +45,7 @@ pub enum DatasetCommand {
     /// Example:
     ///   prod dataset stats data/stdlib --json
     Stats(StatsArgs),
+    #[command(verbatim_doc_comment)]
     /// Check sampled ground-truth conditional proofs with the real Coq checker.
     ///
     /// Each sampled example is checked in its full context (from sources.jsonl) with its proposed

@@ -24,6 +24,7 @@ use crate::ranges;
 ///   prod demo --from-scratch --theorems 8 --minutes 10
 #[derive(Args)]
 pub struct DemoArgs {
+    /// Output directory (data/, model/, run/; an existing one is resumed).
     #[arg(long, default_value = "runs/demo")]
     pub out: PathBuf,
     /// Time budget, minutes (> 0; a budget under one minute counts as one).
@@ -47,6 +48,7 @@ pub struct DemoArgs {
     /// Coq workers.
     #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
+    /// Seed of the dataset split, training, sampling and the bootstrap.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Print one JSON summary line on stdout (no progress bars).

@@ -28,6 +28,7 @@ pub struct EvalArgs {
     /// Dataset directory written by `prod dataset build`.
     #[arg(long)]
     pub dataset: PathBuf,
+    /// Which split file of --dataset holds the theorems (test, val, train, rl, …).
     #[arg(long, default_value = "test")]
     pub split: String,
     /// Evaluate this many theorems of the split, drawn with --seed (default: all).

@@ -17,6 +17,7 @@ use crate::exit;
 
 #[derive(Subcommand)]
 pub enum RunCommand {
+    #[command(verbatim_doc_comment)]
     /// Every node of a run (prod eval, prod rl) with its verdicts, one JSON object per line.
     ///
     /// Fields: node, round, phase (eval, rl, rl-eval), tree, depth, theorem (index in the run's

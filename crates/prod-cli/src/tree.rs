@@ -13,6 +13,7 @@ use crate::{exit, ranges};
 
 #[derive(Subcommand)]
 pub enum TreeCommand {
+    #[command(verbatim_doc_comment)]
     /// Decide global correctness of every node, and optionally assemble a complete proof.
     ///
     /// Input: JSON Lines, one node per line (blank lines are ignored):
@@ -25,7 +26,7 @@ pub enum TreeCommand {
     /// nothing). `"locally_correct": null` means "not checked / infra failure": such nodes, and nodes that depend on
     /// them, come out as `null` (undetermined), never as false.
     ///
-    /// Example:
+    /// Examples:
     ///   prod tree solve nodes.jsonl --json
     ///   prod tree solve nodes.jsonl --assemble n1 > n1_complete.v
     Solve(SolveArgs),
@@ -51,6 +52,7 @@ pub struct BenchArgs {
     /// Repetitions per size (the median is reported).
     #[arg(long, default_value_t = 5, value_parser = ranges::positive_usize)]
     pub repeat: usize,
+    /// Print the timings as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
