@@ -94,7 +94,11 @@ pub fn run(a: DemoArgs) -> i32 {
                 println!("{v}");
             } else {
                 if let Some(r) = &report {
-                    crate::eval::print_human(r);
+                    use std::io::Write as _;
+                    let text = crate::eval::human(r);
+                    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+                        return crate::exit::written(Err(e));
+                    }
                 }
                 eprintln!(
                     "[4/4] report: {} (also {} and summary.md); total {:.0} s",

@@ -1,6 +1,7 @@
 //! `prod run export`: a real `prod eval` run (the `project_r` fixture's dataset, the real Coq, a
 //! scripted policy that answers in turn with a correct proof, a proof proposing a lemma and a
 //! wrong one) exported node by node, checked against the run's own summary; bad input exits 2.
+//! A failed `prod eval` start leaves nothing behind.
 //! Under `CI=true` a missing Coq fails instead of skipping.
 #![cfg(feature = "policy")]
 
@@ -46,19 +47,25 @@ const ANSWERS: [&str; 3] = [
     "<no_invoke> exact I.",
 ];
 
-#[test]
-fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
+/// The `project_r` dataset in `tmp/ds`, a model folder (a tokenizer: the fake server samples)
+/// in `tmp/model`, and the fake inference server; `None` without Coq.
+fn setup(
+    tmp: &Path,
+) -> Option<(
+    std::path::PathBuf,
+    std::path::PathBuf,
+    prod_remote::testing::Fake,
+)> {
     let here = Command::new("coqc").arg("-v").output().is_ok();
     if !common::require(here, "coqc is not installed") {
-        return;
+        return None;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project_r");
+    let project = tmp.join("project_r");
     copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
         &project,
     );
-    let data = tmp.path().join("ds");
+    let data = tmp.join("ds");
     let (code, _, err) = prod!(
         "dataset",
         "build",
@@ -83,7 +90,7 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
             (200, serde_json::json!({"choices": choices}).to_string())
         },
     ));
-    let model = tmp.path().join("model");
+    let model = tmp.join("model");
     std::fs::create_dir_all(&model).unwrap();
     let texts = [
         "From MyLib Require Import Base.",
@@ -92,6 +99,15 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
     let tok =
         prod_policy::ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
     tok.save(&model.join("tokenizer.json")).unwrap();
+    Some((data, model, fake))
+}
+
+#[test]
+fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((data, model, fake)) = setup(tmp.path()) else {
+        return;
+    };
     let run = tmp.path().join("run");
     let (code, stdout, err) = prod!(
         "eval",
@@ -200,4 +216,73 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
     assert!(!empty.join("run.sqlite").exists());
     let (code, _, err) = prod!("run", "export", &run, "--format", "parquet");
     assert_eq!(code, 2, "{err}");
+}
+
+/// A start that fails before any work (here a load path that is not a directory) leaves no
+/// run store behind, so the corrected command runs; a directory that held a run keeps it.
+#[test]
+fn a_failed_eval_start_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((data, model, fake)) = setup(tmp.path()) else {
+        return;
+    };
+    let eval = |run: &Path, extra: &[&str]| {
+        let mut args: Vec<std::ffi::OsString> = [
+            "eval",
+            "--model",
+            model.to_str().unwrap(),
+            "--dataset",
+            data.to_str().unwrap(),
+            "--split",
+            "test",
+            "--k",
+            "1",
+            "--samples",
+            "1",
+            "--depth",
+            "1",
+            "--workers",
+            "1",
+            "--remote-url",
+            &fake.url,
+            "--json",
+            "--out",
+            run.to_str().unwrap(),
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.extend(extra.iter().map(Into::into));
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        prod(&refs)
+    };
+    let bad = ["--load-path", "/nonexistent-prod-dir=Foo"];
+    let run = tmp.path().join("run");
+    let (code, _, err) = eval(&run, &bad);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+    assert!(!run.exists(), "a failed start left {}", run.display());
+    // In a directory that was there, only what the start created goes.
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("notes.txt"), "mine").unwrap();
+    let (code, _, err) = eval(&run, &bad);
+    assert_eq!(code, 2, "{err}");
+    let left: Vec<_> = std::fs::read_dir(&run)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["notes.txt"]);
+    // The corrected command runs.
+    let (code, _, err) = eval(&run, &[]);
+    assert_eq!(code, 0, "{err}");
+    // A run that did work is kept when a later start fails; a changed setting is named.
+    let (code, _, err) = eval(&run, &bad);
+    assert_eq!(code, 2, "{err}");
+    assert!(run.join("run.sqlite").is_file());
+    let (code, _, err) = eval(&run, &["--max-new-tokens", "7"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("max_new_tokens: stored 256, now 7"), "{err}");
+    let (code, _, err) = eval(&run, &[]);
+    assert_eq!(code, 0, "{err}");
 }

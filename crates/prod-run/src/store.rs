@@ -577,11 +577,28 @@ impl RunStore {
         match self.get_meta(key)? {
             None => self.set_meta(key, value),
             Some(v) if v == value => Ok(()),
-            Some(v) => Err(StoreError::Mismatch(format!(
-                "this run directory was started with a different {key}:\n  stored: {}\n  now:    {}\nuse a new --out directory",
-                clip(&v),
-                clip(value)
-            ))),
+            Some(v) => {
+                // JSON settings: name each field that differs, not two clipped blobs.
+                let fields = match (
+                    serde_json::from_str::<serde_json::Value>(&v),
+                    serde_json::from_str::<serde_json::Value>(value),
+                ) {
+                    (Ok(a), Ok(b)) => {
+                        let mut d = Vec::new();
+                        json_differences(&a, &b, "", &mut d);
+                        d
+                    }
+                    _ => Vec::new(),
+                };
+                let detail = if fields.is_empty() {
+                    format!("\n  stored: {}\n  now:    {}", clip(&v), clip(value))
+                } else {
+                    fields.iter().map(|f| format!("\n  {f}")).collect()
+                };
+                Err(StoreError::Mismatch(format!(
+                    "this run directory was started with a different {key}:{detail}\nuse a new --out directory, or rerun with the settings it was started with"
+                )))
+            }
         }
     }
 
@@ -781,6 +798,25 @@ impl RunStore {
         )?
         .map(|v| v.json("verdicts", "verdict"))
         .transpose()
+    }
+
+    /// Whether the run holds nothing but its settings: no logged sample, node, verdict,
+    /// example, checkpoint or finished phase (a start that failed before any work).
+    pub fn is_unused(&self) -> Result<bool> {
+        for table in [
+            "sample_log",
+            "nodes",
+            "verdicts",
+            "finals",
+            "examples",
+            "checkpoints",
+            "phases",
+        ] {
+            if self.count(&format!("SELECT COUNT(*) FROM {table}"), &[])? > 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     pub fn verdict_count(&self) -> Result<usize> {
@@ -984,6 +1020,46 @@ fn mark(phase: Phase, step: Step) -> String {
     format!("{phase}/{step}")
 }
 
+/// The fields where `a` (stored) and `b` (now) differ, as `path: stored A, now B` (values
+/// clipped), objects compared key by key.
+fn json_differences(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => json_differences(u, v, &p, out),
+                    (Some(u), None) => {
+                        out.push(format!("{p}: stored {}, now absent", clip(&u.to_string())))
+                    }
+                    (None, Some(v)) => {
+                        out.push(format!("{p}: not stored, now {}", clip(&v.to_string())))
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        _ if a != b => out.push(format!(
+            "{}: stored {}, now {}",
+            if path.is_empty() { "(value)" } else { path },
+            clip(&a.to_string()),
+            clip(&b.to_string())
+        )),
+        _ => {}
+    }
+}
+
 fn clip(s: &str) -> String {
     if s.len() <= 300 {
         s.to_string()
@@ -1011,11 +1087,36 @@ mod tests {
     }
 
     #[test]
+    fn a_different_configuration_names_the_fields_that_differ() {
+        let s = RunStore::in_memory().unwrap();
+        let long = "x".repeat(400);
+        let stored =
+            serde_json::json!({"model": "m", "long": long, "options": {"split": "test", "k": [1]}});
+        s.ensure_meta("job", &stored.to_string()).unwrap();
+        s.ensure_meta("job", &stored.to_string()).unwrap();
+        let now = serde_json::json!({"model": "m", "long": long, "options": {"split": "val", "k": [1]}, "new": 1});
+        let e = s
+            .ensure_meta("job", &now.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("options.split: stored \"test\", now \"val\""),
+            "{e}"
+        );
+        assert!(e.contains("new: not stored, now 1"), "{e}");
+        assert!(!e.contains("model") && !e.contains("long"), "{e}");
+        let e = s.ensure_meta("job", "not json").unwrap_err().to_string();
+        assert!(e.contains("stored: {"), "{e}");
+    }
+
+    #[test]
     fn node_records_join_theorems_and_verdicts() {
         let (_pg, stores) = stores("records");
         for s in stores {
             s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())])
                 .unwrap();
+            s.ensure_meta("job", "{}").unwrap();
+            assert!(s.is_unused().unwrap(), "settings and theorems are no work");
             let node = |theorem: Option<i64>, depth: u32, completion: &str| StoredNode {
                 id: 0,
                 round: 0,
@@ -1047,6 +1148,7 @@ mod tests {
                 message: "lost".into(),
             };
             s.put_verdict(ids[1], &infra).unwrap();
+            assert!(!s.is_unused().unwrap());
             let r = s.node_records().unwrap();
             assert_eq!(r.len(), 2);
             assert_eq!(r[0].node.id, ids[0]);
