@@ -53,24 +53,12 @@ fn coq_installed() -> bool {
     common::require(here, "coqc/coqtop are not installed")
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 /// `tmp/project_r` (a copy of the fixture) built into `tmp/ds`.
 fn build_project(tmp: &Path) -> std::path::PathBuf {
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r");
     let project = tmp.join("project_r");
-    copy_tree(&fixture, &project);
+    common::copy_tree(&fixture, &project);
     let dir = tmp.join("ds");
     let (code, stdout, err) = prod(&[
         "dataset",
@@ -222,7 +210,7 @@ fn bindings_outside_the_dataset_or_shadowing_coq_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = build_project(tmp.path());
     let elsewhere = tmp.path().join("elsewhere");
-    copy_tree(&dir.join("lib/MyLib"), &elsewhere);
+    common::copy_tree(&dir.join("lib/MyLib"), &elsewhere);
     for (lp, why) in [
         (
             serde_json::json!([{"dir": "../elsewhere", "logical": "MyLib"}]),
@@ -360,7 +348,7 @@ fn a_cut_or_interrupted_dataset_is_refused_and_a_rebuild_replaces_the_folder() {
     assert_eq!(code, 0, "{err}");
     // A file cut short after the build: `dataset stats` and every reader name it.
     let pristine = tmp.path().join("pristine");
-    copy_tree(&old, &pristine);
+    common::copy_tree(&old, &pristine);
     let train = old.join("train.jsonl");
     let text = std::fs::read_to_string(&train).unwrap();
     let first = text.lines().next().unwrap().to_string() + "\n";
@@ -393,7 +381,7 @@ fn a_cut_or_interrupted_dataset_is_refused_and_a_rebuild_replaces_the_folder() {
     let mut outcomes = std::collections::BTreeSet::new();
     for delay_ms in [0u64, 30, 100, 250, 500, 1000, 2000] {
         let dir = tmp.path().join(format!("killed-{delay_ms}"));
-        copy_tree(&pristine, &dir);
+        common::copy_tree(&pristine, &dir);
         let mut child = build_into(&project, &dir, &new_args).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
         let _ = child.kill();
@@ -494,7 +482,7 @@ fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
     let Some(py) = python() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("project_r");
-    copy_tree(
+    common::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
         &project,
     );

@@ -29,18 +29,6 @@ macro_rules! prod {
     ($($a:expr),* $(,)?) => { prod(&[$(std::ffi::OsStr::new($a)),*]) };
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 const ANSWERS: [&str; 3] = [
     "<no_invoke> rewrite twice_0. repeat split.",
     "<use_invoke> <invoke> Lemma aux : twice 0 = 0. </invoke> rewrite aux. repeat split.",
@@ -61,7 +49,7 @@ fn setup(
         return None;
     }
     let project = tmp.join("project_r");
-    copy_tree(
+    common::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
         &project,
     );

@@ -756,23 +756,7 @@ impl RunStore {
              FROM nodes WHERE round = $1 AND phase = $2 ORDER BY ord",
             &[P::I(round.into()), P::T(&name(phase))],
         )?;
-        rows.iter()
-            .map(|r| {
-                Ok(StoredNode {
-                    id: r[0].i()?,
-                    round: r[1].u32()?,
-                    phase: r[2].named("nodes", "phase")?,
-                    theorem: r[3].oi()?,
-                    depth: r[4].u32()?,
-                    tree: r[5].u32()?,
-                    forced_t0: r[6].onamed("nodes", "forced_t0")?,
-                    origin: r[7].named("nodes", "origin")?,
-                    context_key: r[8].t()?,
-                    statement: r[9].t()?,
-                    completion: r[10].t()?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| stored_node(r)).collect()
     }
 
     // --- verdicts ------------------------------------------------------------------------
@@ -989,19 +973,7 @@ impl RunStore {
         rows.iter()
             .map(|r| {
                 Ok(NodeRecord {
-                    node: StoredNode {
-                        id: r[0].i()?,
-                        round: r[1].u32()?,
-                        phase: r[2].named("nodes", "phase")?,
-                        theorem: r[3].oi()?,
-                        depth: r[4].u32()?,
-                        tree: r[5].u32()?,
-                        forced_t0: r[6].onamed("nodes", "forced_t0")?,
-                        origin: r[7].named("nodes", "origin")?,
-                        context_key: r[8].t()?,
-                        statement: r[9].t()?,
-                        completion: r[10].t()?,
-                    },
+                    node: stored_node(r)?,
                     theorem_id: r[11].ot()?,
                     local: match &r[12] {
                         V::Null => None,
@@ -1013,6 +985,24 @@ impl RunStore {
             })
             .collect()
     }
+}
+
+/// A node from the first eleven columns of a row: `id, round, phase, theorem, depth, tree,
+/// forced_t0, origin, context_key, statement, completion` of `nodes`.
+fn stored_node(r: &[V]) -> Result<StoredNode> {
+    Ok(StoredNode {
+        id: r[0].i()?,
+        round: r[1].u32()?,
+        phase: r[2].named("nodes", "phase")?,
+        theorem: r[3].oi()?,
+        depth: r[4].u32()?,
+        tree: r[5].u32()?,
+        forced_t0: r[6].onamed("nodes", "forced_t0")?,
+        origin: r[7].named("nodes", "origin")?,
+        context_key: r[8].t()?,
+        statement: r[9].t()?,
+        completion: r[10].t()?,
+    })
 }
 
 /// The `phases` table's key of a finished step: `<phase>/<step>`.

@@ -13,3 +13,17 @@ pub fn require(here: bool, missing: &str) -> bool {
     }
     here
 }
+
+/// Copy a directory tree (a fixture) to `to`.
+#[allow(dead_code)] // not every test binary copies fixtures
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
