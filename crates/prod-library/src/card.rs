@@ -145,8 +145,11 @@ const CONFIGS: &[Config] = &[
     },
 ];
 
+/// A split that has lines: its name, its file's stem, its rows.
+type Present<'a> = (&'a str, &'a str, usize);
+
 /// The splits of `c` that have lines, per `stats.files_written`.
-fn present<'a>(c: &'a Config, stats: &Stats) -> Vec<(&'a str, &'a str, usize)> {
+fn present<'a>(c: &'a Config, stats: &Stats) -> Vec<Present<'a>> {
     c.splits
         .iter()
         .filter_map(|&(split, stem)| {
@@ -158,7 +161,7 @@ fn present<'a>(c: &'a Config, stats: &Stats) -> Vec<(&'a str, &'a str, usize)> {
 
 /// The card for a dataset folder with these stats.
 pub fn render(stats: &Stats) -> String {
-    let configs: Vec<(&Config, Vec<(&str, &str, usize)>)> = CONFIGS
+    let configs: Vec<(&Config, Vec<Present>)> = CONFIGS
         .iter()
         .map(|c| (c, present(c, stats)))
         .filter(|(_, s)| !s.is_empty())
