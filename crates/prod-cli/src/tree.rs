@@ -36,7 +36,8 @@ pub enum TreeCommand {
     /// Examples:
     ///   prod tree solve nodes.jsonl --json
     ///   prod tree solve nodes.jsonl --assemble n1 > n1_complete.v
-    ///   prod check nodes.jsonl --json > verdicts.jsonl && prod tree solve nodes.jsonl --verdicts verdicts.jsonl --json
+    ///   prod check nodes.jsonl --json > verdicts.jsonl
+    ///   prod tree solve nodes.jsonl --verdicts verdicts.jsonl --json
     Solve(SolveArgs),
 }
 
