@@ -259,24 +259,8 @@ fn project_evaluates_with_a_scripted_policy() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = build_project(tmp.path());
-    let fake = prod_remote::testing::serve(std::sync::Arc::new(
-        |_path: &str, req: &serde_json::Value, _n: usize| {
-            let n = req["n"].as_u64().unwrap_or(1);
-            let choices: Vec<serde_json::Value> = (0..n)
-                .map(|i| serde_json::json!({"index": i, "text": "<no_invoke> rewrite twice_0. repeat split."}))
-                .collect();
-            (200, serde_json::json!({"choices": choices}).to_string())
-        },
-    ));
-    let model = tmp.path().join("model");
-    std::fs::create_dir_all(&model).unwrap();
-    let texts = [
-        "From MyLib Require Import Base.",
-        "Lemma other_a : twice 0 + 0 = 0.",
-    ];
-    let tok =
-        prod_policy::ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
-    tok.save(&model.join("tokenizer.json")).unwrap();
+    let (fake, model) =
+        common::scripted_policy(tmp.path(), &["<no_invoke> rewrite twice_0. repeat split."]);
     let out = tmp.path().join("run");
     let (code, stdout, err) = prod(&[
         "eval",

@@ -9,8 +9,6 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 fn prod(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_prod"))
@@ -65,28 +63,7 @@ fn setup(
         "file"
     );
     assert_eq!(code, 0, "{err}");
-    let turn = Arc::new(AtomicUsize::new(0));
-    let fake = prod_remote::testing::serve(Arc::new(
-        move |_path: &str, req: &serde_json::Value, _n: usize| {
-            let n = req["n"].as_u64().unwrap_or(1);
-            let choices: Vec<serde_json::Value> = (0..n)
-                .map(|i| {
-                    let text = ANSWERS[turn.fetch_add(1, Ordering::Relaxed) % ANSWERS.len()];
-                    serde_json::json!({"index": i, "text": text})
-                })
-                .collect();
-            (200, serde_json::json!({"choices": choices}).to_string())
-        },
-    ));
-    let model = tmp.join("model");
-    std::fs::create_dir_all(&model).unwrap();
-    let texts = [
-        "From MyLib Require Import Base.",
-        "Lemma other_a : twice 0 + 0 = 0.",
-    ];
-    let tok =
-        prod_policy::ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
-    tok.save(&model.join("tokenizer.json")).unwrap();
+    let (fake, model) = common::scripted_policy(tmp, &ANSWERS);
     Some((data, model, fake))
 }
 
