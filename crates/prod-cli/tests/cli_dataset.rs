@@ -5,7 +5,10 @@
 //! examples → `prod eval` with a scripted policy (a fake inference server answering every
 //! theorem with one fixed proof). Bindings that leave the dataset or shadow Coq are refused
 //! (exit 2); a dataset without its bindings reports each context that does not load once per
-//! file, with Coq's reason. Under `CI=true` a missing Coq fails instead of skipping.
+//! file, with Coq's reason. A dataset folder is written atomically (a rebuild killed at any
+//! moment leaves the old dataset or a refused folder; a file cut short is named) and loads in
+//! Hugging Face `datasets` with one call (`PROD_PYTHON`). Under `CI=true` a missing Coq (or
+//! `datasets`) fails instead of skipping.
 
 mod common;
 
