@@ -26,6 +26,7 @@ pub enum BenchCommand {
     ///
     /// Example: prod bench tree --nodes 100000
     Tree(crate::tree::BenchArgs),
+    #[command(verbatim_doc_comment)]
     /// Every installed Debian `libcoq-*` library: files, blocks, examples and skips of its
     /// dataset build, and the share of a ground-truth sample the checker proves; also the time
     /// of `prod dataset build --library all`. Resumable: each library's row is kept in

@@ -16,13 +16,17 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Subcommand)]
 pub enum DatasetCommand {
+    #[command(verbatim_doc_comment)]
     /// Build a dataset directory from a Coq library or the AFP (paper §2 "Dataset construction").
     ///
     /// Segments every file into blocks c1 s1 p1 … cl sl pl, peels the proof trees (T_tree), writes
     /// contexts and conditional proofs, replaces hammer-findable steps by `hammer.` (Coq) or
     /// `sledgehammer` (Isabelle), and splits: Coq by the dependency graph, the AFP by the paper's
     /// 36 holdout entries (or --split deps / after:DATE). Output: train/val/test/rl/sft(+_wl
-    /// variants).jsonl, sources.jsonl, skipped.jsonl, stats.json (schema: docs/dataset.md).
+    /// variants).jsonl, sources.jsonl, skipped.jsonl, a dataset card README.md (Hugging Face
+    /// `datasets.load_dataset(DIR)` loads it: one config per variant), stats.json (schema:
+    /// docs/dataset.md). Files are written as NAME.tmp and renamed into place, stats.json last:
+    /// an interrupted build never leaves a folder that passes for complete.
     ///
     /// Examples:
     ///   prod dataset build --prover coq --library stdlib --out data/stdlib
@@ -33,10 +37,15 @@ pub enum DatasetCommand {
     ///   prod dataset build --prover isabelle --library afp --afp afp-2022-12-06.tar.xz --out data/afp
     ///   prod dataset build --prover isabelle --library afp --afp DIR --split after:2022-06-01 --out data/ood
     Build(BuildArgs),
-    /// Print the stats of a built dataset directory.
+    /// Print the stats of a built dataset directory, after checking it is complete.
     ///
-    /// Example: prod dataset stats data/stdlib --json
+    /// Every file stats.json lists (files_written) must be there with that many lines, and a
+    /// folder left by an interrupted build (no stats.json) is refused: exit 2, naming the file.
+    ///
+    /// Example:
+    ///   prod dataset stats data/stdlib --json
     Stats(StatsArgs),
+    #[command(verbatim_doc_comment)]
     /// Check sampled ground-truth conditional proofs with the real Coq checker.
     ///
     /// Each sampled example is checked in its full context (from sources.jsonl) with its proposed
@@ -76,7 +85,8 @@ pub struct BuildArgs {
     /// Isabelle: build only some entries: `N` (the first N in dependency order) or `A,B,C`.
     #[arg(long)]
     pub entries: Option<String>,
-    /// Output directory (created; existing dataset files in it are overwritten).
+    /// Output directory (created; existing dataset files in it are replaced at the end of the
+    /// build, a README.md only if a build wrote it).
     #[arg(long)]
     pub out: PathBuf,
     /// Coq installation root (`coqc -where`; default: the host's Coq, or the --coq-root's).
@@ -419,7 +429,7 @@ fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
 }
 
 fn stats(a: StatsArgs) -> i32 {
-    match dataset::read_stats(&a.dir) {
+    match prod_library::output::verify(&a.dir) {
         Ok(s) => print_stats(&s, a.json),
         Err(e) => exit::bad_input(anyhow!(e)),
     }

@@ -24,6 +24,7 @@ use crate::ranges;
 ///   prod demo --from-scratch --theorems 8 --minutes 10
 #[derive(Args)]
 pub struct DemoArgs {
+    /// Output directory (data/, model/, run/; an existing one is resumed).
     #[arg(long, default_value = "runs/demo")]
     pub out: PathBuf,
     /// Time budget, minutes (> 0; a budget under one minute counts as one).
@@ -47,6 +48,7 @@ pub struct DemoArgs {
     /// Coq workers.
     #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub workers: usize,
+    /// Seed of the dataset split, training, sampling and the bootstrap.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Print one JSON summary line on stdout (no progress bars).
@@ -92,7 +94,11 @@ pub fn run(a: DemoArgs) -> i32 {
                 println!("{v}");
             } else {
                 if let Some(r) = &report {
-                    crate::eval::print_human(r);
+                    use std::io::Write as _;
+                    let text = crate::eval::human(r);
+                    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+                        return crate::exit::written(Err(e));
+                    }
                 }
                 eprintln!(
                     "[4/4] report: {} (also {} and summary.md); total {:.0} s",

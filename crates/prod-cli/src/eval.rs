@@ -34,6 +34,7 @@ pub struct EvalArgs {
     /// Dataset directory written by `prod dataset build`.
     #[arg(long)]
     pub dataset: PathBuf,
+    /// Which split file of --dataset holds the theorems (test, val, train, rl, …).
     #[arg(long, default_value_t = EvalOptions::default().split)]
     pub split: String,
     /// Evaluate this many theorems of the split, drawn with --seed (default: all).
@@ -81,7 +82,8 @@ pub struct EvalArgs {
     /// Verification cache file (default RUN_DIR/cache.sqlite).
     #[arg(long)]
     pub cache: Option<PathBuf>,
-    /// Run directory (created; an existing one is resumed).
+    /// Run directory (created; an existing one is resumed). A start that fails before any
+    /// work removes what it created there, so the corrected command is not refused.
     #[arg(long)]
     pub out: PathBuf,
     /// Print one JSON summary line on stdout (no progress bars).
@@ -264,14 +266,19 @@ pub fn summary_json(
     serde_json::json!({"run": run_json.display().to_string(), "evaluations": evals})
 }
 
-pub fn print_human(report: &prod_run::prod_report::RunReport) {
+/// The results as text, for stdout (logs and progress go to stderr).
+pub fn human(report: &prod_run::prod_report::RunReport) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     for e in &report.evaluations {
-        eprintln!(
+        let _ = writeln!(
+            o,
             "{}: {} theorems, {} trees each (T = {})",
             e.name, e.theorems, e.samples_per_theorem, e.temperature
         );
         for p in &e.pass_at_k {
-            eprintln!(
+            let _ = writeln!(
+                o,
                 "  pass@{:<2} = {:5.1}%  (95% CI {:.1}–{:.1}%, {} theorems judged, {} skipped)",
                 p.k,
                 100.0 * p.estimate,
@@ -281,37 +288,89 @@ pub fn print_human(report: &prod_run::prod_report::RunReport) {
                 p.theorems_skipped
             );
         }
-        eprintln!(
+        let _ = writeln!(
+            o,
             "  nodes checked {}, lost to infra {}",
             e.checked_nodes, e.infra_nodes
         );
-        if let Some(o) = &e.node_outcomes {
-            eprintln!(
+        if let Some(oc) = &e.node_outcomes {
+            let _ = writeln!(
+                o,
                 "  nodes: {} proved, {} failed, {} rejected, {} timed out, {} infra ({} globally correct)",
-                o.proved, o.failed, o.rejected, o.timed_out, o.infra, o.globally_correct
+                oc.proved, oc.failed, oc.rejected, oc.timed_out, oc.infra, oc.globally_correct
             );
-            if let Some(f) = o.top_failures.first() {
-                eprintln!("  most common failure ({} nodes): {}", f.count, f.message);
+            if let Some(f) = oc.top_failures.first() {
+                let _ = writeln!(
+                    o,
+                    "  most common failure ({} nodes): {}",
+                    f.count, f.message
+                );
             }
         }
         if let Some(s) = e.use_invoke_share_root {
-            eprintln!("  <use_invoke> share of root samples: {:.1}%", 100.0 * s);
+            let _ = writeln!(o, "  <use_invoke> share of root samples: {:.1}%", 100.0 * s);
         }
         if let (Some(p), Some(t)) = (e.proposals, e.sampled_trees_height_ge1) {
-            eprintln!(
+            let _ = writeln!(
+                o,
                 "  lemmas proposed: {p}; proved trees of height >= 1 built only from sampled nodes: {t}"
             );
         }
         if let Some(s) = e.novel_lemma_share {
-            eprintln!(
+            let _ = writeln!(
+                o,
                 "  novel lemmas among proved trees' lemmas: {:.1}%",
                 100.0 * s
             );
         }
     }
     for n in &report.notes {
-        eprintln!("  {n}");
+        let _ = writeln!(o, "  {n}");
     }
+    o
+}
+
+/// What a run directory held before this process touched it (`None`: it did not exist).
+fn entries(dir: &std::path::Path) -> Option<std::collections::BTreeSet<std::ffi::OsString>> {
+    std::fs::read_dir(dir)
+        .ok()
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+}
+
+/// After a failed start: if the run store holds nothing but settings, remove what this
+/// process created in `dir`, so that the corrected command is not refused as "started with a
+/// different configuration". A run that did any work is always kept (it resumes).
+fn undo_failed_start(
+    dir: &std::path::Path,
+    before: &Option<std::collections::BTreeSet<std::ffi::OsString>>,
+) {
+    let store = dir.join("run.sqlite");
+    let existed = before
+        .as_ref()
+        .is_some_and(|b| b.contains(std::ffi::OsStr::new("run.sqlite")));
+    if existed || !store.is_file() {
+        return;
+    }
+    let unused = prod_run::RunStore::open(&store).and_then(|s| s.is_unused());
+    if !matches!(unused, Ok(true)) {
+        return;
+    }
+    let Some(now) = entries(dir) else { return };
+    for name in now.difference(&before.clone().unwrap_or_default()) {
+        let p = dir.join(name);
+        let _ = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+    }
+    if before.is_none() {
+        let _ = std::fs::remove_dir(dir);
+    }
+    eprintln!(
+        "nothing was run: removed what this start created in {}",
+        dir.display()
+    );
 }
 
 pub fn run(a: EvalArgs) -> i32 {
@@ -320,20 +379,26 @@ pub fn run(a: EvalArgs) -> i32 {
         Ok(j) => j,
         Err(e) => return error_code(e),
     };
-    match prod_run::run_eval_job(&job, &bars) {
+    let before = entries(&a.out);
+    let result = prod_run::run_eval_job(&job, &bars);
+    if result.is_err() && job.postgres.is_none() {
+        undo_failed_start(&a.out, &before);
+    }
+    match result {
         Ok((report, _)) => {
             let path = a.out.join("run.json");
-            if a.json {
-                println!("{}", summary_json(&report, &path));
+            let out = if a.json {
+                format!("{}\n", summary_json(&report, &path))
             } else {
-                print_human(&report);
                 eprintln!(
                     "wrote {} (render: prod report {} --out DIR)",
                     path.display(),
                     path.display()
                 );
-            }
-            0
+                human(&report)
+            };
+            use std::io::Write as _;
+            exit::written(std::io::stdout().lock().write_all(out.as_bytes()))
         }
         Err(e) => error_code(e),
     }

@@ -61,6 +61,7 @@ pub struct ExperimentArgs {
     /// Coq workers (default 2).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
+    /// Seed of every stage (split draw, training, sampling, bootstrap); default from the config.
     #[arg(long)]
     pub seed: Option<u64>,
     /// Print experiment.json's table as one JSON line on stdout (no progress bars).

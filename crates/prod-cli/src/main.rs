@@ -27,6 +27,8 @@ mod ranges;
 mod report;
 #[cfg(feature = "policy")]
 mod rl;
+#[cfg(feature = "policy")]
+mod run_store;
 mod serve;
 mod tree;
 
@@ -131,6 +133,10 @@ enum Command {
     ///
     /// Example: prod report runs/mini/run.json --out runs/mini/report
     Report(report::ReportArgs),
+    /// A run's store: `export` every node with its local and global verdicts as JSONL.
+    #[cfg(feature = "policy")]
+    #[command(subcommand)]
+    Run(run_store::RunCommand),
 }
 
 fn main() {
@@ -164,6 +170,75 @@ fn main() {
         #[cfg(feature = "policy")]
         Command::Rl(args) => rl::run(args),
         Command::Report(args) => report::run(args),
+        #[cfg(feature = "policy")]
+        Command::Run(cmd) => run_store::run(cmd),
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every subcommand with its path (`prod dataset build`).
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        out.push((path.clone(), cmd.clone()));
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() != "help" {
+                walk(sub, format!("{path} {}", sub.get_name()), out);
+            }
+        }
+    }
+
+    #[test]
+    fn every_option_has_help() {
+        let mut all = Vec::new();
+        walk(&Cli::command(), "prod".into(), &mut all);
+        let mut missing = Vec::new();
+        for (path, cmd) in &all {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "options without help text:\n{}",
+            missing.join("\n")
+        );
+    }
+
+    /// In `--help`, each example is a line of its own (clap joins the lines of a doc-comment
+    /// paragraph unless the command keeps its text verbatim).
+    #[test]
+    fn examples_in_help_are_on_lines_of_their_own() {
+        let mut all = Vec::new();
+        walk(&Cli::command(), "prod".into(), &mut all);
+        let mut joined = Vec::new();
+        for (path, mut cmd) in all {
+            let help = cmd.render_long_help().to_string();
+            let mut in_examples = false;
+            for line in help.lines() {
+                let t = line.trim();
+                if t.starts_with("Example") {
+                    in_examples = true;
+                } else if t.is_empty() {
+                    in_examples = false;
+                }
+                if in_examples && t.split_whitespace().filter(|w| *w == "prod").count() > 1 {
+                    joined.push(format!("{path}: {t}"));
+                }
+            }
+        }
+        assert!(
+            joined.is_empty(),
+            "examples run together:\n{}",
+            joined.join("\n")
+        );
+    }
 }

@@ -63,6 +63,7 @@ pub enum ModelCommand {
     ///
     /// Example: prod model import-gguf SmolLM2-135M-Instruct.Q4_1.gguf --out models/smollm2
     ImportGguf(ImportArgs),
+    #[command(verbatim_doc_comment)]
     /// Sample continuations: a raw prompt, or `t0 + conditional proof` for every line of a
     /// dataset JSONL (prompt = last N context tokens + statement, as in the paper).
     ///
@@ -108,15 +109,19 @@ pub enum ModelCommand {
 
 #[derive(Args)]
 pub struct DataStatsArgs {
+    /// Model directory whose tokenizer is used.
     #[arg(long)]
     pub model: PathBuf,
+    /// Dataset JSONL to measure (e.g. sft.jsonl).
     #[arg(long)]
     pub data: PathBuf,
     /// Only the first N lines of --data.
     #[arg(long, value_parser = ranges::positive_usize)]
     pub limit: Option<usize>,
+    /// Longest training sequence, in tokens (as `prod model train`).
     #[arg(long, default_value_t = 2048, value_parser = ranges::positive_usize)]
     pub max_seq_len: usize,
+    /// The context is cut to its last N tokens (as `prod model train`).
     #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// One JSON object instead of a table.
@@ -126,31 +131,40 @@ pub struct DataStatsArgs {
 
 #[derive(Args)]
 pub struct InitArgs {
+    /// Text files the BPE tokenizer is trained on (one or more).
     #[arg(long, required = true, num_args = 1..)]
     pub corpus: Vec<PathBuf>,
+    /// BPE vocabulary size (ProD's six special tokens included).
     #[arg(long, default_value_t = 2000, value_parser = ranges::positive_usize)]
     pub vocab_size: usize,
     /// Hidden size: a multiple of --heads, with an even head dimension (hidden / heads).
     #[arg(long, default_value_t = 128, value_parser = ranges::positive_usize)]
     pub hidden: usize,
+    /// Transformer layers.
     #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub layers: usize,
     /// Attention heads: a multiple of --kv-heads.
     #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub heads: usize,
+    /// Key/value heads (grouped-query attention).
     #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
     pub kv_heads: usize,
+    /// Hidden size of each MLP block.
     #[arg(long, default_value_t = 384, value_parser = ranges::positive_usize)]
     pub intermediate: usize,
+    /// Seed of the random initial weights.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Model directory to write (created).
     #[arg(long)]
     pub out: PathBuf,
 }
 
 #[derive(Args)]
 pub struct ImportArgs {
+    /// The GGUF file (llama.cpp, Llama architecture).
     pub file: PathBuf,
+    /// Model directory to write (created).
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -163,6 +177,7 @@ pub enum ForceT0 {
 
 #[derive(Args)]
 pub struct SampleArgs {
+    /// Model directory (config.json, model.safetensors, tokenizer.json).
     #[arg(long)]
     pub model: PathBuf,
     /// A raw text prompt (no ProD formatting).
@@ -182,6 +197,7 @@ pub struct SampleArgs {
     pub n: usize,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    /// Sampling seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// One JSON object per sample, then a summary object.
@@ -213,8 +229,10 @@ pub struct SamplingArgs {
 
 #[derive(Args)]
 pub struct TrainArgs {
+    /// Model directory to start from (a checkpoint in --out is resumed instead).
     #[arg(long)]
     pub model: PathBuf,
+    /// Training JSONL (a dataset's sft.jsonl, or lines with `proved` for the value model).
     #[arg(long)]
     pub data: PathBuf,
     /// Only the first N lines of --data.
@@ -226,6 +244,7 @@ pub struct TrainArgs {
     /// Only the first N eval lines.
     #[arg(long, default_value_t = 200, value_parser = ranges::positive_usize)]
     pub eval_limit: usize,
+    /// Checkpoint directory (created; an existing checkpoint there is resumed).
     #[arg(long)]
     pub out: PathBuf,
     /// Optimizer steps (default: one epoch).
@@ -243,8 +262,10 @@ pub struct TrainArgs {
     /// Examples per forward/backward pass (at most --macro-batch).
     #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub micro_batch: usize,
+    /// Longest training sequence, in tokens: the context gives way first.
     #[arg(long, default_value_t = 2048, value_parser = ranges::positive_usize)]
     pub max_seq_len: usize,
+    /// The context is cut to its last N tokens (paper: 1,000).
     #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Save a checkpoint every N steps (and at the end).
@@ -256,8 +277,10 @@ pub struct TrainArgs {
     /// `sft.jsonl` as it is; report runs that use this as such.
     #[arg(long, default_value_t = 1, value_parser = ranges::positive_usize)]
     pub oversample_use_invoke: usize,
+    /// Seed of the data order and of the oversampling shuffle.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Print the training report as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -270,6 +293,7 @@ pub enum Shape {
 
 #[derive(Args)]
 pub struct BenchArgs {
+    /// Model shape for random weights: smollm2-135m or tiny.
     #[arg(long, value_enum, default_value = "smollm2-135m")]
     pub shape: Shape,
     /// Benchmark a model directory instead of random weights at --shape.
@@ -285,29 +309,36 @@ pub struct BenchArgs {
     /// rate is the best of ten products), so that host noise inflates it less.
     #[arg(long, default_value_t = 6, value_parser = ranges::positive_usize)]
     pub train_steps: usize,
+    /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct BenchSampleArgs {
+    /// Model directory to sample from.
     #[arg(long)]
     pub model: PathBuf,
     /// Dataset JSONL whose first --prompts lines are the theorems (default: synthetic prompts
     /// of --context-tokens tokens).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// Theorems (prompts) to sample for.
     #[arg(long, default_value_t = 60, value_parser = ranges::positive_usize)]
     pub prompts: usize,
     /// Samples per prompt (proof trees).
     #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
     pub samples: usize,
+    /// The context is cut to its last N tokens (synthetic prompts have this many).
     #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
+    /// Tokens generated per sample.
     #[arg(long, default_value_t = 192, value_parser = ranges::positive_usize)]
     pub new_tokens: usize,
+    /// Rows decoded together per step by the native policy.
     #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
     pub batch_rows: usize,
+    /// Sampling temperature (paper: 0.7).
     #[arg(long, default_value_t = prod_core::PAPER_TEMPERATURE, value_parser = ranges::non_negative_finite_f64)]
     pub temperature: f64,
     /// Decoding weights to measure, in order.
@@ -316,8 +347,10 @@ pub struct BenchSampleArgs {
     /// Skip the one-prompt-at-a-time path (only the batched figures).
     #[arg(long)]
     pub batched_only: bool,
+    /// Sampling seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -394,6 +427,8 @@ struct DataLine {
 }
 
 fn read_jsonl(path: &Path, limit: Option<usize>) -> anyhow::Result<Vec<DataLine>> {
+    // A file of a built dataset: complete, as its stats.json records it.
+    prod_library::output::check_unread_file(path).map_err(bad)?;
     let f = std::fs::File::open(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {

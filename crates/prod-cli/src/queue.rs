@@ -42,6 +42,7 @@ pub struct StoreArgs {
     /// The run (a name; one queue per run).
     #[arg(long)]
     pub run: String,
+    /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     pub json: bool,
 }

@@ -13,21 +13,31 @@ use crate::{exit, ranges};
 
 #[derive(Subcommand)]
 pub enum TreeCommand {
+    #[command(verbatim_doc_comment)]
     /// Decide global correctness of every node, and optionally assemble a complete proof.
     ///
-    /// Input: JSON Lines, one node per line (blank lines are ignored):
+    /// Input: JSON Lines, one node per line (blank lines are ignored), in `prod check`'s schema
+    /// plus the local verdict:
     ///
-    ///   {"id": "n1", "context": "…", "statement": "Lemma foo : …", "proof": "<use_invoke> … <invoke> Lemma bar : … </invoke> …", "locally_correct": true}
+    ///   {"id": "n1", "imports": "", "context": "…", "statement": "Lemma foo : …", "proof": "<use_invoke> … <invoke> Lemma bar : … </invoke> …", "locally_correct": true}
     ///
-    /// The children of a node are the nodes, from any line, with the same context and a statement equal to one of
-    /// its proposed lemmas (comments, layout and the lemma's name do not matter). A node is globally correct iff
-    /// it is locally correct and each proposed lemma has a globally correct node (least fixed point: cycles prove
+    /// `id` is a string or a number, unique in the file; `imports` and `context` default to "";
+    /// unknown fields are an error. The local verdicts come from `locally_correct`, or from
+    /// `prod check --json`'s output with --verdicts (proved: correct; failed, timed_out,
+    /// rejected: incorrect; infra or no line: unknown). A node whose proof is not a conditional
+    /// proof is locally incorrect (as `prod check` rejects it), unless it claims to be correct.
+    ///
+    /// The children of a node are the nodes, from any line, with the same imports and context and a statement equal
+    /// to one of its proposed lemmas (comments, layout and the lemma's name do not matter). A node is globally correct
+    /// iff it is locally correct and each proposed lemma has a globally correct node (least fixed point: cycles prove
     /// nothing). `"locally_correct": null` means "not checked / infra failure": such nodes, and nodes that depend on
     /// them, come out as `null` (undetermined), never as false.
     ///
-    /// Example:
+    /// Examples:
     ///   prod tree solve nodes.jsonl --json
     ///   prod tree solve nodes.jsonl --assemble n1 > n1_complete.v
+    ///   prod check nodes.jsonl --json > verdicts.jsonl
+    ///   prod tree solve nodes.jsonl --verdicts verdicts.jsonl --json
     Solve(SolveArgs),
 }
 
@@ -38,6 +48,10 @@ pub struct SolveArgs {
     /// Print the assembled complete proof (Coq) of the node with this id instead of the verdicts.
     #[arg(long, value_name = "ID")]
     pub assemble: Option<String>,
+    /// The local verdicts: `prod check --json`'s output for these nodes, joined by id (the
+    /// nodes then carry no `locally_correct`).
+    #[arg(long, value_name = "FILE")]
+    pub verdicts: Option<PathBuf>,
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -51,33 +65,91 @@ pub struct BenchArgs {
     /// Repetitions per size (the median is reported).
     #[arg(long, default_value_t = 5, value_parser = ranges::positive_usize)]
     pub repeat: usize,
+    /// Print the timings as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
+/// One node: `prod check`'s input schema (the same field names and types) and its local verdict.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NodeLine {
-    id: String,
+    id: serde_json::Value,
+    #[serde(default)]
+    imports: String,
     #[serde(default)]
     context: String,
     statement: String,
     proof: String,
+    #[serde(default)]
     locally_correct: Option<bool>,
 }
 
-/// Read nodes; errors name the line (1-based) and, for proofs, the byte position.
-fn read_nodes(file: &PathBuf) -> anyhow::Result<Vec<Node>> {
-    let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
+/// An id as the solver names it: a string as it is, a number as written.
+fn id_key(id: &serde_json::Value) -> Option<String> {
+    match id {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn open_lines(file: &PathBuf) -> anyhow::Result<Box<dyn BufRead>> {
+    Ok(if file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
         Box::new(std::io::BufReader::new(
             std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?,
         ))
+    })
+}
+
+/// `prod check --json`'s output: the local verdict of each id. Errors name the line.
+fn read_verdicts(
+    file: &PathBuf,
+) -> anyhow::Result<std::collections::HashMap<String, LocalVerdict>> {
+    let mut out = std::collections::HashMap::new();
+    for (i, line) in open_lines(file)?.lines().enumerate() {
+        let lineno = i + 1;
+        let where_ = || format!("{}: line {lineno}", file.display());
+        let line = line.with_context(|| format!("{}: cannot read (not UTF-8?)", where_()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}: not a verdict line of prod check --json", where_()))?;
+        let id = id_key(&v["id"])
+            .ok_or_else(|| anyhow::anyhow!("{}: no string or number \"id\"", where_()))?;
+        let local = match v["verdict"].as_str() {
+            Some("proved") => LocalVerdict::Correct,
+            Some("failed" | "timed_out" | "rejected") => LocalVerdict::Incorrect,
+            Some("infra") => LocalVerdict::Unknown,
+            _ => anyhow::bail!(
+                "{}: \"verdict\" must be proved, failed, timed_out, rejected or infra",
+                where_()
+            ),
+        };
+        if out.insert(id.clone(), local).is_some() {
+            anyhow::bail!("{}: a second verdict for id '{id}'", where_());
+        }
+    }
+    Ok(out)
+}
+
+/// Read nodes (and the ids as given); errors name the line (1-based) and, for proofs, the
+/// byte position.
+fn read_nodes(
+    file: &PathBuf,
+    verdicts: Option<&PathBuf>,
+) -> anyhow::Result<(Vec<Node>, Vec<serde_json::Value>)> {
+    let mut given = match verdicts {
+        Some(v) => Some(read_verdicts(v)?),
+        None => None,
     };
     let mut nodes = Vec::new();
-    let mut ids = std::collections::HashSet::new();
-    for (i, line) in reader.lines().enumerate() {
+    let mut ids = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, line) in open_lines(file)?.lines().enumerate() {
         let lineno = i + 1;
         let line = line.with_context(|| format!("line {lineno}: cannot read (not UTF-8?)"))?;
         if line.trim().is_empty() {
@@ -85,20 +157,69 @@ fn read_nodes(file: &PathBuf) -> anyhow::Result<Vec<Node>> {
         }
         let n: NodeLine = serde_json::from_str(&line)
             .with_context(|| format!("line {lineno}: not a node object"))?;
-        let proof = ConditionalProof::parse(&n.proof)
-            .with_context(|| format!("line {lineno}: node '{}': bad conditional proof", n.id))?;
-        if !ids.insert(n.id.clone()) {
-            anyhow::bail!("line {lineno}: duplicate node id '{}'", n.id);
+        let id = id_key(&n.id)
+            .ok_or_else(|| anyhow::anyhow!("line {lineno}: \"id\" must be a string or a number"))?;
+        if !seen.insert(id.clone()) {
+            anyhow::bail!("line {lineno}: duplicate node id '{id}'");
         }
+        let local = match &mut given {
+            Some(g) => {
+                if n.locally_correct.is_some() {
+                    anyhow::bail!("line {lineno}: node '{id}' has \"locally_correct\" and --verdicts gives its verdict: give one of them");
+                }
+                g.remove(&id).unwrap_or(LocalVerdict::Unknown)
+            }
+            None => n.locally_correct.into(),
+        };
+        let proof = match ConditionalProof::parse(&n.proof) {
+            Ok(p) => p,
+            // Not a conditional proof: the model's fault (as prod check rejects it), so locally
+            // incorrect; it proves nothing, so its placeholder proof is never read. A node said
+            // to be correct with such a proof is contradictory input.
+            Err(_) if local != LocalVerdict::Correct => {
+                nodes.push(Node {
+                    id,
+                    context: context_key(&n.imports, &n.context),
+                    statement: n.statement,
+                    proof: ConditionalProof::plain(prod_core::T0::NoInvoke, ""),
+                    local: LocalVerdict::Incorrect,
+                });
+                ids.push(n.id);
+                continue;
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("line {lineno}: node '{id}': bad conditional proof")))
+            }
+        };
         nodes.push(Node {
-            id: n.id,
-            context: n.context,
+            id,
+            context: context_key(&n.imports, &n.context),
             statement: n.statement,
             proof,
-            local: n.locally_correct.into(),
+            local,
         });
+        ids.push(n.id);
     }
-    Ok(nodes)
+    if let Some(g) = given.filter(|g| !g.is_empty()) {
+        let mut extra: Vec<&String> = g.keys().collect();
+        extra.sort();
+        anyhow::bail!(
+            "--verdicts has verdicts for ids that are not nodes: {}",
+            extra
+                .iter()
+                .take(5)
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok((nodes, ids))
+}
+
+/// What children must share with their parent: the imports and the context (both, unambiguously).
+fn context_key(imports: &str, context: &str) -> String {
+    serde_json::json!([imports, context]).to_string()
 }
 
 pub fn run(cmd: TreeCommand) -> i32 {
@@ -108,7 +229,7 @@ pub fn run(cmd: TreeCommand) -> i32 {
 }
 
 fn run_solve(args: SolveArgs) -> i32 {
-    let nodes = match read_nodes(&args.file) {
+    let (nodes, ids) = match read_nodes(&args.file, args.verdicts.as_ref()) {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
@@ -142,12 +263,12 @@ fn run_solve(args: SolveArgs) -> i32 {
     }
     let r = (|| -> std::io::Result<()> {
         if args.json {
-            for (i, n) in nodes.iter().enumerate() {
+            for (i, id) in ids.iter().enumerate() {
                 let v = solution.verdict(i).as_bool();
                 writeln!(
                     out,
                     "{}",
-                    serde_json::json!({"id": n.id, "globally_correct": v})
+                    serde_json::json!({"id": id, "globally_correct": v})
                 )?;
             }
         } else {

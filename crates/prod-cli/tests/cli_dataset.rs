@@ -5,7 +5,10 @@
 //! examples → `prod eval` with a scripted policy (a fake inference server answering every
 //! theorem with one fixed proof). Bindings that leave the dataset or shadow Coq are refused
 //! (exit 2); a dataset without its bindings reports each context that does not load once per
-//! file, with Coq's reason. Under `CI=true` a missing Coq fails instead of skipping.
+//! file, with Coq's reason. A dataset folder is written atomically (a rebuild killed at any
+//! moment leaves the old dataset or a refused folder; a file cut short is named) and loads in
+//! Hugging Face `datasets` with one call (`PROD_PYTHON`). Under `CI=true` a missing Coq (or
+//! `datasets`) fails instead of skipping.
 
 mod common;
 
@@ -53,24 +56,12 @@ fn coq_installed() -> bool {
     common::require(here, "coqc/coqtop are not installed")
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 /// `tmp/project_r` (a copy of the fixture) built into `tmp/ds`.
 fn build_project(tmp: &Path) -> std::path::PathBuf {
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r");
     let project = tmp.join("project_r");
-    copy_tree(&fixture, &project);
+    common::copy_tree(&fixture, &project);
     let dir = tmp.join("ds");
     let (code, stdout, err) = prod(&[
         "dataset",
@@ -222,7 +213,7 @@ fn bindings_outside_the_dataset_or_shadowing_coq_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = build_project(tmp.path());
     let elsewhere = tmp.path().join("elsewhere");
-    copy_tree(&dir.join("lib/MyLib"), &elsewhere);
+    common::copy_tree(&dir.join("lib/MyLib"), &elsewhere);
     for (lp, why) in [
         (
             serde_json::json!([{"dir": "../elsewhere", "logical": "MyLib"}]),
@@ -271,24 +262,8 @@ fn project_evaluates_with_a_scripted_policy() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = build_project(tmp.path());
-    let fake = prod_remote::testing::serve(std::sync::Arc::new(
-        |_path: &str, req: &serde_json::Value, _n: usize| {
-            let n = req["n"].as_u64().unwrap_or(1);
-            let choices: Vec<serde_json::Value> = (0..n)
-                .map(|i| serde_json::json!({"index": i, "text": "<no_invoke> rewrite twice_0. repeat split."}))
-                .collect();
-            (200, serde_json::json!({"choices": choices}).to_string())
-        },
-    ));
-    let model = tmp.path().join("model");
-    std::fs::create_dir_all(&model).unwrap();
-    let texts = [
-        "From MyLib Require Import Base.",
-        "Lemma other_a : twice 0 + 0 = 0.",
-    ];
-    let tok =
-        prod_policy::ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
-    tok.save(&model.join("tokenizer.json")).unwrap();
+    let (fake, model) =
+        common::scripted_policy(tmp.path(), &["<no_invoke> rewrite twice_0. repeat split."]);
     let out = tmp.path().join("run");
     let (code, stdout, err) = prod(&[
         "eval",
@@ -319,4 +294,257 @@ fn project_evaluates_with_a_scripted_policy() {
     assert_eq!(e["infra_nodes"], 0, "{summary}");
     let pass1 = e["pass_at_k"][0]["estimate"].as_f64().unwrap();
     assert!(pass1 > 0.0, "{summary} {err}");
+}
+
+/// Every `*.jsonl` file and the card of a dataset folder, by name.
+fn dataset_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            (name.ends_with(".jsonl") || name == "README.md")
+                .then(|| (name, std::fs::read(e.path()).unwrap()))
+        })
+        .collect()
+}
+
+fn build_into(project: &Path, out: &Path, extra: &[&str]) -> std::process::Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_prod"));
+    c.args(["dataset", "build", "--library"])
+        .arg(project)
+        .arg("--out")
+        .arg(out)
+        .args(["--unit", "file", "--threads", "1"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+#[test]
+fn a_cut_or_interrupted_dataset_is_refused_and_a_rebuild_replaces_the_folder() {
+    if !coq_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let old = build_project(tmp.path());
+    let project = tmp.path().join("project_r");
+    let d = old.to_str().unwrap();
+    let (code, _, err) = prod(&["dataset", "stats", d]);
+    assert_eq!(code, 0, "{err}");
+    // A file cut short after the build: `dataset stats` and every reader name it.
+    let pristine = tmp.path().join("pristine");
+    common::copy_tree(&old, &pristine);
+    let train = old.join("train.jsonl");
+    let text = std::fs::read_to_string(&train).unwrap();
+    let first = text.lines().next().unwrap().to_string() + "\n";
+    std::fs::write(&train, &first).unwrap();
+    let (code, _, err) = prod(&["dataset", "stats", d]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("train.jsonl: 1 lines, but stats.json records"),
+        "{err}"
+    );
+    let (code, _, err) = validate(&old, "train");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("train.jsonl: 1 lines"), "{err}");
+
+    // The new build differs from the old one (a validation split); the reference is a build
+    // into a fresh folder.
+    let new_args = ["--val-fraction", "0.5"];
+    let fresh = tmp.path().join("fresh");
+    let st = build_into(&project, &fresh, &new_args).output().unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let (want_old, want_new) = (dataset_files(&pristine), dataset_files(&fresh));
+    assert_ne!(want_old, want_new);
+
+    // Killed at any moment, a rebuild over the old folder leaves the old dataset or a folder
+    // every reader refuses, never a mixture that passes for complete.
+    let mut outcomes = std::collections::BTreeSet::new();
+    for delay_ms in [0u64, 30, 100, 250, 500, 1000, 2000] {
+        let dir = tmp.path().join(format!("killed-{delay_ms}"));
+        common::copy_tree(&pristine, &dir);
+        let mut child = build_into(&project, &dir, &new_args).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let (code, _, err) = prod(&["dataset", "stats", dir.to_str().unwrap()]);
+        let files = dataset_files(&dir);
+        if code == 0 {
+            let which = if files == want_old {
+                "old"
+            } else if files == want_new {
+                "new"
+            } else {
+                panic!("killed after {delay_ms} ms: a complete-looking folder that is neither build: {:?}", files.keys());
+            };
+            outcomes.insert(which);
+        } else {
+            assert_eq!(code, 2, "{err}");
+            assert!(err.contains("interrupted"), "{err}");
+            let (code, _, err) = validate(&dir, "train");
+            assert_eq!(code, 2, "{err}");
+            outcomes.insert("refused");
+        }
+        eprintln!("killed after {delay_ms} ms ({status}): {outcomes:?}");
+    }
+
+    // A rebuild over the old folder gives exactly the fresh build, with nothing left over.
+    let st = build_into(&project, &old, &new_args).output().unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert_eq!(dataset_files(&old), want_new);
+    let left: Vec<String> = std::fs::read_dir(&old)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".tmp") || n.starts_with(".prod-build"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let (code, _, err) = prod(&["dataset", "stats", d]);
+    assert_eq!(code, 0, "{err}");
+
+    // A user's own README.md is never overwritten by the card.
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("README.md"), "my notes\n").unwrap();
+    let st = build_into(&project, &mine, &[]).output().unwrap();
+    assert_eq!(st.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&st.stderr).contains("README.md not written by"));
+    assert_eq!(
+        std::fs::read_to_string(mine.join("README.md")).unwrap(),
+        "my notes\n"
+    );
+}
+
+fn python() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
+    let here = p.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args(["-c", "import datasets"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    common::require(
+        here,
+        "set PROD_PYTHON to a Python with Hugging Face `datasets` (python/requirements-ci.txt)",
+    )
+    .then(|| std::path::PathBuf::from(p.unwrap()))
+}
+
+/// Loads every config of a dataset folder with `datasets` and prints, as JSON, the rows of each
+/// config's splits, the splits of `load_dataset(DIR)`, and every column type.
+const LOAD_DATASET: &str = r#"
+import json, sys, datasets
+d = sys.argv[1]
+out = {"configs": {}, "types": {}}
+for c in datasets.get_dataset_config_names(d):
+    dd = datasets.load_dataset(d, c)
+    out["configs"][c] = {s: dd[s].num_rows for s in dd}
+    for s in dd:
+        for name, f in dd[s].features.items():
+            out["types"][f"{c}/{s}/{name}"] = str(f)
+default = datasets.load_dataset(d)
+out["default"] = {s: default[s].num_rows for s in default}
+t = datasets.load_dataset(d, split="test")
+twl = datasets.load_dataset(d, "w_lemmas", split="test")
+out["test_and_test_wl"] = len(datasets.concatenate_datasets([t, twl]))
+out["same_theorems"] = sorted(t["id"]) == sorted(twl["id"])
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
+    if !coq_installed() {
+        return;
+    }
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project_r");
+    common::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
+        &project,
+    );
+    let dir = tmp.path().join("ds");
+    let st = build_into(&project, &dir, &["--val-fraction", "0.3"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let written = stats(&dir)["files_written"].clone();
+    let n = |f: &str| written[f].as_u64().unwrap();
+    assert!(n("train") > 0 && n("val") > 0 && n("test") > 0, "{written}");
+    let out = Command::new(&py)
+        .args(["-c", LOAD_DATASET])
+        .arg(&dir)
+        .env("HF_HOME", tmp.path().join("hf"))
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every variant is its own config, each split with exactly its file's rows.
+    let splits = |pairs: &[(&str, &str)]| {
+        serde_json::Value::Object(
+            pairs
+                .iter()
+                .filter(|(_, f)| n(f) > 0)
+                .map(|(s, f)| (s.to_string(), serde_json::json!(n(f))))
+                .collect(),
+        )
+    };
+    let want = serde_json::json!({
+        "default": splits(&[("train", "train"), ("validation", "val"), ("test", "test")]),
+        "w_lemmas": splits(&[("train", "train_wl"), ("validation", "val_wl"), ("test", "test_wl")]),
+        "sft": splits(&[("train", "sft")]),
+        "rl": splits(&[("train", "rl")]),
+        "sources": splits(&[("train", "sources")]),
+        "skipped": splits(&[("train", "skipped")]),
+    });
+    let want: serde_json::Map<String, serde_json::Value> = want
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| !v.as_object().unwrap().is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(got["configs"], serde_json::Value::Object(want.clone()));
+    // One call gives the default config: train / validation / test, not train + train_wl.
+    assert_eq!(got["default"], want["default"]);
+    assert_eq!(got["test_and_test_wl"], 2 * n("test"));
+    assert_eq!(got["same_theorems"], true);
+    // No column is typed null: always-empty lists are lists of strings.
+    let types = got["types"].as_object().unwrap();
+    assert!(
+        types.values().all(|t| !t.to_string().contains("null")),
+        "{types:?}"
+    );
+    assert!(types["default/train/flags"]
+        .as_str()
+        .unwrap()
+        .contains("string"));
+    assert!(types["w_lemmas/test/proposed_lemmas"]
+        .as_str()
+        .unwrap()
+        .contains("string"));
+    assert!(types["default/train/depth"]
+        .as_str()
+        .unwrap()
+        .contains("int64"));
 }

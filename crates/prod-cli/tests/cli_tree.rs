@@ -205,3 +205,117 @@ fn context_dependent_proposals_prove_nothing() {
     assert_eq!(verdict("honest"), serde_json::json!(true), "{out}");
     expect("context_dependent.solve.expected", &out);
 }
+
+/// `prod check`'s input is `tree solve`'s input, and `check --json`'s output its local verdicts
+/// (--verdicts): ids as numbers or strings, `imports` part of what a child must share, a
+/// proof that is not a conditional proof rejected by check and locally incorrect here.
+#[test]
+fn tree_solve_reads_what_check_reads_and_writes() {
+    let nodes = data("check_then_solve.jsonl");
+    let (code, checked, err) =
+        prod(&["check", nodes.to_str().unwrap(), "--json", "--workers", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let kinds: Vec<String> = checked
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["verdict"].to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "\"proved\"",
+            "\"proved\"",
+            "\"rejected\"",
+            "\"failed\"",
+            "\"proved\"",
+            "\"proved\""
+        ],
+        "{checked}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let verdicts = dir.path().join("verdicts.jsonl");
+    std::fs::write(&verdicts, &checked).unwrap();
+    let (code, out, err) = prod(&[
+        "tree",
+        "solve",
+        nodes.to_str().unwrap(),
+        "--verdicts",
+        verdicts.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let global: Vec<String> = out.lines().map(String::from).collect();
+    assert_eq!(
+        global,
+        [
+            r#"{"id":1,"globally_correct":true}"#,
+            r#"{"id":"pz","globally_correct":true}"#,
+            r#"{"id":"garbage","globally_correct":false}"#,
+            r#"{"id":"wrong","globally_correct":false}"#,
+            r#"{"id":"zk_plain","globally_correct":true}"#,
+            // Its lemma is proved only under other imports.
+            r#"{"id":"root3","globally_correct":false}"#,
+        ]
+    );
+    let (code, text, err) = prod(&[
+        "tree",
+        "solve",
+        nodes.to_str().unwrap(),
+        "--verdicts",
+        verdicts.to_str().unwrap(),
+        "--assemble",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("Lemma") && !text.contains("<invoke>"),
+        "{text}"
+    );
+
+    // Bad input, each exit 2 naming what is wrong.
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let misspelt = write(
+        "misspelt.jsonl",
+        r#"{"id": "a", "contxt": "", "statement": "Lemma a : True.", "proof": "<no_invoke> exact I."}"#,
+    );
+    for cmd in [vec!["tree", "solve", &misspelt], vec!["check", &misspelt]] {
+        let (code, _, err) = prod(&cmd);
+        assert_eq!(code, 2, "{cmd:?}: {err}");
+        assert!(err.contains("unknown field `contxt`"), "{cmd:?}: {err}");
+    }
+    let stray = write(
+        "stray.jsonl",
+        &format!("{checked}{{\"id\": \"nobody\", \"verdict\": \"proved\"}}\n"),
+    );
+    let (code, _, err) = prod(&[
+        "tree",
+        "solve",
+        nodes.to_str().unwrap(),
+        "--verdicts",
+        &stray,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not nodes: nobody"), "{err}");
+    let twice = write("twice.jsonl", &format!("{checked}{checked}"));
+    let (code, _, err) = prod(&[
+        "tree",
+        "solve",
+        nodes.to_str().unwrap(),
+        "--verdicts",
+        &twice,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 7: a second verdict for id '1'"), "{err}");
+    let (code, _, err) = prod(&[
+        "tree",
+        "solve",
+        data("basic.jsonl").to_str().unwrap(),
+        "--verdicts",
+        verdicts.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give one of them"), "{err}");
+}

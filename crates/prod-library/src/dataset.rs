@@ -1,4 +1,4 @@
-//! Building a dataset directory (deliverables 6–7): examples, splits, JSONL files, `stats.json`.
+//! Building a dataset directory: examples, splits, JSONL files, `stats.json`.
 //! Schema: `docs/dataset.md`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -417,6 +417,7 @@ impl Example {
 pub fn read_sources(dir: &Path) -> Result<HashMap<String, SourceRecord>, String> {
     let path = dir.join("sources.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::output::check_file(&path, crate::output::count_lines(text.as_bytes()))?;
     let mut out = HashMap::new();
     for (i, l) in text
         .lines()
@@ -444,28 +445,24 @@ pub fn build(
 ) -> Result<Stats, BuildError> {
     let started = std::time::Instant::now();
     let source = crate::coq::CoqSource::discover(spec, &cfg.coqlib, lang)?;
-    let mut stats = build_from(&source, out_dir, cfg, progress, started)?;
+    let (mut stats, written) = write_files(&source, out_dir, cfg, progress, started)?;
     if let LibrarySpec::Path(_) = spec {
         // A user's project is not installed: the dataset carries it compiled, with its bindings.
+        // `lib/` changes under the old `stats.json`, so that goes first.
         use crate::source::LibrarySource as _;
+        crate::output::retract(out_dir)?;
         let c = crate::compile::compile_project(source.library(), out_dir, &cfg.coqlib, &cfg.coqc);
         stats.load_paths = c.bindings;
         stats.notes.extend(c.notes);
         stats.seconds = started.elapsed().as_secs_f64();
-        write_stats(out_dir, &stats)?;
     }
+    commit(out_dir, written, &stats)?;
     Ok(stats)
 }
 
-fn write_stats(out_dir: &Path, stats: &Stats) -> Result<(), BuildError> {
-    let path = out_dir.join("stats.json");
-    let text =
-        serde_json::to_string_pretty(stats).map_err(|e| BuildError::Io(path.clone(), e.into()))?;
-    std::fs::write(&path, text + "\n").map_err(|e| BuildError::Io(path.clone(), e))
-}
-
 /// Build a dataset from any [`LibrarySource`] (the one pipeline of every prover). `started`:
-/// when the build began (discovery included), for `stats.seconds`.
+/// when the build began (discovery included), for `stats.seconds`. The files are written as
+/// `NAME.tmp` and renamed into place at the end, `stats.json` last ([`crate::output`]).
 pub fn build_from(
     src: &dyn LibrarySource,
     out_dir: &Path,
@@ -473,6 +470,28 @@ pub fn build_from(
     progress: Progress,
     started: std::time::Instant,
 ) -> Result<Stats, BuildError> {
+    let (stats, written) = write_files(src, out_dir, cfg, progress, started)?;
+    commit(out_dir, written, &stats)?;
+    Ok(stats)
+}
+
+/// The dataset card (`README.md`, for Hugging Face `datasets`) beside the written files, then
+/// everything renamed into place, `stats.json` last.
+fn commit(out_dir: &Path, mut written: Vec<PathBuf>, stats: &Stats) -> Result<(), BuildError> {
+    let card = out_dir.join(crate::card::CARD);
+    crate::output::write_tmp(&card, crate::card::render(stats).as_bytes())?;
+    written.push(card);
+    crate::output::commit(out_dir, &written, stats)
+}
+
+/// Everything of [`build_from`] but the commit: the stats and the files written as `NAME.tmp`.
+fn write_files(
+    src: &dyn LibrarySource,
+    out_dir: &Path,
+    cfg: &DatasetConfig,
+    progress: Progress,
+    started: std::time::Instant,
+) -> Result<(Stats, Vec<PathBuf>), BuildError> {
     let lib = src.library();
     let lang = src.language();
     let n = lib.files.len();
@@ -597,7 +616,8 @@ pub fn build_from(
         .map(|(_, r)| r.examples.len())
         .sum();
     let val_mask = crate::split::validation_mask(non_test, cfg.val_fraction, cfg.seed);
-    std::fs::create_dir_all(out_dir).map_err(|e| BuildError::Io(out_dir.to_path_buf(), e))?;
+    crate::card::check_replaceable(out_dir)?;
+    crate::output::begin(out_dir)?;
     let mut w = Writers::new(out_dir)?;
     let mut stats = Stats {
         library: lib.name.clone(),
@@ -756,7 +776,8 @@ pub fn build_from(
         *stats.skipped_by_reason.entry(reason).or_default() += 1;
         w.write("skipped", s)?;
     }
-    stats.files_written = w.finish()?;
+    let (files_written, written) = w.finish()?;
+    stats.files_written = files_written;
     for split in ["train", "val", "test"] {
         stats.examples_per_split.insert(
             split.into(),
@@ -769,8 +790,7 @@ pub fn build_from(
         0.0
     };
     stats.seconds = started.elapsed().as_secs_f64();
-    write_stats(out_dir, &stats)?;
-    Ok(stats)
+    Ok((stats, written))
 }
 
 /// What rendering needs beside one file's result.
@@ -981,26 +1001,30 @@ pub const OUTPUT_FILES: [&str; 11] = [
     "stats",
 ];
 
+/// The JSONL files of a build, each written as `NAME.jsonl.tmp` until [`crate::output::commit`].
 struct Writers {
     dir: PathBuf,
     files: BTreeMap<&'static str, (std::io::BufWriter<std::fs::File>, usize)>,
 }
 
 impl Writers {
+    fn path(&self, name: &str) -> PathBuf {
+        crate::output::tmp_path(&self.dir.join(format!("{name}.jsonl")))
+    }
     fn new(dir: &Path) -> Result<Self, BuildError> {
-        let mut files = BTreeMap::new();
-        for name in OUTPUT_FILES.iter().filter(|n| **n != "stats") {
-            let path = dir.join(format!("{name}.jsonl"));
-            let f = std::fs::File::create(&path).map_err(|e| BuildError::Io(path.clone(), e))?;
-            files.insert(*name, (std::io::BufWriter::new(f), 0));
-        }
-        Ok(Writers {
+        let mut w = Writers {
             dir: dir.to_path_buf(),
-            files,
-        })
+            files: BTreeMap::new(),
+        };
+        for name in OUTPUT_FILES.iter().filter(|n| **n != "stats") {
+            let path = w.path(name);
+            let f = std::fs::File::create(&path).map_err(|e| BuildError::Io(path.clone(), e))?;
+            w.files.insert(*name, (std::io::BufWriter::new(f), 0));
+        }
+        Ok(w)
     }
     fn write<T: Serialize>(&mut self, name: &'static str, v: &T) -> Result<(), BuildError> {
-        let path = self.dir.join(format!("{name}.jsonl"));
+        let path = self.path(name);
         let Some((w, n)) = self.files.get_mut(name) else {
             return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into()));
         };
@@ -1016,7 +1040,7 @@ impl Writers {
         bytes: &[u8],
         lines: usize,
     ) -> Result<(), BuildError> {
-        let path = self.dir.join(format!("{name}.jsonl"));
+        let path = self.path(name);
         let Some((w, n)) = self.files.get_mut(name) else {
             return Err(BuildError::Io(path, std::io::ErrorKind::NotFound.into()));
         };
@@ -1024,14 +1048,21 @@ impl Writers {
         *n += lines;
         Ok(())
     }
-    fn finish(self) -> Result<BTreeMap<String, usize>, BuildError> {
-        let mut out = BTreeMap::new();
-        for (name, (mut w, n)) in self.files {
-            w.flush()
-                .map_err(|e| BuildError::Io(self.dir.join(format!("{name}.jsonl")), e))?;
-            out.insert(name.to_string(), n);
+    /// Flush every file to disk: the lines per file, and the final paths to rename them to.
+    fn finish(self) -> Result<(BTreeMap<String, usize>, Vec<PathBuf>), BuildError> {
+        let mut counts = BTreeMap::new();
+        let mut paths = Vec::new();
+        for (name, (w, n)) in self.files {
+            let path = self.dir.join(format!("{name}.jsonl"));
+            let tmp = crate::output::tmp_path(&path);
+            w.into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|f| f.sync_all())
+                .map_err(|e| BuildError::Io(tmp, e))?;
+            counts.insert(name.to_string(), n);
+            paths.push(path);
         }
-        Ok(out)
+        Ok((counts, paths))
     }
 }
 
@@ -1045,9 +1076,12 @@ pub enum BuildError {
     Worker,
 }
 
-/// Read a JSONL split file. Errors name the line.
+/// Read a JSONL split file. Errors name the line. A file of a built dataset must have the line
+/// count its `stats.json` records, and a folder left by an interrupted build is refused
+/// ([`crate::output::check_file`]).
 pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::output::check_file(path, crate::output::count_lines(text.as_bytes()))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

@@ -9,6 +9,9 @@
 //! * `tokenizer_config.json`: the end token (also padding), no automatic BOS/EOS (ProD's prompt
 //!   adds none), ProD's six tokens as additional special tokens, the context length.
 //! * `generation_config.json`: end and padding ids, sampling at the paper's temperature.
+//! * `prompt_template.json`: the prompt format ([`crate::prompt::template`]), which no
+//!   `transformers` field can express (two parts tokenised separately, the context cut from the
+//!   left), so that a user outside ProD builds the prompts the model was trained on.
 
 use std::path::Path;
 
@@ -21,8 +24,8 @@ use crate::{PolicyError, Result};
 /// The transformers version these files are written for (the project's pinned one).
 const TRANSFORMERS_VERSION: &str = "4.44.2";
 
-/// Writes `tokenizer_config.json` and `generation_config.json` into `dir` and rewrites the
-/// merges of `dir/tokenizer.json` (already saved) in string form.
+/// Writes `tokenizer_config.json`, `generation_config.json` and the prompt template into `dir`
+/// and rewrites the merges of `dir/tokenizer.json` (already saved) in string form.
 pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) -> Result<()> {
     let tokenizer = dir.join("tokenizer.json");
     let mut value = read_json(&tokenizer)?;
@@ -54,7 +57,11 @@ pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) 
     if let Some(bos) = &cfg.bos_token_id {
         generation["bos_token_id"] = bos.clone();
     }
-    write_json(&dir.join("generation_config.json"), &generation)
+    write_json(&dir.join("generation_config.json"), &generation)?;
+    write_json(
+        &dir.join(crate::prompt::TEMPLATE_FILE),
+        &crate::prompt::template(&end),
+    )
 }
 
 /// Rewrites `model.merges` pairs as `"a b"` strings; false when there is nothing to rewrite or

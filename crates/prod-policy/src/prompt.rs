@@ -20,6 +20,17 @@ use crate::model::Llama;
 use crate::tokenizer::ProdTokenizer;
 use crate::{PolicyError, Result};
 
+/// The two texts a prompt is made of, each tokenised on its own: the context part (`None` for
+/// an empty context) and the statement part. Every prompt and training example is built from
+/// these, and so is the template shipped with a model ([`template`]).
+pub fn prompt_parts(context: &str, statement: &str) -> (Option<String>, String) {
+    let context = context.trim_end();
+    (
+        (!context.is_empty()).then(|| format!("{context}\n")),
+        format!("{}\n", statement.trim()),
+    )
+}
+
 /// The prompt `x = c s` with the context truncated to its last `context_tokens` tokens.
 pub fn prompt_ids(
     tok: &ProdTokenizer,
@@ -27,21 +38,55 @@ pub fn prompt_ids(
     statement: &str,
     context_tokens: usize,
 ) -> Result<Vec<u32>> {
-    let context = context.trim_end();
-    let mut ids = if context.is_empty() {
-        Vec::new()
-    } else {
-        tok.encode(&format!("{context}\n"))?
+    if statement.trim().is_empty() {
+        return Err(PolicyError::BadInput("empty statement".into()));
+    }
+    let (context, statement) = prompt_parts(context, statement);
+    let mut ids = match context {
+        Some(c) => tok.encode(&c)?,
+        None => Vec::new(),
     };
     if ids.len() > context_tokens {
         ids.drain(..ids.len() - context_tokens);
     }
-    let statement = statement.trim();
-    if statement.is_empty() {
-        return Err(PolicyError::BadInput("empty statement".into()));
-    }
-    ids.extend(tok.encode(&format!("{statement}\n"))?);
+    ids.extend(tok.encode(&statement)?);
     Ok(ids)
+}
+
+/// The model-folder file that ships the prompt format ([`template`]).
+pub const TEMPLATE_FILE: &str = "prompt_template.json";
+
+/// The prompt format as data, for users of a saved model outside ProD (`transformers`,
+/// vLLM): the prompt and completion as text templates with `{context}`, `{statement}` and
+/// `{conditional_proof}` placeholders, built by [`prompt_parts`] itself, the end and special
+/// tokens, and the rules that text alone cannot say (separate tokenisation, the left cut).
+/// Not a chat template: a ProD policy is a plain causal LM over this layout.
+pub fn template(end_token: &str) -> serde_json::Value {
+    use prod_core::conditional::{
+        END_INVOKE, FALSE_TOKEN, INVOKE, NO_INVOKE, TRUE_TOKEN, USE_INVOKE,
+    };
+    let (context, statement) = prompt_parts("{context}", "{statement}");
+    let (_, bare) = prompt_parts("", "{statement}");
+    serde_json::json!({
+        "format": "prod-conditional-proof",
+        "version": 1,
+        "prompt": format!("{}{statement}", context.unwrap_or_default()),
+        "prompt_without_context": bare,
+        "completion": format!("{{conditional_proof}}{end_token}"),
+        "end_token": end_token,
+        "t0_tokens": [USE_INVOKE, NO_INVOKE],
+        "lemma_tokens": [INVOKE, END_INVOKE],
+        "value_tokens": [TRUE_TOKEN, FALSE_TOKEN],
+        "default_context_tokens": 1000,
+        "rules": [
+            "{context} is the context with trailing whitespace removed; {statement} the statement, trimmed. An empty context gives prompt_without_context.",
+            "The context part (up to and including its newline) and the statement part are tokenised separately, with no BOS or EOS added, and their ids concatenated; the context's ids are cut from the left to its last context_tokens tokens (the paper keeps the last 1000).",
+            "The completion is a conditional proof: <use_invoke> (it may propose lemmas as <invoke> Lemma name : statement. </invoke> among its tactics) or <no_invoke>, then the proof, then the end token.",
+            "At the depth limit <no_invoke> is appended to the prompt ids and sampling continues after it; RL may force <use_invoke> the same way.",
+            "P(<use_invoke>) is the next-token probability after the prompt normalised over the two t0 tokens; a value model is read the same way over <true> and <false>.",
+            "Sampling defaults (temperature) are in generation_config.json."
+        ],
+    })
 }
 
 /// The prompt with a forced `t0` (`<no_invoke>` at the depth limit, `<use_invoke>` when RL
@@ -174,11 +219,11 @@ pub fn build_policy_example(
             format!("weight {weight} is not finite"),
         ));
     }
-    let statement = statement.trim();
-    if statement.is_empty() {
+    if statement.trim().is_empty() {
         return Err(drop(DropReason::EmptyStatement, "empty statement".into()));
     }
-    let mut body = tok.encode(&format!("{statement}\n")).map_err(tokenizer)?;
+    let (context, statement) = prompt_parts(context, statement);
+    let mut body = tok.encode(&statement).map_err(tokenizer)?;
     let statement_len = body.len();
     body.extend(tok.encode(conditional_proof.trim()).map_err(tokenizer)?);
     body.push(tok.end_id());
@@ -192,11 +237,9 @@ pub fn build_policy_example(
             ),
         ));
     }
-    let context = context.trim_end();
-    let mut ids = if context.is_empty() {
-        Vec::new()
-    } else {
-        tok.encode(&format!("{context}\n")).map_err(tokenizer)?
+    let mut ids = match context {
+        Some(c) => tok.encode(&c).map_err(tokenizer)?,
+        None => Vec::new(),
     };
     let full = ids.len();
     let keep = full

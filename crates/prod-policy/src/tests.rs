@@ -380,16 +380,50 @@ fn resume_continues_exactly() {
     t.step(&straight, &data).unwrap();
     let dir = tempfile::tempdir().unwrap();
     t.save_checkpoint(&straight, dir.path()).unwrap();
+    // The moments sit apart from the weights, in a subfolder no model loader reads.
+    assert!(dir.path().join(crate::train::OPTIMIZER_STATE).is_file());
+    assert!(!dir.path().join("optimizer.safetensors").exists());
+    // A checkpoint of the older layout (moments beside the weights) resumes the same.
+    let legacy = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        if f.path().is_file() {
+            std::fs::copy(f.path(), legacy.path().join(f.file_name())).unwrap();
+        }
+    }
+    std::fs::copy(
+        dir.path().join(crate::train::OPTIMIZER_STATE),
+        legacy.path().join("optimizer.safetensors"),
+    )
+    .unwrap();
     t.step(&straight, &data).unwrap();
 
-    let resumed = Llama::load(dir.path(), &Device::Cpu).unwrap();
-    let mut t2 = Trainer::resume(train_cfg(2), dir.path()).unwrap();
-    assert_eq!(t2.state.step, 1);
-    assert_eq!(t2.state.data_position, 2);
-    t2.step(&resumed, &data).unwrap();
-    for ((n, va), (_, vb)) in straight.named_vars().iter().zip(resumed.named_vars()) {
-        assert!(max_abs_diff(va, vb) < 1e-6, "{n} differs after resume");
+    for d in [dir.path(), legacy.path()] {
+        let resumed = Llama::load(d, &Device::Cpu).unwrap();
+        let mut t2 = Trainer::resume(train_cfg(2), d).unwrap();
+        assert_eq!(t2.state.step, 1);
+        assert_eq!(t2.state.data_position, 2);
+        t2.step(&resumed, &data).unwrap();
+        for ((n, va), (_, vb)) in straight.named_vars().iter().zip(resumed.named_vars()) {
+            assert!(max_abs_diff(va, vb) < 1e-6, "{n} differs after resume");
+        }
     }
+    // Without the moments the resumed step differs (the comparison above can fail).
+    let bare = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(legacy.path()).unwrap().flatten() {
+        if f.file_name() != "optimizer.safetensors" {
+            std::fs::copy(f.path(), bare.path().join(f.file_name())).unwrap();
+        }
+    }
+    let resumed = Llama::load(bare.path(), &Device::Cpu).unwrap();
+    let mut t3 = Trainer::resume(train_cfg(2), bare.path()).unwrap();
+    t3.step(&resumed, &data).unwrap();
+    let worst = straight
+        .named_vars()
+        .iter()
+        .zip(resumed.named_vars())
+        .map(|((_, va), (_, vb))| max_abs_diff(va, vb))
+        .fold(0.0f32, f32::max);
+    assert!(worst > 1e-6, "{worst}");
 }
 
 #[test]
@@ -800,6 +834,53 @@ fn special_tokens_are_added_to_a_tokenizer_without_them() {
     for t in SPECIAL_TOKENS {
         assert_eq!(tok.encode(t).unwrap().len(), 1);
     }
+}
+
+#[test]
+fn the_shipped_template_builds_the_prompts_the_policy_builds() {
+    let tok = tokenizer();
+    let end = tok.inner().id_to_token(tok.end_id()).unwrap();
+    let t = prompt::template(&end);
+    let fill = |key: &str, context: &str, statement: &str| {
+        t[key]
+            .as_str()
+            .unwrap()
+            .replace("{context}", context)
+            .replace("{statement}", statement)
+    };
+    let (context, statement) = ("Require Import Arith.\n\n", "  Lemma foo : 0 = 0. ");
+    let ids = prompt::prompt_ids(&tok, context, statement, 1000).unwrap();
+    // The text the template gives (placeholders filled with the trimmed parts) is the prompt.
+    let text = fill("prompt", context.trim_end(), statement.trim());
+    assert_eq!(text, "Require Import Arith.\nLemma foo : 0 = 0.\n");
+    assert_eq!(tok.decode(&ids).unwrap(), text);
+    // Tokenised as the rules say: the two parts separately, ids concatenated.
+    let (c, s) = text.split_at(text.find('\n').unwrap() + 1);
+    let mut want = tok.encode(c).unwrap();
+    want.extend(tok.encode(s).unwrap());
+    assert_eq!(ids, want);
+    let bare = prompt::prompt_ids(&tok, " \n", statement, 1000).unwrap();
+    assert_eq!(
+        tok.decode(&bare).unwrap(),
+        fill("prompt_without_context", "", statement.trim())
+    );
+    // The completion a training example ends with.
+    let opts = prompt::ExampleOptions {
+        context_tokens: 1000,
+        max_seq_len: 4096,
+        statement_in_loss: false,
+    };
+    let proof = "<no_invoke> reflexivity.";
+    let ex = prompt::policy_example(&tok, context, statement, proof, 1.0, &opts).unwrap();
+    assert_eq!(&ex.ids[..ids.len()], &ids[..]);
+    let completion = t["completion"]
+        .as_str()
+        .unwrap()
+        .replace("{conditional_proof}", proof);
+    let mut target = tok.encode(proof).unwrap();
+    target.push(tok.end_id());
+    assert_eq!(&ex.ids[ids.len()..], &target[..]);
+    assert!(completion.ends_with(&end), "{completion}");
 }
 
 #[test]

@@ -19,6 +19,13 @@ use crate::model::{Batch, GradSinks, Llama};
 use crate::prompt::TrainExample;
 use crate::{PolicyError, Result};
 
+/// Where a checkpoint keeps the optimizer's moments, relative to its model directory: a
+/// subfolder no model loader reads (`transformers`, vLLM and [`Llama::load`] read the top level).
+pub const OPTIMIZER_STATE: &str = "training_state/optimizer.safetensors";
+
+/// Where checkpoints kept them before: beside the weights (still read on resume).
+const LEGACY_OPTIMIZER_STATE: &str = "optimizer.safetensors";
+
 /// `(Σ_i w_i Σ_t nll_t, number of target tokens)` for a micro-batch. The first value is a
 /// scalar tensor that can be differentiated when `grad` is set.
 pub fn weighted_nll_sum(
@@ -459,12 +466,23 @@ impl Trainer {
         })
     }
 
-    /// Writes the model directory plus `optimizer.safetensors` and `trainer_state.json`.
+    /// Writes the model directory plus `trainer_state.json` and the optimizer's moments in
+    /// [`OPTIMIZER_STATE`] (a subfolder: a model loader never reads it, and a model is shared
+    /// or uploaded without the moments, which are twice its size).
     pub fn save_checkpoint(&self, model: &Llama, dir: &Path) -> Result<()> {
         model.save(dir)?;
         let state = self.opt.state_tensors(model)?;
         if !state.is_empty() {
-            candle_core::safetensors::save(&state, dir.join("optimizer.safetensors"))?;
+            let path = dir.join(OPTIMIZER_STATE);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| PolicyError::io(parent, e))?;
+            }
+            candle_core::safetensors::save(&state, &path)?;
+            // A checkpoint written before the moments moved: the old copy is stale now.
+            let legacy = dir.join(LEGACY_OPTIMIZER_STATE);
+            if legacy.exists() {
+                std::fs::remove_file(&legacy).map_err(|e| PolicyError::io(&legacy, e))?;
+            }
         }
         let text = serde_json::to_string_pretty(&self.state)
             .map_err(|e| PolicyError::Config(format!("cannot serialise trainer state: {e}")))?;
@@ -482,8 +500,11 @@ impl Trainer {
         })?;
         let mut t = Trainer::new(cfg);
         t.opt.step = state.step;
-        let opt_path = dir.join("optimizer.safetensors");
-        if opt_path.exists() {
+        let opt_path = [OPTIMIZER_STATE, LEGACY_OPTIMIZER_STATE]
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|p| p.exists());
+        if let Some(opt_path) = opt_path {
             for (k, v) in candle_core::safetensors::load(&opt_path, &candle_core::Device::Cpu)? {
                 let data: Vec<f32> = v.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
                 if let Some(name) = k.strip_prefix("m.") {

@@ -577,11 +577,28 @@ impl RunStore {
         match self.get_meta(key)? {
             None => self.set_meta(key, value),
             Some(v) if v == value => Ok(()),
-            Some(v) => Err(StoreError::Mismatch(format!(
-                "this run directory was started with a different {key}:\n  stored: {}\n  now:    {}\nuse a new --out directory",
-                clip(&v),
-                clip(value)
-            ))),
+            Some(v) => {
+                // JSON settings: name each field that differs, not two clipped blobs.
+                let fields = match (
+                    serde_json::from_str::<serde_json::Value>(&v),
+                    serde_json::from_str::<serde_json::Value>(value),
+                ) {
+                    (Ok(a), Ok(b)) => {
+                        let mut d = Vec::new();
+                        json_differences(&a, &b, "", &mut d);
+                        d
+                    }
+                    _ => Vec::new(),
+                };
+                let detail = if fields.is_empty() {
+                    format!("\n  stored: {}\n  now:    {}", clip(&v), clip(value))
+                } else {
+                    fields.iter().map(|f| format!("\n  {f}")).collect()
+                };
+                Err(StoreError::Mismatch(format!(
+                    "this run directory was started with a different {key}:{detail}\nuse a new --out directory, or rerun with the settings it was started with"
+                )))
+            }
         }
     }
 
@@ -739,23 +756,7 @@ impl RunStore {
              FROM nodes WHERE round = $1 AND phase = $2 ORDER BY ord",
             &[P::I(round.into()), P::T(&name(phase))],
         )?;
-        rows.iter()
-            .map(|r| {
-                Ok(StoredNode {
-                    id: r[0].i()?,
-                    round: r[1].u32()?,
-                    phase: r[2].named("nodes", "phase")?,
-                    theorem: r[3].oi()?,
-                    depth: r[4].u32()?,
-                    tree: r[5].u32()?,
-                    forced_t0: r[6].onamed("nodes", "forced_t0")?,
-                    origin: r[7].named("nodes", "origin")?,
-                    context_key: r[8].t()?,
-                    statement: r[9].t()?,
-                    completion: r[10].t()?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| stored_node(r)).collect()
     }
 
     // --- verdicts ------------------------------------------------------------------------
@@ -781,6 +782,25 @@ impl RunStore {
         )?
         .map(|v| v.json("verdicts", "verdict"))
         .transpose()
+    }
+
+    /// Whether the run holds nothing but its settings: no logged sample, node, verdict,
+    /// example, checkpoint or finished phase (a start that failed before any work).
+    pub fn is_unused(&self) -> Result<bool> {
+        for table in [
+            "sample_log",
+            "nodes",
+            "verdicts",
+            "finals",
+            "examples",
+            "checkpoints",
+            "phases",
+        ] {
+            if self.count(&format!("SELECT COUNT(*) FROM {table}"), &[])? > 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     pub fn verdict_count(&self) -> Result<usize> {
@@ -924,9 +944,110 @@ impl RunStore {
     }
 }
 
+/// A node with what the run knows of it: its theorem's id, its local verdict (none while
+/// unchecked, or after an `Infra` verdict, which is never stored), its global verdict and
+/// height (`prod run export`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeRecord {
+    pub node: StoredNode,
+    /// The id of the tree's root theorem (the run's theorem list), when the node has one.
+    pub theorem_id: Option<String>,
+    pub local: Option<Verdict>,
+    pub global: Option<GlobalVerdict>,
+    pub height: Option<u32>,
+}
+
+impl RunStore {
+    /// Every node of the run, in the order it was stored, with its verdicts.
+    pub fn node_records(&self) -> Result<Vec<NodeRecord>> {
+        let rows = self.rows(
+            "SELECT n.id, n.round, n.phase, n.theorem, n.depth, n.tree, n.forced_t0, n.origin,
+                    n.context_key, n.statement, n.completion, t.id, v.verdict, g.global, g.height
+             FROM nodes n
+             LEFT JOIN theorems t ON t.idx = n.theorem
+             LEFT JOIN verdicts v ON v.node = n.id
+             LEFT JOIN globals g ON g.node = n.id
+             ORDER BY n.id",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(NodeRecord {
+                    node: stored_node(r)?,
+                    theorem_id: r[11].ot()?,
+                    local: match &r[12] {
+                        V::Null => None,
+                        v => Some(v.json("verdicts", "verdict")?),
+                    },
+                    global: r[13].onamed("globals", "global")?,
+                    height: r[14].ou32()?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A node from the first eleven columns of a row: `id, round, phase, theorem, depth, tree,
+/// forced_t0, origin, context_key, statement, completion` of `nodes`.
+fn stored_node(r: &[V]) -> Result<StoredNode> {
+    Ok(StoredNode {
+        id: r[0].i()?,
+        round: r[1].u32()?,
+        phase: r[2].named("nodes", "phase")?,
+        theorem: r[3].oi()?,
+        depth: r[4].u32()?,
+        tree: r[5].u32()?,
+        forced_t0: r[6].onamed("nodes", "forced_t0")?,
+        origin: r[7].named("nodes", "origin")?,
+        context_key: r[8].t()?,
+        statement: r[9].t()?,
+        completion: r[10].t()?,
+    })
+}
+
 /// The `phases` table's key of a finished step: `<phase>/<step>`.
 fn mark(phase: Phase, step: Step) -> String {
     format!("{phase}/{step}")
+}
+
+/// The fields where `a` (stored) and `b` (now) differ, as `path: stored A, now B` (values
+/// clipped), objects compared key by key.
+fn json_differences(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => json_differences(u, v, &p, out),
+                    (Some(u), None) => {
+                        out.push(format!("{p}: stored {}, now absent", clip(&u.to_string())))
+                    }
+                    (None, Some(v)) => {
+                        out.push(format!("{p}: not stored, now {}", clip(&v.to_string())))
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        _ if a != b => out.push(format!(
+            "{}: stored {}, now {}",
+            if path.is_empty() { "(value)" } else { path },
+            clip(&a.to_string()),
+            clip(&b.to_string())
+        )),
+        _ => {}
+    }
 }
 
 fn clip(s: &str) -> String {
@@ -953,6 +1074,85 @@ mod tests {
             v.push(RunStore::open_postgres(&pg.url(), run).unwrap());
         }
         (pg, v)
+    }
+
+    #[test]
+    fn a_different_configuration_names_the_fields_that_differ() {
+        let s = RunStore::in_memory().unwrap();
+        let long = "x".repeat(400);
+        let stored =
+            serde_json::json!({"model": "m", "long": long, "options": {"split": "test", "k": [1]}});
+        s.ensure_meta("job", &stored.to_string()).unwrap();
+        s.ensure_meta("job", &stored.to_string()).unwrap();
+        let now = serde_json::json!({"model": "m", "long": long, "options": {"split": "val", "k": [1]}, "new": 1});
+        let e = s
+            .ensure_meta("job", &now.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("options.split: stored \"test\", now \"val\""),
+            "{e}"
+        );
+        assert!(e.contains("new: not stored, now 1"), "{e}");
+        assert!(!e.contains("model") && !e.contains("long"), "{e}");
+        let e = s.ensure_meta("job", "not json").unwrap_err().to_string();
+        assert!(e.contains("stored: {"), "{e}");
+    }
+
+    #[test]
+    fn node_records_join_theorems_and_verdicts() {
+        let (_pg, stores) = stores("records");
+        for s in stores {
+            s.ensure_theorems(&[("A".into(), "{}".into()), ("B".into(), "{}".into())])
+                .unwrap();
+            s.ensure_meta("job", "{}").unwrap();
+            assert!(s.is_unused().unwrap(), "settings and theorems are no work");
+            let node = |theorem: Option<i64>, depth: u32, completion: &str| StoredNode {
+                id: 0,
+                round: 0,
+                phase: Phase::Eval,
+                theorem,
+                depth,
+                tree: 1,
+                forced_t0: None,
+                origin: Origin::Sampled,
+                context_key: "k".into(),
+                statement: "Lemma a : True.".into(),
+                completion: completion.into(),
+            };
+            let ids = s
+                .put_nodes(
+                    0,
+                    Phase::Eval,
+                    &[node(Some(1), 0, "<no_invoke> x."), node(None, 1, "y")],
+                )
+                .unwrap();
+            let failed = Verdict::Failed {
+                step: 2,
+                message: "no".into(),
+            };
+            s.put_verdict(ids[0], &failed).unwrap();
+            s.put_global(ids[0], GlobalVerdict::Incorrect, None)
+                .unwrap();
+            let infra = Verdict::Infra {
+                message: "lost".into(),
+            };
+            s.put_verdict(ids[1], &infra).unwrap();
+            assert!(!s.is_unused().unwrap());
+            let r = s.node_records().unwrap();
+            assert_eq!(r.len(), 2);
+            assert_eq!(r[0].node.id, ids[0]);
+            assert_eq!(r[0].theorem_id.as_deref(), Some("B"));
+            assert_eq!(r[0].local, Some(failed));
+            assert_eq!(r[0].global, Some(GlobalVerdict::Incorrect));
+            assert_eq!(r[0].height, None);
+            assert_eq!(r[1].node.completion, "y");
+            assert_eq!(
+                (r[1].theorem_id.as_deref(), r[1].local.as_ref()),
+                (None, None)
+            );
+            assert_eq!(r[1].global, None);
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A model directory saved by `prod_policy::save_model_dir` loads as it is with Hugging Face
 //! `transformers` (`AutoTokenizer`, `AutoModelForCausalLM`, `GenerationConfig`), tokenises a
-//! prompt to the same ids as the native tokenizer, and gives the same next-token logits as the
-//! native model.
+//! prompt to the same ids as the native tokenizer, gives the same next-token logits as the
+//! native model, and builds the native prompt from the shipped `prompt_template.json` alone.
 //!
 //! Needs a Python with torch and transformers: `PROD_PYTHON` (scripts/test.sh sets it to the
 //! project's virtual environment); without it the test prints `SKIPPED` (fails under `CI=true`).
@@ -31,8 +31,15 @@ gen = GenerationConfig.from_pretrained(d)
 ids = tok(text, add_special_tokens=False)["input_ids"]
 with torch.no_grad():
     logits = model(torch.tensor([ids])).logits[0, -1].tolist()
+# The prompt from the shipped template alone: its two parts tokenised separately.
+t = json.load(open(f"{d}/prompt_template.json"))
+context, statement = sys.argv[3], sys.argv[4]
+head, tail = t["prompt"].split("{statement}")
+part = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+prompt = (part(head.replace("{context}", context.rstrip()))[-t["default_context_tokens"]:]
+          + part(statement.strip() + tail))
 print(json.dumps({"ids": ids, "logits": logits, "eos": gen.eos_token_id,
-                  "special": tok.additional_special_tokens}))
+                  "special": tok.additional_special_tokens, "prompt": prompt}))
 "#;
 
 fn python() -> Option<PathBuf> {
@@ -55,10 +62,12 @@ fn a_saved_model_loads_in_transformers_with_the_same_ids_and_logits() {
     }
 
     let text = "Lemma t : forall n : nat, n + 0 = n.\n<no_invoke> intros n.";
+    let (context, statement) = (TEXTS[0], "Lemma t_add : forall n : nat, n + 0 = n.");
     let out = Command::new(&py)
         .args(["-c", LOAD])
         .arg(dir.path())
         .arg(text)
+        .args([context, statement])
         .output()
         .expect("run PROD_PYTHON");
     assert!(
@@ -73,6 +82,12 @@ fn a_saved_model_loads_in_transformers_with_the_same_ids_and_logits() {
     assert_eq!(hf_ids, ids, "the two tokenizers disagree");
     assert_eq!(got["eos"], tok.end_id());
     assert_eq!(got["special"].as_array().unwrap().len(), 6);
+    let prompt: Vec<u32> = serde_json::from_value(got["prompt"].clone()).unwrap();
+    assert_eq!(
+        prompt,
+        prod_policy::prompt::prompt_ids(&tok, context, statement, 1000).unwrap(),
+        "prompt_template.json does not give the native prompt"
+    );
 
     let native: Vec<f32> = model
         .next_token_logits(&[&ids])

@@ -13,3 +13,52 @@ pub fn require(here: bool, missing: &str) -> bool {
     }
     here
 }
+
+/// Copy a directory tree (a fixture) to `to`.
+#[allow(dead_code)] // not every test binary copies fixtures
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// A scripted policy for `prod eval --remote-url`: a fake inference server whose completions
+/// are `answers` in turn, and in `tmp/model` a model folder holding only the tokenizer (all
+/// `--remote-url` needs) for the `project_r` fixture's text.
+#[cfg(feature = "policy")]
+#[allow(dead_code)] // not every test binary evaluates
+pub fn scripted_policy(
+    tmp: &std::path::Path,
+    answers: &'static [&'static str],
+) -> (prod_remote::testing::Fake, std::path::PathBuf) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let turn = std::sync::Arc::new(AtomicUsize::new(0));
+    let fake = prod_remote::testing::serve(std::sync::Arc::new(
+        move |_path: &str, req: &serde_json::Value, _n: usize| {
+            let n = req["n"].as_u64().unwrap_or(1);
+            let choices: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    let text = answers[turn.fetch_add(1, Ordering::Relaxed) % answers.len()];
+                    serde_json::json!({"index": i, "text": text})
+                })
+                .collect();
+            (200, serde_json::json!({"choices": choices}).to_string())
+        },
+    ));
+    let model = tmp.join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    let texts = [
+        "From MyLib Require Import Base.",
+        "Lemma other_a : twice 0 + 0 = 0.",
+    ];
+    let tok =
+        prod_policy::ProdTokenizer::train_bpe(texts.iter().map(|s| s.to_string()), 300, 1).unwrap();
+    tok.save(&model.join("tokenizer.json")).unwrap();
+    (fake, model)
+}
