@@ -467,6 +467,11 @@ pub fn run(a: CheckArgs) -> i32 {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
+    if nodes.is_empty() {
+        // Not an error (a filter upstream may leave nothing), but never silent.
+        eprintln!("{}: no nodes, nothing to check", a.file.display());
+        return 0;
+    }
     let pipeline = match Pipeline::open(&a.checker) {
         Ok(p) => p,
         Err(e) => return e.exit(),

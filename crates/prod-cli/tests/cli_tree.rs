@@ -319,3 +319,13 @@ fn tree_solve_reads_what_check_reads_and_writes() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("give one of them"), "{err}");
 }
+
+#[test]
+fn an_empty_input_is_said_not_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n\n").unwrap();
+    let (code, out, err) = prod(&["check", empty.to_str().unwrap(), "--json"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(err.contains("no nodes, nothing to check"), "{err}");
+}
