@@ -404,7 +404,6 @@ fn solve_trees(
     theorems: &[Theorem],
     opts: &EvalOptions,
 ) -> anyhow::Result<Solved> {
-    let (store, lang) = (ctx.store, ctx.prover.lang);
     let mut out = Solved {
         counts: vec![(0, 0, None); theorems.len()],
         novel: (0, 0),
@@ -414,25 +413,8 @@ fn solve_trees(
     let origin_of: HashMap<i64, Origin> = nodes.iter().map(|n| (n.id, n.origin)).collect();
     for tree in 0..opts.samples {
         let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
-        let (sn, sids, hammer, axioms) = solver_nodes(store, &in_tree, lang)?;
-        let solution = solve(&sn, lang);
-        for (i, id) in sids.iter().enumerate() {
-            store.put_global(*id, solution.verdict(i), solution.height(i))?;
-            out.globals.insert(*id, solution.verdict(i));
-        }
-        for (i, n) in sn.iter().enumerate() {
-            if solution.verdict(i) == GlobalVerdict::Correct {
-                for l in n.proof.lemmas() {
-                    out.novel.1 += 1;
-                    if !ctx
-                        .dataset_statements
-                        .contains(&lang.normalize_statement(l))
-                    {
-                        out.novel.0 += 1;
-                    }
-                }
-            }
-        }
+        let solved = solve_tree(ctx, &in_tree, &mut out)?;
+        count_novel(ctx, &solved, &mut out.novel);
         for n in &in_tree {
             let Some(th) = n
                 .theorem
@@ -441,50 +423,135 @@ fn solve_trees(
             else {
                 continue;
             };
-            let Some(si) = sids.iter().position(|&x| x == n.id) else {
-                // Unparsable root: a judged, failed sample.
-                out.counts[th].0 += 1;
-                continue;
-            };
-            match solution.verdict(si) {
-                GlobalVerdict::Incorrect => out.counts[th].0 += 1,
-                GlobalVerdict::Undetermined => {}
-                GlobalVerdict::Correct => match assemble(&sn, &solution, si, lang) {
-                    Ok(assembled) => {
-                        let origin = |node: usize| sids.get(node).and_then(|id| origin_of.get(id));
-                        let sampled_only = assembled
-                            .lemmas
-                            .iter()
-                            .all(|l| origin(l.node) == Some(&Origin::Sampled));
-                        out.finals.push(FinalJob {
-                            theorem: th,
-                            tree,
-                            hammer_replaced: assembled
-                                .lemmas
-                                .iter()
-                                .any(|l| hammer.get(l.node).copied().unwrap_or(false)),
-                            allowed_axioms: prod_check::context_axioms(&assembled, &axioms),
-                            proved: ProvedTree {
-                                height: solution.height(si),
-                                assembled: assembled.text.clone(),
-                                sampled_only,
-                            },
-                            assembled,
-                        });
-                    }
-                    Err(e) => {
-                        // Cannot be assembled (no name): judged as not proved, said loudly.
-                        eprintln!(
-                            "warning: theorem {}: tree {tree}: cannot assemble: {e}",
-                            theorems[th].id
-                        );
-                        out.counts[th].0 += 1;
-                    }
-                },
-            }
+            judge_root(
+                &solved,
+                ctx.prover.lang,
+                n.id,
+                (th, tree),
+                theorems,
+                &origin_of,
+                &mut out,
+            );
         }
     }
     Ok(out)
+}
+
+/// One tree's parsable nodes as the solver saw them, with their solution.
+struct SolvedTree {
+    nodes: Vec<Node>,
+    ids: Vec<i64>,
+    /// Whether each node's checked proof has hammer replacements.
+    hammer: Vec<bool>,
+    /// The context axioms each node's local check accepted.
+    axioms: Vec<Vec<String>>,
+    solution: prod_core::tree::Solution,
+}
+
+/// Solve one tree and store each node's global verdict and height.
+fn solve_tree(
+    ctx: &RunContext<'_>,
+    in_tree: &[&StoredNode],
+    out: &mut Solved,
+) -> anyhow::Result<SolvedTree> {
+    let lang = ctx.prover.lang;
+    let (nodes, ids, hammer, axioms) = solver_nodes(ctx.store, in_tree, lang)?;
+    let solution = solve(&nodes, lang);
+    for (i, id) in ids.iter().enumerate() {
+        ctx.store
+            .put_global(*id, solution.verdict(i), solution.height(i))?;
+        out.globals.insert(*id, solution.verdict(i));
+    }
+    Ok(SolvedTree {
+        nodes,
+        ids,
+        hammer,
+        axioms,
+        solution,
+    })
+}
+
+/// Count the lemmas proposed by globally correct nodes: (novel, all).
+fn count_novel(ctx: &RunContext<'_>, t: &SolvedTree, novel: &mut (usize, usize)) {
+    let lang = ctx.prover.lang;
+    for (i, n) in t.nodes.iter().enumerate() {
+        if t.solution.verdict(i) == GlobalVerdict::Correct {
+            for l in n.proof.lemmas() {
+                novel.1 += 1;
+                if !ctx
+                    .dataset_statements
+                    .contains(&lang.normalize_statement(l))
+                {
+                    novel.0 += 1;
+                }
+            }
+        }
+    }
+}
+
+/// A root of theorem `th` in `tree`: an incorrect (or unparsable, or unassemblable) one counts
+/// as a failed sample, a correct one is assembled for the final check, an undetermined one is
+/// not judged.
+fn judge_root(
+    t: &SolvedTree,
+    lang: &dyn ProofLanguage,
+    id: i64,
+    (th, tree): (usize, u32),
+    theorems: &[Theorem],
+    origin_of: &HashMap<i64, Origin>,
+    out: &mut Solved,
+) {
+    let Some(si) = t.ids.iter().position(|&x| x == id) else {
+        // Unparsable root: a judged, failed sample.
+        out.counts[th].0 += 1;
+        return;
+    };
+    match t.solution.verdict(si) {
+        GlobalVerdict::Incorrect => out.counts[th].0 += 1,
+        GlobalVerdict::Undetermined => {}
+        GlobalVerdict::Correct => match final_job(t, si, (th, tree), origin_of, lang) {
+            Ok(job) => out.finals.push(job),
+            Err(e) => {
+                // Cannot be assembled (no name): judged as not proved, said loudly.
+                eprintln!(
+                    "warning: theorem {}: tree {tree}: cannot assemble: {e}",
+                    theorems[th].id
+                );
+                out.counts[th].0 += 1;
+            }
+        },
+    }
+}
+
+/// The assembled proof of the globally correct root `si`, ready for its cold re-check.
+fn final_job(
+    t: &SolvedTree,
+    si: usize,
+    (theorem, tree): (usize, u32),
+    origin_of: &HashMap<i64, Origin>,
+    lang: &dyn ProofLanguage,
+) -> Result<FinalJob, prod_core::AssemblyError> {
+    let assembled = assemble(&t.nodes, &t.solution, si, lang)?;
+    let origin = |node: usize| t.ids.get(node).and_then(|id| origin_of.get(id));
+    let sampled_only = assembled
+        .lemmas
+        .iter()
+        .all(|l| origin(l.node) == Some(&Origin::Sampled));
+    Ok(FinalJob {
+        theorem,
+        tree,
+        hammer_replaced: assembled
+            .lemmas
+            .iter()
+            .any(|l| t.hammer.get(l.node).copied().unwrap_or(false)),
+        allowed_axioms: prod_check::context_axioms(&assembled, &t.axioms),
+        proved: ProvedTree {
+            height: t.solution.height(si),
+            assembled: assembled.text.clone(),
+            sampled_only,
+        },
+        assembled,
+    })
 }
 
 /// The cold re-check of every assembled proof (stored; infra ones are asked again on a
@@ -557,45 +624,16 @@ fn score(
     times: PhaseTimes,
 ) -> anyhow::Result<EvalResult> {
     let counts = &solved.counts;
-    let outcomes: Vec<TheoremOutcome> = counts
-        .iter()
-        .map(|o| TheoremOutcome {
-            samples: o.0,
-            correct: o.1,
-        })
-        .collect();
-    let pass_at_k: Vec<PassAtK> = opts
-        .ks
-        .iter()
-        .filter(|&&k| k <= opts.samples as usize)
-        .filter_map(|&k| estimate(&outcomes, k, opts.bootstrap, opts.seed))
-        .map(|p| PassAtK::from_estimate(&p))
-        .collect();
     let mut table = DepthTable::default();
     for (t, o) in theorems.iter().zip(counts) {
         table.add(t.depth, if o.1 > 0 { o.2 } else { None });
     }
-    let (mut checked, mut infra, mut parsed, mut correct) = (0, 0, 0, 0);
-    let mut verdicts: HashMap<i64, Option<Verdict>> = HashMap::with_capacity(nodes.len());
-    for n in nodes {
-        let v = ctx.store.verdict(n.id)?;
-        match &v {
-            Some(_) => checked += 1,
-            None => infra += 1,
-        }
-        if ConditionalProof::parse(&n.completion).is_ok() {
-            parsed += 1;
-        }
-        if local_verdict(v.as_ref()) == LocalVerdict::Correct {
-            correct += 1;
-        }
-        verdicts.insert(n.id, v);
-    }
+    let n = node_verdicts(ctx.store, nodes)?;
     let judged: Vec<(usize, usize)> = counts.iter().map(|o| (o.0, o.1)).collect();
     let details = crate::outcomes::details(&crate::outcomes::Inputs {
         theorems,
         nodes,
-        verdicts: &verdicts,
+        verdicts: &n.verdicts,
         globals: &solved.globals,
         proved,
         judged: &judged,
@@ -608,10 +646,10 @@ fn score(
         temperature: opts.temperature,
         samples_per_theorem: opts.samples as usize,
         theorems: theorems.len(),
-        pass_at_k,
+        pass_at_k: pass_at_ks(opts, counts),
         depth_table: DepthCell::from_table(&table),
-        infra_nodes: infra,
-        checked_nodes: checked,
+        infra_nodes: n.infra,
+        checked_nodes: n.checked,
         novel_lemma_share: (novel.1 > 0).then(|| novel.0 as f64 / novel.1 as f64),
         theorems_detail: details.theorems,
         node_outcomes: Some(details.node_outcomes),
@@ -630,7 +668,59 @@ fn score(
         times,
         per_theorem,
         nodes: nodes.len(),
-        parsed_nodes: parsed,
-        locally_correct: correct,
+        parsed_nodes: n.parsed,
+        locally_correct: n.correct,
     })
+}
+
+/// pass@k with bootstrap CIs for every asked k up to the samples per theorem.
+fn pass_at_ks(opts: &EvalOptions, counts: &[TheoremCount]) -> Vec<PassAtK> {
+    let outcomes: Vec<TheoremOutcome> = counts
+        .iter()
+        .map(|o| TheoremOutcome {
+            samples: o.0,
+            correct: o.1,
+        })
+        .collect();
+    opts.ks
+        .iter()
+        .filter(|&&k| k <= opts.samples as usize)
+        .filter_map(|&k| estimate(&outcomes, k, opts.bootstrap, opts.seed))
+        .map(|p| PassAtK::from_estimate(&p))
+        .collect()
+}
+
+/// Every node's stored verdict, and how many nodes were checked, lost to infra, parse as
+/// conditional proofs and are locally correct.
+struct NodeVerdicts {
+    verdicts: HashMap<i64, Option<Verdict>>,
+    checked: usize,
+    infra: usize,
+    parsed: usize,
+    correct: usize,
+}
+
+fn node_verdicts(store: &RunStore, nodes: &[StoredNode]) -> anyhow::Result<NodeVerdicts> {
+    let mut out = NodeVerdicts {
+        verdicts: HashMap::with_capacity(nodes.len()),
+        checked: 0,
+        infra: 0,
+        parsed: 0,
+        correct: 0,
+    };
+    for n in nodes {
+        let v = store.verdict(n.id)?;
+        match &v {
+            Some(_) => out.checked += 1,
+            None => out.infra += 1,
+        }
+        if ConditionalProof::parse(&n.completion).is_ok() {
+            out.parsed += 1;
+        }
+        if local_verdict(v.as_ref()) == LocalVerdict::Correct {
+            out.correct += 1;
+        }
+        out.verdicts.insert(n.id, v);
+    }
+    Ok(out)
 }

@@ -220,11 +220,34 @@ fn example(inp: &Inputs<'_>, kind: &str, th: usize, tree: u32, members: &[usize]
 
 /// Compute the details of an evaluation.
 pub(crate) fn details(inp: &Inputs<'_>) -> Details {
-    let mut d = Details::default();
-    // --- nodes by verdict -------------------------------------------------------------------
+    let nodes = node_counts(inp);
+    let members = tree_members(inp);
+    Details {
+        theorems: theorem_details(inp, &members),
+        node_outcomes: nodes.outcomes,
+        use_invoke_share_root: nodes.use_invoke_share_root,
+        proposals: nodes.proposals,
+        sampled_trees_height_ge1: inp
+            .proved
+            .values()
+            .filter(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1))
+            .count(),
+        examples: examples(inp, &members),
+    }
+}
+
+/// The nodes by verdict (with the most common failures), the `<use_invoke>` share of the roots
+/// and the number of proposed lemmas.
+struct NodeCounts {
+    outcomes: NodeOutcomes,
+    use_invoke_share_root: Option<f64>,
+    proposals: usize,
+}
+
+fn node_counts(inp: &Inputs<'_>) -> NodeCounts {
     let mut failures: BTreeMap<(&'static str, String), usize> = BTreeMap::new();
-    let o = &mut d.node_outcomes;
-    let (mut roots, mut use_invoke) = (0usize, 0usize);
+    let mut o = NodeOutcomes::default();
+    let (mut roots, mut use_invoke, mut proposals) = (0usize, 0usize, 0usize);
     for n in inp.nodes {
         let v = inp.verdicts.get(&n.id).and_then(Option::as_ref);
         o.nodes += 1;
@@ -246,7 +269,7 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             o.globally_correct += 1;
         }
         if let Ok(p) = ConditionalProof::parse(&n.completion) {
-            d.proposals += p.lemma_count();
+            proposals += p.lemma_count();
         }
         if n.depth == 0 && n.theorem.is_some() {
             roots += 1;
@@ -255,27 +278,34 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             }
         }
     }
+    o.top_failures = top_failures(failures);
+    NodeCounts {
+        outcomes: o,
+        use_invoke_share_root: (roots > 0).then(|| use_invoke as f64 / roots as f64),
+        proposals,
+    }
+}
+
+/// The most frequent failure headlines, most frequent first (ties by kind and message).
+fn top_failures(failures: BTreeMap<(&'static str, String), usize>) -> Vec<FailureCount> {
     let mut top: Vec<((&str, String), usize)> = failures.into_iter().collect();
     top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    o.top_failures = top
-        .into_iter()
+    top.into_iter()
         .take(TOP_FAILURES)
         .map(|((kind, message), count)| FailureCount {
             kind: kind.to_string(),
             message,
             count,
         })
-        .collect();
-    d.use_invoke_share_root = (roots > 0).then(|| use_invoke as f64 / roots as f64);
-    d.sampled_trees_height_ge1 = inp
-        .proved
-        .values()
-        .filter(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1))
-        .count();
+        .collect()
+}
 
-    // --- trees per theorem ------------------------------------------------------------------
+/// The nodes of each (theorem, tree): its roots, then the nodes proving their proposed lemmas.
+type Members = BTreeMap<(usize, u32), Vec<usize>>;
+
+fn tree_members(inp: &Inputs<'_>) -> Members {
     let mut index: HashMap<u32, GoalIndex<'_>> = HashMap::new();
-    let mut root_nodes: BTreeMap<(usize, u32), Vec<usize>> = BTreeMap::new();
+    let mut root_nodes: Members = BTreeMap::new();
     for (i, n) in inp.nodes.iter().enumerate() {
         index
             .entry(n.tree)
@@ -296,23 +326,28 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             }
         }
     }
-    let mut members: BTreeMap<(usize, u32), Vec<usize>> = BTreeMap::new();
-    for (key, roots) in &root_nodes {
-        members.insert(*key, walk(inp, &index, roots));
-    }
+    root_nodes
+        .iter()
+        .map(|(key, roots)| (*key, walk(inp, &index, roots)))
+        .collect()
+}
+
+/// Whether node `i`'s stored verdict is `Proved`.
+fn locally_proved(inp: &Inputs<'_>, i: usize) -> bool {
+    matches!(
+        inp.verdicts.get(&inp.nodes[i].id),
+        Some(Some(Verdict::Proved { .. }))
+    )
+}
+
+/// One row per theorem: its trees, the proving ones and their nodes.
+fn theorem_details(inp: &Inputs<'_>, members: &Members) -> Vec<TheoremDetail> {
+    let mut out = Vec::with_capacity(inp.theorems.len());
     for (th, t) in inp.theorems.iter().enumerate() {
         let (mut nodes, mut correct) = (0usize, 0usize);
         for ((_, _), m) in members.range((th, 0)..=(th, u32::MAX)) {
             nodes += m.len();
-            correct += m
-                .iter()
-                .filter(|&&i| {
-                    matches!(
-                        inp.verdicts.get(&inp.nodes[i].id),
-                        Some(Some(Verdict::Proved { .. }))
-                    )
-                })
-                .count();
+            correct += m.iter().filter(|&&i| locally_proved(inp, i)).count();
         }
         let proving: Vec<(u32, Option<u32>)> = inp
             .proved
@@ -321,7 +356,7 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             .map(|((_, tree), p)| (*tree, p.height))
             .collect();
         let (judged, proved) = inp.judged.get(th).copied().unwrap_or_default();
-        d.theorems.push(TheoremDetail {
+        out.push(TheoremDetail {
             id: t.id.clone(),
             name: t.qualified_name.clone(),
             file: t.file.clone(),
@@ -335,8 +370,12 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             locally_correct: correct,
         });
     }
+    out
+}
 
-    // --- examples ---------------------------------------------------------------------------
+/// Up to three example trees: proved with proposed lemmas (preferably sampled only), proved
+/// by a flat proof, and not proved although the root proposed lemmas.
+fn examples(inp: &Inputs<'_>, members: &Members) -> Vec<ExampleTree> {
     let pick = |want: &dyn Fn(usize, u32, &[usize]) -> bool| {
         members
             .iter()
@@ -362,12 +401,6 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
     let proposes = |i: usize| {
         ConditionalProof::parse(&inp.nodes[i].completion).is_ok_and(|p| p.lemma_count() > 0)
     };
-    let root_proved = |i: usize| {
-        matches!(
-            inp.verdicts.get(&inp.nodes[i].id),
-            Some(Some(Verdict::Proved { .. }))
-        )
-    };
     // A failed tree whose root proposes lemmas: preferably one whose root itself checked, so
     // that the failure is in a lemma.
     let decided =
@@ -375,7 +408,7 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
     let failed = pick(&|th, tree, m| {
         proved_at(th, tree).is_none()
             && m.first()
-                .is_some_and(|&r| proposes(r) && decided(r) && root_proved(r))
+                .is_some_and(|&r| proposes(r) && decided(r) && locally_proved(inp, r))
     })
     .or_else(|| {
         pick(&|th, tree, m| {
@@ -391,8 +424,7 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             &m,
         ));
     }
-    d.examples = examples;
-    d
+    examples
 }
 
 #[cfg(test)]
