@@ -9,7 +9,7 @@ use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_report::{DatasetInfo, ModelInfo, RunReport};
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{dataset_statements, load_theorems, run_eval, EvalOptions, EvalResult};
+use crate::eval::{dataset_statements, load_theorems, run_eval, EvalOptions, EvalResult, Theorem};
 use crate::policy::{NativeParams, NativePolicy};
 use crate::progress::Bars;
 use crate::prover::{ProverChoice, ProverKind};
@@ -296,43 +296,16 @@ pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
 pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
-    let theorems = load_theorems(
+    let theorems = run_theorems(
         &job.dataset,
         &job.options.split,
         job.theorems,
         job.options.seed,
-    )
-    .map_err(BadInput)?;
-    if theorems.is_empty() {
-        return Err(BadInput(format!(
-            "{}: split {:?} has no named theorems",
-            job.dataset.display(),
-            job.options.split
-        ))
-        .into());
-    }
-    if let Some(&k) = job
-        .options
-        .ks
-        .iter()
-        .find(|&&k| k == 0 || k > job.options.samples as usize)
-    {
-        return Err(BadInput(format!(
-            "k = {k}: every k must be in 1..=samples ({})",
-            job.options.samples
-        ))
-        .into());
-    }
+    )?;
+    check_ks(&job.options)?;
     let store = open_store(&job.out, job.postgres.as_ref())?;
     // A resumed run must be the same experiment (where it runs is not part of it).
-    let mut fixed = job.clone();
-    fixed.coq.workers = 0;
-    fixed.isabelle = fixed
-        .isabelle
-        .as_ref()
-        .map(crate::prover::isabelle_identity);
-    fixed.postgres = None;
-    store.ensure_meta("eval_job", &serde_json::to_string(&fixed)?)?;
+    store.ensure_meta("eval_job", &serde_json::to_string(&job.identity())?)?;
     let cache = job
         .cache
         .clone()
@@ -340,22 +313,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let prover =
         job.prover_choice()
             .start(&job.dataset, &cache, &job.out, job.postgres.as_ref())?;
-    let mut native: Option<NativePolicy> = None;
-    let mut remote: Option<crate::policy::RemoteSeq> = None;
-    match &job.remote {
-        Some(r) => remote = Some(crate::policy::RemoteSeq::open(r, &job.model).map_err(BadInput)?),
-        None => {
-            native = Some(
-                NativePolicy::load(&job.model, job.sampling.clone())
-                    .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?,
-            );
-        }
-    }
-    let policy: &mut dyn crate::policy::SeqPolicy = match (native.as_mut(), remote.as_mut()) {
-        (Some(n), _) => n,
-        (None, Some(r)) => r,
-        (None, None) => return Err(anyhow::anyhow!("no policy")),
-    };
+    let mut policy = EvalPolicy::open(job)?;
     let novel = dataset_statements(&job.dataset, &*prover.lang);
     bars.say(&format!(
         "eval: {} theorems × {} trees (depth ≤ {}) with {} → {}",
@@ -372,20 +330,117 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         bars,
         dataset_statements: &novel,
     };
-    let result = run_eval(&ctx, policy, &theorems, &job.options, 0, Phase::Eval)?;
+    let result = run_eval(&ctx, policy.seq(), &theorems, &job.options, 0, Phase::Eval)?;
+    let report = eval_report(job, theorems.len(), &result, &prover.name, policy.native())?;
+    write_report(&job.out, &report)?;
+    Ok((report, result))
+}
+
+/// The named theorems of `split` (`limit` of them drawn with `seed`, all when `None`); none is
+/// the user's error.
+pub(crate) fn run_theorems(
+    dataset: &Path,
+    split: &str,
+    limit: Option<usize>,
+    seed: u64,
+) -> anyhow::Result<Vec<Theorem>> {
+    let theorems = load_theorems(dataset, split, limit, seed).map_err(BadInput)?;
+    if theorems.is_empty() {
+        return Err(BadInput(format!(
+            "{}: split {split:?} has no named theorems",
+            dataset.display()
+        ))
+        .into());
+    }
+    Ok(theorems)
+}
+
+/// Every k in `1..=samples`.
+fn check_ks(opts: &EvalOptions) -> Result<(), BadInput> {
+    match opts
+        .ks
+        .iter()
+        .find(|&&k| k == 0 || k > opts.samples as usize)
+    {
+        Some(&k) => Err(BadInput(format!(
+            "k = {k}: every k must be in 1..=samples ({})",
+            opts.samples
+        ))),
+        None => Ok(()),
+    }
+}
+
+impl EvalJob {
+    /// The job as the run store keeps it: what the experiment is, not where it runs (workers,
+    /// Isabelle server address, PostgreSQL store left out).
+    fn identity(&self) -> EvalJob {
+        let mut fixed = self.clone();
+        fixed.coq.workers = 0;
+        fixed.isabelle = fixed
+            .isabelle
+            .as_ref()
+            .map(crate::prover::isabelle_identity);
+        fixed.postgres = None;
+        fixed
+    }
+}
+
+/// The policy an evaluation samples from: the native model, or a remote server (with the
+/// model directory's tokenizer).
+enum EvalPolicy {
+    Native(NativePolicy),
+    Remote(crate::policy::RemoteSeq),
+}
+
+impl EvalPolicy {
+    fn open(job: &EvalJob) -> Result<EvalPolicy, BadInput> {
+        Ok(match &job.remote {
+            Some(r) => {
+                EvalPolicy::Remote(crate::policy::RemoteSeq::open(r, &job.model).map_err(BadInput)?)
+            }
+            None => EvalPolicy::Native(
+                NativePolicy::load(&job.model, job.sampling.clone())
+                    .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?,
+            ),
+        })
+    }
+
+    fn seq(&mut self) -> &mut dyn crate::policy::SeqPolicy {
+        match self {
+            EvalPolicy::Native(n) => n,
+            EvalPolicy::Remote(r) => r,
+        }
+    }
+
+    fn native(&self) -> Option<&NativePolicy> {
+        match self {
+            EvalPolicy::Native(n) => Some(n),
+            EvalPolicy::Remote(_) => None,
+        }
+    }
+}
+
+/// `run.json` of an evaluation: the evaluation, the job, node counts and phase seconds.
+fn eval_report(
+    job: &EvalJob,
+    theorems: usize,
+    result: &EvalResult,
+    prover: &str,
+    native: Option<&NativePolicy>,
+) -> anyhow::Result<RunReport> {
     let t = &result.times;
-    let report = RunReport {
+    Ok(RunReport {
         title: format!("ProD evaluation: {}", job.options.name),
         created: now_rfc3339(),
-        prover: prover.name.clone(),
+        prover: prover.to_string(),
         dataset: DatasetInfo {
             name: job.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             split: job.options.split.clone(),
-            size: theorems.len(),
+            size: theorems,
         },
         model: ModelInfo {
             name: job.model.display().to_string(),
-            params: native.as_ref().map(|n| n.model.num_params() as u64),
+            params: native.map(|n| n.model.num_params() as u64),
         },
         config: serde_json::to_value(job)?,
         evaluations: vec![result.evaluation.clone()],
@@ -397,12 +452,10 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
             ),
             format!(
                 "phase seconds (this invocation): sample {:.1} ({} fresh, {} replayed from the run store, {} tokens), check {:.1} ({} sent to {}), solve {:.2}, final check {:.1}",
-                t.sample_s, t.sampled_fresh, t.sampled_replayed, native.as_ref().map_or(0, |n| n.generated_tokens), t.check_s, t.checked_now, prover.name, t.solve_s, t.final_s
+                t.sample_s, t.sampled_fresh, t.sampled_replayed, native.map_or(0, |n| n.generated_tokens), t.check_s, t.checked_now, prover, t.solve_s, t.final_s
             ),
         ],
-    };
-    write_report(&job.out, &report)?;
-    Ok((report, result))
+    })
 }
 
 #[cfg(test)]

@@ -485,20 +485,11 @@ pub fn run_rl(
     env: &RunContext<'_>,
     on_round: &dyn Fn(&[RoundRecord]) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<RoundRecord>> {
+    let mut start = RoundStart::initial(cfg);
     let mut records: Vec<RoundRecord> = Vec::new();
-    let mut last_ckpt: PathBuf = cfg.model.clone();
-    // The separate value model starts as a copy of the SFT model.
-    let mut value_start: PathBuf = cfg.model.clone();
     for (round, _path, metrics) in env.store.checkpoints()? {
-        let rec: RoundRecord = serde_json::from_str(&metrics)?;
-        records.push(rec);
-        last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
-        if value_checkpoint(env.out, round)
-            .join("config.json")
-            .is_file()
-        {
-            value_start = value_checkpoint(env.out, round);
-        }
+        records.push(serde_json::from_str(&metrics)?);
+        start.after(env.out, round);
     }
     let eval_set = eval_theorems(cfg)?;
     if cfg.eval.due(0, cfg.rounds) && env.store.get_meta(EVAL_START_KEY)?.is_none() {
@@ -509,60 +500,97 @@ pub fn run_rl(
     }
     // Rounds finished before their evaluation was (a kill in between).
     for rec in records.iter_mut() {
-        let round = rec.metrics.round;
-        if cfg.eval.due(round, cfg.rounds) && rec.metrics.eval.is_none() {
-            let ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
-            let mut policy = RoundPolicy::load(cfg, &ckpt)?;
-            let m = round_eval(cfg, env, &eval_set, round, &mut policy)?;
-            set_eval(&mut rec.metrics, m);
-            env.store.put_checkpoint(
-                round,
-                &ckpt.display().to_string(),
-                &serde_json::to_string(&*rec)?,
-            )?;
+        if cfg.eval.due(rec.metrics.round, cfg.rounds) && rec.metrics.eval.is_none() {
+            evaluate_round(cfg, env, &eval_set, rec)?;
         }
     }
-    let mut replay: ReplayBuffer<StoredExample> = ReplayBuffer::new(cfg.replay_capacity);
-    for r in 1..=records.len() as u32 {
-        replay.extend(
-            env.store
-                .examples(r)?
-                .into_iter()
-                .filter(|e| e.kind != ExampleKind::Replayed),
-        );
-    }
+    let mut replay = replay_of(cfg, env.store, records.len() as u32)?;
     for round in (records.len() as u32 + 1)..=cfg.rounds {
-        let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
+        let mut policy = RoundPolicy::load(cfg, &start.ckpt)?;
         let r = crate::round::Round {
             cfg,
             env,
             round,
-            start_ckpt: &last_ckpt,
-            value_start: &value_start,
+            start_ckpt: &start.ckpt,
+            value_start: &start.value,
         };
         let mut rec = crate::round::run_round(&r, theorems, &mut policy, &mut replay)?;
         drop(policy);
-        last_ckpt = env.out.join("checkpoints").join(format!("round-{round}"));
-        if value_checkpoint(env.out, round)
-            .join("config.json")
-            .is_file()
-        {
-            value_start = value_checkpoint(env.out, round);
-        }
+        start.after(env.out, round);
         if cfg.eval.due(round, cfg.rounds) {
-            let mut policy = RoundPolicy::load(cfg, &last_ckpt)?;
-            let m = round_eval(cfg, env, &eval_set, round, &mut policy)?;
-            set_eval(&mut rec.metrics, m);
-            env.store.put_checkpoint(
-                round,
-                &last_ckpt.display().to_string(),
-                &serde_json::to_string(&rec)?,
-            )?;
+            evaluate_round(cfg, env, &eval_set, &mut rec)?;
         }
         records.push(rec);
         on_round(&records)?;
     }
     Ok(records)
+}
+
+/// Where the next round starts: the last checkpoint, and the separate value model's.
+struct RoundStart {
+    ckpt: PathBuf,
+    value: PathBuf,
+}
+
+impl RoundStart {
+    /// The SFT model (the separate value model starts as a copy of it).
+    fn initial(cfg: &RlConfig) -> Self {
+        RoundStart {
+            ckpt: cfg.model.clone(),
+            value: cfg.model.clone(),
+        }
+    }
+
+    /// After round `round`: its checkpoint, and its value model when it saved one.
+    fn after(&mut self, out: &Path, round: u32) {
+        self.ckpt = round_checkpoint(out, round);
+        if value_checkpoint(out, round).join("config.json").is_file() {
+            self.value = value_checkpoint(out, round);
+        }
+    }
+}
+
+/// Evaluate a finished round's checkpoint and store the figures with the round's record.
+fn evaluate_round(
+    cfg: &RlConfig,
+    env: &RunContext<'_>,
+    eval_set: &[Theorem],
+    rec: &mut RoundRecord,
+) -> anyhow::Result<()> {
+    let round = rec.metrics.round;
+    let ckpt = round_checkpoint(env.out, round);
+    let mut policy = RoundPolicy::load(cfg, &ckpt)?;
+    let m = round_eval(cfg, env, eval_set, round, &mut policy)?;
+    set_eval(&mut rec.metrics, m);
+    env.store.put_checkpoint(
+        round,
+        &ckpt.display().to_string(),
+        &serde_json::to_string(&*rec)?,
+    )?;
+    Ok(())
+}
+
+/// The replay buffer after `rounds` finished rounds: their fresh examples, in order.
+fn replay_of(
+    cfg: &RlConfig,
+    store: &RunStore,
+    rounds: u32,
+) -> anyhow::Result<ReplayBuffer<StoredExample>> {
+    let mut replay: ReplayBuffer<StoredExample> = ReplayBuffer::new(cfg.replay_capacity);
+    for r in 1..=rounds {
+        replay.extend(
+            store
+                .examples(r)?
+                .into_iter()
+                .filter(|e| e.kind != ExampleKind::Replayed),
+        );
+    }
+    Ok(replay)
+}
+
+/// Where round `round`'s checkpoint is saved.
+pub(crate) fn round_checkpoint(out: &Path, round: u32) -> PathBuf {
+    out.join("checkpoints").join(format!("round-{round}"))
 }
 
 /// Where round `round`'s separate value model is saved (beside the policy's checkpoint).
@@ -818,28 +846,10 @@ pub fn run_rl_job(
     out: &Path,
     bars: &Bars,
 ) -> anyhow::Result<(prod_report::RunReport, Vec<RoundRecord>)> {
-    use crate::job::{now_rfc3339, open_store, write_report, BadInput};
-    let theorems =
-        crate::eval::load_theorems(&cfg.dataset, &cfg.split, None, cfg.seed).map_err(BadInput)?;
-    if theorems.is_empty() {
-        return Err(BadInput(format!(
-            "{}: split {:?} has no named theorems",
-            cfg.dataset.display(),
-            cfg.split
-        ))
-        .into());
-    }
+    use crate::job::{open_store, run_theorems, write_report};
+    let theorems = run_theorems(&cfg.dataset, &cfg.split, None, cfg.seed)?;
     let store = open_store(out, cfg.postgres.as_ref())?;
-    let mut fixed = cfg.clone();
-    fixed.coq.workers = 0;
-    fixed.isabelle = fixed
-        .isabelle
-        .as_ref()
-        .map(crate::prover::isabelle_identity);
-    // The tactic in effect, written out (as stores from before the prover's default kept it).
-    fixed.trivial_tactic = Some(cfg.trivial_tactic().to_string());
-    fixed.postgres = None;
-    store.ensure_meta("rl_config", &serde_json::to_string(&fixed)?)?;
+    store.ensure_meta("rl_config", &serde_json::to_string(&cfg.identity())?)?;
     let prover = cfg.prover_choice().start(
         &cfg.dataset,
         &out.join("cache.sqlite"),
@@ -854,28 +864,73 @@ pub fn run_rl_job(
         bars,
         dataset_statements: &statements,
     };
-    let prover_name = prover.name.clone();
-    let params = if cfg.remote.is_some() {
-        None
-    } else {
-        NativePolicy::load(&cfg.model, cfg.sampling.clone())
-            .map(|p| p.model.num_params() as u64)
-            .ok()
+    let run = RlRun {
+        cfg,
+        theorems: theorems.len(),
+        prover: prover.name.clone(),
+        params: if cfg.remote.is_some() {
+            None
+        } else {
+            NativePolicy::load(&cfg.model, cfg.sampling.clone())
+                .map(|p| p.model.num_params() as u64)
+                .ok()
+        },
+        store: &store,
     };
-    let report_of = |records: &[RoundRecord]| {
+    let write = |records: &[RoundRecord]| -> anyhow::Result<()> {
+        write_report(out, &run.report(records))?;
+        Ok(())
+    };
+    let records = run_rl(cfg, &theorems, &env, &write)?;
+    let report = run.report(&records);
+    write_report(out, &report)?;
+    Ok((report, records))
+}
+
+impl RlConfig {
+    /// The configuration as the run store keeps it: what the run is, not where it runs
+    /// (workers, Isabelle server address, PostgreSQL store left out), with the trivial tactic
+    /// in effect written out (as stores from before the prover's default kept it).
+    fn identity(&self) -> RlConfig {
+        let mut fixed = self.clone();
+        fixed.coq.workers = 0;
+        fixed.isabelle = fixed
+            .isabelle
+            .as_ref()
+            .map(crate::prover::isabelle_identity);
+        fixed.trivial_tactic = Some(self.trivial_tactic().to_string());
+        fixed.postgres = None;
+        fixed
+    }
+}
+
+/// What an RL run's `run.json` says besides the rounds.
+struct RlRun<'a> {
+    cfg: &'a RlConfig,
+    theorems: usize,
+    prover: String,
+    /// The starting model's parameters (native models only).
+    params: Option<u64>,
+    store: &'a RunStore,
+}
+
+impl RlRun<'_> {
+    /// `run.json` after `records`: the starting model's evaluation and every round's metrics.
+    fn report(&self, records: &[RoundRecord]) -> prod_report::RunReport {
+        let cfg = self.cfg;
         prod_report::RunReport {
         title: format!("{} run", cfg.method.display_name()),
-        created: now_rfc3339(),
-        prover: prover_name.clone(),
+        created: crate::job::now_rfc3339(),
+        prover: self.prover.clone(),
         dataset: prod_report::DatasetInfo {
             name: cfg.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             split: cfg.split.clone(),
-            size: theorems.len(),
+            size: self.theorems,
         },
-        model: prod_report::ModelInfo { name: cfg.model.display().to_string(), params },
+        model: prod_report::ModelInfo { name: cfg.model.display().to_string(), params: self.params },
         config: serde_json::to_value(cfg).unwrap_or_default(),
         evaluations: vec![],
-        rounds: start_eval(&store)
+        rounds: start_eval(self.store)
             .ok()
             .flatten()
             .into_iter()
@@ -891,15 +946,7 @@ pub fn run_rl_job(
             })
             .collect(),
     }
-    };
-    let write = |records: &[RoundRecord]| -> anyhow::Result<()> {
-        write_report(out, &report_of(records))?;
-        Ok(())
-    };
-    let records = run_rl(cfg, &theorems, &env, &write)?;
-    let report = report_of(&records);
-    write_report(out, &report)?;
-    Ok((report, records))
+    }
 }
 
 #[cfg(test)]

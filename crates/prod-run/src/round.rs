@@ -34,9 +34,9 @@ use crate::context::RunContext;
 use crate::eval::{check_phase, to_stored, Theorem};
 use crate::policy::{mix_seed, LoggedPolicy, NativePolicy};
 use crate::rl::{
-    filter_proposals, goal_key, load_policy_from, replay_lemma_statements, round_theorems,
-    run_command, stored_to_generated, trainer_loss, value_checkpoint, write_examples, Method,
-    RlConfig, RoundPolicy, RoundRecord, ValueModel,
+    filter_proposals, goal_key, load_policy_from, replay_lemma_statements, round_checkpoint,
+    round_theorems, run_command, stored_to_generated, trainer_loss, value_checkpoint,
+    write_examples, Method, RlConfig, RoundPolicy, RoundRecord, ValueModel,
 };
 use crate::store::{Phase, Step, StoredExample, StoredNode};
 
@@ -500,11 +500,7 @@ impl RoundFiles {
     fn of(r: &Round<'_>) -> Self {
         let dir = r.env.out.join("rounds").join(format!("round-{}", r.round));
         RoundFiles {
-            ckpt: r
-                .env
-                .out
-                .join("checkpoints")
-                .join(format!("round-{}", r.round)),
+            ckpt: round_checkpoint(r.env.out, r.round),
             value_ckpt: value_checkpoint(r.env.out, r.round),
             examples: dir.join("examples.jsonl"),
             value_examples: dir.join("value_examples.jsonl"),
