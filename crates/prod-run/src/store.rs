@@ -1379,16 +1379,8 @@ mod tests {
         ]);
     }
 
-    /// A store as the string-typed code wrote it (tables and values by raw SQL) opens, reads
-    /// back into the enums, resumes, and new rows get the same strings.
-    #[test]
-    fn opens_a_store_written_with_the_old_strings() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.sqlite");
-        {
-            let c = Connection::open(&path).unwrap();
-            c.execute_batch(
-                "
+    /// The tables and rows of a run store as the string-typed code wrote them (raw SQL).
+    const OLD_STRINGS_STORE: &str = "
 CREATE TABLE contexts (key TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE sample_log (
     round INTEGER NOT NULL, phase TEXT NOT NULL, seq INTEGER NOT NULL,
@@ -1430,28 +1422,53 @@ INSERT INTO examples VALUES
     (1, 3, '{\"context\":\"c\",\"statement\":\"s\",\"target\":\"t\",\"weight\":0.5,\"kind\":\"replayed\"}');
 INSERT INTO phases (round, phase, seconds) VALUES
     (0, 'eval/sample', 1.5), (1, 'rl/sample', 2.0), (1, 'rl/round', 9.0);
-",
-            )
+";
+
+    /// A run store file written by the string-typed code, in `dir`.
+    fn old_strings_store(dir: &tempfile::TempDir) -> std::path::PathBuf {
+        let path = dir.path().join("run.sqlite");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(OLD_STRINGS_STORE)
             .unwrap();
+        path
+    }
+
+    /// A stored node of the old store's shape (context `k`, depth 0, tree 1 for lemmas).
+    #[allow(clippy::too_many_arguments)]
+    fn old_node(
+        id: i64,
+        round: u32,
+        phase: Phase,
+        theorem: Option<i64>,
+        forced_t0: Option<T0>,
+        origin: Origin,
+        statement: &str,
+        completion: &str,
+    ) -> StoredNode {
+        StoredNode {
+            id,
+            round,
+            phase,
+            theorem,
+            depth: 0,
+            tree: u32::from(theorem.is_none()),
+            forced_t0,
+            origin,
+            context_key: "k".into(),
+            statement: statement.into(),
+            completion: completion.into(),
         }
+    }
+
+    /// A store as the string-typed code wrote it opens, reads back into the enums and resumes.
+    // One scenario over every table of the old store; the expected records are data.
+    #[test]
+    fn opens_a_store_written_with_the_old_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = old_strings_store(&dir);
         let s = RunStore::open(&path).unwrap();
-        let node =
-            |id, round, phase, theorem, forced_t0, origin, statement: &str, completion: &str| {
-                StoredNode {
-                    id,
-                    round,
-                    phase,
-                    theorem,
-                    depth: 0,
-                    tree: u32::from(theorem.is_none()),
-                    forced_t0,
-                    origin,
-                    context_key: "k".into(),
-                    statement: statement.into(),
-                    completion: completion.into(),
-                }
-            };
-        let eval = vec![node(
+        let eval = vec![old_node(
             1,
             0,
             Phase::Eval,
@@ -1462,7 +1479,7 @@ INSERT INTO phases (round, phase, seconds) VALUES
             "<no_invoke> exact I.",
         )];
         let rl = vec![
-            node(
+            old_node(
                 2,
                 1,
                 Phase::Rl,
@@ -1472,7 +1489,7 @@ INSERT INTO phases (round, phase, seconds) VALUES
                 "Lemma a : True.",
                 "<use_invoke> x.",
             ),
-            node(
+            old_node(
                 3,
                 1,
                 Phase::Rl,
@@ -1483,7 +1500,7 @@ INSERT INTO phases (round, phase, seconds) VALUES
                 "exact I.",
             ),
         ];
-        let rl_eval = vec![node(
+        let rl_eval = vec![old_node(
             4,
             1,
             Phase::RlEval,
@@ -1545,8 +1562,15 @@ INSERT INTO phases (round, phase, seconds) VALUES
                 .as_deref(),
             Some("a1")
         );
-        // What this build writes is what the old code wrote.
-        let lemma = node(
+    }
+
+    /// New rows in a store written by the string-typed code get the strings it wrote.
+    #[test]
+    fn writes_the_old_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = old_strings_store(&dir);
+        let s = RunStore::open(&path).unwrap();
+        let lemma = old_node(
             0,
             2,
             Phase::RlEval,
