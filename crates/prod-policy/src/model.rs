@@ -25,6 +25,125 @@ pub use rows::RowKv;
 /// (a padding position) gets a uniform row instead of NaN.
 const MASKED: f32 = -1e30;
 
+/// What every layer of a pass reads: the key columns (cached and new), the additive attention
+/// mask `[b, t, total]` and the RoPE tables `[b, t, head_dim]`.
+struct PassInputs {
+    total: usize,
+    mask: Vec<f32>,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+/// How [`Llama::hidden_layers`] applies RoPE, the masked softmax and SwiGLU: the fused ops'
+/// forward passes (CPU inference), or candle's composite ops (gradients, other devices) with
+/// the mask and the tables as tensors.
+enum Attend {
+    Fused {
+        mask: Arc<Vec<f32>>,
+        cos: Arc<Vec<f32>>,
+        sin: Arc<Vec<f32>>,
+        total: usize,
+    },
+    Composite {
+        mask: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        total: usize,
+    },
+}
+
+impl Attend {
+    fn new(
+        inputs: PassInputs,
+        fused: bool,
+        (b, t, hd): (usize, usize, usize),
+        device: &Device,
+    ) -> Result<Attend> {
+        let total = inputs.total;
+        Ok(if fused {
+            Attend::Fused {
+                mask: Arc::new(inputs.mask),
+                cos: Arc::new(inputs.cos),
+                sin: Arc::new(inputs.sin),
+                total,
+            }
+        } else {
+            Attend::Composite {
+                mask: Tensor::from_slice(&inputs.mask[..], (b, 1, 1, t, total), device)?,
+                cos: Tensor::from_slice(&inputs.cos[..], (b, 1, t, hd), device)?,
+                sin: Tensor::from_slice(&inputs.sin[..], (b, 1, t, hd), device)?,
+                total,
+            }
+        })
+    }
+
+    /// `x` `[b, t, heads, hd]` rotated, as `[b, heads, t, hd]`.
+    fn rope(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Attend::Fused { cos, sin, .. } => {
+                crate::ops::rope_transpose(x, cos.clone(), sin.clone())?
+            }
+            Attend::Composite { cos, sin, .. } => Llama::rope(&x.transpose(1, 2)?, cos, sin)?,
+        })
+    }
+
+    /// The attention probabilities `[b, kvh, rep*t, total]` of the stacked queries `q` against
+    /// the keys `k`.
+    fn probs(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        scale: f64,
+        grad: bool,
+        (b, kvh, rep, t): (usize, usize, usize, usize),
+    ) -> Result<Tensor> {
+        Ok(match self {
+            Attend::Fused { mask, total, .. } => crate::ops::masked_softmax(
+                &q.matmul(&k.t()?)?,
+                mask.clone(),
+                scale as f32,
+                b,
+                t,
+                *total,
+            )?,
+            Attend::Composite { mask, total, .. } => {
+                let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
+                let scores = scores
+                    .reshape((b, kvh, rep, t, *total))?
+                    .broadcast_add(mask)?;
+                Llama::softmax(grad, &scores)?.reshape((b, kvh, rep * t, *total))?
+            }
+        })
+    }
+
+    fn swiglu(&self, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Attend::Fused { .. } => crate::ops::swiglu(gate, up)?,
+            Attend::Composite { .. } => (gate.silu()? * up)?,
+        })
+    }
+}
+
+/// One pass of [`Llama::hidden_layers`]: its attention, whether gradients are wanted, the
+/// quantised weights of a decoding step, and `(b, t)`.
+struct LayerPass<'a> {
+    attend: Attend,
+    grad: bool,
+    quant: Option<&'a QuantizedWeights>,
+    dims: (usize, usize),
+}
+
+/// One pass of [`Llama::hidden_fused`]: the mask and RoPE tables shared by the fused ops,
+/// `(b, t)`, the norm's epsilon and the attention scale.
+struct FusedPass {
+    mask: Arc<Vec<f32>>,
+    cos: Arc<Vec<f32>>,
+    sin: Arc<Vec<f32>>,
+    dims: (usize, usize),
+    eps: f32,
+    scale: f32,
+}
+
 struct Layer {
     input_layernorm: Var,
     q_proj: Var,
@@ -299,6 +418,37 @@ impl KvCache {
 
     pub fn batch_size(&self) -> usize {
         self.key_valid.len()
+    }
+
+    /// `batch` continues the cached rows: each row's `positions` shifted past its cached tokens,
+    /// the batch's key validity and next positions recorded (an empty cache takes the batch's
+    /// rows). The number of cached columns before the batch.
+    fn continue_with(&mut self, batch: &Batch, positions: &mut [u32]) -> Result<usize> {
+        let (b, t) = (batch.b, batch.t);
+        if self.is_empty() && self.batch_size() == 0 {
+            self.key_valid = vec![Vec::new(); b];
+            self.next_position = vec![0; b];
+        }
+        if self.batch_size() != b {
+            return Err(PolicyError::BadInput(format!(
+                "batch has {b} rows but the cache has {}",
+                self.batch_size()
+            )));
+        }
+        let past = self.len();
+        for r in 0..b {
+            let off = self.next_position[r];
+            for j in 0..t {
+                positions[r * t + j] += off;
+            }
+            self.key_valid[r].extend_from_slice(&batch.valid[r * t..(r + 1) * t]);
+            let new_valid = batch.valid[r * t..(r + 1) * t]
+                .iter()
+                .filter(|&&v| v)
+                .count();
+            self.next_position[r] = off + new_valid as u32;
+        }
+        Ok(past)
     }
 
     /// Repeats a one-row cache `n` times: one prefill serves `n` samples of the same prompt.
@@ -733,22 +883,42 @@ impl Llama {
         Ok(x2d.matmul(&Self::w(w, grad).t()?)?)
     }
 
-    /// Hidden states after the final norm, `[b, t, hidden]`. With a cache, the batch continues
-    /// the cached sequences (its rows must match the cache's rows); padding in `batch.valid` is
-    /// remembered so later tokens never attend to it.
-    pub fn hidden(&self, batch: &Batch, cache: Option<&mut KvCache>, grad: bool) -> Result<Tensor> {
-        self.hidden_impl(batch, cache, grad, None, None)
+    /// Hidden states after the final norm, `[b, t, hidden]`, of a full-sequence pass (no cache).
+    pub fn hidden(&self, batch: &Batch, grad: bool) -> Result<Tensor> {
+        self.hidden_full(batch, grad, None)
     }
 
-    /// [`Llama::hidden`]; on the fused path, weight gradients go to `sinks` when given.
-    pub(crate) fn hidden_impl(
+    /// [`Llama::hidden`]: the fused path when [`Llama::use_fused`] (weight gradients to `sinks`
+    /// when given), else the layers one by one.
+    pub(crate) fn hidden_full(
         &self,
         batch: &Batch,
-        mut cache: Option<&mut KvCache>,
         grad: bool,
         sinks: Option<&GradSinks>,
+    ) -> Result<Tensor> {
+        let inputs = self.pass_inputs(batch, None)?;
+        if self.use_fused(grad, false) {
+            return self.hidden_fused(batch, inputs, sinks);
+        }
+        self.hidden_layers(batch, inputs, None, grad, None)
+    }
+
+    /// Hidden states of a decoding step, `[b, t, hidden]`: the batch continues the cached
+    /// sequences (its rows must match the cache's rows); padding in `batch.valid` is remembered
+    /// so later tokens never attend to it. `quant`: the quantised weights of the step.
+    pub(crate) fn hidden_cached(
+        &self,
+        batch: &Batch,
+        cache: &mut KvCache,
         quant: Option<&QuantizedWeights>,
     ) -> Result<Tensor> {
+        let inputs = self.pass_inputs(batch, Some(&mut *cache))?;
+        self.hidden_layers(batch, inputs, Some(cache), false, quant)
+    }
+
+    /// The batch checked, its positions (continuing the cache, which learns the batch's key
+    /// validity), the attention mask and the RoPE tables.
+    fn pass_inputs(&self, batch: &Batch, cache: Option<&mut KvCache>) -> Result<PassInputs> {
         let (b, t) = (batch.b, batch.t);
         if b == 0 || t == 0 {
             return Err(PolicyError::BadInput("empty batch".into()));
@@ -763,52 +933,18 @@ impl Llama {
                 self.cfg.vocab_size
             )));
         }
-        let (h, kvh, hd, d) = (
-            self.cfg.num_attention_heads,
-            self.cfg.kv_heads(),
-            self.cfg.head_dim(),
-            self.cfg.hidden_size,
-        );
-        let rep = h / kvh;
-
-        // Positions and key validity, continuing the cache when there is one.
         let mut positions = batch.positions.clone();
-        let past = match cache.as_deref_mut() {
-            Some(c) => {
-                if c.is_empty() && c.batch_size() == 0 {
-                    c.key_valid = vec![Vec::new(); b];
-                    c.next_position = vec![0; b];
-                }
-                if c.batch_size() != b {
-                    return Err(PolicyError::BadInput(format!(
-                        "batch has {b} rows but the cache has {}",
-                        c.batch_size()
-                    )));
-                }
-                let past = c.len();
-                for r in 0..b {
-                    let off = c.next_position[r];
-                    for j in 0..t {
-                        positions[r * t + j] += off;
-                    }
-                    c.key_valid[r].extend_from_slice(&batch.valid[r * t..(r + 1) * t]);
-                    let new_valid = batch.valid[r * t..(r + 1) * t]
-                        .iter()
-                        .filter(|&&v| v)
-                        .count();
-                    c.next_position[r] = off + new_valid as u32;
-                }
-                past
-            }
-            None => 0,
+        let (past, key_valid) = match cache {
+            Some(c) => (c.continue_with(batch, &mut positions)?, Some(&c.key_valid)),
+            None => (0, None),
         };
         let total = past + t;
         let mut mask = Vec::with_capacity(b * t * total);
         for r in 0..b {
             for i in 0..t {
                 for j in 0..total {
-                    let key_ok = match cache.as_deref() {
-                        Some(c) => c.key_valid[r][j],
+                    let key_ok = match key_valid {
+                        Some(kv) => kv[r][j],
                         None => batch.valid[r * t + j],
                     };
                     mask.push(if j <= past + i && key_ok { 0.0 } else { MASKED });
@@ -816,97 +952,39 @@ impl Llama {
             }
         }
         let (cos, sin) = self.rope_tables(&positions);
-        if self.use_fused(grad, cache.is_some()) {
-            return self.hidden_fused(batch, mask, cos, sin, sinks);
-        }
+        Ok(PassInputs {
+            total,
+            mask,
+            cos,
+            sin,
+        })
+    }
+
+    /// The layers one by one (keys and values appended to `cache` when given).
+    fn hidden_layers(
+        &self,
+        batch: &Batch,
+        inputs: PassInputs,
+        mut cache: Option<&mut KvCache>,
+        grad: bool,
+        quant: Option<&QuantizedWeights>,
+    ) -> Result<Tensor> {
+        let (b, t) = (batch.b, batch.t);
         // Inference on the CPU uses the fused ops' forward passes (the masked softmax skips the
         // exponentials of masked keys, which otherwise took libm's slow underflow path: a
         // quarter of a 1,000-token prefill). The composite ops stay for gradients (the fused
         // training path is tested against them) and for other devices.
-        // `composite`: the mask and RoPE tables as tensors, only when the composite ops run.
         let infer = !grad && self.fused && self.device.is_cpu();
-        let (mask_v, cos_v, sin_v) = (Arc::new(mask), Arc::new(cos), Arc::new(sin));
-        let composite = if infer {
-            None
-        } else {
-            Some((
-                Tensor::from_slice(&mask_v[..], (b, 1, 1, t, total), &self.device)?,
-                Tensor::from_slice(&cos_v[..], (b, 1, t, hd), &self.device)?,
-                Tensor::from_slice(&sin_v[..], (b, 1, t, hd), &self.device)?,
-            ))
+        let pass = LayerPass {
+            attend: Attend::new(inputs, infer, (b, t, self.cfg.head_dim()), &self.device)?,
+            grad,
+            quant,
+            dims: (b, t),
         };
-
         let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
         let mut x = Self::w(&self.embed_tokens, grad).index_select(&ids, 0)?; // [b*t, d]
-        let scale = 1.0 / (hd as f64).sqrt();
-        for (li, l) in self.layers.iter().enumerate() {
-            let hn = Self::rms_norm(
-                grad,
-                &x,
-                &Self::w(&l.input_layernorm, grad),
-                self.cfg.rms_norm_eps as f32,
-            )?;
-            let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?;
-            let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?;
-            let v = Self::linear(&hn, &l.v_proj, grad, quant)?
-                .reshape((b, t, kvh, hd))?
-                .transpose(1, 2)?
-                .contiguous()?;
-            let (q, k) = match &composite {
-                None => (
-                    crate::ops::rope_transpose(&q, cos_v.clone(), sin_v.clone())?,
-                    crate::ops::rope_transpose(&k, cos_v.clone(), sin_v.clone())?,
-                ),
-                Some((_, cos, sin)) => (
-                    Self::rope(&q.transpose(1, 2)?, cos, sin)?,
-                    Self::rope(&k.transpose(1, 2)?, cos, sin)?,
-                ),
-            };
-            let (k, v) = match cache.as_deref_mut() {
-                Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
-                None => (k, v),
-            };
-            // Grouped-query attention without copying K/V: the `rep` query heads that share a
-            // key/value head are stacked along the query axis (HF orders heads kv-major).
-            let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
-            let p = match &composite {
-                None => crate::ops::masked_softmax(
-                    &q.matmul(&k.t()?)?,
-                    mask_v.clone(),
-                    scale as f32,
-                    b,
-                    t,
-                    total,
-                )?,
-                Some((mask, _, _)) => {
-                    let scores = (q.matmul(&k.t()?)? * scale)?; // [b, kvh, rep*t, total]
-                    let scores = scores
-                        .reshape((b, kvh, rep, t, total))?
-                        .broadcast_add(mask)?;
-                    Self::softmax(grad, &scores)?.reshape((b, kvh, rep * t, total))?
-                }
-            };
-            let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
-            let o = o
-                .reshape((b, h, t, hd))?
-                .transpose(1, 2)?
-                .reshape((b * t, d))?;
-            x = (x + Self::linear(&o, &l.o_proj, grad, quant)?)?;
-
-            let hn = Self::rms_norm(
-                grad,
-                &x,
-                &Self::w(&l.post_attention_layernorm, grad),
-                self.cfg.rms_norm_eps as f32,
-            )?;
-            let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?;
-            let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
-            let act = if composite.is_none() {
-                crate::ops::swiglu(&gate, &up)?
-            } else {
-                (gate.silu()? * up)?
-            };
-            x = (x + Self::linear(&act, &l.down_proj, grad, quant)?)?;
+        for li in 0..self.layers.len() {
+            x = self.layer(li, x, &pass, cache.as_deref_mut())?;
         }
         let x = Self::rms_norm(
             grad,
@@ -914,21 +992,20 @@ impl Llama {
             &Self::w(&self.norm, grad),
             self.cfg.rms_norm_eps as f32,
         )?;
-        Ok(x.reshape((b, t, d))?)
+        Ok(x.reshape((b, t, self.cfg.hidden_size))?)
     }
 
-    /// [`Llama::hidden`] for a differentiable full-sequence pass, built from the fused ops
-    /// (same mathematics; `mask` is `[b, t, t]`, `cos`/`sin` are `[b, t, head_dim]`).
-    fn hidden_fused(
+    /// Decoder layer `li` of [`Llama::hidden_layers`]: attention, then the MLP, each added to
+    /// the residual stream `x` (`[b*t, d]`).
+    fn layer(
         &self,
-        batch: &Batch,
-        mask: Vec<f32>,
-        cos: Vec<f32>,
-        sin: Vec<f32>,
-        sinks: Option<&GradSinks>,
+        li: usize,
+        mut x: Tensor,
+        pass: &LayerPass<'_>,
+        cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
-        use crate::ops;
-        let (b, t) = (batch.b, batch.t);
+        let (l, grad, quant) = (&self.layers[li], pass.grad, pass.quant);
+        let (b, t) = pass.dims;
         let (h, kvh, hd, d) = (
             self.cfg.num_attention_heads,
             self.cfg.kv_heads(),
@@ -936,82 +1013,164 @@ impl Llama {
             self.cfg.hidden_size,
         );
         let rep = h / kvh;
-        let eps = self.cfg.rms_norm_eps as f32;
-        let scale = (1.0 / (hd as f64).sqrt()) as f32;
-        let (mask, cos, sin) = (
-            std::sync::Arc::new(mask),
-            std::sync::Arc::new(cos),
-            std::sync::Arc::new(sin),
-        );
+        let hn = Self::rms_norm(
+            grad,
+            &x,
+            &Self::w(&l.input_layernorm, grad),
+            self.cfg.rms_norm_eps as f32,
+        )?;
+        let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?;
+        let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?;
+        let v = Self::linear(&hn, &l.v_proj, grad, quant)?
+            .reshape((b, t, kvh, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let (q, k) = (pass.attend.rope(&q)?, pass.attend.rope(&k)?);
+        let (k, v) = match cache {
+            Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
+            None => (k, v),
+        };
+        // Grouped-query attention without copying K/V: the `rep` query heads that share a
+        // key/value head are stacked along the query axis (HF orders heads kv-major).
+        let q = q.contiguous()?.reshape((b, kvh, rep * t, hd))?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let p = pass.attend.probs(&q, &k, scale, grad, (b, kvh, rep, t))?;
+        let o = p.matmul(&v)?; // [b, kvh, rep*t, hd]
+        let o = o
+            .reshape((b, h, t, hd))?
+            .transpose(1, 2)?
+            .reshape((b * t, d))?;
+        x = (x + Self::linear(&o, &l.o_proj, grad, quant)?)?;
+
+        let hn = Self::rms_norm(
+            grad,
+            &x,
+            &Self::w(&l.post_attention_layernorm, grad),
+            self.cfg.rms_norm_eps as f32,
+        )?;
+        let gate = Self::linear(&hn, &l.gate_proj, grad, quant)?;
+        let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
+        let act = pass.attend.swiglu(&gate, &up)?;
+        Ok((x + Self::linear(&act, &l.down_proj, grad, quant)?)?)
+    }
+
+    /// [`Llama::hidden`] for a differentiable full-sequence pass, built from the fused ops
+    /// (same mathematics; the mask is `[b, t, t]`, `cos`/`sin` are `[b, t, head_dim]`).
+    fn hidden_fused(
+        &self,
+        batch: &Batch,
+        inputs: PassInputs,
+        sinks: Option<&GradSinks>,
+    ) -> Result<Tensor> {
+        let (b, t) = (batch.b, batch.t);
+        let pass = FusedPass {
+            mask: Arc::new(inputs.mask),
+            cos: Arc::new(inputs.cos),
+            sin: Arc::new(inputs.sin),
+            dims: (b, t),
+            eps: self.cfg.rms_norm_eps as f32,
+            scale: (1.0 / (self.cfg.head_dim() as f64).sqrt()) as f32,
+        };
         let w = |v: &Var| v.as_tensor().clone();
         let mut x = match sinks {
-            Some(s) => {
-                ops::embedding_sink(&w(&self.embed_tokens), batch.ids.clone(), s.embed.clone())?
-            }
+            Some(s) => crate::ops::embedding_sink(
+                &w(&self.embed_tokens),
+                batch.ids.clone(),
+                s.embed.clone(),
+            )?,
             None => {
                 let ids = Tensor::from_vec(batch.ids.clone(), b * t, &self.device)?;
                 w(&self.embed_tokens).index_select(&ids, 0)?
             }
         }; // [b*t, d]
-        for (li, l) in self.layers.iter().enumerate() {
+        for li in 0..self.layers.len() {
             // With gradient slots (the training pass) each block is one graph node, its weights'
             // gradients in the slots; without them (tests against the composite model) the
             // fused ops one by one, the weights' gradients through candle's autograd.
-            if let Some(s) = sinks {
-                let [sq, sk, sv, so, ..] = &s.layers[li];
-                let parts = ops::AttentionBlockParts {
-                    w: [w(&l.q_proj), w(&l.k_proj), w(&l.v_proj), w(&l.o_proj)],
-                    sinks: [sq.clone(), sk.clone(), sv.clone(), so.clone()],
-                    cos: cos.clone(),
-                    sin: sin.clone(),
-                    mask: mask.clone(),
-                    dims: [b, t, h, kvh, hd],
-                    scale,
-                    eps,
-                };
-                x = ops::attention_block(&x, &w(&l.input_layernorm), parts)?;
-            } else {
-                let hn = ops::rms_norm(&x, &w(&l.input_layernorm), eps)?;
-                let q = ops::linear_sink(&hn, &w(&l.q_proj), None)?.reshape((b, t, h, hd))?;
-                let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
-                let k = ops::linear_sink(&hn, &w(&l.k_proj), None)?.reshape((b, t, kvh, hd))?;
-                let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
-                let v = ops::linear_sink(&hn, &w(&l.v_proj), None)?
-                    .reshape((b, t, kvh, hd))?
-                    .transpose(1, 2)?
-                    .contiguous()?;
-                // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
-                let q = q.reshape((b, kvh, rep * t, hd))?;
-                let o = ops::attention(&q, &k, &v, mask.clone(), scale, b, t, t)?; // [b, kvh, rep*t, hd]
-                let o = o
-                    .reshape((b, h, t, hd))?
-                    .transpose(1, 2)?
-                    .reshape((b * t, d))?;
-                x = (x + ops::linear_sink(&o, &w(&l.o_proj), None)?)?;
-            }
-
             x = match sinks {
-                Some(s) => {
-                    let [.., g, u, dn] = &s.layers[li];
-                    let weights = [w(&l.gate_proj), w(&l.up_proj), w(&l.down_proj)];
-                    ops::mlp_block(
-                        &x,
-                        &w(&l.post_attention_layernorm),
-                        weights,
-                        [g.clone(), u.clone(), dn.clone()],
-                        eps,
-                    )?
-                }
-                None => {
-                    let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
-                    let gate = ops::linear_sink(&hn, &w(&l.gate_proj), None)?;
-                    let up = ops::linear_sink(&hn, &w(&l.up_proj), None)?;
-                    (&x + ops::linear_sink(&ops::swiglu(&gate, &up)?, &w(&l.down_proj), None)?)?
-                }
+                Some(s) => self.fused_layer_with_sinks(li, &x, &pass, s)?,
+                None => self.fused_layer(li, &x, &pass)?,
             };
         }
-        let x = ops::rms_norm(&x, &w(&self.norm), eps)?;
-        Ok(x.reshape((b, t, d))?)
+        let x = crate::ops::rms_norm(&x, &w(&self.norm), pass.eps)?;
+        Ok(x.reshape((b, t, self.cfg.hidden_size))?)
+    }
+
+    /// Decoder layer `li` of the fused training pass: the attention block and the MLP block,
+    /// each one graph node with its weights' gradients in `sinks`.
+    fn fused_layer_with_sinks(
+        &self,
+        li: usize,
+        x: &Tensor,
+        pass: &FusedPass,
+        sinks: &GradSinks,
+    ) -> Result<Tensor> {
+        use crate::ops;
+        let l = &self.layers[li];
+        let w = |v: &Var| v.as_tensor().clone();
+        let (b, t) = pass.dims;
+        let (h, kvh, hd) = (
+            self.cfg.num_attention_heads,
+            self.cfg.kv_heads(),
+            self.cfg.head_dim(),
+        );
+        let [sq, sk, sv, so, g, u, dn] = &sinks.layers[li];
+        let parts = ops::AttentionBlockParts {
+            w: [w(&l.q_proj), w(&l.k_proj), w(&l.v_proj), w(&l.o_proj)],
+            sinks: [sq.clone(), sk.clone(), sv.clone(), so.clone()],
+            cos: pass.cos.clone(),
+            sin: pass.sin.clone(),
+            mask: pass.mask.clone(),
+            dims: [b, t, h, kvh, hd],
+            scale: pass.scale,
+            eps: pass.eps,
+        };
+        let x = ops::attention_block(x, &w(&l.input_layernorm), parts)?;
+        let weights = [w(&l.gate_proj), w(&l.up_proj), w(&l.down_proj)];
+        Ok(ops::mlp_block(
+            &x,
+            &w(&l.post_attention_layernorm),
+            weights,
+            [g.clone(), u.clone(), dn.clone()],
+            pass.eps,
+        )?)
+    }
+
+    /// Decoder layer `li` of the fused pass without gradient slots: the fused ops one by one.
+    fn fused_layer(&self, li: usize, x: &Tensor, pass: &FusedPass) -> Result<Tensor> {
+        use crate::ops;
+        let l = &self.layers[li];
+        let w = |v: &Var| v.as_tensor().clone();
+        let (b, t) = pass.dims;
+        let (h, kvh, hd, d) = (
+            self.cfg.num_attention_heads,
+            self.cfg.kv_heads(),
+            self.cfg.head_dim(),
+            self.cfg.hidden_size,
+        );
+        let rep = h / kvh;
+        let (cos, sin, eps) = (&pass.cos, &pass.sin, pass.eps);
+        let hn = ops::rms_norm(x, &w(&l.input_layernorm), eps)?;
+        let q = ops::linear_sink(&hn, &w(&l.q_proj), None)?.reshape((b, t, h, hd))?;
+        let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
+        let k = ops::linear_sink(&hn, &w(&l.k_proj), None)?.reshape((b, t, kvh, hd))?;
+        let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
+        let v = ops::linear_sink(&hn, &w(&l.v_proj), None)?
+            .reshape((b, t, kvh, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        // Query heads sharing a key/value head stacked along the query axis (as in `hidden`).
+        let q = q.reshape((b, kvh, rep * t, hd))?;
+        let o = ops::attention(&q, &k, &v, pass.mask.clone(), pass.scale, b, t, t)?; // [b, kvh, rep*t, hd]
+        let o = o
+            .reshape((b, h, t, hd))?
+            .transpose(1, 2)?
+            .reshape((b * t, d))?;
+        let x = (x + ops::linear_sink(&o, &w(&l.o_proj), None)?)?;
+        let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
+        let gate = ops::linear_sink(&hn, &w(&l.gate_proj), None)?;
+        let up = ops::linear_sink(&hn, &w(&l.up_proj), None)?;
+        Ok((&x + ops::linear_sink(&ops::swiglu(&gate, &up)?, &w(&l.down_proj), None)?)?)
     }
 
     /// The head for a differentiable pass: the fused linear op when [`Llama::use_fused`].
@@ -1068,7 +1227,7 @@ impl Llama {
     /// Full-sequence logits `[b, t, vocab]` (no cache). Rows at padding positions are
     /// meaningless and must be ignored by the caller.
     pub fn logits(&self, batch: &Batch, grad: bool) -> Result<Tensor> {
-        let hidden = self.hidden(batch, None, grad)?;
+        let hidden = self.hidden(batch, grad)?;
         let (b, t, d) = hidden.dims3()?;
         Ok(self
             .head(&hidden.reshape((b * t, d))?, grad)?
@@ -1093,7 +1252,7 @@ impl Llama {
             DecodeWeights::Q8 if batch.t == 1 => Some(self.quantized_weights()?),
             _ => None,
         };
-        let hidden = self.hidden_impl(batch, Some(cache), false, None, quant.as_deref())?;
+        let hidden = self.hidden_cached(batch, cache, quant.as_deref())?;
         let last = hidden.narrow(1, batch.t - 1, 1)?.squeeze(1)?;
         self.head_with(&last, false, quant.as_deref())
     }
@@ -1104,7 +1263,7 @@ impl Llama {
             return Err(PolicyError::BadInput("cannot score an empty prompt".into()));
         }
         let batch = Batch::right_padded(seqs);
-        let hidden = self.hidden(&batch, None, false)?;
+        let hidden = self.hidden(&batch, false)?;
         let d = self.cfg.hidden_size;
         let rows: Vec<u32> = seqs
             .iter()

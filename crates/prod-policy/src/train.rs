@@ -58,7 +58,7 @@ fn nll_sum(
     }
     let seqs: Vec<&[u32]> = examples.iter().map(|e| e.ids.as_slice()).collect();
     let batch = Batch::right_padded(&seqs);
-    let hidden = model.hidden_impl(&batch, None, grad, sinks, None)?;
+    let hidden = model.hidden_full(&batch, grad, sinks)?;
     let d = model.config().hidden_size;
     let (mut rows, mut labels, mut weights) = (Vec::new(), Vec::new(), Vec::new());
     for (i, e) in examples.iter().enumerate() {
