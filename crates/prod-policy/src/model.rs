@@ -800,6 +800,16 @@ impl Llama {
         }
     }
 
+    /// (attention heads, key/value heads, head width, hidden width).
+    fn heads(&self) -> (usize, usize, usize, usize) {
+        (
+            self.cfg.num_attention_heads,
+            self.cfg.kv_heads(),
+            self.cfg.head_dim(),
+            self.cfg.hidden_size,
+        )
+    }
+
     /// `cos`/`sin` of every position's angles, `[b, t, head_dim]` flattened.
     fn rope_tables(&self, positions: &[u32]) -> (Vec<f32>, Vec<f32>) {
         let hd = self.cfg.head_dim();
@@ -1006,12 +1016,7 @@ impl Llama {
     ) -> Result<Tensor> {
         let (l, grad, quant) = (&self.layers[li], pass.grad, pass.quant);
         let (b, t) = pass.dims;
-        let (h, kvh, hd, d) = (
-            self.cfg.num_attention_heads,
-            self.cfg.kv_heads(),
-            self.cfg.head_dim(),
-            self.cfg.hidden_size,
-        );
+        let (h, kvh, hd, d) = self.heads();
         let rep = h / kvh;
         let hn = Self::rms_norm(
             grad,
@@ -1109,11 +1114,7 @@ impl Llama {
         let l = &self.layers[li];
         let w = |v: &Var| v.as_tensor().clone();
         let (b, t) = pass.dims;
-        let (h, kvh, hd) = (
-            self.cfg.num_attention_heads,
-            self.cfg.kv_heads(),
-            self.cfg.head_dim(),
-        );
+        let (h, kvh, hd, _) = self.heads();
         let [sq, sk, sv, so, g, u, dn] = &sinks.layers[li];
         let parts = ops::AttentionBlockParts {
             w: [w(&l.q_proj), w(&l.k_proj), w(&l.v_proj), w(&l.o_proj)],
@@ -1142,12 +1143,7 @@ impl Llama {
         let l = &self.layers[li];
         let w = |v: &Var| v.as_tensor().clone();
         let (b, t) = pass.dims;
-        let (h, kvh, hd, d) = (
-            self.cfg.num_attention_heads,
-            self.cfg.kv_heads(),
-            self.cfg.head_dim(),
-            self.cfg.hidden_size,
-        );
+        let (h, kvh, hd, d) = self.heads();
         let rep = h / kvh;
         let (cos, sin, eps) = (&pass.cos, &pass.sin, pass.eps);
         let hn = ops::rms_norm(x, &w(&l.input_layernorm), eps)?;

@@ -375,14 +375,21 @@ impl EvalJob {
     /// Isabelle server address, PostgreSQL store left out).
     fn identity(&self) -> EvalJob {
         let mut fixed = self.clone();
-        fixed.coq.workers = 0;
-        fixed.isabelle = fixed
-            .isabelle
-            .as_ref()
-            .map(crate::prover::isabelle_identity);
-        fixed.postgres = None;
+        leave_out_where(&mut fixed.coq, &mut fixed.isabelle, &mut fixed.postgres);
         fixed
     }
+}
+
+/// A run's identity without where it runs: the Coq workers, the Isabelle server and the
+/// PostgreSQL store.
+pub(crate) fn leave_out_where(
+    coq: &mut CoqJobConfig,
+    isabelle: &mut Option<prod_check_isabelle::IsabelleCheckConfig>,
+    postgres: &mut Option<SharedStore>,
+) {
+    coq.workers = 0;
+    *isabelle = isabelle.as_ref().map(crate::prover::isabelle_identity);
+    *postgres = None;
 }
 
 /// The policy an evaluation samples from: the native model, or a remote server (with the

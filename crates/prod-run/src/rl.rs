@@ -893,13 +893,8 @@ impl RlConfig {
     /// in effect written out (as stores from before the prover's default kept it).
     fn identity(&self) -> RlConfig {
         let mut fixed = self.clone();
-        fixed.coq.workers = 0;
-        fixed.isabelle = fixed
-            .isabelle
-            .as_ref()
-            .map(crate::prover::isabelle_identity);
+        crate::job::leave_out_where(&mut fixed.coq, &mut fixed.isabelle, &mut fixed.postgres);
         fixed.trivial_tactic = Some(self.trivial_tactic().to_string());
-        fixed.postgres = None;
         fixed
     }
 }
