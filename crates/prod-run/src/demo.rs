@@ -10,7 +10,7 @@
 //! Sampling decodes with block-quantised weights (`q8`), temperature 0.7, depth 2, the first
 //! token drawn from the two `t0` tokens (`FirstToken::T0`).
 //!
-//! [`ModelBase::FromScratch`] keeps the old test-sized path (no download): a byte-level BPE
+//! [`ModelBase::FromScratch`] is the test-sized path (no download): a byte-level BPE
 //! tokenizer of 2,000 tokens and a Llama of width 128, 4 layers (≈1.3 M parameters) trained
 //! from scratch at 1e-3. Such a model writes mostly syntax-shaped text: pass@k near 0%.
 //!

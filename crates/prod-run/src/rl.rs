@@ -13,8 +13,8 @@
 //! the SFT model, scoring V(l) through its `<true>`/`<false>` probabilities
 //! (`prod_policy::prompt::value`) and trained with its own optimizer only on the round's
 //! `(x, <true>|<false>)` examples; it is saved beside the policy as `checkpoints/round-N-value`
-//! (external trainers get a second call with `value_examples.jsonl`). `shared` keeps the older
-//! arrangement — the policy's own head, trained in the policy's update — and `off` sets V = 1.
+//! (external trainers get a second call with `value_examples.jsonl`). `shared` scores with the
+//! policy's own head, trained in the policy's update, and `off` sets V = 1.
 //! Replay buffer: FIFO of the rounds' fresh examples (`replay_capacity`), and each round's batch
 //! adds `replay_mix × fresh` examples drawn from it.
 //!
