@@ -395,27 +395,27 @@ pub(crate) fn leave_out_where(
 /// The policy an evaluation samples from: the native model, or a remote server (with the
 /// model directory's tokenizer).
 enum EvalPolicy {
-    Native(NativePolicy),
-    Remote(crate::policy::RemoteSeq),
+    Native(Box<NativePolicy>),
+    Remote(Box<crate::policy::RemoteSeq>),
 }
 
 impl EvalPolicy {
     fn open(job: &EvalJob) -> Result<EvalPolicy, BadInput> {
         Ok(match &job.remote {
-            Some(r) => {
-                EvalPolicy::Remote(crate::policy::RemoteSeq::open(r, &job.model).map_err(BadInput)?)
-            }
-            None => EvalPolicy::Native(
+            Some(r) => EvalPolicy::Remote(Box::new(
+                crate::policy::RemoteSeq::open(r, &job.model).map_err(BadInput)?,
+            )),
+            None => EvalPolicy::Native(Box::new(
                 NativePolicy::load(&job.model, job.sampling.clone())
                     .map_err(|e| BadInput(format!("model {}: {e}", job.model.display())))?,
-            ),
+            )),
         })
     }
 
     fn seq(&mut self) -> &mut dyn crate::policy::SeqPolicy {
         match self {
-            EvalPolicy::Native(n) => n,
-            EvalPolicy::Remote(r) => r,
+            EvalPolicy::Native(n) => n.as_mut(),
+            EvalPolicy::Remote(r) => r.as_mut(),
         }
     }
 
