@@ -63,6 +63,17 @@ impl Forest {
     }
 }
 
+impl Forest {
+    /// Per request: `Some(true)` globally correct, `Some(false)` not (or not a conditional
+    /// proof), `None` undetermined.
+    fn global(&self) -> Vec<Option<bool>> {
+        self.index
+            .iter()
+            .map(|n| n.map_or(Some(false), |j| self.solution.verdict(j).as_bool()))
+            .collect()
+    }
+}
+
 /// Per node: `Some(true)` globally correct, `Some(false)` not, `None` undetermined (infra).
 /// Nodes whose proof is not a conditional proof are locally incorrect and match nothing.
 pub fn global_verdicts(
@@ -70,11 +81,7 @@ pub fn global_verdicts(
     requests: &[Result<CheckRequest, Verdict>],
     verdicts: &[(Verdict, Duration)],
 ) -> Vec<Option<bool>> {
-    let f = Forest::new(prover, requests, verdicts);
-    f.index
-        .iter()
-        .map(|n| n.map_or(Some(false), |j| f.solution.verdict(j).as_bool()))
-        .collect()
+    Forest::new(prover, requests, verdicts).global()
 }
 
 /// What `/v1/assemble` found for its root.
@@ -97,13 +104,8 @@ pub fn assemble_root(
     root: usize,
 ) -> Assembly {
     let f = Forest::new(prover, requests, verdicts);
-    let global = f
-        .index
-        .iter()
-        .map(|n| n.map_or(Some(false), |j| f.solution.verdict(j).as_bool()))
-        .collect::<Vec<_>>();
     let mut out = Assembly {
-        global,
+        global: f.global(),
         assembled: None,
         final_check: None,
         why_not: None,
