@@ -3,10 +3,12 @@
 //! truncated JSON, huge numbers, wrong types, unknown fields) answered 4xx with the server still
 //! healthy after, metrics, the Python client against the live server, SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
+
+mod common;
 
 const KEY: &str = "test-key";
 
@@ -17,32 +19,10 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_prod"))
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--workers",
-                "1",
-                "--no-hammer",
-            ])
-            .args(["--api-key", KEY])
-            .args(extra)
-            .env_remove("PROD_API_KEY")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("prod serve starts");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let addr = loop {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "prod serve exited");
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let mut args = vec!["--addr", "127.0.0.1:0", "--workers", "1", "--no-hammer"];
+        args.extend(["--api-key", KEY]);
+        args.extend(extra);
+        let (child, addr) = common::start_serve(&args);
         Server { child, addr }
     }
 

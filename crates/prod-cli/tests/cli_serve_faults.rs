@@ -3,10 +3,12 @@
 //! oversized bodies; and `prod bench serve` at a tiny size (table and JSON shape).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+mod common;
 
 use serde_json::{json, Value};
 
@@ -17,23 +19,9 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_prod"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--no-hammer"])
-            .args(extra)
-            .env_remove("PROD_API_KEY")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("prod serve starts");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let addr = loop {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "prod serve exited");
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let mut args = vec!["--addr", "127.0.0.1:0", "--no-hammer"];
+        args.extend(extra);
+        let (child, addr) = common::start_serve(&args);
         Server { child, addr }
     }
 

@@ -1,8 +1,35 @@
 //! Shared by the integration tests of `prod`.
 
+/// Start `prod serve ARGS` (PROD_API_KEY unset) and wait for its address line; its stderr is
+/// drained from then on so the server never blocks on a full pipe. Returns the child and
+/// `HOST:PORT`.
+#[allow(dead_code)] // only the serve tests start a server
+pub fn start_serve(args: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_prod"))
+        .arg("serve")
+        .args(args)
+        .env_remove("PROD_API_KEY")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("prod serve starts");
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "prod serve exited");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (child, addr)
+}
+
 /// Whether a test's prerequisite is here (`missing` says what is not). Without it the test is
 /// skipped with a `SKIPPED:` line, except under `CI=true`: there `scripts/test.sh` provides
 /// everything, so a missing prerequisite fails the test instead of passing it unseen.
+#[allow(dead_code)] // not every test binary has prerequisites to look for
 pub fn require(here: bool, missing: &str) -> bool {
     if !here {
         assert!(
