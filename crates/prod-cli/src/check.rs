@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::check_progress::CheckProgress;
+use crate::node::{NodeLine, SeenIds};
 use anyhow::{anyhow, Context as _};
 use clap::Args;
 use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
@@ -205,31 +207,16 @@ fn isabelle_backend(a: &CheckerArgs, mut cfg: IsabelleCheckConfig) -> Result<Bac
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
 type PrintState = (usize, Vec<Option<(Verdict, Duration)>>, std::io::Result<()>);
 
-/// One input node, the schema `prod check`, `prod queue submit` and `prod serve` share. Unknown
-/// fields are an error (a misspelt `contxt` must not silently check with an empty context).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NodeLine {
-    id: serde_json::Value,
-    #[serde(default)]
-    imports: String,
-    #[serde(default)]
-    context: String,
-    statement: String,
-    proof: String,
-}
-
 /// A node read from the input: its id and its request, or the verdict it already has (a proof
 /// that is not a conditional proof is the model's fault, not unreadable input).
 pub(crate) type InputNode = (serde_json::Value, Result<CheckRequest, Verdict>);
 
-impl NodeLine {
-    pub(crate) fn into_input(self) -> InputNode {
-        let req = ConditionalProof::parse(&self.proof)
-            .map(|p| CheckRequest::new(&self.imports, &self.context, &self.statement, p))
-            .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
-        (self.id, req)
-    }
+/// A node as `check` takes it (its `locally_correct`, if any, is `tree solve`'s to read).
+pub(crate) fn into_input(n: NodeLine) -> InputNode {
+    let req = ConditionalProof::parse(&n.proof)
+        .map(|p| CheckRequest::new(&n.imports, &n.context, &n.statement, p))
+        .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
+    (n.id, req)
 }
 
 pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
@@ -248,11 +235,11 @@ pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
             std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?,
         ))
     };
-    let mut out = vec![];
+    let (mut out, mut seen) = (vec![], SeenIds::default());
     for (i, line) in reader.split(b'\n').enumerate() {
         let bytes =
             line.with_context(|| format!("{}: cannot read line {}", file.display(), i + 1))?;
-        if let Some(node) = parse_line(file, i + 1, bytes)? {
+        if let Some(node) = parse_line(file, i + 1, bytes, &mut seen)? {
             out.push(node);
         }
     }
@@ -260,7 +247,12 @@ pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
 }
 
 /// Line `n` of `file` as a node (`None` for a blank line); the error names the line.
-fn parse_line(file: &Path, n: usize, bytes: Vec<u8>) -> anyhow::Result<Option<InputNode>> {
+fn parse_line(
+    file: &Path,
+    n: usize,
+    bytes: Vec<u8>,
+    seen: &mut SeenIds,
+) -> anyhow::Result<Option<InputNode>> {
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow!("{}: line {n} is not UTF-8", file.display()))?;
     if text.trim().is_empty() {
@@ -268,7 +260,9 @@ fn parse_line(file: &Path, n: usize, bytes: Vec<u8>) -> anyhow::Result<Option<In
     }
     let node: NodeLine = serde_json::from_str(&text)
         .with_context(|| format!("{}: line {n} is not a node", file.display()))?;
-    Ok(Some(node.into_input()))
+    seen.admit(&node.id)
+        .map_err(|e| anyhow!("{}: line {n}: {e}", file.display()))?;
+    Ok(Some(into_input(node)))
 }
 
 /// Where a verdict came from.
@@ -477,11 +471,9 @@ pub fn run(a: CheckArgs) -> i32 {
         Err(e) => return e.exit(),
     };
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
-    let pb = progress_bar(!a.json, ids.len() as u64);
-    let written = check_printing(&pipeline, &ids, &requests, a.json, pb.as_ref());
-    if let Some(pb) = pb {
-        pb.finish_and_clear();
-    }
+    let progress = CheckProgress::new("check", ids.len(), a.json);
+    let written = check_printing(&pipeline, &ids, &requests, a.json, Some(&progress));
+    progress.finish();
     pipeline.close();
     exit::written(written)
 }
@@ -498,10 +490,11 @@ fn run_stream(a: CheckArgs) -> i32 {
     let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<InputNode>>();
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
+        let mut seen = SeenIds::default();
         for (i, line) in stdin.lock().split(b'\n').enumerate() {
             let node = line
                 .map_err(anyhow::Error::from)
-                .and_then(|b| parse_line(Path::new("-"), i + 1, b));
+                .and_then(|b| parse_line(Path::new("-"), i + 1, b, &mut seen));
             let stop = node.is_err();
             match node {
                 Ok(None) => continue,
@@ -562,7 +555,7 @@ fn check_printing(
     ids: &[serde_json::Value],
     requests: &[Result<CheckRequest, Verdict>],
     json: bool,
-    pb: Option<&indicatif::ProgressBar>,
+    progress: Option<&CheckProgress>,
 ) -> std::io::Result<()> {
     let stdout = std::io::stdout();
     let state = Mutex::new((0usize, vec![None; ids.len()], Ok::<(), std::io::Error>(())));
@@ -580,8 +573,8 @@ fn check_printing(
         }
     };
     pipeline.check(requests, &|i, v, t, _| {
-        if let Some(pb) = pb {
-            pb.inc(1);
+        if let Some(p) = progress {
+            p.record(v);
         }
         if let Ok(mut st) = state.lock() {
             st.1[i] = Some((v.clone(), t));
@@ -636,20 +629,6 @@ pub(crate) fn render(
     format!("{id}\t{}\t{} ms\t{}", v.kind(), time_ms(v, t), v.message())
 }
 
-fn progress_bar(enabled: bool, len: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !enabled || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let pb = indicatif::ProgressBar::new(len);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} checked {pos}/{len} [{bar:40}] {elapsed} eta {eta}",
-    ) {
-        pb.set_style(style);
-    }
-    Some(pb)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -687,6 +666,22 @@ mod tests {
             "{e}"
         );
         assert!(read_nodes(&dir.path().join("missing.jsonl")).is_err());
+        // Output lines and `tree solve --verdicts` are keyed by id: one id, one node.
+        std::fs::write(
+            &p,
+            "{\"id\":1,\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n\
+             {\"id\":\"1\",\"statement\":\"t\",\"proof\":\"<no_invoke>\"}\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", read_nodes(&p).unwrap_err());
+        assert!(e.contains("line 2: duplicate node id '1'"), "{e}");
+        // `tree solve`'s lines (with `locally_correct`) are `check`'s input as they are.
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"statement\":\"s\",\"proof\":\"<no_invoke>\",\"locally_correct\":true}\n",
+        )
+        .unwrap();
+        assert_eq!(read_nodes(&p).unwrap().len(), 1);
     }
 
     #[test]

@@ -1,119 +1,44 @@
-//! Progress of a long batch of checks (`prod dataset validate`) that never stalls silently: a
-//! bar on a terminal; otherwise (logs, CI, `nohup`) a line on stderr at the first verdict, every
-//! tenth of the batch, every 30 s with news, and a heartbeat every 60 s while nothing finishes.
+//! Progress of a batch of checks (`prod check`, `prod dataset validate`): `prod_progress`'s bar
+//! on a terminal, otherwise a line every `PROD_PROGRESS_SECS` (also while nothing finishes, so a
+//! long batch never stalls silently), with the verdicts so far by kind.
 //! Also the per-context summary: a context that does not load is reported once, with its
 //! reason and how many examples it cost, instead of one line per example.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use prod_check::Verdict;
-
-/// Verdicts so far, by kind, and when the last line was printed.
-#[derive(Default)]
-struct State {
-    done: usize,
-    by_kind: BTreeMap<&'static str, usize>,
-    last_line: Option<Instant>,
-    last_done_printed: usize,
-}
+use prod_progress::{Display, Progress};
 
 /// See the module documentation.
 pub struct CheckProgress {
-    what: &'static str,
-    total: usize,
-    started: Instant,
-    bar: Option<indicatif::ProgressBar>,
-    lines: bool,
-    state: Mutex<State>,
+    progress: Progress,
+    by_kind: Mutex<BTreeMap<&'static str, usize>>,
 }
 
 impl CheckProgress {
-    /// `bar`: draw a bar when stderr is a terminal (callers pass `!json`).
-    pub fn new(what: &'static str, total: usize, bar: bool) -> CheckProgress {
-        let terminal = std::io::stderr().is_terminal();
-        let bar = (bar && terminal).then(|| {
-            let pb = indicatif::ProgressBar::new(total as u64);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{spinner} checked {pos}/{len} [{bar:40}] {elapsed}",
-            ) {
-                pb.set_style(style);
-            }
-            pb
-        });
+    /// `what`: the phase named in the lines; `json`: machine output asked for (no bar).
+    pub fn new(what: &str, total: usize, json: bool) -> CheckProgress {
         CheckProgress {
-            what,
-            total,
-            started: Instant::now(),
-            bar,
-            lines: !terminal,
-            state: Mutex::new(State::default()),
+            progress: Progress::new(Display::for_stderr(json), what, "nodes", Some(total as u64)),
+            by_kind: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// One verdict came in.
     pub fn record(&self, v: &Verdict) {
-        if let Some(pb) = &self.bar {
-            pb.inc(1);
-        }
-        let Ok(mut s) = self.state.lock() else { return };
-        s.done += 1;
-        *s.by_kind.entry(v.kind().as_str()).or_default() += 1;
-        let step = (self.total / 10).max(1);
-        let due = s
-            .last_line
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(30))
-            || s.done / step > s.last_done_printed / step
-            || s.done == self.total;
-        if self.lines && due {
-            self.print(&mut s, "");
-        }
+        let Ok(mut k) = self.by_kind.lock() else {
+            return;
+        };
+        *k.entry(v.kind().as_str()).or_default() += 1;
+        let tally: Vec<String> = k.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        self.progress.set_message(tally.join(", "));
+        self.progress.inc(1);
     }
 
-    fn print(&self, s: &mut State, note: &str) {
-        let kinds: Vec<String> = s.by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        eprintln!(
-            "{}: {}/{} checked ({}) after {:.0?}{note}",
-            self.what,
-            s.done,
-            self.total,
-            kinds.join(", "),
-            self.started.elapsed()
-        );
-        s.last_line = Some(Instant::now());
-        s.last_done_printed = s.done;
-    }
-
-    /// Run `work` with a heartbeat: a line every `every` while no verdict arrives (lines mode).
-    pub fn with_heartbeat<T>(&self, every: Duration, work: impl FnOnce() -> T) -> T {
-        if !self.lines {
-            return work();
-        }
-        let (stop, wait): (Sender<()>, _) = channel();
-        std::thread::scope(|scope| {
-            scope.spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(every) {
-                    if let Ok(mut s) = self.state.lock() {
-                        if s.last_line.is_none_or(|t| t.elapsed() >= every) {
-                            self.print(&mut s, "; still working");
-                        }
-                    }
-                }
-            });
-            let out = work();
-            let _ = stop.send(());
-            out
-        })
-    }
-
-    /// Clear the bar (lines mode printed its last line with the last verdict).
+    /// The batch is over.
     pub fn finish(&self) {
-        if let Some(pb) = &self.bar {
-            pb.finish_and_clear();
-        }
+        self.progress.finish();
     }
 }
 

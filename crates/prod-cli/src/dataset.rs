@@ -12,7 +12,6 @@ use crate::check_progress::{self, CheckProgress};
 use crate::{exit, ranges};
 
 /// A line on stderr this often while no check finishes (when stderr is not a terminal).
-const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Subcommand)]
 pub enum DatasetCommand {
@@ -176,20 +175,6 @@ pub fn run(cmd: DatasetCommand) -> i32 {
     }
 }
 
-fn progress_bar(enabled: bool) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !enabled || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let pb = indicatif::ProgressBar::new(0);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{spinner} files {pos}/{len} [{bar:40}] {elapsed}")
-    {
-        pb.set_style(style);
-    }
-    Some(pb)
-}
-
 fn build(a: BuildArgs) -> i32 {
     if a.prover != "coq" && a.prover != "isabelle" {
         return exit::bad_input(anyhow!("--prover {:?}: expected coq or isabelle", a.prover));
@@ -229,12 +214,20 @@ fn build(a: BuildArgs) -> i32 {
         (None, Ok(None)) => {}
         (None, Err(e)) => return exit::bad_input(anyhow!(e)),
     }
-    let pb = progress_bar(!a.json);
+    let unit = if a.prover == "isabelle" {
+        "theories"
+    } else {
+        "files"
+    };
+    let pb = prod_progress::Progress::new(
+        prod_progress::Display::for_stderr(a.json),
+        "build",
+        unit,
+        None,
+    );
     let cb = |done: usize, total: usize| {
-        if let Some(pb) = &pb {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-        }
+        pb.set_total(total as u64);
+        pb.set_position(done as u64);
     };
     let result = if a.prover == "isabelle" {
         let split = match AfpSplit::parse(&a.split) {
@@ -268,9 +261,7 @@ fn build(a: BuildArgs) -> i32 {
         let spec = LibrarySpec::parse(&a.library);
         dataset::build(&spec, &a.out, &cfg, Some(&prod_coq::CoqLanguage), &cb)
     };
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
-    }
+    pb.finish();
     match result {
         Ok(stats) => print_stats(&stats, a.json),
         Err(e @ dataset::BuildError::Discovery(_)) => exit::bad_input(e.into()),
@@ -590,10 +581,8 @@ pub(crate) fn check_sample(
             cp,
         ));
     }
-    let progress = CheckProgress::new(what, requests.len(), bar);
-    let verdicts = progress.with_heartbeat(HEARTBEAT, || {
-        prod_check::Checker::check_batch(checker, &requests, &|_, v| progress.record(v))
-    });
+    let progress = CheckProgress::new(what, requests.len(), !bar);
+    let verdicts = prod_check::Checker::check_batch(checker, &requests, &|_, v| progress.record(v));
     progress.finish();
     let mut out = SampleOutcome::default();
     for (e, v) in chosen.iter().zip(verdicts) {
@@ -666,8 +655,8 @@ fn validate_trees(
     );
     let lang = prod_coq::CoqLanguage;
     let mut counts = Counts::default();
-    let progress = CheckProgress::new("validate --trees", roots.len(), !a.json);
-    progress.with_heartbeat(HEARTBEAT, || {
+    let progress = CheckProgress::new("validate --trees", roots.len(), a.json);
+    {
         for root in &roots {
             // Collect the tree: root first, then every proposed lemma's own example (BFS).
             let mut tree: Vec<&dataset::Example> = vec![root];
@@ -700,7 +689,7 @@ fn validate_trees(
             counts.add(&verdict);
             progress.record(&verdict);
         }
-    });
+    }
     progress.finish();
     print_counts(&counts, a.json)
 }

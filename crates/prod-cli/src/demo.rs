@@ -58,7 +58,7 @@ pub struct DemoArgs {
 
 pub fn run(a: DemoArgs) -> i32 {
     // Step headers go to stderr even without a terminal; bars only on one.
-    let bars = Bars { enabled: !a.json };
+    let bars = Bars::for_stderr(a.json);
     let job = DemoJob {
         out: a.out.clone(),
         base: match (&a.base_model, a.from_scratch) {

@@ -374,7 +374,7 @@ fn undo_failed_start(
 }
 
 pub fn run(a: EvalArgs) -> i32 {
-    let bars = Bars::terminal(a.json);
+    let bars = Bars::for_stderr(a.json);
     let job = match job_of(&a) {
         Ok(j) => j,
         Err(e) => return error_code(e),

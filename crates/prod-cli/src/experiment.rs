@@ -121,7 +121,7 @@ pub fn run(a: ExperimentArgs) -> i32 {
     if let Some(v) = a.seed {
         cfg.seed = v;
     }
-    let bars = Bars { enabled: !a.json };
+    let bars = Bars::for_stderr(a.json);
     let job = ExperimentJob {
         out: a.out,
         config: cfg,

@@ -21,6 +21,7 @@ mod exit;
 mod experiment;
 #[cfg(feature = "policy")]
 mod model;
+mod node;
 mod prover;
 mod queue;
 mod ranges;

@@ -396,18 +396,10 @@ fn bad(m: String) -> anyhow::Error {
     anyhow::Error::new(BadInput(m))
 }
 
-fn progress(len: usize, json: bool) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if json || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = indicatif::ProgressBar::new(len as u64);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
-    {
-        pb.set_style(style);
-    }
-    pb
+/// Progress of `label` over `total` `unit`s (see `prod_progress`).
+fn progress(label: &str, unit: &str, total: usize, json: bool) -> prod_progress::Progress {
+    let display = prod_progress::Display::for_stderr(json);
+    prod_progress::Progress::new(display, label, unit, Some(total as u64))
 }
 
 /// One dataset line, as much of it as the policy needs.
@@ -587,7 +579,7 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         }
     } else if let Some(d) = &a.data {
         let lines = read_jsonl(d, a.limit)?;
-        let pb = progress(lines.len(), a.json);
+        let pb = progress("sample", "prompts", lines.len(), a.json);
         let (mut total, mut parsed) = (0usize, 0usize);
         for (li, l) in lines.iter().enumerate() {
             let mut ids =
@@ -621,7 +613,7 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
             }
             pb.inc(1);
         }
-        pb.finish_and_clear();
+        pb.finish();
         let summary = serde_json::json!({"summary": true, "samples": total, "parse_as_conditional_proof": parsed,
             "parse_rate": if total > 0 { parsed as f64 / total as f64 } else { 0.0 }});
         if a.json {
@@ -990,7 +982,12 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
         "skipped_by_reason": skipped, "use_invoke_share": use_invoke_share(&tok, &data), "eval_examples": eval.len(),
         "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}),
     );
-    let pb = progress(steps.saturating_sub(trainer.state.step), a.json);
+    let pb = progress(
+        "train",
+        "steps",
+        steps.saturating_sub(trainer.state.step),
+        a.json,
+    );
     let start = Instant::now();
     let mut tokens_seen = 0usize;
     while trainer.state.step < steps {
@@ -1014,7 +1011,7 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
             tok.save(&a.out.join("tokenizer.json"))?;
         }
     }
-    pb.finish_and_clear();
+    pb.finish();
     model.set_eos_token_id(tok.end_id());
     trainer.save_checkpoint(&model, &a.out)?;
     tok.save(&a.out.join("tokenizer.json"))?;

@@ -119,7 +119,7 @@ pub fn run(a: RlArgs) -> i32 {
         Err(e) => return crate::eval::error_code(e),
     };
     cfg.postgres = a.shared.apply(cfg.postgres.take());
-    let bars = Bars::terminal(a.json);
+    let bars = Bars::for_stderr(a.json);
     match prod_run::run_rl_job(&cfg, &a.out, &bars) {
         Ok((report, _)) => {
             for r in &report.rounds {

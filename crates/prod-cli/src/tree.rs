@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
 use prod_core::{assemble, ConditionalProof, ProofLanguage};
-use serde::Deserialize;
 
+use crate::node::{id_key, NodeLine, SeenIds};
 use crate::{exit, ranges};
 
 #[derive(Subcommand)]
@@ -70,30 +70,6 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// One node: `prod check`'s input schema (the same field names and types) and its local verdict.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeLine {
-    id: serde_json::Value,
-    #[serde(default)]
-    imports: String,
-    #[serde(default)]
-    context: String,
-    statement: String,
-    proof: String,
-    #[serde(default)]
-    locally_correct: Option<bool>,
-}
-
-/// An id as the solver names it: a string as it is, a number as written.
-fn id_key(id: &serde_json::Value) -> Option<String> {
-    match id {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
 fn open_lines(file: &PathBuf) -> anyhow::Result<Box<dyn BufRead>> {
     Ok(if file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -148,7 +124,7 @@ fn read_nodes(
     };
     let mut nodes = Vec::new();
     let mut ids = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = SeenIds::default();
     for (i, line) in open_lines(file)?.lines().enumerate() {
         let lineno = i + 1;
         let line = line.with_context(|| format!("line {lineno}: cannot read (not UTF-8?)"))?;
@@ -157,11 +133,9 @@ fn read_nodes(
         }
         let n: NodeLine = serde_json::from_str(&line)
             .with_context(|| format!("line {lineno}: not a node object"))?;
-        let id = id_key(&n.id)
-            .ok_or_else(|| anyhow::anyhow!("line {lineno}: \"id\" must be a string or a number"))?;
-        if !seen.insert(id.clone()) {
-            anyhow::bail!("line {lineno}: duplicate node id '{id}'");
-        }
+        let id = seen
+            .admit(&n.id)
+            .map_err(|e| anyhow::anyhow!("line {lineno}: {e}"))?;
         let local = match &mut given {
             Some(g) => {
                 if n.locally_correct.is_some() {

@@ -20,9 +20,11 @@ fn prod(args: &[&str]) -> (i32, String, String) {
     prod_with_input(args, None)
 }
 
+/// Run `prod ARGS` (progress lines every 50 ms: stderr is a pipe here).
 fn prod_with_input(args: &[&str], input: Option<&str>) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_prod"))
         .args(args)
+        .env("PROD_PROGRESS_SECS", "0.05")
         .stdin(if input.is_some() {
             Stdio::piped()
         } else {
@@ -138,7 +140,7 @@ fn project_goes_through_build_validate_and_check_with_its_own_bindings() {
         );
         assert_eq!(counts["infra"], 0, "{counts} {err}");
         assert!(
-            err.contains(&format!("validate: {checked}/{checked} checked")),
+            err.contains(&format!("validate: {checked}/{checked} nodes (100%)")),
             "{err}"
         );
     }

@@ -445,11 +445,8 @@ impl Sft {
         };
         let before = loss(&model)?;
         let mut trainer = Trainer::new(config);
-        let pb = bars.bar("train", 0);
+        let pb = bars.bar("train", "steps", max_steps);
         let (mut pos, mut steps) = (0, 0);
-        // Without a terminal (logs, CI) a line every minute instead of the bar.
-        let log_lines = !std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let mut last_line = Instant::now();
         while start.elapsed() < train_budget && max_steps.is_none_or(|m| steps < m) {
             let batch: Vec<TrainExample> = (0..macro_batch)
                 .map(|i| examples[(pos + i) % examples.len()].clone())
@@ -459,16 +456,8 @@ impl Sft {
             steps += 1;
             pb.inc(1);
             pb.set_message(format!("loss {:.3}", s.loss));
-            if log_lines && last_line.elapsed() >= Duration::from_secs(60) {
-                last_line = Instant::now();
-                bars.say(&format!(
-                    "train: step {steps}, loss {:.3}, {:.0} s",
-                    s.loss,
-                    start.elapsed().as_secs_f64()
-                ));
-            }
         }
-        pb.finish_and_clear();
+        pb.finish();
         let after = loss(&model)?;
         std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
         trainer.save_checkpoint(&model, out)?;
@@ -573,14 +562,14 @@ pub(crate) fn build_stdlib_dataset(data: &Path, seed: u64, bars: &Bars) -> anyho
         ..Default::default()
     };
     let spec = prod_library::LibrarySpec::parse("stdlib");
-    let pb = bars.bar("dataset", 0);
+    let pb = bars.bar("dataset", "files", None);
     let cb = |done: usize, total: usize| {
-        pb.set_length(total as u64);
+        pb.set_total(total as u64);
         pb.set_position(done as u64);
     };
     prod_library::dataset::build(&spec, data, &cfg, Some(&prod_coq::CoqLanguage), &cb)
         .map_err(|e| anyhow::anyhow!("dataset build: {e}"))?;
-    pb.finish_and_clear();
+    pb.finish();
     Ok(())
 }
 

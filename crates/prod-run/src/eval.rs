@@ -246,9 +246,9 @@ pub(crate) fn check_phase(
         }
         k
     };
-    let pb = bars.bar("check", pending);
+    let pb = bars.bar("check", "nodes", Some(pending));
     let stats = check_nodes(store, checker, &items, &|_| pb.inc(1))?;
-    pb.finish_and_clear();
+    pb.finish();
     Ok(stats)
 }
 
@@ -339,8 +339,8 @@ fn sample_trees(
         .iter()
         .map(|t| TreeGoal::new(t.context.clone(), t.statement.clone()))
         .collect();
-    // Upper bound for the bar: roots × trees at depth 0 (deeper levels extend it).
-    let pb = ctx.bars.bar("sample", roots.len() * opts.samples as usize);
+    // Deeper levels are only known as they come: a count, no total.
+    let pb = ctx.bars.bar("sample", "nodes", None);
     let tick = |n: usize| pb.inc(n as u64);
     let mut logged = LoggedPolicy::new(policy, store, round, phase);
     logged.on_progress = Some(&tick);
@@ -353,7 +353,7 @@ fn sample_trees(
     )?;
     times.sampled_fresh = logged.fresh;
     times.sampled_replayed = logged.replayed;
-    pb.finish_and_clear();
+    pb.finish();
     // Depth-0 nodes of each tree come in the order of the roots.
     let per_tree = roots.len();
     let mut depth0_seen: HashMap<u32, usize> = HashMap::new();
@@ -564,7 +564,7 @@ fn final_checks(
     solved: &mut Solved,
 ) -> anyhow::Result<HashMap<(usize, u32), ProvedTree>> {
     let store = ctx.store;
-    let pb = ctx.bars.bar("final", solved.finals.len());
+    let pb = ctx.bars.bar("final", "proofs", Some(solved.finals.len()));
     let mut proved_trees = HashMap::new();
     for job in std::mem::take(&mut solved.finals) {
         let (th, tree) = (job.theorem, job.tree);
@@ -609,7 +609,7 @@ fn final_checks(
             }
         }
     }
-    pb.finish_and_clear();
+    pb.finish();
     Ok(proved_trees)
 }
 

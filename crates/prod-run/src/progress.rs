@@ -1,44 +1,42 @@
-//! Progress bars per phase (indicatif, on stderr), with throughput; hidden when stderr is not a
-//! terminal or when machine output (`--json`) is asked for.
+//! Progress of a job's phases on stderr (see `prod_progress`: a bar on a terminal, a log line
+//! every `PROD_PROGRESS_SECS` otherwise) and the job's phase summaries.
 
-use indicatif::{ProgressBar, ProgressStyle};
+pub use prod_progress::{Display, Progress};
 
-#[derive(Clone, Copy, Debug, Default)]
+/// How a job reports: its phases' progress, and whether phase summaries are printed.
+#[derive(Clone, Copy, Debug)]
 pub struct Bars {
-    pub enabled: bool,
+    pub display: Display,
+    /// Phase summaries (`Bars::say`) on stderr.
+    pub summaries: bool,
 }
 
 impl Bars {
-    /// Bars shown only on a terminal.
-    pub fn terminal(json: bool) -> Self {
-        use std::io::IsTerminal;
+    /// A bar on a terminal, log lines otherwise; summaries unless `json` (machine output).
+    pub fn for_stderr(json: bool) -> Self {
         Bars {
-            enabled: !json && std::io::stderr().is_terminal(),
+            display: Display::for_stderr(json),
+            summaries: !json,
         }
     }
 
+    /// Nothing on stderr (tests, library callers).
     pub fn hidden() -> Self {
-        Bars { enabled: false }
+        Bars {
+            display: Display::Off,
+            summaries: false,
+        }
     }
 
-    /// A bar for one phase (`sample`, `check`, `final`, `train`).
-    pub fn bar(&self, phase: &str, len: usize) -> ProgressBar {
-        if !self.enabled {
-            return ProgressBar::hidden();
-        }
-        let pb = ProgressBar::new(len as u64);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{prefix:>7} [{bar:30}] {pos}/{len} {per_sec} {elapsed} {msg}",
-        ) {
-            pb.set_style(style.progress_chars("=> "));
-        }
-        pb.set_prefix(phase.to_string());
-        pb
+    /// Progress of one phase (`sample`, `check`, `final`, `train`) counting `unit`s; `total`
+    /// when known in advance.
+    pub fn bar(&self, phase: &str, unit: &str, total: Option<usize>) -> Progress {
+        Progress::new(self.display, phase, unit, total.map(|t| t as u64))
     }
 
     /// A line for phase summaries (stderr, unless hidden for `--json`).
     pub fn say(&self, msg: &str) {
-        if self.enabled {
+        if self.summaries {
             eprintln!("{msg}");
         }
     }

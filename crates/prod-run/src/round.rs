@@ -140,7 +140,8 @@ fn sample(
             g
         })
         .collect();
-    let pb = r.env.bars.bar("sample", goals.len() * 2);
+    // Lemma goals are only known as they come: a count, no total.
+    let pb = r.env.bars.bar("sample", "nodes", None);
     let tick = |n: usize| pb.inc(n as u64);
     let mut logged = LoggedPolicy::new(policy.seq(), store, round, phase);
     logged.on_progress = Some(&tick);
@@ -148,7 +149,7 @@ fn sample(
     // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
     let depth = if no_lemmas { 0 } else { cfg.depth };
     let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, r.env.prover.lang)?;
-    pb.finish_and_clear();
+    pb.finish();
     let tokens = match &*policy {
         RoundPolicy::Native(p) => Some(p.generated_tokens),
         RoundPolicy::Remote { .. } => None,
@@ -681,7 +682,10 @@ fn run_steps(
     label: &str,
 ) -> anyhow::Result<Option<f64>> {
     let epochs = r.cfg.epochs.max(1);
-    let pb = r.env.bars.bar(label, examples.len() * epochs);
+    let pb = r
+        .env
+        .bars
+        .bar(label, "examples", Some(examples.len() * epochs));
     let (mut sum, mut n) = (0.0, 0usize);
     for _ in 0..epochs {
         for chunk in examples.chunks(r.cfg.macro_batch.max(1)) {
@@ -692,7 +696,7 @@ fn run_steps(
             pb.set_message(format!("loss {:.3}", s.loss));
         }
     }
-    pb.finish_and_clear();
+    pb.finish();
     Ok((n > 0).then(|| sum / n as f64))
 }
 

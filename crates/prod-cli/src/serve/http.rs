@@ -22,7 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::App;
-use crate::check::{verdict_json, InputNode, NodeLine};
+use crate::check::{into_input, verdict_json, InputNode};
+use crate::node::NodeLine;
 
 pub fn router(app: Arc<App>) -> Router {
     let protected = Router::new()
@@ -173,7 +174,7 @@ fn node_values(nodes: Vec<Value>, max: usize) -> Result<Vec<InputNode>, ApiError
         .enumerate()
         .map(|(i, v)| {
             serde_json::from_value::<NodeLine>(v)
-                .map(NodeLine::into_input)
+                .map(into_input)
                 .map_err(|e| node_error(i, &e))
         })
         .collect()
