@@ -73,6 +73,12 @@ pub struct EvalArgs {
     /// Name of this evaluation in the report.
     #[arg(long, default_value_t = EvalOptions::default().name)]
     pub name: String,
+    /// How a sample's first token is drawn: free (from the model's whole distribution) or t0
+    /// (from the two `t0` tokens' probabilities at the sampling temperature, the ratio
+    /// Algorithm 2 uses, then the rest given it): every sample then begins as a conditional
+    /// proof does, for a briefly fine-tuned model that does not yet always put a `t0` first.
+    #[arg(long, value_enum, default_value_t = FirstTokenArg::Free)]
+    pub first_token: FirstTokenArg,
     /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
     #[arg(long)]
     pub no_hammer: bool,
@@ -183,6 +189,10 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             context_tokens: a.sampling.context_tokens,
             seed: a.seed,
             decode_weights: a.sampling.decode_weights,
+            first_token: match a.first_token {
+                FirstTokenArg::Free => prod_run::policy::FirstToken::Free,
+                FirstTokenArg::T0 => prod_run::policy::FirstToken::T0,
+            },
             ..NativeParams::default()
         },
         prover: a.prover.kind(),
@@ -402,4 +412,11 @@ pub fn run(a: EvalArgs) -> i32 {
         }
         Err(e) => error_code(e),
     }
+}
+
+/// `--first-token`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FirstTokenArg {
+    Free,
+    T0,
 }

@@ -460,6 +460,7 @@ t = datasets.load_dataset(d, split="test")
 twl = datasets.load_dataset(d, "w_lemmas", split="test")
 out["test_and_test_wl"] = len(datasets.concatenate_datasets([t, twl]))
 out["same_theorems"] = sorted(t["id"]) == sorted(twl["id"])
+out["test_rows"] = t.to_list()
 print(json.dumps(out))
 "#;
 
@@ -487,20 +488,23 @@ fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
     let written = stats(&dir)["files_written"].clone();
     let n = |f: &str| written[f].as_u64().unwrap();
     assert!(n("train") > 0 && n("val") > 0 && n("test") > 0, "{written}");
-    let out = Command::new(&py)
-        .args(["-c", LOAD_DATASET])
-        .arg(&dir)
-        .env("HF_HOME", tmp.path().join("hf"))
-        .env("HF_DATASETS_OFFLINE", "1")
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let load = |dir: &Path| {
+        let out = Command::new(&py)
+            .args(["-c", LOAD_DATASET])
+            .arg(dir)
+            .env("HF_HOME", tmp.path().join("hf"))
+            .env("HF_DATASETS_OFFLINE", "1")
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let got = load(&dir);
     // Every variant is its own config, each split with exactly its file's rows.
     let splits = |pairs: &[(&str, &str)]| {
         serde_json::Value::Object(
@@ -549,4 +553,54 @@ fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
         .as_str()
         .unwrap()
         .contains("int64"));
+
+    // The Parquet form loads the same way: the same configs, splits, types and rows.
+    let pq = tmp.path().join("pq");
+    let (code, stdout, err) = prod(&[
+        "dataset",
+        "parquet",
+        dir.to_str().unwrap(),
+        "--out",
+        pq.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        stdout.lines().count(),
+        written
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|v| v.as_u64() > Some(0))
+            .count(),
+        "{stdout}"
+    );
+    assert!(
+        pq.join("default/test.parquet").is_file() && pq.join("w_lemmas/train.parquet").is_file()
+    );
+    let again = load(&pq);
+    assert_eq!(again["configs"], got["configs"]);
+    assert_eq!(again["types"], got["types"]);
+    assert_eq!(again["test_rows"], got["test_rows"]);
+    // A rerun replaces its own folder; a folder it did not write is never touched.
+    let (code, _, err) = prod(&[
+        "dataset",
+        "parquet",
+        dir.to_str().unwrap(),
+        "--out",
+        pq.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = prod(&[
+        "dataset",
+        "parquet",
+        dir.to_str().unwrap(),
+        "--out",
+        project.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a Parquet dataset folder written by prod"),
+        "{err}"
+    );
 }

@@ -181,6 +181,31 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
     assert!(!empty.join("run.sqlite").exists());
     let (code, _, err) = prod!("run", "export", &run, "--format", "parquet");
     assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give --out FILE"), "{err}");
+
+    // Parquet: the same rows and columns, typed (an always-null column keeps its type).
+    let pq = tmp.path().join("nodes.parquet");
+    let (code, _, err) = prod!("run", "export", &run, "--format", "parquet", "--out", &pq);
+    assert_eq!(code, 0, "{err}");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(&pq).unwrap(),
+    )
+    .unwrap();
+    let schema = reader.schema().clone();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let keys: Vec<&str> = lines[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(names, keys);
+    assert_eq!(
+        schema.field_with_name("local_seconds").unwrap().data_type(),
+        &arrow_schema::DataType::Float64
+    );
+    let rows: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, lines.len());
 }
 
 /// A start that fails before any work (here a load path that is not a directory) leaves no

@@ -12,6 +12,7 @@
 use std::fmt::Write as _;
 
 use crate::dataset::{BuildError, Stats};
+use crate::parquet::{ColumnType as Type, Columns};
 
 /// The card's file name in the dataset folder.
 pub const CARD: &str = "README.md";
@@ -19,6 +20,41 @@ pub const CARD: &str = "README.md";
 /// The line that marks a card as this module's (a build only replaces such a `README.md`).
 const WRITTEN_BY: &str =
     "# Written by `prod dataset build` (rewritten by every build of this folder).";
+
+/// Is `path` a card this module wrote?
+pub fn written_by_prod(path: &std::path::Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.lines().take(2).any(|l| l == WRITTEN_BY))
+}
+
+/// Where a card's data files are: the JSONL folder `prod dataset build` writes (`train.jsonl`,
+/// `train_wl.jsonl`, …) or its Parquet form (`default/train.parquet`, `w_lemmas/train.parquet`,
+/// …: one folder per config, see [`crate::parquet`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Jsonl,
+    Parquet,
+}
+
+impl Layout {
+    fn path(self, config: &str, split: &str, stem: &str) -> String {
+        match self {
+            Layout::Jsonl => format!("{stem}.jsonl"),
+            Layout::Parquet => format!("{config}/{split}.parquet"),
+        }
+    }
+}
+
+/// Every file of a card's configs that has lines: (config, split, JSONL stem, columns).
+pub fn files(stats: &Stats) -> Vec<(&'static str, &'static str, &'static str, &'static Columns)> {
+    CONFIGS
+        .iter()
+        .flat_map(|c| {
+            present(c, stats)
+                .into_iter()
+                .map(move |(split, stem, _)| (c.name, split, stem, c.features))
+        })
+        .collect()
+}
 
 /// A build may write its card into `dir`: there is no `README.md` yet, or it is a card a build
 /// wrote. A user's own `README.md` is never overwritten.
@@ -40,15 +76,7 @@ struct Config {
     name: &'static str,
     about: &'static str,
     splits: &'static [(&'static str, &'static str)],
-    features: &'static [(&'static str, Type)],
-}
-
-#[derive(Clone, Copy)]
-enum Type {
-    String,
-    Int,
-    Bool,
-    Strings,
+    features: &'static Columns,
 }
 
 /// The columns of every example file, in [`crate::dataset::Example`]'s order.
@@ -146,10 +174,10 @@ const CONFIGS: &[Config] = &[
 ];
 
 /// A split that has lines: its name, its file's stem, its rows.
-type Present<'a> = (&'a str, &'a str, usize);
+type Present = (&'static str, &'static str, usize);
 
 /// The splits of `c` that have lines, per `stats.files_written`.
-fn present<'a>(c: &'a Config, stats: &Stats) -> Vec<Present<'a>> {
+fn present(c: &'static Config, stats: &Stats) -> Vec<Present> {
     c.splits
         .iter()
         .filter_map(|&(split, stem)| {
@@ -159,9 +187,9 @@ fn present<'a>(c: &'a Config, stats: &Stats) -> Vec<Present<'a>> {
         .collect()
 }
 
-/// The card for a dataset folder with these stats.
-pub fn render(stats: &Stats) -> String {
-    let configs: Vec<(&Config, Vec<Present>)> = CONFIGS
+/// The card for a dataset folder with these stats, its files laid out as `layout` says.
+pub fn render(stats: &Stats, layout: Layout) -> String {
+    let configs: Vec<(&'static Config, Vec<Present>)> = CONFIGS
         .iter()
         .map(|c| (c, present(c, stats)))
         .filter(|(_, s)| !s.is_empty())
@@ -177,7 +205,8 @@ pub fn render(stats: &Stats) -> String {
         }
         o.push_str("  data_files:\n");
         for (split, stem, _) in splits {
-            let _ = writeln!(o, "  - split: {split}\n    path: {stem}.jsonl");
+            let path = layout.path(c.name, split, stem);
+            let _ = writeln!(o, "  - split: {split}\n    path: {path}");
         }
     }
     o.push_str("dataset_info:\n");
@@ -187,6 +216,7 @@ pub fn render(stats: &Stats) -> String {
             let ty = match t {
                 Type::String => "dtype: string",
                 Type::Int => "dtype: int64",
+                Type::Float => "dtype: float64",
                 Type::Bool => "dtype: bool",
                 Type::Strings => "sequence: string",
             };
@@ -218,7 +248,9 @@ pub fn render(stats: &Stats) -> String {
     for (c, splits) in &configs {
         let s: Vec<String> = splits
             .iter()
-            .map(|(split, stem, n)| format!("{split} = `{stem}.jsonl` ({n})"))
+            .map(|(split, stem, n)| {
+                format!("{split} = `{}` ({n})", layout.path(c.name, split, stem))
+            })
             .collect();
         let _ = writeln!(o, "| `{}` | {} | {} |", c.name, c.about, s.join(", "));
     }
@@ -292,7 +324,7 @@ mod tests {
         for (f, n) in [("train", 3), ("val", 0), ("test", 2), ("train_wl", 3)] {
             stats.files_written.insert(f.into(), n);
         }
-        let card = render(&stats);
+        let card = render(&stats, Layout::Jsonl);
         let yaml = card.split("---\n").nth(1).unwrap();
         assert!(yaml.contains("- config_name: default\n  default: true\n  data_files:\n  - split: train\n    path: train.jsonl\n  - split: test\n    path: test.jsonl\n"), "{yaml}");
         assert!(!yaml.contains("val.jsonl"), "{yaml}");
@@ -305,6 +337,21 @@ mod tests {
         assert!(
             yaml.contains("  - name: train\n    num_examples: 3\n"),
             "{yaml}"
+        );
+        // The Parquet form: the same configs, each in its own folder.
+        let card = render(&stats, Layout::Parquet);
+        assert!(card.contains("  - split: train\n    path: default/train.parquet\n  - split: test\n    path: default/test.parquet\n"), "{card}");
+        assert!(card.contains("path: w_lemmas/train.parquet"), "{card}");
+        let f = files(&stats);
+        assert_eq!(
+            f.iter()
+                .map(|(c, s, stem, _)| (*c, *s, *stem))
+                .collect::<Vec<_>>(),
+            [
+                ("default", "train", "train"),
+                ("default", "test", "test"),
+                ("w_lemmas", "train", "train_wl")
+            ]
         );
     }
 }

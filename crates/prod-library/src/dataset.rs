@@ -479,7 +479,10 @@ pub fn build_from(
 /// everything renamed into place, `stats.json` last.
 fn commit(out_dir: &Path, mut written: Vec<PathBuf>, stats: &Stats) -> Result<(), BuildError> {
     let card = out_dir.join(crate::card::CARD);
-    crate::output::write_tmp(&card, crate::card::render(stats).as_bytes())?;
+    crate::output::write_tmp(
+        &card,
+        crate::card::render(stats, crate::card::Layout::Jsonl).as_bytes(),
+    )?;
     written.push(card);
     crate::output::commit(out_dir, &written, stats)
 }

@@ -23,6 +23,7 @@ pub mod hammer;
 pub mod imports;
 pub mod isar;
 pub mod output;
+pub mod parquet;
 pub mod peel;
 pub mod segment;
 pub mod source;
