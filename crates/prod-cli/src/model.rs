@@ -1255,6 +1255,7 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
         // One prompt after another: request `seq` alone, prefilled and decoded by itself.
         let mut old: Option<(f64, usize, Vec<Vec<u32>>)> = None;
         if !a.batched_only {
+            let pb = progress(&format!("{w} one at a time"), "samples", a.samples * n, a.json);
             let t = Instant::now();
             let (mut tokens, mut texts) = (0usize, Vec::new());
             for tree in 0..a.samples {
@@ -1271,18 +1272,23 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
                     let s = sample::sample(&policy.model, ids, &p)?.remove(0);
                     tokens += s.ids.len();
                     texts.push(s.ids);
+                    pb.inc(1);
                 }
             }
+            pb.finish();
             old = Some((t.elapsed().as_secs_f64(), tokens, texts));
         }
         // The native policy: one call per tree, all its requests decoded together.
         policy.prefills = sample::Prefills::new(base.prefill_cache_mb << 20);
         let before = policy.generated_tokens;
+        let pb = progress(&format!("{w} batched"), "samples", a.samples * n, a.json);
         let t = Instant::now();
         let mut texts = Vec::new();
         for tree in 0..a.samples {
             texts.extend(policy.sample_at(&requests, (tree * n) as u64)?);
+            pb.inc(n as u64);
         }
+        pb.finish();
         let new_s = t.elapsed().as_secs_f64();
         let new_tokens = policy.generated_tokens - before;
         let mut row = serde_json::json!({
