@@ -1255,7 +1255,12 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
         // One prompt after another: request `seq` alone, prefilled and decoded by itself.
         let mut old: Option<(f64, usize, Vec<Vec<u32>>)> = None;
         if !a.batched_only {
-            let pb = progress(&format!("{w} one at a time"), "samples", a.samples * n, a.json);
+            let pb = progress(
+                &format!("{w} one at a time"),
+                "samples",
+                a.samples * n,
+                a.json,
+            );
             let t = Instant::now();
             let (mut tokens, mut texts) = (0usize, Vec::new());
             for tree in 0..a.samples {
