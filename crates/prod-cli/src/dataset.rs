@@ -12,8 +12,6 @@ use prod_library::LibrarySpec;
 use crate::check_progress::{self, CheckProgress};
 use crate::{exit, ranges};
 
-/// A line on stderr this often while no check finishes (when stderr is not a terminal).
-
 #[derive(Subcommand)]
 pub enum DatasetCommand {
     #[command(verbatim_doc_comment)]
