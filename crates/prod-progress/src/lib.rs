@@ -175,11 +175,14 @@ impl Progress {
 
     /// The total became known (or changed).
     pub fn set_total(&self, total: u64) {
-        self.shared.total.store(total, Ordering::Relaxed);
+        let was = self.shared.total.swap(total, Ordering::Relaxed);
         if let Some(b) = &self.bar {
             b.set_length(total);
-            if let Some(style) = style(&self.shared.unit, true) {
-                b.set_style(style);
+            // A spinner becomes a bar once, not on every call (callers report the total often).
+            if was == u64::MAX {
+                if let Some(style) = style(&self.shared.unit, true) {
+                    b.set_style(style);
+                }
             }
         }
     }
@@ -205,25 +208,26 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+        if self.stop_lines() && self.printed.load(Ordering::Relaxed) > 0 {
+            eprintln!("{} (done)", self.shared.line());
+        }
+    }
+
+    /// Stop the line thread; whether it was running.
+    fn stop_lines(&self) -> bool {
         let lines = self.lines.lock().ok().and_then(|mut l| l.take());
-        if let Some(l) = lines {
+        lines.is_some_and(|l| {
             let _ = l.stop.send(());
             let _ = l.thread.join();
-            if self.printed.load(Ordering::Relaxed) > 0 {
-                eprintln!("{} (done)", self.shared.line());
-            }
-        }
+            true
+        })
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
         // An early return (an error) stops the thread without a closing line.
-        let lines = self.lines.lock().ok().and_then(|mut l| l.take());
-        if let Some(l) = lines {
-            let _ = l.stop.send(());
-            let _ = l.thread.join();
-        }
+        self.stop_lines();
     }
 }
 
