@@ -25,6 +25,7 @@ use crate::ranges;
 ///   prod experiment --out runs/table2
 ///   prod experiment --out runs/table2 --sft-minutes 10 --rounds 1 --theorems 20
 ///   prod experiment --config table2.toml --out runs/table2 --json
+///   prod experiment --sft-model models/sft --sft-nolemma-model models/sft-wl --out runs/table2
 #[derive(Args)]
 pub struct ExperimentArgs {
     /// Output directory (created; an existing one is resumed).
@@ -37,6 +38,14 @@ pub struct ExperimentArgs {
     /// (PROD_CACHE defaults to ~/.cache/prod), where scripts/fetch-model.sh puts SmolLM2-135M.
     #[arg(long)]
     pub base_model: Option<PathBuf>,
+    /// A finished ProD-SFT model (trained on sft.jsonl elsewhere, e.g. longer or on a GPU): the
+    /// two SFT stages are skipped. Needs --sft-nolemma-model, trained with the same budget.
+    #[arg(long, requires = "sft_nolemma_model")]
+    pub sft_model: Option<PathBuf>,
+    /// The finished SFT w/o lemma proposal model (trained on train_wl.jsonl) to go with
+    /// --sft-model.
+    #[arg(long, requires = "sft_model")]
+    pub sft_nolemma_model: Option<PathBuf>,
     /// Dataset directory; the Coq stdlib dataset is built into it when absent. Default: OUT/data.
     #[arg(long)]
     pub dataset: Option<PathBuf>,
@@ -75,7 +84,14 @@ fn load(path: &PathBuf) -> Result<ExperimentConfig, BadInput> {
     let mut cfg = ExperimentConfig::from_toml(&text)
         .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
-    for p in [&mut cfg.base_model, &mut cfg.dataset] {
+    let given = cfg.sft_models.as_mut();
+    let given = given
+        .into_iter()
+        .flat_map(|g| [&mut g.prod, &mut g.nolemma]);
+    for p in [&mut cfg.base_model, &mut cfg.dataset]
+        .into_iter()
+        .chain(given)
+    {
         if p.is_relative() && !p.as_os_str().is_empty() {
             *p = base.join(&*p);
         }
@@ -93,6 +109,9 @@ pub fn run(a: ExperimentArgs) -> i32 {
     };
     if let Some(v) = a.base_model {
         cfg.base_model = v;
+    }
+    if let (Some(prod), Some(nolemma)) = (a.sft_model, a.sft_nolemma_model) {
+        cfg.sft_models = Some(prod_run::experiment::GivenSftModels { prod, nolemma });
     }
     if let Some(v) = a.dataset {
         cfg.dataset = v;

@@ -148,6 +148,24 @@ fn help_shows_an_example_and_bad_input_exits_2() {
     let o = prod(d, &["experiment", "--samples", "4", "--out", "o"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("samples"));
+    // Given SFT models come in pairs, and must be there.
+    let o = prod(d, &["experiment", "--sft-model", "m", "--out", "o"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--sft-nolemma-model"));
+    let o = prod(
+        d,
+        &[
+            "experiment",
+            "--sft-model",
+            "m",
+            "--sft-nolemma-model",
+            "n",
+            "--out",
+            "o",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sft_models: no model at m"));
 }
 
 #[test]

@@ -16,6 +16,10 @@
 //! of novel lemmas in the RL runs' replay buffers (paper: 37.7%) and the per-round held-out
 //! pass@k of the RL runs ([`RlEvalConfig`]).
 //!
+//! The SFT stages are CPU minutes by default; `sft_models` names two finished SFT models instead
+//! (trained for one budget elsewhere, e.g. `prod train sft` over hours or a GPU), and the
+//! experiment runs the rest from them.
+//!
 //! Why one command: the comparison is only fair when the four runs share the base model, the
 //! dataset, the sampling settings, the theorems and the seeds; spelling that out over six
 //! hand-written commands is where such comparisons go wrong.
@@ -64,6 +68,11 @@ const KS: [usize; 3] = [1, 4, 8];
 pub struct ExperimentConfig {
     /// The pretrained model both SFT stages start from (a `prod model import-gguf` directory).
     pub base_model: PathBuf,
+    /// Finished SFT models used instead of the two SFT stages (both or neither: the comparison
+    /// needs one training budget for both), e.g. trained longer than `sft_minutes` allows with
+    /// `prod train sft`, or on a GPU with `python/train_weighted.py`. `base_model` is then unused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sft_models: Option<GivenSftModels>,
     /// Dataset directory; the Coq stdlib is built into it when it holds no dataset. Empty:
     /// `OUT/data`.
     pub dataset: PathBuf,
@@ -102,6 +111,16 @@ pub struct ExperimentConfig {
     pub rl: RlConfig,
 }
 
+/// `[sft_models]`: the ProD-SFT model and the SFT w/o lemma proposal model, trained elsewhere.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GivenSftModels {
+    /// Trained on `sft.jsonl` (proposes lemmas).
+    pub prod: PathBuf,
+    /// Trained on data whose proofs propose nothing (`train_wl.jsonl`).
+    pub nolemma: PathBuf,
+}
+
 impl Default for ExperimentConfig {
     fn default() -> Self {
         let base = match ModelBase::default_pretrained() {
@@ -127,6 +146,7 @@ impl Default for ExperimentConfig {
         };
         ExperimentConfig {
             base_model: base,
+            sft_models: None,
             dataset: PathBuf::new(),
             sft_minutes: 20.0,
             sft_steps: 0,
@@ -288,7 +308,9 @@ impl ExperimentConfig {
                 * 2.0
             + 60.0
             + curve;
-        let sft = if self.sft_steps > 0 {
+        let sft = if self.sft_models.is_some() {
+            0.0
+        } else if self.sft_steps > 0 {
             (self.sft_steps as f64 * STEP_S + 60.0).min(self.sft_minutes * 60.0)
         } else {
             self.sft_minutes * 60.0
@@ -401,13 +423,7 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
     let start = Instant::now();
     let cfg = &job.config;
     cfg.validate().map_err(BadInput)?;
-    if !cfg.base_model.join("config.json").is_file() {
-        return Err(BadInput(format!(
-            "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M), or pass --base-model DIR",
-            cfg.base_model.display()
-        ))
-        .into());
-    }
+    check_models(cfg)?;
     let out = &job.out;
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     let data = if cfg.dataset.as_os_str().is_empty() {
@@ -457,6 +473,25 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
     })
 }
 
+/// The models the experiment starts from exist: the base model, or both given SFT models.
+fn check_models(cfg: &ExperimentConfig) -> Result<(), BadInput> {
+    let missing = |p: &Path| !p.join("config.json").is_file();
+    match &cfg.sft_models {
+        Some(g) => match [&g.prod, &g.nolemma].into_iter().find(|p| missing(p)) {
+            Some(p) => Err(BadInput(format!(
+                "sft_models: no model at {} (a directory with config.json)",
+                p.display()
+            ))),
+            None => Ok(()),
+        },
+        None if missing(&cfg.base_model) => Err(BadInput(format!(
+            "no pretrained model at {}: run scripts/fetch-model.sh (imports SmolLM2-135M), or pass --base-model DIR",
+            cfg.base_model.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The plan and its rough duration, said before anything runs.
 fn announce(cfg: &ExperimentConfig, data: &Path, build: bool, out: &Path) {
     let split_size = if build {
@@ -470,7 +505,7 @@ fn announce(cfg: &ExperimentConfig, data: &Path, build: bool, out: &Path) {
         "4 methods × {} theorems × {} trees; SFT {} each, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
         if cfg.theorems == 0 { "all".to_string() } else { cfg.theorems.to_string() },
         cfg.samples,
-        if cfg.sft_steps > 0 { format!("{} steps (≤ {} min)", cfg.sft_steps, cfg.sft_minutes) } else { format!("{} min", cfg.sft_minutes) },
+        if cfg.sft_models.is_some() { "given".to_string() } else if cfg.sft_steps > 0 { format!("{} steps (≤ {} min)", cfg.sft_steps, cfg.sft_minutes) } else { format!("{} min", cfg.sft_minutes) },
         cfg.rounds,
         cfg.batch,
         cfg.estimate_s(split_size, build) / 60.0,
@@ -478,10 +513,13 @@ fn announce(cfg: &ExperimentConfig, data: &Path, build: bool, out: &Path) {
     ));
 }
 
-/// What the stages produced: the two SFT models, the two RL runs and the four evaluations.
+/// What the stages produced: the two SFT models (with their training summaries when the
+/// experiment trained them), the two RL runs and the four evaluations.
 struct Stages {
-    sft: TrainSummary,
-    sft_nolemma: TrainSummary,
+    sft_model: PathBuf,
+    sft_nolemma_model: PathBuf,
+    sft: Option<TrainSummary>,
+    sft_nolemma: Option<TrainSummary>,
     rl: RlStage,
     rl_nolemma: RlStage,
     e_sft: Evaluation,
@@ -500,32 +538,15 @@ fn run_stages(
     bars: &Bars,
 ) -> anyhow::Result<Stages> {
     // 2. The two SFT models.
-    let sft_opts = |which: SftData| SftOptions {
-        budget: Duration::from_secs_f64(cfg.sft_minutes * 60.0),
-        max_steps: (cfg.sft_steps > 0).then_some(cfg.sft_steps),
-        data: which,
+    let (sft, sft_nolemma) = sft_stages(out, cfg, data, ran, bars)?;
+    let (sft_model, sft_nolemma_model) = match &cfg.sft_models {
+        Some(g) => (g.prod.clone(), g.nolemma.clone()),
+        None => (out.join("sft/model"), out.join("sft_nolemma/model")),
     };
-    let sft = sft_stage(
-        &out.join("sft"),
-        cfg,
-        data,
-        &sft_opts(SftData::Sft),
-        ran,
-        bars,
-    )?;
-    let sft_nolemma = sft_stage(
-        &out.join("sft_nolemma"),
-        cfg,
-        data,
-        &sft_opts(cfg.nolemma_data),
-        ran,
-        bars,
-    )?;
     // 3. Evaluations of the SFT models.
     let eval_of = |key: &str, model: &Path, ran: &mut Vec<String>| {
         eval_stage(out, key, model, cfg, data, ran, bars)
     };
-    let (sft_model, sft_nolemma_model) = (out.join("sft/model"), out.join("sft_nolemma/model"));
     let e_sft = eval_of("prod_sft", &sft_model, ran)?;
     let e_sft_nolemma = eval_of("sft_nolemma", &sft_nolemma_model, ran)?;
     // 4. RL from each SFT model, then their evaluations.
@@ -544,6 +565,8 @@ fn run_stages(
     let e_rl = eval_of("prod_rl", &rl.checkpoint, ran)?;
     let e_rl_nolemma = eval_of("rl_nolemma", &rl_nolemma.checkpoint, ran)?;
     Ok(Stages {
+        sft_model,
+        sft_nolemma_model,
         sft,
         sft_nolemma,
         rl,
@@ -562,15 +585,14 @@ fn method_results(out: &Path, cfg: &ExperimentConfig, st: &Stages) -> Vec<Method
             .map(Path::to_path_buf)
             .unwrap_or_else(|_| p.to_path_buf())
     };
-    let (sft_model, sft_nolemma_model) = (out.join("sft/model"), out.join("sft_nolemma/model"));
     let rows = [
-        ("prod_sft", &st.e_sft, Some(&st.sft), None, &sft_model),
+        ("prod_sft", &st.e_sft, st.sft.as_ref(), None, &st.sft_model),
         (
             "sft_nolemma",
             &st.e_sft_nolemma,
-            Some(&st.sft_nolemma),
+            st.sft_nolemma.as_ref(),
             None,
-            &sft_nolemma_model,
+            &st.sft_nolemma_model,
         ),
         ("prod_rl", &st.e_rl, None, Some(&st.rl), &st.rl.checkpoint),
         (
@@ -614,6 +636,46 @@ fn display_name(key: &str) -> &'static str {
         .iter()
         .find(|(k, _)| *k == key)
         .map_or("?", |(_, n)| n)
+}
+
+/// The two SFT stages, or none when the models are given (`sft_models`).
+fn sft_stages(
+    out: &Path,
+    cfg: &ExperimentConfig,
+    data: &Path,
+    ran: &mut Vec<String>,
+    bars: &Bars,
+) -> anyhow::Result<(Option<TrainSummary>, Option<TrainSummary>)> {
+    if let Some(g) = &cfg.sft_models {
+        say(&format!(
+            "[sft] given: ProD-SFT {}, SFT w/o lemma proposal {}",
+            g.prod.display(),
+            g.nolemma.display()
+        ));
+        return Ok((None, None));
+    }
+    let sft_opts = |which: SftData| SftOptions {
+        budget: Duration::from_secs_f64(cfg.sft_minutes * 60.0),
+        max_steps: (cfg.sft_steps > 0).then_some(cfg.sft_steps),
+        data: which,
+    };
+    let sft = sft_stage(
+        &out.join("sft"),
+        cfg,
+        data,
+        &sft_opts(SftData::Sft),
+        ran,
+        bars,
+    )?;
+    let sft_nolemma = sft_stage(
+        &out.join("sft_nolemma"),
+        cfg,
+        data,
+        &sft_opts(cfg.nolemma_data),
+        ran,
+        bars,
+    )?;
+    Ok((Some(sft), Some(sft_nolemma)))
 }
 
 /// An SFT stage: `DIR/model` from the base model; an unfinished one restarts cleanly.
@@ -927,6 +989,14 @@ fn round_curves(s: &mut String, r: &ExperimentResult) {
 
 /// The SFT stages: steps, examples, validation loss, seconds.
 fn sft_table(s: &mut String, r: &ExperimentResult) {
+    if let Some(g) = &r.config.sft_models {
+        s.push_str(&format!(
+            "\n### SFT\n\nGiven, not trained by this experiment: ProD-SFT `{}`, SFT w/o lemma proposal `{}`.\n",
+            g.prod.display(),
+            g.nolemma.display()
+        ));
+        return;
+    }
     s.push_str("\n### SFT\n\n| model | steps | examples | val loss before → after | seconds |\n|---|---|---|---|---|\n");
     for m in &r.methods {
         if let Some(t) = &m.sft {
@@ -965,6 +1035,22 @@ mod tests {
                 .nolemma_data,
             SftData::NoInvoke
         );
+        let g = ExperimentConfig::from_toml("[sft_models]\nprod = \"a\"\nnolemma = \"b\"\n")
+            .unwrap()
+            .sft_models
+            .unwrap();
+        assert_eq!((g.prod, g.nolemma), ("a".into(), "b".into()));
+        let e = ExperimentConfig::from_toml("[sft_models]\nprod = \"a\"").unwrap_err();
+        assert!(e.contains("nolemma"), "{e}");
+        // Given models take the SFT stages out of the estimate.
+        let given = ExperimentConfig {
+            sft_models: Some(GivenSftModels {
+                prod: "a".into(),
+                nolemma: "b".into(),
+            }),
+            ..d.clone()
+        };
+        assert!(given.estimate_s(328, false) < d.estimate_s(328, false) - 2000.0);
         let e = ExperimentConfig::from_toml("roundz = 3").unwrap_err();
         assert!(e.contains("roundz"), "{e}");
         let e = ExperimentConfig::from_toml("[rl]\nmacro_btch = 3").unwrap_err();

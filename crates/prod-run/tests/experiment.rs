@@ -2,11 +2,12 @@
 //! a one-file dataset, both SFT stages, both RL stages (one round each), the four evaluations,
 //! `experiment.json` and `table.md`; then reruns: everything finished is skipped, and stages
 //! whose marker is gone (a kill before it was written) run again — the SFT stage from a clean
-//! directory, the RL and evaluation stages resumed from their run stores with the same figures.
+//! directory, the RL and evaluation stages resumed from their run stores with the same figures;
+//! finally the same SFT models given to a new experiment, which trains nothing.
 
 use std::path::Path;
 
-use prod_run::experiment::{ExperimentConfig, ExperimentJob, ExperimentResult};
+use prod_run::experiment::{ExperimentConfig, ExperimentJob, ExperimentResult, GivenSftModels};
 use prod_run::{Bars, CoqJobConfig, FirstToken, NativeParams};
 
 mod common;
@@ -245,6 +246,34 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
     assert_eq!(resumed.ran, ["sft_nolemma", "rl", "eval-rl_nolemma"]);
     assert!(!out.join("sft_nolemma/stray.tmp").exists());
     assert_eq!(figures(&resumed), figures(&first));
+
+    // The same SFT models given to a new experiment: no SFT stage runs, and the rest gives the
+    // same figures (same models, same seeds).
+    let given_dir = tempfile::tempdir().unwrap();
+    let given = given_dir.path();
+    let job = ExperimentJob {
+        out: given.to_path_buf(),
+        config: ExperimentConfig {
+            base_model: data.path().join("no-such-model"),
+            sft_models: Some(GivenSftModels {
+                prod: out.join("sft/model"),
+                nolemma: out.join("sft_nolemma/model"),
+            }),
+            ..config(data.path())
+        },
+    };
+    let from_given = prod_run::run_experiment(&job, &Bars::hidden())
+        .unwrap()
+        .result;
+    assert_eq!(from_given.ran, &stages[2..]);
+    assert!(!given.join("sft").exists() && !given.join("sft_nolemma").exists());
+    assert!(from_given.methods.iter().all(|m| m.sft.is_none()));
+    assert_eq!(figures(&from_given), figures(&first));
+    let table = std::fs::read_to_string(given.join("table.md")).unwrap();
+    assert!(
+        table.contains("Given, not trained by this experiment"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -271,6 +300,22 @@ fn bad_settings_are_the_users_error() {
     assert!(
         e.downcast_ref::<prod_run::BadInput>().is_some()
             && e.to_string().contains("pretrained model"),
+        "{e}"
+    );
+    // A given SFT model that is not there.
+    let job = ExperimentJob {
+        out: out.path().to_path_buf(),
+        config: ExperimentConfig {
+            sft_models: Some(GivenSftModels {
+                prod: data.path().join("sft"),
+                nolemma: data.path().join("sft-wl"),
+            }),
+            ..config(data.path())
+        },
+    };
+    let e = prod_run::run_experiment(&job, &Bars::hidden()).unwrap_err();
+    assert!(
+        e.downcast_ref::<prod_run::BadInput>().is_some() && e.to_string().contains("sft_models"),
         "{e}"
     );
 }
