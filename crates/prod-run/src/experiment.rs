@@ -502,10 +502,10 @@ fn announce(cfg: &ExperimentConfig, data: &Path, build: bool, out: &Path) {
             .unwrap_or(0)
     };
     say(&format!(
-        "4 methods × {} theorems × {} trees; SFT {} each, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
+        "4 methods × {} theorems × {} trees; {}, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
         if cfg.theorems == 0 { "all".to_string() } else { cfg.theorems.to_string() },
         cfg.samples,
-        if cfg.sft_models.is_some() { "given".to_string() } else if cfg.sft_steps > 0 { format!("{} steps (≤ {} min)", cfg.sft_steps, cfg.sft_minutes) } else { format!("{} min", cfg.sft_minutes) },
+        if cfg.sft_models.is_some() { "SFT models given".to_string() } else if cfg.sft_steps > 0 { format!("SFT {} steps (≤ {} min) each", cfg.sft_steps, cfg.sft_minutes) } else { format!("SFT {} min each", cfg.sft_minutes) },
         cfg.rounds,
         cfg.batch,
         cfg.estimate_s(split_size, build) / 60.0,
