@@ -538,11 +538,8 @@ fn run_stages(
     bars: &Bars,
 ) -> anyhow::Result<Stages> {
     // 2. The two SFT models.
-    let (sft, sft_nolemma) = sft_stages(out, cfg, data, ran, bars)?;
-    let (sft_model, sft_nolemma_model) = match &cfg.sft_models {
-        Some(g) => (g.prod.clone(), g.nolemma.clone()),
-        None => (out.join("sft/model"), out.join("sft_nolemma/model")),
-    };
+    let [(sft_model, sft), (sft_nolemma_model, sft_nolemma)] =
+        sft_stages(out, cfg, data, ran, bars)?;
     // 3. Evaluations of the SFT models.
     let eval_of = |key: &str, model: &Path, ran: &mut Vec<String>| {
         eval_stage(out, key, model, cfg, data, ran, bars)
@@ -638,44 +635,42 @@ fn display_name(key: &str) -> &'static str {
         .map_or("?", |(_, n)| n)
 }
 
-/// The two SFT stages, or none when the models are given (`sft_models`).
+/// The ProD-SFT and SFT w/o lemma proposal models, each with its training summary: the two
+/// SFT stages, or the given models (`sft_models`) with none.
 fn sft_stages(
     out: &Path,
     cfg: &ExperimentConfig,
     data: &Path,
     ran: &mut Vec<String>,
     bars: &Bars,
-) -> anyhow::Result<(Option<TrainSummary>, Option<TrainSummary>)> {
+) -> anyhow::Result<[(PathBuf, Option<TrainSummary>); 2]> {
     if let Some(g) = &cfg.sft_models {
         say(&format!(
             "[sft] given: ProD-SFT {}, SFT w/o lemma proposal {}",
             g.prod.display(),
             g.nolemma.display()
         ));
-        return Ok((None, None));
+        return Ok([(g.prod.clone(), None), (g.nolemma.clone(), None)]);
     }
     let sft_opts = |which: SftData| SftOptions {
         budget: Duration::from_secs_f64(cfg.sft_minutes * 60.0),
         max_steps: (cfg.sft_steps > 0).then_some(cfg.sft_steps),
         data: which,
     };
-    let sft = sft_stage(
-        &out.join("sft"),
-        cfg,
-        data,
-        &sft_opts(SftData::Sft),
-        ran,
-        bars,
-    )?;
+    let (sft_dir, sft_nolemma_dir) = (out.join("sft"), out.join("sft_nolemma"));
+    let sft = sft_stage(&sft_dir, cfg, data, &sft_opts(SftData::Sft), ran, bars)?;
     let sft_nolemma = sft_stage(
-        &out.join("sft_nolemma"),
+        &sft_nolemma_dir,
         cfg,
         data,
         &sft_opts(cfg.nolemma_data),
         ran,
         bars,
     )?;
-    Ok((Some(sft), Some(sft_nolemma)))
+    Ok([
+        (sft_dir.join("model"), Some(sft)),
+        (sft_nolemma_dir.join("model"), Some(sft_nolemma)),
+    ])
 }
 
 /// An SFT stage: `DIR/model` from the base model; an unfinished one restarts cleanly.
