@@ -157,6 +157,10 @@ pub fn render_html(r: &RunReport) -> String {
         out.push_str("<p>No RL rounds in this run.</p>\n");
     } else {
         table(&mut out, &tables::rounds(r));
+        if let Some(t) = tables::reinforced(r) {
+            out.push_str("<h3>What each round reinforced</h3>\n<p>Training examples by origin: with weight &gt; 0 / all, and their summed weight Σw.</p>\n");
+            table(&mut out, &t);
+        }
         for f in figs.iter().filter(|f| f.id.starts_with("rounds-")) {
             figure(&mut out, f);
         }

@@ -182,6 +182,10 @@ pub fn render_markdown(r: &RunReport) -> String {
         out.push_str("No RL rounds in this run.\n\n");
     } else {
         table(&mut out, &tables::rounds(r));
+        if let Some(t) = tables::reinforced(r) {
+            out.push_str("What each round reinforced (training examples by origin: with weight > 0 / all, and their summed weight Σw):\n\n");
+            table(&mut out, &t);
+        }
     }
     if !r.notes.is_empty() {
         out.push_str("### Notes\n\n");

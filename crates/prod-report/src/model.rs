@@ -312,4 +312,70 @@ pub struct RoundMetrics {
     pub eval_theorems: usize,
     #[serde(default)]
     pub eval_s: f64,
+    /// Share of that evaluation's root samples that begin with `<use_invoke>`.
+    #[serde(default)]
+    pub eval_use_invoke_share_root: Option<f64>,
+    /// What the policy update was trained on, by where the examples came from (None for the
+    /// starting model and for runs recorded before it was kept).
+    #[serde(default)]
+    pub reinforced: Option<Reinforced>,
+}
+
+/// A round's training batch by origin (paper §3.2, Step 3): the round's own conditional proofs,
+/// their augmented copies (lemmas moved into the context), the batch's ground-truth proofs, and
+/// earlier rounds' examples drawn from the replay buffer. What the update pushes the policy
+/// towards is the weight, so each origin carries its summed weight and the part of it on
+/// targets that propose lemmas.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Reinforced {
+    pub generated: ExampleTally,
+    pub augmented: ExampleTally,
+    pub ground_truth: ExampleTally,
+    pub replayed: ExampleTally,
+}
+
+/// Examples of one origin.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct ExampleTally {
+    pub examples: usize,
+    /// Those with weight > 0 (the others only count in the batch).
+    pub weighted: usize,
+    /// Σ weight.
+    pub weight: f64,
+    /// Σ weight of the examples whose target begins with `<use_invoke>`.
+    pub use_invoke_weight: f64,
+}
+
+impl ExampleTally {
+    /// Count one example.
+    pub fn add(&mut self, weight: f64, use_invoke: bool) {
+        self.examples += 1;
+        if weight > 0.0 {
+            self.weighted += 1;
+            self.weight += weight;
+            if use_invoke {
+                self.use_invoke_weight += weight;
+            }
+        }
+    }
+}
+
+impl Reinforced {
+    /// The origins in table order, with their names.
+    pub fn origins(&self) -> [(&'static str, &ExampleTally); 4] {
+        [
+            ("generated", &self.generated),
+            ("augmented", &self.augmented),
+            ("ground truth", &self.ground_truth),
+            ("replayed", &self.replayed),
+        ]
+    }
+
+    /// Share of the batch's weight on targets that propose lemmas (None when nothing weighs).
+    pub fn use_invoke_share(&self) -> Option<f64> {
+        let (w, u) = self.origins().iter().fold((0.0, 0.0), |(w, u), (_, t)| {
+            (w + t.weight, u + t.use_invoke_weight)
+        });
+        (w > 0.0).then(|| u / w)
+    }
 }

@@ -419,6 +419,62 @@ pub fn rounds(r: &RunReport) -> Table {
     }
 }
 
+/// The header of [`reinforced_cells`].
+pub const REINFORCED_HEADER: [&str; 6] = [
+    "generated",
+    "augmented",
+    "ground truth",
+    "replayed",
+    "<use_invoke> share of the weight",
+    "held-out roots with <use_invoke>",
+];
+
+/// What a round trained on: per origin "weighted/all, Σw", the share of the batch's weight on
+/// targets that propose lemmas, and the share of its held-out root samples that do.
+pub fn reinforced_cells(m: &crate::model::RoundMetrics) -> Vec<String> {
+    let mut row: Vec<String> = match &m.reinforced {
+        Some(r) => r
+            .origins()
+            .iter()
+            .map(|(_, t)| format!("{}/{}, Σw {}", t.weighted, t.examples, fixed(t.weight, 1)))
+            .collect(),
+        None => vec!["–".to_string(); 4],
+    };
+    row.push(opt_percent(
+        m.reinforced.as_ref().and_then(|r| r.use_invoke_share()),
+    ));
+    row.push(opt_percent(m.eval_use_invoke_share_root));
+    row
+}
+
+/// Per round, what the policy was trained on (see [`reinforced_cells`]); None when no round
+/// recorded it. The starting model's row has only its held-out share.
+pub fn reinforced(r: &RunReport) -> Option<Table> {
+    if r.rounds.iter().all(|m| m.reinforced.is_none()) {
+        return None;
+    }
+    let mut header = vec!["Round".to_string()];
+    header.extend(REINFORCED_HEADER.iter().map(|s| s.to_string()));
+    let rows = r
+        .rounds
+        .iter()
+        .map(|m| {
+            let mut row = vec![if m.is_start() {
+                "0 (start)".to_string()
+            } else {
+                m.round.to_string()
+            }];
+            row.extend(reinforced_cells(m));
+            row
+        })
+        .collect();
+    Some(Table {
+        header,
+        rows,
+        text_columns: 1,
+    })
+}
+
 /// Values that look wrong for what they claim to be; shown in the report, never hidden.
 pub fn warnings(r: &RunReport) -> Vec<String> {
     let mut w = Vec::new();

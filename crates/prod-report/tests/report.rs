@@ -588,3 +588,76 @@ fn rounds_held_out_eval_curve_and_columns() {
         prod_report::warnings(&r)
     );
 }
+
+/// What each round reinforced: per origin the weighted/all counts and Σw, the `<use_invoke>`
+/// share of the weight (not of the count: weight-0 examples push nothing), and the held-out
+/// roots' share; the starting model's row has only the latter.
+#[test]
+fn rounds_show_what_each_round_reinforced() {
+    use prod_report::{ExampleTally, PassAtK, Reinforced};
+    let mut rf = Reinforced::default();
+    for i in 0..16 {
+        rf.ground_truth.add(1.0, i < 10);
+    }
+    rf.generated.add(0.5, false);
+    for _ in 0..37 {
+        rf.generated.add(0.0, true);
+    }
+    assert_eq!(
+        rf.generated,
+        ExampleTally {
+            examples: 38,
+            weighted: 1,
+            weight: 0.5,
+            use_invoke_weight: 0.0
+        }
+    );
+    // 10 of the 16.5 units of weight propose lemmas.
+    assert!((rf.use_invoke_share().unwrap() - 10.0 / 16.5).abs() < 1e-12);
+    assert_eq!(Reinforced::default().use_invoke_share(), None);
+    let eval = Some(vec![PassAtK {
+        k: 1,
+        theorems_judged: 4,
+        ..Default::default()
+    }]);
+    let rounds = vec![
+        RoundMetrics {
+            eval: eval.clone(),
+            eval_use_invoke_share_root: Some(0.1),
+            ..Default::default()
+        },
+        RoundMetrics {
+            round: 1,
+            nodes: 54,
+            examples: 54,
+            eval,
+            eval_use_invoke_share_root: Some(0.25),
+            reinforced: Some(rf),
+            ..Default::default()
+        },
+    ];
+    let r = RunReport {
+        title: "rl".into(),
+        rounds,
+        ..Default::default()
+    };
+    let md = render_markdown(&r);
+    assert!(md.contains("What each round reinforced"), "{md}");
+    assert!(
+        md.contains("| 0 (start) | – | – | – | – | n/a | 10.0% |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "| 1 | 1/38, Σw 0.5 | 0/0, Σw 0.0 | 16/16, Σw 16.0 | 0/0, Σw 0.0 | 60.6% | 25.0% |"
+        ),
+        "{md}"
+    );
+    let html = render_html(&r);
+    common::check(&html).unwrap();
+    assert!(html.contains("&lt;use_invoke&gt; share of the weight"));
+    // Without any round's record the table is left out.
+    let mut old = r.clone();
+    old.rounds.iter_mut().for_each(|m| m.reinforced = None);
+    assert!(!render_markdown(&old).contains("What each round reinforced"));
+}

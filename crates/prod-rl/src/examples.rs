@@ -32,6 +32,13 @@ pub struct WeightedExample {
     pub kind: ExampleKind,
 }
 
+impl WeightedExample {
+    /// Whether the target is a conditional proof that begins with `<use_invoke>`.
+    pub fn proposes_lemmas(&self) -> bool {
+        ConditionalProof::parse(&self.target).is_ok_and(|p| p.t0() == T0::UseInvoke)
+    }
+}
+
 /// What the round knows about each generated node, index-aligned with the nodes.
 pub struct RoundOutcome<'a> {
     pub nodes: &'a [GeneratedNode],

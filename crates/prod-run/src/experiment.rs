@@ -860,6 +860,7 @@ pub fn render_table(r: &ExperimentResult) -> String {
     main_table(&mut s, r);
     depth_tables(&mut s, r);
     round_curves(&mut s, r);
+    round_reinforced(&mut s, r);
     sft_table(&mut s, r);
     s
 }
@@ -977,6 +978,34 @@ fn round_curves(s: &mut String, r: &ExperimentResult) {
                 round
                     .novel_lemma_share
                     .map_or("–".into(), |x| format!("{}%", pct(x)))
+            ));
+        }
+    }
+}
+
+/// What each RL round trained on, by origin, and how often the held-out roots proposed lemmas:
+/// where a shift in the policy's first token comes from.
+fn round_reinforced(s: &mut String, r: &ExperimentResult) {
+    let rl = || r.methods.iter().filter(|m| !m.rounds.is_empty());
+    if rl().flat_map(|m| &m.rounds).all(|x| x.reinforced.is_none()) {
+        return;
+    }
+    s.push_str("\n### RL: what each round reinforced\n\nTraining examples by origin: with weight > 0 / all, and their summed weight Σw; the share of that weight on targets that begin with `<use_invoke>`; and the share of the round's held-out root samples that do (round 0: the starting model).\n\n| method | round |");
+    for h in prod_report::tables::REINFORCED_HEADER {
+        s.push_str(&format!(
+            " {} |",
+            h.replace("<use_invoke>", "`<use_invoke>`")
+        ));
+    }
+    s.push_str("\n|---|---|---|---|---|---|---|---|\n");
+    for m in rl() {
+        for round in &m.rounds {
+            let cells = prod_report::tables::reinforced_cells(round);
+            s.push_str(&format!(
+                "| {} | {} | {} |\n",
+                m.name,
+                round.round,
+                cells.join(" | ")
             ));
         }
     }

@@ -626,12 +626,16 @@ pub struct RoundEval {
     pub pass_at_k: Vec<prod_report::PassAtK>,
     pub theorems: usize,
     pub seconds: f64,
+    /// Share of the root samples that begin with `<use_invoke>`.
+    #[serde(default)]
+    pub use_invoke_share_root: Option<f64>,
 }
 
 fn set_eval(m: &mut RoundMetrics, e: RoundEval) {
     m.eval = Some(e.pass_at_k);
     m.eval_theorems = e.theorems;
     m.eval_s = e.seconds;
+    m.eval_use_invoke_share_root = e.use_invoke_share_root;
 }
 
 /// The starting model's evaluation, when the run has one.
@@ -673,6 +677,7 @@ fn round_eval(
     };
     let r = crate::eval::run_eval(env, policy.seq(), theorems, &opts, round, Phase::RlEval)?;
     Ok(RoundEval {
+        use_invoke_share_root: r.evaluation.use_invoke_share_root,
         pass_at_k: r.evaluation.pass_at_k,
         theorems: theorems.len(),
         seconds: t.elapsed().as_secs_f64(),

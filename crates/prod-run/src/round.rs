@@ -708,6 +708,21 @@ fn save_checkpoint(dir: &Path, trainer: &Trainer, p: &mut NativePolicy) -> anyho
     Ok(())
 }
 
+/// The batch by origin, with the weight on targets that propose lemmas.
+fn reinforced(batch: &[StoredExample]) -> prod_report::Reinforced {
+    let mut r = prod_report::Reinforced::default();
+    for e in batch {
+        let tally = match e.kind {
+            ExampleKind::Generated => &mut r.generated,
+            ExampleKind::Augmented => &mut r.augmented,
+            ExampleKind::GroundTruth => &mut r.ground_truth,
+            ExampleKind::Replayed => &mut r.replayed,
+        };
+        tally.add(e.weight, e.proposes_lemmas());
+    }
+    r
+}
+
 /// What the round's record needs.
 struct Summary<'a> {
     weighed: &'a Weighed,
@@ -760,6 +775,7 @@ fn record(r: &Round<'_>, s: &Summary<'_>) -> anyhow::Result<RoundRecord> {
             .then(|| novel as f64 / replay_lemmas.len() as f64),
         filter_s,
         tokens_per_s: s.tokens_per_s,
+        reinforced: Some(reinforced(batch)),
         ..RoundMetrics::default()
     };
     let rec = RoundRecord {

@@ -203,6 +203,25 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
                 .map(|r| r.round)
                 .collect();
             assert_eq!(rounds, [0, 1], "{}", m.method);
+            assert!(
+                m.rounds
+                    .iter()
+                    .all(|r| r.eval_use_invoke_share_root.is_some()),
+                "{}",
+                m.method
+            );
+            // What round 1 trained on: the batch's ground truth, each with weight 1; the
+            // baseline without lemma proposal never reinforces a `<use_invoke>` target.
+            let r1 = m.rounds.iter().find(|r| r.round == 1).unwrap();
+            let rf = r1.reinforced.as_ref().expect("round 1 records its batch");
+            let gt = rf.ground_truth;
+            assert!(gt.examples >= 2 && gt.weighted == gt.examples, "{rf:?}");
+            assert!((gt.weight - gt.examples as f64).abs() < 1e-9, "{rf:?}");
+            let n: usize = rf.origins().iter().map(|(_, t)| t.examples).sum();
+            assert_eq!(n, r1.examples, "{rf:?}");
+            if m.method == "rl_nolemma" {
+                assert_eq!(rf.use_invoke_share(), Some(0.0), "{rf:?}");
+            }
             assert!(out.join(m.rl_report.as_ref().unwrap()).is_file());
             assert!(
                 m.model.ends_with("checkpoints/round-1"),
@@ -223,6 +242,7 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
         "[RL run](rl/report.html)",
         "Fig. 5",
         "per round",
+        "what each round reinforced",
     ] {
         assert!(table.contains(needle), "{needle} not in\n{table}");
     }
