@@ -423,8 +423,22 @@ fn examples(inp: &Inputs<'_>, members: &Members) -> Vec<ExampleTree> {
             tree,
             &m,
         ));
+    } else if let Some(((th, tree), m)) = pick(&|th, tree, m| {
+        // No failed tree proposes lemmas: show one whose root the prover refused, with its
+        // message, so that a report of a run that proved nothing still shows what went wrong.
+        proved_at(th, tree).is_none() && m.first().is_some_and(|&r| prover_failed(inp, r))
+    }) {
+        examples.push(example(inp, "not proved", th, tree, &m));
     }
     examples
+}
+
+/// The prover checked node `i` and it failed (a message, not a rejection before the prover).
+fn prover_failed(inp: &Inputs<'_>, i: usize) -> bool {
+    matches!(
+        inp.verdicts.get(&inp.nodes[i].id),
+        Some(Some(Verdict::Failed { .. }))
+    )
 }
 
 #[cfg(test)]

@@ -480,8 +480,8 @@ impl SeqPolicy for ByCount {
     }
 }
 
-#[test]
-fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
+/// `theorems` evaluated with [`ByCount`] and real Coq: 2 trees each, depth 1.
+fn eval_by_count(theorems: &[Theorem]) -> prod_run::EvalResult {
     let (coq, cfg) = coq();
     let lang = prod_coq::CoqLanguage;
     let dir = tempfile::tempdir().unwrap();
@@ -499,7 +499,7 @@ fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
         final_timeout_s: 60,
         ..Default::default()
     };
-    let r = run_eval(
+    run_eval(
         &prod_run::RunContext {
             store: &store,
             prover: setup,
@@ -508,12 +508,36 @@ fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
             dataset_statements: &HashSet::new(),
         },
         &mut ByCount(HashMap::new()),
-        &theorems(),
+        theorems,
         &opts,
         0,
         Phase::Eval,
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// A run that proves nothing and proposes no lemma still shows an example tree: one whose
+/// root Coq refused, with Coq's message.
+#[test]
+fn eval_details_show_a_failed_tree_when_nothing_is_proved() {
+    let only_false: Vec<Theorem> = theorems()
+        .into_iter()
+        .filter(|t| t.id == "t_false")
+        .collect();
+    let r = eval_by_count(&only_false);
+    let e = &r.evaluation;
+    assert_eq!(e.proposals, Some(0));
+    let kinds: Vec<&str> = e.examples.iter().map(|x| x.kind.as_str()).collect();
+    assert_eq!(kinds, ["not proved"]);
+    let x = &e.examples[0];
+    assert_eq!((x.theorem.as_str(), x.proved), ("t_false", false));
+    assert_eq!(x.nodes[0].verdict, "failed");
+    assert!(!x.nodes[0].message.is_empty(), "{:?}", x.nodes[0]);
+}
+
+#[test]
+fn eval_details_show_a_tree_built_through_a_proposed_lemma() {
+    let r = eval_by_count(&theorems());
     let e = &r.evaluation;
     // Tree 0: t_add through a correct `aux` (height 1), t_double flat, t_false fails.
     // Tree 1: `aux` fails, so t_add is not proved; t_false's answer is not a proof.
