@@ -245,8 +245,16 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 200, value_parser = ranges::positive_usize)]
     pub eval_limit: usize,
     /// Checkpoint directory (created; an existing checkpoint there is resumed).
-    #[arg(long)]
-    pub out: PathBuf,
+    #[arg(long, required_unless_present = "write_examples")]
+    pub out: Option<PathBuf>,
+    /// Train nothing: write the training examples, exactly as this command would train on them
+    /// (same shuffle, --limit, context cut, length drops and oversampling; the model's token
+    /// ids; weight 1), one JSON line each ({prompt, completion, weight, prompt_ids,
+    /// completion_ids}, the format of `prod rl`'s rounds/round-N/examples.jsonl), for an
+    /// external trainer on a GPU. Then:
+    /// python python/train_weighted.py --data FILE --model MODEL --out SFT --lr 1e-4 --macro-batch 8 --epochs 2 --bf16
+    #[arg(long, value_name = "FILE")]
+    pub write_examples: Option<PathBuf>,
     /// Optimizer steps (default: one epoch).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub steps: Option<usize>,
@@ -910,24 +918,30 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
         )));
     }
     let dev = device();
-    let (mut model, tok) = prod_policy::load_model_dir(&a.model, &dev)?;
-    let cfg = PolicyConfig {
-        learning_rate: a.lr,
-        warmup_steps: a.warmup,
-        macro_batch: a.macro_batch,
-        micro_batch: a.micro_batch,
-        max_seq_len: a.max_seq_len,
-        context_tokens: a.context_tokens,
-        seed: a.seed,
-        ..PolicyConfig::default()
-    };
+    let (model, tok) = prod_policy::load_model_dir(&a.model, &dev)?;
+    let set = training_data(&a, &tok, kind)?;
+    match (&a.write_examples, &a.out) {
+        (Some(path), _) => write_training_examples(&a, &tok, &set, path),
+        (None, Some(out)) => train_on(&a, out, model, tok, set, kind),
+        (None, None) => Err(bad("--out or --write-examples is required".into())),
+    }
+}
+
+/// A run's training examples: --data shuffled (seeded, before --limit, so that a limited run
+/// still sees every file and `data_position` means the same thing on resume), cut and dropped
+/// as the trainer sees them, oversampled if asked; with the dropped lines by reason.
+struct TrainingSet {
+    data: Vec<TrainExample>,
+    skipped: std::collections::BTreeMap<&'static str, usize>,
+    opts: ExampleOptions,
+}
+
+fn training_data(a: &TrainArgs, tok: &ProdTokenizer, kind: Kind) -> anyhow::Result<TrainingSet> {
     let opts = ExampleOptions {
         context_tokens: a.context_tokens,
         max_seq_len: a.max_seq_len,
         statement_in_loss: false,
     };
-    // A fixed shuffle (before --limit, so a limited run still sees every file) so that
-    // `data_position` means the same thing on resume.
     let mut lines = read_jsonl(&a.data, None)?;
     {
         use rand::{seq::SliceRandom, SeedableRng};
@@ -936,12 +950,12 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
     if let Some(l) = a.limit {
         lines.truncate(l);
     }
-    let (mut data, skipped) = examples(&tok, &lines, &a.data, &opts, kind);
+    let (mut data, skipped) = examples(tok, &lines, &a.data, &opts, kind);
     if a.oversample_use_invoke > 1 {
         use rand::{seq::SliceRandom, SeedableRng};
         let copies: Vec<TrainExample> = data
             .iter()
-            .filter(|e| t0_id(&tok, e) == Some(tok.use_invoke_id()))
+            .filter(|e| t0_id(tok, e) == Some(tok.use_invoke_id()))
             .flat_map(|e| std::iter::repeat_n(e.clone(), a.oversample_use_invoke - 1))
             .collect();
         data.extend(copies);
@@ -954,13 +968,65 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
             a.data.display()
         )));
     }
+    Ok(TrainingSet {
+        data,
+        skipped,
+        opts,
+    })
+}
+
+/// `--write-examples`: the set as an external trainer's JSONL (written atomically).
+fn write_training_examples(
+    a: &TrainArgs,
+    tok: &ProdTokenizer,
+    set: &TrainingSet,
+    path: &Path,
+) -> anyhow::Result<()> {
+    prod_run::rl::write_examples(path, &set.data, tok)?;
+    let v = serde_json::json!({"examples": set.data.len(), "skipped": set.skipped.values().sum::<usize>(),
+        "skipped_by_reason": set.skipped, "use_invoke_share": use_invoke_share(tok, &set.data),
+        "written": path});
+    if a.json {
+        println!("{v}");
+    } else {
+        eprintln!("{v}");
+    }
+    Ok(())
+}
+
+/// Train on `set` from `model` (or the checkpoint in `out`), saving every --save-every steps.
+/// Long: the loop reports, saves and resumes in one place.
+fn train_on(
+    a: &TrainArgs,
+    out: &Path,
+    mut model: Llama,
+    tok: ProdTokenizer,
+    set: TrainingSet,
+    kind: Kind,
+) -> anyhow::Result<()> {
+    let dev = device();
+    let TrainingSet {
+        data,
+        skipped,
+        opts,
+    } = set;
+    let cfg = PolicyConfig {
+        learning_rate: a.lr,
+        warmup_steps: a.warmup,
+        macro_batch: a.macro_batch,
+        micro_batch: a.micro_batch,
+        max_seq_len: a.max_seq_len,
+        context_tokens: a.context_tokens,
+        seed: a.seed,
+        ..PolicyConfig::default()
+    };
     let eval = match &a.eval {
         Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts, kind).0,
         None => Vec::new(),
     };
-    let mut trainer = if a.out.join("trainer_state.json").exists() {
-        model = prod_policy::load_model_dir(&a.out, &dev)?.0;
-        Trainer::resume(cfg.clone(), &a.out)?
+    let mut trainer = if out.join("trainer_state.json").exists() {
+        model = prod_policy::load_model_dir(out, &dev)?.0;
+        Trainer::resume(cfg.clone(), out)?
     } else {
         Trainer::new(cfg.clone())
     };
@@ -1007,14 +1073,14 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
             );
         }
         if s.step % a.save_every == 0 {
-            trainer.save_checkpoint(&model, &a.out)?;
-            tok.save(&a.out.join("tokenizer.json"))?;
+            trainer.save_checkpoint(&model, out)?;
+            tok.save(&out.join("tokenizer.json"))?;
         }
     }
     pb.finish();
     model.set_eos_token_id(tok.end_id());
-    trainer.save_checkpoint(&model, &a.out)?;
-    tok.save(&a.out.join("tokenizer.json"))?;
+    trainer.save_checkpoint(&model, out)?;
+    tok.save(&out.join("tokenizer.json"))?;
     let eval_after = if eval.is_empty() {
         None
     } else {
@@ -1022,7 +1088,7 @@ fn train_with(a: TrainArgs, kind: Kind) -> anyhow::Result<()> {
     };
     report(
         serde_json::json!({"done": true, "step": trainer.state.step, "eval_loss_before": eval_before,
-        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": a.out}),
+        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": out}),
     );
     Ok(())
 }

@@ -96,3 +96,104 @@ fn value_training_lowers_the_value_loss() {
     assert!(!sft.status.success());
     assert!(String::from_utf8_lossy(&sft.stderr).contains("no usable training example"));
 }
+
+/// `prod train sft --write-examples`: the examples an SFT run would train on, in the format an
+/// external trainer reads (python/train_weighted.py), and nothing trained; the count agrees
+/// with what a training run on the same flags reports.
+#[test]
+fn sft_examples_are_written_for_an_external_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut corpus = String::new();
+    let mut sft = String::new();
+    for i in 0..12 {
+        corpus.push_str(&format!("Lemma l{i} : {i} + 0 = {i}. Proof. lia. Qed.\n"));
+        let proof = if i % 4 == 0 {
+            format!("<use_invoke> <invoke> Lemma a{i} : {i} = {i}. </invoke> lia.")
+        } else {
+            "<no_invoke> lia.".to_string()
+        };
+        let line = serde_json::json!({"context": "Require Import Lia.", "statement": format!("Lemma l{i} : {i} + 0 = {i}."), "conditional_proof": proof});
+        sft.push_str(&format!("{line}\n"));
+    }
+    // Too long for --max-seq-len: dropped, as training drops it.
+    let long = serde_json::json!({"context": "", "statement": format!("Lemma big : {} = 0.", "1 + ".repeat(200)), "conditional_proof": "<no_invoke> lia."});
+    sft.push_str(&format!("{long}\n"));
+    std::fs::write(d.join("corpus.txt"), corpus).unwrap();
+    std::fs::write(d.join("sft.jsonl"), sft).unwrap();
+    let prod = env!("CARGO_BIN_EXE_prod");
+    let run = |args: &[&str]| {
+        Command::new(prod)
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap()
+    };
+    let init = run(&[
+        "model",
+        "init",
+        "--corpus",
+        "corpus.txt",
+        "--vocab-size",
+        "300",
+        "--out",
+        "m",
+    ]);
+    assert!(init.status.success());
+    let common = [
+        "train",
+        "sft",
+        "--model",
+        "m",
+        "--data",
+        "sft.jsonl",
+        "--max-seq-len",
+        "96",
+        "--json",
+    ];
+    let w = run(&[&common[..], &["--write-examples", "ex/sft.jsonl"]].concat());
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&w.stdout).trim()).unwrap();
+    assert_eq!(
+        (report["examples"].as_u64(), report["skipped"].as_u64()),
+        (Some(12), Some(1)),
+        "{report}"
+    );
+    assert!((report["use_invoke_share"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+    let text = std::fs::read_to_string(d.join("ex/sft.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 12);
+    for e in &lines {
+        let (p, c) = (
+            e["prompt"].as_str().unwrap(),
+            e["completion"].as_str().unwrap(),
+        );
+        assert!(
+            p.contains("Lemma l") && p.contains("Require Import Lia."),
+            "{e}"
+        );
+        assert!(
+            c.starts_with("<use_invoke>") || c.starts_with("<no_invoke>"),
+            "{e}"
+        );
+        assert_eq!(e["weight"].as_f64(), Some(1.0));
+        let ids = |k: &str| e[k].as_array().unwrap().len();
+        assert!(ids("prompt_ids") > 0 && ids("completion_ids") > 0);
+        assert!(ids("prompt_ids") + ids("completion_ids") <= 96, "{e}");
+    }
+    assert!(!d.join("s").exists(), "nothing trained");
+    // Training on the same flags sees the same examples.
+    let t = run(&[&common[..], &["--steps", "1", "--out", "s"]].concat());
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&t.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(first["examples"].as_u64(), Some(12), "{first}");
+    // Neither --out nor --write-examples: a usage error.
+    let none = run(&common);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--out"));
+}

@@ -713,7 +713,7 @@ pub(crate) fn trainer_loss(ckpt: &Path) -> Option<f64> {
 
 /// One JSON line per training example: `prompt`/`completion` text (special tokens kept),
 /// `weight`, and the exact `prompt_ids`/`completion_ids` (loss on the completion only).
-pub(crate) fn write_examples(
+pub fn write_examples(
     path: &Path,
     examples: &[TrainExample],
     tok: &prod_policy::ProdTokenizer,
