@@ -252,7 +252,8 @@ pub struct TrainArgs {
     /// ids; weight 1), one JSON line each ({prompt, completion, weight, prompt_ids,
     /// completion_ids}, the format of `prod rl`'s rounds/round-N/examples.jsonl), for an
     /// external trainer on a GPU. Then:
-    /// python python/train_weighted.py --data FILE --model MODEL --out SFT --lr 1e-4 --macro-batch 8 --epochs 2 --bf16
+    /// python python/train_weighted.py --data FILE --model MODEL --out SFT --lr 1e-4 --macro-batch 32 --epochs 2 --warmup-steps 20 --bf16
+    /// (docs/models.md: from a dataset to Table 2 with a GPU SFT)
     #[arg(long, value_name = "FILE")]
     pub write_examples: Option<PathBuf>,
     /// Optimizer steps (default: one epoch).
