@@ -1,24 +1,30 @@
-//! `prod train value` end to end on a tiny random model: value lines in, a lower eval loss out.
+//! `prod train` end to end on a tiny random model: value lines in, a lower eval loss out; SFT
+//! examples written for an external trainer.
 #![cfg(feature = "policy")]
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
-#[test]
-fn value_training_lowers_the_value_loss() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let mut corpus = String::new();
-    let mut values = String::new();
-    for i in 0..24 {
-        corpus.push_str(&format!("Lemma l{i} : {i} + 0 = {i}. Proof. lia. Qed.\n"));
-        let line = serde_json::json!({"context": "", "statement": format!("Lemma l{i} : {i} + 0 = {i}."), "proved": i % 3 != 0});
-        values.push_str(&format!("{line}\n"));
-    }
-    std::fs::write(d.join("corpus.txt"), corpus).unwrap();
-    std::fs::write(d.join("values.jsonl"), values).unwrap();
-    let prod = env!("CARGO_BIN_EXE_prod");
-    let st = Command::new(prod)
-        .args([
+const PROD: &str = env!("CARGO_BIN_EXE_prod");
+
+/// `prod ARGS` in `dir`.
+fn prod_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(PROD)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// A tiny random model `m` in `dir`, its tokenizer trained on `n` short lemmas.
+fn tiny_model(dir: &Path, n: usize) {
+    let corpus: String = (0..n)
+        .map(|i| format!("Lemma l{i} : {i} + 0 = {i}. Proof. lia. Qed.\n"))
+        .collect();
+    std::fs::write(dir.join("corpus.txt"), corpus).unwrap();
+    let st = prod_in(
+        dir,
+        &[
             "model",
             "init",
             "--corpus",
@@ -27,15 +33,27 @@ fn value_training_lowers_the_value_loss() {
             "300",
             "--out",
             "m",
-        ])
-        .current_dir(d)
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(
         st.status.success(),
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
+}
+
+#[test]
+fn value_training_lowers_the_value_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut values = String::new();
+    for i in 0..24 {
+        let line = serde_json::json!({"context": "", "statement": format!("Lemma l{i} : {i} + 0 = {i}."), "proved": i % 3 != 0});
+        values.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(d.join("values.jsonl"), values).unwrap();
+    tiny_model(d, 24);
+    let prod = PROD;
     let out = Command::new(prod)
         .args([
             "train",
@@ -104,10 +122,8 @@ fn value_training_lowers_the_value_loss() {
 fn sft_examples_are_written_for_an_external_trainer() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let mut corpus = String::new();
     let mut sft = String::new();
     for i in 0..12 {
-        corpus.push_str(&format!("Lemma l{i} : {i} + 0 = {i}. Proof. lia. Qed.\n"));
         let proof = if i % 4 == 0 {
             format!("<use_invoke> <invoke> Lemma a{i} : {i} = {i}. </invoke> lia.")
         } else {
@@ -119,27 +135,9 @@ fn sft_examples_are_written_for_an_external_trainer() {
     // Too long for --max-seq-len: dropped, as training drops it.
     let long = serde_json::json!({"context": "", "statement": format!("Lemma big : {} = 0.", "1 + ".repeat(200)), "conditional_proof": "<no_invoke> lia."});
     sft.push_str(&format!("{long}\n"));
-    std::fs::write(d.join("corpus.txt"), corpus).unwrap();
     std::fs::write(d.join("sft.jsonl"), sft).unwrap();
-    let prod = env!("CARGO_BIN_EXE_prod");
-    let run = |args: &[&str]| {
-        Command::new(prod)
-            .args(args)
-            .current_dir(d)
-            .output()
-            .unwrap()
-    };
-    let init = run(&[
-        "model",
-        "init",
-        "--corpus",
-        "corpus.txt",
-        "--vocab-size",
-        "300",
-        "--out",
-        "m",
-    ]);
-    assert!(init.status.success());
+    tiny_model(d, 12);
+    let run = |args: &[&str]| prod_in(d, args);
     let common = [
         "train",
         "sft",
