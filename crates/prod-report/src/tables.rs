@@ -357,7 +357,7 @@ pub fn rounds(r: &RunReport) -> Table {
         .map(|m| {
             if m.is_start() {
                 // The starting model: evaluated, not trained.
-                let mut row = vec!["0 (start)".to_string()];
+                let mut row = vec![round_label(m)];
                 row.extend(std::iter::repeat_n(String::new(), 14));
                 row.extend(eval_cells(m));
                 return row;
@@ -419,6 +419,15 @@ pub fn rounds(r: &RunReport) -> Table {
     }
 }
 
+/// A round's first cell: its number, or "0 (start)" for the starting model's evaluation.
+fn round_label(m: &crate::model::RoundMetrics) -> String {
+    if m.is_start() {
+        "0 (start)".to_string()
+    } else {
+        m.round.to_string()
+    }
+}
+
 /// The header of [`reinforced_cells`].
 pub const REINFORCED_HEADER: [&str; 6] = [
     "generated",
@@ -459,11 +468,7 @@ pub fn reinforced(r: &RunReport) -> Option<Table> {
         .rounds
         .iter()
         .map(|m| {
-            let mut row = vec![if m.is_start() {
-                "0 (start)".to_string()
-            } else {
-                m.round.to_string()
-            }];
+            let mut row = vec![round_label(m)];
             row.extend(reinforced_cells(m));
             row
         })

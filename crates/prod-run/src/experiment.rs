@@ -997,7 +997,9 @@ fn round_reinforced(s: &mut String, r: &ExperimentResult) {
             h.replace("<use_invoke>", "`<use_invoke>`")
         ));
     }
-    s.push_str("\n|---|---|---|---|---|---|---|---|\n");
+    s.push('\n');
+    s.push_str(&"|---".repeat(2 + prod_report::tables::REINFORCED_HEADER.len()));
+    s.push_str("|\n");
     for m in rl() {
         for round in &m.rounds {
             let cells = prod_report::tables::reinforced_cells(round);

@@ -332,12 +332,19 @@ fn tree_members(inp: &Inputs<'_>) -> Members {
         .collect()
 }
 
+/// Node `i`'s stored verdict (None: not checked, or lost to an infra failure).
+fn verdict_at<'a>(inp: &Inputs<'a>, i: usize) -> Option<&'a Verdict> {
+    inp.verdicts.get(&inp.nodes[i].id).and_then(Option::as_ref)
+}
+
 /// Whether node `i`'s stored verdict is `Proved`.
 fn locally_proved(inp: &Inputs<'_>, i: usize) -> bool {
-    matches!(
-        inp.verdicts.get(&inp.nodes[i].id),
-        Some(Some(Verdict::Proved { .. }))
-    )
+    matches!(verdict_at(inp, i), Some(Verdict::Proved { .. }))
+}
+
+/// The prover checked node `i` and it failed (a message, not a rejection before the prover).
+fn prover_failed(inp: &Inputs<'_>, i: usize) -> bool {
+    matches!(verdict_at(inp, i), Some(Verdict::Failed { .. }))
 }
 
 /// One row per theorem: its trees, the proving ones and their nodes.
@@ -431,14 +438,6 @@ fn examples(inp: &Inputs<'_>, members: &Members) -> Vec<ExampleTree> {
         examples.push(example(inp, "not proved", th, tree, &m));
     }
     examples
-}
-
-/// The prover checked node `i` and it failed (a message, not a rejection before the prover).
-fn prover_failed(inp: &Inputs<'_>, i: usize) -> bool {
-    matches!(
-        inp.verdicts.get(&inp.nodes[i].id),
-        Some(Some(Verdict::Failed { .. }))
-    )
 }
 
 #[cfg(test)]
