@@ -1,4 +1,54 @@
-//! Reading `Print Assumptions` strictly: anything not understood means "not proved".
+//! Reading `Print Assumptions` strictly (anything not understood means "not proved"), and
+//! which axioms may stand behind a proof ([`AxiomPolicy`]).
+
+use crate::config::CoqCheckConfig;
+
+/// The axioms that may stand behind a proof besides its proposed lemmas. The prover's own
+/// library (its logical axioms: excluded middle, functional extensionality, the real numbers'
+/// axioms, …) is trusted as the prover is; every other constant without a proof — an `Axiom`,
+/// `Parameter`, `Conjecture` or `Admitted` lemma of the context, of a user's project or of
+/// another installed library — excuses nothing unless the user allows it by name
+/// (`allowed_axioms`): an admitted lemma of a context would otherwise be a reward oracle,
+/// since every proof could use it.
+///
+/// Names are qualified. A constant the context itself declares is named relative to the
+/// file it is checked in (`my_axiom`, `M.my_axiom`), which is `Top` in the checker's workers
+/// and the assembled file's module in the final check: both prefixes are dropped first.
+#[derive(Clone, Debug)]
+pub struct AxiomPolicy {
+    allowed: Vec<String>,
+}
+
+/// The logical roots of the prover's own library: Coq 8.16's stdlib, Rocq 9's core and stdlib.
+pub const PROVER_LIBRARY_ROOTS: &[&str] = &["Coq", "Corelib", "Stdlib", "Ltac2"];
+
+/// The module names a context's own constants get: coqtop's top level, the assembled file.
+const FILE_MODULES: &[&str] = &["Top", crate::final_check::FILE_MODULE];
+
+impl AxiomPolicy {
+    pub fn new(cfg: &CoqCheckConfig) -> AxiomPolicy {
+        Self::allowing(&cfg.allowed_axioms)
+    }
+
+    pub fn allowing(allowed: &[String]) -> AxiomPolicy {
+        AxiomPolicy {
+            allowed: allowed.to_vec(),
+        }
+    }
+
+    /// May a proof rely on the axiom with this qualified name?
+    pub fn trusts(&self, qualified: &str) -> bool {
+        let relative = FILE_MODULES
+            .iter()
+            .find_map(|m| qualified.strip_prefix(m)?.strip_prefix('.'))
+            .unwrap_or(qualified);
+        if self.allowed.iter().any(|a| a == qualified || a == relative) {
+            return true;
+        }
+        let root = qualified.split('.').next().unwrap_or("");
+        relative == qualified && qualified.contains('.') && PROVER_LIBRARY_ROOTS.contains(&root)
+    }
+}
 
 /// What `Print Assumptions x.` said.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +166,24 @@ pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
         axioms,
         section_variables,
     })
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::AxiomPolicy;
+
+    #[test]
+    fn the_prover_library_is_trusted_and_nothing_else_unless_allowed() {
+        let p = AxiomPolicy::allowing(&["my_ax".into(), "Flocq.Core.Raux.x".into()]);
+        assert!(p.trusts("Coq.Logic.Classical_Prop.classic"));
+        assert!(p.trusts("Stdlib.Logic.Classical_Prop.classic"));
+        assert!(p.trusts("Top.my_ax") && p.trusts("ProdAssembled.my_ax"));
+        assert!(p.trusts("Flocq.Core.Raux.x"));
+        assert!(!p.trusts("Top.other") && !p.trusts("ProdAssembled.other"));
+        assert!(!p.trusts("Flocq.Core.Raux.y") && !p.trusts("classic"));
+        // A context module named like the prover's library is still the context's.
+        assert!(!p.trusts("Top.Coq.x") && !p.trusts("ProdAssembled.Coq.x"));
+    }
 }
 
 #[cfg(test)]

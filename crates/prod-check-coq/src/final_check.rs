@@ -1,8 +1,20 @@
-//! The final verdict for a whole tree (deliverable 6): the assembled proof is compiled cold by
-//! `coqc` in a fresh sandbox, and its root must be closed under the global context (or rely
-//! only on the context's own axioms). The compiled file is then re-checked by Coq's independent
-//! kernel checker `coqchk` (a second implementation of the kernel, so a bug in coqc's
-//! elaboration-time shortcuts cannot pass alone).
+//! The final verdict for a whole tree: the assembled proof is compiled cold by `coqc` in a
+//! fresh sandbox, and the kernel decides about the root's own statement, whatever else the
+//! file contains:
+//!
+//! * the root's statement is stated first, in the bare context, under a fresh name (the
+//!   *anchor*, admitted), before any lemma of the tree; after the root's proof, a checker's
+//!   definition `prod_root_same_… : <anchor's type> := @root` is compiled, so the root's
+//!   kernel type must be convertible with what its statement means in its own context (a
+//!   lemma named like an identifier of the statement changes nothing but the verdict);
+//! * `Print Assumptions` of the root may show only axioms the [`AxiomPolicy`] trusts;
+//! * the compiled file, the comparison included, is re-checked by Coq's independent kernel
+//!   checker `coqchk` (a second implementation of the kernel, so a bug in coqc's
+//!   elaboration-time shortcuts cannot pass alone).
+//!
+//! A failure is an infrastructure failure only from what the checker itself knows (the
+//! process did not start, was killed by a signal, or used the address space it is given);
+//! what the file prints never decides it.
 
 use std::io::Read;
 use std::process::Stdio;
@@ -11,7 +23,7 @@ use std::time::{Duration, Instant};
 use prod_check::Verdict;
 use rand::Rng;
 
-use crate::assumptions::{parse_assumptions, Assumptions};
+use crate::assumptions::{parse_assumptions, Assumptions, AxiomPolicy};
 use crate::config::CoqCheckConfig;
 use crate::protocol::error_message;
 use crate::sandbox;
@@ -27,6 +39,8 @@ pub struct AssembledFile<'a> {
     pub scope: &'a [String],
     /// The theorem's qualified name (`M.name` when it sits in module `M`).
     pub qualified_name: &'a str,
+    /// The root's own statement (`Lemma name binders : type.`), as its theorem states it.
+    pub root_statement: &'a str,
     /// The assembled lemmas and root ([`prod_core::AssembledProof::text`]).
     pub assembled: &'a str,
     /// The root's name in `assembled`.
@@ -38,10 +52,18 @@ pub struct AssembledFile<'a> {
 impl AssembledFile<'_> {
     /// The file for [`final_check`] and the name whose assumptions it prints: CoqHammer's tactic
     /// library first when a proof uses its tactics (replaced `hammer.` steps, or written out; the
-    /// checker loads it before the context too), the context,
-    /// [`crate::AFTER_CONTEXT`], the assembled text, the `End`s of the open scopes; after
+    /// checker loads it before the context too), the context, [`crate::AFTER_CONTEXT`], the
+    /// root's anchor (its statement, admitted under a fresh name), the assembled text, the
+    /// kernel's comparison of the root with its anchor, the `End`s of the open scopes; after
     /// `End M` the root is `M.name`, so a plain alias is defined for the assumption check.
-    pub fn render(&self) -> (String, String) {
+    /// `Err` when the root's statement does not parse.
+    pub fn render(&self) -> Result<(String, String), String> {
+        let tag = format!("{:016x}", rand::thread_rng().gen::<u64>());
+        let anchor = format!("prod_root_anchor_{tag}");
+        let anchor_sentence = prod_coq::parse_statement(self.root_statement)
+            .map_err(|e| format!("the root's statement: {e}"))?
+            .renamed(&anchor)
+            .to_sentence();
         let needs_hammer = self.hammer_replaced || uses_hammer_tactics(self.assembled);
         let mut file = if needs_hammer {
             format!("{}\n", crate::HAMMER_TACTICS_IMPORT)
@@ -51,13 +73,16 @@ impl AssembledFile<'_> {
         file.push_str(self.context);
         file.push('\n');
         file.push_str(crate::AFTER_CONTEXT);
-        file.push('\n');
+        file.push_str(&format!("\n{anchor_sentence}\nAdmitted.\n"));
         file.push_str(self.assembled);
-        file.push('\n');
+        file.push_str(&format!(
+            "\nDefinition prod_root_same_{tag} : ltac:(let t := type of {anchor} in exact t) := @{}.\n",
+            self.root
+        ));
         for sc in self.scope.iter().rev() {
             file.push_str(&format!("End {sc}.\n"));
         }
-        match self.qualified_name.rsplit_once('.') {
+        Ok(match self.qualified_name.rsplit_once('.') {
             Some((module, _)) => {
                 file.push_str(&format!(
                     "Definition prod_checked_root := @{module}.{}.\n",
@@ -66,7 +91,7 @@ impl AssembledFile<'_> {
                 (file, "prod_checked_root".into())
             }
             None => (file, self.root.to_string()),
-        }
+        })
     }
 }
 
@@ -78,14 +103,13 @@ pub fn uses_hammer_tactics(text: &str) -> bool {
     })
 }
 
-/// Compile `file_text` (a complete Coq file: imports, context, lemmas child-first, the root) and
-/// check that `root` is closed. `allowed` are short or qualified names of the context's own
-/// axioms; axioms of loaded libraries are accepted, axioms declared in the file are not unless
-/// listed. `timeout` bounds the whole compilation.
+/// Compile `file_text` (a complete Coq file: imports, context, lemmas child-first, the root,
+/// as [`AssembledFile::render`] writes it) and check that `root` relies on no axiom beyond
+/// what the [`AxiomPolicy`] of `cfg` trusts (the same policy as every local check: nothing a
+/// node's check reported is taken on trust). `timeout` bounds the whole compilation.
 pub fn final_check(
     file_text: &str,
     root: &str,
-    allowed: &[String],
     cfg: &CoqCheckConfig,
     timeout: Duration,
 ) -> Verdict {
@@ -125,16 +149,11 @@ pub fn final_check(
             }
         }
     };
-    let listed = |ax: &str| {
-        let short = ax.rsplit('.').next().unwrap_or(ax);
-        allowed.iter().any(|x| x == ax || x == short) || cfg.allowed_axioms.iter().any(|x| x == ax)
-    };
-    let unresolved: Vec<&String> = axioms.iter().filter(|a| !listed(a)).collect();
-    if !unresolved.is_empty() {
-        // Second pass: where does each remaining axiom live? One declared in this file is not
-        // the context's unless listed; one from a loaded library is.
+    if !axioms.is_empty() {
+        let policy = AxiomPolicy::new(cfg);
+        // Where each axiom lives, by its qualified name in the compiled file's state.
         let mut text2 = text.clone();
-        for (i, ax) in unresolved.iter().enumerate() {
+        for (i, ax) in axioms.iter().enumerate() {
             text2.push_str(&format!(
                 "Locate {}.\nLocate {ax}.\n",
                 sentinel(&format!("q{i}"))
@@ -145,23 +164,23 @@ pub fn final_check(
             Ok(o) => o,
             Err(v) => return v,
         };
-        for (i, ax) in unresolved.iter().enumerate() {
-            let next = if i + 1 < unresolved.len() {
+        for (i, ax) in axioms.iter().enumerate() {
+            let next = if i + 1 < axioms.len() {
                 answer(&format!("q{}", i + 1))
             } else {
                 answer("end")
             };
             let located = between(&out2, &answer(&format!("q{i}")), &next)
-                .and_then(|r| r.lines().map(str::trim).find(|l| !l.is_empty()))
-                .and_then(|l| l.strip_prefix("Constant "))
-                .and_then(|l| l.split_whitespace().next())
-                .map(str::to_string);
+                .map(|r| r.split_whitespace().collect::<Vec<_>>())
+                .and_then(|w| {
+                    (w.first() == Some(&"Constant")).then(|| w.get(1).map(|q| q.to_string()))?
+                });
             match located {
-                Some(q) if !q.starts_with(&format!("{FILE_MODULE}.")) && q.contains('.') => {}
+                Some(q) if policy.trusts(&q) => {}
                 Some(q) => {
                     return Verdict::Failed {
                         step: 1,
-                        message: format!("the root relies on `{ax}` ({q}), declared in the file and not an allowed axiom"),
+                        message: format!("the root relies on `{ax}` ({q}), which is not an axiom of the prover's library or of `allowed_axioms`"),
                     }
                 }
                 None => return Verdict::Failed { step: 1, message: format!("cannot locate assumption `{ax}`") },
@@ -172,6 +191,7 @@ pub fn final_check(
         axioms,
         replacements: vec![],
         time: start.elapsed(),
+        universe_constraints: vec![],
     }
 }
 
@@ -247,6 +267,10 @@ fn run_sandboxed(
         let _ = stdout.by_ref().take(64 * 1024 * 1024).read_to_end(&mut buf);
         buf
     });
+    // The tool's peak address space, sampled while it runs (the checker's own memory
+    // accounting: a failure is "out of memory" only if the tool really used its limit).
+    let mut peak_mb: Option<u64> = None;
+    let mut polls = 0u32;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
@@ -255,7 +279,17 @@ fn run_sandboxed(
                 let _ = child.wait();
                 break None;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                polls += 1;
+                if polls.is_multiple_of(10) {
+                    let root = child.id() as i32;
+                    for (pid, _) in crate::worker::descendants(root) {
+                        let p = crate::worker::vm_peak_mb(pid);
+                        peak_mb = peak_mb.max(p);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             Err(e) => return Err(Verdict::infra(format!("waiting for {}: {e}", argv[0]))),
         }
     };
@@ -263,21 +297,32 @@ fn run_sandboxed(
     let Some(status) = status else {
         return Err(Verdict::TimedOut { step: 0 });
     };
-    if !status.success() {
-        if output.contains("Error: Out of memory.") {
-            return Err(Verdict::infra(format!("{} ran out of memory", argv[0])));
-        }
-        if !output.contains("Error") {
-            return Err(Verdict::infra(format!(
-                "{} died ({status}): {}",
-                argv[0],
-                output.chars().take(300).collect::<String>()
-            )));
-        }
-        return Err(Verdict::Failed {
-            step: 0,
-            message: error_message(&output),
-        });
+    if status.success() {
+        return Ok(output);
     }
-    Ok(output)
+    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return Err(Verdict::infra(format!(
+            "{} was killed by signal {sig}: {}",
+            argv[0],
+            output.chars().take(300).collect::<String>()
+        )));
+    }
+    if crate::protocol::is_out_of_memory(&output)
+        && crate::worker::near_memory_limit(peak_mb, cfg.memory_limit_mb)
+    {
+        return Err(Verdict::infra(format!("{} ran out of memory", argv[0])));
+    }
+    // Coq reports every refusal with an `Error`, and text a proof prints can only add
+    // words, never remove Coq's: a failure without one is the sandbox or the tool itself.
+    if !output.contains("Error") {
+        return Err(Verdict::infra(format!(
+            "{} died ({status}): {}",
+            argv[0],
+            output.chars().take(300).collect::<String>()
+        )));
+    }
+    Err(Verdict::Failed {
+        step: 0,
+        message: error_message(&output),
+    })
 }

@@ -8,14 +8,18 @@
 //!   (`Lemma l : S. Admitted.`), the checker writes `Lemma … Proof.` and `Qed.` itself, each proof
 //!   sentence is judged by Coq's own prompt, and `Print Assumptions` may show nothing beyond the
 //!   proposed lemmas and axioms the context already had.
-//! * [`rules`] — what untrusted text may contain (tactics, bullets, braces; one lemma statement).
+//! * [`rules`] — what untrusted text may contain: one rule set for proofs, statements and
+//!   proposed lemmas, with the constructs each prover release must refuse derived from the
+//!   table of its known kernel bugs ([`bugs`]).
 //! * The `hammer.` step: fixed tactic list, then CoqHammer; the tactic that worked is recorded.
 //! * [`final_check`] — a cold `coqc` of an assembled file in a fresh sandbox, then `coqchk`.
 //! * [`plugin`] — the ProD Coq plugin: `ProdAssumptions`, `Print Assumptions` with the walk of
 //!   library constants remembered across checks (same output; built once when OCaml and Coq's
 //!   development files are installed, else the checker uses `Print Assumptions`).
 
+pub mod adversary;
 pub mod assumptions;
+pub mod bugs;
 pub mod config;
 pub mod final_check;
 pub mod plugin;

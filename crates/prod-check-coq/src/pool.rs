@@ -9,7 +9,7 @@ use prod_check::{CheckRequest, Checker, Progress, RetryPolicy, Verdict};
 use sha2::{Digest, Sha256};
 
 use crate::config::CoqCheckConfig;
-use crate::rules::{self, RuleError};
+use crate::rules::{self, RuleError, RuleSet};
 use crate::session::{ContextSpec, Plan, PreparedContext, Session};
 
 /// Coq's local checker: one persistent sandboxed coqtop per worker slot, work grouped and
@@ -18,6 +18,8 @@ pub struct CoqChecker {
     cfg: Arc<CoqCheckConfig>,
     slots: Vec<Mutex<Option<Session>>>,
     fingerprint: String,
+    /// The token rules of this prover release ([`crate::bugs`]).
+    rules: RuleSet,
     /// Contexts that do not load (deterministic; never retried).
     broken_contexts: Mutex<HashMap<ContextSpec, String>>,
     /// coqtop pid of each slot (for fault tests; read without taking the slot lock).
@@ -33,13 +35,17 @@ enum Mode {
     Replay,
 }
 
-/// The checked, runnable form of a request, or its final verdict.
-fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
+/// The checked, runnable form of a request, or its final verdict: every piece of untrusted
+/// text through the one rule set, `t0` against the blocks, names unique. Whether a statement
+/// means the same next to its proposals is the kernel's to say (the session's anchors).
+fn plan(req: &CheckRequest, rules: &RuleSet) -> Result<Plan, Verdict> {
+    rules::check_t0(&req.proof).map_err(RuleError::into_verdict)?;
     let mut lemmas = vec![];
     for (i, l) in req.proof.lemmas().enumerate() {
-        lemmas.push(rules::check_proposed_lemma(l).map_err(|e| e.for_proposed_lemma(i))?);
+        lemmas.push(rules::check_proposed_lemma(rules, l).map_err(|e| e.for_proposed_lemma(i))?);
     }
-    let statement = rules::check_statement(&req.statement).map_err(RuleError::into_verdict)?;
+    let statement =
+        rules::check_statement(rules, &req.statement).map_err(RuleError::into_verdict)?;
     for (i, l) in lemmas.iter().enumerate() {
         if l.name == statement.name || lemmas[..i].iter().any(|m| m.name == l.name) {
             return Err(Verdict::rejected(format!(
@@ -49,12 +55,13 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
             )));
         }
     }
-    rules::check_proposals_independent(&lemmas, &statement).map_err(RuleError::into_verdict)?;
-    let steps = rules::check_proof(&req.proof.proof_text()).map_err(RuleError::into_verdict)?;
+    let steps =
+        rules::check_proof(rules, &req.proof.proof_text()).map_err(RuleError::into_verdict)?;
     Ok(Plan {
         lemmas,
         statement,
         steps,
+        rules: rules.clone(),
     })
 }
 
@@ -63,7 +70,7 @@ fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
 /// What this checker accepts beyond its settings (the statement and proof rules, the sentences
 /// written around a node). Part of the fingerprint, so that a verification cache never answers
 /// with a verdict reached under other rules: raise it whenever a rule or those sentences change.
-pub const RULES_REVISION: u32 = 2;
+pub const RULES_REVISION: u32 = 3;
 
 fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     // Run as the checker runs Coq (sandboxed, from the prover root if there is one), so the
@@ -239,9 +246,11 @@ impl CoqChecker {
         if cfg.assumptions_plugin && cfg.plugin.is_none() && cfg.root.is_none() {
             cfg.plugin = load_plugin(&cfg);
         }
+        let rules = RuleSet::for_release(crate::bugs::ProverRelease::from_fingerprint(&version));
         let h = &cfg.hammer;
         let options = format!(
-            "rules {RULES_REVISION}; step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
+            "rules {RULES_REVISION} refusing {}; step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
+            rules.describe(),
             cfg.step_timeout_s,
             cfg.attempt_timeout_s,
             h.enabled,
@@ -264,11 +273,17 @@ impl CoqChecker {
         };
         Ok(CoqChecker {
             fingerprint,
+            rules,
             cfg: Arc::new(cfg),
             slots,
             broken_contexts: Mutex::new(HashMap::new()),
             pids,
         })
+    }
+
+    /// The token rules this checker applies to untrusted text (its prover release's).
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
     }
 
     pub fn config(&self) -> &CoqCheckConfig {
@@ -424,7 +439,7 @@ impl CoqChecker {
             HashMap::new();
         let mut jobs: Vec<(Arc<PreparedContext>, Plan, usize)> = vec![];
         for (i, req) in requests.iter().enumerate() {
-            let p = match plan(req) {
+            let p = match plan(req, &self.rules) {
                 Ok(p) => p,
                 Err(v) => {
                     finish(i, v, Duration::ZERO);

@@ -1,17 +1,26 @@
 //! Rules for untrusted text (model output): what may be sent to Coq at all.
 //!
+//! One rule set for every piece of untrusted text — a proof, a node's statement, each proposed
+//! lemma, a tactic CoqHammer printed — on `prod_coq`'s lexer ([`check_text`]): sizes, control
+//! characters, glued comments, dot runs, string literals that could forge Coq's output, and the
+//! constructs that reach a known kernel bug of the prover release ([`RuleSet`], derived from
+//! the table in [`crate::bugs`]). Then each role's shape:
+//!
 //! * A proposed lemma or a node statement is exactly one sentence `Lemma name binders : type.`
 //!   (or `Theorem`, `Corollary`, `Proposition`, `Fact`, `Remark`), with no control prefix
-//!   (`Time`, `Fail`, `Redirect`…), no attribute, no goal selector.
+//!   (`Time`, `Fail`, `Redirect`…), no attribute (a node's statement may carry locality), no
+//!   goal selector, no tactic-in-term quotation (`ltac:(…)`).
 //! * A proof is a sequence of tactic sentences, bullets and braces. A tactic sentence, after an
 //!   optional goal selector, starts with a lower-case identifier, `(` or `[`: every Coq
 //!   vernacular command (`Qed`, `Abort`, `Axiom`, `Set`, `BackTo`, `Load`, `Redirect`, …) and
 //!   every control starts with an upper-case letter, and attributes with `#[`.
-//! * No NUL or other control characters; bounded sizes.
+//! * `t0` agrees with the proof's blocks ([`check_t0`]).
 //!
-//! These rules are the first line of defence only: the worker also checks Coq's own prompt after
-//! every sentence and `Print Assumptions` at the end, so a rule that missed something still
-//! cannot make a wrong proof `Proved`.
+//! What a statement means is not decided here: the session states each statement in the bare
+//! context first and has the kernel compare (`session.rs`), so a proposal may be named like a
+//! binder of the statement. These rules are the first line of defence only: the worker also
+//! checks Coq's own prompt after every sentence and `Print Assumptions` at the end, so a rule
+//! that missed something still cannot make a wrong proof `Proved`.
 
 use std::ops::Range;
 
@@ -52,6 +61,8 @@ pub struct Step {
 /// Why the text cannot be run (shared with every backend).
 pub use prod_check::RuleError;
 
+pub use crate::bugs::{Construct, ProverRelease, RuleSet};
+
 fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
     if text.len() > max {
         return Err(RuleError::Rejected(format!(
@@ -72,10 +83,170 @@ fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
     Ok(())
 }
 
+/// The rules every piece of untrusted text passes, whatever its role (a proof, a node's
+/// statement, a proposed lemma, a tactic CoqHammer printed), all on `prod_coq`'s lexer:
+///
+/// * bounded size, no control character;
+/// * no comment glued to the character before it (Coq may not read it as a comment);
+/// * no run of four or more dots (Coq and the lexer would split it differently);
+/// * string literals without line breaks and without the tags of Coq's `-emacs` output: a
+///   string can be printed back (an admitted proposal's type in `Print Assumptions`, a
+///   failing tactic's message), and must never forge a line or a prompt there;
+/// * none of the constructs `rules` refuses ([`crate::bugs`]: fixpoints, kernel-deferring
+///   tactics, SProp), as words anywhere outside comments and strings.
+pub fn check_text(rules: &RuleSet, what: &str, text: &str, max: usize) -> Result<(), RuleError> {
+    let at = |pos: usize| {
+        let (line, col) = prod_coq::line_col(text, pos);
+        format!("{what}: line {line}, column {col}")
+    };
+    let rej = |m: String| Err(RuleError::Rejected(m));
+    plain_text(what, text, max)?;
+    if let Some(pos) = prod_coq::glued_comment(text) {
+        return rej(format!(
+            "{}: comment glued to the previous character (put a blank before `(*`)",
+            at(pos)
+        ));
+    }
+    if let Some(pos) = prod_coq::long_dot_run(text) {
+        return rej(format!(
+            "{}: a run of four or more dots (Coq and the checker would split it differently)",
+            at(pos)
+        ));
+    }
+    if let Some(pos) = forged_output_in_string(text) {
+        return rej(format!(
+            "{}: string literals may not contain line breaks or the tags of Coq's output (`<prompt>`, `<infomsg>`, `<warning>`)",
+            at(pos)
+        ));
+    }
+    if let Some((pos, word, construct)) = refused_word(rules, text) {
+        return rej(format!(
+            "{}: `{word}` is not allowed ({})",
+            at(pos),
+            construct.reason()
+        ));
+    }
+    Ok(())
+}
+
+/// The first string literal with a line break or an output tag, as a byte offset.
+fn forged_output_in_string(text: &str) -> Option<usize> {
+    const TAGS: [&str; 3] = ["prompt", "infomsg", "warning"];
+    prod_coq::string_literals(text).into_iter().find_map(|r| {
+        let s = &text[r.clone()];
+        let lower = s.to_ascii_lowercase();
+        let tag = TAGS
+            .iter()
+            .any(|t| lower.contains(&format!("<{t}")) || lower.contains(&format!("{t}>")));
+        (tag || s.contains(['\n', '\r'])).then_some(r.start)
+    })
+}
+
+/// The first word of `text` that is a construct `rules` refuses (outside comments, strings
+/// and the reduction flags of `cbv`/`lazy`/`cbn`), with its offset and construct.
+fn refused_word<'a>(rules: &RuleSet, text: &'a str) -> Option<(usize, &'a str, Construct)> {
+    let tokens = flag_tokens(text);
+    prod_coq::ascii_words(text).into_iter().find_map(|r| {
+        let word = &text[r.clone()];
+        let construct = *rules.refused().iter().find(|c| c.matches(word))?;
+        if construct == Construct::Fixpoint && is_reduction_flag(text, &tokens, r.start) {
+            return None;
+        }
+        Some((r.start, word, construct))
+    })
+}
+
+/// The words of Coq's reduction flags (`red_flag` in Coq's grammar).
+const REDUCTION_FLAGS: &[&str] = &[
+    "beta", "iota", "match", "fix", "cofix", "zeta", "delta", "head",
+];
+/// The reduction tactics and `eval` functions that take reduction flags.
+const FLAG_TAKERS: &[&str] = &["cbv", "lazy", "cbn"];
+
+/// Code tokens for the flag check: each ASCII word (as [`prod_coq::ascii_words`] finds it)
+/// and each other non-blank character of code, as byte ranges.
+fn flag_tokens(text: &str) -> Vec<std::ops::Range<usize>> {
+    let code = prod_coq::code_mask(text);
+    let words = prod_coq::ascii_words(text);
+    let mut out = vec![];
+    let mut w = words.iter().peekable();
+    let mut i = 0;
+    while i < text.len() {
+        if let Some(r) = w.peek().filter(|r| r.start == i) {
+            out.push((*r).clone());
+            i = r.end;
+            w.next();
+            continue;
+        }
+        let c = text[i..].chars().next().map_or(1, char::len_utf8);
+        let blank = !code[i] || text.as_bytes()[i].is_ascii_whitespace();
+        // Digits and `'` dropped from a word's front belong to no token.
+        let in_word_run = text.as_bytes()[i].is_ascii_alphanumeric() || text.as_bytes()[i] == b'\'';
+        if !blank && !in_word_run {
+            out.push(i..i + c);
+        }
+        i += c;
+    }
+    out
+}
+
+/// Is the word at `pos` a reduction flag: preceded, through other flags and `delta` lists
+/// (`[a M.b]`, `-[a]`), by `cbv`, `lazy` or `cbn`, and followed by what may follow a flag?
+fn is_reduction_flag(text: &str, tokens: &[std::ops::Range<usize>], pos: usize) -> bool {
+    let Some(k) = tokens.iter().position(|t| t.start == pos) else {
+        return false;
+    };
+    let tok = |i: usize| &text[tokens[i].clone()];
+    let followed_ok = match tokens.get(k + 1) {
+        None => true,
+        Some(t) => {
+            let next = &text[t.clone()];
+            REDUCTION_FLAGS.contains(&next)
+                || matches!(
+                    next,
+                    "in" | "at" | "[" | "-" | "." | ";" | ")" | "]" | "|" | "}" | ","
+                )
+        }
+    };
+    if !followed_ok {
+        return false;
+    }
+    let mut i = k;
+    while i > 0 {
+        i -= 1;
+        let t = tok(i);
+        if FLAG_TAKERS.contains(&t) {
+            return true;
+        }
+        if REDUCTION_FLAGS.contains(&t) || t == "-" {
+            continue;
+        }
+        if t != "]" {
+            return false;
+        }
+        // A delta list: names and dots back to its `[`.
+        loop {
+            if i == 0 {
+                return false;
+            }
+            i -= 1;
+            match tok(i) {
+                "[" => break,
+                "." => {}
+                w if w
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'\'') => {}
+                _ => return false,
+            }
+        }
+    }
+    false
+}
+
 /// Check a lemma a proof proposes: a [`check_statement`] with no attribute at all. A model has
 /// no use for locality, and a proposal is matched to the nodes that prove it by its text.
-pub fn check_proposed_lemma(text: &str) -> Result<Statement, RuleError> {
-    let s = check_statement(text)?;
+pub fn check_proposed_lemma(rules: &RuleSet, text: &str) -> Result<Statement, RuleError> {
+    let s = check_statement(rules, text)?;
     if sentence_head(&s.text).has_attributes() {
         return Err(RuleError::Rejected(
             "statement: a proposed lemma may not have attributes".into(),
@@ -84,15 +255,20 @@ pub fn check_proposed_lemma(text: &str) -> Result<Statement, RuleError> {
     Ok(s)
 }
 
-/// Check a node's own statement (a library's theorem, or a lemma proposed by its parent).
-pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
+/// Check a node's own statement (a library's theorem, or a lemma proposed by its parent):
+/// [`check_text`]'s rules, then the statement's shape.
+pub fn check_statement(rules: &RuleSet, text: &str) -> Result<Statement, RuleError> {
     let rej = |m: String| Err(RuleError::Rejected(m));
-    plain_text("statement", text, MAX_STATEMENT_BYTES)?;
+    check_text(rules, "statement", text, MAX_STATEMENT_BYTES)?;
     // The shared strict parser first: one `Keyword name binders : type.` sentence, no mutual
-    // `with`, no glued comment, no attribute or control. The checks below stay as a second line.
-    if let Err(e) = prod_coq::parse_statement(text) {
-        return Err(RuleError::Rejected(format!("statement: {e}")));
-    }
+    // `with`, no glued comment, no attribute or control, no tactic-in-term quotation
+    // (`ltac:(…)`: a statement that runs a tactic may mean different things where it is read;
+    // in a proof a quotation is a tactic like any other). The checks below stay as a second
+    // line.
+    let parsed = match prod_coq::parse_statement(text) {
+        Ok(p) => p,
+        Err(e) => return Err(RuleError::Rejected(format!("statement: {e}"))),
+    };
     let lexed = sentences(text);
     if let Some(e) = lexed.errors.first() {
         return rej(format!("statement: {}", e.message(text)));
@@ -119,76 +295,24 @@ pub fn check_statement(text: &str) -> Result<Statement, RuleError> {
     if head.selector.is_some() {
         return rej("statement: goal selector is not allowed".into());
     }
-    let Some(keyword) = head.keyword.filter(|k| THEOREM_KEYWORDS.contains(k)) else {
+    if !head.keyword.is_some_and(|k| THEOREM_KEYWORDS.contains(&k)) {
         return rej(format!(
             "statement must start with one of {}, found `{}`",
             THEOREM_KEYWORDS.join("/"),
             prod_coq::first_word(s).unwrap_or("")
         ));
-    };
-    let after = head.body[keyword.len()..].trim_start();
-    let name: String = after
-        .chars()
-        .take_while(|&c| prod_coq::lexer::is_ident_char(c))
-        .collect();
-    if !prod_coq::is_identifier(&name) {
-        return rej(format!(
-            "statement: `{keyword}` must be followed by a lemma name"
-        ));
     }
-    if !after[name.len()..]
-        .trim_start()
-        .starts_with([':', '(', '{', '[', '`', '\''])
-        && !after[name.len()..]
-            .trim_start()
-            .chars()
-            .next()
-            .is_some_and(prod_coq::lexer::is_ident_start)
-    {
-        return rej("statement: expected binders or `:` after the lemma name".into());
-    }
-    // A string with a line break or angle brackets could forge lines in Coq's answers (e.g. a
-    // fake header in `Print Assumptions`); no honest statement needs one.
-    let stripped = prod_coq::comments_stripped(s);
-    let mut in_string = false;
-    for c in stripped.chars() {
-        if c == '"' {
-            in_string = !in_string;
-        } else if in_string && matches!(c, '\n' | '\r' | '<' | '>') {
-            return rej("statement: string literals may not contain line breaks or `<`/`>`".into());
-        }
-    }
+    let name = parsed.name;
     Ok(Statement {
         text: s.to_string(),
         name,
     })
 }
 
-/// Split and check a proof (the conditional proof's text without `<invoke>`s).
-pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
-    plain_text("proof", proof_text, MAX_PROOF_BYTES)?;
-    // One lexer decision for the checker and Coq: a comment glued to the token before it may
-    // not be a comment for Coq at all (`idtac.(* . Abort. … *)`), so the sentence ends would
-    // differ. Honest comments have a blank before them.
-    if let Some(pos) = prod_coq::glued_comment(proof_text) {
-        let (line, col) = prod_coq::line_col(proof_text, pos);
-        return Err(RuleError::Rejected(format!(
-            "line {line}, column {col}: comment glued to the previous character (put a blank before `(*`)"
-        )));
-    }
-    if let Some(pos) = prod_coq::long_dot_run(proof_text) {
-        let (line, col) = prod_coq::line_col(proof_text, pos);
-        return Err(RuleError::Rejected(format!(
-            "line {line}, column {col}: a run of four or more dots (Coq and the checker would split it differently)"
-        )));
-    }
-    if let Some((pos, word)) = refused_word(proof_text) {
-        let (line, col) = prod_coq::line_col(proof_text, pos);
-        return Err(RuleError::Rejected(format!(
-            "line {line}, column {col}: `{word}` is not allowed in a proof ({})",
-            refusal_reason(word)
-        )));
-    }
+/// Split and check a proof (the conditional proof's text without `<invoke>`s): [`check_text`]'s
+/// rules, then tactic sentences, bullets, braces and `Unshelve.` only.
+pub fn check_proof(rules: &RuleSet, proof_text: &str) -> Result<Vec<Step>, RuleError> {
+    check_text(rules, "proof", proof_text, MAX_PROOF_BYTES)?;
     let lexed = sentences(proof_text);
     if lexed.sentences.len() > MAX_PROOF_SENTENCES {
         return Err(RuleError::Rejected(format!(
@@ -231,79 +355,8 @@ pub fn check_proof(proof_text: &str) -> Result<Vec<Step>, RuleError> {
     Ok(steps)
 }
 
-/// Tactics that defer a check to `Qed`, where only the kernel would catch a wrong term: sound
-/// only if the kernel is right, and Coq 8.16's is not (its critical-bugs list).
-pub const KERNEL_DEFERRING_TACTICS: &[&str] = &[
-    "exact_no_check",
-    "vm_cast_no_check",
-    "native_cast_no_check",
-    "change_no_check",
-];
-
-/// Fixpoints written by the proof itself reach the guard checker, which has known
-/// proof-of-False bugs in Coq 8.16 that neither `coqc` nor `coqchk` catch; induction through
-/// the library's own (trusted) recursors stays available.
-pub const GUARD_CHECKED_WORDS: &[&str] = &["fix", "cofix"];
-
-fn refusal_reason(word: &str) -> &'static str {
-    if GUARD_CHECKED_WORDS.contains(&word) {
-        "fixpoints written in a proof reach the guard checker's known bugs; use `induction`"
-    } else {
-        "it defers the check to the kernel alone"
-    }
-}
-
-/// The first word of untrusted proof text that is refused wherever it stands (outside
-/// comments and strings), with its byte offset.
-fn refused_word(text: &str) -> Option<(usize, &str)> {
-    prod_coq::identifiers(text).into_iter().find_map(|r| {
-        let w = &text[r.clone()];
-        let last = w.rsplit('.').next().unwrap_or(w);
-        (KERNEL_DEFERRING_TACTICS.contains(&last) || GUARD_CHECKED_WORDS.contains(&w))
-            .then_some((r.start, last))
-    })
-}
-
-/// No statement of an attempt may mention a proposed lemma (other than by declaring it): a
-/// proposal is elaborated where the earlier proposals exist and the node's statement after all
-/// of them, while a node that proves the same text elaborates it without them, so the name
-/// would mean two things and one text would be two statements (`Lemma negb : …` proposed,
-/// then `if negb true then …` stated).
-pub fn check_proposals_independent(
-    lemmas: &[Statement],
-    statement: &Statement,
-) -> Result<(), RuleError> {
-    let named = |text: &str, own: &str| -> Option<(String, usize)> {
-        // Everything after the declared name (binders and type); the texts passed the parser.
-        let body = prod_coq::parse_statement(text)
-            .map(|p| p.binders_and_type)
-            .ok()?;
-        prod_coq::identifiers(&body).into_iter().find_map(|r| {
-            let w = &body[r];
-            let last = w.rsplit('.').next().unwrap_or(w);
-            lemmas
-                .iter()
-                .position(|m| m.name == last && m.name != own)
-                .map(|j| (w.to_string(), j))
-        })
-    };
-    for (i, l) in lemmas.iter().enumerate() {
-        if let Some((w, j)) = named(&l.text, &l.name) {
-            return Err(RuleError::Rejected(format!(
-                "proposed lemma {}'s statement mentions `{w}`, the name of proposed lemma {}: a proposal must mean the same without the others",
-                i + 1,
-                j + 1
-            )));
-        }
-    }
-    if let Some((w, j)) = named(&statement.text, "") {
-        return Err(RuleError::Rejected(format!(
-            "the statement mentions `{w}`, the name of proposed lemma {}: it must mean the same without its proposals",
-            j + 1
-        )));
-    }
-    Ok(())
-}
+/// `t0` against the proof's blocks (the same rule for every prover).
+pub use prod_check::check_t0;
 
 /// `Unshelve.` is the one proof-mode command a proof may use: it only moves shelved goals (of
 /// this proof) back into focus.
@@ -500,8 +553,8 @@ fn mentions_hammer(text: &str) -> bool {
 }
 
 /// Does a tactic printed by CoqHammer pass the proof rules (one tactic sentence)?
-pub fn check_replacement(tactic: &str) -> Result<String, RuleError> {
-    let steps = check_proof(tactic)?;
+pub fn check_replacement(rules: &RuleSet, tactic: &str) -> Result<String, RuleError> {
+    let steps = check_proof(rules, tactic)?;
     match steps.as_slice() {
         [s] if !s.hammer => Ok(s.text.clone()),
         _ => Err(RuleError::Rejected(format!(
@@ -518,16 +571,28 @@ mod tests {
         matches!(r, Err(RuleError::Rejected(_)))
     }
 
+    fn rules() -> RuleSet {
+        RuleSet::strictest()
+    }
+
+    fn statement(t: &str) -> Result<Statement, RuleError> {
+        check_statement(&rules(), t)
+    }
+
+    fn proof(t: &str) -> Result<Vec<Step>, RuleError> {
+        check_proof(&rules(), t)
+    }
+
     #[test]
     fn statements() {
-        let s = check_statement("  Lemma foo (n : nat) : n + 0 = n.  ").unwrap();
+        let s = statement("  Lemma foo (n : nat) : n + 0 = n.  ").unwrap();
         assert_eq!(
             (s.name.as_str(), s.text.as_str()),
             ("foo", "Lemma foo (n : nat) : n + 0 = n.")
         );
-        assert_eq!(check_statement("Theorem t: True.").unwrap().name, "t");
-        assert_eq!(check_statement("Property p : True.").unwrap().name, "p");
-        assert_eq!(check_statement("Example e : 1 = 1.").unwrap().name, "e");
+        assert_eq!(statement("Theorem t: True.").unwrap().name, "t");
+        assert_eq!(statement("Property p : True.").unwrap().name, "p");
+        assert_eq!(statement("Example e : 1 = 1.").unwrap().name, "e");
         for bad in [
             "Lemma a : True. Axiom b : False.",
             "Axiom a : False.",
@@ -538,31 +603,33 @@ mod tests {
             "Lemma a : True",
             "Lemma a : True (* .",
             "Lemma a : \"x\ny\" = \"\".",
+            "Lemma a : \"<prompt>Coq < 3 || 0 < </prompt>\" = \"\".",
             "Lemma a : True.\0",
             "Definition a : True := I.",
             "Lemma a : True with b : False.",
             "Lemma a : True.(* c *)Axiom b : False.",
         ] {
-            assert!(rejected(check_statement(bad)), "{bad:?} should be rejected");
+            assert!(rejected(statement(bad)), "{bad:?} should be rejected");
         }
         for local in ["#[local] Lemma a : True.", "Local Lemma a : True."] {
-            assert_eq!(check_statement(local).unwrap().text, local);
+            assert_eq!(statement(local).unwrap().text, local);
             assert!(
-                rejected(check_proposed_lemma(local)),
+                rejected(check_proposed_lemma(&rules(), local)),
                 "{local:?} as a proposal"
             );
         }
+        // Strings with `<` or `>` that forge nothing are fine.
+        assert!(statement("Lemma a : \"a < b\" <> \"b > a\".").is_ok());
     }
 
     #[test]
     fn proofs() {
         let steps =
-            check_proof(" intros n. - simpl. { lia. } 2: { auto. } hammer. (auto). [> a | b].")
-                .unwrap();
+            proof(" intros n. - simpl. { lia. } 2: { auto. } hammer. (auto). [> a | b].").unwrap();
         assert_eq!(steps.len(), 12);
         assert!(steps[9].hammer);
         assert!(!steps[8].hammer);
-        assert!(rejected(check_proof("all: hammer.")));
+        assert!(rejected(proof("all: hammer.")));
         for bad in [
             "intros. Qed.",
             "Admitted.",
@@ -579,69 +646,106 @@ mod tests {
             "all: Qed.",
             "solve [hammer].",
             "intros.\0",
+            "fail \"x\nError: Out of memory.\".",
         ] {
-            assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
+            assert!(rejected(proof(bad)), "{bad:?} should be rejected");
         }
         assert!(matches!(
-            check_proof("intros. lia"),
+            proof("intros. lia"),
             Err(RuleError::Syntax { step: 2, .. })
         ));
         assert!(matches!(
-            check_proof("idtac \"x. "),
+            proof("idtac \"x. "),
             Err(RuleError::Syntax { .. })
         ));
-        assert_eq!(check_proof("Z.nzsimpl. auto.").unwrap().len(), 2);
+        assert_eq!(proof("Z.nzsimpl. auto.").unwrap().len(), 2);
     }
 
     #[test]
-    fn glued_comments_and_kernel_bypasses_are_refused() {
+    fn refused_constructs_anywhere_in_any_role() {
+        let attacks = [
+            "fix IH 1.",
+            "exact (fix f (n : nat) : False := f n).",
+            "cofix CIH.",
+            "exact_no_check I.",
+            "Coq.Init.Tactics.exact_no_check I.",
+            "vm_cast_no_check (eq_refl 4).",
+            "change_no_check True.",
+            "exact (sEmpty_rect _ x).",
+            "apply eq_sind.",
+            "exact (1fix).",
+            "exact (\u{3b1}fix).",
+            "cbv fix f. exact I.",
+            "let x := eval cbv beta in (fix f (n : nat) : nat := n) in idtac.",
+        ];
+        for a in attacks {
+            assert!(rejected(proof(a)), "proof {a:?}");
+        }
+        for st in [
+            "Lemma l (F := fix f (n : nat) : nat := f n) : F 0 = 0.",
+            "Lemma l : forall f g : sEmpty -> nat, f = g.",
+            "Lemma l : forall P : SProp, P -> P.",
+            "Lemma l : (cofix c : nat := c) = 0.",
+        ] {
+            assert!(rejected(statement(st)), "statement {st:?}");
+            assert!(
+                rejected(check_proposed_lemma(&rules(), st)),
+                "proposal {st:?}"
+            );
+        }
+        // Reduction flags are flags, and the words in comments or strings are words.
+        for ok in [
+            "cbv fix. reflexivity.",
+            "cbv beta iota fix cofix zeta delta [Nat.add] in H. auto.",
+            "lazy delta -[f g] fix match. auto.",
+            "let x := eval cbv fix in (S 0) in idtac. auto.",
+            "cbn fix beta. auto.",
+            "intros. (* fix this later: exact_no_check *) auto.",
+            "idtac \"SProp fix\". auto.",
+            "induction n as [|n IHn]; simpl; auto.",
+            "rewrite fixpoint_eq. exact prefix.",
+        ] {
+            assert!(proof(ok).is_ok(), "{ok:?} should pass: {:?}", proof(ok));
+        }
+    }
+
+    #[test]
+    fn glued_comments_and_dot_runs_are_refused() {
         for bad in [
             "idtac.(* . Abort. Lemma goal : True. idtac *). exact I.",
             "idtac `(* . Abort. *).",
             "exact I.(**)",
             "intros x'(* c *). auto.",
-            "exact_no_check I.",
-            "vm_cast_no_check (eq_refl 4).",
-            "native_cast_no_check I.",
-            "change_no_check True.",
-            "Coq.Init.Tactics.exact_no_check I.",
-            "fix IH 1.",
-            "exact (fix f (n : nat) : False := f n).",
-            "cofix CIH.",
             "idtac..... exact I.",
         ] {
-            assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
+            assert!(rejected(proof(bad)), "{bad:?} should be rejected");
         }
-        // Comments written normally, and the words inside comments or strings, are fine.
         for ok in [
             "intros. (* a comment. *) auto.",
             "(* leading *) auto. (* fix this later *)",
             "idtac \"exact_no_check\". auto.",
-            "induction n as [|n IHn]; simpl; auto.",
         ] {
-            assert!(check_proof(ok).is_ok(), "{ok:?} should pass");
+            assert!(proof(ok).is_ok(), "{ok:?} should pass");
         }
     }
 
     #[test]
-    fn proposals_may_not_mention_each_other() {
-        let st = |t: &str| check_statement(t).unwrap();
-        let ok = [st("Lemma a : True."), st("Lemma b (n : nat) : n = n.")];
-        let goal = st("Lemma goal : False.");
-        assert!(check_proposals_independent(&ok, &goal).is_ok());
-        let bad = [st("Lemma x : nat."), st("Lemma aux : x = 1.")];
-        assert!(rejected(check_proposals_independent(&bad, &goal)));
-        let bad = [st("Lemma aux : Top.x = 1."), st("Lemma x : nat.")];
-        assert!(rejected(check_proposals_independent(&bad, &goal)));
-        // The node's own statement is elaborated after its proposals.
-        let captured = st("Lemma h : if negb true then True else False.");
-        let negb = [st("Lemma negb : bool -> {True} + {False}.")];
-        assert!(rejected(check_proposals_independent(&negb, &captured)));
+    fn t0_must_agree_with_the_blocks() {
+        let parse = |t: &str| prod_core::ConditionalProof::parse(t).unwrap();
+        assert!(check_t0(&parse("<no_invoke> auto.")).is_ok());
+        assert!(check_t0(&parse(
+            "<use_invoke> <invoke> Lemma a : True. </invoke> auto."
+        ))
+        .is_ok());
+        assert!(rejected(check_t0(&parse(
+            "<no_invoke> <invoke> Lemma a : True. </invoke> auto."
+        ))));
+        assert!(rejected(check_t0(&parse("<use_invoke> auto."))));
     }
 
     #[test]
     fn capitalised_heads_wait_for_coq_and_unshelve_passes() {
-        let steps = check_proof("Qc_unfolds; ring. intros. Unshelve. 2: My_tac.").unwrap();
+        let steps = proof("Qc_unfolds; ring. intros. Unshelve. 2: My_tac.").unwrap();
         let heads: Vec<Option<&str>> = steps.iter().map(|s| s.ltac_head.as_deref()).collect();
         assert_eq!(heads, [Some("Qc_unfolds"), None, None, Some("My_tac")]);
         for bad in [
@@ -651,7 +755,7 @@ mod tests {
             "Unshelve. Qed.",
             "Show.",
         ] {
-            assert!(rejected(check_proof(bad)), "{bad:?} should be rejected");
+            assert!(rejected(proof(bad)), "{bad:?} should be rejected");
         }
     }
 }

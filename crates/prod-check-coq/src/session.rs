@@ -5,11 +5,9 @@ use std::time::{Duration, Instant};
 
 use prod_check::{Replacement, Verdict};
 
-use crate::assumptions::{parse_assumptions, Assumptions};
+use crate::assumptions::{parse_assumptions, Assumptions, AxiomPolicy};
 use crate::config::{CoqCheckConfig, HAMMER_PLUGIN_IMPORT};
-use crate::protocol::{
-    error_message, is_out_of_memory, is_syntax_error, is_timeout, is_user_interrupt, Prompt,
-};
+use crate::protocol::{error_message, is_out_of_memory, is_syntax_error, is_timeout, Prompt};
 use crate::rules::{self, Statement, Step};
 use crate::worker::{Fault, Reply, Worker};
 
@@ -101,6 +99,8 @@ pub struct Plan {
     pub lemmas: Vec<Statement>,
     pub statement: Statement,
     pub steps: Vec<Step>,
+    /// The rules the plan was checked with (also applied to what CoqHammer prints).
+    pub rules: rules::RuleSet,
 }
 
 struct Loaded {
@@ -115,6 +115,16 @@ struct Loaded {
     ltac_names: HashMap<String, bool>,
 }
 
+/// A statement stated in the bare context under a fresh name ([`Session::state_anchors`]).
+struct Anchor {
+    /// What it anchors, for messages (`the statement`, `proposed lemma 2`).
+    what: String,
+    /// The anchor's name.
+    anchor: String,
+    /// The name the attempt declares the same text under.
+    declared: String,
+}
+
 /// A worker plus what it has loaded.
 pub struct Session {
     pub worker: Worker,
@@ -124,6 +134,12 @@ pub struct Session {
     /// This attempt's text moved Coq somewhere the protocol does not allow: the process is
     /// not reused.
     suspect: bool,
+    /// The address space each Coq process gets (`prlimit --as`), in MiB.
+    memory_limit_mb: u64,
+    /// The axioms a context may pass on ([`AxiomPolicy`]).
+    axioms: AxiomPolicy,
+    /// The rules of the attempt in progress (for what CoqHammer prints).
+    rules: rules::RuleSet,
 }
 
 fn ok_with(reply: &Reply, name: &str, open: &[&str]) -> bool {
@@ -143,6 +159,9 @@ impl Session {
             loaded: None,
             at_base: false,
             suspect: false,
+            memory_limit_mb: cfg.memory_limit_mb,
+            axioms: AxiomPolicy::new(cfg),
+            rules: rules::RuleSet::strictest(),
         })
     }
 
@@ -262,6 +281,7 @@ impl Session {
         let start = Instant::now();
         self.at_base = false;
         self.suspect = false;
+        self.rules = plan.rules.clone();
         // Capitalised tactic names first: only Coq knows whether `Foo` is an Ltac of the
         // context; nothing of the attempt has reached Coq yet, so a refusal keeps the worker.
         match self.confirm_ltac_heads(plan, cfg) {
@@ -336,6 +356,7 @@ impl Session {
             axioms: vec![],
             replacements: vec![],
             time,
+            universe_constraints: vec![],
         }
     }
 
@@ -447,6 +468,9 @@ impl Session {
         Ok(())
     }
 
+    /// The attempt itself (Coq's record decides every step). Longer than a screen because it
+    /// is the protocol written out in order: anchors, proposals, statement, steps, `Qed`, the
+    /// kernel's comparison with the anchors, the assumptions audit.
     fn attempt_inner(
         &mut self,
         plan: &Plan,
@@ -461,26 +485,34 @@ impl Session {
         let hammer_loaded = l.hammer;
         let n = plan.steps.len();
 
-        // Step 0: admit each proposed lemma, then state the goal.
+        // Step 0: anchor what the statements mean in the bare context, admit each proposed
+        // lemma, then state the goal.
+        let anchors = match self.state_anchors(plan, &base_name, step_limit)? {
+            Ok(a) => a,
+            Err(v) => return Ok(v),
+        };
         for (i, lemma) in plan.lemmas.iter().enumerate() {
             let what = format!("proposed lemma {}", i + 1);
             let r = self.worker.run(&lemma.text, step_limit)?;
             if let Some(v) = self.untrusted(&r, &what) {
                 return Ok(v);
             }
-            if let Some(v) = classify_failure(&r, 0, &what) {
+            if let Some(v) = self.failure(&r, 0, &what, step_limit) {
                 return Ok(v);
             }
             if !ok_with(&r, &lemma.name, &[&lemma.name]) {
                 return Ok(self.reject(format!("{what} is not a single lemma statement")));
             }
             let r = self.worker.run("Admitted.", step_limit)?;
-            if let Some(v) = classify_failure(&r, 0, &format!("admitting proposed lemma {}", i + 1))
-            {
+            let what = format!("admitting proposed lemma {}", i + 1);
+            if let Some(v) = self.failure(&r, 0, &what, step_limit) {
                 return Ok(v);
             }
             if !ok_with(&r, &base_name, &[]) {
-                return Ok(self.reject(format!("{what} did not close with Admitted")));
+                return Ok(self.reject(format!(
+                    "proposed lemma {} did not close with Admitted",
+                    i + 1
+                )));
             }
         }
         let name = plan.statement.name.as_str();
@@ -488,14 +520,14 @@ impl Session {
         if let Some(v) = self.untrusted(&r, "statement") {
             return Ok(v);
         }
-        if let Some(v) = classify_failure(&r, 0, "statement") {
+        if let Some(v) = self.failure(&r, 0, "statement", step_limit) {
             return Ok(v);
         }
         if !ok_with(&r, name, &[name]) {
             return Ok(self.reject("the statement did not open exactly one proof of its lemma"));
         }
         let r = self.worker.run("Proof.", step_limit)?;
-        if let Some(v) = classify_failure(&r, 0, "Proof") {
+        if let Some(v) = self.failure(&r, 0, "Proof", step_limit) {
             return Ok(v);
         }
 
@@ -521,7 +553,7 @@ impl Session {
             if let Some(v) = self.untrusted(&r, &format!("step {k}")) {
                 return Ok(v);
             }
-            if let Some(v) = classify_failure(&r, k, "") {
+            if let Some(v) = self.failure(&r, k, "", step_limit) {
                 return Ok(v);
             }
             if !ok_with(&r, name, &[name]) {
@@ -532,77 +564,318 @@ impl Session {
             }
         }
 
-        // Step n+1: our own Qed, then the assumptions.
+        // Step n+1: our own Qed, the kernel's comparison with the anchors, the assumptions.
         let r = self.worker.run("Qed.", step_limit)?;
-        if let Some(v) = classify_failure(&r, n + 1, "Qed") {
+        if let Some(v) = self.failure(&r, n + 1, "Qed", step_limit) {
             return Ok(v);
         }
         if !ok_with(&r, &base_name, &[]) {
             return Ok(self.reject("Qed did not return to the top level"));
         }
+        if let Some(v) = self.compare_with_anchors(&anchors, &base_name, n + 1, step_limit)? {
+            return Ok(v);
+        }
+        let universe_constraints = self.universe_constraints(plan, &base_name, step_limit)?;
+        let axioms = match self.assumptions(plan, n + 1, cfg, step_limit)? {
+            Ok(a) => a,
+            Err(v) => return Ok(v),
+        };
+        if let Some(v) = self.audit_axioms(plan, &axioms, n + 1, cfg, step_limit)? {
+            return Ok(v);
+        }
+        Ok(Verdict::Proved {
+            axioms,
+            replacements,
+            time: start.elapsed(),
+            universe_constraints,
+        })
+    }
+
+    /// The universe constraints the proof added among its statement's own levels: those `Print
+    /// Universes Subgraph` shows between the proved lemma's levels and not between the levels
+    /// of the same statement restated fresh (admitted) right after. A proposal is admitted with
+    /// its levels floating and its proposer may use it at any levels the statement allows; a
+    /// proof that holds only at some of them (`A ≤ B` in `forall A : Type, {B : Type & A = B}`)
+    /// must not prove another node's proposal (Hurkens' paradox would follow). Statements with
+    /// fewer than two levels of their own have no such constraint among them. Coq 8.16 and
+    /// Rocq 9 name a constant's levels `name.u0`, `name.u1`, ….
+    fn universe_constraints(
+        &mut self,
+        plan: &Plan,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Vec<String>, Fault> {
+        let name = plan.statement.name.clone();
+        let set = self.worker.run("Set Printing Universes.", step_limit)?;
+        if !set.ok() {
+            return Err(Fault::Protocol("cannot set Printing Universes".into()));
+        }
+        let own = own_levels(
+            &self
+                .worker
+                .run(&format!("About {name}."), step_limit)?
+                .output,
+            &name,
+        );
+        let added = if own.len() < 2 {
+            vec![]
+        } else {
+            self.added_constraints(plan, &name, &own, base_name, step_limit)?
+        };
+        self.worker.run("Unset Printing Universes.", step_limit)?;
+        Ok(added)
+    }
+
+    /// [`Session::universe_constraints`] for a statement with levels `own`.
+    fn added_constraints(
+        &mut self,
+        plan: &Plan,
+        name: &str,
+        own: &[String],
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Vec<String>, Fault> {
+        let conservative = |why: &str| vec![format!("unknown ({why})")];
+        let fresh = format!("prod_univ_{:016x}", rand::random::<u64>());
+        let Ok(parsed) = prod_coq::parse_statement(&plan.statement.text) else {
+            return Ok(conservative("the statement does not parse"));
+        };
+        let r = self
+            .worker
+            .run(&parsed.renamed(&fresh).to_sentence(), step_limit)?;
+        if !ok_with(&r, &fresh, &[&fresh]) {
+            return Ok(conservative("the statement does not restate"));
+        }
+        let r = self.worker.run("Admitted.", step_limit)?;
+        if !ok_with(&r, base_name, &[]) {
+            return Err(Fault::Protocol("a restated statement did not close".into()));
+        }
+        let theirs = own_levels(
+            &self
+                .worker
+                .run(&format!("About {fresh}."), step_limit)?
+                .output,
+            &fresh,
+        );
+        if theirs.len() != own.len() {
+            return Ok(conservative("the restated statement has other levels"));
+        }
+        let mut subgraph = |levels: &[String], of: &str| -> Result<Vec<String>, Fault> {
+            let r = self.worker.run(
+                &format!("Print Universes Subgraph ({}).", levels.join(" ")),
+                step_limit,
+            )?;
+            Ok(if r.ok() {
+                constraints(&r.output, of)
+            } else {
+                vec![]
+            })
+        };
+        let proved = subgraph(own, name)?;
+        let stated = subgraph(&theirs, &fresh)?;
+        if proved.is_empty() && stated.is_empty() {
+            return Ok(conservative("no universe graph"));
+        }
+        Ok(proved.into_iter().filter(|c| !stated.contains(c)).collect())
+    }
+
+    /// A statement elaborated after the proposed lemmas could mean something else than the
+    /// same text in the bare context, where a node that proves it states it (a proposal named
+    /// like a constant the statement uses). So, before any proposal, each statement that a
+    /// proposal precedes is stated once more under a fresh name and admitted: its *anchor*.
+    /// After `Qed`, [`Session::compare_with_anchors`] has the kernel check that each declared
+    /// lemma has its anchor's type. `Ok(Err(verdict))`: an anchor does not elaborate alone.
+    fn state_anchors(
+        &mut self,
+        plan: &Plan,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Result<Vec<Anchor>, Verdict>, Fault> {
+        // The first proposal is elaborated in the bare context already; with no proposal,
+        // nothing can change what the statement means.
+        let anchored = plan
+            .lemmas
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, l)| (format!("proposed lemma {}", i + 1), l))
+            .chain(
+                (!plan.lemmas.is_empty()).then(|| ("the statement".to_string(), &plan.statement)),
+            );
+        let mut anchors = vec![];
+        for (what, st) in anchored {
+            let anchor = format!(
+                "prod_anchor_{:016x}_{}",
+                rand::random::<u64>(),
+                anchors.len()
+            );
+            let Ok(parsed) = prod_coq::parse_statement(&st.text) else {
+                return Ok(Err(Verdict::rejected(format!("{what} does not parse"))));
+            };
+            let sentence = parsed.renamed(&anchor).to_sentence();
+            let r = self.worker.run(&sentence, step_limit)?;
+            if let Some(v) = self.untrusted(&r, &what) {
+                return Ok(Err(v));
+            }
+            if !r.ok() {
+                let stop = self.stop(&r, step_limit);
+                return Ok(Err(match stop {
+                    Stop::Refused => Verdict::Failed {
+                        step: 0,
+                        message: format!(
+                            "{what} does not elaborate in the context alone (it must mean the same without the proposed lemmas): {}",
+                            error_message(&r.output)
+                        ),
+                    },
+                    Stop::TimedOut => Verdict::TimedOut { step: 0 },
+                    Stop::OutOfMemory => Verdict::infra("out of memory at step 0"),
+                }));
+            }
+            if !ok_with(&r, &anchor, &[&anchor]) {
+                return Ok(Err(
+                    self.reject(format!("{what} is not a single lemma statement"))
+                ));
+            }
+            let r = self.worker.run("Admitted.", step_limit)?;
+            if !ok_with(&r, base_name, &[]) {
+                return Err(Fault::Protocol(
+                    "an anchor did not close with Admitted".into(),
+                ));
+            }
+            anchors.push(Anchor {
+                what,
+                anchor,
+                declared: st.name.clone(),
+            });
+        }
+        Ok(Ok(anchors))
+    }
+
+    /// The kernel's comparison: each anchored lemma must have its anchor's type (a checker's
+    /// lemma proved by `exact @lemma`, closed by `Qed`). `Some(Failed)` when one does not.
+    fn compare_with_anchors(
+        &mut self,
+        anchors: &[Anchor],
+        base_name: &str,
+        step: usize,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        for a in anchors {
+            let check = format!("{}_same", a.anchor);
+            let sentences = [
+                format!(
+                    "Lemma {check} : ltac:(let t := type of {} in exact t).",
+                    a.anchor
+                ),
+                format!("exact @{}.", a.declared),
+                "Qed.".to_string(),
+            ];
+            let mut last = None;
+            for s in &sentences {
+                let r = self.worker.run(s, step_limit)?;
+                if !r.ok() {
+                    if self.stop(&r, step_limit) == Stop::TimedOut {
+                        return Ok(Some(Verdict::TimedOut { step }));
+                    }
+                    return Ok(Some(Verdict::Failed {
+                        step,
+                        message: format!(
+                            "{} means something else once the proposed lemmas are declared (the kernel does not identify it with the same text stated in the context alone)",
+                            a.what
+                        ),
+                    }));
+                }
+                last = Some(r);
+            }
+            if !last.is_some_and(|r| ok_with(&r, base_name, &[])) {
+                return Err(Fault::Protocol("an anchor comparison did not close".into()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `Print Assumptions` (or the plugin's) of the proved lemma, parsed strictly.
+    /// `Ok(Err(verdict))` when the output is not a clean list.
+    fn assumptions(
+        &mut self,
+        plan: &Plan,
+        step: usize,
+        cfg: &CoqCheckConfig,
+        step_limit: Duration,
+    ) -> Result<Result<Vec<String>, Verdict>, Fault> {
         // Where the prover can print full paths, every assumption comes out by its kernel
         // name (no short name to resolve, and no infix keyword such as `lor` that `Locate`
         // cannot parse); `BackTo` undoes the flag with the attempt.
-        let qualified = self.worker.fully_qualified;
-        if qualified {
+        if self.worker.fully_qualified {
             let r = self
                 .worker
                 .run("Set Printing Fully Qualified.", step_limit)?;
             if !r.ok() {
-                return Ok(Verdict::infra("cannot set Printing Fully Qualified"));
+                return Ok(Err(Verdict::infra("cannot set Printing Fully Qualified")));
             }
         }
-        let r = self.worker.run(
-            &format!("{} {name}.", cfg.assumptions_command()),
-            step_limit,
-        )?;
-        if let Some(v) = classify_failure(&r, n + 1, "Print Assumptions") {
+        let command = cfg.assumptions_command();
+        let r = self
+            .worker
+            .run(&format!("{command} {}.", plan.statement.name), step_limit)?;
+        if !r.ok() {
             // Interrupted or out of time: never a verdict on the proof, and never `Proved`.
-            return Ok(match v {
-                Verdict::Failed { .. } => Verdict::infra(format!(
+            return Ok(Err(match self.stop(&r, step_limit) {
+                Stop::TimedOut => Verdict::TimedOut { step },
+                _ => Verdict::infra(format!(
                     "the assumptions check failed: {}",
                     error_message(&r.output)
                 )),
-                other => other,
-            });
+            }));
         }
         if r.interrupted {
-            return Ok(Verdict::TimedOut { step: n + 1 });
+            return Ok(Err(Verdict::TimedOut { step }));
         }
-        let axioms = match parse_assumptions(&r.output) {
-            Ok(Assumptions::Closed) => vec![],
-            Ok(Assumptions::Axioms { axioms, .. }) => axioms,
-            Err(e) => {
-                return Ok(Verdict::Failed {
-                    step: n + 1,
-                    message: format!("unsafe or unknown assumption: {e}"),
-                })
-            }
-        };
-        // Every assumption is matched by its qualified name, never by the short name Coq
-        // printed: a proposed lemma `h` excuses the constant the attempt declared as `h`, not
-        // an `M.h` that happens to print the same. Both are resolved in this very state (the
-        // printed names are relative to it).
+        Ok(match parse_assumptions(&r.output) {
+            Ok(Assumptions::Closed) => Ok(vec![]),
+            Ok(Assumptions::Axioms { axioms, .. }) => Ok(axioms),
+            Err(e) => Err(Verdict::Failed {
+                step,
+                message: format!("unsafe or unknown assumption: {e}"),
+            }),
+        })
+    }
+
+    /// Every assumption is matched by its qualified name, never by the short name Coq
+    /// printed: a proposed lemma `h` excuses the constant the attempt declared as `h`, not an
+    /// `M.h` that happens to print the same. Anything else must be an axiom the
+    /// [`AxiomPolicy`] trusts that the base state (the context before this attempt) already
+    /// had: an attempt can add nothing but its proposed lemmas. `Some(verdict)` refuses.
+    fn audit_axioms(
+        &mut self,
+        plan: &Plan,
+        axioms: &[String],
+        step: usize,
+        cfg: &CoqCheckConfig,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        if axioms.is_empty() {
+            return Ok(None);
+        }
+        // Both are resolved in this very state (the printed names are relative to it).
         let mut proposed_q: Vec<String> = vec![];
-        if !axioms.is_empty() {
-            for l in &plan.lemmas {
-                let r = self
-                    .worker
-                    .run(&format!("Locate {}.", l.name), step_limit)?;
-                match qualified_constant(&r.output) {
-                    Some(q) => proposed_q.push(q),
-                    None => {
-                        return Ok(Verdict::infra(format!(
-                            "cannot resolve proposed lemma `{}`",
-                            l.name
-                        )))
-                    }
+        for l in &plan.lemmas {
+            let r = self
+                .worker
+                .run(&format!("Locate {}.", l.name), step_limit)?;
+            match qualified_constant(&r.output) {
+                Some(q) => proposed_q.push(q),
+                None => {
+                    return Ok(Some(Verdict::infra(format!(
+                        "cannot resolve proposed lemma `{}`",
+                        l.name
+                    ))))
                 }
             }
         }
         let mut foreign = vec![];
-        for a in &axioms {
-            let located = if qualified {
+        for a in axioms {
+            let located = if self.worker.fully_qualified {
                 Some(a.clone())
             } else {
                 let r = self.worker.run(&format!("Locate {a}."), step_limit)?;
@@ -612,46 +885,46 @@ impl Session {
                 Some(q) if proposed_q.contains(&q) => {}
                 Some(q) => foreign.push((a.clone(), q)),
                 None => {
-                    return Ok(Verdict::Failed {
-                        step: n + 1,
+                    return Ok(Some(Verdict::Failed {
+                        step,
                         message: format!("cannot resolve assumption `{a}`"),
-                    })
+                    }))
                 }
             }
         }
-        if !foreign.is_empty() {
-            // …and accept it only if the base state (the context before this attempt) already
-            // had it: an attempt can add nothing but its proposed lemmas.
-            self.back_to_base(cfg)?;
-            for (short, q) in &foreign {
-                if cfg.allowed_axioms.iter().any(|x| x == q) {
-                    continue;
-                }
-                let known = self.loaded.as_ref().and_then(|l| l.at_base.get(q).copied());
-                let exists = match known {
-                    Some(b) => b,
-                    None => {
-                        let r = self.worker.run(&format!("Locate {q}."), step_limit)?;
-                        let b = qualified_constant(&r.output).as_deref() == Some(q.as_str());
-                        if let Some(l) = self.loaded.as_mut() {
-                            l.at_base.insert(q.clone(), b);
-                        }
-                        b
+        if foreign.is_empty() {
+            return Ok(None);
+        }
+        if let Some((short, q)) = foreign.iter().find(|(_, q)| !self.axioms.trusts(q)) {
+            return Ok(Some(Verdict::Failed {
+                step,
+                message: format!(
+                    "relies on `{short}` ({q}), which is neither a proposed lemma nor an axiom of the prover's library or of `allowed_axioms`"
+                ),
+            }));
+        }
+        self.back_to_base(cfg)?;
+        for (short, q) in &foreign {
+            let known = self.loaded.as_ref().and_then(|l| l.at_base.get(q).copied());
+            let exists = match known {
+                Some(b) => b,
+                None => {
+                    let r = self.worker.run(&format!("Locate {q}."), step_limit)?;
+                    let b = qualified_constant(&r.output).as_deref() == Some(q.as_str());
+                    if let Some(l) = self.loaded.as_mut() {
+                        l.at_base.insert(q.clone(), b);
                     }
-                };
-                if !exists {
-                    return Ok(Verdict::Failed {
-                        step: n + 1,
-                        message: format!("relies on `{short}` ({q}), which is neither a proposed lemma nor an axiom of the context"),
-                    });
+                    b
                 }
+            };
+            if !exists {
+                return Ok(Some(Verdict::Failed {
+                    step,
+                    message: format!("relies on `{short}` ({q}), which the context does not have"),
+                }));
             }
         }
-        Ok(Verdict::Proved {
-            axioms,
-            replacements,
-            time: start.elapsed(),
-        })
+        Ok(None)
     }
 
     /// The `hammer.` step: the fixed tactic list, then CoqHammer; the tactic that worked is
@@ -670,7 +943,8 @@ impl Session {
             let r = self
                 .worker
                 .run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
-            if r.interrupted || is_out_of_memory(&r.output) {
+            let own_limit = Duration::from_secs(t.timeout_s.max(1) as u64);
+            if r.interrupted || (!r.ok() && self.stop(&r, own_limit) == Stop::OutOfMemory) {
                 // Our own tactic list must never leave the worker in doubt.
                 return Err(Fault::Protocol(format!(
                     "fixed tactic `{}` had to be interrupted",
@@ -713,11 +987,10 @@ impl Session {
             return Err(Fault::Protocol("cannot restore the default timeout".into()));
         }
         if !r.ok() {
-            if r.interrupted || is_timeout(&r.output) || is_user_interrupt(&r.output) {
-                return Ok(Err(Verdict::TimedOut { step: k }));
-            }
-            if is_out_of_memory(&r.output) {
-                return Err(Fault::Lost("out of memory during hammer".into()));
+            match self.stop(&r, limit) {
+                Stop::TimedOut => return Ok(Err(Verdict::TimedOut { step: k })),
+                Stop::OutOfMemory => return Err(Fault::Lost("out of memory during hammer".into())),
+                Stop::Refused => {}
             }
             return Ok(Err(Verdict::Failed {
                 step: k,
@@ -730,7 +1003,7 @@ impl Session {
                 message: "hammer succeeded but printed no replacement tactic".into(),
             }));
         };
-        let tactic = match rules::check_replacement(&tactic) {
+        let tactic = match rules::check_replacement(&self.rules, &tactic) {
             Ok(t) => t,
             Err(_) => {
                 return Ok(Err(Verdict::Failed {
@@ -753,7 +1026,7 @@ impl Session {
         if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement")) {
             return Ok(Err(v));
         }
-        if let Some(v) = classify_failure(&r, k, "hammer's replacement") {
+        if let Some(v) = self.failure(&r, k, "hammer's replacement", short) {
             return Ok(Err(v));
         }
         if !ok_with(&r, name, &[name]) {
@@ -789,26 +1062,113 @@ fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
     s
 }
 
-/// `None` if the sentence succeeded; else the verdict for a failed sentence at `step`.
-fn classify_failure(r: &Reply, step: usize, what: &str) -> Option<Verdict> {
-    if r.ok() {
-        return None;
+/// Why a sentence stopped, from what the checker itself knows: its watchdog fired, the
+/// sentence ran for its whole time limit, the process used the address space it is given.
+/// Coq's last error line is only a hint that must agree with that knowledge, since a tactic
+/// can print any text (`fail "Error: Out of memory."`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Coq refused the sentence (a proof failure).
+    Refused,
+    /// Out of time: the watchdog's SIGINT, or Coq's own timeout after the full limit.
+    TimedOut,
+    /// Out of memory at the checker's limit (an infrastructure failure).
+    OutOfMemory,
+}
+
+/// Coq's own timeout fires after the limit it was given; allow for the round trip measuring a
+/// little less than Coq's clock.
+const TIMEOUT_SLACK: Duration = Duration::from_millis(250);
+
+impl Session {
+    /// [`Stop`] of a failed sentence that was given `limit`.
+    fn stop(&mut self, r: &Reply, limit: Duration) -> Stop {
+        if r.interrupted {
+            return Stop::TimedOut;
+        }
+        if is_timeout(&r.output) && r.elapsed + TIMEOUT_SLACK >= limit {
+            return Stop::TimedOut;
+        }
+        if is_out_of_memory(&r.output) {
+            let limit_mb = self.memory_limit_mb;
+            if crate::worker::near_memory_limit(self.worker.vm_peak_mb(), limit_mb) {
+                return Stop::OutOfMemory;
+            }
+        }
+        Stop::Refused
     }
-    if r.interrupted || is_timeout(&r.output) || is_user_interrupt(&r.output) {
-        return Some(Verdict::TimedOut { step });
+
+    /// `None` if the sentence succeeded; else the verdict for a failed sentence at `step` that
+    /// was given `limit`.
+    fn failure(&mut self, r: &Reply, step: usize, what: &str, limit: Duration) -> Option<Verdict> {
+        if r.ok() {
+            return None;
+        }
+        Some(match self.stop(r, limit) {
+            Stop::TimedOut => Verdict::TimedOut { step },
+            Stop::OutOfMemory => Verdict::infra(format!("out of memory at step {step}")),
+            Stop::Refused => {
+                let msg = error_message(&r.output);
+                Verdict::Failed {
+                    step,
+                    message: if what.is_empty() {
+                        msg
+                    } else {
+                        format!("{what}: {msg}")
+                    },
+                }
+            }
+        })
     }
-    if is_out_of_memory(&r.output) {
-        return Some(Verdict::infra(format!("out of memory at step {step}")));
+}
+
+/// The universe levels of constant `name` in `About name.` under `Printing Universes`: the
+/// `@{…}` names `…name.uK`, in order, each once.
+fn own_levels(output: &str, name: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for group in output.split("@{").skip(1) {
+        let inner = group.split('}').next().unwrap_or("");
+        for level in inner.split(|c: char| c.is_whitespace() || c == '|' || c == ',') {
+            if level_index(level, name).is_some() && !out.iter().any(|l| l == level) {
+                out.push(level.to_string());
+            }
+        }
     }
-    let msg = error_message(&r.output);
-    Some(Verdict::Failed {
-        step,
-        message: if what.is_empty() {
-            msg
-        } else {
-            format!("{what}: {msg}")
-        },
-    })
+    out
+}
+
+/// `K` of a level `…name.uK`.
+fn level_index(level: &str, name: &str) -> Option<u32> {
+    let (owner, k) = level.rsplit_once(".u")?;
+    let owner_name = owner.rsplit('.').next().unwrap_or(owner);
+    (owner_name == name).then(|| k.parse().ok())?
+}
+
+/// The constraints `Print Universes Subgraph` printed, one per `left op right`, with the
+/// levels of constant `name` renamed `uK` (continuation lines repeat the left side; Rocq 9's
+/// `(because …)` explanations dropped).
+fn constraints(output: &str, name: &str) -> Vec<String> {
+    let rename = |l: &str| match level_index(l, name) {
+        Some(k) => format!("u{k}"),
+        None => l.to_string(),
+    };
+    let mut out = vec![];
+    let mut left = String::new();
+    for line in output.lines() {
+        let line = line.split(" (because").next().unwrap_or(line);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (l, op, r) = match words.as_slice() {
+            [op, r] if line.starts_with(char::is_whitespace) => (left.clone(), *op, *r),
+            [l, op, r] => (rename(l), *op, *r),
+            _ => continue,
+        };
+        if !matches!(op, "<" | "<=" | "=") {
+            continue;
+        }
+        left = l.clone();
+        out.push(format!("{l} {op} {}", rename(r)));
+    }
+    out
 }
 
 /// `Locate Ltac Foo.` → `Ltac Some.Path.Foo` (first line) names the tactic `Foo`.
@@ -880,6 +1240,23 @@ fn replayable(tactic: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn universe_levels_and_constraints() {
+        let about = "h : forall A : Type@{h.u0}, {B : Type@{h.u1} & A = B}\n\nh is not universe polymorphic\n";
+        assert_eq!(own_levels(about, "h"), ["h.u0", "h.u1"]);
+        assert!(own_levels("x : nat", "x").is_empty());
+        let proved = "Set < h.u0\n    < h.u1\nh.u1 = h.u0 (because h.u1 =(from h) h.u0)\n";
+        let stated = "Set < p.u0\n    < p.u1\np.u1 <= p.u0\n";
+        assert_eq!(
+            constraints(proved, "h"),
+            ["Set < u0", "Set < u1", "u1 = u0"]
+        );
+        assert_eq!(
+            constraints(stated, "p"),
+            ["Set < u0", "Set < u1", "u1 <= u0"]
+        );
+    }
 
     #[test]
     fn parse_helpers() {

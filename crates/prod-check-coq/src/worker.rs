@@ -140,8 +140,23 @@ fn spawn_io(child: &mut Child) -> Result<Io, String> {
     Ok((to_tx, from_rx))
 }
 
+/// `VmPeak` of process `pid`, in MiB.
+pub(crate) fn vm_peak_mb(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmPeak:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
+/// Did a process with this peak really run out of the address space `prlimit --as` gives it?
+/// The allocation that fails can be as large as the heap's next increment (OCaml grows its
+/// heap by a share of its size), so a process that used at least half its limit counts.
+pub(crate) fn near_memory_limit(peak_mb: Option<u64>, limit_mb: u64) -> bool {
+    peak_mb.is_some_and(|p| p.saturating_mul(2) >= limit_mb)
+}
+
 /// All processes below `root` (pids), by scanning `/proc`.
-fn descendants(root: i32) -> Vec<(i32, String)> {
+pub(crate) fn descendants(root: i32) -> Vec<(i32, String)> {
     let mut parent_of = vec![];
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
@@ -335,6 +350,12 @@ impl Worker {
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
         let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kb / 1024)
+    }
+
+    /// Peak virtual memory of coqtop (`VmPeak`), in MiB: what `prlimit --as` bounds.
+    pub fn vm_peak_mb(&mut self) -> Option<u64> {
+        let pid = self.coq_pid()?;
+        vm_peak_mb(pid)
     }
 
     /// Kill the whole process tree (the worker is unusable afterwards).

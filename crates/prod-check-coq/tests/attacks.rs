@@ -12,11 +12,21 @@
 //!   universe levels);
 //! * `int_` — checks stopped by Coq's timeout or the watchdog;
 //! * `k_` — Coq 8.16.1's own kernel weaknesses reachable from tactic text (VM casts, native
-//!   casts, `*_no_check`, fixpoints).
+//!   casts, `*_no_check`, fixpoints);
+//! * `fixs_` — fixpoints carried by statements: a node's statement or a proposed lemma (or a
+//!   let-binder of one) holding 8.16.1's ill-guarded fixpoint, used by a proof that never
+//!   writes `fix`;
+//! * `sp_` — SProp terms that reach 8.16.1's conversion bug without `*_no_check`;
+//! * `ctx_` — a context's `Admitted`/`Axiom`/`Parameter`/`Conjecture` constants, which excuse
+//!   nothing unless the case's `allowed_axioms` names them;
+//! * `kind_` — text a proof prints that names an infrastructure failure or a time-out: the
+//!   verdict's kind comes from what the checker knows;
+//! * `t0_` — a `t0` that disagrees with the proof's blocks.
 //!
 //! Honest look-alikes have `_ok_` in their id; every other case is an attack. An attack either
 //! expects a kind that is not `proved` (`not_proved` = anything but `proved` and `infra`), or
-//! (`ax_` only) expects `proved` with an exact axiom list. Some `st_` attacks are one node of a
+//! (`ax_` only) expects `proved` with an exact axiom list. A case's optional `allowed_axioms`
+//! are allowed by its checker (cases are checked in groups of equal lists). Some `st_` attacks are one node of a
 //! proof tree whose other nodes are honest-looking `st_ok_` cases (the lemma a parent proposes
 //! is the statement of a child): each node alone looks fine, the tree proves `False`. The
 //! optional `note` field of a line (ignored by the loader) says what the case is after.
@@ -26,10 +36,11 @@
 
 mod common;
 
-use prod_check::{Checker, Verdict};
-use prod_check_coq::CoqChecker;
+use prod_check::Verdict;
 
-const FAMILIES: [&str; 5] = ["lex_", "ax_", "st_", "int_", "k_"];
+const FAMILIES: [&str; 10] = [
+    "lex_", "ax_", "st_", "int_", "k_", "fixs_", "sp_", "ctx_", "kind_", "t0_",
+];
 
 fn is_honest(c: &common::Case) -> bool {
     c.id.contains("_ok_")
@@ -90,21 +101,13 @@ fn no_attack_is_proved_and_every_look_alike_is() {
 
 /// Every case on one prover version.
 fn check_cases(version: &str, root: &Option<std::path::PathBuf>, cases: &[&common::Case]) {
-    let checker = CoqChecker::new(common::config_for(2, root)).unwrap();
-    eprintln!(
-        "{version}: {}; assumptions by: {}",
-        checker.fingerprint(),
-        checker.config().assumptions_command()
-    );
-    let requests: Vec<_> = cases.iter().map(|c| common::request(c)).collect();
     let start = std::time::Instant::now();
-    let verdicts = checker.check_batch(&requests, &|_, _| {});
+    let verdicts = common::check_cases(version, root, cases);
     eprintln!(
         "{} cases in {:.1} s",
         cases.len(),
         start.elapsed().as_secs_f64()
     );
-
     let mut problems = vec![];
     let mut proved_attacks = vec![];
     for (c, v) in cases.iter().zip(&verdicts) {

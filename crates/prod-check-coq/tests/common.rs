@@ -15,6 +15,9 @@ pub struct Case {
     pub proof: String,
     pub expect: String,
     pub axioms: Option<Vec<String>>,
+    /// Axioms of the context the case's checker allows by name (`allowed_axioms`).
+    #[serde(default)]
+    pub allowed_axioms: Vec<String>,
 }
 
 pub fn load(name: &str) -> Vec<Case> {
@@ -106,4 +109,39 @@ pub fn require(here: bool, missing: &str) -> bool {
 /// Under `CI=true`, where a missing prerequisite is a failure.
 pub fn in_ci() -> bool {
     std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Check `cases` on one prover version, with one checker per distinct `allowed_axioms` (each
+/// case is checked with exactly the axioms it allows); verdicts in case order.
+pub fn check_cases(
+    version: &str,
+    root: &Option<std::path::PathBuf>,
+    cases: &[&Case],
+) -> Vec<prod_check::Verdict> {
+    use prod_check::Checker;
+    let mut groups: Vec<Vec<String>> = cases.iter().map(|c| c.allowed_axioms.clone()).collect();
+    groups.sort();
+    groups.dedup();
+    let mut verdicts: Vec<Option<prod_check::Verdict>> = vec![None; cases.len()];
+    for allowed in groups {
+        let mut cfg = config_for(2, root);
+        cfg.allowed_axioms = allowed.clone();
+        let checker = prod_check_coq::CoqChecker::new(cfg).unwrap();
+        eprintln!(
+            "{version}: {}; assumptions by: {}",
+            checker.fingerprint(),
+            checker.config().assumptions_command()
+        );
+        let idx: Vec<usize> = (0..cases.len())
+            .filter(|&i| cases[i].allowed_axioms == allowed)
+            .collect();
+        let requests: Vec<_> = idx.iter().map(|&i| request(cases[i])).collect();
+        for (i, v) in idx
+            .into_iter()
+            .zip(checker.check_batch(&requests, &|_, _| {}))
+        {
+            verdicts[i] = Some(v);
+        }
+    }
+    verdicts.into_iter().map(Option::unwrap).collect()
 }

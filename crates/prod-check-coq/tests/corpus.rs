@@ -33,8 +33,7 @@ fn check_corpus(version: &str, root: &Option<PathBuf>) {
         checker.config().assumptions_command()
     );
     let all: Vec<&common::Case> = cheats.iter().chain(honest.iter()).collect();
-    let requests: Vec<_> = all.iter().map(|c| common::request(c)).collect();
-    let verdicts = checker.check_batch(&requests, &|_, _| {});
+    let verdicts = common::check_cases(version, root, &all);
     let mut problems = vec![];
     for (c, v) in all.iter().zip(&verdicts) {
         let kind = v.kind().as_str();

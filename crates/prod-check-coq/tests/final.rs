@@ -10,12 +10,11 @@ use prod_check_coq::final_check;
 const HEAD: &str = "From Coq Require Import Arith List Lia.\n";
 
 fn run(body: &str, root: &str, allowed: &[&str]) -> prod_check::Verdict {
-    let cfg = common::config(1);
-    let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
+    let mut cfg = common::config(1);
+    cfg.allowed_axioms = allowed.iter().map(|s| s.to_string()).collect();
     final_check(
         &format!("{HEAD}{body}"),
         root,
-        &allowed,
         &cfg,
         Duration::from_secs(60),
     )
@@ -62,34 +61,148 @@ fn assembled_file_closes_scopes_and_loads_hammer_tactics_when_used() {
     let scope = vec!["M".to_string(), "S".to_string()];
     let assembled = "Lemma child : forall n, n + 0 = n.\nProof. intros; lia. Qed.\n\
                      Lemma root : forall n, (n + 0) + 0 = n.\nProof. intros n. rewrite !child. reflexivity. Qed.\n";
-    let file = |assembled: &str, hammer_replaced: bool| {
+    let file = |root_statement: &str, assembled: &str, hammer_replaced: bool| {
         prod_check_coq::AssembledFile {
             context: &context,
             scope: &scope,
             qualified_name: "M.root",
+            root_statement,
             assembled,
             root: "root",
             hammer_replaced,
         }
         .render()
+        .unwrap()
     };
-    let (text, name) = file(assembled, false);
+    let statement = "Lemma root : forall n, (n + 0) + 0 = n.";
+    let (text, name) = file(statement, assembled, false);
     assert_eq!(name, "prod_checked_root");
     assert!(text.ends_with("End S.\nEnd M.\nDefinition prod_checked_root := @M.root.\n"));
     assert!(!text.contains("Hammer"), "{text}");
     let cfg = common::config(1);
-    let v = final_check(&text, &name, &[], &cfg, Duration::from_secs(60));
+    let v = final_check(&text, &name, &cfg, Duration::from_secs(60));
     assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
     // A hammer tactic in a proof: its library goes first, and the file compiles.
     let with_hammer = "Lemma root : forall n, n + 0 = n.\nProof. sauto. Qed.\n";
-    let (text, name) = file(with_hammer, false);
+    let (text, name) = file("Lemma root : forall n, n + 0 = n.", with_hammer, false);
     assert!(
         text.starts_with(prod_check_coq::HAMMER_TACTICS_IMPORT),
         "{text}"
     );
-    let v = final_check(&text, &name, &[], &cfg, Duration::from_secs(60));
+    let v = final_check(&text, &name, &cfg, Duration::from_secs(60));
     assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
-    assert!(file(assembled, true)
+    assert!(file(statement, assembled, true)
         .0
         .starts_with(prod_check_coq::HAMMER_TACTICS_IMPORT));
+}
+
+/// The kernel decides about the root's own statement: a lemma of the file named like an
+/// identifier of the root's statement changes what the statement means after it, and the
+/// root's type is compared with the statement as it reads in the bare context.
+#[test]
+fn a_captured_root_statement_fails_the_final_check() {
+    let cfg = common::config(1);
+    let check = |statement: &str, assembled: &str| {
+        let (text, name) = prod_check_coq::AssembledFile {
+            context: HEAD,
+            scope: &[],
+            qualified_name: "root",
+            root_statement: statement,
+            assembled,
+            root: "root",
+            hammer_replaced: false,
+        }
+        .render()
+        .unwrap();
+        final_check(&text, &name, &cfg, Duration::from_secs(60))
+    };
+    // `if false then True else False` is `False` in the context; after a lemma named
+    // `false : {True} + {False}` it is provable.
+    let captured = "Lemma false : {True} + {False}.\nProof. left; exact I. Qed.\n\
+                    Lemma root : if false then True else False.\nProof. destruct false as [t|f]; [exact I | destruct f]. Qed.\n";
+    let v = check("Lemma root : if false then True else False.", captured);
+    assert_eq!(v.kind(), VerdictKind::Failed, "{v:?}");
+    // A lemma named like a constructor the statement uses: the root is provable either way,
+    // but after the lemma it states something else, which the kernel does not identify.
+    let captured =
+        "Definition prod_t := True.\nLemma S : nat -> nat.\nProof. exact (fun n => 0). Qed.\n\
+                    Lemma root : forall n : nat, n = S n -> True.\nProof. intros; exact I. Qed.\n";
+    let v = check("Lemma root : forall n : nat, n = S n -> True.", captured);
+    assert_eq!(v.kind(), VerdictKind::Failed, "{v:?}");
+    // The honest tree whose lemma is named `length` (renamed by assembly): proved.
+    let honest = "Lemma length_2 : forall A (l : list A), length (rev l) = length l.\nProof. intros; apply rev_length. Qed.\n\
+                  Lemma root : forall l : list nat, length (rev (rev l)) = length l.\nProof. intros l. rewrite !length_2. reflexivity. Qed.\n";
+    let v = check(
+        "Lemma root : forall l : list nat, length (rev (rev l)) = length l.",
+        honest,
+    );
+    assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
+    // The anchor's statement must be the root's: another statement is not identified.
+    let v = check("Lemma root : 0 = 1.", honest);
+    assert_eq!(v.kind(), VerdictKind::Failed, "{v:?}");
+}
+
+/// A context's own axiom or admitted lemma excuses nothing unless allowed by name; the
+/// prover's library axioms do.
+#[test]
+fn context_axioms_excuse_nothing_unless_allowed() {
+    let admitted = "Lemma oracle : forall n : nat, n = S n.\nAdmitted.\n\
+                    Lemma root : 0 = 1.\nProof. exact (oracle 0). Qed.\n";
+    let v = run(admitted, "root", &[]);
+    assert_ne!(v.kind(), VerdictKind::Proved, "{v:?}");
+    let param = "Parameter p : nat.\nAxiom p_zero : p = 0.\nLemma root : p = 0.\nProof. exact p_zero. Qed.\n";
+    assert_eq!(run(param, "root", &[]).kind(), VerdictKind::Failed);
+    assert_eq!(
+        run(param, "root", &["p", "p_zero"]).kind(),
+        VerdictKind::Proved
+    );
+}
+
+/// The universe gap, closed at the checker: the child's verdict records the constraint its
+/// proof adds to its statement's levels, and an unconstrained proof records none.
+#[test]
+fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
+    use prod_check::{CheckRequest, Checker, Verdict};
+    use prod_core::ConditionalProof;
+    let cfg = common::config(1);
+    let checker = prod_check_coq::CoqChecker::new(cfg).unwrap();
+    let req = |statement: &str, proof: &str| {
+        CheckRequest::new(HEAD, "", statement, ConditionalProof::parse(proof).unwrap())
+    };
+    let v = checker.check_batch(
+        &[
+            req(
+                "Lemma h : forall A : Type, {B : Type & A = B}.",
+                "<no_invoke> intros A. exists A. reflexivity.",
+            ),
+            req(
+                "Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l.",
+                "<no_invoke> intros A l. apply rev_involutive.",
+            ),
+            req(
+                "Lemma two : forall (A B : Type) (a : A) (b : B), (a, b) = (a, b).",
+                "<no_invoke> reflexivity.",
+            ),
+        ],
+        &|_, _| {},
+    );
+    let constraints = |v: &Verdict| match v {
+        Verdict::Proved {
+            universe_constraints,
+            ..
+        } => universe_constraints.clone(),
+        other => panic!("{other:?}"),
+    };
+    let added = constraints(&v[0]);
+    assert!(
+        !added.is_empty() && added.iter().all(|c| c.contains("u0") && c.contains("u1")),
+        "{:?}",
+        v[0]
+    );
+    assert_eq!(
+        v[0].local_verdict(),
+        prod_core::tree::LocalVerdict::CorrectAlone
+    );
+    assert!(constraints(&v[1]).is_empty(), "{:?}", v[1]);
+    assert!(constraints(&v[2]).is_empty(), "{:?}", v[2]);
 }

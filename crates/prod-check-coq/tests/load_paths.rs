@@ -75,7 +75,7 @@ fn a_bound_library_loads_in_workers_and_the_final_check() {
     let file = format!(
         "{CONTEXT}Lemma t : forall n, twice n = 2 * n.\nProof. intros n. unfold twice. lia. Qed.\n"
     );
-    let fv = final_check(&file, "t", &[], bound.config(), Duration::from_secs(60));
+    let fv = final_check(&file, "t", bound.config(), Duration::from_secs(60));
     assert_eq!(fv.kind(), VerdictKind::Proved, "{fv:?}");
 
     // Without the binding the context does not load.

@@ -41,6 +41,7 @@ pub fn plan(req: &CheckRequest) -> Result<Plan, Verdict> {
 
 /// [`plan`] with a given keyword table.
 pub fn plan_with(rules: &Rules, req: &CheckRequest) -> Result<Plan, Verdict> {
+    prod_check::check_t0(&req.proof).map_err(RuleError::into_verdict)?;
     let mut lemmas: Vec<Statement> = vec![];
     for (i, l) in req.proof.lemmas().enumerate() {
         let s = rules
@@ -959,6 +960,7 @@ impl Run<'_> {
             axioms: vec![],
             replacements,
             time: start.elapsed(),
+            universe_constraints: vec![],
         }
     }
 }

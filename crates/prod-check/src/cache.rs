@@ -223,6 +223,7 @@ mod tests {
                             axioms: vec![],
                             replacements: vec![],
                             time: Duration::from_millis(3),
+                            universe_constraints: vec![],
                         }
                     } else {
                         Verdict::Failed {

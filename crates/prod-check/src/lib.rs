@@ -20,9 +20,8 @@ pub mod verdict;
 
 pub use cache::{cache_key, CacheError, CachedChecker, VerificationCache};
 pub use checker::{Checker, Progress};
-pub use request::CheckRequest;
+pub use request::{check_t0, CheckRequest};
 pub use retry::RetryPolicy;
 pub use verdict::{
-    apply_replacements, context_axioms, node_context_axioms, proof_as_checked, Replacement,
-    RuleError, Verdict, VerdictKind,
+    apply_replacements, proof_as_checked, Replacement, RuleError, Verdict, VerdictKind,
 };

@@ -46,3 +46,22 @@ impl CheckRequest {
         hex::encode(h.finalize())
     }
 }
+
+/// Does a conditional proof's `t0` agree with its blocks? `<no_invoke>` proposes nothing and
+/// `<use_invoke>` proposes at least one lemma (paper §2): a proof that proposes lemmas under
+/// `<no_invoke>` would be rewarded as a proof without any.
+pub fn check_t0(proof: &ConditionalProof) -> Result<(), crate::RuleError> {
+    if proof.t0_consistent() {
+        return Ok(());
+    }
+    Err(crate::RuleError::Rejected(match proof.t0() {
+        prod_core::T0::NoInvoke => format!(
+            "<no_invoke> proof proposes {} lemma(s): a proof that proposes lemmas starts with <use_invoke>",
+            proof.lemma_count()
+        ),
+        prod_core::T0::UseInvoke => {
+            "<use_invoke> proof proposes no lemma: a proof without proposals starts with <no_invoke>"
+                .into()
+        }
+    }))
+}

@@ -1,5 +1,6 @@
 //! Verdicts of a local check.
 
+use prod_core::tree::LocalVerdict;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -32,6 +33,13 @@ pub enum Verdict {
         axioms: Vec<String>,
         replacements: Vec<Replacement>,
         time: Duration,
+        /// Universe constraints the proof adds among its statement's own universe levels
+        /// (beyond those the statement itself imposes), as Coq prints them with the levels
+        /// renamed `u0`, `u1`, …: such a proof holds only at some of the levels its statement
+        /// admits, so it proves its own statement but never another node's proposal of it
+        /// ([`LocalVerdict::CorrectAlone`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        universe_constraints: Vec<String>,
     },
     /// The proof is wrong: the prover refused step `step`.
     Failed { step: usize, message: String },
@@ -87,6 +95,21 @@ impl Verdict {
 
     pub fn is_proved(&self) -> bool {
         matches!(self, Verdict::Proved { .. })
+    }
+
+    /// What the tree makes of this verdict (paper §2): proved is locally correct (alone, when
+    /// the proof constrains its statement's universe levels), infra is unknown (never
+    /// incorrect), anything else incorrect.
+    pub fn local_verdict(&self) -> LocalVerdict {
+        match self {
+            Verdict::Proved {
+                universe_constraints,
+                ..
+            } if !universe_constraints.is_empty() => LocalVerdict::CorrectAlone,
+            Verdict::Proved { .. } => LocalVerdict::Correct,
+            Verdict::Infra { .. } => LocalVerdict::Unknown,
+            _ => LocalVerdict::Incorrect,
+        }
     }
 
     /// Infra verdicts say nothing about the proof, so they must never be remembered.
@@ -156,53 +179,6 @@ pub fn proof_as_checked(
     }
 }
 
-/// The context's axioms a node's check accepted (its `Proved` axioms), never a name the node
-/// itself proposed: an admitted lemma must be proved in the assembled file, not allowed as an
-/// axiom.
-pub fn node_context_axioms(
-    proof: &prod_core::ConditionalProof,
-    verdict: Option<&Verdict>,
-    lang: &dyn prod_core::ProofLanguage,
-) -> Vec<String> {
-    let Some(Verdict::Proved { axioms, .. }) = verdict else {
-        return vec![];
-    };
-    let proposed: Vec<String> = proof.lemmas().filter_map(|l| lang.lemma_name(l)).collect();
-    axioms
-        .iter()
-        .filter(|a| {
-            !proposed
-                .iter()
-                .any(|n| a.as_str() == n || a.rsplit('.').next() == Some(n.as_str()))
-        })
-        .cloned()
-        .collect()
-}
-
-/// The axioms a cold re-check of an assembled proof may accept: those the local checks of its
-/// nodes accepted as the context's own (`node_axioms[i]`: node `i`'s `Proved` axioms), never a
-/// name the assembled proof itself declares (an admitted lemma must be proved there).
-pub fn context_axioms(
-    assembled: &prod_core::AssembledProof,
-    node_axioms: &[Vec<String>],
-) -> Vec<String> {
-    let declared = |a: &str| {
-        assembled
-            .lemmas
-            .iter()
-            .any(|l| a == l.name || a.rsplit('.').next() == Some(l.name.as_str()))
-    };
-    let mut allowed: Vec<String> = assembled
-        .lemmas
-        .iter()
-        .flat_map(|l| node_axioms.get(l.node).cloned().unwrap_or_default())
-        .filter(|a| !declared(a))
-        .collect();
-    allowed.sort();
-    allowed.dedup();
-    allowed
-}
-
 /// The proof text with every replacement applied (ranges must not overlap; ranges that do not
 /// fit the text are ignored rather than panicking).
 pub fn apply_replacements(proof_text: &str, replacements: &[Replacement]) -> String {
@@ -255,6 +231,7 @@ mod tests {
                 tactic: "sauto.".into(),
             }],
             time: Duration::ZERO,
+            universe_constraints: vec![],
         };
         let (q, replaced) = proof_as_checked(&p, Some(&proved));
         assert!(replaced);
@@ -269,6 +246,7 @@ mod tests {
                 axioms: vec![],
                 replacements: vec![],
                 time: Duration::ZERO,
+                universe_constraints: vec![],
             }),
         ] {
             assert_eq!(proof_as_checked(&p, v.as_ref()), (p.clone(), false));

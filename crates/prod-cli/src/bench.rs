@@ -46,6 +46,37 @@ pub enum BenchCommand {
     ///
     /// Example: prod bench serve --count 120 --concurrency 1,8,64 --workers 2
     Serve(Box<crate::bench_serve::BenchServeArgs>),
+    /// The adversary: seeded scenarios that move every attack construct (fixpoints, SProp,
+    /// kernel-deferring tactics, the context's admitted constants, printed error texts, `t0`,
+    /// name capture) between proof, statement, proposal and context and vary their layout, each
+    /// through check → tree → assembly → final check with the real prover. Every attack's root
+    /// is a canary: none may be globally correct or pass the final check, and no attack node may
+    /// end in `infra`; honest look-alikes must be proved. Exit 3 when an attack is accepted.
+    ///
+    /// Examples:
+    ///   prod bench adversary --scenarios 1000 --seed 7
+    ///   prod bench adversary --scenarios 300 --coq-root ~/.cache/prod/rocq-9.2 --json
+    #[command(verbatim_doc_comment)]
+    Adversary(BenchAdversaryArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchAdversaryArgs {
+    /// Scenarios to run (the first ones are every family in every placement, the rest random
+    /// layouts of them).
+    #[arg(long, default_value_t = 300, value_parser = ranges::positive_usize)]
+    pub scenarios: usize,
+    /// Seed of the layouts.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Checker workers.
+    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    pub workers: usize,
+    /// Print one JSON object with the figures.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub prover: crate::prover::ProverArgs,
 }
 
 #[derive(Args, Debug)]
@@ -78,7 +109,92 @@ pub fn run(cmd: BenchCommand) -> i32 {
         BenchCommand::Tree(a) => crate::tree::run_bench(a),
         BenchCommand::Libraries(a) => crate::bench_libraries::run(a),
         BenchCommand::Serve(a) => crate::bench_serve::run(*a),
+        BenchCommand::Adversary(a) => match bench_adversary(a) {
+            Ok(code) => code,
+            Err(e) => exit::failure(e),
+        },
     }
+}
+
+/// `prod bench adversary`: the scenarios, their outcomes by family, and any accepted attack.
+fn bench_adversary(a: BenchAdversaryArgs) -> anyhow::Result<i32> {
+    use prod_check_coq::adversary::{run, scenarios};
+    let mut cfg = CoqCheckConfig {
+        workers: a.workers,
+        ..Default::default()
+    };
+    a.prover.apply(&mut cfg).map_err(|e| anyhow!(e))?;
+    let checker = CoqChecker::new(cfg).map_err(|e| anyhow!(e))?;
+    let all = scenarios(a.seed, a.scenarios);
+    let start = Instant::now();
+    let progress = prod_progress::Progress::new(
+        prod_progress::Display::for_stderr(a.json),
+        "adversary",
+        "scenarios",
+        Some(all.len() as u64),
+    );
+    let mut problems = vec![];
+    let mut by_family: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    let (mut attacks, mut honest, mut honest_proved) = (0usize, 0usize, 0usize);
+    for s in &all {
+        let out = run(&checker, s, std::time::Duration::from_secs(120));
+        let family = s.id.split('/').next().unwrap_or("").to_string();
+        let e = by_family.entry(family).or_default();
+        e.0 += 1;
+        if s.honest {
+            honest += 1;
+            honest_proved += usize::from(out.proved());
+        } else {
+            attacks += 1;
+            e.1 += usize::from(out.proved());
+        }
+        if let Some(p) = out.problem(s) {
+            problems.push(p);
+        }
+        progress.inc(1);
+    }
+    progress.finish();
+    let secs = start.elapsed().as_secs_f64();
+    let accepted = problems
+        .iter()
+        .filter(|p| p.starts_with("ATTACK ACCEPTED"))
+        .count();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "prover": prod_check_coq::prover_name(&prod_check::Checker::fingerprint(&checker)),
+                "seed": a.seed,
+                "scenarios": all.len(),
+                "attacks": attacks,
+                "attacks_accepted": accepted,
+                "look_alikes": honest,
+                "look_alikes_proved": honest_proved,
+                "problems": problems,
+                "seconds": secs,
+            })
+        );
+    } else {
+        println!(
+            "{}: {} scenarios (seed {}) in {secs:.1} s: {attacks} attacks, {accepted} accepted; {honest} look-alikes, {honest_proved} proved",
+            prod_check_coq::prover_name(&prod_check::Checker::fingerprint(&checker)),
+            all.len(),
+            a.seed
+        );
+        for (f, (n, _)) in &by_family {
+            println!("  {f:10} {n:5} scenarios");
+        }
+        for p in &problems {
+            println!("{p}");
+        }
+    }
+    Ok(if accepted > 0 {
+        3
+    } else if problems.is_empty() {
+        0
+    } else {
+        1
+    })
 }
 
 /// One lemma of the file, re-checked in place.
@@ -114,7 +230,7 @@ fn eligible(text: &str) -> Vec<InPlace> {
     let mut i = 0;
     while i + 1 < ss.len() {
         let st = ss[i].text(text);
-        let Ok(statement) = rules::check_statement(st) else {
+        let Ok(statement) = rules::check_statement(&rules::RuleSet::strictest(), st) else {
             i += 1;
             continue;
         };
@@ -131,7 +247,9 @@ fn eligible(text: &str) -> Vec<InPlace> {
             break;
         };
         let body = &text[ss[i + 1].range.end..ss[k].range.start];
-        if ss[k].text(text) == "Qed." && rules::check_proof(body).is_ok() {
+        if ss[k].text(text) == "Qed."
+            && rules::check_proof(&rules::RuleSet::strictest(), body).is_ok()
+        {
             out.push(InPlace {
                 context_end: ss[i].range.start,
                 span: (ss[i].range.start, ss[k].range.end),

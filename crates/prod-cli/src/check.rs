@@ -309,6 +309,14 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
+    /// The Coq checker, when the backend is Coq (the service's canary self-check uses it).
+    pub(crate) fn coq_checker(&self) -> Option<&CoqChecker> {
+        match &self.backend {
+            Backend::Coq(c) => Some(c),
+            Backend::Isabelle(_) => None,
+        }
+    }
+
     /// The config file, the prover root and load paths, the backend and the cache.
     pub(crate) fn open(a: &CheckerArgs) -> Result<Self, SetupError> {
         use SetupError::{BadInput, Failure};
@@ -412,24 +420,27 @@ impl Pipeline {
         root: &CheckRequest,
         assembled: &prod_core::AssembledProof,
         hammer_replaced: bool,
-        allowed_axioms: &[String],
     ) -> (Verdict, String) {
         let top = assembled.root();
         match &self.backend {
             Backend::Coq(c) => {
                 let context = format!("{}\n{}", root.imports, root.context);
-                let (file, name) = prod_check_coq::AssembledFile {
+                let rendered = prod_check_coq::AssembledFile {
                     context: &context,
                     scope: &[],
                     qualified_name: &top.name,
+                    root_statement: &root.statement,
                     assembled: &assembled.text,
                     root: &top.name,
                     hammer_replaced,
                 }
                 .render();
+                let (file, name) = match rendered {
+                    Ok(r) => r,
+                    Err(e) => return (Verdict::rejected(e), String::new()),
+                };
                 let timeout = Duration::from_secs(FINAL_TIMEOUT_S);
-                let v =
-                    prod_check_coq::final_check(&file, &name, allowed_axioms, c.config(), timeout);
+                let v = prod_check_coq::final_check(&file, &name, c.config(), timeout);
                 (v, file)
             }
             Backend::Isabelle(c) => prod_check_isabelle::final_check_assembled(

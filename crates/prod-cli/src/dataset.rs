@@ -809,19 +809,23 @@ fn check_tree(
             }
         }
     };
-    let (file, check_name) = prod_check_coq::AssembledFile {
+    let rendered = prod_check_coq::AssembledFile {
         context: &root.context,
         scope: &root.scope,
         qualified_name: &root.qualified_name,
+        root_statement: &root.statement,
         assembled: &assembled.text,
         root: &assembled.root().name,
         hammer_replaced,
     }
     .render();
+    let (file, check_name) = match rendered {
+        Ok(r) => r,
+        Err(e) => return Verdict::rejected(e),
+    };
     prod_check_coq::final_check(
         &file,
         &check_name,
-        &[],
         checker.config(),
         std::time::Duration::from_secs(600),
     )

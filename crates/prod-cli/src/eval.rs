@@ -239,9 +239,14 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
     })
 }
 
-/// Exit code of a job error: 2 for the user's input, 1 otherwise.
+/// Exit code of a job error: 3 for an accepted canary (a soundness alarm), 2 for the user's
+/// input, 1 otherwise.
 pub fn error_code(e: anyhow::Error) -> i32 {
-    if e.downcast_ref::<BadInput>().is_some()
+    if e.downcast_ref::<prod_run::canary::CanaryAccepted>()
+        .is_some()
+    {
+        exit::soundness_alarm(e)
+    } else if e.downcast_ref::<BadInput>().is_some()
         || e.downcast_ref::<prod_run::StoreError>()
             .is_some_and(|s| matches!(s, prod_run::StoreError::Mismatch(_)))
     {

@@ -1,4 +1,5 @@
-//! Exit codes shared by every subcommand: 0 success, 1 failure, 2 bad input.
+//! Exit codes shared by every subcommand: 0 success, 1 failure, 2 bad input, 3 soundness alarm
+//! (a canary was accepted: the checker rewarded a statement no proof may prove).
 
 /// Bad input (unreadable file, malformed line): message on stderr, exit 2.
 pub fn bad_input(e: anyhow::Error) -> i32 {
@@ -10,6 +11,12 @@ pub fn bad_input(e: anyhow::Error) -> i32 {
 pub fn failure(e: anyhow::Error) -> i32 {
     eprintln!("error: {e:#}");
     1
+}
+
+/// A soundness alarm (a canary was accepted): message on stderr, exit 3.
+pub fn soundness_alarm(e: anyhow::Error) -> i32 {
+    eprintln!("error: {e:#}");
+    3
 }
 
 /// The result of writing output: a closed pipe (`prod … | head`) is not an error.

@@ -97,6 +97,14 @@ fn read_verdicts(
         let id = id_key(&v["id"])
             .ok_or_else(|| anyhow::anyhow!("{}: no string or number \"id\"", where_()))?;
         let local = match v["verdict"].as_str() {
+            // A proof that constrains its statement's universe levels proves it only alone.
+            Some("proved")
+                if v["universe_constraints"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty()) =>
+            {
+                LocalVerdict::CorrectAlone
+            }
             Some("proved") => LocalVerdict::Correct,
             Some("failed" | "timed_out" | "rejected") => LocalVerdict::Incorrect,
             Some("infra") => LocalVerdict::Unknown,
@@ -150,7 +158,7 @@ fn read_nodes(
             // Not a conditional proof: the model's fault (as prod check rejects it), so locally
             // incorrect; it proves nothing, so its placeholder proof is never read. A node said
             // to be correct with such a proof is contradictory input.
-            Err(_) if local != LocalVerdict::Correct => {
+            Err(_) if !local.is_correct() => {
                 nodes.push(Node {
                     id,
                     context: context_key(&n.imports, &n.context),
@@ -251,6 +259,7 @@ fn run_solve(args: SolveArgs) -> i32 {
             for (i, n) in nodes.iter().enumerate() {
                 let local = match n.local {
                     LocalVerdict::Correct => "correct",
+                    LocalVerdict::CorrectAlone => "correct_alone",
                     LocalVerdict::Incorrect => "incorrect",
                     LocalVerdict::Unknown => "unknown",
                 };

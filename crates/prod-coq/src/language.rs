@@ -392,6 +392,19 @@ impl ProofLanguage for CoqLanguage {
     fn is_identifier(&self, name: &str) -> bool {
         is_identifier(name) && !crate::statement::RESERVED.contains(&name)
     }
+
+    /// The conservative ASCII words ([`crate::ascii_words`]) and the identifiers' parts: a
+    /// name with non-ASCII letters is taken whole too.
+    fn words(&self, text: &str) -> Vec<String> {
+        let mut out: Vec<String> = crate::ascii_words(text)
+            .into_iter()
+            .map(|r| text[r].to_string())
+            .collect();
+        for r in crate::identifiers(text) {
+            out.extend(text[r].split('.').map(str::to_string));
+        }
+        out
+    }
 }
 
 /// Is `keyword` one of the theorem keywords ProD treats as equivalent?

@@ -468,6 +468,72 @@ pub fn comments_blanked(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
+/// Byte ranges of the string literals outside comments (quotes included; an unclosed one runs
+/// to the end), in order.
+pub fn string_literals(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let mut out = vec![];
+    let mut i = 0;
+    while i < b.len() {
+        if is_comment_start(b, i) {
+            i = skip_comment(b, i).unwrap_or(b.len());
+        } else if b[i] == b'"' {
+            let end = skip_string(b, i).unwrap_or(b.len());
+            out.push(i..end);
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The words of a text as the soundness rules read it: maximal runs of ASCII identifier
+/// characters (letters, digits, `_`, `'`) outside comments and strings, with leading digits
+/// dropped (`1fix` is the number `1` and the word `fix` for Coq), as byte ranges.
+///
+/// This is deliberately coarser than [`identifiers`]: every character that is not ASCII ends a
+/// word, and so does `.`. Wherever Coq's Unicode tables and this crate's disagree on whether a
+/// character continues an identifier (`αfix`, `fix·`), the word `fix` is still found, and a
+/// qualified name yields each of its parts (`Coq.Init.Tactics.exact_no_check` ends in
+/// `exact_no_check`). A rule that refuses a word may refuse an honest identifier that merely
+/// contains it next to a non-ASCII letter; it never misses the word Coq reads.
+pub fn ascii_words(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let code = code_mask(text);
+    let is_word =
+        |i: usize| code[i] && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'\'');
+    let mut out = vec![];
+    let mut i = 0;
+    while i < b.len() {
+        if !is_word(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && is_word(i) {
+            i += 1;
+        }
+        let mut s = start;
+        while s < i && (b[s].is_ascii_digit() || b[s] == b'\'') {
+            s += 1;
+        }
+        if s < i {
+            out.push(s..i);
+        }
+    }
+    out
+}
+
+/// `true` for each byte of `text` that is code: outside comments and string literals.
+pub fn code_mask(text: &str) -> Vec<bool> {
+    let mut mask = vec![true; text.len()];
+    for r in comments(text).into_iter().chain(string_literals(text)) {
+        mask[r].iter_mut().for_each(|m| *m = false);
+    }
+    mask
+}
+
 fn char_at(text: &str, i: usize) -> Option<char> {
     text.get(i..).and_then(|s| s.chars().next())
 }

@@ -52,17 +52,19 @@
 //!
 //! See the crate's tests (`tests/data/lexer/*.v` beside `*.expected`) for the exact behaviour.
 
+pub mod declarations;
 pub mod head;
 pub mod language;
 pub mod lexer;
 pub mod statement;
 
+pub use declarations::admitted_constants;
 pub use head::{first_word, sentence_head, Control, Head};
 pub use language::{collapse_layout, is_theorem_keyword, normalize_layout, CoqLanguage, GLUE_SAFE};
 pub use lexer::{
-    comments, comments_blanked, comments_stripped, glued_comment, identifiers, is_identifier,
-    line_col, long_dot_run, sentences, term_quotation, LexError, LexErrorKind, Lexed, Sentence,
-    SentenceKind, TERM_QUOTATIONS,
+    ascii_words, code_mask, comments, comments_blanked, comments_stripped, glued_comment,
+    identifiers, is_identifier, line_col, long_dot_run, sentences, string_literals, term_quotation,
+    LexError, LexErrorKind, Lexed, Sentence, SentenceKind, TERM_QUOTATIONS,
 };
 pub use statement::{
     is_locality_attribute, parse_statement, Statement, StatementError, THEOREM_KEYWORDS,

@@ -99,11 +99,12 @@ pub fn assemble(
     }
 
     // Names: the root keeps its own; each lemma goal takes the name its first proposer used
-    // (walking parents before children, so the root's choices win), made unique.
+    // (walking parents before children, so the root's choices win), made fresh.
     let root_name = lang
         .lemma_name(&root_node.statement)
         .ok_or_else(|| unnamed(root_node, &root_node.statement))?;
-    let mut taken: HashSet<String> = HashSet::from([root_name.clone()]);
+    let mut taken = words_in_use(nodes, &order, &root_node.context, lang);
+    taken.insert(root_name.clone());
     let mut goal_name: HashMap<GoalId, String> = HashMap::new();
     for &(_, node) in order.iter().rev() {
         let n = &nodes[node];
@@ -167,6 +168,40 @@ pub fn assemble(
     Ok(AssembledProof { lemmas, text })
 }
 
+/// The words a lemma of the assembled file must not be named: every word of the context and
+/// of each statement and proof in the file, except a node's own declared name in its statement
+/// and its own proposals' names in its proof (those references are renamed with the lemma). A
+/// lemma declared before a node and named like a word that node uses would change what the
+/// word means there (a lemma `false` before `Theorem t : if false then …`).
+fn words_in_use(
+    nodes: &[Node],
+    order: &[(Option<GoalId>, usize)],
+    context: &str,
+    lang: &dyn ProofLanguage,
+) -> HashSet<String> {
+    let mut taken: HashSet<String> = lang.words(context).into_iter().collect();
+    for &(_, node) in order {
+        let n = &nodes[node];
+        let own = lang.lemma_name(&n.statement);
+        taken.extend(
+            lang.words(&n.statement)
+                .into_iter()
+                .filter(|w| Some(w) != own.as_ref()),
+        );
+        let proposed: HashSet<String> = n
+            .proof
+            .lemmas()
+            .filter_map(|l| lang.lemma_name(l))
+            .collect();
+        taken.extend(
+            lang.words(&n.proof.proof_text())
+                .into_iter()
+                .filter(|w| !proposed.contains(w)),
+        );
+    }
+    taken
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +263,30 @@ mod tests {
                 ("r", "use h r_2.")
             ]
         );
+    }
+
+    #[test]
+    fn lemma_names_never_capture_a_word_of_the_file() {
+        // The root's statement uses `false` and `length` (context constants); lemmas proposed
+        // under those names are renamed, and so are the references to them.
+        let nodes = [
+            node("root", "Lemma r : if false then length else X.", "<use_invoke> <invoke> Lemma false : A. </invoke> <invoke> Lemma length : B. </invoke> use false length."),
+            node("a", "Lemma false : A.", "<no_invoke> a."),
+            node("b", "Lemma length : B.", "<no_invoke> b."),
+        ];
+        let s = solve(&nodes, &ToyLanguage);
+        let p = assemble(&nodes, &s, 0, &ToyLanguage).unwrap();
+        let names: Vec<_> = p.lemmas.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["false_2", "length_2", "r"]);
+        assert_eq!(p.lemmas[2].proof.trim(), "use false_2 length_2.");
+        // A word of the context is taken too.
+        let mut nodes = nodes.to_vec();
+        for n in &mut nodes {
+            n.context = "Definition false_2 := 0.".into();
+        }
+        let s = solve(&nodes, &ToyLanguage);
+        let p = assemble(&nodes, &s, 0, &ToyLanguage).unwrap();
+        assert_eq!(p.lemmas[0].name, "false_3");
     }
 
     #[test]

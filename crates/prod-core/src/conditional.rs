@@ -148,7 +148,8 @@ impl ConditionalProof {
         (Self::parse(&cp.to_string()).ok()? == cp).then_some(cp)
     }
 
-    /// Parse a conditional proof. Never panics; errors carry the byte position.
+    /// Parse a conditional proof. Never panics; errors carry the byte position. The special
+    /// tokens inside a `(* … *)` comment are part of the comment, not of the structure.
     pub fn parse(text: &str) -> Result<Self, ParseError> {
         let err = |kind, position| Err(ParseError { kind, position });
         let body_start = text.len() - text.trim_start().len();
@@ -163,9 +164,28 @@ impl ConditionalProof {
         let mut lemmas = Vec::new();
         let mut seg_start = pos;
         let mut open: Option<usize> = None; // byte offset of the open <invoke>
-                                            // All tokens start with '<', so scanning for '<' is enough and stays on char boundaries.
-        while let Some(off) = text[pos..].find('<') {
+        let bytes = text.as_bytes();
+        // A token inside a comment `(* … *)` (nested, as Coq, Isabelle and ML nest them) is text
+        // of that comment: an honest proof may mention `<invoke>` in one. All tokens start with
+        // `<` and comments with `(`, so the scan stops only on ASCII bytes (char boundaries).
+        let mut depth = 0usize;
+        while let Some(off) = text[pos..].find(['<', '(', '*']) {
             let at = pos + off;
+            let next = bytes.get(at + 1).copied();
+            if bytes[at] == b'(' && next == Some(b'*') {
+                depth += 1;
+                pos = at + 2;
+                continue;
+            }
+            if bytes[at] == b'*' && next == Some(b')') && depth > 0 {
+                depth -= 1;
+                pos = at + 2;
+                continue;
+            }
+            if bytes[at] != b'<' || depth > 0 {
+                pos = at + 1;
+                continue;
+            }
             match token_at(text, at) {
                 Some(USE_INVOKE) | Some(NO_INVOKE) => return err(ParseErrorKind::RepeatedT0, at),
                 Some(TRUE_TOKEN) | Some(FALSE_TOKEN) => {

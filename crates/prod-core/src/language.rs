@@ -53,6 +53,16 @@ pub trait ProofLanguage: Send + Sync {
     /// A lemma with its complete proof (`proof_text` is the proof body without `<invoke>`s).
     fn render_proved(&self, statement: &str, proof_text: &str) -> String;
 
+    /// Every identifier-like word of `text` outside comments and strings, each part of a
+    /// qualified name separately: what assembly must not capture with a lemma's name. May
+    /// over-approximate (a word too many only makes a name longer), never miss a word.
+    fn words(&self, text: &str) -> Vec<String> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\''))
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Is `name` a legal fresh lemma name in this language? Used when assembly must rename.
     fn is_identifier(&self, name: &str) -> bool {
         let mut chars = name.chars();

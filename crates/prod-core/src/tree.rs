@@ -31,9 +31,20 @@ use crate::language::ProofLanguage;
 #[serde(rename_all = "snake_case")]
 pub enum LocalVerdict {
     Correct,
+    /// Locally correct, but its proof adds universe constraints to its statement's own levels:
+    /// it proves its own statement (as a root), never another node's proposal of the same
+    /// text (which the proposer may use at other levels).
+    CorrectAlone,
     Incorrect,
     /// Not checked yet, or the check failed for infrastructure reasons.
     Unknown,
+}
+
+impl LocalVerdict {
+    /// Locally correct, alone or not.
+    pub fn is_correct(self) -> bool {
+        matches!(self, LocalVerdict::Correct | LocalVerdict::CorrectAlone)
+    }
 }
 
 impl From<Option<bool>> for LocalVerdict {
@@ -148,9 +159,12 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
                 .or_insert_with(fresh)
         };
         let names: Vec<Option<String>> = n.proof.lemmas().map(|l| lang.lemma_name(l)).collect();
-        // The node's statement is elaborated after its proposals: it must not mention them.
+        // The node's statement is elaborated after its proposals: it must not mention them. A
+        // node whose proof constrains its statement's universe levels proves it only alone.
         let all: Vec<String> = names.iter().flatten().cloned().collect();
-        node_goal.push(if lang.statement_is_self_contained(&n.statement, &all) {
+        let shares = n.local != LocalVerdict::CorrectAlone
+            && lang.statement_is_self_contained(&n.statement, &all);
+        node_goal.push(if shares {
             intern(&n.statement, &mut fresh)
         } else {
             fresh()
@@ -175,7 +189,7 @@ pub fn solve(nodes: &[Node], lang: &dyn ProofLanguage) -> Solution {
     drop(goals);
 
     let definite = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| {
-        v == LocalVerdict::Correct
+        v.is_correct()
     });
     let possible = fixed_point(nodes, &node_goal, &lemma_goals, goal_count, |v| {
         v != LocalVerdict::Incorrect

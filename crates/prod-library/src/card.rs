@@ -97,6 +97,7 @@ const EXAMPLE_FEATURES: &[(&str, Type)] = &[
     ("context_start", Type::Int),
     ("context_end", Type::Int),
     ("context_extra", Type::String),
+    ("context_axioms", Type::Strings),
     ("statement", Type::String),
     ("conditional_proof", Type::String),
     ("conditional_proof_original", Type::String),
@@ -292,7 +293,7 @@ mod tests {
             "id": "", "library": "", "package": "", "file": "", "logical_path": "", "line": 0,
             "position": 0, "scope": [], "qualified_name": "", "name": "", "imports": [],
             "flags": [], "context": "", "context_start": 0, "context_end": 0,
-            "context_extra": "", "statement": "", "conditional_proof": "",
+            "context_extra": "", "context_axioms": [], "statement": "", "conditional_proof": "",
             "conditional_proof_original": "", "proposed_lemmas": [], "proposed_names": [],
             "depth": 0, "in_tree": false, "proof_end": "", "replaced_steps": 0, "split": "",
             "variant": ""

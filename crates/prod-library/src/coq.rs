@@ -686,6 +686,9 @@ impl LibrarySource for CoqSource<'_> {
     fn language(&self) -> Option<&dyn ProofLanguage> {
         self.language
     }
+    fn context_axioms(&self, context: &str) -> Vec<String> {
+        prod_coq::admitted_constants(context)
+    }
 }
 
 #[cfg(test)]

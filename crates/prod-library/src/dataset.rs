@@ -114,6 +114,11 @@ pub struct Example {
     pub context_end: usize,
     /// Text after the file prefix: the admitted lemmas of an augmented example, else empty.
     pub context_extra: String,
+    /// The constants the full context admits without proof (`Axiom`, `Parameter`,
+    /// `Conjecture`, a lemma closed by `Admitted`, …), named relative to the file. The checker
+    /// excuses none of them unless the user allows it by name (`allowed_axioms`).
+    #[serde(default)]
+    pub context_axioms: Vec<String>,
     pub statement: String,
     /// Ground truth: `t0` + proof steps with `<invoke>`s (and `hammer.` replacements).
     pub conditional_proof: String,
@@ -709,6 +714,7 @@ fn write_files(
     // Lines are rendered per file in parallel and written in file order, so the output is the
     // same whatever the thread count.
     let rc = RenderContext {
+        src,
         lib,
         cfg,
         lang,
@@ -798,6 +804,7 @@ fn write_files(
 
 /// What rendering needs beside one file's result.
 struct RenderContext<'a> {
+    src: &'a dyn LibrarySource,
     lib: &'a crate::discovery::Library,
     cfg: &'a DatasetConfig,
     lang: Option<&'a dyn ProofLanguage>,
@@ -910,6 +917,9 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
             context_start: cstart,
             context_end: ex.context_end,
             context_extra: String::new(),
+            context_axioms: rc
+                .src
+                .context_axioms(r.reduced.get(..ex.context_end).unwrap_or("")),
             statement: ex.statement.clone(),
             conditional_proof: ex.conditional_proof.clone(),
             conditional_proof_original: ex.conditional_proof_original.clone(),
@@ -937,6 +947,9 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
                 .to_string(),
             context_start: wstart,
             context_end: ex.context_with_lemmas_end,
+            context_axioms: rc
+                .src
+                .context_axioms(r.source.get(..ex.context_with_lemmas_end).unwrap_or("")),
             conditional_proof: ex.plain_proof.clone(),
             conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
                 .map(|cp| {
@@ -979,6 +992,12 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
                         let aug = Example {
                             id: format!("{}:augmented", base.id),
                             context: format!("{}{extra}", base.context),
+                            context_axioms: base
+                                .context_axioms
+                                .iter()
+                                .chain(&base.proposed_names)
+                                .cloned()
+                                .collect(),
                             context_extra: extra,
                             conditional_proof: proof.to_string(),
                             proposed_lemmas: vec![],

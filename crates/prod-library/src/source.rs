@@ -74,6 +74,13 @@ pub trait LibrarySource: Sync {
     /// The language used to move proposed lemmas into the context (augmented SFT copies);
     /// `None`: no augmented copies (a note says so).
     fn language(&self) -> Option<&dyn ProofLanguage>;
+    /// The constants `context` (a file's text before a theorem) admits without a proof, named
+    /// relative to the file: recorded with each example, since the checker excuses none of
+    /// them unless the user allows it by name. Empty where the prover's segmenter does not
+    /// know how to read them.
+    fn context_axioms(&self, _context: &str) -> Vec<String> {
+        Vec::new()
+    }
     /// Test units. `sizes`: per FILE, its examples and T_tree examples. The default is the
     /// dependency sampler of [`dependency_split`].
     fn split_plan(&self, cfg: &DatasetConfig, sizes: &UnitSizes) -> SplitPlan {

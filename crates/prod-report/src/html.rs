@@ -18,6 +18,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n\
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}\n\
 figcaption{font-size:13px;color:#555;max-width:640px}\n\
 .warn{background:#fff4e5;border:1px solid #f0b96b;padding:.3em 1em}\n\
+.alarm{background:#fde8e8;border:2px solid #c0392b;padding:.3em 1em}\n\
 pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:13px;white-space:pre-wrap}\n\
 details.tree{border:1px solid #ddd;padding:.3em 1em;margin:.6em 0}\n\
 details.tree summary{cursor:pointer;font-weight:600}\n\
@@ -81,6 +82,14 @@ pub fn render_html(r: &RunReport) -> String {
             let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", xml(k), xml(v));
         }
         out.push_str("</tbody>\n</table>\n");
+    }
+    let alarms = tables::canary_alarms(r);
+    if !alarms.is_empty() {
+        out.push_str("<div class=\"alarm\">\n<p><strong>SOUNDNESS ALARM</strong>: the checker accepted a canary, a statement no proof may prove. The run stopped; no figure of this report can be trusted until the cause is found (the nodes are in <code>canary-alarm.jsonl</code>).</p>\n<ul>\n");
+        for a in &alarms {
+            let _ = writeln!(out, "<li>{}</li>", xml(a));
+        }
+        out.push_str("</ul>\n</div>\n");
     }
     let warnings = tables::warnings(r);
     if !warnings.is_empty() {

@@ -20,8 +20,9 @@ pub use figures::{figures, Figure};
 pub use html::render_html;
 pub use markdown::render_markdown;
 pub use model::{
-    DatasetInfo, DepthCell, Evaluation, ExampleNode, ExampleTally, ExampleTree, FailureCount,
-    ModelInfo, NodeOutcomes, PassAtK, Reinforced, RoundMetrics, RunReport, TheoremDetail,
+    CanaryAlarm, CanaryCheck, DatasetInfo, DepthCell, Evaluation, ExampleNode, ExampleTally,
+    ExampleTree, FailureCount, ModelInfo, NodeOutcomes, PassAtK, Reinforced, RoundMetrics,
+    RunReport, TheoremDetail,
 };
 pub use tables::warnings;
 

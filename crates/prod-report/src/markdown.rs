@@ -119,6 +119,14 @@ pub fn render_markdown(r: &RunReport) -> String {
     if !tables::meta(r).is_empty() {
         out.push('\n');
     }
+    let alarms = tables::canary_alarms(r);
+    if !alarms.is_empty() {
+        out.push_str("**SOUNDNESS ALARM**: the checker accepted a canary, a statement no proof may prove. The run stopped; no figure of this report can be trusted until the cause is found (the nodes are in `canary-alarm.jsonl`).\n\n");
+        for a in &alarms {
+            let _ = writeln!(out, "- {}", md_line(a));
+        }
+        out.push('\n');
+    }
     let warnings = tables::warnings(r);
     if !warnings.is_empty() {
         out.push_str(

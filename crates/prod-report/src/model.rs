@@ -32,6 +32,36 @@ pub struct RunReport {
     pub rounds: Vec<RoundMetrics>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The canary checks of the run (one per evaluation or RL round that ran them).
+    #[serde(default)]
+    pub canaries: Vec<CanaryCheck>,
+}
+
+/// Statements no proof may prove (`False`, `0 = 1`, …), sampled and checked like the run's
+/// theorems but never counted in pass@k: any accepted one is a soundness alarm.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct CanaryCheck {
+    /// Canary theorems checked.
+    pub canaries: usize,
+    /// Their sampled nodes.
+    #[serde(default)]
+    pub nodes: usize,
+    /// Canary roots the reward path accepted (must be empty).
+    #[serde(default)]
+    pub alarms: Vec<CanaryAlarm>,
+}
+
+/// One accepted canary root.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct CanaryAlarm {
+    pub canary: String,
+    pub tree: u32,
+    pub node: i64,
+    /// How it was accepted: locally correct without a proposal, globally correct, or through
+    /// the final check.
+    pub what: String,
+    pub statement: String,
+    pub completion: String,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

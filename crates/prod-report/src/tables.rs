@@ -83,7 +83,37 @@ pub fn meta(r: &RunReport) -> Vec<(String, String)> {
         .map(|p| format!(" ({} parameters)", human_count(p)))
         .unwrap_or_default();
     put("Model", format!("{}{params}", m.name).trim().to_string());
+    if !r.canaries.is_empty() {
+        let checked: usize = r.canaries.iter().map(|c| c.canaries).sum();
+        let accepted: usize = r.canaries.iter().map(|c| c.alarms.len()).sum();
+        put(
+            "Canaries",
+            format!(
+                "{checked} checked ({} nodes), {accepted} accepted",
+                r.canaries.iter().map(|c| c.nodes).sum::<usize>()
+            ),
+        );
+    }
     v
+}
+
+/// One line per accepted canary (the report's alarm banner).
+pub fn canary_alarms(r: &RunReport) -> Vec<String> {
+    r.canaries
+        .iter()
+        .flat_map(|c| &c.alarms)
+        .map(|a| {
+            format!(
+                "{} (tree {}, node {}): {} — {} {}",
+                a.canary,
+                a.tree,
+                a.node,
+                a.what,
+                a.statement,
+                crate::text::truncate(&a.completion, 300)
+            )
+        })
+        .collect()
 }
 
 /// 124000000 -> "124M"; small counts verbatim.

@@ -80,7 +80,7 @@ pub fn round_examples(
         if local == LocalVerdict::Unknown || is_trivial_proposal(&node.statement, proof, lang) {
             continue;
         }
-        let correct = local == LocalVerdict::Correct;
+        let correct = local.is_correct();
         let values: Vec<f64> = if correct && matches!(weighting, Weighting::Reinforce { .. }) {
             proof.lemmas().map(|l| value(&node.context, l)).collect()
         } else {

@@ -84,14 +84,8 @@ pub fn check_nodes(
     Ok(stats)
 }
 
-/// The local verdict of a stored node: `Proved` → correct; `Failed`, `TimedOut`, `Rejected` →
-/// incorrect; no stored verdict (unchecked or infra) → unknown.
+/// The local verdict of a stored node ([`Verdict::local_verdict`]); no stored verdict
+/// (unchecked) → unknown.
 pub fn local_verdict(v: Option<&Verdict>) -> LocalVerdict {
-    match v {
-        Some(Verdict::Proved { .. }) => LocalVerdict::Correct,
-        Some(Verdict::Failed { .. } | Verdict::TimedOut { .. } | Verdict::Rejected { .. }) => {
-            LocalVerdict::Incorrect
-        }
-        Some(Verdict::Infra { .. }) | None => LocalVerdict::Unknown,
-    }
+    v.map_or(LocalVerdict::Unknown, Verdict::local_verdict)
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use prod_check::{CheckRequest, Checker, Verdict};
 use prod_core::pass_at_k::{estimate, DepthTable, TheoremOutcome};
-use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
+use prod_core::tree::{solve, GlobalVerdict, Node};
 use prod_core::{assemble, ConditionalProof, ProofLanguage};
 use prod_report::{DepthCell, Evaluation, PassAtK};
 use prod_rl::{generate_test_trees, GeneratedNode, Origin, TreeGoal};
@@ -252,16 +252,12 @@ pub(crate) fn check_phase(
     Ok(stats)
 }
 
-/// Solver input for a set of stored nodes: (node, stored id, has hammer replacements, the
-/// context axioms its local check accepted).
-#[allow(clippy::type_complexity)]
+/// Solver input for a set of stored nodes: (node, stored id, has hammer replacements).
 pub(crate) fn solver_nodes(
     store: &RunStore,
     nodes: &[&StoredNode],
-    lang: &dyn ProofLanguage,
-) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>, Vec<Vec<String>>)> {
-    let (mut out, mut ids, mut hammer, mut axioms) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>)> {
+    let (mut out, mut ids, mut hammer) = (Vec::new(), Vec::new(), Vec::new());
     for n in nodes {
         let Ok(p) = ConditionalProof::parse(&n.completion) else {
             continue;
@@ -278,9 +274,8 @@ pub(crate) fn solver_nodes(
         });
         ids.push(n.id);
         hammer.push(h);
-        axioms.push(prod_check::node_context_axioms(&p, v.as_ref(), lang));
     }
-    Ok((out, ids, hammer, axioms))
+    Ok((out, ids, hammer))
 }
 
 /// Run (or resume) one evaluation under `round`/`phase` (e.g. 0/[`Phase::Eval`]): the phases
@@ -300,7 +295,8 @@ pub fn run_eval(
         .iter()
         .map(|t| (t.id.clone(), serde_json::to_string(t).unwrap_or_default()))
         .collect();
-    if round == 0 {
+    // The run's theorem list is its main evaluation's; canaries are checked beside it.
+    if round == 0 && phase != Phase::Canary {
         store.ensure_theorems(&ids)?;
     }
     let t = Instant::now();
@@ -383,7 +379,6 @@ struct FinalJob {
     tree: u32,
     assembled: prod_core::AssembledProof,
     hammer_replaced: bool,
-    allowed_axioms: Vec<String>,
     proved: ProvedTree,
 }
 
@@ -443,8 +438,6 @@ struct SolvedTree {
     ids: Vec<i64>,
     /// Whether each node's checked proof has hammer replacements.
     hammer: Vec<bool>,
-    /// The context axioms each node's local check accepted.
-    axioms: Vec<Vec<String>>,
     solution: prod_core::tree::Solution,
 }
 
@@ -455,7 +448,7 @@ fn solve_tree(
     out: &mut Solved,
 ) -> anyhow::Result<SolvedTree> {
     let lang = ctx.prover.lang;
-    let (nodes, ids, hammer, axioms) = solver_nodes(ctx.store, in_tree, lang)?;
+    let (nodes, ids, hammer) = solver_nodes(ctx.store, in_tree)?;
     let solution = solve(&nodes, lang);
     for (i, id) in ids.iter().enumerate() {
         ctx.store
@@ -466,7 +459,6 @@ fn solve_tree(
         nodes,
         ids,
         hammer,
-        axioms,
         solution,
     })
 }
@@ -544,7 +536,6 @@ fn final_job(
             .lemmas
             .iter()
             .any(|l| t.hammer.get(l.node).copied().unwrap_or(false)),
-        allowed_axioms: prod_check::context_axioms(&assembled, &t.axioms),
         proved: ProvedTree {
             height: t.solution.height(si),
             assembled: assembled.text.clone(),
@@ -575,7 +566,6 @@ fn final_checks(
                     theorem: &theorems[th],
                     assembled: &job.assembled,
                     hammer_replaced: job.hammer_replaced,
-                    allowed_axioms: &job.allowed_axioms,
                     timeout: Duration::from_secs(opts.final_timeout_s),
                 });
                 store.put_final(round, phase, th as i64, tree, &v, &file)?;
@@ -717,7 +707,7 @@ fn node_verdicts(store: &RunStore, nodes: &[StoredNode]) -> anyhow::Result<NodeV
         if ConditionalProof::parse(&n.completion).is_ok() {
             out.parsed += 1;
         }
-        if local_verdict(v.as_ref()) == LocalVerdict::Correct {
+        if local_verdict(v.as_ref()).is_correct() {
             out.correct += 1;
         }
         out.verdicts.insert(n.id, v);

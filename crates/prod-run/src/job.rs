@@ -331,8 +331,12 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         dataset_statements: &novel,
     };
     let result = run_eval(&ctx, policy.seq(), &theorems, &job.options, 0, Phase::Eval)?;
-    let report = eval_report(job, theorems.len(), &result, &prover.name, policy.native())?;
+    // After the evaluation, so its samples are those of a run without canaries.
+    let canaries = crate::canary::run_canaries(&ctx, policy.seq(), &theorems, &job.options, 0)?;
+    let mut report = eval_report(job, theorems.len(), &result, &prover.name, policy.native())?;
+    report.canaries = vec![canaries.clone()];
     write_report(&job.out, &report)?;
+    crate::canary::stop_on_alarm(&canaries, &job.out)?;
     Ok((report, result))
 }
 
@@ -452,6 +456,7 @@ fn eval_report(
         config: serde_json::to_value(job)?,
         evaluations: vec![result.evaluation.clone()],
         rounds: vec![],
+        canaries: vec![],
         notes: vec![
             format!(
                 "nodes: {} sampled, {} parse as conditional proofs, {} locally correct",

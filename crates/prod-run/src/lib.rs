@@ -17,6 +17,7 @@
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
 //!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
+pub mod canary;
 pub mod check;
 pub mod context;
 pub mod eval;

@@ -46,8 +46,6 @@ pub struct FinalProof<'a> {
     pub assembled: &'a AssembledProof,
     /// Some node's proof had `hammer.` steps replaced by the tactic its check found.
     pub hammer_replaced: bool,
-    /// Context axioms the local checks accepted.
-    pub allowed_axioms: &'a [String],
     pub timeout: Duration,
 }
 
@@ -63,16 +61,21 @@ pub struct CoqFinal(pub CoqCheckConfig);
 impl FinalCheck for CoqFinal {
     fn final_check(&self, p: &FinalProof<'_>) -> (Verdict, String) {
         let t = p.theorem;
-        let (file, root) = prod_check_coq::AssembledFile {
+        let rendered = prod_check_coq::AssembledFile {
             context: &t.context,
             scope: &t.scope,
             qualified_name: &t.qualified_name,
+            root_statement: &t.statement,
             assembled: &p.assembled.text,
             root: &p.assembled.root().name,
             hammer_replaced: p.hammer_replaced,
         }
         .render();
-        let v = prod_check_coq::final_check(&file, &root, p.allowed_axioms, &self.0, p.timeout);
+        let (file, root) = match rendered {
+            Ok(r) => r,
+            Err(e) => return (Verdict::rejected(e), String::new()),
+        };
+        let v = prod_check_coq::final_check(&file, &root, &self.0, p.timeout);
         (v, file)
     }
 }

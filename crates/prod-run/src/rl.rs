@@ -412,6 +412,9 @@ pub fn round_theorems(all: &[Theorem], batch: usize, seed: u64, round: u32) -> V
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RoundRecord {
     pub metrics: RoundMetrics,
+    /// The round's canaries, sampled from the round's policy before it trained.
+    #[serde(default)]
+    pub canaries: Option<prod_report::CanaryCheck>,
     /// Checks run by the filters (after the cache).
     pub filter_checks: usize,
     pub trivial_dropped: usize,
@@ -649,6 +652,36 @@ pub fn start_eval(store: &RunStore) -> anyhow::Result<Option<RoundMetrics>> {
     Ok(Some(m))
 }
 
+/// The evaluation settings of the fixed subset, under `name`.
+fn eval_options(cfg: &RlConfig, name: String) -> crate::eval::EvalOptions {
+    crate::eval::EvalOptions {
+        name,
+        split: cfg.eval.split.clone(),
+        ks: cfg.eval.ks.clone(),
+        samples: cfg.eval.samples,
+        depth: cfg.eval.depth,
+        final_timeout_s: cfg.eval.final_timeout_s,
+        bootstrap: cfg.eval.bootstrap,
+        seed: cfg.seed,
+        temperature: cfg.sampling.temperature,
+    }
+}
+
+/// Round `round`'s canaries, in the contexts of its theorems, sampled from its policy before
+/// it trains: an accepted canary stops the run before a wrong proof is reinforced.
+pub(crate) fn round_canaries(
+    cfg: &RlConfig,
+    env: &RunContext<'_>,
+    theorems: &[Theorem],
+    round: u32,
+    policy: &mut RoundPolicy,
+) -> anyhow::Result<prod_report::CanaryCheck> {
+    let opts = eval_options(cfg, format!("round {round} canaries"));
+    let check = crate::canary::run_canaries(env, policy.seq(), theorems, &opts, round)?;
+    crate::canary::stop_on_alarm(&check, env.out)?;
+    Ok(check)
+}
+
 /// Evaluate `policy` (round `round`'s checkpoint; 0 = the starting model) on the fixed subset:
 /// Algorithm 1 trees in the run store under (round, "rl-eval"), resumable like `prod eval`,
 /// with the same sampling seeds every round.
@@ -664,17 +697,7 @@ fn round_eval(
         "round {round}: pass@k on {} held-out theorems",
         theorems.len()
     ));
-    let opts = crate::eval::EvalOptions {
-        name: format!("round {round}"),
-        split: cfg.eval.split.clone(),
-        ks: cfg.eval.ks.clone(),
-        samples: cfg.eval.samples,
-        depth: cfg.eval.depth,
-        final_timeout_s: cfg.eval.final_timeout_s,
-        bootstrap: cfg.eval.bootstrap,
-        seed: cfg.seed,
-        temperature: cfg.sampling.temperature,
-    };
+    let opts = eval_options(cfg, format!("round {round}"));
     let r = crate::eval::run_eval(env, policy.seq(), theorems, &opts, round, Phase::RlEval)?;
     Ok(RoundEval {
         use_invoke_share_root: r.evaluation.use_invoke_share_root,
@@ -930,6 +953,7 @@ impl RlRun<'_> {
         model: prod_report::ModelInfo { name: cfg.model.display().to_string(), params: self.params },
         config: serde_json::to_value(cfg).unwrap_or_default(),
         evaluations: vec![],
+        canaries: records.iter().filter_map(|r| r.canaries.clone()).collect(),
         rounds: start_eval(self.store)
             .ok()
             .flatten()

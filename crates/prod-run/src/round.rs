@@ -75,6 +75,7 @@ pub(crate) fn run_round(
     let check_s = t.elapsed().as_secs_f64();
     let filtered = filter(r, &sampled.nodes)?;
     let global = solve_round(r, &sampled.nodes, &filtered)?;
+    let canaries = crate::rl::round_canaries(r.cfg, r.env, &theorems, r.round, policy)?;
     let t = Instant::now();
     let mut weighed = weigh(
         r,
@@ -98,6 +99,7 @@ pub(crate) fn run_round(
             tokens_per_s: sampled.tokens_per_s,
             trained,
             replay,
+            canaries,
         },
     )
 }
@@ -208,7 +210,7 @@ fn filter(r: &Round<'_>, nodes: &[StoredNode]) -> anyhow::Result<Filtered> {
     }
     let mut contexts: HashMap<String, String> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        if f.local[i] != LocalVerdict::Correct || n.origin == Origin::GroundTruth {
+        if !f.local[i].is_correct() || n.origin == Origin::GroundTruth {
             continue;
         }
         let Ok(proof) = ConditionalProof::parse(&f.completions[i]) else {
@@ -376,7 +378,7 @@ fn lemma_values(
 ) -> anyhow::Result<HashMap<(String, String), f64>> {
     let mut wanted: Vec<(String, String)> = Vec::new();
     for (g, l) in generated.iter().zip(local) {
-        if *l == LocalVerdict::Correct {
+        if l.is_correct() {
             if let Ok(p) = &g.proof {
                 for lem in p.lemmas() {
                     wanted.push((g.context.clone(), lem.to_string()));
@@ -734,6 +736,7 @@ struct Summary<'a> {
     tokens_per_s: Option<f64>,
     trained: Trained,
     replay: &'a ReplayBuffer<StoredExample>,
+    canaries: prod_report::CanaryCheck,
 }
 
 /// The round's metrics and its checkpoint in the run store: from here on the round is done.
@@ -753,12 +756,7 @@ fn record(r: &Round<'_>, s: &Summary<'_>) -> anyhow::Result<RoundRecord> {
         round: r.round,
         examples: batch.len(),
         mean_weight: (!batch.is_empty()).then(|| s.weighed.weight_sum / batch.len() as f64),
-        locally_correct: s
-            .filtered
-            .local
-            .iter()
-            .filter(|l| **l == LocalVerdict::Correct)
-            .count(),
+        locally_correct: s.filtered.local.iter().filter(|l| l.is_correct()).count(),
         globally_correct: s
             .global
             .iter()
@@ -779,6 +777,7 @@ fn record(r: &Round<'_>, s: &Summary<'_>) -> anyhow::Result<RoundRecord> {
         ..RoundMetrics::default()
     };
     let rec = RoundRecord {
+        canaries: Some(s.canaries.clone()),
         metrics,
         filter_checks: s.filtered.checks,
         trivial_dropped: s.filtered.trivial_dropped,

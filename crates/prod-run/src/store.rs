@@ -80,6 +80,9 @@ pub enum Phase {
     /// An RL round's evaluation of its checkpoint on the fixed subset (Algorithm 1).
     #[serde(rename = "rl-eval")]
     RlEval,
+    /// The canaries of an evaluation or an RL round (never counted: `crate::canary`).
+    #[serde(rename = "canary")]
+    Canary,
 }
 
 /// A finished step of a phase; the `phases` table holds `<phase>/<step>` (`eval/sample`,
@@ -1278,6 +1281,7 @@ mod tests {
                 axioms: vec!["ax".into()],
                 replacements: vec![],
                 time: std::time::Duration::from_millis(3),
+                universe_constraints: vec![],
             };
             assert!(s.put_verdict(7, &proved).unwrap());
             assert_eq!(s.verdict(7).unwrap(), Some(proved.clone()));

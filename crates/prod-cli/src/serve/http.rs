@@ -302,7 +302,8 @@ async fn check(
     if wants_stream(&headers, &query) {
         return Ok(stream(adm, ids, requests, prover));
     }
-    let results = judged(adm, requests).await?;
+    let results = judged(adm, requests.clone()).await?;
+    super::canary::watch_local(&app, &requests, &results);
     let results: Vec<Value> = ids
         .iter()
         .zip(&results)
@@ -384,6 +385,7 @@ async fn tree(
     let prover = app.pipeline.prover().to_string();
     let verdicts = judged(adm, requests.clone()).await?;
     let global = super::tree::global_verdicts(app.prover, &requests, &verdicts);
+    super::canary::watch(&app, &requests, &global);
     let results = tree_results(&ids, &verdicts, &global, &prover);
     Ok(Json(json!({"results": results})).into_response())
 }

@@ -40,6 +40,11 @@ pub struct Metrics {
     pub in_flight: AtomicU64,
     /// Requests refused with 429 (queue full).
     pub refused: AtomicU64,
+    /// Canary attacks checked by the service's self-check.
+    pub canary_checks: AtomicU64,
+    /// Canaries accepted: a self-check attack, or a request's canary root (`False`, `0 = 1`,
+    /// …) found globally correct or proved. Any is a soundness alarm.
+    pub canary_alarms: AtomicU64,
 }
 
 impl Metrics {
@@ -135,6 +140,24 @@ impl Metrics {
         );
         let _ = writeln!(s, "# TYPE prod_refused_requests_total counter");
         let _ = writeln!(s, "prod_refused_requests_total {}", get(&self.refused));
+        let _ = writeln!(
+            s,
+            "# HELP prod_canary_checks_total Canary attacks checked by the service's self-check.\n\
+             # TYPE prod_canary_checks_total counter\nprod_canary_checks_total {}",
+            get(&self.canary_checks)
+        );
+        let alarms = get(&self.canary_alarms);
+        let _ = writeln!(
+            s,
+            "# HELP prod_canary_alarms_total Canaries accepted (statements no proof may prove): a soundness alarm.\n\
+             # TYPE prod_canary_alarms_total counter\nprod_canary_alarms_total {alarms}"
+        );
+        let _ = writeln!(
+            s,
+            "# HELP prod_soundness_alarm 1 once any canary was accepted.\n\
+             # TYPE prod_soundness_alarm gauge\nprod_soundness_alarm {}",
+            u64::from(alarms > 0)
+        );
         s
     }
 }

@@ -9,6 +9,7 @@
 //! API key is set (`Authorization: Bearer KEY` on every route but `/health`). SIGINT/SIGTERM stop
 //! accepting and finish the accepted checks. Endpoints and examples: docs/serve.md.
 
+mod canary;
 mod http;
 mod metrics;
 mod tree;
@@ -120,6 +121,7 @@ pub fn run(a: ServeArgs) -> i32 {
         api_key,
         metrics: Metrics::default(),
     });
+    canary::start_self_check(app.clone());
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -10,14 +10,9 @@ use prod_core::ProofLanguage;
 
 use crate::check::Prover;
 
-/// The local verdict a check gives: `Infra` says nothing about the proof (`Unknown`, so never
-/// `Incorrect` globally), only `Proved` is correct.
+/// The local verdict a check gives ([`Verdict::local_verdict`]).
 fn local(v: &Verdict) -> LocalVerdict {
-    match v {
-        Verdict::Proved { .. } => LocalVerdict::Correct,
-        Verdict::Infra { .. } => LocalVerdict::Unknown,
-        _ => LocalVerdict::Incorrect,
-    }
+    v.local_verdict()
 }
 
 /// One request's nodes as the solver sees them: proofs as their checks closed them (found
@@ -121,24 +116,13 @@ pub fn assemble_root(
             return out;
         }
     };
-    // Per node, the context's axioms its check accepted (nodes in request order).
-    let node_axioms: Vec<Vec<String>> = f
-        .index
-        .iter()
-        .zip(requests.iter().zip(verdicts))
-        .filter_map(|(n, (r, (v, _)))| {
-            let r = r.as_ref().ok().filter(|_| n.is_some())?;
-            Some(prod_check::node_context_axioms(&r.proof, Some(v), f.lang))
-        })
-        .collect();
     let replaced = assembled.lemmas.iter().any(|l| {
         f.index
             .iter()
             .position(|n| *n == Some(l.node))
             .is_some_and(|i| matches!(&verdicts[i].0, Verdict::Proved { replacements, .. } if !replacements.is_empty()))
     });
-    let allowed = prod_check::context_axioms(&assembled, &node_axioms);
-    out.final_check = Some(pipeline.final_check(req, &assembled, replaced, &allowed));
+    out.final_check = Some(pipeline.final_check(req, &assembled, replaced));
     out.assembled = Some(assembled.text);
     out
 }
@@ -163,6 +147,7 @@ mod tests {
             axioms: vec![],
             replacements: vec![],
             time: Duration::ZERO,
+            universe_constraints: vec![],
         };
         let requests = vec![
             req(

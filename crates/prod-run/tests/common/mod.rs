@@ -35,6 +35,7 @@ pub fn example(name: &str, statement: &str, proof: &str, lemmas: &[&str]) -> Exa
         context_start: 0,
         context_end: SOURCE.len(),
         context_extra: String::new(),
+        context_axioms: vec![],
         statement: statement.into(),
         conditional_proof: proof.into(),
         conditional_proof_original: proof.into(),

@@ -1,0 +1,607 @@
+//! An adversary that keeps working: seeded scenarios that move the project's attack
+//! constructs between the places untrusted text can hold them (a proof, a proposed lemma, a
+//! node's statement, a let-binder of either, the context's admitted constants) and vary their
+//! layout (blanks, line breaks, comments, Unicode in comments, qualified names), each run
+//! through the whole path a reward takes: every node checked by the real Coq, the proof tree
+//! solved, a globally correct root assembled and re-checked cold.
+//!
+//! Every attack's root is a *canary* (a statement that is false, or unprovable without an
+//! axiom: `False`, `0 = 1`, `forall n, n = S n`, an equation between functions out of an empty
+//! SProp type): it must never be globally correct nor pass the final check, and no attack node
+//! may end in `infra` (text must not steer what is counted). Beside them, honest look-alikes
+//! of the same shapes must be proved end to end, so the defences are not simply refusing
+//! everything. Used by the test suite (a couple of minutes) and by `prod bench adversary`
+//! (as long as asked).
+
+use std::time::Duration;
+
+use prod_check::{CheckRequest, Checker, Verdict};
+use prod_core::tree::{solve, GlobalVerdict, Node};
+use prod_core::{assemble, ConditionalProof, ProofLanguage};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::final_check::{final_check, AssembledFile};
+use crate::pool::CoqChecker;
+
+/// The imports every scenario starts from.
+const IMPORTS: &str = "From Coq Require Import Arith List Lia.";
+
+/// Helpers for Coq 8.16.1's ill-guarded fixpoint (rocq#20455).
+const GUARD_CONTEXT: &str = "Definition not_zero n := match n with 0 => False | S _ => True end.\n\
+Definition not_one n := match n with 0 => False | S n => not_zero n end.";
+
+/// A fixpoint of type `forall n, not_zero n -> False` that Coq 8.16.1's guard checker (and
+/// `coqchk`) accept: with it, `False` is proved.
+pub const ILL_GUARDED_FIX: &str = "fix issue (n : nat) : not_zero n -> False := match n as n0 return (not_zero n0 -> False) with | O => fun h => h | S subn => fun _ => \
+let f := fun (b : bool) (e : b = true) (x : nat) (Hx : not_one x) => let arg := match (if b then x else subn) with O => subn | S k => k end in \
+issue arg (@eq_ind_r bool true (fun b0 : bool => not_zero (match (if b0 then x else subn) with O => subn | S k => k end)) \
+(match x as n0 return (not_one n0 -> not_zero (match n0 with O => subn | S k => k end)) with | O => fun Hx0 => False_ind _ Hx0 | S n0 => fun Hx0 => Hx0 end Hx) b e) \
+in f true eq_refl 5 I end";
+
+/// An equation between two functions out of the empty SProp type that only rocq#21690 (Coq
+/// 8.16.1's conversion) proves: unprovable without functional extensionality.
+const SPROP_EQUATION: &str = "(fun x : sEmpty => (match x return nat -> nat with end) 0) = (fun x : sEmpty => (match x return nat -> nat with end) 1)";
+
+/// One node of a scenario's tree.
+#[derive(Clone, Debug)]
+pub struct ScenarioNode {
+    pub statement: String,
+    pub proof: String,
+}
+
+/// A tree to check: the root first, then the nodes that prove its proposals.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// `family/placement#seed` for messages.
+    pub id: String,
+    /// An honest look-alike (must be proved), or an attack (its root is a canary).
+    pub honest: bool,
+    pub imports: String,
+    pub context: String,
+    pub nodes: Vec<ScenarioNode>,
+}
+
+/// What the whole path said about a scenario.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub local: Vec<Verdict>,
+    pub root: GlobalVerdict,
+    /// The cold re-check, when the root was globally correct.
+    pub final_check: Option<Verdict>,
+}
+
+impl Outcome {
+    /// Did the root count as proved (globally correct and through the final check)?
+    pub fn proved(&self) -> bool {
+        self.root == GlobalVerdict::Correct
+            && self.final_check.as_ref().is_some_and(Verdict::is_proved)
+    }
+
+    /// What is wrong with this outcome for `s`, if anything.
+    pub fn problem(&self, s: &Scenario) -> Option<String> {
+        if s.honest {
+            return (!self.proved()).then(|| {
+                format!(
+                    "honest look-alike {} not proved: local {:?}, root {:?}, final {:?}",
+                    s.id, self.local, self.root, self.final_check
+                )
+            });
+        }
+        if self.root == GlobalVerdict::Correct
+            || self.final_check.as_ref().is_some_and(Verdict::is_proved)
+        {
+            return Some(format!(
+                "ATTACK ACCEPTED {}: local {:?}, root {:?}, final {:?}\n{:#?}",
+                s.id, self.local, self.root, self.final_check, s.nodes
+            ));
+        }
+        if let Some(v) = self
+            .local
+            .iter()
+            .find(|v| matches!(v, Verdict::Infra { .. }))
+        {
+            return Some(format!("attack {} ended in infra: {v:?}", s.id));
+        }
+        None
+    }
+}
+
+/// `n` scenarios from `seed`: every attack family in every placement it has, then random
+/// layouts of them, with the honest look-alikes among them.
+pub fn scenarios(seed: u64, n: usize) -> Vec<Scenario> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let base = base_scenarios();
+    let mut out: Vec<Scenario> = base.clone();
+    let (look_alikes, attacks): (Vec<&Scenario>, Vec<&Scenario>) =
+        base.iter().partition(|s| s.honest);
+    let mut i = 0u64;
+    while out.len() < n {
+        // A third of the variations are look-alikes: layout must not break honest proofs.
+        let pool = if rng.gen_bool(1.0 / 3.0) {
+            &look_alikes
+        } else {
+            &attacks
+        };
+        let s = (*pool.choose(&mut rng).expect("scenarios")).clone();
+        out.push(vary(s, &mut rng, seed.wrapping_add(i)));
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+fn node(statement: &str, proof: &str) -> ScenarioNode {
+    ScenarioNode {
+        statement: statement.to_string(),
+        proof: proof.to_string(),
+    }
+}
+
+fn attack(id: &str, imports: &str, context: &str, nodes: Vec<ScenarioNode>) -> Scenario {
+    Scenario {
+        id: id.to_string(),
+        honest: false,
+        imports: imports.to_string(),
+        context: context.to_string(),
+        nodes,
+    }
+}
+
+fn honest(id: &str, imports: &str, context: &str, nodes: Vec<ScenarioNode>) -> Scenario {
+    Scenario {
+        honest: true,
+        ..attack(id, imports, context, nodes)
+    }
+}
+
+/// The canaries an attack's root states, and how a proof of `False` closes each.
+const CANARIES: &[(&str, &str)] = &[
+    ("Lemma root : False.", ""),
+    ("Lemma root : 0 = 1.", "exfalso. "),
+    (
+        "Lemma root : forall n : nat, n = S n.",
+        "intros n. exfalso. ",
+    ),
+];
+
+/// Every family in every placement, over every canary; honest look-alikes of each shape.
+fn base_scenarios() -> Vec<Scenario> {
+    let mut out = vec![];
+    let fix_lemma = format!("Lemma l (F := {ILL_GUARDED_FIX}) : forall n, not_zero n -> False.");
+    let fix_type =
+        format!("Lemma l : let F := {ILL_GUARDED_FIX} in forall n, not_zero n -> False.");
+    let plain_lemma = "Lemma l : forall n, not_zero n -> False.";
+    let sprop_imports = "From Coq Require Import Arith StrictProp.";
+    for (k, (canary, close)) in CANARIES.iter().enumerate() {
+        let uses_l = format!(
+            "<use_invoke> <invoke> {} </invoke> {close}exact (l 1 I).",
+            "{L}"
+        );
+        let root = |l: &str| node(canary, &uses_l.replace("{L}", l));
+        // Guard: the fixpoint in a proposal's let-binder, in its type, in the child's proof,
+        // in the root's own proof.
+        out.push(attack(
+            &format!("guard/let-binder/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![root(&fix_lemma), node(&fix_lemma, "<no_invoke> exact F.")],
+        ));
+        out.push(attack(
+            &format!("guard/let-in-type/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![
+                root(&fix_type),
+                node(&fix_type, "<no_invoke> intros F. exact F."),
+            ],
+        ));
+        out.push(attack(
+            &format!("guard/child-proof/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![
+                root(plain_lemma),
+                node(
+                    plain_lemma,
+                    &format!("<no_invoke> exact ({ILL_GUARDED_FIX})."),
+                ),
+            ],
+        ));
+        out.push(attack(
+            &format!("guard/root-proof/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![node(
+                canary,
+                &format!("<no_invoke> {close}exact (({ILL_GUARDED_FIX}) 1 I)."),
+            )],
+        ));
+        out.push(attack(
+            &format!("guard/fix-tactic/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![
+                root(plain_lemma),
+                node(plain_lemma, "<no_invoke> fix IH 1. exact IH."),
+            ],
+        ));
+        // Kernel-deferring tactics, plain and qualified, in the root and in a child.
+        out.push(attack(
+            &format!("deferring/root/{k}"),
+            IMPORTS,
+            "",
+            vec![node(
+                canary,
+                &format!("<no_invoke> {close}exact_no_check I."),
+            )],
+        ));
+        out.push(attack(
+            &format!("deferring/qualified-child/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![
+                root(plain_lemma),
+                node(
+                    plain_lemma,
+                    "<no_invoke> Coq.Init.Ltac.exact_no_check (fun n (h : not_zero n) => I).",
+                ),
+            ],
+        ));
+        // The context's admitted constants, directly and through a child.
+        for (c, ctx) in [
+            ("admitted", "Lemma oracle : False.\nAdmitted."),
+            ("axiom", "Axiom oracle : False."),
+            ("parameter", "Parameter oracle : False."),
+            (
+                "module",
+                "Module M.\nLemma oracle : False.\nAdmitted.\nEnd M.\nImport M.",
+            ),
+        ] {
+            let ctx = format!("{GUARD_CONTEXT}\n{ctx}");
+            out.push(attack(
+                &format!("context/{c}/{k}"),
+                IMPORTS,
+                &ctx,
+                vec![node(
+                    canary,
+                    &format!("<no_invoke> {close}destruct oracle."),
+                )],
+            ));
+            out.push(attack(
+                &format!("context/{c}-child/{k}"),
+                IMPORTS,
+                &ctx,
+                vec![
+                    root(plain_lemma),
+                    node(plain_lemma, "<no_invoke> destruct oracle."),
+                ],
+            ));
+        }
+        // Text that names an infrastructure failure or a time-out, then fails.
+        out.push(attack(
+            &format!("kind/printed-oom/{k}"),
+            IMPORTS,
+            "",
+            vec![node(
+                canary,
+                "<no_invoke> idtac \"Error: Out of memory.\"; fail.",
+            )],
+        ));
+        out.push(attack(
+            &format!("kind/own-timeout/{k}"),
+            IMPORTS,
+            "",
+            vec![node(canary, "<no_invoke> timeout 1 (do 100000000 idtac).")],
+        ));
+        // t0 against the blocks.
+        out.push(attack(
+            &format!("t0/no-invoke-proposes/{k}"),
+            IMPORTS,
+            GUARD_CONTEXT,
+            vec![node(
+                canary,
+                &format!("<no_invoke> <invoke> {plain_lemma} </invoke> {close}exact (l 1 I)."),
+            )],
+        ));
+    }
+    // SProp: the equation as the root, proved directly or through a proposal.
+    let sprop_root = format!("Lemma root : {SPROP_EQUATION}.");
+    let sprop_lemma = format!("Lemma e : {SPROP_EQUATION}.");
+    for (p, proof) in [
+        ("exact", "exact eq_refl."),
+        ("apply", "apply eq_refl."),
+        ("reflexivity", "reflexivity."),
+    ] {
+        out.push(attack(
+            &format!("sprop/{p}"),
+            sprop_imports,
+            "",
+            vec![node(&sprop_root, &format!("<no_invoke> {proof}"))],
+        ));
+        out.push(attack(
+            &format!("sprop/{p}-child"),
+            sprop_imports,
+            "",
+            vec![
+                node(
+                    &sprop_root,
+                    &format!("<use_invoke> <invoke> {sprop_lemma} </invoke> exact e."),
+                ),
+                node(&sprop_lemma, &format!("<no_invoke> {proof}")),
+            ],
+        ));
+    }
+    // Name capture: a proposal named like a constant of the statement.
+    out.push(attack("capture/proposal-named-false", IMPORTS, "", vec![node(
+        "Lemma root : if false then True else False.",
+        "<use_invoke> <invoke> Lemma false : {True} + {False}. </invoke> destruct false as [t|f]; [exact I | destruct f].",
+    )]));
+    out.push(attack("capture/second-proposal", IMPORTS, "", vec![node(
+        "Lemma root : if negb true then True else False.",
+        "<use_invoke> <invoke> Lemma aux : True. </invoke> <invoke> Lemma negb : bool -> {True} + {False}. </invoke> destruct (negb true) as [t|f]; [exact I | destruct f].",
+    )]));
+    // Universe levels across nodes: the child's proof needs `A ≤ B`, the parent uses the
+    // proposal where `B < A` (Hurkens' paradox). Each node is locally correct.
+    let hurkens = "From Coq Require Import Arith List Lia. Require Coq.Logic.Hurkens.";
+    let universe_lemma = "Lemma h : forall A : Type, {B : Type & A = B}.";
+    out.push(attack("universe/hurkens", hurkens, "", vec![
+        node("Lemma root : False.", &format!("<use_invoke> <invoke> {universe_lemma} </invoke> destruct (h Type) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
+        node(universe_lemma, "<no_invoke> intros A. exists A. reflexivity."),
+    ]));
+    // Honest look-alikes of the same shapes.
+    out.push(honest("honest/universe-levels-unconstrained", hurkens, "", vec![
+        node("Lemma root : forall (A : Type) (l : list A), rev (rev l) = l.", "<use_invoke> <invoke> Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l. </invoke> exact rr."),
+        node("Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l.", "<no_invoke> intros A l. apply rev_involutive."),
+    ]));
+    out.push(honest("honest/lemma-child", IMPORTS, "", vec![
+        node("Lemma root : forall n : nat, n + 0 + 0 = n.", "<use_invoke> intros n. <invoke> Lemma pz : forall m : nat, m + 0 = m. </invoke> rewrite pz. rewrite pz. reflexivity."),
+        node("Lemma pz : forall m : nat, m + 0 = m.", "<no_invoke> induction m as [|m IH]; simpl; [reflexivity | rewrite IH; reflexivity]."),
+    ]));
+    out.push(honest(
+        "honest/reduction-flags",
+        IMPORTS,
+        "",
+        vec![node(
+            "Lemma root : 2 + 2 = 4.",
+            "<no_invoke> cbv beta delta fix iota. reflexivity.",
+        )],
+    ));
+    // A lemma deep in the tree named like a word of the root's statement: assembly renames it.
+    out.push(honest("honest/lemma-named-length", IMPORTS, "", vec![
+        node("Lemma root : forall l : list nat, length (rev (rev l)) = length l.", "<use_invoke> <invoke> Lemma rr : forall l : list nat, rev (rev l) = l. </invoke> intros l. rewrite rr. reflexivity."),
+        node("Lemma rr : forall l : list nat, rev (rev l) = l.", "<use_invoke> <invoke> Lemma length : forall (A : Type) (l : list A), rev (rev l) = l. </invoke> intros l. apply length."),
+        node("Lemma length : forall (A : Type) (l : list A), rev (rev l) = l.", "<no_invoke> intros A l. apply rev_involutive."),
+    ]));
+    out.push(honest("honest/proposal-named-like-binder", IMPORTS, "", vec![
+        node("Lemma root : forall n : nat, n + 0 = n.", "<use_invoke> <invoke> Lemma n : forall m : nat, m + 0 = m. </invoke> intros k. apply n."),
+        node("Lemma n : forall m : nat, m + 0 = m.", "<no_invoke> intros m. lia."),
+    ]));
+    out.push(honest(
+        "honest/library-axiom",
+        "From Coq Require Import Classical.",
+        "",
+        vec![node(
+            "Lemma root : forall P : Prop, P \\/ ~ P.",
+            "<no_invoke> exact classic.",
+        )],
+    ));
+    out.push(honest("honest/guard-context-used", IMPORTS, GUARD_CONTEXT, vec![
+        node("Lemma root : ~ not_zero 0.", "<use_invoke> <invoke> Lemma nz : forall n, not_zero n -> n <> 0. </invoke> intros h. exact (nz 0 h eq_refl)."),
+        node("Lemma nz : forall n, not_zero n -> n <> 0.", "<no_invoke> intros [|n] h; [destruct h | discriminate]."),
+    ]));
+    out
+}
+
+/// A quick self-check (a long-running service's canaries): every attack family once, on the
+/// `False` canary, without the scenarios that wait for a time-out.
+pub fn self_check_scenarios() -> Vec<Scenario> {
+    base_scenarios()
+        .into_iter()
+        .filter(|s| {
+            !s.honest
+                && !s.id.starts_with("kind/own-timeout")
+                && s.nodes[0].statement == CANARIES[0].0
+        })
+        .collect()
+}
+
+/// Is `statement` one of the canaries an attack's root states (whatever its name and layout)?
+pub fn is_canary_statement(statement: &str) -> bool {
+    let lang = prod_coq::CoqLanguage;
+    let key = lang.normalize_statement(statement);
+    CANARIES
+        .iter()
+        .any(|(c, _)| lang.normalize_statement(c) == key)
+}
+
+/// A random layout of `s`: blanks become other blanks and line breaks, comments (some with
+/// Unicode, some mentioning the refused words or the special tokens) go between words, and
+/// names become qualified. Honest scenarios keep every comment after a blank, as honest text
+/// does; attacks also glue some.
+fn vary(mut s: Scenario, rng: &mut StdRng, tag: u64) -> Scenario {
+    s.id = format!("{}#{tag}", s.id);
+    let honest = s.honest;
+    for n in &mut s.nodes {
+        n.proof = vary_text(&n.proof, rng, honest, true);
+        n.statement = vary_text(&n.statement, rng, honest, false);
+    }
+    s
+}
+
+const COMMENTS: &[&str] = &[
+    "(* c *)",
+    "(* ∀ x, x → x *)",
+    "(* fix cofix exact_no_check SProp *)",
+    "(* a <invoke> b </invoke> *)",
+    "(* \"quoted\" *)",
+    "(*(* nested *)*)",
+];
+
+fn vary_text(text: &str, rng: &mut StdRng, honest: bool, is_proof: bool) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut in_string = false;
+    // The special tokens stay intact: vary only the blanks between them and the Coq text.
+    for (i, c) in text.char_indices() {
+        if c == '"' {
+            in_string = !in_string;
+        }
+        if c == ' ' && !in_string && i > 0 {
+            match rng.gen_range(0..10) {
+                0 => out.push_str("\n  "),
+                1 => out.push('\t'),
+                2 => out.push_str("  "),
+                3 => {
+                    let cm = COMMENTS.choose(rng).expect("comments");
+                    // A comment right after `<…>` or inside a statement's name position is
+                    // still text Coq reads as a comment when a blank precedes it.
+                    let glue = !honest && rng.gen_bool(0.2);
+                    if !glue {
+                        out.push(' ');
+                    }
+                    out.push_str(cm);
+                    out.push(' ');
+                }
+                _ => out.push(' '),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    if is_proof && rng.gen_bool(0.3) {
+        out = out
+            .replace("exact eq_refl", "exact Coq.Init.Logic.eq_refl")
+            .replace("False_ind", "Coq.Init.Logic.False_ind");
+    }
+    out
+}
+
+/// Check a scenario's nodes, solve its tree, and assemble and re-check a correct root.
+pub fn run(checker: &CoqChecker, s: &Scenario, final_timeout: Duration) -> Outcome {
+    let lang = prod_coq::CoqLanguage;
+    let requests: Vec<Result<CheckRequest, Verdict>> = s
+        .nodes
+        .iter()
+        .map(|n| {
+            ConditionalProof::parse(&n.proof)
+                .map(|p| CheckRequest::new(&s.imports, &s.context, &n.statement, p))
+                .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")))
+        })
+        .collect();
+    let parsed: Vec<CheckRequest> = requests.iter().filter_map(|r| r.clone().ok()).collect();
+    let mut checked = checker.check_batch(&parsed, &|_, _| {}).into_iter();
+    let local: Vec<Verdict> = requests
+        .iter()
+        .map(|r| match r {
+            Ok(_) => checked
+                .next()
+                .unwrap_or_else(|| Verdict::infra("no verdict")),
+            Err(v) => v.clone(),
+        })
+        .collect();
+    let mut nodes = vec![];
+    let mut index = vec![];
+    for (i, (r, v)) in requests.iter().zip(&local).enumerate() {
+        let Ok(req) = r else { continue };
+        let (proof, _) = prod_check::proof_as_checked(&req.proof, Some(v));
+        nodes.push(Node {
+            id: i.to_string(),
+            context: format!("{}\n{}", s.imports, s.context),
+            statement: req.statement.clone(),
+            proof,
+            local: v.local_verdict(),
+        });
+        index.push(i);
+    }
+    let Some(root) = index.iter().position(|&i| i == 0) else {
+        return Outcome {
+            local,
+            root: GlobalVerdict::Incorrect,
+            final_check: None,
+        };
+    };
+    let solution = solve(&nodes, &lang as &dyn ProofLanguage);
+    let verdict = solution.verdict(root);
+    let final_check = (verdict == GlobalVerdict::Correct).then(|| {
+        let hammer_replaced = local
+            .iter()
+            .any(|v| matches!(v, Verdict::Proved { replacements, .. } if !replacements.is_empty()));
+        match assemble(&nodes, &solution, root, &lang) {
+            Err(e) => Verdict::Failed {
+                step: 0,
+                message: format!("assembly: {e}"),
+            },
+            Ok(a) => {
+                let context = format!("{}\n{}", s.imports, s.context);
+                let file = AssembledFile {
+                    context: &context,
+                    scope: &[],
+                    qualified_name: &a.root().name,
+                    root_statement: &s.nodes[0].statement,
+                    assembled: &a.text,
+                    root: &a.root().name,
+                    hammer_replaced,
+                }
+                .render();
+                match file {
+                    Ok((text, name)) => final_check(&text, &name, checker.config(), final_timeout),
+                    Err(e) => Verdict::rejected(e),
+                }
+            }
+        }
+    });
+    Outcome {
+        local,
+        root: verdict,
+        final_check,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canary_statements_are_recognised_whatever_their_name() {
+        assert!(is_canary_statement("Theorem t :  False ."));
+        assert!(is_canary_statement("Lemma x : forall n : nat, n = S n."));
+        assert!(!is_canary_statement("Lemma x : True."));
+        assert!(self_check_scenarios().len() >= 10);
+    }
+
+    #[test]
+    fn scenarios_are_seeded_and_cover_every_family() {
+        let a = scenarios(7, 120);
+        let b = scenarios(7, 120);
+        assert_eq!(a.len(), 120);
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| x.id == y.id && x.nodes[0].proof == y.nodes[0].proof));
+        for family in [
+            "guard/",
+            "deferring/",
+            "context/",
+            "kind/",
+            "t0/",
+            "sprop/",
+            "capture/",
+            "universe/",
+            "honest/",
+        ] {
+            assert!(a.iter().any(|s| s.id.starts_with(family)), "{family}");
+        }
+        // Variations keep every special token and parse as they did.
+        for s in &a {
+            for n in &s.nodes {
+                assert!(
+                    ConditionalProof::parse(&n.proof).is_ok(),
+                    "{}: {}",
+                    s.id,
+                    n.proof
+                );
+            }
+        }
+    }
+}
