@@ -425,3 +425,14 @@ pub enum FirstTokenArg {
     Free,
     T0,
 }
+
+#[cfg(test)]
+mod exit_code_tests {
+    #[test]
+    fn an_accepted_canary_exits_3_bad_input_2_other_failures_1() {
+        let alarm = prod_run::canary::CanaryAccepted(Default::default(), "x".into());
+        assert_eq!(super::error_code(alarm.into()), 3);
+        assert_eq!(super::error_code(prod_run::BadInput("x".into()).into()), 2);
+        assert_eq!(super::error_code(anyhow::anyhow!("x")), 1);
+    }
+}

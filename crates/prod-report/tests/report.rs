@@ -661,3 +661,35 @@ fn rounds_show_what_each_round_reinforced() {
     old.rounds.iter_mut().for_each(|m| m.reinforced = None);
     assert!(!render_markdown(&old).contains("What each round reinforced"));
 }
+
+#[test]
+fn an_accepted_canary_is_a_banner_and_checked_canaries_a_line() {
+    let mut r = RunReport {
+        title: "canaries".into(),
+        canaries: vec![prod_report::CanaryCheck {
+            canaries: 3,
+            nodes: 12,
+            alarms: vec![],
+        }],
+        ..Default::default()
+    };
+    let html = prod_report::render_html(&r);
+    assert_valid_html(&html, "canaries");
+    assert!(html.contains("<th>Canaries</th><td>3 checked (12 nodes), 0 accepted</td>"));
+    assert!(!html.contains("SOUNDNESS ALARM"));
+    r.canaries[0].alarms.push(prod_report::CanaryAlarm {
+        canary: "canary/false".into(),
+        tree: 2,
+        node: 41,
+        what: "globally correct".into(),
+        statement: "Lemma prod_canary_false : False.".into(),
+        completion: "<no_invoke> exact <b>x</b>.".into(),
+    });
+    let html = prod_report::render_html(&r);
+    assert_valid_html(&html, "alarm");
+    assert!(html.contains("<div class=\"alarm\">") && html.contains("SOUNDNESS ALARM"));
+    assert!(html.contains("canary/false (tree 2, node 41): globally correct"));
+    assert!(html.contains("&lt;b&gt;x&lt;/b&gt;") && !html.contains("<b>x</b>"));
+    let md = prod_report::render_markdown(&r);
+    assert!(md.contains("**SOUNDNESS ALARM**") && md.contains("1 accepted"));
+}
