@@ -180,6 +180,15 @@ fn base_scenarios() -> Vec<Scenario> {
             "{L}"
         );
         let root = |l: &str| node(canary, &uses_l.replace("{L}", l));
+        // The root uses `l`, proposed plainly; its child proves `l` with `proof`.
+        let via_child = |id: String, context: &str, proof: &str| {
+            attack(
+                &id,
+                IMPORTS,
+                context,
+                vec![root(plain_lemma), node(plain_lemma, proof)],
+            )
+        };
         // Guard: the fixpoint in a proposal's let-binder, in its type, in the child's proof,
         // in the root's own proof.
         out.push(attack(
@@ -197,17 +206,10 @@ fn base_scenarios() -> Vec<Scenario> {
                 node(&fix_type, "<no_invoke> intros F. exact F."),
             ],
         ));
-        out.push(attack(
-            &format!("guard/child-proof/{k}"),
-            IMPORTS,
+        out.push(via_child(
+            format!("guard/child-proof/{k}"),
             GUARD_CONTEXT,
-            vec![
-                root(plain_lemma),
-                node(
-                    plain_lemma,
-                    &format!("<no_invoke> exact ({ILL_GUARDED_FIX})."),
-                ),
-            ],
+            &format!("<no_invoke> exact ({ILL_GUARDED_FIX})."),
         ));
         out.push(attack(
             &format!("guard/root-proof/{k}"),
@@ -218,14 +220,10 @@ fn base_scenarios() -> Vec<Scenario> {
                 &format!("<no_invoke> {close}exact (({ILL_GUARDED_FIX}) 1 I)."),
             )],
         ));
-        out.push(attack(
-            &format!("guard/fix-tactic/{k}"),
-            IMPORTS,
+        out.push(via_child(
+            format!("guard/fix-tactic/{k}"),
             GUARD_CONTEXT,
-            vec![
-                root(plain_lemma),
-                node(plain_lemma, "<no_invoke> fix IH 1. exact IH."),
-            ],
+            "<no_invoke> fix IH 1. exact IH.",
         ));
         // Kernel-deferring tactics, plain and qualified, in the root and in a child.
         out.push(attack(
@@ -237,17 +235,10 @@ fn base_scenarios() -> Vec<Scenario> {
                 &format!("<no_invoke> {close}exact_no_check I."),
             )],
         ));
-        out.push(attack(
-            &format!("deferring/qualified-child/{k}"),
-            IMPORTS,
+        out.push(via_child(
+            format!("deferring/qualified-child/{k}"),
             GUARD_CONTEXT,
-            vec![
-                root(plain_lemma),
-                node(
-                    plain_lemma,
-                    "<no_invoke> Coq.Init.Ltac.exact_no_check (fun n (h : not_zero n) => I).",
-                ),
-            ],
+            "<no_invoke> Coq.Init.Ltac.exact_no_check (fun n (h : not_zero n) => I).",
         ));
         // The context's admitted constants, directly and through a child.
         for (c, ctx) in [
@@ -269,14 +260,10 @@ fn base_scenarios() -> Vec<Scenario> {
                     &format!("<no_invoke> {close}destruct oracle."),
                 )],
             ));
-            out.push(attack(
-                &format!("context/{c}-child/{k}"),
-                IMPORTS,
+            out.push(via_child(
+                format!("context/{c}-child/{k}"),
                 &ctx,
-                vec![
-                    root(plain_lemma),
-                    node(plain_lemma, "<no_invoke> destruct oracle."),
-                ],
+                "<no_invoke> destruct oracle.",
             ));
         }
         // Text that names an infrastructure failure or a time-out, then fails.
