@@ -76,7 +76,7 @@ impl AssembledFile<'_> {
         file.push_str(&format!("\n{anchor_sentence}\nAdmitted.\n"));
         file.push_str(self.assembled);
         file.push_str(&format!(
-            "\nDefinition prod_root_same_{tag} : ltac:(let t := type of {anchor} in exact t) := @{}.\n",
+            "\nDefinition prod_root_same_{tag} : ltac:(let t := type of @{anchor} in exact t) := @{}.\n",
             self.root
         ));
         for sc in self.scope.iter().rev() {

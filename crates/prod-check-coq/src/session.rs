@@ -679,6 +679,25 @@ impl Session {
         Ok(proved.into_iter().filter(|c| !stated.contains(c)).collect())
     }
 
+    /// Is `q` a field of a functor's parameter (`X.t` inside `Module F (X : T)`)? Such a field is
+    /// a hypothesis of the functor, like a section variable: the context is inside the functor
+    /// and every application of it supplies the field. Coq names it after the bound module
+    /// alone, and `Locate Module X` answers `Module X` (a global module is `Module Top.X`, a
+    /// library's has its root; `Declare Module` makes a global one, whose fields stay axioms).
+    fn is_functor_parameter(&mut self, q: &str, step_limit: Duration) -> Result<bool, Fault> {
+        let Some((first, _)) = q.split_once('.') else {
+            return Ok(false);
+        };
+        if !prod_coq::is_identifier(first) {
+            return Ok(false);
+        }
+        let r = self
+            .worker
+            .run(&format!("Locate Module {first}."), step_limit)?;
+        let answer: Vec<&str> = r.output.split_whitespace().collect();
+        Ok(answer == ["Module", first])
+    }
+
     /// A statement elaborated after the proposed lemmas could mean something else than the
     /// same text in the bare context, where a node that proves it states it (a proposal named
     /// like a constant the statement uses). So, before any proposal, each statement that a
@@ -764,7 +783,7 @@ impl Session {
             let check = format!("{}_same", a.anchor);
             let sentences = [
                 format!(
-                    "Lemma {check} : ltac:(let t := type of {} in exact t).",
+                    "Lemma {check} : ltac:(let t := type of @{} in exact t).",
                     a.anchor
                 ),
                 format!("exact @{}.", a.declared),
@@ -895,7 +914,10 @@ impl Session {
         if foreign.is_empty() {
             return Ok(None);
         }
-        if let Some((short, q)) = foreign.iter().find(|(_, q)| !self.axioms.trusts(q)) {
+        for (short, q) in &foreign {
+            if self.axioms.trusts(q) || self.is_functor_parameter(q, step_limit)? {
+                continue;
+            }
             return Ok(Some(Verdict::Failed {
                 step,
                 message: format!(

@@ -153,19 +153,25 @@ pub struct Shared {
 }
 
 /// A fake whose checks fail where the theory contains `marker` (the recorded failure, moved
-/// there) and pass everywhere else; `None` without the recorded replies.
+/// there) and pass everywhere else, except that, like the real Isabelle, it proves no canary
+/// (a run's `prod_canary_…` lemmas: `False`, `0 = 1`, …); `None` without the recorded replies.
 pub fn fails_where(marker: &'static str) -> Option<Fake> {
     replies_dir()?;
     let fake = Fake::start(false);
     fake.decide(move |text| {
         if text.contains(marker) {
             UseAction::Replay("use_theories.Fail", At::Text(marker.into()))
+        } else if text.contains(CANARY_MARK) {
+            UseAction::Replay("use_theories.Fail", At::Text(CANARY_MARK.into()))
         } else {
             UseAction::Proved
         }
     });
     Some(fake)
 }
+
+/// The name prefix of a run's canary lemmas (prod-run's `canary` module).
+const CANARY_MARK: &str = "prod_canary";
 
 pub struct Fake {
     pub addr: String,

@@ -182,6 +182,12 @@ pub struct ValidateArgs {
     /// Assemble ground-truth proof trees and compile them cold instead of checking single proofs.
     #[arg(long)]
     pub trees: bool,
+    /// Allow, by name, the constants the examples' contexts admit without proof (each example's
+    /// `context_axioms`: an `Axiom`, `Parameter` or `Admitted` lemma of the file before it).
+    /// Without it they excuse nothing, as in every check (docs/soundness.md); a library's own
+    /// ground truth may rely on its file's axioms (the stdlib's `Uint63`, its classical reals).
+    #[arg(long)]
+    pub allow_context_axioms: bool,
     #[command(flatten)]
     pub prover: crate::prover::ProverArgs,
     /// Beside the dataset's own bindings (its stats.json), which are always used.
@@ -545,6 +551,15 @@ fn validate(a: ValidateArgs) -> i32 {
     // A user's project: its compiled copy in DIR/lib/, bound as stats.json says.
     if let Err(e) = a.load_paths.apply(&mut cfg, Some(&a.dir)) {
         return exit::bad_input(anyhow!(e));
+    }
+    if a.allow_context_axioms {
+        let mut names: Vec<String> = examples
+            .iter()
+            .flat_map(|e| e.context_axioms.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        cfg.allowed_axioms.extend(names);
     }
     let checker = match prod_check_coq::CoqChecker::new(cfg) {
         Ok(c) => c,

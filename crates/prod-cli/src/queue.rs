@@ -74,8 +74,10 @@ pub struct WorkArgs {
     /// A name for this worker (default: host:pid).
     #[arg(long)]
     pub name: Option<String>,
-    /// Keep waiting for new checks until none has come for this many seconds (a `prod rl` run
-    /// queues each round's checks as it gets there). 0: stop once the queue is empty.
+    /// Keep waiting for new checks until none has come for this many seconds: a coordinator
+    /// queues its checks in phases (`prod eval` its evaluation's, then its canaries'; `prod rl`
+    /// each round's as it gets there). 0: stop once the queue is empty (enough when the
+    /// coordinator checks too, without --no-check-here).
     #[arg(long, default_value_t = 0.0, value_parser = ranges::non_negative_finite_f64)]
     pub idle_exit: f64,
     /// Config file (reads `[check]` and `[check.coq]`). Without it, the worker uses the

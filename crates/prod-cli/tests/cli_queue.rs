@@ -333,6 +333,9 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
             "e1",
             "--workers",
             "1",
+            // The coordinator queues its evaluation's checks, then its canaries'.
+            "--idle-exit",
+            "30",
             "--json",
         ],
         d.path(),
