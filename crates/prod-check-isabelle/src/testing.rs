@@ -154,15 +154,19 @@ pub struct Shared {
 
 /// A fake whose checks fail where the theory contains `marker` (the recorded failure, moved
 /// there) and pass everywhere else, except that, like the real Isabelle, it proves no canary
-/// (a run's `prod_canary_…` lemmas: `False`, `0 = 1`, …); `None` without the recorded replies.
+/// (a goal `"False"`, `"(0::nat) = 1"`, …); `None` without the recorded replies.
 pub fn fails_where(marker: &'static str) -> Option<Fake> {
     replies_dir()?;
     let fake = Fake::start(false);
     fake.decide(move |text| {
         if text.contains(marker) {
             UseAction::Replay("use_theories.Fail", At::Text(marker.into()))
-        } else if text.contains(CANARY_MARK) {
-            UseAction::Replay("use_theories.Fail", At::Text(CANARY_MARK.into()))
+        } else if let Some(goal) = CANARY_GOALS
+            .iter()
+            .map(|g| format!(": \"{g}\""))
+            .find(|g| text.contains(g.as_str()))
+        {
+            UseAction::Replay("use_theories.Fail", At::Text(goal))
         } else {
             UseAction::Proved
         }
@@ -170,8 +174,8 @@ pub fn fails_where(marker: &'static str) -> Option<Fake> {
     Some(fake)
 }
 
-/// The name prefix of a run's canary lemmas (prod-run's `canary` module).
-const CANARY_MARK: &str = "prod_canary";
+/// The statements of a run's canaries (prod-run's `canary` module), as a theory states them.
+const CANARY_GOALS: [&str; 3] = ["False", "(0::nat) = 1", "\\<forall>n::nat. n = Suc n"];
 
 pub struct Fake {
     pub addr: String,

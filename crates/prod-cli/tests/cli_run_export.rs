@@ -103,10 +103,13 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
 
     let (code, exported, err) = prod!("run", "export", &run);
     assert_eq!(code, 0, "{err}");
-    let lines: Vec<serde_json::Value> = exported
+    let all: Vec<serde_json::Value> = exported
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // The run's canaries are exported too, in their own phase, apart from the evaluation.
+    let (lines, canaries): (Vec<_>, Vec<_>) = all.into_iter().partition(|l| l["phase"] == "eval");
+    assert!(!canaries.is_empty() && canaries.iter().all(|l| l["phase"] == "canary"));
     assert_eq!(
         lines.len() as u64,
         outcomes["nodes"].as_u64().unwrap(),
@@ -166,7 +169,7 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
     assert_eq!(code, 0, "{err}");
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
-        err.contains(&format!("exported {} nodes", lines.len())),
+        err.contains(&format!("exported {} nodes", lines.len() + canaries.len())),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), exported);
