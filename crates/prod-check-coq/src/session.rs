@@ -694,8 +694,10 @@ impl Session {
         let r = self
             .worker
             .run(&format!("Locate Module {first}."), step_limit)?;
-        let answer: Vec<&str> = r.output.split_whitespace().collect();
-        Ok(answer == ["Module", first])
+        // The first line names what the bare name refers to here (others may follow: modules
+        // of the same short name elsewhere, "… shorter name to refer to it …").
+        let first_line = r.output.lines().map(str::trim).find(|l| !l.is_empty());
+        Ok(first_line.is_some_and(|l| l.split_whitespace().eq(["Module", first])))
     }
 
     /// A statement elaborated after the proposed lemmas could mean something else than the
