@@ -26,11 +26,18 @@ use crate::{exit, ranges};
 ///   prod eval --model models/toy-sft --dataset data/stdlib --theorems 20 --k 1,2,4 --out runs/eval1
 ///
 ///   prod eval --prover isabelle --server 127.0.0.1:4711 --password PW --dirs /opt/afp/thys --model models/afp-sft --dataset data/afp --k 1,4 --out runs/afp1
+///
+///   prod eval --trees gpu/prod-sft/trees.jsonl --dataset data/stdlib --k 1,4,8 --out runs/gpu-sft
 #[derive(Args)]
 pub struct EvalArgs {
     /// Model directory (config.json, model.safetensors, tokenizer.json).
-    #[arg(long)]
-    pub model: PathBuf,
+    #[arg(long, required_unless_present = "trees")]
+    pub model: Option<PathBuf>,
+    /// Check proof trees sampled elsewhere instead of sampling: a trees JSONL
+    /// (docs/models.md; written by python/device/prod_device.py). Trees per theorem, depth and
+    /// temperature come from the file; every node is checked, solved and scored as usual.
+    #[arg(long, conflicts_with_all = ["model", "theorems", "samples", "remote_url"])]
+    pub trees: Option<PathBuf>,
     /// Dataset directory written by `prod dataset build`.
     #[arg(long)]
     pub dataset: PathBuf,
@@ -168,7 +175,8 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
         .samples
         .unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
     Ok(EvalJob {
-        model: a.model.clone(),
+        model: a.model.clone().unwrap_or_default(),
+        trees: a.trees.clone(),
         dataset: a.dataset.clone(),
         theorems: a.theorems,
         options: EvalOptions {

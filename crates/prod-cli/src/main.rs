@@ -20,8 +20,12 @@ mod exit;
 #[cfg(feature = "policy")]
 mod experiment;
 #[cfg(feature = "policy")]
+mod merge_lora;
+#[cfg(feature = "policy")]
 mod model;
 mod node;
+#[cfg(feature = "policy")]
+mod prompts;
 mod prover;
 mod queue;
 mod ranges;

@@ -105,6 +105,16 @@ pub enum ModelCommand {
     ///
     /// Example: prod model data-stats --model models/smollm2 --data data/stdlib/sft.jsonl --max-seq-len 512 --context-tokens 256
     DataStats(DataStatsArgs),
+    /// Merge a PEFT LoRA adapter (e.g. trained on a GPU by python/device/prod_device.py) into
+    /// its base model folder.
+    ///
+    /// Example: prod model merge-lora --base ~/.cache/prod/models/smollm2-135m --adapter gpu/prod-sft --out models/prod-sft-gpu
+    MergeLora(crate::merge_lora::MergeLoraArgs),
+    /// The prompt token ids of a split's theorems (context part and statement part), for a
+    /// sampler that runs elsewhere.
+    ///
+    /// Example: prod model prompts --model ~/.cache/prod/models/smollm2-135m --dataset data/stdlib --out prompts.jsonl
+    Prompts(crate::prompts::PromptsArgs),
 }
 
 #[derive(Args)]
@@ -366,6 +376,8 @@ pub struct BenchSampleArgs {
 
 pub fn run(cmd: ModelCommand) -> i32 {
     exit_code(match cmd {
+        ModelCommand::MergeLora(a) => return crate::merge_lora::run(a),
+        ModelCommand::Prompts(a) => return crate::prompts::run(a),
         ModelCommand::Init(a) => init(a),
         ModelCommand::ImportGguf(a) => import(a),
         ModelCommand::Sample(a) => sample_cmd(a),

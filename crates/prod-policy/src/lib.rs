@@ -16,12 +16,14 @@
 //! - [`tokenizer`]: ProD's special tokens as single tokens; BPE training for from-scratch models.
 //! - [`prompt`]: prompts and targets exactly as the paper builds them.
 //! - [`train`]: weighted cross-entropy, AdamW, warm-up schedule, accumulation, clipping.
+//! - [`lora`]: PEFT LoRA adapters merged into a model (a policy fine-tuned elsewhere).
 //! - [`sample`]: seeded batched sampling (temperature, top-p, stop on the end token).
 
 pub mod config;
 pub mod decode;
 pub mod gguf;
 mod hf;
+pub mod lora;
 pub mod model;
 pub mod ops;
 mod pool;

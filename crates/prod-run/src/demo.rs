@@ -677,6 +677,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
         cache: None,
         remote: None,
         postgres: None,
+        trees: None,
     }
 }
 

@@ -291,29 +291,74 @@ pub fn run_eval(
 ) -> anyhow::Result<EvalResult> {
     let store = ctx.store;
     let mut times = PhaseTimes::default();
-    let ids: Vec<(String, String)> = theorems
-        .iter()
-        .map(|t| (t.id.clone(), serde_json::to_string(t).unwrap_or_default()))
-        .collect();
     // The run's theorem list is its main evaluation's; canaries are checked beside it.
     if round == 0 && phase != Phase::Canary {
-        store.ensure_theorems(&ids)?;
+        ensure_theorems(store, theorems)?;
     }
     let t = Instant::now();
     let nodes = sample_trees(ctx, policy, theorems, opts, (round, phase), &mut times)?;
     times.sample_s = t.elapsed().as_secs_f64();
+    judge_and_score(ctx, theorems, opts, (round, phase), &nodes, times)
+}
+
+/// The run's theorems, recorded once (a resumed run must have the same ones).
+fn ensure_theorems(store: &RunStore, theorems: &[Theorem]) -> crate::store::Result<()> {
+    let ids: Vec<(String, String)> = theorems
+        .iter()
+        .map(|t| (t.id.clone(), serde_json::to_string(t).unwrap_or_default()))
+        .collect();
+    store.ensure_theorems(&ids)
+}
+
+/// [`run_eval`] on proof trees sampled elsewhere (`prod eval --trees`): `generated` (every
+/// tree's roots in the order of `theorems`, then its deeper levels) become the nodes of the
+/// sample phase, and nothing is sampled; checking, solving, the cold re-checks and the scores
+/// are those of any evaluation.
+pub fn run_eval_given(
+    ctx: &RunContext<'_>,
+    generated: &[GeneratedNode],
+    theorems: &[Theorem],
+    opts: &EvalOptions,
+    round: u32,
+    phase: Phase,
+) -> anyhow::Result<EvalResult> {
+    let store = ctx.store;
+    if round == 0 && phase != Phase::Canary {
+        ensure_theorems(store, theorems)?;
+    }
+    let mut times = PhaseTimes::default();
+    let t = Instant::now();
+    let nodes = if store.is_done(round, phase, Step::Sample)? {
+        store.nodes(round, phase)?
+    } else {
+        store_generated(ctx, generated, theorems.len(), (round, phase), t)?
+    };
+    times.sample_s = t.elapsed().as_secs_f64();
+    judge_and_score(ctx, theorems, opts, (round, phase), &nodes, times)
+}
+
+/// The phases after sampling: check → solve (per tree, assembling the proved ones) → final
+/// (cold re-checks) → score.
+fn judge_and_score(
+    ctx: &RunContext<'_>,
+    theorems: &[Theorem],
+    opts: &EvalOptions,
+    (round, phase): (u32, Phase),
+    nodes: &[StoredNode],
+    mut times: PhaseTimes,
+) -> anyhow::Result<EvalResult> {
     // Always: infra nodes are asked again.
     let t = Instant::now();
-    let stats = check_phase(store, &nodes, ctx.prover.checker, ctx.bars)?;
+    let stats = check_phase(ctx.store, nodes, ctx.prover.checker, ctx.bars)?;
     times.checked_now = stats.asked;
     times.check_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let mut solved = solve_trees(ctx, &nodes, theorems, opts)?;
+    let mut solved = solve_trees(ctx, nodes, theorems, opts)?;
     times.solve_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let proved = final_checks(ctx, theorems, opts, (round, phase), &mut solved)?;
     times.final_s = t.elapsed().as_secs_f64();
-    score(ctx, theorems, opts, &nodes, &solved, &proved, times)
+    score(ctx, theorems, opts, nodes, &solved, &proved, times)
 }
 
 /// Algorithm 1's trees for every theorem (from the sample log on a resume); depth-0 nodes are
@@ -350,11 +395,22 @@ fn sample_trees(
     times.sampled_fresh = logged.fresh;
     times.sampled_replayed = logged.replayed;
     pb.finish();
-    // Depth-0 nodes of each tree come in the order of the roots.
-    let per_tree = roots.len();
+    store_generated(ctx, &generated, roots.len(), (round, phase), t)
+}
+
+/// Stores the generated nodes as (round, phase)'s nodes and marks sampling done. Depth-0
+/// nodes of each tree come in the order of the roots: they are tied to their theorem.
+fn store_generated(
+    ctx: &RunContext<'_>,
+    generated: &[GeneratedNode],
+    per_tree: usize,
+    (round, phase): (u32, Phase),
+    started: Instant,
+) -> anyhow::Result<Vec<StoredNode>> {
+    let store = ctx.store;
     let mut depth0_seen: HashMap<u32, usize> = HashMap::new();
     let mut root_of = Vec::with_capacity(generated.len());
-    for g in &generated {
+    for g in generated {
         if g.depth == 0 {
             let k = depth0_seen.entry(g.tree).or_default();
             root_of.push(Some((*k % per_tree.max(1)) as i64));
@@ -363,10 +419,10 @@ fn sample_trees(
             root_of.push(None);
         }
     }
-    let stored = to_stored(store, &generated, round, phase, &|_, i| root_of[i])?;
+    let stored = to_stored(store, generated, round, phase, &|_, i| root_of[i])?;
     store.put_nodes(round, phase, &stored)?;
     let nodes = store.nodes(round, phase)?;
-    store.mark_done(round, phase, Step::Sample, t.elapsed().as_secs_f64())?;
+    store.mark_done(round, phase, Step::Sample, started.elapsed().as_secs_f64())?;
     Ok(nodes)
 }
 

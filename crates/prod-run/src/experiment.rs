@@ -822,6 +822,7 @@ fn eval_stage(
         cache: None,
         remote: None,
         postgres: None,
+        trees: None,
     };
     let (mut report, _) = run_eval_job(&job, bars)?;
     report.title = format!("ProD experiment: {}", display_name(key));

@@ -45,6 +45,10 @@ pub struct EvalJob {
     /// Scale-out: the run store and the checks in PostgreSQL (see [`SharedStore`]).
     #[serde(default)]
     pub postgres: Option<SharedStore>,
+    /// Proof trees sampled elsewhere (`crate::trees`): they are checked instead of sampling
+    /// (`model` is then unused; samples, depth and temperature come from the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trees: Option<PathBuf>,
 }
 
 /// Scale-out: the run store lives in a PostgreSQL database (schema
@@ -296,16 +300,32 @@ pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
 pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
-    let theorems = run_theorems(
+    let mut theorems = run_theorems(
         &job.dataset,
         &job.options.split,
         job.theorems,
         job.options.seed,
     )?;
+    let given = match &job.trees {
+        None => None,
+        Some(path) => {
+            let t = crate::trees::read_trees(path, &theorems, &*job.prover.language())
+                .map_err(BadInput)?;
+            theorems = t.theorems.clone();
+            Some(t)
+        }
+    };
+    let job = &match &given {
+        Some(t) => job.with_trees_header(t)?,
+        None => job.clone(),
+    };
     check_ks(&job.options)?;
     let store = open_store(&job.out, job.postgres.as_ref())?;
     // A resumed run must be the same experiment (where it runs is not part of it).
     store.ensure_meta("eval_job", &serde_json::to_string(&job.identity())?)?;
+    if let Some(t) = &given {
+        store.ensure_meta("eval_trees_sha256", &t.sha256)?;
+    }
     let cache = job
         .cache
         .clone()
@@ -313,14 +333,18 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let prover =
         job.prover_choice()
             .start(&job.dataset, &cache, &job.out, job.postgres.as_ref())?;
-    let mut policy = EvalPolicy::open(job)?;
+    let mut policy = match given {
+        Some(_) => None,
+        None => Some(EvalPolicy::open(job)?),
+    };
     let novel = dataset_statements(&job.dataset, &*prover.lang);
     bars.say(&format!(
-        "eval: {} theorems × {} trees (depth ≤ {}) with {} → {}",
+        "eval: {} theorems × {} trees (depth ≤ {}) {} {} → {}",
         theorems.len(),
         job.options.samples,
         job.options.depth,
-        job.model.display(),
+        if given.is_some() { "read from" } else { "with" },
+        job.trees.as_ref().unwrap_or(&job.model).display(),
         job.out.display()
     ));
     let ctx = crate::context::RunContext {
@@ -330,11 +354,40 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         bars,
         dataset_statements: &novel,
     };
-    let result = run_eval(&ctx, policy.seq(), &theorems, &job.options, 0, Phase::Eval)?;
-    // After the evaluation, so its samples are those of a run without canaries.
-    let canaries = crate::canary::run_canaries(&ctx, policy.seq(), &theorems, &job.options, 0)?;
-    let mut report = eval_report(job, theorems.len(), &result, &prover.name, policy.native())?;
+    let result = match (&given, policy.as_mut()) {
+        (Some(t), _) => {
+            crate::eval::run_eval_given(&ctx, &t.nodes, &theorems, &job.options, 0, Phase::Eval)?
+        }
+        (None, Some(p)) => run_eval(&ctx, p.seq(), &theorems, &job.options, 0, Phase::Eval)?,
+        (None, None) => unreachable!("a policy is opened whenever no trees are given"),
+    };
+    // After the evaluation, so its samples are those of a run without canaries. Trees sampled
+    // elsewhere bring no policy: the canaries then get the file's own root completions.
+    let mut replay = given
+        .as_ref()
+        .map(|t| crate::trees::GivenCompletions::new(&t.nodes));
+    let canary_policy: &mut dyn crate::policy::SeqPolicy = match (replay.as_mut(), policy.as_mut())
+    {
+        (Some(r), _) => r,
+        (None, Some(p)) => p.seq(),
+        (None, None) => unreachable!("a policy is opened whenever no trees are given"),
+    };
+    let canaries = crate::canary::run_canaries(&ctx, canary_policy, &theorems, &job.options, 0)?;
+    let mut report = eval_report(
+        job,
+        theorems.len(),
+        &result,
+        &prover.name,
+        policy.as_ref().and_then(EvalPolicy::native),
+    )?;
     report.canaries = vec![canaries.clone()];
+    if let Some(t) = &given {
+        report.model.name = t.header.model.clone();
+        report.notes.push(crate::trees::note(
+            job.trees.as_deref().unwrap_or(Path::new("")),
+            t,
+        ));
+    }
     write_report(&job.out, &report)?;
     crate::canary::stop_on_alarm(&canaries, &job.out)?;
     Ok((report, result))
@@ -375,6 +428,31 @@ fn check_ks(opts: &EvalOptions) -> Result<(), BadInput> {
 }
 
 impl EvalJob {
+    /// The job with what a trees file fixes: trees per theorem, depth limit, temperature and
+    /// (unless named) the evaluation's name; the split must be the file's.
+    fn with_trees_header(&self, t: &crate::trees::TreesFile) -> Result<EvalJob, BadInput> {
+        let h = &t.header;
+        if h.split != self.options.split {
+            return Err(BadInput(format!(
+                "the trees were sampled for split {:?}, --split is {:?}",
+                h.split, self.options.split
+            )));
+        }
+        let mut job = self.clone();
+        job.options.samples = h.samples;
+        job.options.depth = h.depth;
+        job.options.temperature = h.temperature;
+        job.sampling.temperature = h.temperature;
+        if job.options.name == EvalOptions::default().name {
+            job.options.name = h.model.clone();
+        }
+        // The default k list, cut to the file's trees (an explicit list is checked as given).
+        if job.options.ks == EvalOptions::default().ks {
+            job.options.ks.retain(|&k| k <= h.samples as usize);
+        }
+        Ok(job)
+    }
+
     /// The job as the run store keeps it: what the experiment is, not where it runs (workers,
     /// Isabelle server address, PostgreSQL store left out).
     fn identity(&self) -> EvalJob {

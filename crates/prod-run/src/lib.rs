@@ -9,7 +9,8 @@
 //!   shares.
 //! * [`prover`] — the prover of a run, chosen once: checker, language, final check, name.
 //! * [`check`] — the check phase, committing each verdict as it arrives.
-//! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k.
+//! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k;
+//!   `run_eval_given` on trees sampled elsewhere ([`trees`]: `prod eval --trees`).
 //! * `outcomes` — what the trees did, for the report: per-theorem details, nodes by verdict
 //!   kind and failure message, the `<use_invoke>` share of roots, example trees.
 //! * [`rl`] — `run_rl`: the rounds, their configuration, resume and per-round evaluation;
@@ -28,6 +29,7 @@ mod ranges;
 pub mod rl;
 mod round;
 pub mod store;
+pub mod trees;
 
 pub use context::RunContext;
 pub use eval::{load_theorems, run_eval, EvalOptions, EvalResult, Theorem};

@@ -30,6 +30,15 @@ impl ProverKind {
         *self == ProverKind::Coq
     }
 
+    /// The prover's proof language (statement normalisation, lemma names), without starting
+    /// the prover.
+    pub fn language(self) -> Box<dyn ProofLanguage> {
+        match self {
+            ProverKind::Coq => Box::new(prod_coq::CoqLanguage),
+            ProverKind::Isabelle => Box::new(prod_isar::IsarLanguage),
+        }
+    }
+
     /// The trivial-proposal filter's tactic when the configuration names none: the theorem
     /// closes from the lemma alone (`{lemma}` = its name).
     pub fn trivial_tactic(self) -> &'static str {
