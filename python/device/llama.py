@@ -27,6 +27,13 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 _HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
+def use_sdpa(on):
+    """Attention through torch's fused `scaled_dot_product_attention` (where torch has it) or
+    written out (`on=False`): the same numbers, the written-out one slower."""
+    global _HAS_SDPA
+    _HAS_SDPA = bool(on) and hasattr(F, "scaled_dot_product_attention")
+
+
 class Config:
     def __init__(self, c):
         self.vocab = int(c["vocab_size"])
@@ -397,3 +404,63 @@ def _sample_batch(model, prompts, end_id, temperature, top_p, max_new, first_all
         live_pos = live_pos + 1
         tok = _draw(model.logits(h[:, -1]), temperature, top_p, generator)
     return [(g, s) for g, s in zip(gen, stop)]
+
+
+@torch.no_grad()
+def selftest(device, dtype=None):
+    """A tiny random model on `device`: fused attention (if any) against the written-out one
+    (training's causal path, prefill with padding, and cached decoding), and sampling with the
+    cache against recomputing every prefix. Returns {"check": max difference / ok}; raises
+    AssertionError when the paths disagree. Meant for a GPU machine before the real run."""
+    global _HAS_SDPA
+    g = torch.Generator()
+    g.manual_seed(0)
+    cfg = {"vocab_size": 96, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
+           "rope_theta": 10000.0, "max_position_embeddings": 256, "tie_word_embeddings": True}
+    names = {"model.embed_tokens.weight": (96, 64), "model.norm.weight": (64,)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        names.update({p + "input_layernorm.weight": (64,), p + "post_attention_layernorm.weight": (64,),
+                      p + "self_attn.q_proj.weight": (64, 64), p + "self_attn.k_proj.weight": (32, 64),
+                      p + "self_attn.v_proj.weight": (32, 64), p + "self_attn.o_proj.weight": (64, 64),
+                      p + "mlp.gate_proj.weight": (96, 64), p + "mlp.up_proj.weight": (96, 64),
+                      p + "mlp.down_proj.weight": (64, 96)})
+    t = {k: (torch.ones(s) if len(s) == 1 else torch.randn(*s, generator=g) * 0.2) for k, s in names.items()}
+    m = Llama(cfg, t, device=device)
+    m.act_dtype = dtype
+    ids = torch.randint(0, 96, (3, 40), generator=g).to(device)
+    saved = _HAS_SDPA
+    out = {}
+    try:
+        _HAS_SDPA = False
+        ref = m.full_logits(ids)
+        _HAS_SDPA = saved
+        got = m.full_logits(ids)
+        tol = 5e-2 if dtype is not None else 1e-4
+        d = float((got - ref).abs().max())
+        out["causal"] = d
+        assert d < tol, f"fused causal attention differs by {d}"
+        prompts = [[5, 6, 7, 8, 9, 10], [11, 12], [13, 14, 15, 16]]
+        res = {}
+        for flag in (False, saved):
+            _HAS_SDPA = flag
+            res[flag] = sample(m, prompts, end_id=0, temperature=0.0, max_new_tokens=8, rows=4)
+        _HAS_SDPA = saved
+        recomputed = []
+        for p in prompts:
+            s, gen = list(p), []
+            for _ in range(8):
+                nxt = int(m.full_logits(torch.tensor([s], device=device))[0, -1].argmax())
+                if nxt == 0:
+                    break
+                gen.append(nxt)
+                s.append(nxt)
+            recomputed.append(gen)
+        if dtype is None:
+            assert [r[0] for r in res[False]] == recomputed, "cached sampling differs from recomputing"
+            assert [r[0] for r in res[saved]] == recomputed, "fused cached sampling differs from recomputing"
+        out["sampling"] = "ok"
+    finally:
+        _HAS_SDPA = saved
+    return out

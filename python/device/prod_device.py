@@ -73,6 +73,17 @@ def cmd_stage(a):
     if a.require_cuda and not v.get("cuda"):
         log("stage: torch sees no GPU")
         return 2
+    import torch
+
+    import llama
+    dev = "cuda" if v.get("cuda") else "cpu"
+    try:
+        log(f"stage: self-test on {dev}, f32: {llama.selftest(dev)}")
+        if dev == "cuda":
+            log(f"stage: self-test on {dev}, bf16: {llama.selftest(dev, torch.bfloat16)}")
+    except AssertionError as e:
+        log(f"stage: self-test failed: {e}; run call B with --attention manual")
+        return 4
     return 0
 
 
@@ -113,6 +124,7 @@ def cmd_run(a):
             "run call A again and call B at once")
         return 3
     dev = "cuda" if (a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())) else "cpu"
+    llama.use_sdpa(a.attention == "auto")
     torch.manual_seed(a.seed)
     weights = pack.load_weights(a.parts, m)
     log(f"run: weights rebuilt and checked ({len(weights)} tensors); device {dev}; {json.dumps(_versions())}")
@@ -157,7 +169,8 @@ def cmd_run(a):
             log(f"run: no SFT set for model {x!r} in the pack (known: prod-sft, sft-wl)")
             return 2
     os.makedirs(a.out, exist_ok=True)
-    summary = {"versions": _versions(), "device": dev, "args": vars(a), "pack": m["data"]["sets"],
+    args = {k: v for k, v in vars(a).items() if not callable(v)}
+    summary = {"versions": _versions(), "device": dev, "args": args, "pack": m["data"]["sets"],
                "theorems": len(thms), "models": {}}
     special_ids = sorted(special.values())
     gen = torch.Generator(device=dev)
@@ -262,6 +275,8 @@ def main():
     p.add_argument("--budget-s", type=float, default=480.0, help="seconds for the whole run (from its start)")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16", help="compute dtype on a GPU")
+    p.add_argument("--attention", choices=["auto", "manual"], default="auto",
+                   help="manual: never torch's fused attention (if call A's self-test failed)")
     p.add_argument("--models", default="prod-sft,sft-wl")
     p.add_argument("--epochs", type=int, default=2, help="paper: 2")
     p.add_argument("--lr", type=float, default=5e-4)

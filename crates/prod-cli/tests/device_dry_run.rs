@@ -150,11 +150,10 @@ fn base_model(dir: &Path) -> PathBuf {
     let mut put = |name: String, t: Tensor, ty: GgmlDType| {
         qt.push((name, QTensor::quantize(&t, ty).unwrap()))
     };
-    put(
-        "token_embd.weight".into(),
-        w["model.embed_tokens.weight"].clone(),
-        GgmlDType::Q8_0,
-    );
+    // Embedding rows of a pretrained model's size (norm ≈ 3, not 0.1): with the final norm
+    // frozen, LoRA can then move the logits far enough to learn the fixture.
+    let emb = (w["model.embed_tokens.weight"].clone() * 25.0).unwrap();
+    put("token_embd.weight".into(), emb, GgmlDType::Q8_0);
     put(
         "output_norm.weight".into(),
         w["model.norm.weight"].clone(),
@@ -288,7 +287,8 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
             .output()
             .unwrap(),
     );
-    let log = String::from_utf8_lossy(&prep.stderr);
+    let log =
+        String::from_utf8_lossy(&prep.stdout).to_string() + &String::from_utf8_lossy(&prep.stderr);
     assert!(
         log.contains("Q4_1 blocks") && log.contains("Q8_0 blocks"),
         "{log}"
@@ -347,13 +347,13 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
                 "--budget-s",
                 "300",
                 "--epochs",
-                "3",
+                "40",
                 "--macro-batch",
                 "2",
                 "--micro-tokens",
                 "4096",
                 "--lr",
-                "1e-2",
+                "3e-2",
                 "--warmup",
                 "0",
                 "--samples",
@@ -369,13 +369,15 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
                 "--tree-group",
                 "2",
                 "--rank",
-                "4",
+                "16",
                 "--alpha",
-                "8",
+                "16",
                 "--adapter-dtype",
                 "f32",
             ])
             .current_dir(d)
+            // One thread: the machine's cores are often shared, and idle OpenMP threads spin.
+            .env("OMP_NUM_THREADS", "1")
             .output()
             .unwrap(),
     );
@@ -403,8 +405,8 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let sft = &summary["models"]["prod-sft"];
     assert_eq!(
-        sft["train"]["steps"], 9,
-        "3 epochs of 5 examples, 2 a step: {sft}"
+        sft["train"]["steps"], 120,
+        "40 epochs of 5 examples, 2 a step: {sft}"
     );
     let losses: Vec<f64> = serde_json::from_value(sft["train"]["losses"].clone()).unwrap();
     assert!(
@@ -412,7 +414,7 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
         "the loss falls: {losses:?}"
     );
     assert_eq!(sft["trees"], 2);
-    assert_eq!(summary["models"]["sft-wl"]["train"]["steps"], 6);
+    assert_eq!(summary["models"]["sft-wl"]["train"]["steps"], 80);
 
     // Back here: the adapter merged by prod gives the trained model's logits.
     let merged = d.join("merged");
@@ -503,6 +505,11 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
         Some(n),
         "every node has a verdict"
     );
+    eprintln!(
+        "dry run: {o}; losses {:?} … {:?}",
+        losses.first(),
+        losses.last()
+    );
     let sum: u64 = ["proved", "failed", "rejected", "timed_out"]
         .iter()
         .map(|k| o[k].as_u64().unwrap())
@@ -510,7 +517,8 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
     assert_eq!(sum, n);
     assert!(
         o["proved"].as_u64().unwrap() + o["failed"].as_u64().unwrap() > 0,
-        "some node reached Coq: {o}"
+        "some node reached Coq: {o}\n{}",
+        std::fs::read_to_string(&trees_file).unwrap()
     );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("run/run.json")).unwrap()).unwrap();
@@ -520,6 +528,122 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
         "{notes}"
     );
     assert_eq!(report["model"]["name"], "ProD-SFT");
+}
+
+/// Algorithm 1 as the device script runs it (`trees.generate`, `trees.write`), with a scripted
+/// sampler in place of the model: a theorem proved through a lemma that itself proposes a lemma
+/// (height 2, `<no_invoke>` forced at the limit), a lemma proposed twice under two names (the
+/// script samples both, prod keeps one), a theorem proved directly and one not proved; then
+/// `prod eval --trees` checks every node with the real Coq.
+#[test]
+fn device_algorithm1_trees_are_checked_by_prod_eval() {
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    dataset(&d.join("data"));
+    let dbl = "Lemma dbl : forall n : nat, double n = n + n.";
+    let dbl2 = "Lemma dbl2 : forall n : nat, double n = n + n.";
+    let u = "Lemma u : forall n : nat, n + n = n + n.";
+    let answers = serde_json::json!({
+        "Lemma h_zero : forall n : nat, 0 + n = n.": "<no_invoke> intros n. lia.",
+        "Lemma h_one : forall n : nat, 1 * n = n.": "<no_invoke> intros n. reflexivity.",
+        "Lemma h_dbl : forall n : nat, double n = n * 2.": format!("<use_invoke> <invoke> {dbl} </invoke> <invoke> {dbl2} </invoke> intros n. rewrite dbl. lia."),
+        dbl: format!("<use_invoke> <invoke> {u} </invoke> intros n. unfold double. apply u."),
+        dbl2: "<no_invoke> intros n. unfold double. reflexivity.",
+        u: "<no_invoke> intros n. reflexivity.",
+    });
+    let thms: Vec<serde_json::Value> = std::fs::read_to_string(d.join("data/test.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            serde_json::json!({"theorem": e["id"], "statement": e["statement"], "context_key": "k"})
+        })
+        .collect();
+    std::fs::write(d.join("thms.json"), serde_json::to_string(&thms).unwrap()).unwrap();
+    std::fs::write(d.join("answers.json"), answers.to_string()).unwrap();
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import trees
+thms = json.load(open(sys.argv[2]))
+answers = json.load(open(sys.argv[3]))
+NO_INVOKE, USE_INVOKE = 0x10FFFE, 0x10FFFD
+enc = lambda s: [ord(c) for c in s]
+dec = lambda ids: "".join(map(chr, ids))
+def sampler(prompts, forced):
+    out = []
+    for p in prompts:
+        if forced:
+            assert p[-1] == NO_INVOKE
+            p = p[:-1]
+        text = answers[dec(p).strip()]
+        if forced:
+            assert text.startswith("<no_invoke>")
+            text = text[len("<no_invoke>"):]
+        out.append((enc(text), "end"))
+    return out
+nodes, done = trees.generate(thms, [[] for _ in thms], enc, dec, sampler, samples=2, depth=2, group=1,
+                             ids={"use_invoke": USE_INVOKE, "no_invoke": NO_INVOKE}, log=lambda m: None)
+trees.write(sys.argv[4], {"model": "scripted", "theorems": len(thms), "samples": done, "depth": 2,
+                          "temperature": 0.7, "split": "test", "sampler": "a script"}, nodes)
+"#;
+    ok(
+        "trees.generate",
+        Command::new(&py)
+            .arg("-c")
+            .arg(script)
+            .arg(repo().join("python/device"))
+            .arg(d.join("thms.json"))
+            .arg(d.join("answers.json"))
+            .arg(d.join("trees.jsonl"))
+            .output()
+            .unwrap(),
+    );
+    let text = std::fs::read_to_string(d.join("trees.jsonl")).unwrap();
+    // Per tree: 3 roots, dbl and dbl2 at depth 1, u at depth 2 (forced).
+    assert_eq!(text.lines().count(), 1 + 2 * 6, "{text}");
+    assert!(text.contains(r#""forced_t0": "no_invoke""#));
+    let ev = ok(
+        "eval --trees",
+        Command::new(PROD)
+            .args(["eval", "--trees"])
+            .arg(d.join("trees.jsonl"))
+            .arg("--dataset")
+            .arg(d.join("data"))
+            .args(["--workers", "1", "--no-hammer", "--json", "--out"])
+            .arg(d.join("run"))
+            .output()
+            .unwrap(),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&ev.stdout).trim()).unwrap();
+    let e = &v["evaluations"][0];
+    assert_eq!(
+        (e["name"].as_str(), e["samples"].as_u64()),
+        (Some("scripted"), Some(2))
+    );
+    let p1 = &e["pass_at_k"][0];
+    assert_eq!(
+        (p1["k"].as_u64(), p1["estimate"].as_f64()),
+        (Some(1), Some(2.0 / 3.0)),
+        "{e}"
+    );
+    let o = &e["node_outcomes"];
+    // dbl2 is dbl under another name: Algorithm 1 samples it once per tree.
+    assert_eq!(o["nodes"], 10, "{o}");
+    assert_eq!(o["proved"], 8, "{o}");
+    assert_eq!(o["failed"], 2, "{o}");
+    assert_eq!(e["sampled_trees_height_ge1"], 2, "{e}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("run/run.json")).unwrap()).unwrap();
+    let depth = report["evaluations"][0]["depth_table"].to_string();
+    assert!(
+        report["notes"].to_string().contains("2 left out"),
+        "{}",
+        report["notes"]
+    );
+    assert!(!depth.is_empty());
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
