@@ -31,11 +31,14 @@ if [ $with_python = 1 ]; then
   # Debian's torch 1.13 belongs to the system python (not a pyenv one on PATH).
   pyvenv="${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}"
   req="$(dirname "$0")/../python/requirements-ci.txt"
-  if ! cmp -s "$req" "$pyvenv/requirements-ci.txt"; then
-    echo "creating $pyvenv (python/requirements-ci.txt)" >&2
+  nodeps="$(dirname "$0")/../python/requirements-ci-nodeps.txt"
+  if ! cmp -s "$req" "$pyvenv/requirements-ci.txt" || ! cmp -s "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"; then
+    echo "creating $pyvenv (python/requirements-ci*.txt)" >&2
     /usr/bin/python3 -m venv --system-site-packages "$pyvenv"
     "$pyvenv/bin/pip" install -q -r "$req"
+    "$pyvenv/bin/pip" install -q --no-deps -r "$nodeps"
     cp "$req" "$pyvenv/requirements-ci.txt"
+    cp "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"
   fi
 fi
 if ! command -v cargo >/dev/null; then

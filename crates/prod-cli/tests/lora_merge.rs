@@ -170,7 +170,9 @@ fn bad_adapters_are_refused_with_exit_code_2() {
     let q = "base_model.model.model.layers.0.self_attn.q_proj";
     let a = format!("{q}.lora_A.weight");
     let b = format!("{q}.lora_B.weight");
-    let cases: Vec<(serde_json::Value, Vec<(&str, Tensor)>, &str)> = vec![
+    /// (adapter_config.json, adapter tensors, what the error must say)
+    type Case<'a> = (serde_json::Value, Vec<(&'a str, Tensor)>, &'a str);
+    let cases: Vec<Case> = vec![
         (
             serde_json::json!({"peft_type": "IA3", "r": 2}),
             vec![],

@@ -666,7 +666,9 @@ mod tests {
 
     #[test]
     fn refuses_malformed_files_naming_the_line() {
-        let cases: Vec<(Box<dyn Fn(&mut Vec<serde_json::Value>)>, &str)> = vec![
+        /// A change to the good file, and what the error must say.
+        type Case = (Box<dyn Fn(&mut Vec<serde_json::Value>)>, &'static str);
+        let cases: Vec<Case> = vec![
             (Box::new(|f| f[0]["version"] = json!(2)), "t.jsonl:1: format"),
             (Box::new(|f| f[0]["samples"] = json!(0)), "t.jsonl:1: samples is 0"),
             (Box::new(|f| f[0]["theorems"] = json!(3)), "t.jsonl:1: the header says 3 theorems"),
