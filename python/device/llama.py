@@ -174,6 +174,28 @@ class Llama(torch.nn.Module):
             for p in self.adapter_parameters():
                 p.copy_(p.to(dtype).float())
 
+    def load_adapter(self, adapter_dir):
+        """Puts an adapter written by `save_adapter` (PEFT's layout) into the model's adapter
+        slots (`add_adapters` with its r, alpha and token ids first)."""
+        from safetensors.torch import load_file
+        with open(os.path.join(adapter_dir, "adapter_config.json")) as f:
+            cfg = json.load(f)
+        t = load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
+        ids = cfg["trainable_token_indices"]["embed_tokens"]
+        self.add_adapters(int(cfg["r"]), float(cfg["lora_alpha"]), ids)
+        with torch.no_grad():
+            for i, layer in enumerate(self.layers):
+                for n in TARGETS:
+                    kind = "self_attn" if n in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
+                    p = f"base_model.model.model.layers.{i}.{kind}.{n}"
+                    m = getattr(layer, n)
+                    m.lora_A.copy_(t[p + ".lora_A.weight"].float())
+                    m.lora_B.copy_(t[p + ".lora_B.weight"].float())
+            if self.lm_head is not None:
+                self.lm_head.lora_A.copy_(t["base_model.model.lm_head.lora_A.weight"].float())
+                self.lm_head.lora_B.copy_(t["base_model.model.lm_head.lora_B.weight"].float())
+            self.special_rows.copy_(t["base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta"].float())
+
     def embedding(self):
         if self.special_rows is None:
             return self.embed

@@ -20,6 +20,7 @@ Commands and sizes: docs/models.md ("SFT on the GPU machine").
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -182,20 +183,34 @@ def cmd_run(a):
         share = (deadline - now) / left
         train_deadline = now + share * (1 - a.sample_share)
         ex = sft.Examples(arrays, prefix, a.limit_examples)
-        log(f"run: {label}: {len(ex)} examples, training until +{train_deadline - T_START:.0f}s")
-        model.add_adapters(a.rank, a.alpha, special_ids, seed=a.seed + k)
-        model.train()
-        tr = sft.train(model, ex, lr=a.lr, epochs=a.epochs, macro_batch=a.macro_batch,
-                       micro_tokens=a.micro_tokens, warmup=a.warmup, clip=1.0, deadline=train_deadline,
-                       device=dev, autocast=autocast, seed=a.seed + k, log=log)
-        log(f"run: {label}: {tr['steps']} steps ({tr['epochs_done']:.2f} epochs, stopped: {tr['stopped']}), "
-            f"{tr['tokens_per_s']:.0f} tokens/s")
+        saved_adapter = os.path.join(a.from_state, name) if a.from_state else None
+        if saved_adapter:
+            # A later call on the warm machine: the adapter trained before, sampled again.
+            model.load_adapter(saved_adapter)
+            tr = {"steps": 0, "from": saved_adapter}
+            share = (deadline - now) / left
+            log(f"run: {label}: adapter from {saved_adapter}, no training")
+        else:
+            log(f"run: {label}: {len(ex)} examples, training until +{train_deadline - T_START:.0f}s")
+            model.add_adapters(a.rank, a.alpha, special_ids, seed=a.seed + k)
+            model.train()
+            tr = sft.train(model, ex, lr=a.lr, epochs=a.epochs, macro_batch=a.macro_batch,
+                           micro_tokens=a.micro_tokens, warmup=a.warmup, clip=1.0, deadline=train_deadline,
+                           device=dev, autocast=autocast, seed=a.seed + k, log=log)
+            log(f"run: {label}: {tr['steps']} steps ({tr['epochs_done']:.2f} epochs, stopped: {tr['stopped']}), "
+                f"{tr['tokens_per_s']:.0f} tokens/s")
         model.eval()
         adapter_dtype = torch.bfloat16 if a.adapter_dtype == "bf16" else torch.float32
-        model.round_adapters(adapter_dtype)
+        if not saved_adapter:
+            model.round_adapters(adapter_dtype)
         out = os.path.join(a.out, name)
-        model.save_adapter(out, dtype=adapter_dtype, base_name=a.base_name)
-        if a.state:
+        if saved_adapter:
+            os.makedirs(out, exist_ok=True)
+            for f in ("adapter_config.json", "adapter_model.safetensors"):
+                shutil.copyfile(os.path.join(saved_adapter, f), os.path.join(out, f))
+        else:
+            model.save_adapter(out, dtype=adapter_dtype, base_name=a.base_name)
+        if a.state and not saved_adapter:
             model.save_adapter(os.path.join(a.state, name), dtype=adapter_dtype, base_name=a.base_name)
         # A probe: f32 logits of the trained model on the first example's first tokens, which
         # `prod model merge-lora`'s result must reproduce.
@@ -259,7 +274,7 @@ def main():
     p.add_argument("--sft", help="`prod train sft --write-examples` file of sft.jsonl (ProD-SFT)")
     p.add_argument("--wl", help="the same of train_wl.jsonl (SFT w/o lemma proposal)")
     p.add_argument("--prompts", help="`prod model prompts` file of the test split")
-    p.add_argument("--first-part-mib", type=float, default=56.0,
+    p.add_argument("--first-part-mib", type=float, default=52.0,
                    help="MiB of weights in each pack folder but the last (each folder travels in its own call)")
     p.add_argument("--out", nargs="+", required=True, help="pack folders, in call order")
     p.set_defaults(fn=cmd_pack)
@@ -272,6 +287,7 @@ def main():
     p.add_argument("--parts", nargs="+", required=True, help="every pack folder (earlier calls' too)")
     p.add_argument("--out", required=True)
     p.add_argument("--state", help="also keep the adapters here (a later call on the warm machine)")
+    p.add_argument("--from-state", help="sample with the adapters an earlier call kept here (--state); no training")
     p.add_argument("--budget-s", type=float, default=480.0, help="seconds for the whole run (from its start)")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16", help="compute dtype on a GPU")

@@ -12,7 +12,7 @@
 # Environment: PROD (the prod binary, default the release build), PROD_PYTHON (a python3 with
 # numpy; default python3), DEVICE_ROOT (where the folders go; default the repository root),
 # DEVICE_THEOREMS / DEVICE_EXAMPLES (only that many test theorems / SFT lines: dry runs),
-# DEVICE_FIRST_PART_MIB (MiB of weights in .device-a; default 56).
+# DEVICE_FIRST_PART_MIB (MiB of weights in .device-a; default 52).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 dataset="${1:?usage: scripts/device/prepare.sh DATASET [MODEL]}"
@@ -38,5 +38,5 @@ theorems=()
   --context-tokens 1000 --out "$work/prompts.jsonl" >&2
 "$py" "$here/python/device/prod_device.py" pack --model "$model" --sft "$work/sft.jsonl" \
   --wl "$work/wl.jsonl" --prompts "$work/prompts.jsonl" \
-  --first-part-mib "${DEVICE_FIRST_PART_MIB:-56}" --out "$root/.device-a" "$root/.device-b"
+  --first-part-mib "${DEVICE_FIRST_PART_MIB:-52}" --out "$root/.device-a" "$root/.device-b"
 du -sh "$root/.device-a" "$root/.device-b" >&2

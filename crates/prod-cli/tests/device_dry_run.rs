@@ -416,6 +416,55 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
     assert_eq!(sft["trees"], 2);
     assert_eq!(summary["models"]["sft-wl"]["train"]["steps"], 80);
 
+    // A further call on the warm machine samples again with the kept adapter: the same trees.
+    ok(
+        "run --from-state",
+        Command::new(&py)
+            .arg(&script)
+            .args([
+                "run",
+                "--parts",
+                ".device-a",
+                ".device-b",
+                "--out",
+                "OUT2",
+                "--from-state",
+                ".device-state",
+                "--models",
+                "sft-wl",
+                "--device",
+                "cpu",
+                "--samples",
+                "2",
+                "--depth",
+                "2",
+                "--max-new-tokens",
+                "24",
+                "--first-token",
+                "t0",
+                "--rows",
+                "4",
+                "--tree-group",
+                "2",
+            ])
+            .current_dir(d)
+            .env("OMP_NUM_THREADS", "1")
+            .output()
+            .unwrap(),
+    );
+    let nodes = |p: PathBuf| -> Vec<String> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        nodes(d.join("OUT2/sft-wl/trees.jsonl")),
+        nodes(out.join("sft-wl/trees.jsonl"))
+    );
+
     // Back here: the adapter merged by prod gives the trained model's logits.
     let merged = d.join("merged");
     ok(
