@@ -72,6 +72,7 @@ fn line(name: &str, statement: &str, proof: &str, lemmas: &[&str], variant: &str
         context_start: 0,
         context_end: SOURCE.len(),
         context_extra: String::new(),
+        context_axioms: vec![],
         statement: statement.into(),
         conditional_proof: proof.into(),
         conditional_proof_original: proof.into(),
