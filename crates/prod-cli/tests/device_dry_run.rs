@@ -761,3 +761,60 @@ fn device_lemma_extraction_agrees_with_prods_parser() {
     assert_eq!(got, want);
     assert!(want.iter().filter(|w| w.is_some()).count() >= 4);
 }
+
+/// A malformed trees file is the user's error: exit code 2, the line named, nothing left in
+/// the run directory (no Python needed).
+#[test]
+fn eval_trees_refuses_a_malformed_file_with_exit_code_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    dataset(&d.join("data"));
+    let header = r#"{"format": "prod-trees", "version": 1, "model": "m", "samples": 1, "depth": 0, "temperature": 0.7, "theorems": 1}"#;
+    let root = r#"{"node": 0, "tree": 0, "depth": 0, "parent": null, "theorem": "Fix:h_zero", "statement": "Lemma h_zero : forall n : nat, 0 + n = n.", "forced_t0": "no_invoke", "t0": "no_invoke", "completion": "<no_invoke> lia."}"#;
+    for (body, want) in [
+        (
+            format!("{header}\n{{\"node\": 0}}\n"),
+            "trees.jsonl:2: not a node line",
+        ),
+        (
+            format!("{header}\n{}\n", root.replace("Fix:h_zero", "Fix:nope")),
+            "trees.jsonl:2: theorem \"Fix:nope\" is not in the dataset's test split",
+        ),
+        (format!("{header}\n{root}\n"), "--split is \"val\""),
+    ] {
+        std::fs::write(d.join("trees.jsonl"), body).unwrap();
+        let split = if want.contains("val") { "val" } else { "test" };
+        if split == "val" {
+            std::fs::copy(d.join("data/test.jsonl"), d.join("data/val.jsonl")).unwrap();
+        }
+        let out = Command::new(PROD)
+            .args(["eval", "--trees"])
+            .arg(d.join("trees.jsonl"))
+            .arg("--dataset")
+            .arg(d.join("data"))
+            .args(["--split", split, "--out"])
+            .arg(d.join("run"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "want {want:?} in {err}");
+        assert!(!d.join("run").exists(), "nothing left behind");
+    }
+    // --trees and --model exclude each other.
+    let out = Command::new(PROD)
+        .args([
+            "eval",
+            "--trees",
+            "t.jsonl",
+            "--model",
+            "m",
+            "--dataset",
+            "data",
+            "--out",
+            "r",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
