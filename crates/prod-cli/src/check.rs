@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::check_progress::CheckProgress;
-use crate::node::{NodeLine, SeenIds};
+use crate::node::{with_extra, Echo, NodeLine, SeenIds};
 use anyhow::{anyhow, Context as _};
 use clap::Args;
 use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
@@ -207,16 +207,23 @@ fn isabelle_backend(a: &CheckerArgs, mut cfg: IsabelleCheckConfig) -> Result<Bac
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
 type PrintState = (usize, Vec<Option<(Verdict, Duration)>>, std::io::Result<()>);
 
-/// A node read from the input: its id and its request, or the verdict it already has (a proof
-/// that is not a conditional proof is the model's fault, not unreadable input).
-pub(crate) type InputNode = (serde_json::Value, Result<CheckRequest, Verdict>);
+/// A node read from the input: its id and own fields (repeated in its output line) and its
+/// request, or the verdict it already has (a proof that is not a conditional proof is the
+/// model's fault, not unreadable input).
+pub(crate) type InputNode = (Echo, Result<CheckRequest, Verdict>);
 
 /// A node as `check` takes it (its `locally_correct`, if any, is `tree solve`'s to read).
 pub(crate) fn into_input(n: NodeLine) -> InputNode {
     let req = ConditionalProof::parse(&n.proof)
         .map(|p| CheckRequest::new(&n.imports, &n.context, &n.statement, p))
         .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
-    (n.id, req)
+    (
+        Echo {
+            id: n.id,
+            extra: n.extra,
+        },
+        req,
+    )
 }
 
 pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSection> {
@@ -563,7 +570,7 @@ fn run_stream(a: CheckArgs) -> i32 {
 /// one is done. Returns the first write error (a closed stdout), if any.
 fn check_printing(
     pipeline: &Pipeline,
-    ids: &[serde_json::Value],
+    ids: &[Echo],
     requests: &[Result<CheckRequest, Verdict>],
     json: bool,
     progress: Option<&CheckProgress>,
@@ -598,6 +605,16 @@ fn check_printing(
     }
 }
 
+/// A node's output object: [`verdict_json`] followed by the node's own fields.
+pub(crate) fn echo_json(
+    e: &Echo,
+    v: &Verdict,
+    t: Duration,
+    prover: Option<&str>,
+) -> serde_json::Value {
+    with_extra(verdict_json(&e.id, v, t, prover), &e.extra)
+}
+
 /// One output object (`prod check --json`'s line, `prod serve`'s result). `prover` (`coq
 /// 8.16.1`, `rocq 9.2`, `isabelle`) is the verdict's provenance, where it is known.
 pub(crate) fn verdict_json(
@@ -622,18 +639,18 @@ fn time_ms(v: &Verdict, t: Duration) -> u64 {
     time.as_millis() as u64
 }
 
-/// One output line.
+/// One output line (with `json`, the node's own fields after the verdict's).
 pub(crate) fn render(
-    id: &serde_json::Value,
+    echo: &Echo,
     v: &Verdict,
     t: Duration,
     prover: Option<&str>,
     json: bool,
 ) -> String {
     if json {
-        return verdict_json(id, v, t, prover).to_string();
+        return echo_json(echo, v, t, prover).to_string();
     }
-    let id = match id {
+    let id = match &echo.id {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
@@ -673,8 +690,31 @@ mod tests {
         .unwrap();
         let e = format!("{:#}", read_nodes(&p).unwrap_err());
         assert!(
-            e.contains("line 1") && e.contains("unknown field `contxt`"),
+            e.contains("line 1") && e.contains("unknown field `contxt`, did you mean `context`?"),
             "{e}"
+        );
+        // Other fields are the caller's: kept, and repeated in the output line.
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"custom_id\":\"k-7\",\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n",
+        )
+        .unwrap();
+        let nodes = read_nodes(&p).unwrap();
+        let line = render(
+            &nodes[0].0,
+            &Verdict::infra("x"),
+            Duration::ZERO,
+            None,
+            true,
+        );
+        let j: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (&j["id"], &j["custom_id"], &j["verdict"]),
+            (
+                &serde_json::json!("a"),
+                &serde_json::json!("k-7"),
+                &serde_json::json!("infra")
+            )
         );
         assert!(read_nodes(&dir.path().join("missing.jsonl")).is_err());
         // Output lines and `tree solve --verdicts` are keyed by id: one id, one node.
@@ -702,7 +742,10 @@ mod tests {
             message: "no".into(),
         };
         let line = render(
-            &serde_json::json!("n1"),
+            &Echo {
+                id: serde_json::json!("n1"),
+                ..Echo::default()
+            },
             &v,
             Duration::from_millis(7),
             Some("coq 8.16.1"),

@@ -73,6 +73,22 @@ pub enum DatasetCommand {
     ///   prod dataset validate data/stdlib --split test --sample 500 --seed 0 --json
     ///   prod dataset validate data/stdlib --trees --sample 200 --json
     Validate(ValidateArgs),
+    #[command(verbatim_doc_comment)]
+    /// Write a split in an RL framework's schema (verl, TRL, OpenRLHF), every row checkable.
+    ///
+    /// Each row's reward input carries the row's full context, rebuilt from sources.jsonl by
+    /// byte offsets (the inline `context` is cut and would not load), for prod_client's reward
+    /// functions and `prod serve`; the prompt is ProD's prompt format with the context's last
+    /// --prompt-context-bytes. verl: Parquet with prompt (chat messages), data_source,
+    /// reward_model.ground_truth, extra_info; TRL: prompt, statement, imports, context; OpenRLHF:
+    /// prompt, label. OUT/export.json counts the rows written and those left out, by reason
+    /// (docs/serve.md "Datasets for RL frameworks").
+    ///
+    /// Examples:
+    ///   prod dataset export data/stdlib --for verl --out data/stdlib-verl
+    ///   prod dataset export data/stdlib --for trl --out data/stdlib-trl --format jsonl
+    ///   prod dataset export data/stdlib --for openrlhf --split test --out data/stdlib-openrlhf
+    Export(crate::dataset_export::ExportArgs),
 }
 
 #[derive(Args)]
@@ -204,6 +220,7 @@ pub fn run(cmd: DatasetCommand) -> i32 {
         DatasetCommand::Stats(a) => stats(a),
         DatasetCommand::Parquet(a) => parquet(a),
         DatasetCommand::Validate(a) => validate(a),
+        DatasetCommand::Export(a) => crate::dataset_export::run(a),
     }
 }
 

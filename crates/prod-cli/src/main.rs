@@ -12,6 +12,7 @@ mod check;
 mod check_progress;
 mod config;
 mod dataset;
+mod dataset_export;
 #[cfg(feature = "policy")]
 mod demo;
 #[cfg(feature = "policy")]
@@ -74,11 +75,13 @@ enum Command {
     /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
     Check(check::CheckArgs),
     /// Serve the checker over HTTP (reward endpoint for RL trainers): POST /v1/check, POST /v1/tree,
-    /// GET /health, GET /metrics.
+    /// POST /v1/assemble, GET /health, GET /metrics.
     ///
     /// POST /v1/check {"nodes": [NODE, …]} → {"results": [VERDICT, …]}: NODE is a line of `prod
     /// check`'s input, VERDICT a line of its output, same order; with `Accept:
     /// application/x-ndjson` or `?stream=1`, one line per node as it finishes (with "index").
+    /// POST /v1/tree adds "globally_correct"; POST /v1/assemble {"nodes": […], "root": INDEX}
+    /// adds the root's complete proof and its cold re-check ("proved").
     /// Loopback only unless an API key is set (`--api-key` / PROD_API_KEY, sent as
     /// `Authorization: Bearer KEY`). Details: docs/serve.md.
     ///

@@ -1,28 +1,186 @@
 //! The one node schema of `prod check`, `prod tree solve`, `prod queue submit` and `prod serve`:
-//! `{"id", "imports"?, "context"?, "statement", "proof", "locally_correct"?}`. Unknown fields are
-//! an error everywhere (a misspelt `contxt` must not silently check with an empty context); an
-//! id is a string or a number and names one node of a file (output lines, `--verdicts` and the
-//! solver's lemma lookup are keyed by it). `locally_correct` is what `tree solve` reads; `check`
-//! decides it itself and ignores the field, so that one file serves both.
+//! `{"id", "imports"?, "context"?, "statement", "proof", "locally_correct"?}`. An id is a
+//! string or a number and names one node of a file (output lines, `--verdicts` and the
+//! solver's lemma lookup are keyed by it). `imports` is a string or, as datasets carry it, a
+//! list of `Require` sentences (joined by newlines). `locally_correct` is what `tree solve`
+//! reads; `check` decides it itself and ignores the field, so that one file serves both.
+//!
+//! Other fields are the caller's (a researcher's metadata, an API's `custom_id`): `check` and
+//! `serve` copy them into the node's output line. Two kinds are refused, so that a typo never
+//! checks a node silently without its context: a field that looks like a misspelt one of the
+//! node's own (`contxt`: "did you mean `context`?", by edit distance or case), and a field the
+//! output line itself writes (`verdict`, `message`, …), which would be overwritten.
 
 use std::collections::HashSet;
 
 use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+/// The fields of a node (what [`NodeLine`] reads).
+pub(crate) const NODE_FIELDS: [&str; 6] = [
+    "id",
+    "imports",
+    "context",
+    "statement",
+    "proof",
+    "locally_correct",
+];
+
+/// The fields an output line writes besides the node's id (`prod check --json`, `prod
+/// serve`'s results and streamed lines).
+pub(crate) const OUTPUT_FIELDS: [&str; 6] = [
+    "verdict",
+    "message",
+    "time_ms",
+    "prover",
+    "index",
+    "globally_correct",
+];
 
 /// One input node.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawNode")]
 pub(crate) struct NodeLine {
-    #[serde(deserialize_with = "string_or_number")]
     pub id: serde_json::Value,
-    #[serde(default)]
     pub imports: String,
-    #[serde(default)]
     pub context: String,
     pub statement: String,
     pub proof: String,
-    #[serde(default)]
     pub locally_correct: Option<bool>,
+    /// The caller's own fields, copied into the output line.
+    pub extra: Map<String, Value>,
+}
+
+/// A node as written, before its other fields are vetted.
+#[derive(Deserialize)]
+struct RawNode {
+    #[serde(deserialize_with = "string_or_number")]
+    id: serde_json::Value,
+    #[serde(default, deserialize_with = "imports_text")]
+    imports: String,
+    #[serde(default, deserialize_with = "string_or_null")]
+    context: String,
+    statement: String,
+    proof: String,
+    #[serde(default)]
+    locally_correct: Option<bool>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl TryFrom<RawNode> for NodeLine {
+    type Error = String;
+
+    fn try_from(r: RawNode) -> Result<Self, String> {
+        for key in r.extra.keys() {
+            if let Some(known) = misspelt_field(key) {
+                return Err(format!(
+                    "unknown field `{key}`, did you mean `{known}`? (node fields: {})",
+                    NODE_FIELDS.join(", ")
+                ));
+            }
+            if OUTPUT_FIELDS.contains(&key.as_str()) {
+                return Err(format!(
+                    "unknown field `{key}`: the output line writes `{key}` itself; rename it"
+                ));
+            }
+        }
+        Ok(NodeLine {
+            id: r.id,
+            imports: r.imports,
+            context: r.context,
+            statement: r.statement,
+            proof: r.proof,
+            locally_correct: r.locally_correct,
+            extra: r.extra,
+        })
+    }
+}
+
+/// The node field `key` looks like a misspelling of: the same but for case, or within a small
+/// edit distance (1 for names of five letters or fewer, 2 above; `id` only by case, so that
+/// `idx` or `uid` stay the caller's).
+fn misspelt_field(key: &str) -> Option<&'static str> {
+    let lower = key.to_ascii_lowercase();
+    NODE_FIELDS.into_iter().find(|f| {
+        if lower == *f {
+            return true;
+        }
+        let limit = match f.len() {
+            0..=2 => return false,
+            3..=5 => 1,
+            _ => 2,
+        };
+        edit_distance(&lower, f) <= limit
+    })
+}
+
+/// Levenshtein distance with adjacent transpositions (optimal string alignment), by chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// `imports`: a string, a list of strings (one `Require` sentence each, joined by newlines), or
+/// null.
+fn imports_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(String::new()),
+        Value::String(s) => Ok(s),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                other => Err(serde::de::Error::custom(format!(
+                    "\"imports\" must be a string or a list of strings, not a list holding {other}"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|v| v.join("\n")),
+        other => Err(serde::de::Error::custom(format!(
+            "\"imports\" must be a string or a list of strings, not {other}"
+        ))),
+    }
+}
+
+/// A string, or null for "".
+fn string_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+/// What a node's output line repeats of it: its id and the caller's own fields.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Echo {
+    pub id: Value,
+    pub extra: Map<String, Value>,
+}
+
+/// An output line's object: the verdict fields of `line`, then the node's own fields.
+pub(crate) fn with_extra(mut line: Value, extra: &Map<String, Value>) -> Value {
+    if let Value::Object(o) = &mut line {
+        for (k, v) in extra {
+            o.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    line
 }
 
 fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
@@ -63,6 +221,65 @@ impl SeenIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_fields_pass_through_and_misspellings_are_refused() {
+        let n: NodeLine = serde_json::from_str(
+            r#"{"id":"a","statement":"s","proof":"p","custom_id":"x-1","idx":3,"ctx_note":null,
+                "imports":["Require Import Arith.","Require Import Lia."],"context":null}"#,
+        )
+        .unwrap();
+        assert_eq!(n.imports, "Require Import Arith.\nRequire Import Lia.");
+        assert_eq!(n.context, "");
+        assert_eq!(
+            n.extra.keys().collect::<Vec<_>>(),
+            ["custom_id", "idx", "ctx_note"]
+        );
+        let line = with_extra(
+            serde_json::json!({"id": "a", "verdict": "proved"}),
+            &n.extra,
+        );
+        assert_eq!(line["custom_id"], "x-1");
+        assert_eq!(line["verdict"], "proved");
+        for (field, hint) in [
+            ("contxt", "context"),
+            ("Context", "context"),
+            ("statment", "statement"),
+            ("staement", "statement"),
+            ("prof", "proof"),
+            ("proofs", "proof"),
+            ("import", "imports"),
+            ("ID", "id"),
+            ("locally_corect", "locally_correct"),
+        ] {
+            let text = format!(r#"{{"id":1,"statement":"s","proof":"p","{field}":""}}"#);
+            let e = serde_json::from_str::<NodeLine>(&text)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("unknown field `{field}`, did you mean `{hint}`?")),
+                "{field}: {e}"
+            );
+        }
+        let e = serde_json::from_str::<NodeLine>(
+            r#"{"id":1,"statement":"s","proof":"p","verdict":"x"}"#,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("output line writes `verdict`"), "{e}");
+        for bad in [
+            r#"{"id":1,"statement":"s","proof":"p","imports":3}"#,
+            r#"{"id":1,"statement":"s","proof":"p","imports":["a",1]}"#,
+        ] {
+            let e = serde_json::from_str::<NodeLine>(bad)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("\"imports\" must be"), "{e}");
+        }
+    }
 
     #[test]
     fn ids_are_strings_or_numbers_and_name_one_node() {

@@ -109,8 +109,8 @@ fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
         Err(e) => return Ok(exit::bad_input(e)),
     };
     let mut jobs = vec![];
-    for (id, req) in nodes {
-        let item = match &id {
+    for (echo, req) in nodes {
+        let item = match &echo.id {
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
         };
@@ -216,7 +216,10 @@ fn results(a: StoreArgs) -> anyhow::Result<i32> {
     for (item, v, attempts, completions) in connect(&a)?.results()? {
         let v = v.unwrap_or_else(|| Verdict::infra("not checked yet"));
         let line = render(
-            &serde_json::Value::String(item),
+            &crate::node::Echo {
+                id: serde_json::Value::String(item),
+                ..Default::default()
+            },
             &v,
             Duration::ZERO,
             None,

@@ -189,7 +189,8 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
     let mut next_scope = 0usize;
     let mut open: Option<Open> = None;
     let mut prev_end = 0usize;
-    let mut program_obligations = 0usize;
+    // The 1-based line of each `Next Obligation`/`Obligation` (skipped as `program`).
+    let mut program_obligations: Vec<usize> = Vec::new();
     let mut content_sentences = 0usize;
     // Closed modules: (scope id, name, end offset).
     let mut modules: Vec<(usize, String, usize)> = Vec::new();
@@ -494,7 +495,7 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
             "Next" | "Obligation"
                 if head.body.starts_with("Next Obligation") || kw == "Obligation" =>
             {
-                program_obligations += 1;
+                program_obligations.push(line_col(source, s.range.start).0);
             }
             _ => {}
         }
@@ -545,11 +546,10 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
     out.segments = Segments {
         source: source.to_string(),
         theorems,
-        other_skipped: if program_obligations > 0 {
-            vec![(SkipReason::Program, program_obligations)]
-        } else {
-            vec![]
-        },
+        other_skipped: program_obligations
+            .into_iter()
+            .map(|line| (SkipReason::Program, line))
+            .collect(),
         content_sentences,
     };
     out
@@ -714,6 +714,18 @@ mod tests {
         assert_eq!(
             &src[t[1].start..t[1].end_byte],
             "Lemma b : True. Proof.\n  - apply a.\nQed."
+        );
+    }
+
+    /// `Next Obligation` blocks are skipped as `program`, each with its own 1-based line
+    /// (`skipped.jsonl` names where it is).
+    #[test]
+    fn obligations_are_skipped_with_their_lines() {
+        let src = "Require Import Program.\nProgram Definition f : nat := _.\nNext Obligation.\n  exact 0.\nDefined.\n\nProgram Definition g : nat := _.\nNext Obligation. exact 1. Defined.\n";
+        let f = segment(src, None);
+        assert_eq!(
+            f.segments.other_skipped,
+            [(SkipReason::Program, 3), (SkipReason::Program, 8)]
         );
     }
 

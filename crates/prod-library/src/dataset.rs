@@ -304,15 +304,13 @@ fn process_file(
             });
         }
     }
-    for (r, n) in &seg.other_skipped {
-        for _ in 0..*n {
-            out.skipped.push(Skipped {
-                file: file.clone(),
-                line: 0,
-                name: String::new(),
-                reason: r.as_str().into(),
-            });
-        }
+    for (r, line) in &seg.other_skipped {
+        out.skipped.push(Skipped {
+            file: file.clone(),
+            line: *line,
+            name: String::new(),
+            reason: r.as_str().into(),
+        });
     }
     for i in failed {
         let t = &seg.theorems[i];

@@ -61,7 +61,16 @@ pub fn jsonl_to_parquet(
     columns: &Columns,
     out: &Path,
 ) -> Result<usize, String> {
-    let schema = schema(columns);
+    jsonl_to_parquet_with(input, schema(columns), out)
+}
+
+/// [`jsonl_to_parquet`] with any Arrow schema (nested lists and structs included, e.g. the
+/// chat-message `prompt` column an RL framework reads).
+pub fn jsonl_to_parquet_with(
+    input: &mut dyn std::io::BufRead,
+    schema: Arc<Schema>,
+    out: &Path,
+) -> Result<usize, String> {
     let tmp = crate::output::tmp_path(out);
     let result = (|| -> Result<usize, String> {
         let reader = arrow_json::ReaderBuilder::new(schema.clone())

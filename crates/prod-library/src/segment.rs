@@ -106,7 +106,8 @@ impl SkipReason {
 pub struct Segments {
     pub source: String,
     pub theorems: Vec<Theorem>,
-    /// Extra blocks counted but not turned into theorems (e.g. `Next Obligation` proofs), by reason.
+    /// Extra blocks not turned into theorems (e.g. `Next Obligation` proofs): one entry each,
+    /// its reason and 1-based line.
     pub other_skipped: Vec<(SkipReason, usize)>,
     /// Number of content sentences (for stats).
     pub content_sentences: usize,

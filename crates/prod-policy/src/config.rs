@@ -151,6 +151,65 @@ impl LlamaConfig {
         if self.attention_bias || self.mlp_bias {
             return bad("attention_bias / mlp_bias are not supported".into());
         }
+        self.validate_architecture().map_err(|m| {
+            PolicyError::Config(format!(
+                "config.json: {m}; the native model implements the Llama architecture only \
+                 (model_type \"llama\", LlamaForCausalLM)"
+            ))
+        })
+    }
+
+    /// The fields that say which architecture the weights are for: a `config.json` written
+    /// for another one (Qwen2's q/k/v biases, Qwen3's q/k norms, Gemma's scaled embeddings, a
+    /// Mistral sliding window, …) would load as Llama without a word and compute something
+    /// else, so anything that is not plainly Llama is refused, named.
+    fn validate_architecture(&self) -> std::result::Result<(), String> {
+        let field = |k: &str| self.extra.get(k).filter(|v| !v.is_null());
+        if let Some(t) = field("model_type") {
+            if t.as_str() != Some("llama") {
+                return Err(format!("model_type {t} is not supported"));
+            }
+        }
+        if let Some(a) = field("architectures") {
+            let names: Option<Vec<&str>> = a
+                .as_array()
+                .map(|v| v.iter().map(|x| x.as_str()).collect::<Option<_>>())
+                .unwrap_or(None);
+            match names.as_deref() {
+                Some([]) | Some(["LlamaForCausalLM"]) => {}
+                _ => return Err(format!("architectures {a} is not supported")),
+            }
+        }
+        if let Some(act) = field("hidden_act") {
+            if act.as_str() != Some("silu") {
+                return Err(format!(
+                    "hidden_act {act} is not supported (the MLP is SwiGLU with silu)"
+                ));
+            }
+        }
+        if let Some(h) = field("head_dim") {
+            if h.as_u64() != Some(self.head_dim() as u64) {
+                return Err(format!(
+                    "head_dim {h} differs from hidden_size / num_attention_heads = {}",
+                    self.head_dim()
+                ));
+            }
+        }
+        for k in ["use_sliding_window", "qk_norm", "use_qk_norm"] {
+            if field(k).is_some_and(|v| v.as_bool() != Some(false)) {
+                return Err(format!("{k} {} is not supported", self.extra[k]));
+            }
+        }
+        for k in ["sliding_window", "quantization_config"] {
+            if let Some(v) = field(k) {
+                return Err(format!("{k} {v} is not supported"));
+            }
+        }
+        if let Some(tp) = field("pretraining_tp") {
+            if tp.as_u64() != Some(1) {
+                return Err(format!("pretraining_tp {tp} is not supported (only 1)"));
+            }
+        }
         Ok(())
     }
 
@@ -223,5 +282,58 @@ impl Default for PolicyConfig {
             eps: 1e-8,
             max_seq_len: 2048,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(k: &str, v: serde_json::Value) -> LlamaConfig {
+        let mut c = LlamaConfig::tiny(64);
+        c.extra.insert(k.into(), v);
+        c
+    }
+
+    /// A config of another architecture is refused, naming it, never loaded as Llama.
+    #[test]
+    fn other_architectures_are_refused_by_name() {
+        assert!(LlamaConfig::tiny(64).validate().is_ok());
+        let hf_llama = with("head_dim", serde_json::json!(8));
+        assert!(hf_llama.validate().is_ok());
+        for (k, v, named) in [
+            ("model_type", serde_json::json!("qwen2"), "qwen2"),
+            ("model_type", serde_json::json!("qwen3"), "qwen3"),
+            ("model_type", serde_json::json!("mistral"), "mistral"),
+            (
+                "architectures",
+                serde_json::json!(["Qwen2ForCausalLM"]),
+                "Qwen2ForCausalLM",
+            ),
+            ("hidden_act", serde_json::json!("gelu"), "gelu"),
+            ("head_dim", serde_json::json!(128), "head_dim 128"),
+            ("use_sliding_window", serde_json::json!(true), "sliding"),
+            ("sliding_window", serde_json::json!(4096), "sliding_window"),
+            ("pretraining_tp", serde_json::json!(2), "pretraining_tp"),
+        ] {
+            let e = with(k, v).validate().unwrap_err().to_string();
+            assert!(e.contains(named) && e.contains("Llama"), "{k}: {e}");
+        }
+        // A Qwen2 folder as transformers writes it: refused on load with its name.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.json");
+        std::fs::write(
+            &p,
+            r#"{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 64,
+               "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu",
+               "use_sliding_window": false, "sliding_window": null}"#,
+        )
+        .unwrap();
+        let e = LlamaConfig::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("\"qwen2\"") && e.contains("not supported"),
+            "{e}"
+        );
     }
 }

@@ -6,8 +6,15 @@
 //!   `["a", "b"]` pairs, which the tokenizers 0.19 inside transformers 4.44 cannot read ("data
 //!   did not match any variant of untagged enum ModelWrapper"); every version reads strings.
 //!   Pairs are kept when a token contains a space, the one case strings cannot express.
+//! * ProD's six tokens (`<use_invoke>`, …) as *plain* added tokens (`"special": false`,
+//!   `"normalized": false`): still one id each and never split, but kept by every decode.
+//!   Trainers decode completions with `skip_special_tokens=True` (verl's reward managers, TRL's
+//!   GRPO trainer, vLLM's text output by default), which would delete them and leave the
+//!   reward function a completion that is not a conditional proof.
 //! * `tokenizer_config.json`: the end token (also padding), no automatic BOS/EOS (ProD's prompt
-//!   adds none), ProD's six tokens as additional special tokens, the context length.
+//!   adds none), the context length, and a chat template that passes the one user message
+//!   through unchanged (ProD's prompt is plain text; frameworks that always apply a template,
+//!   such as verl, then build exactly ProD's prompt).
 //! * `generation_config.json`: end and padding ids, sampling at the paper's temperature.
 //! * `prompt_template.json`: the prompt format ([`crate::prompt::template`]), which no
 //!   `transformers` field can express (two parts tokenised separately, the context cut from the
@@ -29,7 +36,8 @@ const TRANSFORMERS_VERSION: &str = "4.44.2";
 pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) -> Result<()> {
     let tokenizer = dir.join("tokenizer.json");
     let mut value = read_json(&tokenizer)?;
-    if legacy_merges(&mut value) {
+    let merges = legacy_merges(&mut value);
+    if plain_markers(&mut value) || merges {
         write_json(&tokenizer, &value)?;
     }
     let end = tok
@@ -44,7 +52,7 @@ pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) 
         "add_bos_token": false,
         "add_eos_token": false,
         "clean_up_tokenization_spaces": false,
-        "additional_special_tokens": prod_core::conditional::SPECIAL_TOKENS,
+        "chat_template": PASS_THROUGH_CHAT_TEMPLATE,
     });
     write_json(&dir.join("tokenizer_config.json"), &tokenizer_config)?;
     let mut generation = json!({
@@ -62,6 +70,39 @@ pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) 
         &dir.join(crate::prompt::TEMPLATE_FILE),
         &crate::prompt::template(&end),
     )
+}
+
+/// The chat template of a ProD model folder: the messages' contents as they are, so a
+/// framework that applies a template to a one-message conversation gets ProD's prompt text.
+pub const PASS_THROUGH_CHAT_TEMPLATE: &str =
+    "{% for message in messages %}{{ message['content'] }}{% endfor %}";
+
+/// Marks ProD's six tokens in `added_tokens` as plain tokens (`special` and `normalized`
+/// false), so that decoding with `skip_special_tokens=True` keeps them; true when one changed.
+fn plain_markers(tokenizer: &mut Value) -> bool {
+    let Some(added) = tokenizer
+        .get_mut("added_tokens")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for t in added {
+        let is_marker = t
+            .get("content")
+            .and_then(Value::as_str)
+            .is_some_and(|c| prod_core::conditional::SPECIAL_TOKENS.contains(&c));
+        if !is_marker {
+            continue;
+        }
+        for key in ["special", "normalized"] {
+            if t.get(key) != Some(&Value::Bool(false)) {
+                t[key] = Value::Bool(false);
+                changed = true;
+            }
+        }
+    }
+    changed
 }
 
 /// Rewrites `model.merges` pairs as `"a b"` strings; false when there is nothing to rewrite or
@@ -119,5 +160,24 @@ mod tests {
         assert_eq!(spaced["model"]["merges"], json!([["a b", "c"]]));
         let mut already = json!({"model": {"merges": ["a b"]}});
         assert!(!legacy_merges(&mut already));
+    }
+
+    #[test]
+    fn prod_markers_are_written_as_plain_tokens() {
+        let mut v = json!({"added_tokens": [
+            {"id": 0, "content": "<|endoftext|>", "special": true, "normalized": false},
+            {"id": 1, "content": "<use_invoke>", "special": true, "normalized": true},
+            {"id": 2, "content": "</invoke>", "special": true},
+        ]});
+        assert!(plain_markers(&mut v));
+        assert_eq!(
+            v["added_tokens"][0]["special"], true,
+            "the end token stays special"
+        );
+        for i in [1, 2] {
+            assert_eq!(v["added_tokens"][i]["special"], false);
+            assert_eq!(v["added_tokens"][i]["normalized"], false);
+        }
+        assert!(!plain_markers(&mut v), "already plain: nothing to rewrite");
     }
 }

@@ -38,8 +38,14 @@ head, tail = t["prompt"].split("{statement}")
 part = lambda s: tok(s, add_special_tokens=False)["input_ids"]
 prompt = (part(head.replace("{context}", context.rstrip()))[-t["default_context_tokens"]:]
           + part(statement.strip() + tail))
+# ProD's markers: one id each, and kept by the decode trainers use (skip_special_tokens=True).
+markers = ["<use_invoke>", "<no_invoke>", "<invoke>", "</invoke>", "<true>", "<false>"]
+single = all(len(tok(m, add_special_tokens=False)["input_ids"]) == 1 for m in markers)
+decoded = tok.decode(ids + [gen.eos_token_id], skip_special_tokens=True)
+chat = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                               add_generation_prompt=True)
 print(json.dumps({"ids": ids, "logits": logits, "eos": gen.eos_token_id,
-                  "special": tok.additional_special_tokens, "prompt": prompt}))
+                  "single": single, "decoded": decoded, "chat": chat, "prompt": prompt}))
 "#;
 
 fn python() -> Option<PathBuf> {
@@ -81,7 +87,15 @@ fn a_saved_model_loads_in_transformers_with_the_same_ids_and_logits() {
     let hf_ids: Vec<u32> = serde_json::from_value(got["ids"].clone()).unwrap();
     assert_eq!(hf_ids, ids, "the two tokenizers disagree");
     assert_eq!(got["eos"], tok.end_id());
-    assert_eq!(got["special"].as_array().unwrap().len(), 6);
+    assert_eq!(got["single"], true, "a ProD marker is not one token");
+    assert_eq!(
+        got["decoded"], text,
+        "skip_special_tokens=True must keep ProD's markers and drop the end token"
+    );
+    assert_eq!(
+        got["chat"], text,
+        "the chat template passes the prompt through"
+    );
     let prompt: Vec<u32> = serde_json::from_value(got["prompt"].clone()).unwrap();
     assert_eq!(
         prompt,

@@ -22,7 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::App;
-use crate::check::{into_input, verdict_json, InputNode};
+use crate::check::{echo_json, into_input, verdict_json, InputNode};
+use crate::node::Echo;
 use crate::node::NodeLine;
 
 pub fn router(app: Arc<App>) -> Router {
@@ -146,13 +147,27 @@ struct AssembleBody {
     root: usize,
 }
 
+/// The body's bytes; one over `--max-body-mb` is 413 with a message naming the limit.
+fn read_body(body: Result<Bytes, BytesRejection>, app: &App) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            let mb = app.limits.max_body_bytes >> 20;
+            ApiError::new(
+                e.status(),
+                format!(
+                    "the body is larger than {mb} MiB ({} bytes, --max-body-mb {mb})",
+                    app.limits.max_body_bytes
+                ),
+            )
+        } else {
+            ApiError::new(e.status(), e.body_text())
+        }
+    })
+}
+
 /// The nodes of a body, each parsed on its own: an error names the node's index (and the
 /// unknown field, if that is what is wrong).
-fn parse_nodes(
-    body: Result<Bytes, BytesRejection>,
-    max: usize,
-) -> Result<Vec<InputNode>, ApiError> {
-    let bytes = body.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+fn parse_nodes(bytes: Bytes, max: usize) -> Result<Vec<InputNode>, ApiError> {
     let body: Body_ = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad(format!("the body is not {{\"nodes\": [...]}}: {e}")))?;
     node_values(body.nodes, max)
@@ -295,7 +310,7 @@ async fn check(
             e.body_text()
         )));
     }
-    let nodes = parse_nodes(body, app.limits.max_nodes)?;
+    let nodes = parse_nodes(read_body(body, &app)?, app.limits.max_nodes)?;
     let adm = Admission::new(&app, nodes.len())?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
@@ -307,7 +322,7 @@ async fn check(
     let results: Vec<Value> = ids
         .iter()
         .zip(&results)
-        .map(|(id, (v, t))| verdict_json(id, v, *t, Some(&prover)))
+        .map(|(id, (v, t))| echo_json(id, v, *t, Some(&prover)))
         .collect();
     Ok(Json(json!({"results": results})).into_response())
 }
@@ -315,14 +330,14 @@ async fn check(
 /// One JSON line per node as it finishes, with its `index`.
 fn stream(
     adm: Admission,
-    ids: Vec<Value>,
+    ids: Vec<Echo>,
     requests: Vec<Result<CheckRequest, Verdict>>,
     prover: String,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let sender = tx.clone();
     let task = judge(adm, requests, move |i, v, t| {
-        let mut line = verdict_json(&ids[i], v, t, Some(&prover));
+        let mut line = echo_json(&ids[i], v, t, Some(&prover));
         line["index"] = json!(i);
         let _ = sender.send(line);
     });
@@ -357,7 +372,7 @@ async fn judged(
 
 /// Per node: its verdict line with `globally_correct`.
 fn tree_results(
-    ids: &[Value],
+    ids: &[Echo],
     verdicts: &[(Verdict, Duration)],
     global: &[Option<bool>],
     prover: &str,
@@ -366,7 +381,7 @@ fn tree_results(
         .zip(verdicts)
         .zip(global)
         .map(|((id, (v, t)), g)| {
-            let mut r = verdict_json(id, v, *t, Some(prover));
+            let mut r = echo_json(id, v, *t, Some(prover));
             r["globally_correct"] = json!(g);
             r
         })
@@ -379,7 +394,7 @@ async fn tree(
     State(app): State<Arc<App>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let nodes = parse_nodes(body, app.limits.max_nodes)?;
+    let nodes = parse_nodes(read_body(body, &app)?, app.limits.max_nodes)?;
     let adm = Admission::new(&app, nodes.len())?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
@@ -397,7 +412,7 @@ async fn assemble(
     State(app): State<Arc<App>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let bytes = body.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    let bytes = read_body(body, &app)?;
     let body: AssembleBody = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::bad(format!(
             "the body is not {{\"nodes\": [...], \"root\": INDEX}}: {e}"
@@ -430,7 +445,7 @@ async fn assemble(
     let results = tree_results(&ids, &verdicts, &a.global, &prover);
     let (final_json, proved, file) = match &a.final_check {
         Some((v, file)) => (
-            verdict_json(&ids[root], v, Duration::ZERO, Some(&prover)),
+            verdict_json(&ids[root].id, v, Duration::ZERO, Some(&prover)),
             match v {
                 Verdict::Infra { .. } => Value::Null,
                 v => json!(v.is_proved()),
@@ -466,10 +481,24 @@ mod tests {
             r#"{"nodes": [{"id": 1, "statement": "s", "proof": "<no_invoke>"},
                           {"id": 2, "statement": "s", "proof": "p", "contxt": ""}]}"#,
         );
-        let e = parse_nodes(Ok(body), 10).unwrap_err();
+        let e = parse_nodes(body, 10).unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert_eq!(e.body["index"], 1);
         assert_eq!(e.body["field"], "contxt");
+        assert!(
+            e.body["error"]
+                .as_str()
+                .unwrap()
+                .contains("did you mean `context`?"),
+            "{}",
+            e.body
+        );
+        // The caller's own fields are kept for the results.
+        let body = Bytes::from(
+            r#"{"nodes": [{"id": 1, "statement": "s", "proof": "<no_invoke>", "custom_id": "c"}]}"#,
+        );
+        let nodes = parse_nodes(body, 10).unwrap();
+        assert_eq!(nodes[0].0.extra["custom_id"], "c");
         for bad in [
             &b"\xff\x00"[..],
             b"{\"nodes\": [",
@@ -478,7 +507,7 @@ mod tests {
             b"{\"nodes\": [{\"id\": 1, \"statement\": 5, \"proof\": \"\"}]}",
             b"{\"nodes\": [], \"x\": 1}",
         ] {
-            let e = parse_nodes(Ok(Bytes::from_static(bad)), 10).unwrap_err();
+            let e = parse_nodes(Bytes::from_static(bad), 10).unwrap_err();
             assert_eq!(
                 e.status,
                 StatusCode::BAD_REQUEST,
@@ -487,7 +516,7 @@ mod tests {
             );
         }
         let many = format!("{{\"nodes\": [{}]}}", ["{}"; 11].join(","));
-        let e = parse_nodes(Ok(Bytes::from(many)), 10).unwrap_err();
+        let e = parse_nodes(Bytes::from(many), 10).unwrap_err();
         assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 
@@ -504,7 +533,7 @@ mod tests {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             for body in [bytes.clone(), shape.replace('X', &text).into_bytes(),
                          shape.replace('X', &serde_json::to_string(&text).unwrap()).into_bytes()] {
-                match parse_nodes(Ok(Bytes::from(body)), 4) {
+                match parse_nodes(Bytes::from(body), 4) {
                     Ok(nodes) => proptest::prop_assert!(nodes.len() <= 4),
                     Err(e) => proptest::prop_assert!(e.status.is_client_error()),
                 }

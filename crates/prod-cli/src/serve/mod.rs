@@ -3,7 +3,8 @@
 //!
 //! The service is a thin shell around `prod check`'s [`Pipeline`] (same node schema, same rules,
 //! same cache, same verdict JSON): `POST /v1/check` and `POST /v1/tree` (nodes → verdicts, or
-//! global verdicts through the tree solver), `GET /health`, `GET /metrics` (Prometheus text).
+//! global verdicts through the tree solver), `POST /v1/assemble` (a root's complete proof,
+//! re-checked cold), `GET /health`, `GET /metrics` (Prometheus text).
 //! Bounds: body size, nodes per request, nodes queued (429 with `Retry-After` when full); the
 //! worker pool bounds the checks that run at once. Security defaults: loopback only unless an
 //! API key is set (`Authorization: Bearer KEY` on every route but `/health`). SIGINT/SIGTERM stop
@@ -25,12 +26,16 @@ use crate::{exit, ranges};
 
 pub use metrics::Metrics;
 
-/// Serve the checker over HTTP: POST /v1/check, POST /v1/tree, GET /health, GET /metrics.
+/// Serve the checker over HTTP: POST /v1/check, POST /v1/tree, POST /v1/assemble, GET /health,
+/// GET /metrics.
 ///
 /// `POST /v1/check` takes {"nodes": [NODE, …]} where NODE is a line of `prod check`'s input
-/// and answers {"results": [VERDICT, …]} in the same order (`prod check --json`'s lines); with
-/// `Accept: application/x-ndjson` or `?stream=1` one line per node as it finishes, with its
-/// "index". Only loopback addresses without an API key. Details: docs/serve.md.
+/// and answers {"results": [VERDICT, …]} in the same order (`prod check --json`'s lines, with
+/// the node's own extra fields); with `Accept: application/x-ndjson` or `?stream=1` one line
+/// per node as it finishes, with its "index". `POST /v1/tree` adds "globally_correct" (the
+/// tree solver); `POST /v1/assemble` {"nodes": […], "root": INDEX} adds the root's complete
+/// proof and its cold re-check ("proved"). Only loopback addresses without an API key.
+/// Details: docs/serve.md.
 ///
 /// Example: prod serve --workers 4 --cache verdicts.sqlite
 /// Example: PROD_API_KEY=secret prod serve --addr 0.0.0.0:8537
