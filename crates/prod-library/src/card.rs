@@ -259,7 +259,9 @@ pub fn render(stats: &Stats, layout: Layout) -> String {
         "\nThe `context` column holds at most the last `--context-bytes` of each context; the full \
          context is `base[:context_end] + context_extra`, with `base` the `reduced` (or, for \
          `w_lemmas`, the `source`) text of the row of the `sources` config whose `logical_path` \
-         is the example's.\n",
+         is the example's. The offsets count UTF-8 bytes, not characters: in Python, \
+         `base.encode()[:context_end].decode() + context_extra`. `prod dataset export` writes \
+         the full contexts for RL frameworks.\n",
     );
     o
 }
