@@ -212,7 +212,7 @@ fn other_architectures_are_refused_and_markers_are_plain() {
         .iter()
         .filter(|t| t["content"].as_str().unwrap().ends_with("invoke>"))
         .collect();
-    assert_eq!(markers.len(), 3, "{markers:?}");
+    assert_eq!(markers.len(), 4, "{markers:?}");
     assert!(markers.iter().all(|t| t["special"] == false), "{markers:?}");
     let sample = |d: &Path| {
         prod_in(
