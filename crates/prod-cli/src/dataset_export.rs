@@ -20,8 +20,11 @@
 //! * OpenRLHF: `prompt`, `label` (the JSON text `prod_client.openrlhf` reads), `id`.
 //!
 //! Rows left out, each counted by reason in `export.json`: `goal_without_name` (a `Goal`
-//! block: nothing to name its lemma by) and `coq_flags` (the row needs `coqc` flags such as
-//! `-noinit`, which a request cannot carry). Isabelle datasets are refused (exit 2).
+//! block: nothing to name its lemma by), `coq_flags` (the row needs `coqc` flags such as
+//! `-noinit`, which a request cannot carry) and, with `--verify`, `context_does_not_load`: the
+//! real Coq refused a sentence of the row's context (a library file that only compiles inside
+//! its own build, or one whose tactics behave differently once CoqHammer is loaded). Isabelle
+//! datasets are refused (exit 2).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -88,6 +91,23 @@ pub struct ExportArgs {
     /// verl's `data_source` (default `prod/<library>`).
     #[arg(long)]
     pub data_source: Option<String>,
+    /// Check with the real Coq that every row's context loads, and leave out the rows whose
+    /// context does not (`context_does_not_load`, with Coq's reason in export.json). One
+    /// check per file (its longest context), a few more per file that fails.
+    #[arg(long)]
+    pub verify: bool,
+    /// --verify: Coq workers.
+    #[arg(long, default_value_t = 2, value_parser = crate::ranges::positive_usize)]
+    pub workers: usize,
+    /// --verify: check as a server started with --no-hammer does (CoqHammer not loaded; it
+    /// changes what some contexts' own tactics do).
+    #[arg(long)]
+    pub no_hammer: bool,
+    #[command(flatten)]
+    pub prover: crate::prover::ProverArgs,
+    /// --verify: beside the dataset's own bindings (its stats.json), which are always used.
+    #[command(flatten)]
+    pub load_paths: crate::prover::LoadPathArgs,
     /// Machine-readable output: export.json's object.
     #[arg(long)]
     pub json: bool,
@@ -105,6 +125,11 @@ struct Manifest {
     dropped: BTreeMap<&'static str, usize>,
     /// Rows whose context ends inside a Section or Module (checked there).
     rows_in_scopes: usize,
+    /// Whether every row's context was loaded by the real Coq (`--verify`).
+    verified: bool,
+    /// `--verify`: per file whose later rows were left out, Coq's reason.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    not_loaded: BTreeMap<String, String>,
     prompt_context_bytes: usize,
     data_source: String,
 }
@@ -227,6 +252,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// One row to write: the example and its full context.
+struct Candidate<'a> {
+    example: &'a dataset::Example,
+    full: String,
+}
+
 /// The rows (JSON lines) of the export and its manifest.
 fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
     if !["rl", "train", "val", "test"].contains(&a.split.as_str()) {
@@ -250,7 +281,6 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
         .data_source
         .clone()
         .unwrap_or_else(|| format!("prod/{}", stats.library));
-    let mut out = Vec::new();
     let mut manifest = Manifest {
         framework: a.framework.name(),
         dataset: a.dir.display().to_string(),
@@ -259,9 +289,12 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
         rows: 0,
         dropped: BTreeMap::new(),
         rows_in_scopes: 0,
+        verified: a.verify,
+        not_loaded: BTreeMap::new(),
         prompt_context_bytes: a.prompt_context_bytes,
         data_source: data_source.clone(),
     };
+    let mut candidates = Vec::new();
     for e in &examples {
         let reason = if e.name.is_empty() {
             Some("goal_without_name")
@@ -284,14 +317,148 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
                     e.id
                 )
             })?;
-        let p = prompt(context_tail(&full, a.prompt_context_bytes), &e.statement);
-        let r = row(a.framework, manifest.rows, e, &full, &p, &data_source);
+        candidates.push(Candidate { example: e, full });
+    }
+    if a.verify {
+        let loads = verify(a, &candidates, &mut manifest.not_loaded)?;
+        let before = candidates.len();
+        let mut keep = loads.into_iter();
+        candidates.retain(|_| keep.next().unwrap_or(false));
+        if before > candidates.len() {
+            manifest
+                .dropped
+                .insert("context_does_not_load", before - candidates.len());
+        }
+    }
+    let mut out = Vec::new();
+    for c in &candidates {
+        let e = c.example;
+        let p = prompt(context_tail(&c.full, a.prompt_context_bytes), &e.statement);
+        let r = row(a.framework, manifest.rows, e, &c.full, &p, &data_source);
         serde_json::to_writer(&mut out, &r)?;
         out.push(b'\n');
         manifest.rows += 1;
         manifest.rows_in_scopes += usize::from(!e.scope.is_empty());
     }
     Ok((out, manifest))
+}
+
+/// Per candidate: does its context load in the real Coq? The contexts of one file are prefixes
+/// of one text (`sources.jsonl`'s `reduced`, or `source` for `w_lemmas`), so a file's longest
+/// context loading means they all do; when it does not, a binary search over the file's
+/// contexts (by length) finds the shortest that fails, and every longer one fails with it (it
+/// holds the sentence Coq refused). Each check is the row's ground truth in its context: only
+/// an infra verdict (the context did not load) counts, a failed proof says nothing here.
+fn verify(
+    a: &ExportArgs,
+    candidates: &[Candidate<'_>],
+    not_loaded: &mut BTreeMap<String, String>,
+) -> anyhow::Result<Vec<bool>> {
+    use prod_check::{CheckRequest, Checker as _, Verdict};
+    let mut cfg = prod_check_coq::CoqCheckConfig::default();
+    a.prover.apply(&mut cfg).map_err(|e| anyhow!(e))?;
+    a.load_paths
+        .apply(&mut cfg, Some(&a.dir))
+        .map_err(|e| anyhow!(e))?;
+    cfg.workers = a.workers;
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    let checker = prod_check_coq::CoqChecker::new(cfg)
+        .map_err(|e| anyhow!("cannot start the Coq checker: {e}"))?;
+    // The candidates of each file (by context length, then base text), shortest first.
+    let mut files: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        let base = if c.example.variant == "w_lemmas" {
+            "source"
+        } else {
+            "reduced"
+        };
+        files
+            .entry((c.example.logical_path.as_str(), base))
+            .or_default()
+            .push(i);
+    }
+    for rows in files.values_mut() {
+        rows.sort_by_key(|&i| candidates[i].full.len());
+    }
+    let request = |i: usize| -> anyhow::Result<CheckRequest> {
+        let e = candidates[i].example;
+        let proof = prod_core::ConditionalProof::parse(&e.conditional_proof)
+            .map_err(|err| anyhow!("example {}: conditional proof: {err}", e.id))?;
+        Ok(CheckRequest::new(
+            "",
+            &candidates[i].full,
+            &e.statement,
+            proof,
+        ))
+    };
+    // Per file: (lo, hi): rows[..lo] load, rows[hi] does not (hi = len: not known to fail).
+    let mut search: Vec<(&(&str, &str), usize, usize)> =
+        files.iter().map(|(k, rows)| (k, 0, rows.len())).collect();
+    let mut reasons: BTreeMap<&(&str, &str), String> = BTreeMap::new();
+    let mut first = true;
+    let progress = crate::check_progress::CheckProgress::new("verify", files.len(), true);
+    loop {
+        // The next probe of each file still searching: first its longest context, then the
+        // middle of what is not yet known.
+        let mut probes = vec![];
+        for (n, (key, lo, hi)) in search.iter().enumerate() {
+            let len = files[*key].len();
+            if first {
+                probes.push((n, len - 1));
+            } else if *hi < len && lo < hi {
+                probes.push((n, (lo + hi) / 2));
+            }
+        }
+        if probes.is_empty() {
+            break;
+        }
+        let requests = probes
+            .iter()
+            .map(|&(n, p)| request(files[search[n].0][p]))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let verdicts = checker.check_batch(&requests, &|_, v| {
+            if first {
+                progress.record(v)
+            }
+        });
+        for (&(n, p), v) in probes.iter().zip(&verdicts) {
+            let fails = matches!(v, Verdict::Infra { .. });
+            let (key, lo, hi) = &mut search[n];
+            if fails {
+                *hi = p;
+                let reason = match crate::check_progress::context_failure(v) {
+                    Some(r) => r.to_string(),
+                    None => v.message(),
+                };
+                reasons.insert(key, reason);
+            } else {
+                *lo = p + 1;
+            }
+        }
+        if first {
+            progress.finish();
+        }
+        first = false;
+    }
+    let mut loads = vec![true; candidates.len()];
+    for (key, _, hi) in &search {
+        let rows = &files[*key];
+        for &i in &rows[*hi..] {
+            loads[i] = false;
+        }
+        if *hi < rows.len() {
+            let reason = reasons.get(key).cloned().unwrap_or_default();
+            eprintln!(
+                "context does not load ({} row(s) of {}): {reason}",
+                rows.len() - hi,
+                key.0
+            );
+            not_loaded.insert(key.0.to_string(), reason);
+        }
+    }
+    Ok(loads)
 }
 
 pub fn run(a: ExportArgs) -> i32 {

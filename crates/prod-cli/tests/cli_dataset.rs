@@ -733,3 +733,67 @@ fn exported_rows_load_in_the_checker_in_each_frameworks_schema() {
         assert_eq!(row["extra_info"]["id"], t["id"]);
     }
 }
+
+/// `prod dataset export --verify`: rows whose context the real Coq refuses are left out and
+/// counted, the others kept. A sentence Coq refuses (`Z.`) is put into one file's text between
+/// two of its rows' contexts (bytes that were blank, so no offset moves): the row before it is
+/// kept, the two after it are left out, with Coq's reason.
+#[test]
+fn verify_leaves_out_exactly_the_rows_whose_context_does_not_load() {
+    if !coq_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = build_project(tmp.path());
+    let sources = std::fs::read_to_string(dir.join("sources.jsonl")).unwrap();
+    let mut lines = vec![];
+    for l in sources.lines() {
+        let mut r: serde_json::Value = serde_json::from_str(l).unwrap();
+        if r["logical_path"] == "MyLib.sub.Top" {
+            let mut text = r["reduced"].as_str().unwrap().as_bytes().to_vec();
+            assert_eq!(&text[175..177], b"\n\n", "the fixture changed");
+            text[175..177].copy_from_slice(b"Z.");
+            r["reduced"] = String::from_utf8(text).unwrap().into();
+        }
+        lines.push(r.to_string());
+    }
+    std::fs::write(dir.join("sources.jsonl"), lines.join("\n") + "\n").unwrap();
+    let out = tmp.path().join("verified");
+    let (code, stdout, err) = prod(&[
+        "dataset",
+        "export",
+        dir.to_str().unwrap(),
+        "--for",
+        "openrlhf",
+        "--format",
+        "jsonl",
+        "--verify",
+        "--workers",
+        "1",
+        "--no-hammer",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let m: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(m["verified"], true, "{m}");
+    assert_eq!(m["dropped"]["context_does_not_load"], 2, "{m}");
+    assert!(
+        m["not_loaded"]["MyLib.sub.Top"]
+            .as_str()
+            .unwrap()
+            .contains("`Z.`"),
+        "{m}"
+    );
+    let ids: Vec<String> = std::fs::read_to_string(out.join("rl.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].to_string())
+        .collect();
+    assert_eq!(ids.len(), 5, "{ids:?}");
+    assert!(ids.iter().any(|i| i.contains("top_a")), "{ids:?}");
+    assert!(!ids
+        .iter()
+        .any(|i| i.contains("top_b") || i.contains("top_c")));
+}
