@@ -24,9 +24,12 @@ use crate::{exit, ranges};
 ///   {"id": "n1", "imports": "From Coq Require Import Arith List Lia.", "context": "",
 ///    "statement": "Lemma foo : forall n : nat, n + 0 = n.", "proof": "<no_invoke> intros n. lia."}
 /// `proof` is a conditional proof: its `<invoke> Lemma … . </invoke>` segments are admitted first.
+/// `imports` may also be a list of sentences. Other fields are copied to the output line; one
+/// that looks like a misspelt node field (`contxt`) is an error ("did you mean `context`?").
 ///
 /// Output, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
-/// "message": "...", "time_ms": N}. Exit 0 when every line was judged, 2 on unreadable input.
+/// "message": "...", "time_ms": N, …the node's other fields}. Exit 0 when every line was
+/// judged, 2 on unreadable input.
 ///
 /// Isabelle (`--prover isabelle`) needs a running Isabelle2022 server (`isabelle server -n prod`
 /// prints `server "prod" = 127.0.0.1:PORT (password "PW")`) with heaps for the session; node

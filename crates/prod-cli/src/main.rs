@@ -66,9 +66,10 @@ enum Command {
     ///
     /// Input line: {"id": "n1", "imports": "From Coq Require Import Arith List Lia.", "context": "",
     /// "statement": "Lemma foo : forall n : nat, n + 0 = n.", "proof": "<no_invoke> intros n. lia."}
-    /// (`proof` is a conditional proof; its `<invoke> Lemma … . </invoke>` segments are admitted).
-    /// Output line, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
-    /// "message": "...", "time_ms": N}. Exit 0 when every line was judged, 2 on unreadable input.
+    /// (`proof` is a conditional proof; its `<invoke> Lemma … . </invoke>` segments are admitted;
+    /// other fields are copied to the output line). Output line, same order: {"id": "n1",
+    /// "verdict": "proved|failed|timed_out|rejected|infra", "message": "...", "time_ms": N}.
+    /// Exit 0 when every line was judged, 2 on unreadable input.
     ///
     /// `--prover isabelle` sends the same lines (with Isar text) to a running Isabelle server.
     ///
