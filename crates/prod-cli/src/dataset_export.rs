@@ -343,12 +343,16 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
     Ok((out, manifest))
 }
 
+/// The lemma `--verify` proves after a context to see that it loads.
+const PROBE_STATEMENT: &str = "Lemma prod_context_probe : True.";
+const PROBE_PROOF: &str = "<no_invoke> exact I.";
+
 /// Per candidate: does its context load in the real Coq? The contexts of one file are prefixes
 /// of one text (`sources.jsonl`'s `reduced`, or `source` for `w_lemmas`), so a file's longest
 /// context loading means they all do; when it does not, a binary search over the file's
 /// contexts (by length) finds the shortest that fails, and every longer one fails with it (it
-/// holds the sentence Coq refused). Each check is the row's ground truth in its context: only
-/// an infra verdict (the context did not load) counts, a failed proof says nothing here.
+/// holds the sentence Coq refused). Each check proves `True` after the context: only an infra
+/// verdict (the context did not load) counts.
 fn verify(
     a: &ExportArgs,
     candidates: &[Candidate<'_>],
@@ -382,15 +386,17 @@ fn verify(
     for rows in files.values_mut() {
         rows.sort_by_key(|&i| candidates[i].full.len());
     }
+    // The probe: a trivial lemma stated after the context, so that only the context decides
+    // the verdict, never a rule about the row's own statement or proof (a context that shadows
+    // `I` fails the proof, which still says the context loaded).
+    let probe = prod_core::ConditionalProof::parse(PROBE_PROOF)
+        .map_err(|e| anyhow!("the probe proof: {e}"))?;
     let request = |i: usize| -> anyhow::Result<CheckRequest> {
-        let e = candidates[i].example;
-        let proof = prod_core::ConditionalProof::parse(&e.conditional_proof)
-            .map_err(|err| anyhow!("example {}: conditional proof: {err}", e.id))?;
         Ok(CheckRequest::new(
             "",
             &candidates[i].full,
-            &e.statement,
-            proof,
+            PROBE_STATEMENT,
+            probe.clone(),
         ))
     };
     // Per file: (lo, hi): rows[..lo] load, rows[hi] does not (hi = len: not known to fail).
