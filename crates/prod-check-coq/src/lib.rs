@@ -10,6 +10,8 @@
 //!   proposed lemmas and axioms the context already had.
 //! * [`rules`] — what untrusted text may contain (tactics, bullets, braces; one lemma statement).
 //! * The `hammer.` step: fixed tactic list, then CoqHammer; the tactic that worked is recorded.
+//!   [`hammer_cache`] remembers each goal's result, so that the same goal in many samples runs
+//!   the provers once (a remembered tactic is re-run by Coq, never trusted).
 //! * [`final_check`] — a cold `coqc` of an assembled file in a fresh sandbox, then `coqchk`.
 //! * [`plugin`] — the ProD Coq plugin: `ProdAssumptions`, `Print Assumptions` with the walk of
 //!   library constants remembered across checks (same output; built once when OCaml and Coq's
@@ -18,6 +20,7 @@
 pub mod assumptions;
 pub mod config;
 pub mod final_check;
+pub mod hammer_cache;
 pub mod plugin;
 pub mod pool;
 pub mod protocol;
