@@ -945,6 +945,7 @@ impl RlRun<'_> {
                 )
             })
             .collect(),
+        comparisons: vec![],
     }
     }
 }

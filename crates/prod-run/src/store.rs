@@ -80,6 +80,9 @@ pub enum Phase {
     /// An RL round's evaluation of its checkpoint on the fixed subset (Algorithm 1).
     #[serde(rename = "rl-eval")]
     RlEval,
+    /// CoqHammer alone on the evaluation's theorems: one `<no_invoke> hammer.` root each.
+    #[serde(rename = "hammer-baseline")]
+    HammerBaseline,
 }
 
 /// A finished step of a phase; the `phases` table holds `<phase>/<step>` (`eval/sample`,
@@ -1347,6 +1350,7 @@ mod tests {
             (Phase::Eval, "eval"),
             (Phase::Rl, "rl"),
             (Phase::RlEval, "rl-eval"),
+            (Phase::HammerBaseline, "hammer-baseline"),
         ]);
         check(&[(Step::Sample, "sample"), (Step::Round, "round")]);
         assert_eq!(mark(Phase::RlEval, Step::Sample), "rl-eval/sample");
