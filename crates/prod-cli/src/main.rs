@@ -103,7 +103,7 @@ enum Command {
     #[command(subcommand)]
     Train(model::TrainCommand),
     #[cfg(feature = "policy")]
-    Eval(eval::EvalArgs),
+    Eval(Box<eval::EvalArgs>),
     /// The main job: stdlib dataset, small model, proof trees checked by Coq, report (≤ 20 min).
     ///
     /// Builds the Coq stdlib dataset, trains a ~1.3M-parameter model from scratch on its SFT data,
@@ -167,7 +167,7 @@ fn main() {
         #[cfg(feature = "policy")]
         Command::Train(cmd) => model::run_train(cmd),
         #[cfg(feature = "policy")]
-        Command::Eval(args) => eval::run(args),
+        Command::Eval(args) => eval::run(*args),
         #[cfg(feature = "policy")]
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "policy")]
