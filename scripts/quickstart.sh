@@ -5,9 +5,12 @@
 #   2. build the ProD dataset from the stdlib (blocks, peeling, conditional proofs, splits);
 #   3. fine-tune the model with ProD-SFT on its SFT examples (a wall-clock budget);
 #   4. sample 4 proof trees for each of 50 held-out test theorems, check every node with the
-#      sandboxed Coq, assemble and re-check the proved ones cold, and compute pass@k;
-#   5. write the report (HTML with SVG plots, Markdown summary, run.json).
-# About 25 minutes on 2 cores from a fresh machine. Output goes to $PROD_OUT (default runs/demo);
+#      sandboxed Coq (`hammer.`: the fixed tactic list, then CoqHammer's provers), assemble and
+#      re-check the proved ones cold, and compute pass@k;
+#   5. evaluate CoqHammer alone on the same theorems with the same checker;
+#   6. write the report (HTML with SVG plots, Markdown summary, run.json): ProD against
+#      CoqHammer alone, with the paired difference and who proved which theorem.
+# Under 30 minutes on 2 cores from a fresh machine. Output goes to $PROD_OUT (default runs/demo);
 # rerunning with the same output reuses what is finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -51,6 +51,10 @@ pub struct CoqCheckConfig {
     #[serde(skip)]
     pub plugin: Option<crate::plugin::PluginPaths>,
     pub hammer: HammerConfig,
+    /// The per-goal memory of `hammer.` results and the attempt's scope in it; set by the pool
+    /// for each attempt (not a configuration key). See [`crate::hammer_cache`].
+    #[serde(skip)]
+    pub hammer_cache: Option<crate::hammer_cache::HammerCacheHandle>,
     /// Extra axioms accepted anywhere (fully qualified names, e.g.
     /// `Coq.Logic.FunctionalExtensionality.functional_extensionality_dep`). Normally empty: the
     /// context's own axioms are always accepted.
@@ -137,6 +141,7 @@ impl Default for CoqCheckConfig {
             plugin_cache_dir: None,
             plugin: None,
             hammer: HammerConfig::default(),
+            hammer_cache: None,
             allowed_axioms: vec![],
             load_paths: vec![],
         }

@@ -12,6 +12,8 @@
 //!   proposed lemmas, with the constructs each prover release must refuse derived from the
 //!   table of its known kernel bugs ([`bugs`]).
 //! * The `hammer.` step: fixed tactic list, then CoqHammer; the tactic that worked is recorded.
+//!   [`hammer_cache`] remembers each goal's result, so that the same goal in many samples runs
+//!   the provers once (a remembered tactic is re-run by Coq, never trusted).
 //! * [`final_check`] — a cold `coqc` of an assembled file in a fresh sandbox, then `coqchk`.
 //! * [`plugin`] — the ProD Coq plugin: `ProdAssumptions`, `Print Assumptions` with the walk of
 //!   library constants remembered across checks (same output; built once when OCaml and Coq's
@@ -22,6 +24,7 @@ pub mod assumptions;
 pub mod bugs;
 pub mod config;
 pub mod final_check;
+pub mod hammer_cache;
 pub mod plugin;
 pub mod pool;
 pub mod protocol;

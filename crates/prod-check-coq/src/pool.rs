@@ -9,6 +9,7 @@ use prod_check::{CheckRequest, Checker, Progress, RetryPolicy, Verdict};
 use sha2::{Digest, Sha256};
 
 use crate::config::CoqCheckConfig;
+use crate::hammer_cache::{HammerCache, HammerCacheHandle};
 use crate::rules::{self, RuleError, RuleSet};
 use crate::session::{ContextSpec, Plan, PreparedContext, Session};
 
@@ -24,6 +25,8 @@ pub struct CoqChecker {
     broken_contexts: Mutex<HashMap<ContextSpec, String>>,
     /// coqtop pid of each slot (for fault tests; read without taking the slot lock).
     pids: Mutex<Vec<Option<i32>>>,
+    /// Every `hammer.` goal's result, shared by the workers (see [`crate::hammer_cache`]).
+    hammer_cache: Arc<HammerCache>,
 }
 
 /// What a worker does with a planned request.
@@ -278,6 +281,7 @@ impl CoqChecker {
             slots,
             broken_contexts: Mutex::new(HashMap::new()),
             pids,
+            hammer_cache: Arc::new(HammerCache::default()),
         })
     }
 
@@ -288,6 +292,31 @@ impl CoqChecker {
 
     pub fn config(&self) -> &CoqCheckConfig {
         &self.cfg
+    }
+
+    /// The per-goal memory of `hammer.` results (goals remembered: `len()`).
+    pub fn hammer_cache(&self) -> &HammerCache {
+        &self.hammer_cache
+    }
+
+    /// The configuration an attempt of `plan` in `ctx` runs with: with a `hammer.` step, the
+    /// per-goal memory scoped to the context and the lemmas the attempt admits.
+    fn attempt_config(&self, ctx: &PreparedContext, plan: &Plan) -> Option<CoqCheckConfig> {
+        if !ctx.spec.hammer || !plan.steps.iter().any(|s| s.hammer) {
+            return None;
+        }
+        let scope = crate::hammer_cache::scope(
+            ctx.prelude.iter().map(String::as_str),
+            ctx.sentences.iter().map(String::as_str),
+            plan.lemmas.iter().map(|l| l.text.as_str()),
+        );
+        Some(CoqCheckConfig {
+            hammer_cache: Some(HammerCacheHandle {
+                cache: self.hammer_cache.clone(),
+                scope,
+            }),
+            ..(*self.cfg).clone()
+        })
     }
 
     /// Number of worker slots.
@@ -374,7 +403,10 @@ impl CoqChecker {
                 Err(Err(fault)) => return Verdict::infra(fault.to_string()),
             }
             let v = match mode {
-                Mode::Check => s.attempt(plan, &self.cfg),
+                Mode::Check => match self.attempt_config(ctx, plan) {
+                    Some(cfg) => s.attempt(plan, &cfg),
+                    None => s.attempt(plan, &self.cfg),
+                },
                 Mode::Replay => s.replay(plan, &self.cfg),
             };
             if matches!(v, Verdict::Infra { .. }) {
@@ -392,6 +424,10 @@ impl Checker for CoqChecker {
 
     fn fingerprint(&self) -> String {
         self.fingerprint.clone()
+    }
+
+    fn hammer_stats(&self) -> Option<prod_check::HammerStats> {
+        Some(self.hammer_cache.stats())
     }
 
     fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {

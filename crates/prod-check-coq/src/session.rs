@@ -952,7 +952,10 @@ impl Session {
     }
 
     /// The `hammer.` step: the fixed tactic list, then CoqHammer; the tactic that worked is
-    /// re-run from the state before the step and recorded.
+    /// re-run from the state before the step and recorded. With the pool's per-goal memory
+    /// (`cfg.hammer_cache`, see [`crate::hammer_cache`]) a goal met before in the same scope is
+    /// answered from it: the remembered tactic is re-run here and recorded only when Coq
+    /// accepts it (otherwise the step is expanded afresh), a remembered failure fails again.
     fn hammer(
         &mut self,
         step: &Step,
@@ -960,109 +963,252 @@ impl Session {
         name: &str,
         cfg: &CoqCheckConfig,
     ) -> Result<Result<Replacement, Verdict>, Fault> {
-        let h = &cfg.hammer;
-        let before = self.worker.state;
-        for t in &h.fixed_tactics {
-            let text = format!("solve [ timeout {} {} ].", t.timeout_s.max(1), t.tactic);
-            let r = self
-                .worker
-                .run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
-            let own_limit = Duration::from_secs(t.timeout_s.max(1) as u64);
-            if r.interrupted || (!r.ok() && self.stop(&r, own_limit) == Stop::OutOfMemory) {
-                // Our own tactic list must never leave the worker in doubt.
-                return Err(Fault::Protocol(format!(
-                    "fixed tactic `{}` had to be interrupted",
-                    t.tactic
-                )));
-            }
-            if r.ok() {
-                if !ok_with(&r, name, &[name]) {
-                    return Ok(Err(self.reject(format!("step {k}: hammer left the proof"))));
+        use crate::hammer_cache::{wait_limit, HammerCache, Lookup, Outcome};
+
+        /// The expansion itself, and the outcome to remember (none for a rejection).
+        fn expand(
+            s: &mut Session,
+            step: &Step,
+            k: usize,
+            name: &str,
+            cfg: &CoqCheckConfig,
+            cache: Option<&HammerCache>,
+        ) -> Result<(Result<Replacement, Verdict>, Option<Outcome>), Fault> {
+            let count = |f: &dyn Fn(&mut prod_check::HammerStats)| {
+                if let Some(c) = cache {
+                    c.count(f);
                 }
-                return Ok(Ok(Replacement {
+            };
+            let fail = |v: Verdict| {
+                let o = Outcome::of_failure(&v);
+                Ok((Err(v), o))
+            };
+            let h = &cfg.hammer;
+            let before = s.worker.state;
+            let fixed_start = Instant::now();
+            let fixed_s = || fixed_start.elapsed().as_secs_f64();
+            for t in &h.fixed_tactics {
+                let text = format!("solve [ timeout {} {} ].", t.timeout_s.max(1), t.tactic);
+                let r = s
+                    .worker
+                    .run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
+                let own_limit = Duration::from_secs(t.timeout_s.max(1) as u64);
+                if r.interrupted || (!r.ok() && s.stop(&r, own_limit) == Stop::OutOfMemory) {
+                    // Our own tactic list must never leave the worker in doubt.
+                    return Err(Fault::Protocol(format!(
+                        "fixed tactic `{}` had to be interrupted",
+                        t.tactic
+                    )));
+                }
+                if r.ok() {
+                    let secs = fixed_s();
+                    count(&|c| c.fixed_s += secs);
+                    if !ok_with(&r, name, &[name]) {
+                        return Ok((
+                            Err(s.reject(format!("step {k}: hammer left the proof"))),
+                            None,
+                        ));
+                    }
+                    count(&|c| c.fixed_closed += 1);
+                    let replacement = format!("{}.", t.tactic);
+                    return Ok((
+                        Ok(Replacement {
+                            step: k,
+                            range: step.range.clone(),
+                            tactic: replacement.clone(),
+                        }),
+                        Some(Outcome::Closed {
+                            run: text,
+                            replacement,
+                        }),
+                    ));
+                }
+            }
+            let secs = fixed_s();
+            count(&|c| c.fixed_s += secs);
+            if !h.use_atp {
+                return fail(Verdict::Failed {
+                    step: k,
+                    message: "hammer: no tactic of the fixed list closes the goal".into(),
+                });
+            }
+            let limit = Duration::from_secs(h.timeout_s as u64);
+            // CoqHammer's own time limits break under a default timeout ("CoqHammer bug: …
+            // Control.Timeout"), so lift it around the call and restore it right after.
+            let short = Duration::from_secs(cfg.step_timeout_s as u64);
+            let unset = s.worker.run("Unset Default Timeout.", short)?;
+            if !unset.ok() {
+                return Err(Fault::Protocol("cannot unset the default timeout".into()));
+            }
+            let atp_start = Instant::now();
+            count(&|c| c.atp_calls += 1);
+            let r = s
+                .worker
+                .run(&format!("Timeout {} hammer.", h.timeout_s), limit);
+            let secs = atp_start.elapsed().as_secs_f64();
+            count(&|c| c.atp_s += secs);
+            let r = r?;
+            let reset = s.worker.run(
+                &format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
+                short,
+            )?;
+            if !reset.ok() {
+                return Err(Fault::Protocol("cannot restore the default timeout".into()));
+            }
+            if !r.ok() {
+                // CoqHammer reports the `Timeout` around it as "CoqHammer bug: please report:
+                // Control.Timeout": the call ran out of time too, if it ran its whole limit.
+                let ran_out =
+                    r.output.contains("Control.Timeout") && r.elapsed + TIMEOUT_SLACK >= limit;
+                match s.stop(&r, limit) {
+                    Stop::TimedOut => return fail(Verdict::TimedOut { step: k }),
+                    Stop::OutOfMemory => {
+                        return Err(Fault::Lost("out of memory during hammer".into()))
+                    }
+                    Stop::Refused if ran_out => return fail(Verdict::TimedOut { step: k }),
+                    Stop::Refused => {}
+                }
+                return fail(Verdict::Failed {
+                    step: k,
+                    message: format!("hammer: {}", error_message(&r.output)),
+                });
+            }
+            let Some(tactic) = hammer_replacement(&r.output) else {
+                return fail(Verdict::Failed {
+                    step: k,
+                    message: "hammer succeeded but printed no replacement tactic".into(),
+                });
+            };
+            let tactic = match rules::check_replacement(&s.rules, &tactic) {
+                Ok(t) => t,
+                Err(_) => {
+                    return fail(Verdict::Failed {
+                        step: k,
+                        message: format!("hammer printed an unusable tactic `{tactic}`"),
+                    })
+                }
+            };
+            // Re-run the replacement itself, so the recorded proof is known to work without
+            // ATPs.
+            let back = s.worker.run(
+                &format!("BackTo {before}."),
+                Duration::from_secs(cfg.step_timeout_s as u64),
+            )?;
+            if back.prompt.state != before || !ok_with(&back, name, &[name]) {
+                return Err(Fault::Protocol("BackTo inside the proof failed".into()));
+            }
+            let r = s
+                .worker
+                .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
+            if let Some(v) = s.untrusted(&r, &format!("step {k}: hammer's replacement")) {
+                return Ok((Err(v), None));
+            }
+            if let Some(v) = s.failure(&r, k, "hammer's replacement", short) {
+                return fail(v);
+            }
+            if !ok_with(&r, name, &[name]) {
+                return Ok((
+                    Err(s.reject(format!("step {k}: hammer's replacement left the proof"))),
+                    None,
+                ));
+            }
+            count(&|c| c.atp_closed += 1);
+            // Remembered inside `solve [ … ]`, like the fixed tactics: a replay closes the goal
+            // or fails.
+            let run = format!("solve [ {} ].", tactic.trim_end().trim_end_matches('.'));
+            Ok((
+                Ok(Replacement {
                     step: k,
                     range: step.range.clone(),
-                    tactic: format!("{}.", t.tactic),
-                }));
-            }
+                    tactic: tactic.clone(),
+                }),
+                Some(Outcome::Closed {
+                    run,
+                    replacement: tactic,
+                }),
+            ))
         }
-        if !h.use_atp {
-            return Ok(Err(Verdict::Failed {
-                step: k,
-                message: "hammer: no tactic of the fixed list closes the goal".into(),
-            }));
-        }
-        let limit = Duration::from_secs(h.timeout_s as u64);
-        // CoqHammer's own time limits break under a default timeout ("CoqHammer bug: …
-        // Control.Timeout"), so lift it around the call and restore it right after.
+
+        let Some(handle) = cfg.hammer_cache.as_ref() else {
+            return expand(self, step, k, name, cfg, None).map(|(r, _)| r);
+        };
+        let cache = &*handle.cache;
+        cache.count(|c| c.calls += 1);
         let short = Duration::from_secs(cfg.step_timeout_s as u64);
-        let unset = self.worker.run("Unset Default Timeout.", short)?;
-        if !unset.ok() {
-            return Err(Fault::Protocol("cannot unset the default timeout".into()));
-        }
-        let r = self
-            .worker
-            .run(&format!("Timeout {} hammer.", h.timeout_s), limit)?;
-        let reset = self.worker.run(
-            &format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
-            short,
-        )?;
-        if !reset.ok() {
-            return Err(Fault::Protocol("cannot restore the default timeout".into()));
-        }
-        if !r.ok() {
-            match self.stop(&r, limit) {
-                Stop::TimedOut => return Ok(Err(Verdict::TimedOut { step: k })),
-                Stop::OutOfMemory => return Err(Fault::Lost("out of memory during hammer".into())),
-                Stop::Refused => {}
+        // The goal in full (`Printing All`: no notation, implicit argument or coercion hides a
+        // difference between two goals). These sentences only print; the provers' replacement
+        // is re-run from the state before them (`BackTo`).
+        let mut shown = None;
+        if self.worker.run("Set Printing All.", short)?.ok() {
+            let r = self.worker.run("Show.", short)?;
+            if !self.worker.run("Unset Printing All.", short)?.ok() {
+                return Err(Fault::Protocol("cannot unset Printing All".into()));
             }
-            return Ok(Err(Verdict::Failed {
-                step: k,
-                message: format!("hammer: {}", error_message(&r.output)),
-            }));
-        }
-        let Some(tactic) = hammer_replacement(&r.output) else {
-            return Ok(Err(Verdict::Failed {
-                step: k,
-                message: "hammer succeeded but printed no replacement tactic".into(),
-            }));
-        };
-        let tactic = match rules::check_replacement(&self.rules, &tactic) {
-            Ok(t) => t,
-            Err(_) => {
-                return Ok(Err(Verdict::Failed {
-                    step: k,
-                    message: format!("hammer printed an unusable tactic `{tactic}`"),
-                }))
+            if r.ok() && ok_with(&r, name, &[name]) {
+                shown = Some(r.output);
             }
-        };
-        // Re-run the replacement itself, so the recorded proof is known to work without ATPs.
-        let back = self.worker.run(
-            &format!("BackTo {before}."),
-            Duration::from_secs(cfg.step_timeout_s as u64),
-        )?;
-        if back.prompt.state != before || !ok_with(&back, name, &[name]) {
-            return Err(Fault::Protocol("BackTo inside the proof failed".into()));
         }
-        let r = self
-            .worker
-            .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
-        if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement")) {
-            return Ok(Err(v));
+        let mut claim = None;
+        if let Some(shown) = shown {
+            let key = handle.key(&shown);
+            match cache.lookup(key, wait_limit(cfg)) {
+                Lookup::Hit(Outcome::Failed { timed_out, message }) => {
+                    cache.count(|c| c.cache_failed += 1);
+                    return Ok(Err(if timed_out {
+                        Verdict::TimedOut { step: k }
+                    } else {
+                        Verdict::Failed { step: k, message }
+                    }));
+                }
+                Lookup::Hit(Outcome::Closed { run, replacement }) => {
+                    // Only Coq's acceptance here makes the step closed.
+                    let fixed_max = cfg
+                        .hammer
+                        .fixed_tactics
+                        .iter()
+                        .map(|t| t.timeout_s.max(1) as u64 + 1)
+                        .max()
+                        .unwrap_or(1);
+                    let r = self
+                        .worker
+                        .run(&run, short.max(Duration::from_secs(fixed_max)))?;
+                    if r.interrupted {
+                        return Ok(Err(Verdict::TimedOut { step: k }));
+                    }
+                    let lim = short.max(Duration::from_secs(fixed_max));
+                    if !r.ok() && self.stop(&r, lim) == Stop::OutOfMemory {
+                        return Err(Fault::Lost("out of memory during hammer".into()));
+                    }
+                    if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement"))
+                    {
+                        return Ok(Err(v));
+                    }
+                    if r.ok() {
+                        if !ok_with(&r, name, &[name]) {
+                            return Ok(Err(self.reject(format!(
+                                "step {k}: hammer's replacement left the proof"
+                            ))));
+                        }
+                        cache.count(|c| c.cache_closed += 1);
+                        return Ok(Ok(Replacement {
+                            step: k,
+                            range: step.range.clone(),
+                            tactic: replacement,
+                        }));
+                    }
+                    // Refused here: expand afresh, and remember what that gives.
+                    cache.count(|c| c.cache_stale += 1);
+                    claim = cache.reclaim(key);
+                }
+                Lookup::Miss(c) => claim = c,
+            }
         }
-        if let Some(v) = self.failure(&r, k, "hammer's replacement", short) {
-            return Ok(Err(v));
+        // A fault drops the claim, which frees the goal for the next worker.
+        let (result, outcome) = expand(self, step, k, name, cfg, Some(cache))?;
+        if let (Some(c), Some(o)) = (claim, outcome) {
+            c.finish(o);
         }
-        if !ok_with(&r, name, &[name]) {
-            return Ok(Err(
-                self.reject(format!("step {k}: hammer's replacement left the proof"))
-            ));
-        }
-        Ok(Ok(Replacement {
-            step: k,
-            range: step.range.clone(),
-            tactic,
-        }))
+        Ok(result)
     }
 }
 

@@ -144,6 +144,10 @@ impl<C: Checker> Checker for CachedChecker<C> {
         self.inner.fingerprint()
     }
 
+    fn hammer_stats(&self) -> Option<crate::HammerStats> {
+        self.inner.hammer_stats()
+    }
+
     fn check_batch(&self, requests: &[CheckRequest], progress: Progress<'_>) -> Vec<Verdict> {
         let fp = self.inner.fingerprint();
         let keys: Vec<String> = requests.iter().map(|r| cache_key(&fp, r)).collect();

@@ -19,7 +19,7 @@ pub mod retry;
 pub mod verdict;
 
 pub use cache::{cache_key, CacheError, CachedChecker, VerificationCache};
-pub use checker::{Checker, Progress};
+pub use checker::{Checker, HammerStats, Progress};
 pub use request::{check_t0, CheckRequest};
 pub use retry::RetryPolicy;
 pub use verdict::{

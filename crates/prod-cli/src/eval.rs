@@ -93,6 +93,19 @@ pub struct EvalArgs {
     /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
     #[arg(long)]
     pub no_hammer: bool,
+    /// Expand `hammer.` with the fixed tactic list only, without CoqHammer's provers (E, Z3,
+    /// CVC4 at 10 s each; each goal's result is remembered, so a goal met in many samples
+    /// calls them once).
+    #[arg(long)]
+    pub no_atp: bool,
+    /// Do not evaluate CoqHammer alone on the same theorems (one `hammer.` per theorem, same
+    /// checker; reported beside pass@k with the paired difference). Coq only.
+    #[arg(long)]
+    pub no_hammer_baseline: bool,
+    /// Verification cache of the CoqHammer-alone baseline, shared across runs (default
+    /// $PROD_CACHE/hammer-baseline.sqlite, PROD_CACHE defaulting to ~/.cache/prod).
+    #[arg(long)]
+    pub hammer_baseline_cache: Option<PathBuf>,
     /// Beside the dataset's own bindings (its stats.json), which are always used.
     #[command(flatten)]
     pub load_paths: crate::prover::LoadPathArgs,
@@ -218,7 +231,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             workers: a.workers,
             step_timeout_s: a.timeout,
             hammer: !a.no_hammer,
-            hammer_atp: false,
+            hammer_atp: !a.no_atp,
             load_paths: a.load_paths.load_path.clone(),
         },
         out: a.out.clone(),
@@ -248,6 +261,10 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             }
         }),
         postgres: a.shared.apply(None),
+        hammer_baseline: prod_run::HammerBaseline {
+            enabled: !a.no_hammer_baseline && !a.no_hammer,
+            cache: a.hammer_baseline_cache.clone(),
+        },
     })
 }
 
@@ -283,6 +300,8 @@ pub fn summary_json(
                 "checked_nodes": e.checked_nodes, "infra_nodes": e.infra_nodes, "novel_lemma_share": e.novel_lemma_share,
                 "use_invoke_share_root": e.use_invoke_share_root, "proposals": e.proposals,
                 "sampled_trees_height_ge1": e.sampled_trees_height_ge1,
+                "lemmas_closed_by_hammer": e.lemmas_closed_by_hammer,
+                "hammer": e.hammer,
                 "node_outcomes": e.node_outcomes.as_ref().map(|o| serde_json::json!({
                     "nodes": o.nodes, "proved": o.proved, "failed": o.failed, "rejected": o.rejected,
                     "timed_out": o.timed_out, "infra": o.infra, "globally_correct": o.globally_correct,
@@ -290,7 +309,7 @@ pub fn summary_json(
             })
         })
         .collect();
-    serde_json::json!({"run": run_json.display().to_string(), "evaluations": evals})
+    serde_json::json!({"run": run_json.display().to_string(), "evaluations": evals, "comparisons": report.comparisons})
 }
 
 /// The results as text, for stdout (logs and progress go to stderr).
@@ -334,13 +353,28 @@ pub fn human(report: &prod_run::prod_report::RunReport) -> String {
                 );
             }
         }
-        if let Some(s) = e.use_invoke_share_root {
+        // CoqHammer alone writes no proofs of its own: the policy's measures say nothing there.
+        let policy = e.name != prod_run::baseline::HAMMER_BASELINE;
+        if let Some(s) = e.use_invoke_share_root.filter(|_| policy) {
             let _ = writeln!(o, "  <use_invoke> share of root samples: {:.1}%", 100.0 * s);
         }
-        if let (Some(p), Some(t)) = (e.proposals, e.sampled_trees_height_ge1) {
+        if let (Some(p), Some(t), true) = (e.proposals, e.sampled_trees_height_ge1, policy) {
             let _ = writeln!(
                 o,
                 "  lemmas proposed: {p}; proved trees of height >= 1 built only from sampled nodes: {t}"
+            );
+        }
+        if let Some(n) = e.lemmas_closed_by_hammer.filter(|&n| n > 0) {
+            let _ = writeln!(
+                o,
+                "  proposed lemmas closed by a sampled hammer. child: {n}"
+            );
+        }
+        if let Some(h) = &e.hammer {
+            let _ = writeln!(
+                o,
+                "  hammer.: {}",
+                prod_run::prod_report::tables::hammer_line(h)
             );
         }
         if let Some(s) = e.novel_lemma_share {
@@ -350,6 +384,38 @@ pub fn human(report: &prod_run::prod_report::RunReport) -> String {
                 100.0 * s
             );
         }
+    }
+    for c in &report.comparisons {
+        let _ = writeln!(
+            o,
+            "{} against {} (same theorems and checker; Δ with a paired bootstrap 95% CI):",
+            c.method, c.baseline
+        );
+        for row in &c.rows {
+            let pct = |p: &Option<prod_run::prod_report::PassAtK>| {
+                p.as_ref()
+                    .map_or("–".to_string(), |p| format!("{:.1}%", 100.0 * p.estimate))
+            };
+            let _ = writeln!(
+                o,
+                "  pass@{:<2}: {} vs {}{}",
+                row.k,
+                pct(&row.method),
+                pct(&row.baseline),
+                row.difference.as_ref().map_or(String::new(), |d| format!(
+                    ", Δ {:+.1} points (95% CI {:+.1} to {:+.1}, {} theorems)",
+                    100.0 * d.estimate,
+                    100.0 * d.ci_low,
+                    100.0 * d.ci_high,
+                    d.theorems
+                ))
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  proved by both {}, only by {} {}, only by {} {}, by neither {}",
+            c.both, c.method, c.method_only, c.baseline, c.baseline_only, c.neither
+        );
     }
     for n in &report.notes {
         let _ = writeln!(o, "  {n}");

@@ -11,7 +11,9 @@ use crate::ranges;
 /// Table 2 in miniature: ProD-SFT, SFT w/o lemma proposal, ProD-RL and RL w/o lemma proposal
 /// from one pretrained base on one dataset, each evaluated on the same held-out theorems with
 /// the real Coq (n trees per theorem, depth 2, temperature 0.7): pass@1/4/8 with bootstrap CIs,
-/// the difference to ProD-SFT with a paired bootstrap CI, the Fig. 5 depth table, the novel
+/// CoqHammer alone on the same theorems with the same checker (stage eval-hammer), the
+/// difference to ProD-SFT and to CoqHammer alone with a paired bootstrap CI, the Fig. 5 depth
+/// table, the novel
 /// share of the RL runs' replay-buffer lemmas and their per-round held-out pass@k.
 ///
 /// Writes OUT/experiment.json and OUT/table.md (with links to each stage's report.html). Each
@@ -73,6 +75,9 @@ pub struct ExperimentArgs {
     /// Seed of every stage (split draw, training, sampling, bootstrap); default from the config.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Leave out CoqHammer alone (the eval-hammer stage and the comparisons with it).
+    #[arg(long)]
+    pub no_hammer_baseline: bool,
     /// Print experiment.json's table as one JSON line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -140,6 +145,9 @@ pub fn run(a: ExperimentArgs) -> i32 {
     if let Some(v) = a.seed {
         cfg.seed = v;
     }
+    if a.no_hammer_baseline {
+        cfg.hammer_baseline = false;
+    }
     let bars = Bars::for_stderr(a.json);
     let job = ExperimentJob {
         out: a.out,
@@ -154,7 +162,7 @@ pub fn run(a: ExperimentArgs) -> i32 {
                     .iter()
                     .map(|m| {
                         serde_json::json!({
-                            "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft,
+                            "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
                             "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
                         })
                     })
@@ -162,7 +170,7 @@ pub fn run(a: ExperimentArgs) -> i32 {
                 println!(
                     "{}",
                     serde_json::json!({"experiment": o.json, "table": o.table, "theorems": o.result.theorems,
-                        "samples": o.result.samples, "methods": methods, "ran": o.result.ran, "seconds": o.result.seconds})
+                        "samples": o.result.samples, "methods": methods, "hammer": o.result.hammer, "ran": o.result.ran, "seconds": o.result.seconds})
                 );
             } else {
                 match std::fs::read_to_string(&o.table) {

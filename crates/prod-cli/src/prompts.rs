@@ -36,7 +36,7 @@ pub struct PromptsArgs {
     /// Only this many theorems, drawn with --seed as `prod eval --theorems` draws them.
     #[arg(long, value_parser = ranges::positive_usize)]
     pub theorems: Option<usize>,
-    /// Seed of the --theorems draw.
+    /// Seed of that draw (the same seed as the evaluation's picks the same theorems).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// The context is cut to its last N tokens (paper: 1,000).

@@ -236,6 +236,8 @@ fn a_failed_eval_start_leaves_nothing_behind() {
             "1",
             "--workers",
             "1",
+            // About starting a run, not about the baseline (nor the user's cache it writes).
+            "--no-hammer-baseline",
             "--remote-url",
             &fake.url,
             "--json",

@@ -528,6 +528,11 @@ impl<C: Checker> Checker for QueueChecker<C> {
         self.fingerprint.clone()
     }
 
+    /// The hammer work this process did itself (other machines' workers count their own).
+    fn hammer_stats(&self) -> Option<prod_check::HammerStats> {
+        self.local.as_ref().and_then(|c| c.hammer_stats())
+    }
+
     fn check_batch(
         &self,
         requests: &[CheckRequest],

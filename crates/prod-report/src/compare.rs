@@ -7,7 +7,7 @@
 use prod_core::pass_at_k::{paired_difference, TheoremOutcome};
 use serde::{Deserialize, Serialize};
 
-use crate::model::Evaluation;
+use crate::model::{Evaluation, PassAtK};
 
 /// pass@k of `method` minus pass@k of `baseline` on the theorems both evaluated.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -71,6 +71,161 @@ pub fn pass_at_k_difference(
     })
 }
 
+/// A method set against a baseline on the same theorems: pass@k of both, the paired difference
+/// (method − baseline) and, per theorem, which of the two proved it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Comparison {
+    /// The evaluations' names.
+    pub method: String,
+    pub baseline: String,
+    /// The baseline made one deterministic attempt per theorem (CoqHammer alone): k attempts
+    /// are k copies of it, so its pass@k is its pass@1 for every k.
+    pub baseline_single_attempt: bool,
+    pub rows: Vec<ComparisonRow>,
+    /// Theorems judged by both, by who proved them.
+    pub both: usize,
+    pub method_only: usize,
+    pub baseline_only: usize,
+    pub neither: usize,
+    /// Theorems of the method that the baseline has no judged attempt for, or the other way
+    /// round (infrastructure failures): left out of the counts and the differences.
+    pub unpaired: usize,
+    /// Per theorem, in the method's order.
+    pub theorems: Vec<TheoremPair>,
+}
+
+/// One k of a [`Comparison`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ComparisonRow {
+    pub k: usize,
+    pub method: Option<PassAtK>,
+    pub baseline: Option<PassAtK>,
+    /// method − baseline, paired bootstrap 95% CI.
+    pub difference: Option<PassAtKDifference>,
+}
+
+/// One theorem in both evaluations.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct TheoremPair {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub method_trees: usize,
+    pub method_proved: usize,
+    /// `None`: the baseline has no row for it.
+    pub baseline_trees: Option<usize>,
+    pub baseline_proved: Option<usize>,
+}
+
+impl TheoremPair {
+    /// Proved by the method / by the baseline; `None` when that side judged no attempt.
+    pub fn method_proved(&self) -> Option<bool> {
+        (self.method_trees > 0).then_some(self.method_proved > 0)
+    }
+
+    pub fn baseline_proved(&self) -> Option<bool> {
+        match (self.baseline_trees, self.baseline_proved) {
+            (Some(t), Some(p)) if t > 0 => Some(p > 0),
+            _ => None,
+        }
+    }
+}
+
+/// `method` against `baseline` for each of `ks`, theorems matched by id. With
+/// `baseline_single_attempt`, the baseline's one judged attempt per theorem stands for k equal
+/// attempts (a deterministic method: its pass@k is its pass@1); otherwise both use the unbiased
+/// estimator from their own samples. pass@k of either side is taken from its evaluation where it
+/// has that k; the single-attempt baseline's is its pass@1 for every k.
+pub fn compare(
+    method: &Evaluation,
+    baseline: &Evaluation,
+    ks: &[usize],
+    baseline_single_attempt: bool,
+    resamples: usize,
+    seed: u64,
+) -> Comparison {
+    let of_baseline: std::collections::HashMap<&str, (usize, usize)> = baseline
+        .theorems_detail
+        .iter()
+        .map(|t| (t.id.as_str(), (t.trees, t.proved_trees)))
+        .collect();
+    let mut c = Comparison {
+        method: method.name.clone(),
+        baseline: baseline.name.clone(),
+        baseline_single_attempt,
+        ..Default::default()
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for t in &method.theorems_detail {
+        let base = of_baseline.get(t.id.as_str()).copied();
+        let pair = TheoremPair {
+            id: t.id.clone(),
+            name: t.name.clone(),
+            method_trees: t.trees,
+            method_proved: t.proved_trees,
+            baseline_trees: base.map(|x| x.0),
+            baseline_proved: base.map(|x| x.1),
+        };
+        match (pair.method_proved(), pair.baseline_proved()) {
+            (Some(true), Some(true)) => c.both += 1,
+            (Some(true), Some(false)) => c.method_only += 1,
+            (Some(false), Some(true)) => c.baseline_only += 1,
+            (Some(false), Some(false)) => c.neither += 1,
+            _ => c.unpaired += 1,
+        }
+        if let Some((trees, proved)) = base {
+            a.push((trees, proved));
+            b.push(TheoremOutcome {
+                samples: t.trees,
+                correct: t.proved_trees,
+            });
+        }
+        c.theorems.push(pair);
+    }
+    let baseline_pass = |k: usize| -> Option<PassAtK> {
+        let want = if baseline_single_attempt { 1 } else { k };
+        let p = baseline.pass_at_k.iter().find(|p| p.k == want)?;
+        Some(PassAtK { k, ..p.clone() })
+    };
+    for &k in ks {
+        let base: Vec<TheoremOutcome> = a
+            .iter()
+            .map(|&(trees, proved)| match (baseline_single_attempt, trees) {
+                (true, 0) => TheoremOutcome {
+                    samples: 0,
+                    correct: 0,
+                },
+                (true, _) => TheoremOutcome {
+                    samples: k,
+                    correct: if proved > 0 { k } else { 0 },
+                },
+                (false, _) => TheoremOutcome {
+                    samples: trees,
+                    correct: proved,
+                },
+            })
+            .collect();
+        let difference =
+            paired_difference(&base, &b, k, resamples, seed).map(|d| PassAtKDifference {
+                method: method.name.clone(),
+                baseline: baseline.name.clone(),
+                k,
+                estimate: d.estimate,
+                ci_low: d.ci_low,
+                ci_high: d.ci_high,
+                theorems: d.theorems,
+                skipped: method.theorems_detail.len() - d.theorems,
+            });
+        c.rows.push(ComparisonRow {
+            k,
+            method: method.pass_at_k.iter().find(|p| p.k == k).cloned(),
+            baseline: baseline_pass(k),
+            difference,
+        });
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +276,62 @@ mod tests {
         assert_eq!(
             pass_at_k_difference(&a, &eval("none", &[]), 1, 100, 0),
             None
+        );
+    }
+
+    #[test]
+    fn a_single_attempt_baseline_counts_as_k_equal_attempts() {
+        // Method: 8 trees per theorem; baseline: one attempt each (proved or not).
+        let mut m = eval("ProD", &[(8, 0), (8, 2), (8, 0), (8, 8), (8, 0)]);
+        let mut h = eval("CoqHammer alone", &[(1, 1), (1, 0), (1, 0), (1, 1), (0, 0)]);
+        m.pass_at_k = vec![PassAtK {
+            k: 4,
+            estimate: 0.5,
+            ..Default::default()
+        }];
+        h.pass_at_k = vec![PassAtK {
+            k: 1,
+            estimate: 0.5,
+            ci_low: 0.0,
+            ci_high: 1.0,
+            theorems_judged: 4,
+            ..Default::default()
+        }];
+        let c = compare(&m, &h, &[1, 4], true, 200, 0);
+        // t0: hammer only; t1: ProD only; t2: neither; t3: both; t4: the hammer's attempt was
+        // lost (no judged attempt): unpaired, left out of the difference.
+        assert_eq!(
+            (
+                c.both,
+                c.method_only,
+                c.baseline_only,
+                c.neither,
+                c.unpaired
+            ),
+            (1, 1, 1, 1, 1)
+        );
+        let d4 = c.rows[1].difference.as_ref().unwrap();
+        assert_eq!((d4.k, d4.theorems, d4.skipped), (4, 4, 1));
+        // pass@4 of ProD on t0..t3: 0, 1 − C(6,4)/C(8,4), 0, 1; the hammer's: 1, 0, 0, 1.
+        let p = 1.0 - 15.0 / 70.0;
+        assert!((d4.estimate - (p - 1.0) / 4.0).abs() < 1e-12, "{d4:?}");
+        // The baseline's pass@4 is its pass@1; the method's is its own, when it has that k.
+        assert_eq!(
+            c.rows[1].baseline.as_ref().map(|p| (p.k, p.estimate)),
+            Some((4, 0.5))
+        );
+        assert_eq!(c.rows[1].method.as_ref().map(|p| p.estimate), Some(0.5));
+        assert_eq!(c.rows[0].method, None);
+        // All at 0: the difference is 0 with a 0-width interval, and still reported.
+        let zero = eval("z", &[(4, 0), (4, 0)]);
+        let zh = eval("h", &[(1, 0), (1, 0)]);
+        let d = compare(&zero, &zh, &[1], true, 100, 0).rows[0]
+            .difference
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (d.estimate, d.ci_low, d.ci_high, d.theorems),
+            (0.0, 0.0, 0.0, 2)
         );
     }
 }

@@ -115,6 +115,32 @@ pub fn render_html(r: &RunReport) -> String {
         }
     }
 
+    for (i, c) in r.comparisons.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"comparison-{}\">{} against {}</h2>\n<p>{}</p>",
+            i + 1,
+            xml(&c.method),
+            xml(&c.baseline),
+            xml(&crate::markdown::comparison_text(c))
+        );
+        table(&mut out, &tables::comparison(c));
+        table(&mut out, &tables::comparison_counts(c));
+        let t = tables::comparison_theorems(c);
+        if !t.rows.is_empty() {
+            let _ = writeln!(
+                out,
+                "<details class=\"tree\" open=\"open\">\n<summary>Theorems proved by either ({})</summary>",
+                t.rows.len()
+            );
+            table(&mut out, &t);
+            out.push_str("</details>\n");
+        }
+    }
+    if let Some(t) = tables::hammer_phases(r) {
+        out.push_str("<h2 id=\"hammer\">hammer. steps per phase</h2>\n<p>Fixed tactic list first, then the automated provers; a goal met before in the same environment is answered from the checker\u{2019}s per-goal memory (a remembered tactic is re-run by the prover, never trusted). Checks answered by the verification cache run no hammer.</p>\n");
+        table(&mut out, &t);
+    }
     let with_depth: Vec<_> = r
         .evaluations
         .iter()

@@ -15,14 +15,16 @@ pub mod svg;
 pub mod tables;
 pub mod text;
 
-pub use compare::{pass_at_k_difference, PassAtKDifference};
+pub use compare::{
+    compare, pass_at_k_difference, Comparison, ComparisonRow, PassAtKDifference, TheoremPair,
+};
 pub use figures::{figures, Figure};
 pub use html::render_html;
 pub use markdown::render_markdown;
 pub use model::{
     CanaryAlarm, CanaryCheck, DatasetInfo, DepthCell, Evaluation, ExampleNode, ExampleTally,
-    ExampleTree, FailureCount, ModelInfo, NodeOutcomes, PassAtK, Reinforced, RoundMetrics,
-    RunReport, TheoremDetail,
+    ExampleTree, FailureCount, HammerUse, ModelInfo, NodeOutcomes, PassAtK, Reinforced,
+    RoundMetrics, RunReport, TheoremDetail,
 };
 pub use tables::warnings;
 

@@ -105,6 +105,23 @@ fn details(out: &mut String, e: &crate::model::Evaluation) {
     }
 }
 
+/// What a comparison's table shows, in one paragraph.
+pub(crate) fn comparison_text(c: &crate::compare::Comparison) -> String {
+    let mut s = format!(
+        "The same theorems, the same checker. Δ: {m}'s pass@k minus {b}'s, theorem by theorem, with a paired \
+         bootstrap 95% CI (theorems resampled jointly).",
+        m = c.method,
+        b = c.baseline
+    );
+    if c.baseline_single_attempt {
+        s.push_str(&format!(
+            " {} makes one deterministic attempt per theorem: k attempts are k copies of it, so its pass@k is its pass@1.",
+            c.baseline
+        ));
+    }
+    s
+}
+
 /// The summary as Markdown. Headings start at level 2 so that it can be pasted into a page.
 pub fn render_markdown(r: &RunReport) -> String {
     let title = if r.title.trim().is_empty() {
@@ -147,6 +164,27 @@ pub fn render_markdown(r: &RunReport) -> String {
              interval (percentage points). Theorems whose samples were lost to infrastructure failures are left \
              out (\"judged\"), never counted as failures.\n\n",
         );
+    }
+    for c in &r.comparisons {
+        let _ = writeln!(
+            out,
+            "### {} against {}\n",
+            md_line(&c.method),
+            md_line(&c.baseline)
+        );
+        out.push_str(&md_line(&comparison_text(c)));
+        out.push_str("\n\n");
+        table(&mut out, &tables::comparison(c));
+        table(&mut out, &tables::comparison_counts(c));
+        let t = tables::comparison_theorems(c);
+        if !t.rows.is_empty() && t.rows.len() <= MAX_THEOREM_ROWS {
+            out.push_str("Theorems proved by either:\n\n");
+            table(&mut out, &t);
+        }
+    }
+    if let Some(t) = tables::hammer_phases(r) {
+        out.push_str("### hammer. steps per phase\n\n");
+        table(&mut out, &t);
     }
     let with_depth: Vec<_> = r
         .evaluations

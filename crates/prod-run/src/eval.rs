@@ -703,6 +703,8 @@ fn score(
         proposals: Some(details.proposals),
         sampled_trees_height_ge1: Some(details.sampled_trees_height_ge1),
         examples: details.examples,
+        lemmas_closed_by_hammer: Some(details.lemmas_closed_by_hammer),
+        hammer: None,
     };
     let per_theorem = theorems
         .iter()

@@ -10,8 +10,10 @@
 //!
 //! Every model is evaluated by [`run_eval_job`] on the same held-out theorems (the whole split
 //! or a seeded draw of `theorems`) with n trees each (default 8), depth 2, temperature 0.7:
-//! pass@1/4/8 with bootstrap CIs, the Fig. 5 depth table, and — what a table of four numbers
-//! does not tell — the difference of each method to ProD-SFT with a *paired* bootstrap CI
+//! pass@1/4/8 with bootstrap CIs, the Fig. 5 depth table, CoqHammer alone on the same theorems
+//! with the same checker ([`crate::baseline`], stage `eval-hammer`), and — what a table of four
+//! numbers does not tell — the difference of each method to ProD-SFT and to CoqHammer alone
+//! with a *paired* bootstrap CI
 //! ([`prod_report::pass_at_k_difference`]: theorems resampled jointly across methods), the share
 //! of novel lemmas in the RL runs' replay buffers (paper: 37.7%) and the per-round held-out
 //! pass@k of the RL runs ([`RlEvalConfig`]).
@@ -109,6 +111,13 @@ pub struct ExperimentConfig {
     /// The RL stages' update and filter settings (same optimizer settings as the SFT stage, as
     /// in the paper).
     pub rl: RlConfig,
+    /// Evaluate CoqHammer alone on the same theorems (stage `eval-hammer`) and set every method
+    /// against it.
+    pub hammer_baseline: bool,
+    /// The verification cache of that baseline's checks (default: shared by every run on this
+    /// machine, [`crate::baseline::default_cache`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hammer_cache: Option<PathBuf>,
 }
 
 /// `[sft_models]`: the ProD-SFT model and the SFT w/o lemma proposal model, trained elsewhere.
@@ -168,10 +177,12 @@ impl Default for ExperimentConfig {
                 workers: 2,
                 step_timeout_s: 5,
                 hammer: true,
-                hammer_atp: false,
+                hammer_atp: true,
                 load_paths: vec![],
             },
             rl,
+            hammer_baseline: true,
+            hammer_cache: None,
         }
     }
 }
@@ -284,8 +295,8 @@ impl ExperimentConfig {
 
     /// A rough wall-clock estimate on 2 cores for a split of `split_size` theorems (a 135M model
     /// samples ~100 tokens/s with `q8` and the `t0` pass, and takes ~13 s per training step of 8
-    /// examples of ≤ 512 tokens: the demo's measurements in docs/results.md): printed at the
-    /// start, not a promise.
+    /// examples of ≤ 512 tokens; CoqHammer alone takes ~12.5 s per theorem: the demo's
+    /// measurements in docs/results.md): printed at the start, not a promise.
     pub fn estimate_s(&self, split_size: usize, build_dataset: bool) -> f64 {
         const TOKENS_PER_S: f64 = 100.0;
         const STEP_S: f64 = 13.0;
@@ -315,10 +326,18 @@ impl ExperimentConfig {
         } else {
             self.sft_minutes * 60.0
         };
+        // CoqHammer alone: the fixed list, then the provers (50 theorems in 10.4 min with 2
+        // workers, docs/results.md §1).
+        let hammer = if self.hammer_baseline && self.coq.hammer {
+            theorems * 12.5 * 2.0 / self.workers.max(1) as f64
+        } else {
+            0.0
+        };
         (if build_dataset { 120.0 } else { 0.0 })
             + 2.0 * sft
             + 2.0 * (curve + self.rounds as f64 * round)
             + 4.0 * eval
+            + hammer
     }
 }
 
@@ -348,6 +367,9 @@ pub struct MethodResult {
     pub pass_at_k: Vec<PassAtK>,
     /// pass@k of this method minus ProD-SFT's (paired bootstrap CI); empty for ProD-SFT.
     pub vs_prod_sft: Vec<PassAtKDifference>,
+    /// This method against CoqHammer alone on the same theorems (when the baseline ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_hammer: Option<prod_report::Comparison>,
     /// Paper Fig. 5: theorems by (ground-truth depth, depth of the proving tree).
     pub depth_table: Vec<DepthCell>,
     /// RL stages: share of the replay buffer's lemmas that are novel after the last round.
@@ -373,10 +395,24 @@ pub struct ExperimentResult {
     pub samples: u32,
     pub depth: u32,
     pub methods: Vec<MethodResult>,
+    /// CoqHammer alone on the same theorems (one deterministic attempt each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hammer: Option<HammerRow>,
     /// Seconds this invocation took (stages skipped on resume count 0).
     pub seconds: f64,
     /// Stages this invocation ran (the rest were finished before).
     pub ran: Vec<String>,
+}
+
+/// CoqHammer alone as a row of the table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HammerRow {
+    /// Its pass@1 (bootstrap CI); with one deterministic attempt, also its pass@k for every k.
+    pub pass_at_k: Vec<PassAtK>,
+    pub theorems: usize,
+    pub proved: usize,
+    pub hammer: Option<prod_report::HammerUse>,
+    pub report: PathBuf,
 }
 
 /// What `run_experiment` returns.
@@ -453,6 +489,17 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
         samples: cfg.samples,
         depth: cfg.depth,
         methods: method_results(out, cfg, &stages),
+        hammer: stages.e_hammer.as_ref().map(|e| HammerRow {
+            pass_at_k: e.pass_at_k.clone(),
+            theorems: e.theorems,
+            proved: e
+                .theorems_detail
+                .iter()
+                .filter(|t| t.proved_trees > 0)
+                .count(),
+            hammer: e.hammer,
+            report: PathBuf::from("eval-hammer/report.html"),
+        }),
         seconds: start.elapsed().as_secs_f64(),
         ran,
     };
@@ -502,7 +549,7 @@ fn announce(cfg: &ExperimentConfig, data: &Path, build: bool, out: &Path) {
             .unwrap_or(0)
     };
     say(&format!(
-        "4 methods × {} theorems × {} trees; {}, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
+        "4 methods (and CoqHammer alone) × {} theorems × {} trees; {}, {} RL rounds of {} theorems; estimate ≈ {:.0} min on 2 cores (rough) → {}",
         if cfg.theorems == 0 { "all".to_string() } else { cfg.theorems.to_string() },
         cfg.samples,
         if cfg.sft_models.is_some() { "SFT models given".to_string() } else if cfg.sft_steps > 0 { format!("SFT {} steps (≤ {} min) each", cfg.sft_steps, cfg.sft_minutes) } else { format!("SFT {} min each", cfg.sft_minutes) },
@@ -526,6 +573,8 @@ struct Stages {
     e_sft_nolemma: Evaluation,
     e_rl: Evaluation,
     e_rl_nolemma: Evaluation,
+    /// CoqHammer alone, when `hammer_baseline` is on.
+    e_hammer: Option<Evaluation>,
 }
 
 /// The SFT stages, their evaluations (first: a kill later still leaves their rows), the RL
@@ -545,6 +594,11 @@ fn run_stages(
         eval_stage(out, key, model, cfg, data, ran, bars)
     };
     let e_sft = eval_of("prod_sft", &sft_model, ran)?;
+    let e_hammer = if cfg.hammer_baseline && cfg.coq.hammer {
+        Some(hammer_stage(out, cfg, data, ran, bars)?)
+    } else {
+        None
+    };
     let e_sft_nolemma = eval_of("sft_nolemma", &sft_nolemma_model, ran)?;
     // 4. RL from each SFT model, then their evaluations.
     let rl = rl_stage(
@@ -572,6 +626,7 @@ fn run_stages(
         e_sft_nolemma,
         e_rl,
         e_rl_nolemma,
+        e_hammer,
     })
 }
 
@@ -616,6 +671,10 @@ fn method_results(out: &Path, cfg: &ExperimentConfig, st: &Stages) -> Vec<Method
                     })
                     .collect()
             },
+            vs_hammer: st
+                .e_hammer
+                .as_ref()
+                .map(|h| crate::baseline::compare(e, h, &cfg.ks(), cfg.bootstrap, cfg.seed)),
             depth_table: e.depth_table.clone(),
             replay_novel_lemma_share: rl.and_then(|r| r.novel_lemma_share),
             eval_novel_lemma_share: e.novel_lemma_share,
@@ -629,6 +688,9 @@ fn method_results(out: &Path, cfg: &ExperimentConfig, st: &Stages) -> Vec<Method
 }
 
 fn display_name(key: &str) -> &'static str {
+    if key == "hammer" {
+        return crate::baseline::HAMMER_BASELINE;
+    }
     METHODS
         .iter()
         .find(|(k, _)| *k == key)
@@ -793,7 +855,59 @@ fn eval_stage(
         cfg.split,
         dir.display()
     ));
-    let job = EvalJob {
+    let job = eval_job(cfg, key, model, data, &dir);
+    let (mut report, _) = run_eval_job(&job, bars)?;
+    report.title = format!("ProD experiment: {}", display_name(key));
+    write_report(&dir, &report)?;
+    write_pages(&dir, &report)?;
+    let e = evaluation(report)?;
+    say(&format!("[eval-{key}] {}", fmt_pass(&e.pass_at_k)));
+    mark_done(&dir, &serde_json::json!({"run_json": "run.json"}))?;
+    ran.push(format!("eval-{key}"));
+    Ok(e)
+}
+
+/// CoqHammer alone on the evaluations' theorems, with their checker, in `OUT/eval-hammer`
+/// (resumes through its run store; its checks are cached across runs).
+fn hammer_stage(
+    out: &Path,
+    cfg: &ExperimentConfig,
+    data: &Path,
+    ran: &mut Vec<String>,
+    bars: &Bars,
+) -> anyhow::Result<Evaluation> {
+    let dir = out.join("eval-hammer");
+    let evaluation = |report: RunReport| {
+        report
+            .evaluations
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{}: no evaluation in run.json", dir.display()))
+    };
+    if dir.join("done.json").is_file() {
+        say("[eval-hammer] finished before, skipped");
+        return evaluation(read_json(&dir.join("run.json"))?);
+    }
+    say(&format!(
+        "[eval-hammer] {} on {} → {}",
+        crate::baseline::HAMMER_BASELINE,
+        cfg.split,
+        dir.display()
+    ));
+    let mut job = eval_job(cfg, "hammer", Path::new(""), data, &dir);
+    job.hammer_baseline.enabled = true;
+    let report = crate::job::run_hammer_baseline_job(&job, bars)?;
+    write_pages(&dir, &report)?;
+    let e = evaluation(report)?;
+    say(&format!("[eval-hammer] {}", fmt_pass(&e.pass_at_k)));
+    mark_done(&dir, &serde_json::json!({"run_json": "run.json"}))?;
+    ran.push("eval-hammer".to_string());
+    Ok(e)
+}
+
+/// The evaluation job of one method (the same theorems, sampling and checker for all).
+fn eval_job(cfg: &ExperimentConfig, key: &str, model: &Path, data: &Path, dir: &Path) -> EvalJob {
+    EvalJob {
         model: model.to_path_buf(),
         dataset: data.to_path_buf(),
         theorems: (cfg.theorems > 0).then_some(cfg.theorems),
@@ -818,21 +932,17 @@ fn eval_stage(
         },
         prover: crate::prover::ProverKind::Coq,
         isabelle: None,
-        out: dir.clone(),
+        out: dir.to_path_buf(),
         cache: None,
         remote: None,
         postgres: None,
         trees: None,
-    };
-    let (mut report, _) = run_eval_job(&job, bars)?;
-    report.title = format!("ProD experiment: {}", display_name(key));
-    write_report(&dir, &report)?;
-    write_pages(&dir, &report)?;
-    let e = evaluation(report)?;
-    say(&format!("[eval-{key}] {}", fmt_pass(&e.pass_at_k)));
-    mark_done(&dir, &serde_json::json!({"run_json": "run.json"}))?;
-    ran.push(format!("eval-{key}"));
-    Ok(e)
+        // The experiment evaluates the baseline once, as its own stage.
+        hammer_baseline: crate::job::HammerBaseline {
+            enabled: false,
+            cache: cfg.hammer_cache.clone(),
+        },
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -859,6 +969,7 @@ fn fmt_pass(ps: &[PassAtK]) -> String {
 pub fn render_table(r: &ExperimentResult) -> String {
     let mut s = String::new();
     main_table(&mut s, r);
+    hammer_table(&mut s, r);
     depth_tables(&mut s, r);
     round_curves(&mut s, r);
     round_reinforced(&mut s, r);
@@ -921,7 +1032,98 @@ fn main_table(s: &mut String, r: &ExperimentResult) {
         s.push_str(&links);
         s.push_str(" |\n");
     }
+    if let Some(h) = &r.hammer {
+        // One deterministic attempt per theorem: its pass@k is its pass@1 for every k.
+        s.push_str(&format!(
+            "| {} (one attempt) |",
+            crate::baseline::HAMMER_BASELINE
+        ));
+        let p1 = h.pass_at_k.iter().find(|p| p.k == 1);
+        for _ in &ks {
+            match p1 {
+                Some(p) => s.push_str(&format!(
+                    " {} [{}, {}] |",
+                    pct(p.estimate),
+                    pct(p.ci_low),
+                    pct(p.ci_high)
+                )),
+                None => s.push_str(" – |"),
+            }
+        }
+        let vs_sft = r
+            .methods
+            .iter()
+            .find(|m| m.method == "prod_sft")
+            .and_then(|m| m.vs_hammer.as_ref());
+        for k in &ks {
+            // The hammer minus ProD-SFT: the negated ProD-SFT − hammer difference.
+            match vs_sft
+                .and_then(|c| c.rows.iter().find(|row| row.k == *k))
+                .and_then(|row| row.difference.as_ref())
+            {
+                Some(d) => s.push_str(&format!(
+                    " {:+.1} [{:+.1}, {:+.1}] |",
+                    -100.0 * d.estimate,
+                    -100.0 * d.ci_high,
+                    -100.0 * d.ci_low
+                )),
+                None => s.push_str(" – |"),
+            }
+        }
+        s.push_str(&format!(" – | [eval]({}) |\n", h.report.display()));
+    }
     s.push_str("\nNovel lemmas (replay): share of the lemmas in the RL run's replay buffer after its last round whose statement is in no split of the dataset (paper: 37.7%).\n");
+}
+
+/// Every method against CoqHammer alone: the paired difference per k and who proved what.
+fn hammer_table(s: &mut String, r: &ExperimentResult) {
+    let Some(h) = &r.hammer else { return };
+    let ks = r.config.ks();
+    s.push_str(&format!(
+        "\n### Against {b}\n\n{b}: one `hammer.` per theorem (the fixed tactic list, then the provers), checked and re-checked \
+         cold by the same checker; {p} of {n} theorems proved. A deterministic attempt: its pass@k is its pass@1. Δ = the \
+         method's pass@k minus {b}'s, paired bootstrap 95% CI.\n\n| method |",
+        b = crate::baseline::HAMMER_BASELINE,
+        p = h.proved,
+        n = h.theorems
+    ));
+    for k in &ks {
+        s.push_str(&format!(" Δ pass@{k} |"));
+    }
+    s.push_str(" proved by both | method only | hammer only | neither |\n|---|");
+    s.push_str(&"---|".repeat(ks.len() + 4));
+    s.push('\n');
+    for m in &r.methods {
+        let Some(c) = &m.vs_hammer else { continue };
+        s.push_str(&format!("| {} |", m.name));
+        for k in &ks {
+            match c
+                .rows
+                .iter()
+                .find(|row| row.k == *k)
+                .and_then(|row| row.difference.as_ref())
+            {
+                Some(d) => s.push_str(&format!(
+                    " {:+.1} [{:+.1}, {:+.1}] |",
+                    100.0 * d.estimate,
+                    100.0 * d.ci_low,
+                    100.0 * d.ci_high
+                )),
+                None => s.push_str(" – |"),
+            }
+        }
+        s.push_str(&format!(
+            " {} | {} | {} | {} |\n",
+            c.both, c.method_only, c.baseline_only, c.neither
+        ));
+    }
+    if let Some(u) = &h.hammer {
+        s.push_str(&format!(
+            "\n{}'s `hammer.` steps: {}.\n",
+            crate::baseline::HAMMER_BASELINE,
+            prod_report::tables::hammer_line(u)
+        ));
+    }
 }
 
 /// Fig. 5 per method: theorems by ground-truth depth, proved, and by proving tree height.

@@ -49,6 +49,42 @@ pub struct EvalJob {
     /// (`model` is then unused; samples, depth and temperature come from the file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trees: Option<PathBuf>,
+    /// CoqHammer alone on the same theorems beside the policy ([`crate::baseline`]; Coq only).
+    #[serde(default, skip_serializing_if = "HammerBaseline::is_off")]
+    pub hammer_baseline: HammerBaseline,
+}
+
+/// Whether an evaluation runs CoqHammer alone beside the policy, and where that baseline's
+/// checks are cached across runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HammerBaseline {
+    pub enabled: bool,
+    /// Verification cache of the baseline's checks (default
+    /// [`crate::baseline::default_cache`]); the run's own cache is used as well.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<PathBuf>,
+}
+
+impl HammerBaseline {
+    /// On, with the default cache.
+    pub fn on() -> Self {
+        HammerBaseline {
+            enabled: true,
+            cache: None,
+        }
+    }
+
+    pub fn is_off(&self) -> bool {
+        !self.enabled
+    }
+
+    /// The cache file its checks go through.
+    pub fn cache_path(&self) -> PathBuf {
+        self.cache
+            .clone()
+            .unwrap_or_else(crate::baseline::default_cache)
+    }
 }
 
 /// Scale-out: the run store lives in a PostgreSQL database (schema
@@ -152,7 +188,9 @@ pub struct CoqJobConfig {
     pub step_timeout_s: u32,
     /// Expand `hammer.` steps (fixed tactics, then CoqHammer's provers).
     pub hammer: bool,
-    /// Run CoqHammer's external provers when the fixed tactic list fails (slow: seconds each).
+    /// Run CoqHammer's external provers when the fixed tactic list fails, as the paper runs
+    /// Sledgehammer (each prover 10 s; the checker remembers every goal's result, so a goal met
+    /// in many samples calls them once). Off: the fixed list alone.
     pub hammer_atp: bool,
     /// Load-path bindings beside the dataset's own (`--load-path DIR=Root`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -165,7 +203,7 @@ impl Default for CoqJobConfig {
             workers: 2,
             step_timeout_s: prod_check_coq::config::DEFAULT_STEP_TIMEOUT_S,
             hammer: true,
-            hammer_atp: false,
+            hammer_atp: true,
             load_paths: vec![],
         }
     }
@@ -354,13 +392,16 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         bars,
         dataset_statements: &novel,
     };
-    let result = match (&given, policy.as_mut()) {
+    let before = ctx.prover.checker.hammer_stats();
+    let mut result = match (&given, policy.as_mut()) {
         (Some(t), _) => {
             crate::eval::run_eval_given(&ctx, &t.nodes, &theorems, &job.options, 0, Phase::Eval)?
         }
         (None, Some(p)) => run_eval(&ctx, p.seq(), &theorems, &job.options, 0, Phase::Eval)?,
         (None, None) => unreachable!("a policy is opened whenever no trees are given"),
     };
+    result.evaluation.hammer =
+        crate::baseline::hammer_use(before, ctx.prover.checker.hammer_stats());
     // After the evaluation, so its samples are those of a run without canaries. Trees sampled
     // elsewhere bring no policy: the canaries then get the file's own root completions.
     let mut replay = given
@@ -388,9 +429,109 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
             t,
         ));
     }
+    if let Some(b) = hammer_baseline(job, &prover, &ctx, &theorems)? {
+        add_baseline(&mut report, &result.evaluation, b, &job.options);
+    }
     write_report(&job.out, &report)?;
     crate::canary::stop_on_alarm(&canaries, &job.out)?;
     Ok((report, result))
+}
+
+/// CoqHammer alone on `theorems` when the job asks for it and the prover is Coq with the
+/// hammer on (`None` otherwise).
+fn hammer_baseline(
+    job: &EvalJob,
+    prover: &crate::prover::Prover,
+    ctx: &crate::context::RunContext<'_>,
+    theorems: &[Theorem],
+) -> anyhow::Result<Option<crate::baseline::BaselineRun>> {
+    if !job.hammer_baseline.enabled || !prover.kind.is_coq() || !job.coq.hammer {
+        return Ok(None);
+    }
+    let cache = job.hammer_baseline.cache_path();
+    crate::baseline::run_hammer_baseline(ctx, theorems, &job.options, Some(&cache)).map(Some)
+}
+
+/// The baseline's evaluation as the report's second row, the comparison, and a note.
+fn add_baseline(
+    report: &mut RunReport,
+    method: &prod_report::Evaluation,
+    b: crate::baseline::BaselineRun,
+    opts: &EvalOptions,
+) {
+    let c = crate::baseline::compare(
+        method,
+        &b.result.evaluation,
+        &opts.ks,
+        opts.bootstrap,
+        opts.seed,
+    );
+    report
+        .notes
+        .push(crate::baseline::summary_line(&c, Some(b.seconds)));
+    report.evaluations.push(b.result.evaluation);
+    report.comparisons.push(c);
+}
+
+/// CoqHammer alone on the job's theorems, nothing else (no model is loaded): `prod experiment`'s
+/// baseline stage. Writes `out/run.json` with the baseline's evaluation.
+pub fn run_hammer_baseline_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<RunReport> {
+    let theorems = run_theorems(
+        &job.dataset,
+        &job.options.split,
+        job.theorems,
+        job.options.seed,
+    )?;
+    let store = open_store(&job.out, job.postgres.as_ref())?;
+    let mut id = job.identity();
+    id.model = PathBuf::new();
+    id.sampling = NativeParams::default();
+    id.options.name = crate::baseline::HAMMER_BASELINE.to_string();
+    store.ensure_meta("hammer_baseline_job", &serde_json::to_string(&id)?)?;
+    let cache = job
+        .cache
+        .clone()
+        .unwrap_or_else(|| job.out.join("cache.sqlite"));
+    let prover =
+        job.prover_choice()
+            .start(&job.dataset, &cache, &job.out, job.postgres.as_ref())?;
+    if !prover.kind.is_coq() || !job.coq.hammer {
+        return Err(BadInput("the hammer baseline needs Coq with the hammer on".into()).into());
+    }
+    let novel = dataset_statements(&job.dataset, &*prover.lang);
+    let ctx = crate::context::RunContext {
+        store: &store,
+        prover: prover.setup(),
+        out: &job.out,
+        bars,
+        dataset_statements: &novel,
+    };
+    let shared = job.hammer_baseline.cache_path();
+    let b = crate::baseline::run_hammer_baseline(&ctx, &theorems, &job.options, Some(&shared))?;
+    let t = &b.result.times;
+    let report = RunReport {
+        title: format!("{} on {}", crate::baseline::HAMMER_BASELINE, job.options.split),
+        created: now_rfc3339(),
+        prover: prover.name.clone(),
+        dataset: DatasetInfo {
+            name: job.dataset.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            split: job.options.split.clone(),
+            size: theorems.len(),
+        },
+        model: ModelInfo {
+            name: crate::baseline::HAMMER_BASELINE.to_string(),
+            params: None,
+        },
+        config: serde_json::to_value(&id)?,
+        evaluations: vec![b.result.evaluation.clone()],
+        notes: vec![format!(
+            "one `{}` per theorem; phase seconds (this invocation): check {:.1} ({} sent to {}), final check {:.1}; {:.0} s in all",
+            crate::baseline::HAMMER_PROOF, t.check_s, t.checked_now, prover.name, t.final_s, b.seconds
+        )],
+        ..RunReport::default()
+    };
+    write_report(&job.out, &report)?;
+    Ok(report)
 }
 
 /// The named theorems of `split` (`limit` of them drawn with `seed`, all when `None`); none is
@@ -458,6 +599,8 @@ impl EvalJob {
     fn identity(&self) -> EvalJob {
         let mut fixed = self.clone();
         leave_out_where(&mut fixed.coq, &mut fixed.isabelle, &mut fixed.postgres);
+        // The baseline is a second evaluation beside the policy's: it changes nothing of it.
+        fixed.hammer_baseline = HammerBaseline::default();
         fixed
     }
 }
@@ -545,6 +688,7 @@ fn eval_report(
                 t.sample_s, t.sampled_fresh, t.sampled_replayed, native.map_or(0, |n| n.generated_tokens), t.check_s, t.checked_now, prover, t.solve_s, t.final_s
             ),
         ],
+        comparisons: vec![],
     })
 }
 

@@ -15,9 +15,12 @@
 //!   kind and failure message, the `<use_invoke>` share of roots, example trees.
 //! * [`rl`] — `run_rl`: the rounds, their configuration, resume and per-round evaluation;
 //!   `round` — one round as typed phases (sample, check, filter, solve, weigh, train, record).
+//! * [`baseline`] — CoqHammer alone on an evaluation's theorems (one `hammer.` root each, the
+//!   same checker), and the paired comparison of a method with it.
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
 //!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
+pub mod baseline;
 pub mod canary;
 pub mod check;
 pub mod context;
@@ -42,7 +45,8 @@ pub use store::{Phase, RunStore, StoreError};
 pub mod job;
 mod outcomes;
 pub use job::{
-    open_store, run_eval_job, start_run_checker, BadInput, CoqJobConfig, EvalJob, SharedStore,
+    open_store, run_eval_job, run_hammer_baseline_job, start_run_checker, BadInput, CoqJobConfig,
+    EvalJob, HammerBaseline, SharedStore,
 };
 pub use prod_report;
 pub mod demo;

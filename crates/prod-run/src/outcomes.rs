@@ -1,7 +1,8 @@
 //! What an evaluation's trees did, beyond pass@k: per-theorem details, nodes by verdict kind
 //! with the most common failure messages, the `<use_invoke>` share of root samples, the number
-//! of proposed lemmas, proved trees of height ≥ 1 built only from sampled nodes, and a few
-//! example trees node by node (with the assembled proof of a proved one). The report shows
+//! of proposed lemmas, proved trees of height ≥ 1 built only from sampled nodes, the proposed
+//! lemmas a sampled `hammer.` child closed (the policy planned, the hammer did the step), and a
+//! few example trees node by node (with the assembled proof of a proved one). The report shows
 //! these so that a reader can see *how* theorems were proved or why they were not.
 //!
 //! Pure over what the evaluation already has (stored nodes, their verdicts and global
@@ -14,6 +15,7 @@ use prod_check::Verdict;
 use prod_core::conditional::USE_INVOKE;
 use prod_core::{ConditionalProof, GlobalVerdict, ProofLanguage};
 use prod_report::{ExampleNode, ExampleTree, FailureCount, NodeOutcomes, TheoremDetail};
+use prod_rl::Origin;
 
 use crate::eval::Theorem;
 use crate::store::{name, StoredNode};
@@ -61,6 +63,8 @@ pub(crate) struct Details {
     pub use_invoke_share_root: Option<f64>,
     pub proposals: usize,
     pub sampled_trees_height_ge1: usize,
+    /// Proposed lemmas (per tree) proved by a sampled child whose proof is `hammer.` alone.
+    pub lemmas_closed_by_hammer: usize,
     pub examples: Vec<ExampleTree>,
 }
 
@@ -232,8 +236,53 @@ pub(crate) fn details(inp: &Inputs<'_>) -> Details {
             .values()
             .filter(|p| p.sampled_only && p.height.is_some_and(|h| h >= 1))
             .count(),
+        lemmas_closed_by_hammer: lemmas_closed_by_hammer(inp),
         examples: examples(inp, &members),
     }
+}
+
+/// A proof that is the `hammer.` step alone.
+fn is_hammer_only(p: &ConditionalProof) -> bool {
+    p.lemma_count() == 0 && p.proof_text().split_whitespace().eq(["hammer."])
+}
+
+/// Node `i` is a sampled lemma node (depth ≥ 1) whose proof is `hammer.` alone, and the prover
+/// proved it.
+fn hammer_child(inp: &Inputs<'_>, i: usize) -> bool {
+    let n = &inp.nodes[i];
+    n.depth > 0
+        && n.origin == Origin::Sampled
+        && locally_proved(inp, i)
+        && ConditionalProof::parse(&n.completion).is_ok_and(|p| is_hammer_only(&p))
+}
+
+/// The proposed lemmas, counted once per tree (by context and normalised statement), that a
+/// sampled `hammer.` child of the same tree proved.
+fn lemmas_closed_by_hammer(inp: &Inputs<'_>) -> usize {
+    let closed: HashSet<(u32, &str, String)> = (0..inp.nodes.len())
+        .filter(|&i| hammer_child(inp, i))
+        .map(|i| {
+            let n = &inp.nodes[i];
+            (
+                n.tree,
+                n.context_key.as_str(),
+                inp.lang.normalize_statement(&n.statement),
+            )
+        })
+        .collect();
+    let mut proposed: HashSet<(u32, &str, String)> = HashSet::new();
+    for n in inp.nodes {
+        if let Ok(p) = ConditionalProof::parse(&n.completion) {
+            for l in p.lemmas() {
+                proposed.insert((
+                    n.tree,
+                    n.context_key.as_str(),
+                    inp.lang.normalize_statement(l),
+                ));
+            }
+        }
+    }
+    proposed.intersection(&closed).count()
 }
 
 /// The nodes by verdict (with the most common failures), the `<use_invoke>` share of the roots
@@ -397,8 +446,26 @@ fn examples(inp: &Inputs<'_>, members: &Members) -> Vec<ExampleTree> {
     .or_else(|| {
         pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.height.is_some_and(|h| h >= 1)))
     });
-    if let Some(((th, tree), m)) = deep {
-        examples.push(example(inp, "proved with proposed lemmas", th, tree, &m));
+    if let Some(((th, tree), m)) = &deep {
+        examples.push(example(inp, "proved with proposed lemmas", *th, *tree, m));
+    }
+    // A lemma the policy left to the hammer and the hammer closed (preferably in a proved
+    // tree), other than the tree already shown.
+    let shown = deep.as_ref().map(|(k, _)| *k);
+    let hammer_closed = |th: usize, tree: u32, m: &[usize]| {
+        shown != Some((th, tree)) && m.iter().skip(1).any(|&i| hammer_child(inp, i))
+    };
+    if let Some(((th, tree), m)) =
+        pick(&|th, tree, m| proved_at(th, tree).is_some() && hammer_closed(th, tree, m))
+            .or_else(|| pick(&|th, tree, m| hammer_closed(th, tree, m)))
+    {
+        examples.push(example(
+            inp,
+            "a proposed lemma closed by a sampled hammer. child",
+            th,
+            tree,
+            &m,
+        ));
     }
     if let Some(((th, tree), m)) =
         pick(&|th, tree, _| proved_at(th, tree).is_some_and(|p| p.height == Some(0)))

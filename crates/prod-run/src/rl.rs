@@ -969,6 +969,7 @@ impl RlRun<'_> {
                 )
             })
             .collect(),
+        comparisons: vec![],
     }
     }
 }

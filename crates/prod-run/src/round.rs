@@ -65,6 +65,7 @@ pub(crate) fn run_round(
         theorems.len()
     ));
     let sampled = sample(r, &theorems, policy)?;
+    let hammer_before = r.env.prover.checker.hammer_stats();
     let t = Instant::now();
     check_phase(
         r.env.store,
@@ -74,6 +75,7 @@ pub(crate) fn run_round(
     )?;
     let check_s = t.elapsed().as_secs_f64();
     let filtered = filter(r, &sampled.nodes)?;
+    let hammer = crate::baseline::hammer_use(hammer_before, r.env.prover.checker.hammer_stats());
     let global = solve_round(r, &sampled.nodes, &filtered)?;
     let canaries = crate::rl::round_canaries(r.cfg, r.env, &theorems, r.round, policy)?;
     let t = Instant::now();
@@ -100,6 +102,7 @@ pub(crate) fn run_round(
             trained,
             replay,
             canaries,
+            hammer,
         },
     )
 }
@@ -737,6 +740,8 @@ struct Summary<'a> {
     trained: Trained,
     replay: &'a ReplayBuffer<StoredExample>,
     canaries: prod_report::CanaryCheck,
+    /// The `hammer.` steps of the check and filter phases.
+    hammer: Option<prod_report::HammerUse>,
 }
 
 /// The round's metrics and its checkpoint in the run store: from here on the round is done.
@@ -774,6 +779,7 @@ fn record(r: &Round<'_>, s: &Summary<'_>) -> anyhow::Result<RoundRecord> {
         filter_s,
         tokens_per_s: s.tokens_per_s,
         reinforced: Some(reinforced(batch)),
+        hammer: s.hammer,
         ..RoundMetrics::default()
     };
     let rec = RoundRecord {

@@ -83,6 +83,9 @@ pub enum Phase {
     /// The canaries of an evaluation or an RL round (never counted: `crate::canary`).
     #[serde(rename = "canary")]
     Canary,
+    /// CoqHammer alone on the evaluation's theorems: one `<no_invoke> hammer.` root each.
+    #[serde(rename = "hammer-baseline")]
+    HammerBaseline,
 }
 
 /// A finished step of a phase; the `phases` table holds `<phase>/<step>` (`eval/sample`,
@@ -1351,6 +1354,7 @@ mod tests {
             (Phase::Eval, "eval"),
             (Phase::Rl, "rl"),
             (Phase::RlEval, "rl-eval"),
+            (Phase::HammerBaseline, "hammer-baseline"),
         ]);
         check(&[(Step::Sample, "sample"), (Step::Round, "round")]);
         assert_eq!(mark(Phase::RlEval, Step::Sample), "rl-eval/sample");

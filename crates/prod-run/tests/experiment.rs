@@ -3,7 +3,8 @@
 //! `experiment.json` and `table.md`; then reruns: everything finished is skipped, and stages
 //! whose marker is gone (a kill before it was written) run again — the SFT stage from a clean
 //! directory, the RL and evaluation stages resumed from their run stores with the same figures;
-//! finally the same SFT models given to a new experiment, which trains nothing.
+//! finally the same SFT models given to a new experiment, which trains nothing. CoqHammer alone
+//! (its fixed tactic list) is the fifth row, every method paired with it.
 
 use std::path::Path;
 
@@ -107,9 +108,11 @@ fn config(dir: &Path) -> ExperimentConfig {
         },
         coq: CoqJobConfig {
             workers: 1,
-            hammer: false,
+            hammer: true,
+            hammer_atp: false,
             ..CoqJobConfig::default()
         },
+        hammer_cache: Some(dir.join("hammer-baseline.sqlite")),
         rl: prod_run::RlConfig {
             learning_rate: 1e-3,
             warmup_steps: 0,
@@ -142,11 +145,12 @@ fn figures(r: &ExperimentResult) -> String {
                 m.vs_prod_sft,
                 m.depth_table,
                 m.replay_novel_lemma_share,
-                curve
+                curve,
+                m.vs_hammer
             ])
         })
         .collect();
-    serde_json::to_string(&rows).unwrap()
+    serde_json::to_string(&(rows, r.hammer.as_ref().map(|h| (&h.pass_at_k, h.proved)))).unwrap()
 }
 
 #[test]
@@ -160,6 +164,7 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
         "sft",
         "sft_nolemma",
         "eval-prod_sft",
+        "eval-hammer",
         "eval-sft_nolemma",
         "rl",
         "rl_nolemma",
@@ -170,6 +175,14 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
     for s in stages {
         assert!(out.join(s).join("done.json").is_file(), "{s}");
     }
+    // CoqHammer alone: `lia` (first in its fixed list) proves both held-out theorems.
+    let h = first.hammer.as_ref().expect("the baseline ran");
+    assert_eq!((h.theorems, h.proved), (2, 2));
+    assert_eq!(h.pass_at_k.iter().map(|p| p.k).collect::<Vec<_>>(), [1]);
+    assert!(h
+        .hammer
+        .is_some_and(|u| u.calls == 2 && u.fixed_closed == 2));
+    assert!(out.join(&h.report).is_file());
     let keys: Vec<&str> = first.methods.iter().map(|m| m.method.as_str()).collect();
     assert_eq!(keys, ["prod_sft", "sft_nolemma", "prod_rl", "rl_nolemma"]);
     for m in &first.methods {
@@ -183,6 +196,10 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
             2,
             "{m:?}"
         );
+        let c = m.vs_hammer.as_ref().expect("paired with the hammer");
+        assert_eq!(c.rows.iter().map(|r| r.k).collect::<Vec<_>>(), [1, 4, 8]);
+        assert_eq!(c.both + c.baseline_only, 2, "{c:?}");
+        assert_eq!(c.method_only + c.neither + c.unpaired, 0, "{c:?}");
         if m.method == "prod_sft" {
             assert!(m.vs_prod_sft.is_empty());
             assert!(m.sft.as_ref().is_some_and(|t| t.steps == 2));
@@ -243,6 +260,9 @@ fn experiment_runs_all_four_methods_and_resumes_stage_by_stage() {
         "Fig. 5",
         "per round",
         "what each round reinforced",
+        "| CoqHammer alone (one attempt) | 100.0",
+        "### Against CoqHammer alone",
+        "[eval](eval-hammer/report.html)",
     ] {
         assert!(table.contains(needle), "{needle} not in\n{table}");
     }
