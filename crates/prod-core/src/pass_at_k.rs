@@ -1,6 +1,14 @@
 //! pass@k (paper §4.3): the fraction of theorems proved by at least one of k independent samples,
-//! estimated without bias from n ≥ k samples per theorem (Chen et al., 2021), with a bootstrap
-//! 95% confidence interval over theorems and a per-depth breakdown (paper Fig. 5).
+//! estimated without bias from n ≥ k samples per theorem (Chen et al., 2021), with a 95%
+//! confidence interval over theorems and a per-depth breakdown (paper Fig. 5).
+//!
+//! The interval is the hull of two: the bootstrap percentile interval (theorems resampled with
+//! replacement) and a score interval — Wilson's for pass@k, Newcombe's hybrid score interval
+//! for a paired difference. The bootstrap alone collapses to a point when every theorem scores
+//! the same (0 of 50 proved gives "0–0"), which claims a certainty 50 theorems cannot give; the
+//! score intervals stay open at 0 and n (0 of 50: 0–7.1%). Per-theorem pass@k scores lie in
+//! [0, 1], so their variance is at most p(1 − p) and Wilson's interval with the number of
+//! theorems as n is at least as wide as the normal interval of their mean.
 //!
 //! Infra failures are not proof failures: callers pass only samples that were *judged*; a sample
 //! lost to a crash is left out of `n`, never counted as a failure. A theorem with fewer than k
@@ -41,7 +49,8 @@ pub struct PassAtK {
     pub k: usize,
     /// Mean of the per-theorem unbiased estimates.
     pub estimate: f64,
-    /// Bootstrap 95% percentile interval (theorems resampled with replacement).
+    /// 95% interval: the hull of the bootstrap percentile interval (theorems resampled with
+    /// replacement) and Wilson's score interval (module docs).
     pub ci_low: f64,
     pub ci_high: f64,
     /// Theorems with at least k judged samples.
@@ -81,20 +90,23 @@ pub fn estimate(
         ci_low = at(0.025);
         ci_high = at(0.975);
     }
+    let (w_low, w_high) = wilson(estimate, scores.len());
     Some(PassAtK {
         k,
         estimate,
-        ci_low,
-        ci_high,
+        ci_low: ci_low.min(w_low),
+        ci_high: ci_high.max(w_high),
         theorems: scores.len(),
         skipped: outcomes.len() - scores.len(),
     })
 }
 
-/// The difference of two methods' pass@k on the same theorems (B − A), with a paired bootstrap
-/// 95% percentile interval: each resample draws theorems with replacement and takes both
-/// methods' scores of the drawn theorems together, so the theorem-to-theorem spread both
-/// methods share (easy and hard theorems) does not widen the interval of the difference.
+/// The difference of two methods' pass@k on the same theorems (B − A), with a paired 95%
+/// interval: the hull of the paired bootstrap (each resample draws theorems with replacement and
+/// takes both methods' scores of the drawn theorems together, so the theorem-to-theorem spread
+/// both methods share does not widen it) and Newcombe's hybrid score interval for paired rates
+/// (which uses the correlation of the two methods' scores for the same pairing, and stays open
+/// when no theorem differs).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PairedDifference {
     pub k: usize,
@@ -133,6 +145,17 @@ pub fn paired_difference(
     }
     let n = diffs.len();
     let estimate = diffs.iter().sum::<f64>() / n as f64;
+    let paired: Vec<(f64, f64)> = a
+        .iter()
+        .zip(b)
+        .filter_map(|(x, y)| {
+            Some((
+                pass_at_k(x.samples, x.correct, k)?,
+                pass_at_k(y.samples, y.correct, k)?,
+            ))
+        })
+        .collect();
+    let (n_low, n_high) = newcombe_paired(&paired);
     let (mut ci_low, mut ci_high) = (estimate, estimate);
     if resamples > 0 {
         let mut rng = SmallRng::seed_from_u64(seed);
@@ -147,11 +170,55 @@ pub fn paired_difference(
     Some(PairedDifference {
         k,
         estimate,
-        ci_low,
-        ci_high,
+        ci_low: ci_low.min(n_low),
+        ci_high: ci_high.max(n_high),
         theorems: n,
         skipped: a.len() - n,
     })
+}
+
+/// z of a two-sided 95% interval.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// Wilson's 95% score interval of a rate `p` observed on `n` units (`n` = 0: the whole [0, 1]).
+pub fn wilson(p: f64, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, z2) = (n as f64, Z95 * Z95);
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// Newcombe's hybrid score 95% interval (his method 10) of `mean(b) − mean(a)` over pairs
+/// `(a, b)` of scores in [0, 1]: each mean's Wilson interval, combined with the correlation of
+/// the pairs (taken as 0 where either side has no spread, as Newcombe does).
+fn newcombe_paired(pairs: &[(f64, f64)]) -> (f64, f64) {
+    let n = pairs.len();
+    let mean = |f: fn(&(f64, f64)) -> f64| pairs.iter().map(f).sum::<f64>() / n.max(1) as f64;
+    let (pa, pb) = (mean(|p| p.0), mean(|p| p.1));
+    let (la, ua) = wilson(pa, n);
+    let (lb, ub) = wilson(pb, n);
+    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+    for &(x, y) in pairs {
+        sab += (x - pa) * (y - pb);
+        saa += (x - pa) * (x - pa);
+        sbb += (y - pb) * (y - pb);
+    }
+    let phi = if saa > 0.0 && sbb > 0.0 {
+        sab / (saa * sbb).sqrt()
+    } else {
+        0.0
+    };
+    let d = pb - pa;
+    let below = ((pb - lb).powi(2) - 2.0 * phi * (pb - lb) * (ua - pa) + (ua - pa).powi(2))
+        .max(0.0)
+        .sqrt();
+    let above = ((ub - pb).powi(2) - 2.0 * phi * (ub - pb) * (pa - la) + (pa - la).powi(2))
+        .max(0.0)
+        .sqrt();
+    ((d - below).max(-1.0), (d + above).min(1.0))
 }
 
 /// Paper Fig. 5: theorems counted by (depth of the ground-truth tree, depth of the tree that
@@ -246,6 +313,48 @@ mod tests {
     }
 
     #[test]
+    fn intervals_stay_open_at_zero_and_n() {
+        let none = vec![
+            TheoremOutcome {
+                samples: 4,
+                correct: 0
+            };
+            50
+        ];
+        let all = vec![
+            TheoremOutcome {
+                samples: 4,
+                correct: 4
+            };
+            50
+        ];
+        let z = estimate(&none, 4, 1000, 1).unwrap();
+        assert_eq!((z.estimate, z.ci_low), (0.0, 0.0));
+        assert!((z.ci_high - 0.0713).abs() < 1e-3, "0 of 50: {z:?}");
+        let f = estimate(&all, 4, 1000, 1).unwrap();
+        assert_eq!((f.estimate, f.ci_high), (1.0, 1.0));
+        assert!((f.ci_low - 0.9287).abs() < 1e-3, "50 of 50: {f:?}");
+        // Both prove nothing: no theorem differs, yet 50 theorems cannot rule out ±7%.
+        let d = paired_difference(&none, &none, 1, 1000, 1).unwrap();
+        assert_eq!(d.estimate, 0.0);
+        assert!(d.ci_low < -0.07 && d.ci_high > 0.07, "{d:?}");
+        // One method proves all, the other none: the interval stays inside [-1, 1].
+        let d = paired_difference(&none, &all, 1, 1000, 1).unwrap();
+        assert_eq!(d.ci_high, 1.0);
+        assert!(d.ci_low > 0.85 && d.ci_low < 1.0, "{d:?}");
+    }
+
+    #[test]
+    fn wilson_matches_published_values() {
+        // Newcombe (1998), Table I: 81/263 → 0.2553–0.3662; 15/148 → 0.0624–0.1605.
+        let (l, h) = wilson(81.0 / 263.0, 263);
+        assert!((l - 0.2553).abs() < 5e-4 && (h - 0.3662).abs() < 5e-4, "{l} {h}");
+        let (l, h) = wilson(15.0 / 148.0, 148);
+        assert!((l - 0.0624).abs() < 5e-4 && (h - 0.1605).abs() < 5e-4, "{l} {h}");
+        assert_eq!(wilson(0.3, 0), (0.0, 1.0));
+    }
+
+    #[test]
     fn paired_difference_of_identical_methods_contains_zero() {
         let a: Vec<TheoremOutcome> = (0..40)
             .map(|i| TheoremOutcome {
@@ -254,10 +363,10 @@ mod tests {
             })
             .collect();
         let d = paired_difference(&a, &a, 4, 1000, 3).unwrap();
-        assert_eq!(
-            (d.estimate, d.ci_low, d.ci_high, d.theorems, d.skipped),
-            (0.0, 0.0, 0.0, 40, 0)
-        );
+        assert_eq!((d.estimate, d.theorems, d.skipped), (0.0, 40, 0));
+        // Perfectly correlated and equal: only the asymmetry of the score intervals is left.
+        assert!(d.ci_low <= 0.0 && d.ci_high >= 0.0, "{d:?}");
+        assert!(d.ci_high - d.ci_low < 0.05, "{d:?}");
         // Same rates, different theorems: no systematic difference, the interval straddles 0.
         let b: Vec<TheoremOutcome> = (0..40).map(|i| a[(i + 1) % 40]).collect();
         let d = paired_difference(&a, &b, 1, 2000, 3).unwrap();

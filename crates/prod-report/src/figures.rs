@@ -32,7 +32,7 @@ fn ci(p: &crate::model::PassAtK) -> Option<(f64, f64)> {
     Some((p.ci_low, p.ci_high))
 }
 
-/// pass@k against k (log2 axis), one line per evaluation, bootstrap 95% CIs as error bars.
+/// pass@k against k (log2 axis), one line per evaluation, 95% CIs (bootstrap ∪ Wilson) as error bars.
 pub fn pass_at_k(r: &RunReport) -> Option<Figure> {
     if r.evaluations.iter().all(|e| e.pass_at_k.is_empty()) {
         return None;
@@ -64,7 +64,7 @@ pub fn pass_at_k(r: &RunReport) -> Option<Figure> {
         })
         .collect();
     let chart = LineChart {
-        title: "pass@k (bootstrap 95% CI)".to_string(),
+        title: "pass@k (95% CI)".to_string(),
         x: Axis {
             log2: true,
             ticks: Some(ks),
@@ -77,7 +77,7 @@ pub fn pass_at_k(r: &RunReport) -> Option<Figure> {
         id: "pass-at-k".to_string(),
         title: chart.title.clone(),
         caption: "Share of theorems proved by at least one of k proof trees (unbiased estimate from n samples per \
-                  theorem); error bars: bootstrap 95% confidence intervals over theorems."
+                  theorem); error bars: 95% confidence intervals over theorems (the hull of the bootstrap and Wilson's score interval, open at 0 and n)."
             .to_string(),
         svg: chart.render(),
     })
@@ -213,7 +213,7 @@ pub fn temperature(r: &RunReport) -> Vec<Figure> {
             Figure {
                 id: format!("temperature-{}", gi + 1),
                 title,
-                caption: "pass@k at each sampling temperature (error bars: bootstrap 95% CIs)."
+                caption: "pass@k at each sampling temperature (error bars: 95% CIs, bootstrap ∪ Wilson)."
                     .to_string(),
                 svg: chart.render(),
             }
@@ -242,7 +242,7 @@ fn has_values(s: &Series) -> bool {
     s.points.iter().any(|p| p.y.is_finite())
 }
 
-/// Held-out pass@k per round (round 0: the starting model), one line per k, bootstrap 95% CIs.
+/// Held-out pass@k per round (round 0: the starting model), one line per k, 95% CIs.
 fn round_eval_series(r: &RunReport) -> Vec<Series> {
     crate::tables::round_eval_ks(r)
         .into_iter()
@@ -297,7 +297,7 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
         "rounds-eval",
         "Held-out pass@k per round",
         "pass@k of each round's checkpoint on the same held-out theorems with the same sampling seeds \
-         (round 0: the starting model); error bars: bootstrap 95% confidence intervals over theorems.",
+         (round 0: the starting model); error bars: 95% confidence intervals over theorems (the hull of the bootstrap and Wilson's score interval, open at 0 and n).",
         Axis::share("pass@k"),
         round_eval_series(r),
     );

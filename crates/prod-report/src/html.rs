@@ -106,8 +106,8 @@ pub fn render_html(r: &RunReport) -> String {
     } else {
         table(&mut out, &tables::evaluations(r));
         out.push_str(
-            "<p>pass@k: unbiased estimator from n samples per theorem, in parentheses the bootstrap 95% confidence \
-             interval (percentage points). Theorems whose samples were lost to infrastructure failures are left out \
+            "<p>pass@k: unbiased estimator from n samples per theorem, in parentheses the 95% confidence \
+             interval (percentage points; the hull of the bootstrap over theorems and Wilson's score interval, so it stays open at 0 and n). Theorems whose samples were lost to infrastructure failures are left out \
              (\u{201c}judged\u{201d}), never counted as failures.</p>\n",
         );
         if let Some(f) = fig("pass-at-k") {

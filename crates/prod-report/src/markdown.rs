@@ -109,7 +109,7 @@ fn details(out: &mut String, e: &crate::model::Evaluation) {
 pub(crate) fn comparison_text(c: &crate::compare::Comparison) -> String {
     let mut s = format!(
         "The same theorems, the same checker. Δ: {m}'s pass@k minus {b}'s, theorem by theorem, with a paired \
-         bootstrap 95% CI (theorems resampled jointly).",
+         95% CI (the paired bootstrap, theorems resampled jointly, ∪ Newcombe's score interval).",
         m = c.method,
         b = c.baseline
     );
@@ -160,8 +160,8 @@ pub fn render_markdown(r: &RunReport) -> String {
     } else {
         table(&mut out, &tables::evaluations(r));
         out.push_str(
-            "pass@k: unbiased estimator from n samples per theorem; in parentheses the bootstrap 95% confidence \
-             interval (percentage points). Theorems whose samples were lost to infrastructure failures are left \
+            "pass@k: unbiased estimator from n samples per theorem; in parentheses the 95% confidence \
+             interval (percentage points; the hull of the bootstrap over theorems and Wilson's score interval, so it stays open at 0 and n). Theorems whose samples were lost to infrastructure failures are left \
              out (\"judged\"), never counted as failures.\n\n",
         );
     }

@@ -267,7 +267,7 @@ pub struct ExampleNode {
     pub lemmas: Vec<String>,
 }
 
-/// pass@k with its bootstrap 95% interval (see `prod_core::pass_at_k`).
+/// pass@k with its 95% interval (bootstrap ∪ Wilson: see `prod_core::pass_at_k`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct PassAtK {
     pub k: usize,
@@ -364,7 +364,7 @@ pub struct RoundMetrics {
     /// the log, or drawn from a remote server).
     #[serde(default)]
     pub tokens_per_s: Option<f64>,
-    /// pass@k (bootstrap 95% CIs) of the round's checkpoint on the run's fixed held-out subset;
+    /// pass@k (95% CIs) of the round's checkpoint on the run's fixed held-out subset;
     /// round 0 is the starting model. None when the round was not evaluated.
     #[serde(default)]
     pub eval: Option<Vec<PassAtK>>,

@@ -1,6 +1,6 @@
 //! Evaluation (paper §4.3): Algorithm 1 test-time proof trees, every node checked, global
 //! correctness per tree, the assembled proof of each proved tree re-checked cold by the prover,
-//! pass@k with bootstrap CIs, the Fig. 5 depth table and the novel-lemma share.
+//! pass@k with 95% CIs, the Fig. 5 depth table and the novel-lemma share.
 //!
 //! Phases are resumable through the run store: `sample` (sample log + nodes), `check`
 //! (verdicts; infra nodes asked again on every resume), `solve` (global verdicts per tree),
@@ -659,7 +659,7 @@ fn final_checks(
     Ok(proved_trees)
 }
 
-/// pass@k with bootstrap CIs, the depth table, node counts and the report's details.
+/// pass@k with 95% CIs, the depth table, node counts and the report's details.
 fn score(
     ctx: &RunContext<'_>,
     theorems: &[Theorem],
@@ -721,7 +721,7 @@ fn score(
     })
 }
 
-/// pass@k with bootstrap CIs for every asked k up to the samples per theorem.
+/// pass@k with 95% CIs for every asked k up to the samples per theorem.
 fn pass_at_ks(opts: &EvalOptions, counts: &[TheoremCount]) -> Vec<PassAtK> {
     let outcomes: Vec<TheoremOutcome> = counts
         .iter()

@@ -10,10 +10,10 @@
 //!
 //! Every model is evaluated by [`run_eval_job`] on the same held-out theorems (the whole split
 //! or a seeded draw of `theorems`) with n trees each (default 8), depth 2, temperature 0.7:
-//! pass@1/4/8 with bootstrap CIs, the Fig. 5 depth table, CoqHammer alone on the same theorems
+//! pass@1/4/8 with 95% CIs (bootstrap ∪ Wilson), the Fig. 5 depth table, CoqHammer alone on the same theorems
 //! with the same checker ([`crate::baseline`], stage `eval-hammer`), and — what a table of four
 //! numbers does not tell — the difference of each method to ProD-SFT and to CoqHammer alone
-//! with a *paired* bootstrap CI
+//! with a *paired* CI (bootstrap ∪ Newcombe)
 //! ([`prod_report::pass_at_k_difference`]: theorems resampled jointly across methods), the share
 //! of novel lemmas in the RL runs' replay buffers (paper: 37.7%) and the per-round held-out
 //! pass@k of the RL runs ([`RlEvalConfig`]).
@@ -365,7 +365,7 @@ pub struct MethodResult {
     pub name: String,
     pub model: PathBuf,
     pub pass_at_k: Vec<PassAtK>,
-    /// pass@k of this method minus ProD-SFT's (paired bootstrap CI); empty for ProD-SFT.
+    /// pass@k of this method minus ProD-SFT's (paired CI); empty for ProD-SFT.
     pub vs_prod_sft: Vec<PassAtKDifference>,
     /// This method against CoqHammer alone on the same theorems (when the baseline ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -407,7 +407,7 @@ pub struct ExperimentResult {
 /// CoqHammer alone as a row of the table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HammerRow {
-    /// Its pass@1 (bootstrap CI); with one deterministic attempt, also its pass@k for every k.
+    /// Its pass@1 (95% CI); with one deterministic attempt, also its pass@k for every k.
     pub pass_at_k: Vec<PassAtK>,
     pub theorems: usize,
     pub proved: usize,
@@ -982,8 +982,8 @@ fn main_table(s: &mut String, r: &ExperimentResult) {
     let ks: Vec<usize> = r.config.ks();
     s.push_str(&format!(
         "## Table 2 in miniature\n\n{} held-out theorems of split `{}`, {} proof trees each (depth ≤ {}), temperature {}; \
-         pass@k in % with bootstrap 95% CIs; Δ = the method's pass@k minus ProD-SFT's on the same theorems, with a paired \
-         bootstrap 95% CI (theorems resampled jointly).\n\n",
+         pass@k in % with 95% CIs (bootstrap ∪ Wilson); Δ = the method's pass@k minus ProD-SFT's on the same theorems, with a paired \
+         95% CI (the paired bootstrap, theorems resampled jointly, ∪ Newcombe's score interval).\n\n",
         r.theorems, r.split, r.samples, r.depth, r.config.sampling.temperature
     ));
     s.push_str("| method |");
@@ -1082,7 +1082,7 @@ fn hammer_table(s: &mut String, r: &ExperimentResult) {
     s.push_str(&format!(
         "\n### Against {b}\n\n{b}: one `hammer.` per theorem (the fixed tactic list, then the provers), checked and re-checked \
          cold by the same checker; {p} of {n} theorems proved. A deterministic attempt: its pass@k is its pass@1. Δ = the \
-         method's pass@k minus {b}'s, paired bootstrap 95% CI.\n\n| method |",
+         method's pass@k minus {b}'s, paired 95% CI (bootstrap ∪ Newcombe).\n\n| method |",
         b = crate::baseline::HAMMER_BASELINE,
         p = h.proved,
         n = h.theorems
@@ -1168,7 +1168,7 @@ fn depth_tables(s: &mut String, r: &ExperimentResult) {
 /// The RL runs' held-out pass@k per round.
 fn round_curves(s: &mut String, r: &ExperimentResult) {
     s.push_str("\n### RL: held-out pass@k per round\n\nRound 0 is the starting SFT model; each round's checkpoint on the same first theorems of the split with the same seeds.\n\n");
-    s.push_str("| method | round | theorems | pass@k (%, bootstrap 95% CI) | novel lemmas (replay) |\n|---|---|---|---|---|\n");
+    s.push_str("| method | round | theorems | pass@k (%, 95% CI) | novel lemmas (replay) |\n|---|---|---|---|---|\n");
     for m in r.methods.iter().filter(|m| !m.rounds.is_empty()) {
         for round in &m.rounds {
             let Some(e) = &round.eval else { continue };

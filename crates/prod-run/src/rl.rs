@@ -21,7 +21,7 @@
 //! Per-round evaluation (`[eval]`): without a curve of held-out pass@k over rounds there is no
 //! telling whether training helps, so the starting model ("round 0", kept in the store's meta)
 //! and each round's checkpoint are evaluated with `run_eval` (Algorithm 1 trees, checks, cold
-//! re-checks, bootstrap CIs) on the same first N theorems of a held-out split with the same
+//! re-checks, 95% CIs) on the same first N theorems of a held-out split with the same
 //! sampling seeds. The trees live in the run store under (round, `rl-eval`), so a killed
 //! evaluation resumes like `prod eval`; a round whose figures are in its metrics is not
 //! evaluated again. Every round also records its wall time by phase (sample, check, filter,
