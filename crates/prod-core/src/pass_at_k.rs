@@ -348,9 +348,15 @@ mod tests {
     fn wilson_matches_published_values() {
         // Newcombe (1998), Table I: 81/263 → 0.2553–0.3662; 15/148 → 0.0624–0.1605.
         let (l, h) = wilson(81.0 / 263.0, 263);
-        assert!((l - 0.2553).abs() < 5e-4 && (h - 0.3662).abs() < 5e-4, "{l} {h}");
+        assert!(
+            (l - 0.2553).abs() < 5e-4 && (h - 0.3662).abs() < 5e-4,
+            "{l} {h}"
+        );
         let (l, h) = wilson(15.0 / 148.0, 148);
-        assert!((l - 0.0624).abs() < 5e-4 && (h - 0.1605).abs() < 5e-4, "{l} {h}");
+        assert!(
+            (l - 0.0624).abs() < 5e-4 && (h - 0.1605).abs() < 5e-4,
+            "{l} {h}"
+        );
         assert_eq!(wilson(0.3, 0), (0.0, 1.0));
     }
 

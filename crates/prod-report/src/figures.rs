@@ -213,8 +213,9 @@ pub fn temperature(r: &RunReport) -> Vec<Figure> {
             Figure {
                 id: format!("temperature-{}", gi + 1),
                 title,
-                caption: "pass@k at each sampling temperature (error bars: 95% CIs, bootstrap ∪ Wilson)."
-                    .to_string(),
+                caption:
+                    "pass@k at each sampling temperature (error bars: 95% CIs, bootstrap ∪ Wilson)."
+                        .to_string(),
                 svg: chart.render(),
             }
         })
