@@ -60,8 +60,12 @@ struct RawNode {
     imports: String,
     #[serde(default, deserialize_with = "string_or_null")]
     context: String,
-    statement: String,
-    proof: String,
+    // Optional here so that a misspelt `statment` is named ("did you mean") rather than
+    // reported as a missing `statement`; `try_from` requires both.
+    #[serde(default)]
+    statement: Option<String>,
+    #[serde(default)]
+    proof: Option<String>,
     #[serde(default)]
     locally_correct: Option<bool>,
     #[serde(flatten)]
@@ -85,12 +89,20 @@ impl TryFrom<RawNode> for NodeLine {
                 ));
             }
         }
+        let required = |v: Option<String>, name: &str| {
+            v.ok_or_else(|| {
+                format!(
+                    "missing field `{name}` (node fields: {})",
+                    NODE_FIELDS.join(", ")
+                )
+            })
+        };
         Ok(NodeLine {
             id: r.id,
             imports: r.imports,
             context: r.context,
-            statement: r.statement,
-            proof: r.proof,
+            statement: required(r.statement, "statement")?,
+            proof: required(r.proof, "proof")?,
             locally_correct: r.locally_correct,
             extra: r.extra,
         })
