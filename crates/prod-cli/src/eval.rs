@@ -15,7 +15,7 @@ use crate::{exit, ranges};
 /// pool, or an Isabelle server with `--prover isabelle`; with the verification cache); global
 /// correctness per tree; the assembled proof of each proved tree is re-checked cold (`coqc`, or
 /// a fresh Isabelle session; a theorem counts as proved only if that passes); pass@k (unbiased
-/// estimator, bootstrap 95% CIs), the Fig. 5 depth table and the novel-lemma share.
+/// estimator, 95% CIs), the Fig. 5 depth table and the novel-lemma share.
 ///
 /// Everything goes into RUN_DIR/run.sqlite; rerunning the same command resumes (nothing is
 /// sampled or checked twice; nodes lost to infra failures are retried). Results:
@@ -388,7 +388,7 @@ pub fn human(report: &prod_run::prod_report::RunReport) -> String {
     for c in &report.comparisons {
         let _ = writeln!(
             o,
-            "{} against {} (same theorems and checker; Δ with a paired bootstrap 95% CI):",
+            "{} against {} (same theorems and checker; Δ with a paired 95% CI, bootstrap ∪ Newcombe):",
             c.method, c.baseline
         );
         for row in &c.rows {

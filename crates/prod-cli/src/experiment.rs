@@ -10,9 +10,9 @@ use crate::ranges;
 
 /// Table 2 in miniature: ProD-SFT, SFT w/o lemma proposal, ProD-RL and RL w/o lemma proposal
 /// from one pretrained base on one dataset, each evaluated on the same held-out theorems with
-/// the real Coq (n trees per theorem, depth 2, temperature 0.7): pass@1/4/8 with bootstrap CIs,
+/// the real Coq (n trees per theorem, depth 2, temperature 0.7): pass@1/4/8 with 95% CIs,
 /// CoqHammer alone on the same theorems with the same checker (stage eval-hammer), the
-/// difference to ProD-SFT and to CoqHammer alone with a paired bootstrap CI, the Fig. 5 depth
+/// difference to ProD-SFT and to CoqHammer alone with a paired 95% CI, the Fig. 5 depth
 /// table, the novel
 /// share of the RL runs' replay-buffer lemmas and their per-round held-out pass@k.
 ///

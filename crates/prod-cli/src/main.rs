@@ -135,7 +135,7 @@ enum Command {
     /// Write an HTML report (SVG plots) and a Markdown summary from a run file.
     ///
     /// RUN.json is what `prod eval` / `prod rl` write (schema: `prod_report::RunReport`): the run's setup, its
-    /// evaluations (pass@k with bootstrap 95% CIs, the per-depth table of paper Fig. 5, the novel-lemma share) and
+    /// evaluations (pass@k with 95% CIs, the per-depth table of paper Fig. 5, the novel-lemma share) and
     /// its RL rounds (correct nodes, weights, losses, time per phase). Writes DIR/report.html (one self-contained
     /// file: inline CSS and SVG, no scripts), DIR/summary.md (tables for docs/results.md) and each figure as
     /// DIR/FIGURE.svg. Exit 2 when RUN.json is unreadable or malformed (the message names line and column).

@@ -14,7 +14,7 @@ use prod_run::{BadInput, Bars, RlConfig};
 /// γ^h·∏V(l), augmented and ground-truth examples, a replay buffer, a weighted cross-entropy
 /// update and a checkpoint per round (RUN_DIR/checkpoints/round-N; the separate value model
 /// in RUN_DIR/checkpoints/round-N-value). With `[eval] theorems = N`, the starting model
-/// ("round 0") and every round's checkpoint are evaluated (pass@k, bootstrap CIs) on the same
+/// ("round 0") and every round's checkpoint are evaluated (pass@k, 95% CIs) on the same
 /// first N theorems of a held-out split: the report's per-round curve.
 ///
 /// Everything goes into RUN_DIR/run.sqlite: rerunning the same command after a kill resumes

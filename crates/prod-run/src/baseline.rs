@@ -160,7 +160,7 @@ pub fn run_hammer_baseline(
     })
 }
 
-/// `method` against CoqHammer alone for `ks` (paired bootstrap with `resamples` rounds).
+/// `method` against CoqHammer alone for `ks` (paired bootstrap with `resamples` rounds, widened by Newcombe's score interval).
 pub fn compare(
     method: &Evaluation,
     hammer: &Evaluation,
