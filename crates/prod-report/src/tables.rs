@@ -83,6 +83,7 @@ pub fn meta(r: &RunReport) -> Vec<(String, String)> {
         .map(|p| format!(" ({} parameters)", human_count(p)))
         .unwrap_or_default();
     put("Model", format!("{}{params}", m.name).trim().to_string());
+    put("Sampling", sampling(&r.config).unwrap_or_default());
     if !r.canaries.is_empty() {
         let checked: usize = r.canaries.iter().map(|c| c.canaries).sum();
         let accepted: usize = r.canaries.iter().map(|c| c.alarms.len()).sum();
@@ -95,6 +96,48 @@ pub fn meta(r: &RunReport) -> Vec<(String, String)> {
         );
     }
     v
+}
+
+/// The sampling settings of the run's configuration (`config.sampling`, as `prod eval`, `prod
+/// rl` and `prod demo` write it) in one line, in plain view beside the results they explain:
+/// a short context or a forced first token changes what pass@k means. The paper's values are
+/// named where they differ.
+pub fn sampling(config: &serde_json::Value) -> Option<String> {
+    let s = config.get("sampling")?.as_object()?;
+    let num = |k: &str| s.get(k).and_then(|v| v.as_f64());
+    let mut parts = Vec::new();
+    if let Some(t) = num("temperature") {
+        let paper = if (t - 0.7).abs() > 1e-9 {
+            " (paper: 0.7)"
+        } else {
+            ""
+        };
+        parts.push(format!("T = {}{paper}", short(t, 3)));
+    }
+    if let Some(p) = num("top_p") {
+        parts.push(format!("top-p {}", short(p, 3)));
+    }
+    if let Some(n) = num("max_new_tokens") {
+        parts.push(format!("{} new tokens", n as u64));
+    }
+    if let Some(c) = num("context_tokens") {
+        let paper = if c as u64 != 1000 {
+            " (paper: 1,000)"
+        } else {
+            ""
+        };
+        parts.push(format!("last {} context tokens{paper}", c as u64));
+    }
+    if let Some(f) = s.get("first_token").and_then(|v| v.as_str()) {
+        parts.push(match f {
+            "free" => "first token free".to_string(),
+            other => format!("first token {other} (forced to a t0 token)"),
+        });
+    }
+    if let Some(w) = s.get("decode_weights").and_then(|v| v.as_str()) {
+        parts.push(format!("decoding weights {w}"));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// One line per accepted canary (the report's alarm banner).
@@ -957,5 +1000,30 @@ pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
         header,
         rows,
         text_columns: 7,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampling;
+
+    #[test]
+    fn sampling_settings_are_one_plain_line_naming_the_papers_values() {
+        let demo = serde_json::json!({"sampling": {"temperature": 0.7, "top_p": 1.0,
+            "max_new_tokens": 128, "context_tokens": 64, "first_token": "t0",
+            "decode_weights": "q8", "seed": 0}});
+        assert_eq!(
+            sampling(&demo).unwrap(),
+            "T = 0.7, top-p 1, 128 new tokens, last 64 context tokens (paper: 1,000), \
+             first token t0 (forced to a t0 token), decoding weights q8"
+        );
+        let paper = serde_json::json!({"sampling": {"temperature": 1.0, "context_tokens": 1000,
+            "first_token": "free"}});
+        assert_eq!(
+            sampling(&paper).unwrap(),
+            "T = 1 (paper: 0.7), last 1000 context tokens, first token free"
+        );
+        assert_eq!(sampling(&serde_json::json!({"model": "m"})), None);
+        assert_eq!(sampling(&serde_json::Value::Null), None);
     }
 }
