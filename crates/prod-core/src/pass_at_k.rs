@@ -74,22 +74,9 @@ pub fn estimate(
     if scores.is_empty() {
         return None;
     }
-    let mean = |xs: &mut dyn Iterator<Item = f64>, n: usize| xs.sum::<f64>() / n as f64;
-    let estimate = mean(&mut scores.iter().copied(), scores.len());
-    let (mut ci_low, mut ci_high) = (estimate, estimate);
-    if resamples > 0 {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let mut means: Vec<f64> = (0..resamples)
-            .map(|_| {
-                let n = scores.len();
-                mean(&mut (0..n).map(|_| scores[rng.gen_range(0..n)]), n)
-            })
-            .collect();
-        means.sort_by(f64::total_cmp);
-        let at = |q: f64| means[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
-        ci_low = at(0.025);
-        ci_high = at(0.975);
-    }
+    let estimate = scores.iter().sum::<f64>() / scores.len() as f64;
+    let (ci_low, ci_high) =
+        bootstrap_mean(&scores, resamples, seed).unwrap_or((estimate, estimate));
     let (w_low, w_high) = wilson(estimate, scores.len());
     Some(PassAtK {
         k,
@@ -133,18 +120,7 @@ pub fn paired_difference(
     if a.len() != b.len() {
         return None;
     }
-    let diffs: Vec<f64> = a
-        .iter()
-        .zip(b)
-        .filter_map(|(x, y)| {
-            Some(pass_at_k(y.samples, y.correct, k)? - pass_at_k(x.samples, x.correct, k)?)
-        })
-        .collect();
-    if diffs.is_empty() {
-        return None;
-    }
-    let n = diffs.len();
-    let estimate = diffs.iter().sum::<f64>() / n as f64;
+    // Both methods' scores of each theorem where both have k judged samples.
     let paired: Vec<(f64, f64)> = a
         .iter()
         .zip(b)
@@ -155,18 +131,14 @@ pub fn paired_difference(
             ))
         })
         .collect();
-    let (n_low, n_high) = newcombe_paired(&paired);
-    let (mut ci_low, mut ci_high) = (estimate, estimate);
-    if resamples > 0 {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let mut means: Vec<f64> = (0..resamples)
-            .map(|_| (0..n).map(|_| diffs[rng.gen_range(0..n)]).sum::<f64>() / n as f64)
-            .collect();
-        means.sort_by(f64::total_cmp);
-        let at = |q: f64| means[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
-        ci_low = at(0.025);
-        ci_high = at(0.975);
+    if paired.is_empty() {
+        return None;
     }
+    let diffs: Vec<f64> = paired.iter().map(|(x, y)| y - x).collect();
+    let n = diffs.len();
+    let estimate = diffs.iter().sum::<f64>() / n as f64;
+    let (n_low, n_high) = newcombe_paired(&paired);
+    let (ci_low, ci_high) = bootstrap_mean(&diffs, resamples, seed).unwrap_or((estimate, estimate));
     Some(PairedDifference {
         k,
         estimate,
@@ -175,6 +147,22 @@ pub fn paired_difference(
         theorems: n,
         skipped: a.len() - n,
     })
+}
+
+/// The seeded bootstrap 95% percentile interval of the mean of `values` (resampled with
+/// replacement, `resamples` rounds); `None` for 0 rounds or no values.
+fn bootstrap_mean(values: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64)> {
+    let n = values.len();
+    if resamples == 0 || n == 0 {
+        return None;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut means: Vec<f64> = (0..resamples)
+        .map(|_| (0..n).map(|_| values[rng.gen_range(0..n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
+    Some((at(0.025), at(0.975)))
 }
 
 /// z of a two-sided 95% interval.
