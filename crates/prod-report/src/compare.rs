@@ -4,7 +4,7 @@
 //! intervals may overlap while every theorem moves the same way; only the paired interval of
 //! the difference tells whether one is better on these theorems.
 
-use prod_core::pass_at_k::{paired_difference, TheoremOutcome};
+use prod_core::pass_at_k::{paired_difference, PairedDifference, TheoremOutcome};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Evaluation, PassAtK};
@@ -23,6 +23,23 @@ pub struct PassAtKDifference {
     pub theorems: usize,
     /// Theorems of the baseline left out (missing from `method`, or fewer than k judged trees).
     pub skipped: usize,
+}
+
+impl PassAtKDifference {
+    /// `d` (method − baseline) under the two evaluations' names; `of` is how many theorems the
+    /// side the pairing started from has (those not paired are `skipped`).
+    fn named(method: &Evaluation, baseline: &Evaluation, d: PairedDifference, of: usize) -> Self {
+        PassAtKDifference {
+            method: method.name.clone(),
+            baseline: baseline.name.clone(),
+            k: d.k,
+            estimate: d.estimate,
+            ci_low: d.ci_low,
+            ci_high: d.ci_high,
+            theorems: d.theorems,
+            skipped: of - d.theorems,
+        }
+    }
 }
 
 /// `method − baseline` for pass@`k`, theorems matched by id (the baseline's order) from each
@@ -59,16 +76,12 @@ pub fn pass_at_k_difference(
         }
     }
     let d = paired_difference(&a, &b, k, resamples, seed)?;
-    Some(PassAtKDifference {
-        method: method.name.clone(),
-        baseline: baseline.name.clone(),
-        k,
-        estimate: d.estimate,
-        ci_low: d.ci_low,
-        ci_high: d.ci_high,
-        theorems: d.theorems,
-        skipped: baseline.theorems_detail.len() - d.theorems,
-    })
+    Some(PassAtKDifference::named(
+        method,
+        baseline,
+        d,
+        baseline.theorems_detail.len(),
+    ))
 }
 
 /// A method set against a baseline on the same theorems: pass@k of both, the paired difference
@@ -205,17 +218,8 @@ pub fn compare(
                 },
             })
             .collect();
-        let difference =
-            paired_difference(&base, &b, k, resamples, seed).map(|d| PassAtKDifference {
-                method: method.name.clone(),
-                baseline: baseline.name.clone(),
-                k,
-                estimate: d.estimate,
-                ci_low: d.ci_low,
-                ci_high: d.ci_high,
-                theorems: d.theorems,
-                skipped: method.theorems_detail.len() - d.theorems,
-            });
+        let difference = paired_difference(&base, &b, k, resamples, seed)
+            .map(|d| PassAtKDifference::named(method, baseline, d, method.theorems_detail.len()));
         c.rows.push(ComparisonRow {
             k,
             method: method.pass_at_k.iter().find(|p| p.k == k).cloned(),
