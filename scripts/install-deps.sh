@@ -37,8 +37,8 @@ if [ $with_python = 1 ]; then
   if ! cmp -s "$req" "$pyvenv/requirements-ci.txt" || ! cmp -s "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"; then
     echo "creating $pyvenv (python/requirements-ci*.txt)" >&2
     /usr/bin/python3 -m venv --system-site-packages "$pyvenv"
-    "$pyvenv/bin/pip" install -q -r "$req"
-    "$pyvenv/bin/pip" install -q --no-deps -r "$nodeps"
+    "$pyvenv/bin/pip" install -q --no-cache-dir -r "$req"
+    "$pyvenv/bin/pip" install -q --no-cache-dir --no-deps -r "$nodeps"
     cp "$req" "$pyvenv/requirements-ci.txt"
     cp "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"
   fi
@@ -48,8 +48,8 @@ if [ $with_python = 1 ]; then
     echo "creating $rlvenv (python/requirements-rl.txt; about 3 GB to download)" >&2
     rm -rf "$rlvenv"
     /usr/bin/python3 -m venv "$rlvenv"
-    "$rlvenv/bin/pip" install -q -r "$rlreq"
-    "$rlvenv/bin/pip" install -q --no-deps openrlhf==0.11.2
+    "$rlvenv/bin/pip" install -q --no-cache-dir -r "$rlreq"
+    "$rlvenv/bin/pip" install -q --no-cache-dir --no-deps openrlhf==0.11.2
     cp "$rlreq" "$rlvenv/requirements-rl.txt"
   fi
 fi

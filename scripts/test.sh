@@ -14,6 +14,17 @@ export PROD_PYTHON="${PROD_PYTHON:-${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}/bin/
 export PROD_RL_PYTHON="${PROD_RL_PYTHON:-${PROD_RLVENV:-$HOME/.cache/prod/rlvenv}/bin/python}"
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
+# One cold build, so cargo's incremental caches (about 40% of a debug target) are only disk use.
+export CARGO_INCREMENTAL=0
+# The suite needs about 6 GB for its build and 9 GB for the venvs and Rocq; say what the disk has,
+# so that a full disk shows as a full disk and not as a compiler error.
+target="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target"
+free_kb=$(df -Pk "$target" | awk 'NR == 2 {print $4}')
+echo "disk: $((free_kb / 1048576)) GB free for $target" >&2
+if [ "$free_kb" -lt $((6 * 1048576)) ]; then
+  echo "warning: under 6 GB free where the build goes; the build may fail with 'No space left on device'" >&2
+fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 log=$(mktemp)
