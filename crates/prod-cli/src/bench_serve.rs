@@ -31,9 +31,10 @@ use prod_check::{CheckRequest, Verdict};
 use prod_core::{ConditionalProof, T0};
 use serde_json::{json, Value};
 
-use crate::check::{CheckerArgs, Pipeline, Prover};
+use crate::check::{CheckerArgs, Pipeline};
 use crate::serve::{App, Limits, Metrics};
 use crate::{exit, ranges};
+use prod_prover::ProverKind;
 
 /// The HTTP overhead at p50 that `prod serve` aims to stay under, ms.
 const TARGET_OVERHEAD_MS: f64 = 1.0;
@@ -242,7 +243,7 @@ pub fn run(a: BenchServeArgs) -> i32 {
 }
 
 fn bench(a: BenchServeArgs) -> anyhow::Result<i32> {
-    if a.checker.prover != Prover::Coq {
+    if a.checker.prover != ProverKind::Coq {
         return Ok(exit::bad_input(anyhow!(
             "prod bench serve checks Coq lemmas: --prover coq"
         )));
@@ -266,7 +267,7 @@ fn bench(a: BenchServeArgs) -> anyhow::Result<i32> {
     );
     let app = Arc::new(App {
         pipeline,
-        prover: Prover::Coq,
+        prover: ProverKind::Coq,
         limits: Limits {
             max_body_bytes: 8 << 20,
             max_nodes: 256,

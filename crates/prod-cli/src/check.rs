@@ -14,6 +14,9 @@ use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
 use prod_core::ConditionalProof;
+use prod_prover::{
+    CoqFinal, FinalCheck, FinalProof, IsabelleFinal, ProverKind, SINGLE_FINAL_TIMEOUT_S,
+};
 use serde::Deserialize;
 
 use crate::{exit, ranges};
@@ -51,32 +54,12 @@ pub struct CheckArgs {
     pub checker: CheckerArgs,
 }
 
-/// The prover that judges the nodes.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prover {
-    /// Coq (or Rocq with `--coq-root`), run here in the sandbox.
-    Coq,
-    /// A running Isabelle server.
-    Isabelle,
-}
-
-#[cfg(feature = "policy")]
-impl Prover {
-    /// The run pipeline's prover (the typed value behind the flag).
-    pub fn kind(self) -> prod_run::ProverKind {
-        match self {
-            Prover::Coq => prod_run::ProverKind::Coq,
-            Prover::Isabelle => prod_run::ProverKind::Isabelle,
-        }
-    }
-}
-
 /// How the checker is set up: the options `prod check` and `prod serve` share.
 #[derive(Args, Debug)]
 pub struct CheckerArgs {
     /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle server).
-    #[arg(long, value_enum, default_value_t = Prover::Coq)]
-    pub prover: Prover,
+    #[arg(long, value_enum, default_value_t = ProverKind::Coq)]
+    pub prover: ProverKind,
     /// Persistent workers (default: `[check.coq] workers`, else one per core).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
@@ -289,9 +272,6 @@ pub(crate) enum Origin {
 /// Called once per node with its index, verdict, time and origin (from any thread).
 pub(crate) type Done<'a> = &'a (dyn Fn(usize, &Verdict, Duration, Origin) + Sync);
 
-/// Time limit of one cold re-check of an assembled proof (`prod serve`'s `/v1/assemble`).
-const FINAL_TIMEOUT_S: u64 = 600;
-
 /// Why the checker could not be set up: bad input (exit 2) or anything else (exit 1).
 pub(crate) enum SetupError {
     BadInput(anyhow::Error),
@@ -335,14 +315,14 @@ impl Pipeline {
         a.prover_root
             .apply(&mut coq)
             .map_err(|e| BadInput(anyhow!(e)))?;
-        if a.prover == Prover::Coq {
+        if a.prover == ProverKind::Coq {
             a.load_paths
                 .apply(&mut coq, a.dataset.as_deref())
                 .map_err(|e| BadInput(anyhow!(e)))?;
         }
         let backend = match a.prover {
-            Prover::Isabelle => isabelle_backend(a, section.isabelle),
-            Prover::Coq => coq_backend(a, coq),
+            ProverKind::Isabelle => isabelle_backend(a, section.isabelle),
+            ProverKind::Coq => coq_backend(a, coq),
         }
         .map_err(|e| Failure(anyhow!(e)))?;
         let cache = match a.cache.as_ref().or(section.cache.as_ref()) {
@@ -351,8 +331,8 @@ impl Pipeline {
         };
         let fingerprint = backend.checker().fingerprint();
         let prover = match a.prover {
-            Prover::Isabelle => "isabelle".to_string(),
-            Prover::Coq => prod_check_coq::prover_name(&fingerprint),
+            ProverKind::Isabelle => "isabelle".to_string(),
+            ProverKind::Coq => prod_check_coq::prover_name(&fingerprint),
         };
         Ok(Pipeline {
             backend,
@@ -431,34 +411,19 @@ impl Pipeline {
         assembled: &prod_core::AssembledProof,
         hammer_replaced: bool,
     ) -> (Verdict, String) {
-        let top = assembled.root();
+        let proof = FinalProof {
+            imports: &root.imports,
+            context: &root.context,
+            scope: &[],
+            qualified_name: "",
+            statement: &root.statement,
+            assembled,
+            hammer_replaced,
+            timeout: Duration::from_secs(SINGLE_FINAL_TIMEOUT_S),
+        };
         match &self.backend {
-            Backend::Coq(c) => {
-                let context = format!("{}\n{}", root.imports, root.context);
-                let rendered = prod_check_coq::AssembledFile {
-                    context: &context,
-                    scope: &[],
-                    qualified_name: &top.name,
-                    root_statement: &root.statement,
-                    assembled: &assembled.text,
-                    root: &top.name,
-                    hammer_replaced,
-                }
-                .render();
-                let (file, name) = match rendered {
-                    Ok(r) => r,
-                    Err(e) => return (Verdict::rejected(e), String::new()),
-                };
-                let timeout = Duration::from_secs(FINAL_TIMEOUT_S);
-                let v = prod_check_coq::final_check(&file, &name, c.config(), timeout);
-                (v, file)
-            }
-            Backend::Isabelle(c) => prod_check_isabelle::final_check_assembled(
-                c.config(),
-                &root.imports,
-                &root.context,
-                assembled,
-            ),
+            Backend::Coq(c) => CoqFinal(c.config().clone()).final_check(&proof),
+            Backend::Isabelle(c) => IsabelleFinal(c.config().clone()).final_check(&proof),
         }
     }
 

@@ -745,7 +745,6 @@ fn validate_trees(
         a.sample,
         a.seed,
     );
-    let lang = prod_coq::CoqLanguage;
     let mut counts = Counts::default();
     let progress = CheckProgress::new("validate --trees", roots.len(), a.json);
     {
@@ -768,7 +767,7 @@ fn validate_trees(
                 Some(l) => prod_check::Verdict::infra(format!(
                     "lemma of the ground-truth tree has no example: {l}"
                 )),
-                None => check_tree(root, &tree, checker, &lang),
+                None => check_tree(root, &tree, checker),
             };
             if verdict.kind() != prod_check::VerdictKind::Proved {
                 eprintln!(
@@ -790,10 +789,9 @@ fn check_tree(
     root: &dataset::Example,
     tree: &[&dataset::Example],
     checker: &prod_check_coq::CoqChecker,
-    lang: &prod_coq::CoqLanguage,
 ) -> prod_check::Verdict {
     use prod_check::Verdict;
-    use prod_core::tree::{LocalVerdict, Node};
+    use prod_prover::{CheckedNode, FinalCheck, FinalProof, Forest};
     let mut requests = Vec::new();
     for e in tree {
         match prod_core::ConditionalProof::parse(&e.conditional_proof) {
@@ -807,32 +805,25 @@ fn check_tree(
         }
     }
     let verdicts = prod_check::Checker::check_batch(checker, &requests, &|_, _| {});
-    let mut nodes = Vec::new();
-    let mut hammer_replaced = false;
-    for ((e, req), v) in tree.iter().zip(&requests).zip(&verdicts) {
-        if !v.is_proved() {
-            // A node that is not locally correct decides the tree's count with its own kind.
-            eprintln!(
-                "  node {} of tree {}: {}",
-                e.id,
-                root.id,
-                serde_json::to_string(v).unwrap_or_default()
-            );
-            return v.clone();
-        }
-        // The assembled file must not call CoqHammer: the found tactics go in.
-        let (proof, replaced) = prod_check::proof_as_checked(&req.proof, Some(v));
-        hammer_replaced |= replaced;
-        nodes.push(Node {
+    if let Some((e, v)) = tree.iter().zip(&verdicts).find(|(_, v)| !v.is_proved()) {
+        // A node that is not locally correct decides the tree's count with its own kind.
+        let v_json = serde_json::to_string(v).unwrap_or_default();
+        eprintln!("  node {} of tree {}: {v_json}", e.id, root.id);
+        return v.clone();
+    }
+    let checked = tree
+        .iter()
+        .zip(&requests)
+        .zip(&verdicts)
+        .map(|((e, req), v)| CheckedNode {
             id: e.id.clone(),
             context: root.context.clone(),
             statement: e.statement.clone(),
-            proof,
-            local: LocalVerdict::Correct,
+            proof: &req.proof,
+            verdict: Some(v),
         });
-    }
-    let solution = prod_core::tree::solve(&nodes, lang);
-    let assembled = match prod_core::assemble(&nodes, &solution, 0, lang) {
+    let forest = Forest::solve(checked, prod_prover::ProverKind::Coq.language());
+    let assembled = match forest.assemble(0) {
         Ok(p) => p,
         Err(e) => {
             return Verdict::Failed {
@@ -841,24 +832,16 @@ fn check_tree(
             }
         }
     };
-    let rendered = prod_check_coq::AssembledFile {
-        context: &root.context,
-        scope: &root.scope,
-        qualified_name: &root.qualified_name,
-        root_statement: &root.statement,
-        assembled: &assembled.text,
-        root: &assembled.root().name,
-        hammer_replaced,
-    }
-    .render();
-    let (file, check_name) = match rendered {
-        Ok(r) => r,
-        Err(e) => return Verdict::rejected(e),
-    };
-    prod_check_coq::final_check(
-        &file,
-        &check_name,
-        checker.config(),
-        std::time::Duration::from_secs(600),
-    )
+    prod_prover::CoqFinal(checker.config().clone())
+        .final_check(&FinalProof {
+            imports: "",
+            context: &root.context,
+            scope: &root.scope,
+            qualified_name: &root.qualified_name,
+            statement: &root.statement,
+            assembled: &assembled.proof,
+            hammer_replaced: assembled.hammer_replaced,
+            timeout: std::time::Duration::from_secs(prod_prover::SINGLE_FINAL_TIMEOUT_S),
+        })
+        .0
 }

@@ -59,8 +59,8 @@ pub struct EvalArgs {
     /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle2022 server, the
     /// `Isabelle` options below over `[check.isabelle]` of prod.toml; the dataset must be an
     /// Isabelle one).
-    #[arg(long, value_enum, default_value_t = crate::check::Prover::Coq)]
-    pub prover: crate::check::Prover,
+    #[arg(long, value_enum, default_value_t = prod_prover::ProverKind::Coq)]
+    pub prover: prod_prover::ProverKind,
     #[command(flatten)]
     pub isabelle: crate::prover::IsabelleArgs,
     /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); with `--prover
@@ -220,12 +220,12 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             },
             ..NativeParams::default()
         },
-        prover: a.prover.kind(),
+        prover: a.prover,
         isabelle: match a.prover {
-            crate::check::Prover::Isabelle => {
+            prod_prover::ProverKind::Isabelle => {
                 Some(isabelle_config(a).map_err(|e| BadInput(format!("{e:#}")))?)
             }
-            crate::check::Prover::Coq => None,
+            prod_prover::ProverKind::Coq => None,
         },
         coq: CoqJobConfig {
             workers: a.workers,

@@ -150,6 +150,27 @@ fn project_goes_through_build_validate_and_check_with_its_own_bindings() {
         t.elapsed()
     );
 
+    // Ground-truth trees (`twice_mid_S` through `twice_mid`, `top_c` through `top_b`, …):
+    // checked node by node, assembled and compiled cold, every one proved.
+    let mut trees = 0;
+    for split in ["train", "val", "test"] {
+        let (code, stdout, err) = prod(&[
+            "dataset",
+            "validate",
+            dir.to_str().unwrap(),
+            "--split",
+            split,
+            "--trees",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let counts: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        let checked = counts["checked"].as_u64().unwrap();
+        assert_eq!(counts["proved"].as_u64(), Some(checked), "{counts} {err}");
+        trees += checked;
+    }
+    assert!(trees >= 2, "{trees} trees");
+
     // `prod check` of one example (full context from sources.jsonl), given the dataset.
     let train: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("train.jsonl"))
         .unwrap()

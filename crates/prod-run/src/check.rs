@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use prod_check::{CheckRequest, Checker, Verdict};
-use prod_core::tree::LocalVerdict;
 
 use crate::store::{Result, RunStore};
 
@@ -84,8 +83,4 @@ pub fn check_nodes(
     Ok(stats)
 }
 
-/// The local verdict of a stored node ([`Verdict::local_verdict`]); no stored verdict
-/// (unchecked) → unknown.
-pub fn local_verdict(v: Option<&Verdict>) -> LocalVerdict {
-    v.map_or(LocalVerdict::Unknown, Verdict::local_verdict)
-}
+pub use prod_prover::local_verdict;

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use prod_check::{CheckRequest, Checker, Verdict};
 use prod_core::pass_at_k::{estimate, DepthTable, TheoremOutcome};
-use prod_core::tree::{solve, GlobalVerdict, Node};
-use prod_core::{assemble, ConditionalProof, ProofLanguage};
+use prod_core::tree::GlobalVerdict;
+use prod_core::{ConditionalProof, ProofLanguage};
+use prod_prover::{CheckedNode, Forest, RootAssembly};
 use prod_report::{DepthCell, Evaluation, PassAtK};
 use prod_rl::{generate_test_trees, GeneratedNode, Origin, TreeGoal};
 use serde::{Deserialize, Serialize};
@@ -138,7 +139,7 @@ impl Default for EvalOptions {
             ks: vec![1, 2, 4, 8, 16],
             samples: 16,
             depth: 2,
-            final_timeout_s: 120,
+            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
             bootstrap: 1000,
             seed: 0,
             temperature: prod_core::PAPER_TEMPERATURE,
@@ -252,30 +253,28 @@ pub(crate) fn check_phase(
     Ok(stats)
 }
 
-/// Solver input for a set of stored nodes: (node, stored id, has hammer replacements).
-pub(crate) fn solver_nodes(
+/// One tree's stored nodes solved (unparsable ones left out), with their stored ids.
+pub(crate) fn solve_stored<'l>(
     store: &RunStore,
     nodes: &[&StoredNode],
-) -> crate::store::Result<(Vec<Node>, Vec<i64>, Vec<bool>)> {
-    let (mut out, mut ids, mut hammer) = (Vec::new(), Vec::new(), Vec::new());
+    lang: &'l dyn ProofLanguage,
+) -> crate::store::Result<(Forest<'l>, Vec<i64>)> {
+    let (mut parsed, mut ids) = (Vec::new(), Vec::new());
     for n in nodes {
         let Ok(p) = ConditionalProof::parse(&n.completion) else {
             continue;
         };
-        let v = store.verdict(n.id)?;
-        let local = local_verdict(v.as_ref());
-        let (proof, h) = prod_check::proof_as_checked(&p, v.as_ref());
-        out.push(Node {
-            id: n.id.to_string(),
-            context: n.context_key.clone(),
-            statement: n.statement.clone(),
-            proof,
-            local,
-        });
+        parsed.push((p, store.verdict(n.id)?, *n));
         ids.push(n.id);
-        hammer.push(h);
     }
-    Ok((out, ids, hammer))
+    let checked = parsed.iter().map(|(p, v, n)| CheckedNode {
+        id: n.id.to_string(),
+        context: n.context_key.clone(),
+        statement: n.statement.clone(),
+        proof: p,
+        verdict: v.as_ref(),
+    });
+    Ok((Forest::solve(checked, lang), ids))
 }
 
 /// Run (or resume) one evaluation under `round`/`phase` (e.g. 0/[`Phase::Eval`]): the phases
@@ -474,56 +473,38 @@ fn solve_trees(
             else {
                 continue;
             };
-            judge_root(
-                &solved,
-                ctx.prover.lang,
-                n.id,
-                (th, tree),
-                theorems,
-                &origin_of,
-                &mut out,
-            );
+            judge_root(&solved, n.id, (th, tree), theorems, &origin_of, &mut out);
         }
     }
     Ok(out)
 }
 
-/// One tree's parsable nodes as the solver saw them, with their solution.
-struct SolvedTree {
-    nodes: Vec<Node>,
+/// One tree's parsable nodes as the solver saw them, with their stored ids.
+struct SolvedTree<'l> {
+    forest: Forest<'l>,
     ids: Vec<i64>,
-    /// Whether each node's checked proof has hammer replacements.
-    hammer: Vec<bool>,
-    solution: prod_core::tree::Solution,
 }
 
 /// Solve one tree and store each node's global verdict and height.
-fn solve_tree(
-    ctx: &RunContext<'_>,
+fn solve_tree<'l>(
+    ctx: &RunContext<'l>,
     in_tree: &[&StoredNode],
     out: &mut Solved,
-) -> anyhow::Result<SolvedTree> {
-    let lang = ctx.prover.lang;
-    let (nodes, ids, hammer) = solver_nodes(ctx.store, in_tree)?;
-    let solution = solve(&nodes, lang);
+) -> anyhow::Result<SolvedTree<'l>> {
+    let (forest, ids) = solve_stored(ctx.store, in_tree, ctx.prover.lang)?;
     for (i, id) in ids.iter().enumerate() {
         ctx.store
-            .put_global(*id, solution.verdict(i), solution.height(i))?;
-        out.globals.insert(*id, solution.verdict(i));
+            .put_global(*id, forest.verdict(i), forest.height(i))?;
+        out.globals.insert(*id, forest.verdict(i));
     }
-    Ok(SolvedTree {
-        nodes,
-        ids,
-        hammer,
-        solution,
-    })
+    Ok(SolvedTree { forest, ids })
 }
 
 /// Count the lemmas proposed by globally correct nodes: (novel, all).
 fn count_novel(ctx: &RunContext<'_>, t: &SolvedTree, novel: &mut (usize, usize)) {
     let lang = ctx.prover.lang;
-    for (i, n) in t.nodes.iter().enumerate() {
-        if t.solution.verdict(i) == GlobalVerdict::Correct {
+    for (i, n) in t.forest.nodes().iter().enumerate() {
+        if t.forest.verdict(i) == GlobalVerdict::Correct {
             for l in n.proof.lemmas() {
                 novel.1 += 1;
                 if !ctx
@@ -542,7 +523,6 @@ fn count_novel(ctx: &RunContext<'_>, t: &SolvedTree, novel: &mut (usize, usize))
 /// not judged.
 fn judge_root(
     t: &SolvedTree,
-    lang: &dyn ProofLanguage,
     id: i64,
     (th, tree): (usize, u32),
     theorems: &[Theorem],
@@ -554,10 +534,10 @@ fn judge_root(
         out.counts[th].0 += 1;
         return;
     };
-    match t.solution.verdict(si) {
+    match t.forest.verdict(si) {
         GlobalVerdict::Incorrect => out.counts[th].0 += 1,
         GlobalVerdict::Undetermined => {}
-        GlobalVerdict::Correct => match final_job(t, si, (th, tree), origin_of, lang) {
+        GlobalVerdict::Correct => match final_job(t, si, (th, tree), origin_of) {
             Ok(job) => out.finals.push(job),
             Err(e) => {
                 // Cannot be assembled (no name): judged as not proved, said loudly.
@@ -577,9 +557,11 @@ fn final_job(
     si: usize,
     (theorem, tree): (usize, u32),
     origin_of: &HashMap<i64, Origin>,
-    lang: &dyn ProofLanguage,
 ) -> Result<FinalJob, prod_core::AssemblyError> {
-    let assembled = assemble(&t.nodes, &t.solution, si, lang)?;
+    let RootAssembly {
+        proof: assembled,
+        hammer_replaced,
+    } = t.forest.assemble(si)?;
     let origin = |node: usize| t.ids.get(node).and_then(|id| origin_of.get(id));
     let sampled_only = assembled
         .lemmas
@@ -588,12 +570,9 @@ fn final_job(
     Ok(FinalJob {
         theorem,
         tree,
-        hammer_replaced: assembled
-            .lemmas
-            .iter()
-            .any(|l| t.hammer.get(l.node).copied().unwrap_or(false)),
+        hammer_replaced,
         proved: ProvedTree {
-            height: t.solution.height(si),
+            height: t.forest.height(si),
             assembled: assembled.text.clone(),
             sampled_only,
         },
@@ -618,8 +597,13 @@ fn final_checks(
         let v = match store.final_verdict(round, phase, th as i64, tree)? {
             Some(v) => v,
             None => {
+                let t = &theorems[th];
                 let (v, file) = ctx.prover.final_check.final_check(&FinalProof {
-                    theorem: &theorems[th],
+                    imports: "",
+                    context: &t.context,
+                    scope: &t.scope,
+                    qualified_name: &t.qualified_name,
+                    statement: &t.statement,
                     assembled: &job.assembled,
                     hammer_replaced: job.hammer_replaced,
                     timeout: Duration::from_secs(opts.final_timeout_s),

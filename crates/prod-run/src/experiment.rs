@@ -287,7 +287,7 @@ impl ExperimentConfig {
                 .filter(|&k| k <= self.curve_samples as usize)
                 .collect(),
             every: 1,
-            final_timeout_s: 120,
+            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
             bootstrap: self.bootstrap,
         };
         rl
@@ -917,7 +917,7 @@ fn eval_job(cfg: &ExperimentConfig, key: &str, model: &Path, data: &Path, dir: &
             ks: cfg.ks(),
             samples: cfg.samples,
             depth: cfg.depth,
-            final_timeout_s: 120,
+            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
             bootstrap: cfg.bootstrap,
             seed: cfg.seed,
             temperature: cfg.sampling.temperature,

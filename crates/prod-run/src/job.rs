@@ -347,7 +347,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let given = match &job.trees {
         None => None,
         Some(path) => {
-            let t = crate::trees::read_trees(path, &theorems, &*job.prover.language())
+            let t = crate::trees::read_trees(path, &theorems, job.prover.language())
                 .map_err(BadInput)?;
             theorems = t.theorems.clone();
             Some(t)
@@ -375,7 +375,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         Some(_) => None,
         None => Some(EvalPolicy::open(job)?),
     };
-    let novel = dataset_statements(&job.dataset, &*prover.lang);
+    let novel = dataset_statements(&job.dataset, prover.lang);
     bars.say(&format!(
         "eval: {} theorems × {} trees (depth ≤ {}) {} {} → {}",
         theorems.len(),
@@ -498,7 +498,7 @@ pub fn run_hammer_baseline_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<Run
     if !prover.kind.is_coq() || !job.coq.hammer {
         return Err(BadInput("the hammer baseline needs Coq with the hammer on".into()).into());
     }
-    let novel = dataset_statements(&job.dataset, &*prover.lang);
+    let novel = dataset_statements(&job.dataset, prover.lang);
     let ctx = crate::context::RunContext {
         store: &store,
         prover: prover.setup(),

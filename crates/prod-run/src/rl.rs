@@ -141,7 +141,7 @@ impl Default for RlEvalConfig {
             depth: 2,
             ks: vec![1, 2, 4],
             every: 1,
-            final_timeout_s: 120,
+            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
             bootstrap: 1000,
         }
     }
@@ -884,7 +884,7 @@ pub fn run_rl_job(
         out,
         cfg.postgres.as_ref(),
     )?;
-    let statements = crate::eval::dataset_statements(&cfg.dataset, &*prover.lang);
+    let statements = crate::eval::dataset_statements(&cfg.dataset, prover.lang);
     let env = RunContext {
         store: &store,
         prover: prover.setup(),

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
+use prod_core::tree::{GlobalVerdict, LocalVerdict, Node};
 use prod_core::ConditionalProof;
 use prod_policy::prompt::{self, ExampleOptions, TrainExample};
 use prod_policy::train::{eval_loss, Trainer};
@@ -269,7 +269,8 @@ fn solve_round(
             solver_idx.push(i);
         }
     }
-    let solution = solve(&solver, r.env.prover.lang);
+    let forest = prod_prover::Forest::solve_nodes(solver, r.env.prover.lang);
+    let solution = forest.solution();
     let mut global = vec![GlobalVerdict::Incorrect; nodes.len()];
     for (k, &i) in solver_idx.iter().enumerate() {
         global[i] = solution.verdict(k);

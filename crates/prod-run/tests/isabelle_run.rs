@@ -235,7 +235,7 @@ fn eval_on_isabelle_proves_through_a_lemma_and_resumes_without_checking_again() 
             store: &store,
             prover: prod_run::CheckSetup {
                 checker: &Never,
-                lang: &*prover.lang,
+                lang: prover.lang,
                 final_check: &Never,
             },
             out: run.path(),

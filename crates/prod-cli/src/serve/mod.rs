@@ -21,8 +21,9 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use clap::Args;
 
-use crate::check::{CheckerArgs, Pipeline, Prover};
+use crate::check::{CheckerArgs, Pipeline};
 use crate::{exit, ranges};
+use prod_prover::ProverKind;
 
 pub use metrics::Metrics;
 
@@ -72,7 +73,7 @@ pub struct Limits {
 /// What every handler shares.
 pub struct App {
     pub pipeline: Pipeline,
-    pub prover: Prover,
+    pub prover: ProverKind,
     pub limits: Limits,
     pub api_key: Option<String>,
     pub metrics: Metrics,

@@ -1,70 +1,51 @@
 //! `POST /v1/tree`: the local verdicts of one request's nodes turned into global ones by
-//! `prod_core::tree::solve` (the same solver as `prod tree solve`); `POST /v1/assemble`: a
-//! globally correct root's complete proof and its cold re-check by the prover.
+//! prod-prover's [`Forest`] (the same as a run's solve phase); `POST /v1/assemble`: a globally
+//! correct root's complete proof and its cold re-check by the prover ([`prod_prover::FinalCheck`]).
 
 use std::time::Duration;
 
 use prod_check::{CheckRequest, Verdict};
-use prod_core::tree::{solve, LocalVerdict, Node};
-use prod_core::ProofLanguage;
+use prod_prover::{CheckedNode, Forest, ProverKind};
 
-use crate::check::Prover;
-
-/// The local verdict a check gives ([`Verdict::local_verdict`]).
-fn local(v: &Verdict) -> LocalVerdict {
-    v.local_verdict()
-}
-
-/// One request's nodes as the solver sees them: proofs as their checks closed them (found
-/// tactics in place of `hammer` steps), children matched within the same imports and context.
-struct Forest {
-    nodes: Vec<Node>,
+/// One request's nodes as the solver sees them ([`Forest`]: proofs as their checks closed
+/// them, local verdicts from the checks), children matched within the same imports and context.
+struct Solved {
+    forest: Forest<'static>,
     /// Request index → node index (`None`: not a conditional proof).
     index: Vec<Option<usize>>,
-    solution: prod_core::tree::Solution,
-    lang: &'static dyn ProofLanguage,
 }
 
-impl Forest {
+impl Solved {
     fn new(
-        prover: Prover,
+        prover: ProverKind,
         requests: &[Result<CheckRequest, Verdict>],
         verdicts: &[(Verdict, Duration)],
-    ) -> Forest {
-        let mut nodes = vec![];
+    ) -> Solved {
         let mut index = vec![None; requests.len()];
+        let mut checked = vec![];
         for (i, (req, (v, _))) in requests.iter().zip(verdicts).enumerate() {
             let Ok(r) = req else { continue };
-            index[i] = Some(nodes.len());
-            nodes.push(Node {
+            index[i] = Some(checked.len());
+            checked.push(CheckedNode {
                 id: i.to_string(),
                 context: r.context_key(),
                 statement: r.statement.clone(),
-                proof: prod_check::proof_as_checked(&r.proof, Some(v)).0,
-                local: local(v),
+                proof: &r.proof,
+                verdict: Some(v),
             });
         }
-        let lang: &'static dyn ProofLanguage = match prover {
-            Prover::Coq => &prod_coq::CoqLanguage,
-            Prover::Isabelle => &prod_isar::IsarLanguage,
-        };
-        let solution = solve(&nodes, lang);
-        Forest {
-            nodes,
+        Solved {
+            forest: Forest::solve(checked, prover.language()),
             index,
-            solution,
-            lang,
         }
     }
-}
 
-impl Forest {
     /// Per request: `Some(true)` globally correct, `Some(false)` not (or not a conditional
     /// proof), `None` undetermined.
     fn global(&self) -> Vec<Option<bool>> {
         self.index
             .iter()
-            .map(|n| n.map_or(Some(false), |j| self.solution.verdict(j).as_bool()))
+            .map(|n| n.map_or(Some(false), |j| self.forest.verdict(j).as_bool()))
             .collect()
     }
 }
@@ -72,11 +53,11 @@ impl Forest {
 /// Per node: `Some(true)` globally correct, `Some(false)` not, `None` undetermined (infra).
 /// Nodes whose proof is not a conditional proof are locally incorrect and match nothing.
 pub fn global_verdicts(
-    prover: Prover,
+    prover: ProverKind,
     requests: &[Result<CheckRequest, Verdict>],
     verdicts: &[(Verdict, Duration)],
 ) -> Vec<Option<bool>> {
-    Forest::new(prover, requests, verdicts).global()
+    Solved::new(prover, requests, verdicts).global()
 }
 
 /// What `/v1/assemble` found for its root.
@@ -93,12 +74,12 @@ pub struct Assembly {
 /// Assemble request `root`'s proof from the request's nodes and re-check it cold.
 pub fn assemble_root(
     pipeline: &crate::check::Pipeline,
-    prover: Prover,
+    prover: ProverKind,
     requests: &[Result<CheckRequest, Verdict>],
     verdicts: &[(Verdict, Duration)],
     root: usize,
 ) -> Assembly {
-    let f = Forest::new(prover, requests, verdicts);
+    let f = Solved::new(prover, requests, verdicts);
     let mut out = Assembly {
         global: f.global(),
         assembled: None,
@@ -109,21 +90,15 @@ pub fn assemble_root(
         out.why_not = Some("the root is not a conditional proof".into());
         return out;
     };
-    let assembled = match prod_core::assemble(&f.nodes, &f.solution, *j, f.lang) {
+    let assembled = match f.forest.assemble(*j) {
         Ok(a) => a,
         Err(e) => {
             out.why_not = Some(format!("not assembled: {e}"));
             return out;
         }
     };
-    let replaced = assembled.lemmas.iter().any(|l| {
-        f.index
-            .iter()
-            .position(|n| *n == Some(l.node))
-            .is_some_and(|i| matches!(&verdicts[i].0, Verdict::Proved { replacements, .. } if !replacements.is_empty()))
-    });
-    out.final_check = Some(pipeline.final_check(req, &assembled, replaced));
-    out.assembled = Some(assembled.text);
+    out.final_check = Some(pipeline.final_check(req, &assembled.proof, assembled.hammer_replaced));
+    out.assembled = Some(assembled.proof.text);
     out
 }
 
@@ -172,7 +147,7 @@ mod tests {
         .into_iter()
         .map(|v| (v, Duration::ZERO))
         .collect();
-        let g = global_verdicts(Prover::Coq, &requests, &verdicts);
+        let g = global_verdicts(ProverKind::Coq, &requests, &verdicts);
         assert_eq!(g, [Some(true), Some(true), None, None, Some(false)]);
     }
 }

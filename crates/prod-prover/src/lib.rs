@@ -1,0 +1,24 @@
+//! The prover level of ProD, between the checkers (prod-check-coq, prod-check-isabelle) and the
+//! programs that use them (prod-run's evaluation and ProD-RL, prod-cli's `check`, `serve`,
+//! `tree solve` and `dataset validate --trees`). Nothing here samples or trains, so the CLI
+//! uses it without the model code.
+//!
+//! * [`ProverKind`] — which prover: its proof language, its defaults, its name on the command
+//!   line and in configuration files.
+//! * [`Forest`] — checked nodes as the solver sees them (a proof as its check closed it, the
+//!   local verdict from the checker's own verdict, `Infra` and unchecked as unknown), their
+//!   global verdicts, and a correct root's assembled proof.
+//! * [`FinalCheck`] — the cold re-check of an assembled proof from nothing but the root's
+//!   context: [`CoqFinal`] compiles the file, [`IsabelleFinal`] builds the theory.
+//!
+//! Coq and Isabelle differ only behind [`ProverKind`] and [`FinalCheck`] (and in their crates).
+
+mod final_check;
+mod forest;
+mod kind;
+
+pub use final_check::{
+    CoqFinal, FinalCheck, FinalProof, IsabelleFinal, RUN_FINAL_TIMEOUT_S, SINGLE_FINAL_TIMEOUT_S,
+};
+pub use forest::{local_verdict, CheckedNode, Forest, RootAssembly};
+pub use kind::ProverKind;
