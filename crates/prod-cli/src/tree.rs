@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
-use prod_core::{assemble, ConditionalProof, ProofLanguage};
+use prod_core::{ConditionalProof, ProofLanguage};
+use prod_prover::{Forest, ProverKind};
 
 use crate::node::{id_key, NodeLine, SeenIds};
 use crate::{exit, ranges};
@@ -45,7 +46,7 @@ pub enum TreeCommand {
 pub struct SolveArgs {
     /// JSONL file of nodes (`-` for standard input).
     pub file: PathBuf,
-    /// Print the assembled complete proof (Coq) of the node with this id instead of the verdicts.
+    /// Print the assembled complete proof of the node with this id instead of the verdicts.
     #[arg(long, value_name = "ID")]
     pub assemble: Option<String>,
     /// The local verdicts: `prod check --json`'s output for these nodes, joined by id (the
@@ -55,6 +56,9 @@ pub struct SolveArgs {
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// The nodes' proof language: how statements match proposals, how lemmas are named.
+    #[arg(long, value_enum, default_value_t = ProverKind::Coq)]
+    pub prover: ProverKind,
 }
 
 #[derive(Args, Debug)]
@@ -215,77 +219,90 @@ fn run_solve(args: SolveArgs) -> i32 {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
-    let lang = prod_coq::CoqLanguage;
-    let solution = solve(&nodes, &lang);
+    let forest = Forest::solve_nodes(nodes, args.prover.language());
     let mut out = std::io::stdout().lock();
     if let Some(id) = &args.assemble {
-        let Some(root) = nodes.iter().position(|n| &n.id == id) else {
+        let Some(root) = forest.nodes().iter().position(|n| &n.id == id) else {
             return exit::bad_input(anyhow::anyhow!("no node with id '{id}'"));
         };
-        return match assemble(&nodes, &solution, root, &lang) {
-            Ok(p) => {
-                let r = if args.json {
-                    let lemmas: Vec<_> = p
-                        .lemmas
-                        .iter()
-                        .map(|l| serde_json::json!({"name": l.name, "node": l.node_id, "statement": l.statement}))
-                        .collect();
-                    writeln!(
-                        out,
-                        "{}",
-                        serde_json::json!({"id": id, "proof": p.text, "lemmas": lemmas})
-                    )
-                } else {
-                    write!(out, "{}", p.text)
-                };
-                exit::written(r)
-            }
+        return match forest.assemble(root) {
+            Ok(a) => exit::written(print_assembly(&mut out, id, &a.proof, args.json)),
             Err(e) => exit::failure(anyhow::anyhow!("cannot assemble: {e}")),
         };
     }
-    let r = (|| -> std::io::Result<()> {
-        if args.json {
-            for (i, id) in ids.iter().enumerate() {
-                let v = solution.verdict(i).as_bool();
-                writeln!(
-                    out,
-                    "{}",
-                    serde_json::json!({"id": id, "globally_correct": v})
-                )?;
-            }
-        } else {
-            let width = nodes.iter().map(|n| n.id.len()).max().unwrap_or(2).max(2);
-            writeln!(out, "{:width$}  {:9}  {:9}  depth", "id", "local", "global")?;
-            for (i, n) in nodes.iter().enumerate() {
-                let local = match n.local {
-                    LocalVerdict::Correct => "correct",
-                    LocalVerdict::CorrectAlone => "correct_alone",
-                    LocalVerdict::Incorrect => "incorrect",
-                    LocalVerdict::Unknown => "unknown",
-                };
-                let global = match solution.verdict(i) {
-                    GlobalVerdict::Correct => "correct",
-                    GlobalVerdict::Incorrect => "incorrect",
-                    GlobalVerdict::Undetermined => "undecided",
-                };
-                let depth = solution
-                    .height(i)
-                    .map_or("-".to_string(), |h| h.to_string());
-                writeln!(out, "{:width$}  {local:9}  {global:9}  {depth}", n.id)?;
-            }
-            let count = |v| solution.verdicts().iter().filter(|&&x| x == v).count();
-            writeln!(
-                out,
-                "{} nodes: {} globally correct, {} incorrect, {} undetermined",
-                nodes.len(),
-                count(GlobalVerdict::Correct),
-                count(GlobalVerdict::Incorrect),
-                count(GlobalVerdict::Undetermined)
-            )?;
-        }
-        Ok(())
-    })();
-    exit::written(r)
+    exit::written(if args.json {
+        print_verdicts_json(&mut out, &forest, &ids)
+    } else {
+        print_table(&mut out, &forest)
+    })
+}
+
+/// The complete proof: its text, or with `--json` its text and lemmas.
+fn print_assembly(
+    out: &mut impl Write,
+    id: &str,
+    p: &prod_core::AssembledProof,
+    json: bool,
+) -> std::io::Result<()> {
+    if !json {
+        return write!(out, "{}", p.text);
+    }
+    let lemmas: Vec<_> = p
+        .lemmas
+        .iter()
+        .map(|l| serde_json::json!({"name": l.name, "node": l.node_id, "statement": l.statement}))
+        .collect();
+    let line = serde_json::json!({"id": id, "proof": p.text, "lemmas": lemmas});
+    writeln!(out, "{line}")
+}
+
+/// One line per node: its id as given and its global verdict (`null`: undetermined).
+fn print_verdicts_json(
+    out: &mut impl Write,
+    forest: &Forest<'_>,
+    ids: &[serde_json::Value],
+) -> std::io::Result<()> {
+    for (i, id) in ids.iter().enumerate() {
+        let v = forest.verdict(i).as_bool();
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"id": id, "globally_correct": v})
+        )?;
+    }
+    Ok(())
+}
+
+/// A table of local and global verdicts and depths, and the totals.
+fn print_table(out: &mut impl Write, forest: &Forest<'_>) -> std::io::Result<()> {
+    let nodes = forest.nodes();
+    let width = nodes.iter().map(|n| n.id.len()).max().unwrap_or(2).max(2);
+    writeln!(out, "{:width$}  {:9}  {:9}  depth", "id", "local", "global")?;
+    for (i, n) in nodes.iter().enumerate() {
+        let local = match n.local {
+            LocalVerdict::Correct => "correct",
+            LocalVerdict::CorrectAlone => "correct_alone",
+            LocalVerdict::Incorrect => "incorrect",
+            LocalVerdict::Unknown => "unknown",
+        };
+        let global = match forest.verdict(i) {
+            GlobalVerdict::Correct => "correct",
+            GlobalVerdict::Incorrect => "incorrect",
+            GlobalVerdict::Undetermined => "undecided",
+        };
+        let depth = forest.height(i).map_or("-".to_string(), |h| h.to_string());
+        writeln!(out, "{:width$}  {local:9}  {global:9}  {depth}", n.id)?;
+    }
+    let verdicts = forest.solution().verdicts();
+    let count = |v| verdicts.iter().filter(|&&x| x == v).count();
+    writeln!(
+        out,
+        "{} nodes: {} globally correct, {} incorrect, {} undetermined",
+        nodes.len(),
+        count(GlobalVerdict::Correct),
+        count(GlobalVerdict::Incorrect),
+        count(GlobalVerdict::Undetermined)
+    )
 }
 
 /// A synthetic forest of `n` nodes: chains of random depth, cycles, duplicate samples and
