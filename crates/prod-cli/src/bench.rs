@@ -16,17 +16,23 @@ use crate::{exit, ranges};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
+    /// Checking speed: `coqc` per check against the persistent worker pool, side by side.
+    ///
     /// Checking speed: `coqc` per check vs the persistent worker pool, on real stdlib lemmas
     /// re-checked in place (each in the context of everything before it in its file).
     ///
     /// Example: prod bench check --count 300 --workers 2
     Check(BenchCheckArgs),
+    /// The global-correctness solver on synthetic forests of N/10 and N nodes, side by side.
+    ///
     /// Global-correctness solver on synthetic proof forests: the median time at N/10 and N nodes
     /// side by side, and their ratio (linear time gives ~10).
     ///
     /// Example: prod bench tree --nodes 100000
     Tree(crate::tree::BenchArgs),
     #[command(verbatim_doc_comment)]
+    /// Every installed Debian `libcoq-*` library built into a dataset and a sample checked.
+    ///
     /// Every installed Debian `libcoq-*` library: files, blocks, examples and skips of its
     /// dataset build, and the share of a ground-truth sample the checker proves; also the time
     /// of `prod dataset build --library all`. Resumable: each library's row is kept in
@@ -39,6 +45,8 @@ pub enum BenchCommand {
     ///   prod bench libraries --sample 200 --out data/bench-libraries
     ///   prod bench libraries --only libcoq-flocq,libcoq-coquelicot --sample 50
     Libraries(crate::bench_libraries::BenchLibrariesArgs),
+    /// `prod serve` under load on loopback: HTTP against the pool directly, side by side.
+    ///
     /// `prod serve` under a bounded load on loopback: `--count` checks of cheap honest lemmas
     /// (one per request, one shared context) at each `--concurrency`, over HTTP to an in-process
     /// server and directly to the same pool; checks/s, p50/p95/p99 latency side by side and the
@@ -46,6 +54,8 @@ pub enum BenchCommand {
     ///
     /// Example: prod bench serve --count 120 --concurrency 1,8,64 --workers 2
     Serve(Box<crate::bench_serve::BenchServeArgs>),
+    /// The adversary: seeded attack scenarios through check, tree, assembly and final check.
+    ///
     /// The adversary: seeded scenarios that move every attack construct (fixpoints, SProp,
     /// kernel-deferring tactics, the context's admitted constants, printed error texts, `t0`,
     /// name capture) between proof, statement, proposal and context and vary their layout, each

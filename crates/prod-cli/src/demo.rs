@@ -7,8 +7,9 @@ use prod_run::{Bars, DemoJob, ModelBase};
 
 use crate::ranges;
 
-/// The main job on the embedded default, end to end with real Coq: build the Coq stdlib
-/// dataset, fine-tune a pretrained policy (SmolLM2-135M, imported by scripts/fetch-model.sh)
+/// The main job: stdlib dataset, a fine-tuned policy, proof trees checked by Coq, the report.
+///
+/// End to end with real Coq: build the Coq stdlib dataset, fine-tune a pretrained policy (SmolLM2-135M, imported by scripts/fetch-model.sh)
 /// with ProD-SFT for what the budget leaves, generate 4 proof trees (depth 2) for each of 50
 /// held-out test theorems, check every node with Coq (`hammer.` steps: the fixed tactic list,
 /// then CoqHammer's provers), re-check assembled proofs cold, evaluate CoqHammer alone on the

@@ -8,13 +8,13 @@ use prod_run::{BadInput, Bars, ExperimentConfig, ExperimentJob};
 
 use crate::ranges;
 
-/// Table 2 in miniature: ProD-SFT, SFT w/o lemma proposal, ProD-RL and RL w/o lemma proposal
-/// from one pretrained base on one dataset, each evaluated on the same held-out theorems with
-/// the real Coq (n trees per theorem, depth 2, temperature 0.7): pass@1/4/8 with 95% CIs,
-/// CoqHammer alone on the same theorems with the same checker (stage eval-hammer), the
-/// difference to ProD-SFT and to CoqHammer alone with a paired 95% CI, the Fig. 5 depth
-/// table, the novel
-/// share of the RL runs' replay-buffer lemmas and their per-round held-out pass@k.
+/// Table 2 in miniature: ProD-SFT, SFT w/o lemma proposal, ProD-RL, RL w/o lemma proposal.
+///
+/// The four from one pretrained base on one dataset, each evaluated on the same held-out
+/// theorems with the real Coq (n trees per theorem, depth 2, temperature 0.7): pass@1/4/8 with
+/// 95% CIs, CoqHammer alone on the same theorems with the same checker (stage eval-hammer), the
+/// difference to ProD-SFT and to CoqHammer alone with a paired 95% CI, the Fig. 5 depth table,
+/// the novel share of the RL runs' replay-buffer lemmas and their per-round held-out pass@k.
 ///
 /// Writes OUT/experiment.json and OUT/table.md (with links to each stage's report.html). Each
 /// stage has its own directory (sft/, sft_nolemma/, rl/, rl_nolemma/, eval-<method>/) and a

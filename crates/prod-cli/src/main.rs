@@ -57,39 +57,20 @@ struct Cli {
     command: Command,
 }
 
+/// A command with its own `Args` struct has its help in that struct's doc comment (one place,
+/// beside its flags; a doc comment on the variant here would replace it); a group of commands
+/// has its one-line summary here.
 #[derive(Subcommand)]
 enum Command {
     /// Datasets: build from a proof library, stats, validation with the real checker.
     #[command(subcommand)]
     Dataset(dataset::DatasetCommand),
-    /// Check nodes with the real prover (local correctness), one JSON line per node.
-    ///
-    /// Input line: {"id": "n1", "imports": "From Coq Require Import Arith List Lia.", "context": "",
-    /// "statement": "Lemma foo : forall n : nat, n + 0 = n.", "proof": "<no_invoke> intros n. lia."}
-    /// (`proof` is a conditional proof; its `<invoke> Lemma … . </invoke>` segments are admitted;
-    /// other fields are copied to the output line). Output line, same order: {"id": "n1",
-    /// "verdict": "proved|failed|timed_out|rejected|infra", "message": "...", "time_ms": N}.
-    /// Exit 0 when every line was judged, 2 on unreadable input.
-    ///
-    /// `--prover isabelle` sends the same lines (with Isar text) to a running Isabelle server.
-    ///
-    /// Example: prod check --prover coq nodes.jsonl --json --workers 2 --timeout 10
     Check(check::CheckArgs),
-    /// Serve the checker over HTTP (reward endpoint for RL trainers): POST /v1/check, POST /v1/tree,
-    /// POST /v1/assemble, GET /health, GET /metrics.
-    ///
-    /// POST /v1/check {"nodes": [NODE, …]} → {"results": [VERDICT, …]}: NODE is a line of `prod
-    /// check`'s input, VERDICT a line of its output, same order; with `Accept:
-    /// application/x-ndjson` or `?stream=1`, one line per node as it finishes (with "index").
-    /// POST /v1/tree adds "globally_correct"; POST /v1/assemble {"nodes": […], "root": INDEX}
-    /// adds the root's complete proof and its cold re-check ("proved").
-    /// Loopback only unless an API key is set (`--api-key` / PROD_API_KEY, sent as
-    /// `Authorization: Bearer KEY`). Details: docs/serve.md.
-    ///
-    /// Example: prod serve --workers 4 --cache verdicts.sqlite
     Serve(serve::ServeArgs),
-    /// Checking at scale: a PostgreSQL queue of nodes that `prod queue work` processes on several
-    /// machines drain together (claims with FOR UPDATE SKIP LOCKED; a dead worker's claims expire).
+    /// Checking at scale: a PostgreSQL queue of nodes that `prod queue work` drains on many machines.
+    ///
+    /// Workers on several machines drain the queue together (claims with FOR UPDATE SKIP LOCKED;
+    /// a dead worker's claims expire).
     #[command(subcommand)]
     Queue(queue::QueueCommand),
     /// Benchmarks, measured side by side in one process.
@@ -108,39 +89,12 @@ enum Command {
     Train(model::TrainCommand),
     #[cfg(feature = "policy")]
     Eval(Box<eval::EvalArgs>),
-    /// The main job: stdlib dataset, small model, proof trees checked by Coq, report (≤ 20 min).
-    ///
-    /// Builds the Coq stdlib dataset, trains a ~1.3M-parameter model from scratch on its SFT data,
-    /// evaluates it on held-out test theorems with the real Coq, and writes OUT/run/report.html,
-    /// summary.md and run.json. Expect pass@k near 0% from a model this small: the numbers are
-    /// what was measured. Rerunning with the same --out reuses finished steps.
-    ///
-    /// Example: prod demo --out runs/demo --minutes 20
     #[cfg(feature = "policy")]
     Demo(demo::DemoArgs),
-    /// Table 2 in miniature: ProD-SFT, SFT w/o lemma proposal, ProD-RL, RL w/o lemma proposal.
-    ///
-    /// Both SFT models from one pretrained base, RL from each, the four evaluated on the same
-    /// held-out theorems with the real Coq; OUT/table.md with pass@1/4/8, paired-bootstrap
-    /// differences to ProD-SFT, depth tables and per-round curves. Resumable stage by stage:
-    /// a rerun with the same --out skips finished stages. Defaults fit ~2.5 h on 2 cores.
-    ///
-    /// Example:
-    ///
-    /// prod experiment --out runs/table2
     #[cfg(feature = "policy")]
     Experiment(experiment::ExperimentArgs),
     #[cfg(feature = "policy")]
     Rl(rl::RlArgs),
-    /// Write an HTML report (SVG plots) and a Markdown summary from a run file.
-    ///
-    /// RUN.json is what `prod eval` / `prod rl` write (schema: `prod_report::RunReport`): the run's setup, its
-    /// evaluations (pass@k with 95% CIs, the per-depth table of paper Fig. 5, the novel-lemma share) and
-    /// its RL rounds (correct nodes, weights, losses, time per phase). Writes DIR/report.html (one self-contained
-    /// file: inline CSS and SVG, no scripts), DIR/summary.md (tables for docs/results.md) and each figure as
-    /// DIR/FIGURE.svg. Exit 2 when RUN.json is unreadable or malformed (the message names line and column).
-    ///
-    /// Example: prod report runs/mini/run.json --out runs/mini/report
     Report(report::ReportArgs),
     /// A run's store: `export` every node with its local and global verdicts as JSONL.
     #[cfg(feature = "policy")]

@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 
 use crate::exit;
 
+/// Merge a PEFT LoRA adapter (e.g. trained on the GPU machine) into its base model folder.
+///
 /// Merge a PEFT LoRA adapter into its base model: `W += (alpha / r) · B A` on every adapted
 /// weight and PEFT's trainable token rows put in place, as `peft`'s `merge_and_unload` does.
 ///

@@ -19,11 +19,15 @@ use crate::{exit, ranges};
 /// and, on lines with `proved`, value training at once).
 #[derive(Subcommand)]
 pub enum TrainCommand {
+    /// Supervised fine-tuning of the policy on a dataset's JSONL.
+    ///
     /// Supervised fine-tuning of the policy on dataset JSONL (context, statement,
     /// conditional_proof): weighted cross-entropy on `t0 + proof + end`.
     ///
     /// Example: prod train sft --model models/toy --data data/stdlib/train.jsonl --steps 200 --out models/toy-sft
     Sft(TrainArgs),
+    /// The value model V (paper §3.2): is a lemma provable?
+    ///
     /// The value model V (paper §3.2) on JSONL lines {context, statement, proved: true|false}:
     /// cross-entropy on `<true>`/`<false>` after the prompt; lines without `proved` are skipped.
     ///
@@ -49,6 +53,8 @@ enum Kind {
 
 #[derive(Subcommand)]
 pub enum ModelCommand {
+    /// Create a small random model with its own byte-level BPE tokenizer (tests, toy runs).
+    ///
     /// Create a small random model with a byte-level BPE tokenizer trained on text (for tests
     /// and toy runs; ProD's special tokens are single tokens).
     ///
@@ -57,6 +63,8 @@ pub enum ModelCommand {
     ///
     /// Example: prod model init --corpus data/stdlib/train.jsonl --vocab-size 4000 --out models/toy
     Init(InitArgs),
+    /// Import a llama.cpp GGUF file (Llama architecture) as a model directory.
+    ///
     /// Turn a llama.cpp GGUF file (Llama architecture) into a model directory: weights
     /// dequantised to f32, tokenizer rebuilt from the metadata, ProD's special tokens added with
     /// embeddings initialised to the mean embedding.
@@ -64,6 +72,8 @@ pub enum ModelCommand {
     /// Example: prod model import-gguf SmolLM2-135M-Instruct.Q4_1.gguf --out models/smollm2
     ImportGguf(ImportArgs),
     #[command(verbatim_doc_comment)]
+    /// Sample continuations: a raw prompt, or `t0 + conditional proof` for each dataset line.
+    ///
     /// Sample continuations: a raw prompt, or `t0 + conditional proof` for every line of a
     /// dataset JSONL (prompt = last N context tokens + statement, as in the paper).
     ///
@@ -71,6 +81,8 @@ pub enum ModelCommand {
     ///   prod model sample --model models/smollm2 --prompt "The capital of France is" --n 2
     ///   prod model sample --model models/toy --data data/stdlib/test.jsonl --limit 20 --json
     Sample(SampleArgs),
+    /// Supervised fine-tuning with weighted cross-entropy on `t0 + proof + end`.
+    ///
     /// Supervised fine-tuning with weighted cross-entropy (loss on `t0 + proof + end` only),
     /// AdamW, linear warm-up then constant learning rate, accumulation to a macro batch.
     ///
@@ -81,12 +93,16 @@ pub enum ModelCommand {
     ///
     /// Example: prod model train --model models/toy --data data/stdlib/train.jsonl --eval data/stdlib/val.jsonl --steps 200 --out models/toy-sft
     Train(TrainArgs),
+    /// Benchmark a model shape: sampling tok/s, training s/step, peak memory.
+    ///
     /// Benchmark at a model shape: sampling tok/s at batch 1 and 8 (f32 and q8 decoding weights),
     /// training s/step at 256 tokens, peak memory, and the matmul-bound training limit measured
     /// on this machine.
     ///
     /// Example: prod model bench --shape smollm2-135m
     Bench(BenchArgs),
+    /// Sampling as an evaluation asks for it: one prompt at a time against batched, side by side.
+    ///
     /// Sampling as an evaluation asks for it, timed side by side: `--samples` proof trees' root
     /// requests for each of `--prompts` theorems (one call per tree, as `prod eval` makes
     /// them), first one prompt after another (each request prefilled and decoded alone, as the
@@ -96,6 +112,8 @@ pub enum ModelCommand {
     ///
     /// Example: prod model bench-sample --model models/smollm2 --data data/stdlib/test.jsonl --prompts 60
     BenchSample(BenchSampleArgs),
+    /// What a training run would actually train on: lines kept and dropped, by reason.
+    ///
     /// What a training run would actually train on: every line of --data through the same
     /// path as `prod model train` (the model's tokenizer, the context cut to its last
     /// --context-tokens tokens and further until --max-seq-len fits), with the lines kept and
@@ -105,15 +123,7 @@ pub enum ModelCommand {
     ///
     /// Example: prod model data-stats --model models/smollm2 --data data/stdlib/sft.jsonl --max-seq-len 512 --context-tokens 256
     DataStats(DataStatsArgs),
-    /// Merge a PEFT LoRA adapter (e.g. trained on a GPU by python/device/prod_device.py) into
-    /// its base model folder.
-    ///
-    /// Example: prod model merge-lora --base ~/.cache/prod/models/smollm2-135m --adapter gpu/prod-sft --out models/prod-sft-gpu
     MergeLora(crate::merge_lora::MergeLoraArgs),
-    /// The prompt token ids of a split's theorems (context part and statement part), for a
-    /// sampler that runs elsewhere.
-    ///
-    /// Example: prod model prompts --model ~/.cache/prod/models/smollm2-135m --dataset data/stdlib --out prompts.jsonl
     Prompts(crate::prompts::PromptsArgs),
 }
 

@@ -12,6 +12,8 @@ use sha2::{Digest, Sha256};
 
 use crate::{exit, ranges};
 
+/// The prompt token ids of a split's theorems, for a sampler that runs elsewhere.
+///
 /// Write the prompt token ids of a split's theorems, one JSON line each:
 /// {"theorem", "statement", "context_key", "context_ids", "statement_ids"}.
 ///

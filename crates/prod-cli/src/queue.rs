@@ -19,6 +19,8 @@ pub enum QueueCommand {
     ///
     /// Example: prod queue submit --store postgres://prod@db/prod --run round-3 nodes.jsonl
     Submit(SubmitArgs),
+    /// Check queued nodes until none is left; start one per machine.
+    ///
     /// Check queued nodes until none is left (claims expire after --lease; a worker that dies
     /// leaves its claims to be retried). Start one per machine, e.g. as a Slurm array.
     ///

@@ -7,7 +7,15 @@ use clap::Args;
 
 use crate::exit;
 
-/// Arguments of `prod report` (the help text is on the subcommand in main.rs).
+/// Write an HTML report (SVG plots) and a Markdown summary from a run file.
+///
+/// RUN.json is what `prod eval` / `prod rl` write (schema: `prod_report::RunReport`): the run's setup, its
+/// evaluations (pass@k with 95% CIs, the per-depth table of paper Fig. 5, the novel-lemma share) and
+/// its RL rounds (correct nodes, weights, losses, time per phase). Writes DIR/report.html (one self-contained
+/// file: inline CSS and SVG, no scripts), DIR/summary.md (tables for docs/results.md) and each figure as
+/// DIR/FIGURE.svg. Exit 2 when RUN.json is unreadable or malformed (the message names line and column).
+///
+/// Example: prod report runs/mini/run.json --out runs/mini/report
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// The run file (`-` for standard input).

@@ -27,8 +27,9 @@ use prod_prover::ProverKind;
 
 pub use metrics::Metrics;
 
-/// Serve the checker over HTTP: POST /v1/check, POST /v1/tree, POST /v1/assemble, GET /health,
-/// GET /metrics.
+/// Serve the checker over HTTP (reward endpoint for RL trainers): /v1/check, /v1/tree, /v1/assemble.
+///
+/// Routes: POST /v1/check, POST /v1/tree, POST /v1/assemble, GET /health, GET /metrics.
 ///
 /// `POST /v1/check` takes {"nodes": [NODE, …]} where NODE is a line of `prod check`'s input
 /// and answers {"results": [VERDICT, …]} in the same order (`prod check --json`'s lines, with
