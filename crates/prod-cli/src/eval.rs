@@ -63,16 +63,19 @@ pub struct EvalArgs {
     pub prover: prod_prover::ProverKind,
     #[command(flatten)]
     pub isabelle: crate::prover::IsabelleArgs,
-    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); with `--prover
-    /// isabelle`, `[check.isabelle]` is read from it.
+    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present): `[check.coq]`
+    /// (`workers`, `step_timeout_s`, `root`, `load_paths`) or, with `--prover isabelle`,
+    /// `[check.isabelle]`; flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Coq workers (Isabelle: connections to the server).
-    #[arg(long, default_value_t = CoqJobConfig::default().workers, value_parser = ranges::positive_usize)]
-    pub workers: usize,
-    /// Time limit of one proof step, seconds.
-    #[arg(long, default_value_t = CoqJobConfig::default().step_timeout_s, value_parser = ranges::positive_u32)]
-    pub timeout: u32,
+    #[command(flatten)]
+    pub prover_root: crate::prover::ProverArgs,
+    /// Coq workers (Isabelle: connections to the server) [default: the config file's, else 2].
+    #[arg(long, value_parser = ranges::positive_usize)]
+    pub workers: Option<usize>,
+    /// Time limit of one proof step, seconds [default: the config file's, else 10].
+    #[arg(long, value_parser = ranges::positive_u32)]
+    pub timeout: Option<u32>,
     /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
     #[arg(long, default_value_t = EvalOptions::default().final_timeout_s, value_parser = ranges::positive_u64)]
     pub final_timeout: u64,
@@ -123,9 +126,9 @@ pub struct EvalArgs {
     /// native model; --model then only provides the tokenizer (tokenizer.json).
     #[arg(long, help_heading = "Remote inference")]
     pub remote_url: Option<String>,
-    /// The server: vllm, sglang or llama_cpp (one completion per request, text prompts).
-    #[arg(long, default_value = "vllm", value_parser = ["vllm", "sglang", "llama_cpp"], help_heading = "Remote inference")]
-    pub remote_server: String,
+    /// The server on the other end (how probabilities are asked for, which fields are sent).
+    #[arg(long, value_enum, default_value_t = prod_remote::ServerKind::Vllm, help_heading = "Remote inference")]
+    pub remote_server: prod_remote::ServerKind,
     /// The served model's name (vLLM --served-model-name).
     #[arg(long, default_value = "prod", help_heading = "Remote inference")]
     pub remote_model: String,
@@ -179,11 +182,36 @@ fn isabelle_config(a: &EvalArgs) -> anyhow::Result<prod_check_isabelle::Isabelle
     let section: crate::check::CheckSection = file.section("check")?;
     let mut cfg = section.isabelle;
     a.isabelle.apply(&mut cfg);
-    cfg.workers = a.workers;
-    cfg.step_timeout_s = a.timeout;
+    cfg.workers = a.workers.unwrap_or(cfg.workers);
+    cfg.step_timeout_s = a.timeout.unwrap_or(cfg.step_timeout_s);
     if a.no_hammer {
         cfg.hammer.enabled = false;
     }
+    Ok(cfg)
+}
+
+/// The Coq settings of a run: `[check.coq]` of the config file (its workers, step time limit,
+/// prover root and load paths), then the flags.
+fn coq_config(a: &EvalArgs) -> anyhow::Result<CoqJobConfig> {
+    let file = crate::config::ConfigFile::load(a.config.as_deref())?;
+    let section: crate::check::CheckSection = file.section("check")?;
+    section.validate().map_err(|e| file.error(e))?;
+    let from_file = section.coq;
+    let defaults = CoqJobConfig::default();
+    let mut load_paths = from_file.load_paths;
+    load_paths.extend(a.load_paths.load_path.iter().cloned());
+    let cfg = CoqJobConfig {
+        workers: a.workers.unwrap_or(match from_file.workers {
+            0 => defaults.workers,
+            n => n,
+        }),
+        step_timeout_s: a.timeout.unwrap_or(from_file.step_timeout_s),
+        hammer: !a.no_hammer,
+        hammer_atp: !a.no_atp,
+        load_paths,
+        root: a.prover_root.coq_root.clone().or(from_file.root),
+    };
+    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(cfg)
 }
 
@@ -227,29 +255,11 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             }
             prod_prover::ProverKind::Coq => None,
         },
-        coq: CoqJobConfig {
-            workers: a.workers,
-            step_timeout_s: a.timeout,
-            hammer: !a.no_hammer,
-            hammer_atp: !a.no_atp,
-            load_paths: a.load_paths.load_path.clone(),
-        },
+        coq: coq_config(a).map_err(|e| BadInput(format!("{e:#}")))?,
         out: a.out.clone(),
         cache: a.cache.clone(),
         remote: a.remote_url.as_ref().map(|url| {
-            let base = if a.remote_server == "llama_cpp" {
-                prod_remote::RemoteConfig::llama_cpp(url)
-            } else {
-                prod_remote::RemoteConfig {
-                    base_url: url.clone(),
-                    server: if a.remote_server == "sglang" {
-                        prod_remote::ServerKind::Sglang
-                    } else {
-                        prod_remote::ServerKind::Vllm
-                    },
-                    ..Default::default()
-                }
-            };
+            let base = prod_remote::RemoteConfig::for_server(a.remote_server, url);
             prod_remote::RemoteConfig {
                 model: a.remote_model.clone(),
                 temperature: a.sampling.temperature,

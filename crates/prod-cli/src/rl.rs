@@ -46,6 +46,7 @@ use prod_run::{BadInput, Bars, RlConfig};
 ///   decode_weights = "f32"        # or "q8": quantised decoding, ~3× faster at batch 1
 ///   [coq]
 ///   workers = 2
+///   # root = "~/.cache/prod/rocq-9.2"   # another prover (or --coq-root / PROD_COQ_ROOT)
 ///   # optional: sample on an inference server (the model dir then only supplies the
 ///   # tokenizer; `after_round` must point the server at each new checkpoint {out});
 ///   # what to sample (context, temperature, length) stays under [sampling]
@@ -75,6 +76,9 @@ pub struct RlArgs {
     /// Print one JSON line per round on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
+    /// Overrides the config's `[coq] root`.
+    #[command(flatten)]
+    pub prover_root: crate::prover::ProverArgs,
     #[command(flatten)]
     pub shared: crate::eval::SharedStoreArgs,
 }
@@ -119,6 +123,12 @@ pub fn run(a: RlArgs) -> i32 {
         Err(e) => return crate::eval::error_code(e),
     };
     cfg.postgres = a.shared.apply(cfg.postgres.take());
+    if let Some(root) = &a.prover_root.coq_root {
+        cfg.coq.root = Some(root.clone());
+        if let Err(e) = cfg.coq.validate() {
+            return crate::exit::bad_input(anyhow::anyhow!("--coq-root: {e}"));
+        }
+    }
     let bars = Bars::for_stderr(a.json);
     match prod_run::run_rl_job(&cfg, &a.out, &bars) {
         Ok((report, _)) => {

@@ -125,6 +125,31 @@ fn exit_codes_of_typical_calls() {
         (&["tree", "solve", "--prover", "lean", bad], 2),
         (&["report", missing], 2),
         (&["dataset", "stats", missing], 2),
+        (
+            &[
+                "eval",
+                "--model",
+                missing,
+                "--dataset",
+                missing,
+                "--coq-root",
+                missing,
+            ],
+            2,
+        ),
+        (
+            &[
+                "eval",
+                "--model",
+                missing,
+                "--dataset",
+                missing,
+                "--remote-server",
+                "x",
+            ],
+            2,
+        ),
+        (&["rl", "--config", missing, "--out", missing], 2),
     ];
     let mut wrong = vec![];
     for (args, want) in cases {

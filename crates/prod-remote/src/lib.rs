@@ -37,6 +37,7 @@ pub use probability::PairEstimate;
 /// Which server is on the other end: it decides how the two-token probabilities are asked for
 /// and which vendor fields are sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum ServerKind {
     /// vLLM's OpenAI server (`prompt_logprobs`, token-id prompts, `n` > 1).
@@ -46,6 +47,7 @@ pub enum ServerKind {
     Sglang,
     /// llama.cpp's server or llama-cpp-python's (`/v1/completions`, one completion per request,
     /// top-k `logprobs` only).
+    #[cfg_attr(feature = "clap", value(name = "llama_cpp"))]
     LlamaCpp,
 }
 
@@ -117,6 +119,18 @@ impl Default for RemoteConfig {
 
 impl RemoteConfig {
     /// The settings a llama.cpp server can serve (one completion per request, text prompts).
+    /// The settings of a `server` at `base_url` (each kind's own defaults).
+    pub fn for_server(server: ServerKind, base_url: &str) -> Self {
+        match server {
+            ServerKind::LlamaCpp => RemoteConfig::llama_cpp(base_url),
+            _ => RemoteConfig {
+                base_url: base_url.into(),
+                server,
+                ..Default::default()
+            },
+        }
+    }
+
     pub fn llama_cpp(base_url: &str) -> Self {
         RemoteConfig {
             base_url: base_url.into(),

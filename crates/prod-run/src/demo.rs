@@ -696,10 +696,8 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
         },
         coq: CoqJobConfig {
             workers: job.workers,
-            step_timeout_s: 5,
-            hammer: true,
-            hammer_atp: true,
-            load_paths: vec![],
+            step_timeout_s: crate::job::BUDGET_STEP_TIMEOUT_S,
+            ..CoqJobConfig::default()
         },
         prover: crate::prover::ProverKind::Coq,
         isabelle: None,

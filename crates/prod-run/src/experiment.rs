@@ -175,10 +175,8 @@ impl Default for ExperimentConfig {
             sampling,
             coq: CoqJobConfig {
                 workers: 2,
-                step_timeout_s: 5,
-                hammer: true,
-                hammer_atp: true,
-                load_paths: vec![],
+                step_timeout_s: crate::job::BUDGET_STEP_TIMEOUT_S,
+                ..CoqJobConfig::default()
             },
             rl,
             hammer_baseline: true,

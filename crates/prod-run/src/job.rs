@@ -180,6 +180,10 @@ pub fn start_run_checker(
     Ok(Box::new(cached(checker, cache)?))
 }
 
+/// The step time limit of the jobs with a time budget on 2 cores (`prod demo`, `prod
+/// experiment`), seconds: half the checker's default, so a budget's evaluation fits.
+pub const BUDGET_STEP_TIMEOUT_S: u32 = 5;
+
 /// The checker settings a job exposes (the rest of `[check.coq]` keeps its defaults).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -195,6 +199,10 @@ pub struct CoqJobConfig {
     /// Load-path bindings beside the dataset's own (`--load-path DIR=Root`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub load_paths: Vec<prod_check_coq::LoadPathBinding>,
+    /// A Debian root holding the prover instead of the host's Coq (`--coq-root`, e.g. Rocq 9.2
+    /// from `scripts/install-rocq.sh`; docs/provers.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
 }
 
 impl Default for CoqJobConfig {
@@ -205,15 +213,17 @@ impl Default for CoqJobConfig {
             hammer: true,
             hammer_atp: true,
             load_paths: vec![],
+            root: None,
         }
     }
 }
 
 impl CoqJobConfig {
-    /// Every number in its range; the error names the key.
+    /// Every number in its range and the prover root a Debian root; the error names the key.
     pub fn validate(&self) -> Result<(), String> {
         crate::ranges::at_least_one("workers", self.workers)?;
-        crate::ranges::at_least_one("step_timeout_s", self.step_timeout_s)
+        crate::ranges::at_least_one("step_timeout_s", self.step_timeout_s)?;
+        self.to_config().validate()
     }
 
     pub fn to_config(&self) -> CoqCheckConfig {
@@ -225,6 +235,7 @@ impl CoqJobConfig {
         c.hammer.enabled = self.hammer;
         c.hammer.use_atp = self.hammer_atp;
         c.load_paths = self.load_paths.clone();
+        c.root = self.root.clone();
         c
     }
 
@@ -694,6 +705,23 @@ fn eval_report(
 
 #[cfg(test)]
 mod tests {
+    use super::CoqJobConfig;
+
+    #[test]
+    fn a_jobs_prover_root_reaches_the_checker_and_is_checked() {
+        let cfg: CoqJobConfig = toml::from_str("workers = 1\nroot = \"/nonexistent\"").unwrap();
+        assert_eq!(
+            cfg.to_config().root.as_deref(),
+            Some(std::path::Path::new("/nonexistent"))
+        );
+        let e = cfg.validate().unwrap_err();
+        assert!(e.contains("root = /nonexistent"), "{e}");
+        // No root: the host's Coq, and the job's serialized form is what it was.
+        let host = CoqJobConfig::default();
+        assert!(host.validate().is_ok());
+        assert!(!serde_json::to_string(&host).unwrap().contains("root"));
+    }
+
     #[test]
     fn date() {
         let d = super::now_rfc3339();
