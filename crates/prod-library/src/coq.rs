@@ -36,17 +36,17 @@ use crate::imports::{qualify_requires, Resolver, Rewritten, Target};
 use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
-pub const THEOREM_KEYWORDS: &[&str] = &[
-    "Theorem",
-    "Lemma",
-    "Fact",
-    "Remark",
-    "Corollary",
-    "Proposition",
-    "Property",
-    "Example",
-    "Goal",
-];
+/// Does the command keyword `kw` open a theorem block? The lemma keywords are prod-coq's
+/// [`prod_coq::THEOREM_KEYWORDS`] (the one list of the Coq lexer); a block may also be a `Goal`,
+/// which opens a proof of an anonymous statement. `Goal` is not in prod-coq's list because that
+/// list is of keywords that declare a *named* lemma (what a statement may start with); here a
+/// `Goal` block is segmented like any theorem and is simply never peelable (it has no name).
+pub fn opens_theorem_block(kw: &str) -> bool {
+    prod_coq::THEOREM_KEYWORDS.contains(&kw) || kw == GOAL_KEYWORD
+}
+
+/// The keyword of an anonymous theorem block (see [`opens_theorem_block`]).
+const GOAL_KEYWORD: &str = "Goal";
 
 /// The segmenter's result for one file.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -332,7 +332,7 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
                 th.header = Some(text.to_string());
                 continue;
             }
-            if THEOREM_KEYWORDS.contains(&kw) || kw == "Proof" {
+            if opens_theorem_block(kw) || kw == "Proof" {
                 th.skip.get_or_insert(SkipReason::Unsupported);
             }
             // A proof step. References resolved now; scope checks need the step's owner scope.
@@ -365,9 +365,9 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
         }
 
         // Outside a theorem: a statement, a scope command, or content.
-        if THEOREM_KEYWORDS.contains(&kw) && !has_body(head.body) {
+        if opens_theorem_block(kw) && !has_body(head.body) {
             let ids = identifiers(head.body);
-            let name = if kw == "Goal" {
+            let name = if kw == GOAL_KEYWORD {
                 None
             } else {
                 ids.get(1)
@@ -694,6 +694,45 @@ impl LibrarySource for CoqSource<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block keywords are exactly prod-coq's lemma keywords plus `Goal`.
+    #[test]
+    fn block_keywords_are_prod_coq_lemma_keywords_plus_goal() {
+        assert!(!prod_coq::THEOREM_KEYWORDS.contains(&GOAL_KEYWORD));
+        for kw in prod_coq::THEOREM_KEYWORDS {
+            assert!(opens_theorem_block(kw), "{kw}");
+        }
+        assert!(opens_theorem_block("Goal"));
+        let block_keywords: std::collections::BTreeSet<&str> = [
+            "Theorem",
+            "Lemma",
+            "Fact",
+            "Remark",
+            "Corollary",
+            "Proposition",
+            "Property",
+            "Example",
+            "Goal",
+        ]
+        .into();
+        let derived: std::collections::BTreeSet<&str> = prod_coq::THEOREM_KEYWORDS
+            .iter()
+            .copied()
+            .chain([GOAL_KEYWORD])
+            .collect();
+        assert_eq!(derived, block_keywords);
+        for kw in [
+            "Definition",
+            "Proof",
+            "Qed",
+            "Instance",
+            "Fixpoint",
+            "goal",
+            "",
+        ] {
+            assert!(!opens_theorem_block(kw), "{kw}");
+        }
+    }
 
     #[test]
     fn basic_blocks_and_steps() {
