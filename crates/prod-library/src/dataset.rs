@@ -974,9 +974,10 @@ struct SourceRecordRef<'a> {
     body_start: usize,
 }
 
+/// One file's output lines: its `sources` record, then each example in its split (with its
+/// `w_lemmas` copy, and in train its `sft`/`rl` lines).
 fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered, String> {
-    let (lib, cfg, lang) = (rc.lib, rc.cfg, rc.lang);
-    let f = &lib.files[i];
+    let f = &rc.lib.files[i];
     let mut out = Rendered::default();
     out.push(
         "sources",
@@ -996,7 +997,8 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
     }
     let test_file = rc.is_test_unit[unit];
     let mut k = rc.val_start[i];
-    for (j, (ex, name, scope, line, imports, end, module_path)) in r.examples.iter().enumerate() {
+    for (j, fe) in r.examples.iter().enumerate() {
+        let ex = &fe.0;
         out.with_example += 1;
         let split = if test_file {
             "test"
@@ -1012,77 +1014,8 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
         *out.depth.entry(ex.depth).or_default() += 1;
         out.replaced += ex.replaced_steps;
         out.with_replacement += (ex.replaced_steps > 0) as usize;
-        let cstart = context_start(&r.reduced, ex.context_end, cfg.context_bytes);
-        let base = Example {
-            id: format!("{}:{}:{}", f.logical, ex.index, name),
-            library: lib.name.clone(),
-            package: f.package.clone(),
-            file: f.path.display().to_string(),
-            logical_path: f.logical.clone(),
-            line: *line,
-            position: ex.index,
-            scope: scope.clone(),
-            qualified_name: module_path
-                .iter()
-                .chain(std::iter::once(name))
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("."),
-            name: name.clone(),
-            imports: imports.clone(),
-            flags: f.flags.clone(),
-            context: r
-                .reduced
-                .get(cstart..ex.context_end)
-                .unwrap_or("")
-                .to_string(),
-            context_start: cstart,
-            context_end: ex.context_end,
-            context_extra: String::new(),
-            context_axioms: rc
-                .src
-                .context_axioms(r.reduced.get(..ex.context_end).unwrap_or("")),
-            statement: ex.statement.clone(),
-            conditional_proof: ex.conditional_proof.clone(),
-            conditional_proof_original: ex.conditional_proof_original.clone(),
-            proposed_lemmas: ex.proposed_lemmas.clone(),
-            proposed_names: ex.proposed_names.clone(),
-            depth: ex.depth,
-            in_tree: ex.in_tree,
-            proof_end: if *end == ProofEnd::Defined {
-                "defined"
-            } else {
-                "qed"
-            }
-            .into(),
-            replaced_steps: ex.replaced_steps,
-            split: split.into(),
-            variant: "wo_lemmas".into(),
-        };
-        // D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
-        let wstart = context_start(&r.source, ex.context_with_lemmas_end, cfg.context_bytes);
-        let wl = Example {
-            context: r
-                .source
-                .get(wstart..ex.context_with_lemmas_end)
-                .unwrap_or("")
-                .to_string(),
-            context_start: wstart,
-            context_end: ex.context_with_lemmas_end,
-            context_axioms: rc
-                .src
-                .context_axioms(r.source.get(..ex.context_with_lemmas_end).unwrap_or("")),
-            conditional_proof: ex.plain_proof.clone(),
-            conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
-                .map(|cp| {
-                    ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string()
-                })
-                .unwrap_or_default(),
-            proposed_lemmas: vec![],
-            proposed_names: vec![],
-            variant: "w_lemmas".into(),
-            ..base.clone()
-        };
+        let base = base_example(rc, i, r, fe, split);
+        let wl = with_lemmas_example(rc, r, ex, &base);
         match split {
             "test" => {
                 // Paper §4.1: the test sets keep only the theorems in T_tree (and the per-file
@@ -1102,41 +1035,144 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
                 out.push("val", &base)?;
                 out.push("val_wl", &wl)?;
             }
-            _ => {
-                out.push("train", &base)?;
-                out.push("train_wl", &wl)?;
-                out.push("sft", &base)?;
-                if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
-                    if let Ok(cp) = ConditionalProof::parse(&base.conditional_proof) {
-                        // Only the admitted lemmas are new: they follow the file prefix.
-                        let (extra, proof) = cp.move_lemmas_to_context("", lang);
-                        let extra = format!("\n{extra}");
-                        let aug = Example {
-                            id: format!("{}:augmented", base.id),
-                            context: format!("{}{extra}", base.context),
-                            context_axioms: base
-                                .context_axioms
-                                .iter()
-                                .chain(&base.proposed_names)
-                                .cloned()
-                                .collect(),
-                            context_extra: extra,
-                            conditional_proof: proof.to_string(),
-                            proposed_lemmas: vec![],
-                            proposed_names: vec![],
-                            variant: "augmented".into(),
-                            ..base.clone()
-                        };
-                        out.push("sft", &aug)?;
-                    }
-                }
-                if ex.in_tree {
-                    out.push("rl", &base)?;
-                }
-            }
+            _ => push_train(&mut out, ex, &base, &wl, rc.lang)?,
         }
     }
     Ok(out)
+}
+
+/// A train example's lines: `train`, `train_wl`, `sft` (with an augmented copy when it
+/// proposes lemmas and a language is given), and `rl` when in T_tree.
+fn push_train(
+    out: &mut Rendered,
+    ex: &TheoremExample,
+    base: &Example,
+    wl: &Example,
+    lang: Option<&dyn ProofLanguage>,
+) -> Result<(), String> {
+    out.push("train", base)?;
+    out.push("train_wl", wl)?;
+    out.push("sft", base)?;
+    if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
+        if let Some(aug) = augmented_example(base, lang) {
+            out.push("sft", &aug)?;
+        }
+    }
+    if ex.in_tree {
+        out.push("rl", base)?;
+    }
+    Ok(())
+}
+
+/// The `wo_lemmas` example of file `i`'s example `fe` in `split`: the reduced context (peeled
+/// lemmas removed), the conditional proof proposing them.
+fn base_example(
+    rc: &RenderContext<'_>,
+    i: usize,
+    r: &FileOut,
+    fe: &FileExample,
+    split: &str,
+) -> Example {
+    let (ex, name, scope, line, imports, end, module_path) = fe;
+    let (lib, f) = (rc.lib, &rc.lib.files[i]);
+    let cstart = context_start(&r.reduced, ex.context_end, rc.cfg.context_bytes);
+    Example {
+        id: format!("{}:{}:{}", f.logical, ex.index, name),
+        library: lib.name.clone(),
+        package: f.package.clone(),
+        file: f.path.display().to_string(),
+        logical_path: f.logical.clone(),
+        line: *line,
+        position: ex.index,
+        scope: scope.clone(),
+        qualified_name: module_path
+            .iter()
+            .chain(std::iter::once(name))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("."),
+        name: name.clone(),
+        imports: imports.clone(),
+        flags: f.flags.clone(),
+        context: r
+            .reduced
+            .get(cstart..ex.context_end)
+            .unwrap_or("")
+            .to_string(),
+        context_start: cstart,
+        context_end: ex.context_end,
+        context_extra: String::new(),
+        context_axioms: rc
+            .src
+            .context_axioms(r.reduced.get(..ex.context_end).unwrap_or("")),
+        statement: ex.statement.clone(),
+        conditional_proof: ex.conditional_proof.clone(),
+        conditional_proof_original: ex.conditional_proof_original.clone(),
+        proposed_lemmas: ex.proposed_lemmas.clone(),
+        proposed_names: ex.proposed_names.clone(),
+        depth: ex.depth,
+        in_tree: ex.in_tree,
+        proof_end: if *end == ProofEnd::Defined {
+            "defined"
+        } else {
+            "qed"
+        }
+        .into(),
+        replaced_steps: ex.replaced_steps,
+        split: split.into(),
+        variant: "wo_lemmas".into(),
+    }
+}
+
+/// D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
+fn with_lemmas_example(
+    rc: &RenderContext<'_>,
+    r: &FileOut,
+    ex: &TheoremExample,
+    base: &Example,
+) -> Example {
+    let end = ex.context_with_lemmas_end;
+    let wstart = context_start(&r.source, end, rc.cfg.context_bytes);
+    Example {
+        context: r.source.get(wstart..end).unwrap_or("").to_string(),
+        context_start: wstart,
+        context_end: end,
+        context_axioms: rc.src.context_axioms(r.source.get(..end).unwrap_or("")),
+        conditional_proof: ex.plain_proof.clone(),
+        conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
+            .map(|cp| {
+                ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string()
+            })
+            .unwrap_or_default(),
+        proposed_lemmas: vec![],
+        proposed_names: vec![],
+        variant: "w_lemmas".into(),
+        ..base.clone()
+    }
+}
+
+/// The `augmented` copy of a train example: its proposed lemmas moved into the context.
+fn augmented_example(base: &Example, lang: &dyn ProofLanguage) -> Option<Example> {
+    let cp = ConditionalProof::parse(&base.conditional_proof).ok()?;
+    // Only the admitted lemmas are new: they follow the file prefix.
+    let (extra, proof) = cp.move_lemmas_to_context("", lang);
+    let extra = format!("\n{extra}");
+    Some(Example {
+        id: format!("{}:augmented", base.id),
+        context: format!("{}{extra}", base.context),
+        context_axioms: base
+            .context_axioms
+            .iter()
+            .chain(&base.proposed_names)
+            .cloned()
+            .collect(),
+        context_extra: extra,
+        conditional_proof: proof.to_string(),
+        proposed_lemmas: vec![],
+        proposed_names: vec![],
+        variant: "augmented".into(),
+        ..base.clone()
+    })
 }
 
 /// The output files, in the order documented in docs/dataset.md.
