@@ -13,7 +13,7 @@ use crate::discovery::{self, LibrarySpec};
 use crate::examples::{build_examples, Rewriter, TheoremExample};
 use crate::peel::peel;
 use crate::segment::{ProofEnd, SkipReason};
-use crate::source::{FileSegmenter, LibrarySource};
+use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
 /// The dataset builder's settings (`prod dataset build`'s flags).
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -218,6 +218,7 @@ type FileExample = (
 );
 
 /// What one file produced.
+#[derive(Default)]
 struct FileOut {
     source: String,
     reduced: String,
@@ -233,6 +234,7 @@ struct FileOut {
     failed: Option<String>,
 }
 
+/// One file read, segmented, peeled and turned into examples (with its skipped records).
 fn process_file(
     src: &dyn LibrarySource,
     segmenter: &mut dyn FileSegmenter,
@@ -241,30 +243,11 @@ fn process_file(
 ) -> FileOut {
     let f = &src.library().files[i];
     let file = f.path.display().to_string();
-    let mut out = FileOut {
-        source: String::new(),
-        reduced: String::new(),
-        examples: vec![],
-        skipped: vec![],
-        blocks: 0,
-        qed: 0,
-        defined: 0,
-        goal_blocks: 0,
-        unclosed_blocks: 0,
-        body_start: 0,
-        used_glob: false,
-        failed: None,
-    };
-    let source = match std::fs::read(&f.path) {
-        Ok(b) => match String::from_utf8(b) {
-            Ok(s) => s,
-            Err(_) => {
-                out.failed = Some("not_utf8".into());
-                return out;
-            }
-        },
+    let mut out = FileOut::default();
+    let source = match read_source(&f.path) {
+        Ok(s) => s,
         Err(e) => {
-            out.failed = Some(format!("read_error: {e}"));
+            out.failed = Some(e);
             return out;
         }
     };
@@ -273,14 +256,6 @@ fn process_file(
     out.goal_blocks = cf.goal_blocks;
     out.unclosed_blocks = cf.unclosed_blocks;
     out.body_start = cf.body_start;
-    for (line, reason) in &cf.issues {
-        out.skipped.push(Skipped {
-            file: file.clone(),
-            line: *line,
-            name: String::new(),
-            reason: reason.clone(),
-        });
-    }
     let seg = &cf.segments;
     let peeling = peel(seg);
     let no_rewrite = |_: &[crate::segment::Step], _: usize| None;
@@ -289,38 +264,15 @@ fn process_file(
     let (examples, failed) = build_examples(seg, &peeling, rewriter);
     out.blocks = seg.theorems.len();
     out.reduced = crate::examples::reduced_source(seg, &peeling);
-    for t in &seg.theorems {
-        match t.end {
-            ProofEnd::Qed => out.qed += 1,
-            ProofEnd::Defined => out.defined += 1,
-            _ => {}
-        }
-        if let Some(r) = t.skip {
-            out.skipped.push(Skipped {
-                file: file.clone(),
-                line: t.line,
-                name: t.name.clone().unwrap_or_default(),
-                reason: r.as_str().into(),
-            });
-        }
-    }
-    for (r, line) in &seg.other_skipped {
-        out.skipped.push(Skipped {
-            file: file.clone(),
-            line: *line,
-            name: String::new(),
-            reason: r.as_str().into(),
-        });
-    }
-    for i in failed {
-        let t = &seg.theorems[i];
-        out.skipped.push(Skipped {
-            file: file.clone(),
-            line: t.line,
-            name: t.name.clone().unwrap_or_default(),
-            reason: "special_token_in_proof".into(),
-        });
-    }
+    out.qed = seg
+        .theorems
+        .iter()
+        .filter(|t| t.end == ProofEnd::Qed)
+        .count();
+    out.defined = (seg.theorems.iter())
+        .filter(|t| t.end == ProofEnd::Defined)
+        .count();
+    out.skipped = skipped_records(&file, &cf, &failed);
     for ex in examples {
         let t = &seg.theorems[ex.index];
         let imports = cf
@@ -346,6 +298,41 @@ fn process_file(
         seg.source.clone()
     };
     out
+}
+
+/// A source file's text; `Err`: the failure reason (`not_utf8`, `read_error: …`).
+fn read_source(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("read_error: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| "not_utf8".to_string())
+}
+
+/// The skipped records of one segmented file, in order: the segmenter's issues, skipped
+/// theorems, other skipped sentences, then theorems whose proof holds a special token
+/// (`failed`: their indices).
+fn skipped_records(file: &str, cf: &SegmentedSource, failed: &[usize]) -> Vec<Skipped> {
+    let seg = &cf.segments;
+    let record = |line: usize, name: &Option<String>, reason: &str| Skipped {
+        file: file.to_string(),
+        line,
+        name: name.clone().unwrap_or_default(),
+        reason: reason.to_string(),
+    };
+    let mut skipped: Vec<Skipped> = (cf.issues.iter())
+        .map(|(line, reason)| record(*line, &None, reason))
+        .collect();
+    for t in &seg.theorems {
+        if let Some(r) = t.skip {
+            skipped.push(record(t.line, &t.name, r.as_str()));
+        }
+    }
+    for (r, line) in &seg.other_skipped {
+        skipped.push(record(*line, &None, r.as_str()));
+    }
+    for &i in failed {
+        let t = &seg.theorems[i];
+        skipped.push(record(t.line, &t.name, "special_token_in_proof"));
+    }
+    skipped
 }
 
 /// Where the shown part of a context starts: `end - max` moved forward to a line start.
