@@ -294,6 +294,83 @@ impl AfpSource {
         v.sort();
         v
     }
+
+    /// `AfpSplit::Deps`: the dependency sampler over the selected entries.
+    fn sampled_test_entries(
+        &self,
+        cfg: &DatasetConfig,
+        sizes: &crate::split::UnitSizes,
+        index: &HashMap<&str, usize>,
+        unit_of: &[usize],
+    ) -> Vec<String> {
+        let deps: Vec<Vec<usize>> = self
+            .entries
+            .iter()
+            .map(|e| {
+                self.afp
+                    .deps
+                    .get(e)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        let sizes = crate::source::unit_sizes(sizes, unit_of, self.entries.len());
+        crate::split::test_units_sized(
+            &deps,
+            cfg.test_fraction,
+            cfg.seed,
+            &[],
+            &sizes,
+            &cfg.test_target(),
+        )
+        .into_iter()
+        .map(|u| self.entries[u].clone())
+        .collect()
+    }
+
+    /// `AfpSplit::After(date)`: the entries dated after `date` (metadata); unreadable dates
+    /// and metadata errors are noted.
+    fn dated_test_entries(&self, date: &str, notes: &mut Vec<String>) -> Vec<String> {
+        let metadata = self.root.join("metadata").join("entries");
+        match entries_after(&metadata, &self.entries, date) {
+            Ok((after, errs)) => {
+                if !errs.is_empty() {
+                    notes.push(format!(
+                        "{} entries without a readable date are never test entries (first: {})",
+                        errs.len(),
+                        errs[0].message
+                    ));
+                }
+                after
+            }
+            Err(e) => {
+                notes.push(e.message);
+                vec![]
+            }
+        }
+    }
+}
+
+/// `AfpSplit::Holdout`: the paper's holdout entries in this build (missing ones noted).
+fn holdout_entries(index: &HashMap<&str, usize>, notes: &mut Vec<String>) -> Vec<String> {
+    let missing: Vec<&str> = HOLDOUT_ENTRIES
+        .iter()
+        .copied()
+        .filter(|e| !index.contains_key(e))
+        .collect();
+    if !missing.is_empty() && missing.len() < HOLDOUT_ENTRIES.len() {
+        notes.push(format!(
+            "{} of the 36 holdout entries are not in this build",
+            missing.len()
+        ));
+    }
+    HOLDOUT_ENTRIES
+        .iter()
+        .filter(|e| index.contains_key(*e))
+        .map(|e| e.to_string())
+        .collect()
 }
 
 struct AfpSegmenter<'a> {
@@ -345,66 +422,9 @@ impl LibrarySource for AfpSource {
             .collect();
         let mut notes = Vec::new();
         let test_names: Vec<String> = match &self.options.split {
-            AfpSplit::Holdout => {
-                let missing: Vec<&str> = HOLDOUT_ENTRIES
-                    .iter()
-                    .copied()
-                    .filter(|e| !index.contains_key(e))
-                    .collect();
-                if !missing.is_empty() && missing.len() < HOLDOUT_ENTRIES.len() {
-                    notes.push(format!(
-                        "{} of the 36 holdout entries are not in this build",
-                        missing.len()
-                    ));
-                }
-                HOLDOUT_ENTRIES
-                    .iter()
-                    .filter(|e| index.contains_key(*e))
-                    .map(|e| e.to_string())
-                    .collect()
-            }
-            AfpSplit::Deps => {
-                let deps: Vec<Vec<usize>> = self
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        self.afp
-                            .deps
-                            .get(e)
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|d| index.get(d.as_str()).copied())
-                            .collect()
-                    })
-                    .collect();
-                let sizes = crate::source::unit_sizes(sizes, &unit_of, self.entries.len());
-                crate::split::test_units_sized(
-                    &deps,
-                    cfg.test_fraction,
-                    cfg.seed,
-                    &[],
-                    &sizes,
-                    &cfg.test_target(),
-                )
-                .into_iter()
-                .map(|u| self.entries[u].clone())
-                .collect()
-            }
-            AfpSplit::After(date) => {
-                let metadata = self.root.join("metadata").join("entries");
-                match entries_after(&metadata, &self.entries, date) {
-                    Ok((after, errs)) => {
-                        if !errs.is_empty() {
-                            notes.push(format!("{} entries without a readable date are never test entries (first: {})", errs.len(), errs[0].message));
-                        }
-                        after
-                    }
-                    Err(e) => {
-                        notes.push(e.message);
-                        vec![]
-                    }
-                }
-            }
+            AfpSplit::Holdout => holdout_entries(&index, &mut notes),
+            AfpSplit::Deps => self.sampled_test_entries(cfg, sizes, &index, &unit_of),
+            AfpSplit::After(date) => self.dated_test_entries(date, &mut notes),
         };
         let test_set: HashSet<&str> = test_names.iter().map(String::as_str).collect();
         let excluded_names = self.dependants(&test_set);
