@@ -512,36 +512,46 @@ fn statement_shape(
     toks: &[&Token],
     name_at: Option<usize>,
 ) -> (Vec<String>, Vec<String>) {
+    let attrs = name_at
+        .map(|n| binding_attributes(text, toks, n + 1))
+        .unwrap_or_default();
+    (attrs, extra_fact_names(text, toks))
+}
+
+/// The attribute names of the bracket `[a, b c]` at token `j` (none when no `[` is there).
+fn binding_attributes(text: &str, toks: &[&Token], mut j: usize) -> Vec<String> {
     let mut attrs = Vec::new();
-    if let Some(n) = name_at {
-        let mut j = n + 1;
-        if toks.get(j).is_some_and(|t| t.text(text) == "[") {
-            let mut depth = 0usize;
-            let mut expect = true;
-            while let Some(t) = toks.get(j) {
-                match t.text(text) {
-                    "[" => {
-                        depth += 1;
-                        expect = depth == 1;
-                    }
-                    "]" => {
-                        depth = depth.saturating_sub(1);
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    "," if depth == 1 => expect = true,
-                    w if expect && depth == 1 => {
-                        attrs.push(w.to_string());
-                        expect = false;
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-        }
+    if toks.get(j).is_none_or(|t| t.text(text) != "[") {
+        return attrs;
     }
-    // Extra names: `and NAME:` / `and NAME[…]:` while in the conclusion part.
+    let mut depth = 0usize;
+    let mut expect = true;
+    while let Some(t) = toks.get(j) {
+        match t.text(text) {
+            "[" => {
+                depth += 1;
+                expect = depth == 1;
+            }
+            "]" => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            "," if depth == 1 => expect = true,
+            w if expect && depth == 1 => {
+                attrs.push(w.to_string());
+                expect = false;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    attrs
+}
+
+/// Extra names: `and NAME:` / `and NAME[…]:` while in the conclusion part.
+fn extra_fact_names(text: &str, toks: &[&Token]) -> Vec<String> {
     let mut extra = Vec::new();
     let mut in_shows = true;
     let mut depth = 0usize;
@@ -561,24 +571,7 @@ fn statement_shape(
             | "for" | "if" | "when" => in_shows = false,
             "and" if in_shows => {
                 if let Some(n) = toks.get(i + 1).filter(|n| n.kind == TokenKind::Ident) {
-                    let mut k = i + 2;
-                    if toks.get(k).is_some_and(|t| t.text(text) == "[") {
-                        let mut d = 0usize;
-                        while let Some(t) = toks.get(k) {
-                            match t.text(text) {
-                                "[" => d += 1,
-                                "]" => {
-                                    d = d.saturating_sub(1);
-                                    if d == 0 {
-                                        k += 1;
-                                        break;
-                                    }
-                                }
-                                _ => {}
-                            }
-                            k += 1;
-                        }
-                    }
+                    let k = after_brackets(text, toks, i + 2);
                     if toks.get(k).is_some_and(|t| t.text(text) == ":") {
                         extra.push(n.text(text).to_string());
                     }
@@ -587,7 +580,31 @@ fn statement_shape(
             _ => {}
         }
     }
-    (attrs, extra)
+    extra
+}
+
+/// The token after the bracket `[…]` at token `k` (nested brackets included); `k` when no `[`
+/// is there.
+fn after_brackets(text: &str, toks: &[&Token], mut k: usize) -> usize {
+    if toks.get(k).is_none_or(|t| t.text(text) != "[") {
+        return k;
+    }
+    let mut d = 0usize;
+    while let Some(t) = toks.get(k) {
+        match t.text(text) {
+            "[" => d += 1,
+            "]" => {
+                d = d.saturating_sub(1);
+                if d == 0 {
+                    k += 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    k
 }
 
 /// Where the statement's name token is among its proper tokens (after the keyword and an
