@@ -125,39 +125,27 @@ fn coq_error(out: &std::process::Output) -> String {
 /// resolved) to `<out_dir>/lib/<Root>/…` and compile them there with `coqc` in dependency order.
 pub fn compile_project(lib: &Library, out_dir: &Path, coqlib: &Path, coqc: &Path) -> Compiled {
     let mut c = Compiled::default();
-    let n = lib.files.len();
-    let mut place: Vec<Option<(String, PathBuf)>> = Vec::with_capacity(n);
-    for f in &lib.files {
-        match placement(&f.logical, coqlib) {
-            Ok(p) => place.push(Some(p)),
+    let place: Vec<Option<(String, PathBuf)>> = lib
+        .files
+        .iter()
+        .map(|f| match placement(&f.logical, coqlib) {
+            Ok(p) => Some(p),
             Err(e) => {
                 c.notes.push(format!("not compiled: {e}"));
-                place.push(None);
+                None
             }
-        }
-    }
+        })
+        .collect();
     let lib_dir = out_dir.join(LIB_DIR);
     // Only what this build writes stays below lib/ (a binding then holds the project only).
-    let mut keep: HashSet<PathBuf> = HashSet::new();
-    let roots: BTreeSet<String> = place.iter().flatten().map(|(r, _)| r.clone()).collect();
-    for (root, rel) in place.iter().flatten() {
-        let base = Path::new(root).join(rel);
-        for ext in ["v", "vo", "vos", "vok"] {
-            keep.insert(base.with_extension(ext));
-        }
-        let stem = rel
-            .file_stem()
-            .map(|s| s.to_string_lossy())
-            .unwrap_or_default();
-        keep.insert(base.with_file_name(format!(".{stem}.aux")));
-    }
     if lib_dir.is_dir() {
-        if let Err(e) = prune(&lib_dir, Path::new(""), &keep) {
+        if let Err(e) = prune(&lib_dir, Path::new(""), &kept_paths(&place)) {
             c.notes
                 .push(format!("cannot clean {}: {e}", lib_dir.display()));
             return c;
         }
     }
+    let roots: BTreeSet<String> = place.iter().flatten().map(|(r, _)| r.clone()).collect();
     if roots.is_empty() {
         return c;
     }
@@ -172,7 +160,54 @@ pub fn compile_project(lib: &Library, out_dir: &Path, coqlib: &Path, coqc: &Path
             return c;
         }
     }
-    // Dependency order (Kahn); files on a cycle never become ready and are reported.
+    let order = dependency_order(lib);
+    let mut b = Builder {
+        lib,
+        out_dir,
+        coqc,
+        place: &place,
+        roots: &roots,
+        ok: vec![false; lib.files.len()],
+        built_now: vec![false; lib.files.len()],
+        bound: BTreeMap::new(),
+        failures: vec![],
+        compiled: 0,
+        reused: 0,
+    };
+    for &i in &order {
+        b.build(i);
+    }
+    for (i, p) in place.iter().enumerate() {
+        if p.is_some() && !order.contains(&i) {
+            b.failures
+                .push(format!("{}: on a dependency cycle", lib.files[i].logical));
+        }
+    }
+    b.summarise(c)
+}
+
+/// The paths (relative to `lib/`) a build with placements `place` writes: the copied source,
+/// its compiled files and Coq's `.aux` file.
+fn kept_paths(place: &[Option<(String, PathBuf)>]) -> HashSet<PathBuf> {
+    let mut keep: HashSet<PathBuf> = HashSet::new();
+    for (root, rel) in place.iter().flatten() {
+        let base = Path::new(root).join(rel);
+        for ext in ["v", "vo", "vos", "vok"] {
+            keep.insert(base.with_extension(ext));
+        }
+        let stem = rel
+            .file_stem()
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default();
+        keep.insert(base.with_file_name(format!(".{stem}.aux")));
+    }
+    keep
+}
+
+/// The files of `lib` in dependency order (Kahn); files on a cycle never become ready and are
+/// left out.
+fn dependency_order(lib: &Library) -> Vec<usize> {
+    let n = lib.files.len();
     let mut indegree: Vec<usize> = (0..n)
         .map(|i| lib.file_deps.get(i).map_or(0, |d| d.len()))
         .collect();
@@ -195,111 +230,146 @@ pub fn compile_project(lib: &Library, out_dir: &Path, coqlib: &Path, coqc: &Path
             }
         }
     }
-    let mut ok = vec![false; n];
-    let mut built_now = vec![false; n];
-    let mut bound: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failures = vec![];
-    for &i in &order {
-        let Some((root, rel)) = &place[i] else {
-            continue;
+    order
+}
+
+/// The compilation of one project's files, one [`Builder::build`] per file in dependency order.
+struct Builder<'a> {
+    lib: &'a Library,
+    out_dir: &'a Path,
+    coqc: &'a Path,
+    place: &'a [Option<(String, PathBuf)>],
+    roots: &'a BTreeSet<String>,
+    /// Compiled now or reused.
+    ok: Vec<bool>,
+    built_now: Vec<bool>,
+    /// Files compiled or reused per root.
+    bound: BTreeMap<String, usize>,
+    failures: Vec<String>,
+    compiled: usize,
+    reused: usize,
+}
+
+impl Builder<'_> {
+    /// Copy file `i` below `lib/` and compile it, unless a dependency failed or its `.vo` is
+    /// fresh.
+    fn build(&mut self, i: usize) {
+        let Some((root, rel)) = &self.place[i] else {
+            return;
         };
+        let (lib, out_dir) = (self.lib, self.out_dir);
         let f = &lib.files[i];
         let deps = lib.file_deps.get(i).map(Vec::as_slice).unwrap_or(&[]);
-        if let Some(&d) = deps.iter().find(|&&d| !ok[d]) {
-            failures.push(format!(
+        if let Some(&d) = deps.iter().find(|&&d| !self.ok[d]) {
+            self.failures.push(format!(
                 "{}: requires {}, which did not compile",
                 f.logical, lib.files[d].logical
             ));
-            continue;
+            return;
         }
         let v_rel = Path::new(LIB_DIR).join(root).join(rel);
         let v = out_dir.join(&v_rel);
         let vo = v.with_extension("vo");
-        let source = match std::fs::read(&f.path) {
-            Ok(s) => s,
-            Err(e) => {
-                failures.push(format!("{}: {}: {e}", f.logical, f.path.display()));
-                continue;
-            }
-        };
-        let written = std::fs::read(&v).ok();
-        if written.as_deref() != Some(source.as_slice()) {
-            let dir = v.parent().unwrap_or(out_dir);
-            if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&v, &source)) {
-                failures.push(format!("{}: {}: {e}", f.logical, v.display()));
-                continue;
-            }
+        if let Err(e) = self.copy_source(i, &v) {
+            self.failures.push(e);
+            return;
         }
-        let vo_time = mtime(&vo);
-        let fresh = vo_time.is_some_and(|t| {
-            mtime(&v).is_some_and(|s| s <= t)
-                && deps.iter().all(|&d| {
-                    !built_now[d]
-                        && place[d].as_ref().is_some_and(|(r, p)| {
-                            mtime(&out_dir.join(LIB_DIR).join(r).join(p).with_extension("vo"))
-                                .is_some_and(|dt| dt <= t)
-                        })
-                })
-        });
-        if fresh {
-            ok[i] = true;
-            c.reused += 1;
-            *bound.entry(root.clone()).or_default() += 1;
-            continue;
+        if self.is_fresh(deps, &v, &vo) {
+            self.ok[i] = true;
+            self.reused += 1;
+            *self.bound.entry(root.clone()).or_default() += 1;
+            return;
         }
-        let mut cmd = Command::new(coqc);
+        let mut cmd = Command::new(self.coqc);
         cmd.current_dir(out_dir)
             .args(COQC_FLAGS)
             .args(prod_coq::PROVER_FLAGS)
             .args(&f.flags);
-        for r in &roots {
+        for r in self.roots {
             cmd.arg("-R").arg(Path::new(LIB_DIR).join(r)).arg(r);
         }
         cmd.arg(&v_rel);
         match cmd.output() {
             Ok(o) if o.status.success() && vo.is_file() => {
-                ok[i] = true;
-                built_now[i] = true;
-                c.compiled += 1;
-                *bound.entry(root.clone()).or_default() += 1;
+                self.ok[i] = true;
+                self.built_now[i] = true;
+                self.compiled += 1;
+                *self.bound.entry(root.clone()).or_default() += 1;
             }
             Ok(o) => {
                 let _ = std::fs::remove_file(&vo);
-                failures.push(format!("{}: coqc failed: {}", f.logical, coq_error(&o)));
+                let msg = format!("{}: coqc failed: {}", f.logical, coq_error(&o));
+                self.failures.push(msg);
             }
-            Err(e) => failures.push(format!("{}: cannot run {}: {e}", f.logical, coqc.display())),
+            Err(e) => self.failures.push(format!(
+                "{}: cannot run {}: {e}",
+                f.logical,
+                self.coqc.display()
+            )),
         }
     }
-    for (i, p) in place.iter().enumerate() {
-        if p.is_some() && !order.contains(&i) {
-            failures.push(format!("{}: on a dependency cycle", lib.files[i].logical));
+
+    /// Copy file `i`'s source to `v` unless it is there already; `Err`: the failure note.
+    fn copy_source(&self, i: usize, v: &Path) -> Result<(), String> {
+        let f = &self.lib.files[i];
+        let source = std::fs::read(&f.path)
+            .map_err(|e| format!("{}: {}: {e}", f.logical, f.path.display()))?;
+        let written = std::fs::read(v).ok();
+        if written.as_deref() != Some(source.as_slice()) {
+            let dir = v.parent().unwrap_or(self.out_dir);
+            std::fs::create_dir_all(dir)
+                .and_then(|_| std::fs::write(v, &source))
+                .map_err(|e| format!("{}: {}: {e}", f.logical, v.display()))?;
         }
+        Ok(())
     }
-    c.failed = failures.len();
-    for f in failures {
-        c.notes.push(format!("not compiled: {f}"));
-    }
-    c.bindings = bound
-        .keys()
-        .map(|root| LoadPath {
-            dir: Path::new(LIB_DIR).join(root),
-            logical: root.clone(),
-            recursive: false,
+
+    /// Is `vo` newer than its source `v` and than the `.vo` of each dependency (none of them
+    /// rebuilt in this build)?
+    fn is_fresh(&self, deps: &[usize], v: &Path, vo: &Path) -> bool {
+        mtime(vo).is_some_and(|t| {
+            mtime(v).is_some_and(|s| s <= t)
+                && deps.iter().all(|&d| {
+                    !self.built_now[d]
+                        && self.place[d].as_ref().is_some_and(|(r, p)| {
+                            let dep_vo = self.out_dir.join(LIB_DIR).join(r).join(p);
+                            mtime(&dep_vo.with_extension("vo")).is_some_and(|dt| dt <= t)
+                        })
+                })
         })
-        .collect();
-    c.notes.push(format!(
-        "compiled the project into {}/ ({} files compiled, {} reused, {} not compiled); bindings: {}",
-        LIB_DIR,
-        c.compiled,
-        c.reused,
-        c.failed,
-        c.bindings
-            .iter()
-            .map(|b| format!("-Q {} {}", b.dir.display(), b.logical))
-            .collect::<Vec<_>>()
-            .join(" ")
-    ));
-    c
+    }
+
+    /// The result: counts, the failures as notes, one binding per root with a file in it.
+    fn summarise(self, mut c: Compiled) -> Compiled {
+        c.compiled = self.compiled;
+        c.reused = self.reused;
+        c.failed = self.failures.len();
+        for f in self.failures {
+            c.notes.push(format!("not compiled: {f}"));
+        }
+        c.bindings = self
+            .bound
+            .keys()
+            .map(|root| LoadPath {
+                dir: Path::new(LIB_DIR).join(root),
+                logical: root.clone(),
+                recursive: false,
+            })
+            .collect();
+        c.notes.push(format!(
+            "compiled the project into {}/ ({} files compiled, {} reused, {} not compiled); bindings: {}",
+            LIB_DIR,
+            c.compiled,
+            c.reused,
+            c.failed,
+            c.bindings
+                .iter()
+                .map(|b| format!("-Q {} {}", b.dir.display(), b.logical))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+        c
+    }
 }
 
 /// One binding of a dataset, resolved for the checker: an existing directory inside the

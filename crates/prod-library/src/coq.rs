@@ -22,7 +22,8 @@
 use std::collections::HashMap;
 
 use prod_coq::{
-    comments_stripped, identifiers, line_col, sentence_head, sentences, LexError, SentenceKind,
+    comments_stripped, identifiers, line_col, sentence_head, sentences, Head, LexError, Sentence,
+    SentenceKind,
 };
 use serde::Serialize;
 
@@ -36,17 +37,17 @@ use crate::imports::{qualify_requires, Resolver, Rewritten, Target};
 use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
-pub const THEOREM_KEYWORDS: &[&str] = &[
-    "Theorem",
-    "Lemma",
-    "Fact",
-    "Remark",
-    "Corollary",
-    "Proposition",
-    "Property",
-    "Example",
-    "Goal",
-];
+/// Does the command keyword `kw` open a theorem block? The lemma keywords are prod-coq's
+/// [`prod_coq::THEOREM_KEYWORDS`] (the one list of the Coq lexer); a block may also be a `Goal`,
+/// which opens a proof of an anonymous statement. `Goal` is not in prod-coq's list because that
+/// list is of keywords that declare a *named* lemma (what a statement may start with); here a
+/// `Goal` block is segmented like any theorem and is simply never peelable (it has no name).
+pub fn opens_theorem_block(kw: &str) -> bool {
+    prod_coq::THEOREM_KEYWORDS.contains(&kw) || kw == GOAL_KEYWORD
+}
+
+/// The keyword of an anonymous theorem block (see [`opens_theorem_block`]).
+const GOAL_KEYWORD: &str = "Goal";
 
 /// The segmenter's result for one file.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -144,69 +145,143 @@ fn has_body(body: &str) -> bool {
     defs > binders
 }
 
-/// A theorem block is complete: record it and make its name visible to later sentences.
-fn close(
-    mut th: Theorem,
-    scope_ids: Vec<usize>,
-    theorems: &mut Vec<Theorem>,
-    decls: &mut Vec<Decl>,
-    by_name: &mut HashMap<String, usize>,
-) {
-    if th.skip.is_none() && th.steps.is_empty() {
-        th.skip = Some(SkipReason::EmptyProof);
-    }
-    th.peelable = th.end == ProofEnd::Qed && th.name.is_some() && th.skip.is_none() && th.peelable;
-    let idx = theorems.len();
-    if let (Some(name), true) = (th.name.clone(), th.end != ProofEnd::Abort) {
-        by_name.insert(name, idx);
-    }
-    theorems.push(th);
-    decls.push(Decl { scope_ids });
-}
-
 /// Segment a Coq source file. Never panics; lexer errors end the file early (reported).
 pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
     let lexed = sentences(source);
-    let mut out = CoqFile {
-        lex_errors: lexed
-            .errors
-            .iter()
-            .map(|e: &LexError| e.message(source))
-            .collect(),
-        ..Default::default()
-    };
-    let glob_refs = match glob {
-        Some(g) if glob_matches(g, source) => {
-            out.used_glob = true;
-            own_glob_refs(g)
-        }
-        _ => vec![],
-    };
-    let mut theorems: Vec<Theorem> = Vec::new();
-    let mut decls: Vec<Decl> = Vec::new();
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    let mut scopes: Vec<Scope> = Vec::new();
-    let mut next_scope = 0usize;
+    let lex_errors = lexed
+        .errors
+        .iter()
+        .map(|e: &LexError| e.message(source))
+        .collect();
+    let mut seg = Segmenter::new(source, glob);
     let mut open: Option<Open> = None;
     let mut prev_end = 0usize;
-    // The 1-based line of each `Next Obligation`/`Obligation` (skipped as `program`).
-    let mut program_obligations: Vec<usize> = Vec::new();
-    let mut content_sentences = 0usize;
-    // Closed modules: (scope id, name, end offset).
-    let mut modules: Vec<(usize, String, usize)> = Vec::new();
+    for s in &lexed.sentences {
+        let cur = Current::new(source, s, prev_end);
+        prev_end = s.range.end;
+        open = match open {
+            Some(o) => seg.proof_sentence(o, &cur),
+            None => seg.outside_sentence(&cur),
+        };
+    }
+    seg.pin_modules_named_again(&lexed.sentences);
+    seg.finish(open, lex_errors)
+}
 
-    // References of a sentence: (theorem index, qualified?).
-    // Identifier tokens, plus (a safety net for tokens the identifier lexer does not return as
-    // names, e.g. the intro-pattern view `H %app_eq_app` or `x·₀lemma1`) every run of ASCII
-    // identifier characters. Over-approximation only pins or proposes more.
-    let textual_refs = |text: &str, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
+/// One sentence as the segmenter sees it.
+struct Current<'s> {
+    range: std::ops::Range<usize>,
+    text: &'s str,
+    /// The sentence with the layout and comments before it (since the previous sentence's end).
+    step_text: String,
+    head: Head<'s>,
+    /// The command keyword; empty for a tactic or a bullet.
+    kw: &'s str,
+}
+
+impl<'s> Current<'s> {
+    fn new(source: &'s str, s: &Sentence, prev_end: usize) -> Self {
+        let text = s.text(source);
+        let step_text = source
+            .get(prev_end..s.range.end)
+            .unwrap_or(text)
+            .to_string();
+        let head = sentence_head(text);
+        let kw = if s.kind == SentenceKind::Command {
+            head.keyword.unwrap_or("")
+        } else {
+            ""
+        };
+        Current {
+            range: s.range.clone(),
+            text,
+            step_text,
+            head,
+            kw,
+        }
+    }
+}
+
+/// How a proof-ending command ends the proof; `None` for any other keyword.
+fn proof_end(kw: &str) -> Option<ProofEnd> {
+    match kw {
+        "Qed" | "Save" => Some(ProofEnd::Qed),
+        "Defined" => Some(ProofEnd::Defined),
+        "Admitted" => Some(ProofEnd::Admitted),
+        "Abort" => Some(ProofEnd::Abort),
+        _ => None,
+    }
+}
+
+/// The second identifier of a command (`Section S`, `End S`, `Lemma foo`): the name it declares.
+fn declared_name(body: &str) -> Option<&str> {
+    identifiers(body).get(1).and_then(|r| body.get(r.clone()))
+}
+
+/// Does a `Module` command open a scope? `Module M := F X.` defines M at once; a `:=` inside
+/// `with Module E := X` constraints does not.
+fn opens_module_scope(body: &str) -> bool {
+    body.matches(":=").count()
+        <= identifiers(body)
+            .into_iter()
+            .filter(|r| body.get(r.clone()) == Some("with"))
+            .count()
+}
+
+/// The segmenter's state across the sentences of one file; one method per kind of sentence.
+struct Segmenter<'a> {
+    source: &'a str,
+    /// Glob references to this file's own names (empty without a matching glob).
+    glob_refs: Vec<(usize, usize, String)>,
+    used_glob: bool,
+    theorems: Vec<Theorem>,
+    decls: Vec<Decl>,
+    /// The most recent declaration of each name.
+    by_name: HashMap<String, usize>,
+    scopes: Vec<Scope>,
+    next_scope: usize,
+    /// The 1-based line of each `Next Obligation`/`Obligation` (skipped as `program`).
+    program_obligations: Vec<usize>,
+    content_sentences: usize,
+    /// Modules: (scope id, name, end offset; `usize::MAX` while open).
+    modules: Vec<(usize, String, usize)>,
+    imports: Vec<(usize, String)>,
+}
+
+impl<'a> Segmenter<'a> {
+    fn new(source: &'a str, glob: Option<&Glob>) -> Self {
+        let (glob_refs, used_glob) = match glob {
+            Some(g) if glob_matches(g, source) => (own_glob_refs(g), true),
+            _ => (vec![], false),
+        };
+        Segmenter {
+            source,
+            glob_refs,
+            used_glob,
+            theorems: Vec::new(),
+            decls: Vec::new(),
+            by_name: HashMap::new(),
+            scopes: Vec::new(),
+            next_scope: 0,
+            program_obligations: Vec::new(),
+            content_sentences: 0,
+            modules: Vec::new(),
+            imports: Vec::new(),
+        }
+    }
+
+    /// References of a sentence: (theorem index, qualified?).
+    /// Identifier tokens, plus (a safety net for tokens the identifier lexer does not return as
+    /// names, e.g. the intro-pattern view `H %app_eq_app` or `x·₀lemma1`) every run of ASCII
+    /// identifier characters. Over-approximation only pins or proposes more.
+    fn textual_refs(&self, text: &str) -> Vec<(usize, bool)> {
         let lookup = |tok: &str| -> Option<(usize, bool)> {
             let tok = tok.trim_end_matches('.');
             let (last, qualified) = match tok.rsplit_once('.') {
                 Some((_, last)) => (last, true),
                 None => (tok, false),
             };
-            by_name.get(last).map(|&i| (i, qualified))
+            self.by_name.get(last).map(|&i| (i, qualified))
         };
         let mut refs: Vec<(usize, bool)> = identifiers(text)
             .into_iter()
@@ -223,336 +298,360 @@ pub fn segment(source: &str, glob: Option<&Glob>) -> CoqFile {
             }
         }
         refs
-    };
-    let glob_refs_in =
-        |start: usize, end: usize, by_name: &HashMap<String, usize>| -> Vec<(usize, bool)> {
-            let from = glob_refs.partition_point(|r| r.0 < start);
-            glob_refs[from..]
-                .iter()
-                .take_while(|r| r.0 < end)
-                .filter_map(|(a, b, name)| {
-                    let qualified = source.get(*a..*b).is_some_and(|t| t.contains('.'));
-                    by_name.get(name.as_str()).map(|&i| (i, qualified))
-                })
-                .collect()
-        };
+    }
 
-    for s in &lexed.sentences {
-        let text = s.text(source);
-        let step_text = source
-            .get(prev_end..s.range.end)
-            .unwrap_or(text)
-            .to_string();
-        prev_end = s.range.end;
-        let head = sentence_head(text);
-        let kw = if s.kind == SentenceKind::Command {
-            head.keyword.unwrap_or("")
+    /// Glob references between `range.start` and `range.end`: (theorem index, qualified?).
+    fn glob_refs_in(&self, range: &std::ops::Range<usize>) -> Vec<(usize, bool)> {
+        let from = self.glob_refs.partition_point(|r| r.0 < range.start);
+        self.glob_refs[from..]
+            .iter()
+            .take_while(|r| r.0 < range.end)
+            .filter_map(|(a, b, name)| {
+                let qualified = self.source.get(*a..*b).is_some_and(|t| t.contains('.'));
+                self.by_name.get(name.as_str()).map(|&i| (i, qualified))
+            })
+            .collect()
+    }
+
+    /// Statements and content always stay (in the context or inside an <invoke>): what they
+    /// mention, by text or by glob, is pinned.
+    fn pin_mentions(&mut self, cur: &Current) {
+        let mut refs = self.textual_refs(cur.text);
+        refs.extend(self.glob_refs_in(&cur.range));
+        for (j, _) in refs {
+            self.theorems[j].pinned = true;
+        }
+    }
+
+    /// The theorems a proof step uses (glob references when there is a glob, else textual).
+    /// A qualified use, or one of a theorem out of the step owner's scope, pins instead.
+    fn step_uses(&mut self, scope_ids: &[usize], cur: &Current) -> Vec<usize> {
+        let refs = if self.used_glob {
+            self.glob_refs_in(&cur.range)
         } else {
-            ""
+            self.textual_refs(cur.text)
         };
-        let cur_scope_ids: Vec<usize> = scopes.iter().map(|sc| sc.id).collect();
+        let mut uses = Vec::new();
+        for (j, qualified) in refs {
+            let in_scope = self
+                .decls
+                .get(j)
+                .is_some_and(|d| scope_ids.starts_with(&d.scope_ids));
+            if qualified || !in_scope {
+                self.theorems[j].pinned = true;
+            } else if !uses.contains(&j) {
+                uses.push(j);
+            }
+        }
+        uses
+    }
 
-        if let Some(o) = open.as_mut() {
-            let th = &mut o.theorem;
-            let end = match kw {
-                "Qed" | "Save" => Some(ProofEnd::Qed),
-                "Defined" => Some(ProofEnd::Defined),
-                "Admitted" => Some(ProofEnd::Admitted),
-                "Abort" => Some(ProofEnd::Abort),
+    /// A theorem block is complete: record it and make its name visible to later sentences.
+    fn close(&mut self, o: Open) {
+        let mut th = o.theorem;
+        if th.skip.is_none() && th.steps.is_empty() {
+            th.skip = Some(SkipReason::EmptyProof);
+        }
+        th.peelable =
+            th.end == ProofEnd::Qed && th.name.is_some() && th.skip.is_none() && th.peelable;
+        let idx = self.theorems.len();
+        if let (Some(name), true) = (th.name.clone(), th.end != ProofEnd::Abort) {
+            self.by_name.insert(name, idx);
+        }
+        self.theorems.push(th);
+        self.decls.push(Decl {
+            scope_ids: o.scope_ids,
+        });
+    }
+
+    /// A sentence inside theorem `o`: its end, its `Proof` header, or a step. Returns the
+    /// theorem while it stays open.
+    fn proof_sentence(&mut self, mut o: Open, cur: &Current) -> Option<Open> {
+        if let Some(end) = proof_end(cur.kw) {
+            self.end_proof(o, end, cur);
+            return None;
+        }
+        let th = &o.theorem;
+        if cur.kw == "Proof" && th.steps.is_empty() && th.header.is_none() {
+            return self.proof_header(o, cur);
+        }
+        self.proof_step(&mut o, cur);
+        Some(o)
+    }
+
+    /// `Qed`, `Save`, `Defined`, `Admitted` or `Abort`: the block is complete.
+    fn end_proof(&mut self, mut o: Open, end: ProofEnd, cur: &Current) {
+        let th = &mut o.theorem;
+        th.end = end;
+        th.end_text = cur.step_text.clone();
+        th.end_byte = cur.range.end;
+        if th.skip.is_none() {
+            th.skip = match end {
+                ProofEnd::Admitted => Some(SkipReason::Admitted),
+                ProofEnd::Abort => Some(SkipReason::Aborted),
+                _ if th.steps.is_empty() => Some(SkipReason::EmptyProof),
                 _ => None,
             };
-            if let Some(end) = end {
-                th.end = end;
-                th.end_text = step_text;
-                th.end_byte = s.range.end;
-                if th.skip.is_none() {
-                    th.skip = match end {
-                        ProofEnd::Admitted => Some(SkipReason::Admitted),
-                        ProofEnd::Abort => Some(SkipReason::Aborted),
-                        _ if th.steps.is_empty() => Some(SkipReason::EmptyProof),
-                        _ => None,
-                    };
-                }
-                let Some(o) = open.take() else { continue };
-                close(
-                    o.theorem,
-                    o.scope_ids,
-                    &mut theorems,
-                    &mut decls,
-                    &mut by_name,
-                );
-                continue;
-            }
-            if kw == "Proof" && th.steps.is_empty() && th.header.is_none() {
-                let rest = head.body.trim_start_matches("Proof").trim_start();
-                let is_word = |w: &str| {
-                    rest.strip_prefix(w)
-                        .is_some_and(|r| r.starts_with(|c: char| c.is_whitespace() || c == '.'))
-                };
-                if is_word("with") || is_word("using") {
-                    o.with_tactic = proof_with_tactic(rest);
-                    if is_word("with") && o.with_tactic.is_none() {
-                        th.skip.get_or_insert(SkipReason::ProofWith);
-                    }
-                } else if rest != "." {
-                    // `Proof term.` is a complete proof by itself (no `Qed`): one step `exact (term).`
-                    let term = rest.strip_suffix('.').unwrap_or(rest).trim();
-                    let refs = if out.used_glob {
-                        glob_refs_in(s.range.start, s.range.end, &by_name)
-                    } else {
-                        textual_refs(text, &by_name)
-                    };
-                    let mut uses = Vec::new();
-                    for (j, qualified) in refs {
-                        let in_scope = decls
-                            .get(j)
-                            .is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
-                        if qualified || !in_scope {
-                            theorems[j].pinned = true;
-                        } else if !uses.contains(&j) {
-                            uses.push(j);
-                        }
-                    }
-                    th.steps.push(Step {
-                        text: format!(" exact ({term})."),
-                        uses,
-                    });
-                    th.end = ProofEnd::Qed;
-                    th.end_text = String::new();
-                    th.end_byte = s.range.end;
-                    let Some(o) = open.take() else { continue };
-                    let th = o.theorem;
-                    close(th, o.scope_ids, &mut theorems, &mut decls, &mut by_name);
-                    continue;
-                }
-                // The header stays with its block (`Proof with auto using foo`): what it names is pinned.
-                for (j, _) in textual_refs(text, &by_name) {
-                    theorems[j].pinned = true;
-                }
-                th.header = Some(text.to_string());
-                continue;
-            }
-            if THEOREM_KEYWORDS.contains(&kw) || kw == "Proof" {
-                th.skip.get_or_insert(SkipReason::Unsupported);
-            }
-            // A proof step. References resolved now; scope checks need the step's owner scope.
-            let refs = if out.used_glob {
-                glob_refs_in(s.range.start, s.range.end, &by_name)
-            } else {
-                textual_refs(text, &by_name)
-            };
-            let mut uses = Vec::new();
-            for (j, qualified) in refs {
-                let in_scope = decls
-                    .get(j)
-                    .is_some_and(|d| o.scope_ids.starts_with(&d.scope_ids));
-                if qualified || !in_scope {
-                    theorems[j].pinned = true;
-                } else if !uses.contains(&j) {
-                    uses.push(j);
-                }
-            }
-            let text = match &o.with_tactic {
-                Some(with) => expand_ellipsis(&step_text, text, with),
-                None => Some(step_text),
-            };
-            let Some(text) = text else {
-                th.skip.get_or_insert(SkipReason::ProofWith);
-                continue;
-            };
-            th.steps.push(Step { text, uses });
-            continue;
         }
+        self.close(o);
+    }
 
-        // Outside a theorem: a statement, a scope command, or content.
-        if THEOREM_KEYWORDS.contains(&kw) && !has_body(head.body) {
-            let ids = identifiers(head.body);
-            let name = if kw == "Goal" {
-                None
-            } else {
-                ids.get(1)
-                    .and_then(|r| head.body.get(r.clone()))
-                    .map(str::to_string)
-            };
-            let count = |w: &str| {
-                ids.iter()
-                    .filter(|r| head.body.get((*r).clone()) == Some(w))
-                    .count()
-            };
-            let skip = if head.legacy_attributes.contains(&"Program") {
-                Some(SkipReason::Program)
-            } else if count("with") > count("match") {
-                Some(SkipReason::Mutual)
-            } else {
-                None
-            };
-            // Statements always stay (in the context or inside an <invoke>): what they mention is pinned.
-            let mut refs = textual_refs(text, &by_name);
-            refs.extend(glob_refs_in(s.range.start, s.range.end, &by_name));
-            for (j, _) in refs {
-                theorems[j].pinned = true;
+    /// The first `Proof` sentence: `Proof.`, `Proof with T.`/`Proof using X.` (a header that
+    /// stays with its block), or `Proof term.` (a complete proof).
+    fn proof_header(&mut self, mut o: Open, cur: &Current) -> Option<Open> {
+        let rest = cur.head.body.trim_start_matches("Proof").trim_start();
+        let is_word = |w: &str| {
+            rest.strip_prefix(w)
+                .is_some_and(|r| r.starts_with(|c: char| c.is_whitespace() || c == '.'))
+        };
+        if is_word("with") || is_word("using") {
+            o.with_tactic = proof_with_tactic(rest);
+            if is_word("with") && o.with_tactic.is_none() {
+                o.theorem.skip.get_or_insert(SkipReason::ProofWith);
             }
-            let (line, _) = line_col(source, s.range.start);
-            open = Some(Open {
-                theorem: Theorem {
-                    name,
-                    statement: text.to_string(),
-                    header: None,
-                    steps: Vec::new(),
-                    end_text: String::new(),
-                    end: ProofEnd::Abort,
-                    start: s.range.start,
-                    end_byte: s.range.end,
-                    line,
-                    peelable: !scopes.iter().any(|sc| sc.sealed),
-                    pinned: false,
-                    skip,
-                    scope: scopes.iter().map(|sc| sc.name.clone()).collect(),
-                    module_path: scopes
-                        .iter()
-                        .filter(|sc| sc.module)
-                        .map(|sc| sc.name.clone())
-                        .collect(),
-                },
-                scope_ids: cur_scope_ids,
-                with_tactic: None,
-            });
-            continue;
+        } else if rest != "." {
+            self.proof_term(o, rest, cur);
+            return None;
         }
-        content_sentences += 1;
-        match kw {
-            "Section" => {
-                let name = identifiers(head.body)
-                    .get(1)
-                    .and_then(|r| head.body.get(r.clone()))
-                    .unwrap_or("")
-                    .to_string();
-                next_scope += 1;
-                scopes.push(Scope {
-                    id: next_scope,
-                    name,
-                    sealed: false,
-                    module: false,
-                });
+        // The header stays with its block (`Proof with auto using foo`): what it names is pinned.
+        for (j, _) in self.textual_refs(cur.text) {
+            self.theorems[j].pinned = true;
+        }
+        o.theorem.header = Some(cur.text.to_string());
+        Some(o)
+    }
+
+    /// `Proof term.` is a complete proof by itself (no `Qed`): one step `exact (term).`
+    fn proof_term(&mut self, mut o: Open, rest: &str, cur: &Current) {
+        let term = rest.strip_suffix('.').unwrap_or(rest).trim();
+        let uses = self.step_uses(&o.scope_ids, cur);
+        let th = &mut o.theorem;
+        th.steps.push(Step {
+            text: format!(" exact ({term})."),
+            uses,
+        });
+        th.end = ProofEnd::Qed;
+        th.end_text = String::new();
+        th.end_byte = cur.range.end;
+        self.close(o);
+    }
+
+    /// A proof step. References resolved now; scope checks need the step's owner scope.
+    fn proof_step(&mut self, o: &mut Open, cur: &Current) {
+        if opens_theorem_block(cur.kw) || cur.kw == "Proof" {
+            o.theorem.skip.get_or_insert(SkipReason::Unsupported);
+        }
+        let uses = self.step_uses(&o.scope_ids, cur);
+        let text = match &o.with_tactic {
+            Some(with) => expand_ellipsis(&cur.step_text, cur.text, with),
+            None => Some(cur.step_text.clone()),
+        };
+        match text {
+            Some(text) => o.theorem.steps.push(Step { text, uses }),
+            None => {
+                o.theorem.skip.get_or_insert(SkipReason::ProofWith);
             }
-            // `Module M := F X.` defines M at once; a `:=` inside `with Module E := X` constraints does not.
-            "Module"
-                if head.body.matches(":=").count()
-                    <= identifiers(head.body)
-                        .into_iter()
-                        .filter(|r| head.body.get(r.clone()) == Some("with"))
-                        .count() =>
-            {
-                let words: Vec<&str> = identifiers(head.body)
-                    .into_iter()
-                    .filter_map(|r| head.body.get(r))
-                    .collect();
-                let is_type = words.get(1) == Some(&"Type");
-                let name = words
+        }
+    }
+
+    /// Outside a theorem: a statement (opens a theorem, returned), a scope command, or content.
+    fn outside_sentence(&mut self, cur: &Current) -> Option<Open> {
+        if opens_theorem_block(cur.kw) && !has_body(cur.head.body) {
+            return Some(self.statement(cur));
+        }
+        self.content(cur);
+        None
+    }
+
+    /// A theorem statement: the block it opens.
+    fn statement(&mut self, cur: &Current) -> Open {
+        let body = cur.head.body;
+        let ids = identifiers(body);
+        let name = if cur.kw == GOAL_KEYWORD {
+            None
+        } else {
+            declared_name(body).map(str::to_string)
+        };
+        let count = |w: &str| {
+            ids.iter()
+                .filter(|r| body.get((*r).clone()) == Some(w))
+                .count()
+        };
+        let skip = if cur.head.legacy_attributes.contains(&"Program") {
+            Some(SkipReason::Program)
+        } else if count("with") > count("match") {
+            Some(SkipReason::Mutual)
+        } else {
+            None
+        };
+        self.pin_mentions(cur);
+        let (line, _) = line_col(self.source, cur.range.start);
+        let scopes = &self.scopes;
+        Open {
+            theorem: Theorem {
+                name,
+                statement: cur.text.to_string(),
+                header: None,
+                steps: Vec::new(),
+                end_text: String::new(),
+                end: ProofEnd::Abort,
+                start: cur.range.start,
+                end_byte: cur.range.end,
+                line,
+                peelable: !scopes.iter().any(|sc| sc.sealed),
+                pinned: false,
+                skip,
+                scope: scopes.iter().map(|sc| sc.name.clone()).collect(),
+                module_path: scopes
                     .iter()
-                    .skip(1)
-                    .find(|w| !matches!(**w, "Type" | "Import" | "Export"))
-                    .copied()
-                    .unwrap_or("");
-                let after_name = head.body.split_once(name).map(|(_, r)| r).unwrap_or("");
-                let sealed = is_type || after_name.contains(':') || after_name.contains('(');
-                next_scope += 1;
-                scopes.push(Scope {
-                    id: next_scope,
-                    name: name.to_string(),
-                    sealed,
-                    module: true,
-                });
-                modules.push((next_scope, name.to_string(), usize::MAX));
+                    .filter(|sc| sc.module)
+                    .map(|sc| sc.name.clone())
+                    .collect(),
+            },
+            scope_ids: scopes.iter().map(|sc| sc.id).collect(),
+            with_tactic: None,
+        }
+    }
+
+    /// Content: stays verbatim; scope commands, imports and obligations are tracked.
+    fn content(&mut self, cur: &Current) {
+        self.content_sentences += 1;
+        let body = cur.head.body;
+        match cur.kw {
+            "Section" => {
+                let name = declared_name(body).unwrap_or("").to_string();
+                self.open_scope(name, false, false);
             }
-            "End" => {
-                let name = identifiers(head.body)
-                    .get(1)
-                    .and_then(|r| head.body.get(r.clone()))
-                    .unwrap_or("");
-                if let Some(pos) = scopes.iter().rposition(|sc| sc.name == name) {
-                    for sc in &scopes[pos..] {
-                        if let Some(m) = modules.iter_mut().find(|m| m.0 == sc.id) {
-                            m.2 = s.range.end;
-                        }
-                    }
-                    scopes.truncate(pos);
-                }
-            }
-            // `Include F M` inside a module checks the module so far against F's parameter: every
-            // theorem of the open modules may be needed.
+            "Module" if opens_module_scope(body) => self.open_module(body),
+            "End" => self.end_scope(declared_name(body).unwrap_or(""), cur.range.end),
+            // `Include F M` inside a module checks the module so far against F's parameter:
+            // every theorem of the open modules may be needed.
             "Include" => {
-                let open_ids: Vec<usize> = scopes.iter().map(|sc| sc.id).collect();
-                for (t, d) in theorems.iter_mut().zip(&decls) {
-                    if d.scope_ids.iter().any(|id| open_ids.contains(id)) {
-                        t.pinned = true;
-                    }
-                }
+                let open_ids: Vec<usize> = self.scopes.iter().map(|sc| sc.id).collect();
+                self.pin_in_scopes(|scope_ids| scope_ids.iter().any(|id| open_ids.contains(id)));
             }
-            "Require" | "From" if head.body.contains("Require") => {
-                out.imports.push((s.range.start, text.to_string()));
+            "Require" | "From" if body.contains("Require") => {
+                self.imports.push((cur.range.start, cur.text.to_string()));
             }
             "Next" | "Obligation"
-                if head.body.starts_with("Next Obligation") || kw == "Obligation" =>
+                if body.starts_with("Next Obligation") || cur.kw == "Obligation" =>
             {
-                program_obligations.push(line_col(source, s.range.start).0);
+                let line = line_col(self.source, cur.range.start).0;
+                self.program_obligations.push(line);
             }
             _ => {}
         }
-        let mut refs = textual_refs(text, &by_name);
-        refs.extend(glob_refs_in(s.range.start, s.range.end, &by_name));
-        for (j, _) in refs {
-            theorems[j].pinned = true;
+        self.pin_mentions(cur);
+    }
+
+    fn open_scope(&mut self, name: String, sealed: bool, module: bool) {
+        self.next_scope += 1;
+        self.scopes.push(Scope {
+            id: self.next_scope,
+            name,
+            sealed,
+            module,
+        });
+    }
+
+    /// `Module [Type] [Import|Export] M …`: sealed when a Module Type, a functor or a module
+    /// with a signature.
+    fn open_module(&mut self, body: &str) {
+        let words: Vec<&str> = identifiers(body)
+            .into_iter()
+            .filter_map(|r| body.get(r))
+            .collect();
+        let is_type = words.get(1) == Some(&"Type");
+        let name = words
+            .iter()
+            .skip(1)
+            .find(|w| !matches!(**w, "Type" | "Import" | "Export"))
+            .copied()
+            .unwrap_or("");
+        let after_name = body.split_once(name).map(|(_, r)| r).unwrap_or("");
+        let sealed = is_type || after_name.contains(':') || after_name.contains('(');
+        self.open_scope(name.to_string(), sealed, true);
+        self.modules
+            .push((self.next_scope, name.to_string(), usize::MAX));
+    }
+
+    /// `End name` at byte `end`: closes the innermost scope so named and all inside it.
+    fn end_scope(&mut self, name: &str, end: usize) {
+        if let Some(pos) = self.scopes.iter().rposition(|sc| sc.name == name) {
+            for sc in &self.scopes[pos..] {
+                if let Some(m) = self.modules.iter_mut().find(|m| m.0 == sc.id) {
+                    m.2 = end;
+                }
+            }
+            self.scopes.truncate(pos);
         }
     }
-    // A module named again after its `End` (functor argument `F(M)`, `Include M`, `Module N := M`,
-    // `<:` checks) may need every field it has: pin all its theorems. `Import`/`Export M` do not
-    // (out-of-scope uses of its lemmas are pinned one by one above).
-    for (id, name, end) in &modules {
-        if name.is_empty() || *end == usize::MAX {
-            continue;
-        }
-        let named_again = lexed
-            .sentences
-            .iter()
-            .filter(|s| s.range.start >= *end)
-            .any(|s| {
-                let text = s.text(source);
-                let h = sentence_head(text);
-                !matches!(h.keyword, Some("Import" | "Export" | "End"))
-                    && identifiers(text).into_iter().any(|r| {
-                        text.get(r).is_some_and(|t| {
-                            t == name
-                                || t.strip_suffix(name.as_str())
-                                    .is_some_and(|p| p.ends_with('.'))
-                        })
-                    })
-            });
-        if named_again {
-            for (t, d) in theorems.iter_mut().zip(&decls) {
-                if d.scope_ids.contains(id) {
-                    t.pinned = true;
-                }
+
+    /// Pin every theorem whose declaration scopes satisfy `pred`.
+    fn pin_in_scopes(&mut self, pred: impl Fn(&[usize]) -> bool) {
+        for (t, d) in self.theorems.iter_mut().zip(&self.decls) {
+            if pred(&d.scope_ids) {
+                t.pinned = true;
             }
         }
     }
-    if let Some(o) = open {
-        let mut th = o.theorem;
-        th.skip = Some(SkipReason::Unterminated);
-        th.peelable = false;
-        th.end_byte = source.len();
-        theorems.push(th);
+
+    /// A module named again after its `End` (functor argument `F(M)`, `Include M`,
+    /// `Module N := M`, `<:` checks) may need every field it has: pin all its theorems.
+    /// `Import`/`Export M` do not (out-of-scope uses of its lemmas are pinned one by one).
+    fn pin_modules_named_again(&mut self, sentences: &[Sentence]) {
+        let source = self.source;
+        for (id, name, end) in std::mem::take(&mut self.modules) {
+            if name.is_empty() || end == usize::MAX {
+                continue;
+            }
+            let named_again = sentences
+                .iter()
+                .filter(|s| s.range.start >= end)
+                .any(|s| names_module(s.text(source), &name));
+            if named_again {
+                self.pin_in_scopes(|scope_ids| scope_ids.contains(&id));
+            }
+        }
     }
-    out.segments = Segments {
-        source: source.to_string(),
-        theorems,
-        other_skipped: program_obligations
-            .into_iter()
-            .map(|line| (SkipReason::Program, line))
-            .collect(),
-        content_sentences,
-    };
-    out
+
+    /// The file's segments; a theorem still open is unterminated.
+    fn finish(mut self, open: Option<Open>, lex_errors: Vec<String>) -> CoqFile {
+        if let Some(o) = open {
+            let mut th = o.theorem;
+            th.skip = Some(SkipReason::Unterminated);
+            th.peelable = false;
+            th.end_byte = self.source.len();
+            self.theorems.push(th);
+        }
+        CoqFile {
+            segments: Segments {
+                source: self.source.to_string(),
+                theorems: self.theorems,
+                other_skipped: self
+                    .program_obligations
+                    .into_iter()
+                    .map(|line| (SkipReason::Program, line))
+                    .collect(),
+                content_sentences: self.content_sentences,
+            },
+            imports: self.imports,
+            lex_errors,
+            used_glob: self.used_glob,
+        }
+    }
+}
+
+/// Does sentence `text` name module `name` (plainly or as the last part of a qualified name),
+/// other than in `Import`, `Export` or `End`?
+fn names_module(text: &str, name: &str) -> bool {
+    let h = sentence_head(text);
+    !matches!(h.keyword, Some("Import" | "Export" | "End"))
+        && identifiers(text).into_iter().any(|r| {
+            text.get(r).is_some_and(|t| {
+                t == name || t.strip_suffix(name).is_some_and(|p| p.ends_with('.'))
+            })
+        })
 }
 
 /// A Coq library as a [`LibrarySource`]: discovery and dependencies from [`crate::discovery`],
@@ -694,6 +793,45 @@ impl LibrarySource for CoqSource<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block keywords are exactly prod-coq's lemma keywords plus `Goal`.
+    #[test]
+    fn block_keywords_are_prod_coq_lemma_keywords_plus_goal() {
+        assert!(!prod_coq::THEOREM_KEYWORDS.contains(&GOAL_KEYWORD));
+        for kw in prod_coq::THEOREM_KEYWORDS {
+            assert!(opens_theorem_block(kw), "{kw}");
+        }
+        assert!(opens_theorem_block("Goal"));
+        let block_keywords: std::collections::BTreeSet<&str> = [
+            "Theorem",
+            "Lemma",
+            "Fact",
+            "Remark",
+            "Corollary",
+            "Proposition",
+            "Property",
+            "Example",
+            "Goal",
+        ]
+        .into();
+        let derived: std::collections::BTreeSet<&str> = prod_coq::THEOREM_KEYWORDS
+            .iter()
+            .copied()
+            .chain([GOAL_KEYWORD])
+            .collect();
+        assert_eq!(derived, block_keywords);
+        for kw in [
+            "Definition",
+            "Proof",
+            "Qed",
+            "Instance",
+            "Fixpoint",
+            "goal",
+            "",
+        ] {
+            assert!(!opens_theorem_block(kw), "{kw}");
+        }
+    }
 
     #[test]
     fn basic_blocks_and_steps() {

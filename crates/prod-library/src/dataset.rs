@@ -13,7 +13,7 @@ use crate::discovery::{self, LibrarySpec};
 use crate::examples::{build_examples, Rewriter, TheoremExample};
 use crate::peel::peel;
 use crate::segment::{ProofEnd, SkipReason};
-use crate::source::{FileSegmenter, LibrarySource};
+use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
 
 /// The dataset builder's settings (`prod dataset build`'s flags).
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -218,6 +218,7 @@ type FileExample = (
 );
 
 /// What one file produced.
+#[derive(Default)]
 struct FileOut {
     source: String,
     reduced: String,
@@ -233,6 +234,7 @@ struct FileOut {
     failed: Option<String>,
 }
 
+/// One file read, segmented, peeled and turned into examples (with its skipped records).
 fn process_file(
     src: &dyn LibrarySource,
     segmenter: &mut dyn FileSegmenter,
@@ -241,30 +243,11 @@ fn process_file(
 ) -> FileOut {
     let f = &src.library().files[i];
     let file = f.path.display().to_string();
-    let mut out = FileOut {
-        source: String::new(),
-        reduced: String::new(),
-        examples: vec![],
-        skipped: vec![],
-        blocks: 0,
-        qed: 0,
-        defined: 0,
-        goal_blocks: 0,
-        unclosed_blocks: 0,
-        body_start: 0,
-        used_glob: false,
-        failed: None,
-    };
-    let source = match std::fs::read(&f.path) {
-        Ok(b) => match String::from_utf8(b) {
-            Ok(s) => s,
-            Err(_) => {
-                out.failed = Some("not_utf8".into());
-                return out;
-            }
-        },
+    let mut out = FileOut::default();
+    let source = match read_source(&f.path) {
+        Ok(s) => s,
         Err(e) => {
-            out.failed = Some(format!("read_error: {e}"));
+            out.failed = Some(e);
             return out;
         }
     };
@@ -273,14 +256,6 @@ fn process_file(
     out.goal_blocks = cf.goal_blocks;
     out.unclosed_blocks = cf.unclosed_blocks;
     out.body_start = cf.body_start;
-    for (line, reason) in &cf.issues {
-        out.skipped.push(Skipped {
-            file: file.clone(),
-            line: *line,
-            name: String::new(),
-            reason: reason.clone(),
-        });
-    }
     let seg = &cf.segments;
     let peeling = peel(seg);
     let no_rewrite = |_: &[crate::segment::Step], _: usize| None;
@@ -289,38 +264,15 @@ fn process_file(
     let (examples, failed) = build_examples(seg, &peeling, rewriter);
     out.blocks = seg.theorems.len();
     out.reduced = crate::examples::reduced_source(seg, &peeling);
-    for t in &seg.theorems {
-        match t.end {
-            ProofEnd::Qed => out.qed += 1,
-            ProofEnd::Defined => out.defined += 1,
-            _ => {}
-        }
-        if let Some(r) = t.skip {
-            out.skipped.push(Skipped {
-                file: file.clone(),
-                line: t.line,
-                name: t.name.clone().unwrap_or_default(),
-                reason: r.as_str().into(),
-            });
-        }
-    }
-    for (r, line) in &seg.other_skipped {
-        out.skipped.push(Skipped {
-            file: file.clone(),
-            line: *line,
-            name: String::new(),
-            reason: r.as_str().into(),
-        });
-    }
-    for i in failed {
-        let t = &seg.theorems[i];
-        out.skipped.push(Skipped {
-            file: file.clone(),
-            line: t.line,
-            name: t.name.clone().unwrap_or_default(),
-            reason: "special_token_in_proof".into(),
-        });
-    }
+    out.qed = seg
+        .theorems
+        .iter()
+        .filter(|t| t.end == ProofEnd::Qed)
+        .count();
+    out.defined = (seg.theorems.iter())
+        .filter(|t| t.end == ProofEnd::Defined)
+        .count();
+    out.skipped = skipped_records(&file, &cf, &failed);
     for ex in examples {
         let t = &seg.theorems[ex.index];
         let imports = cf
@@ -346,6 +298,41 @@ fn process_file(
         seg.source.clone()
     };
     out
+}
+
+/// A source file's text; `Err`: the failure reason (`not_utf8`, `read_error: …`).
+fn read_source(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("read_error: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| "not_utf8".to_string())
+}
+
+/// The skipped records of one segmented file, in order: the segmenter's issues, skipped
+/// theorems, other skipped sentences, then theorems whose proof holds a special token
+/// (`failed`: their indices).
+fn skipped_records(file: &str, cf: &SegmentedSource, failed: &[usize]) -> Vec<Skipped> {
+    let seg = &cf.segments;
+    let record = |line: usize, name: &Option<String>, reason: &str| Skipped {
+        file: file.to_string(),
+        line,
+        name: name.clone().unwrap_or_default(),
+        reason: reason.to_string(),
+    };
+    let mut skipped: Vec<Skipped> = (cf.issues.iter())
+        .map(|(line, reason)| record(*line, &None, reason))
+        .collect();
+    for t in &seg.theorems {
+        if let Some(r) = t.skip {
+            skipped.push(record(t.line, &t.name, r.as_str()));
+        }
+    }
+    for (r, line) in &seg.other_skipped {
+        skipped.push(record(*line, &None, r.as_str()));
+    }
+    for &i in failed {
+        let t = &seg.theorems[i];
+        skipped.push(record(t.line, &t.name, "special_token_in_proof"));
+    }
+    skipped
 }
 
 /// Where the shown part of a context starts: `end - max` moved forward to a line start.
@@ -491,6 +478,8 @@ fn commit(out_dir: &Path, mut written: Vec<PathBuf>, stats: &Stats) -> Result<()
 }
 
 /// Everything of [`build_from`] but the commit: the stats and the files written as `NAME.tmp`.
+/// Stages: process the files, plan the splits, cap the test files, open the output, tally the
+/// per-file statistics, render and write the lines, then the skipped records and final stats.
 fn write_files(
     src: &dyn LibrarySource,
     out_dir: &Path,
@@ -499,15 +488,96 @@ fn write_files(
     started: std::time::Instant,
 ) -> Result<(Stats, Vec<PathBuf>), BuildError> {
     let lib = src.library();
-    let lang = src.language();
-    let n = lib.files.len();
-    let threads = if cfg.threads == 0 {
+    let threads = worker_threads(cfg);
+    let results = process_files(src, cfg, progress, threads)?;
+    if std::env::var_os("PROD_DATASET_TIMING").is_some() {
+        eprintln!(
+            "timing: files segmented, peeled and turned into examples after {:.2?}",
+            started.elapsed()
+        );
+    }
+
+    // Units and the test split (the prover's plan; by default the dependency sampler).
+    let file_sizes = crate::split::UnitSizes {
+        examples: results.iter().map(|r| r.examples.len()).collect(),
+        tree: results
+            .iter()
+            .map(|r| r.examples.iter().filter(|e| e.0.in_tree).count())
+            .collect(),
+        // Per file already: each file is its own entry of `tree`.
+        files: Vec::new(),
+    };
+    let plan = src.split_plan(cfg, &file_sizes);
+    let flags = UnitFlags::new(&plan);
+    let capped = TestCap::draw(lib, cfg, &results, &file_sizes.tree, &plan.unit_of, &flags);
+
+    // Assign splits; validation drawn from the non-test examples.
+    let non_test: usize = results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !flags.is_test(&plan, *i) && !flags.is_excluded(&plan, *i))
+        .map(|(_, r)| r.examples.len())
+        .sum();
+    let val_mask = crate::split::validation_mask(non_test, cfg.val_fraction, cfg.seed);
+    crate::card::check_replaceable(out_dir)?;
+    crate::output::begin(out_dir)?;
+    let mut w = Writers::new(out_dir)?;
+    let mut stats = initial_stats(src, cfg, &plan, &capped);
+    let (skipped_all, val_start) = tally_files(&mut stats, lib, &results, &plan, &flags);
+    let rc = RenderContext {
+        src,
+        lib,
+        cfg,
+        lang: src.language(),
+        unit_of: &plan.unit_of,
+        is_test_unit: &flags.test,
+        is_excluded: &flags.excluded,
+        val_mask: &val_mask,
+        val_start: &val_start,
+        test_dropped: &capped.dropped,
+    };
+    let with_example = write_rendered(&rc, &results, threads, out_dir, &mut w, &mut stats)?;
+    for s in &skipped_all {
+        let reason = s.reason.split(':').next().unwrap_or(&s.reason).to_string();
+        *stats.skipped_by_reason.entry(reason).or_default() += 1;
+        w.write("skipped", s)?;
+    }
+    let (files_written, written) = w.finish()?;
+    stats.files_written = files_written;
+    for split in ["train", "val", "test"] {
+        stats.examples_per_split.insert(
+            split.into(),
+            stats.files_written.get(split).copied().unwrap_or(0),
+        );
+    }
+    stats.peeled_share = if with_example > 0 {
+        stats.peeled as f64 / with_example as f64
+    } else {
+        0.0
+    };
+    stats.seconds = started.elapsed().as_secs_f64();
+    Ok((stats, written))
+}
+
+/// Worker threads: `cfg.threads`, or all cores when 0.
+fn worker_threads(cfg: &DatasetConfig) -> usize {
+    if cfg.threads == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
     } else {
         cfg.threads
-    };
+    }
+}
+
+/// Segment, peel and build the examples of every file, in parallel; results in file order.
+fn process_files(
+    src: &dyn LibrarySource,
+    cfg: &DatasetConfig,
+    progress: Progress,
+    threads: usize,
+) -> Result<Vec<FileOut>, BuildError> {
+    let n = src.library().files.len();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let mut results: Vec<Option<FileOut>> = (0..n).map(|_| None).collect();
@@ -541,125 +611,163 @@ fn write_files(
     if results.iter().any(|r| r.is_none()) {
         return Err(BuildError::Worker);
     }
-    let results: Vec<FileOut> = results.into_iter().flatten().collect();
-    if std::env::var_os("PROD_DATASET_TIMING").is_some() {
-        eprintln!(
-            "timing: files segmented, peeled and turned into examples after {:.2?}",
-            started.elapsed()
-        );
-    }
+    Ok(results.into_iter().flatten().collect())
+}
 
-    // Units and the test split (the prover's plan; by default the dependency sampler).
-    let file_sizes = crate::split::UnitSizes {
-        examples: results.iter().map(|r| r.examples.len()).collect(),
-        tree: results
-            .iter()
-            .map(|r| r.examples.iter().filter(|e| e.0.in_tree).count())
-            .collect(),
-        // Per file already: each file is its own entry of `tree`.
-        files: Vec::new(),
-    };
-    let plan = src.split_plan(cfg, &file_sizes);
-    let unit_of = &plan.unit_of;
-    let units = plan.unit_names.len();
-    let mut is_test_unit = vec![false; units];
-    for &u in &plan.test {
-        if u < units {
-            is_test_unit[u] = true;
-        }
-    }
-    let mut is_excluded = vec![false; units];
-    for &u in &plan.excluded {
-        if u < units {
-            is_excluded[u] = true;
-        }
-    }
+/// Per unit of a [`SplitPlan`](crate::source::SplitPlan): is it a test unit, is it excluded?
+struct UnitFlags {
+    test: Vec<bool>,
+    excluded: Vec<bool>,
+}
 
-    // The per-file cap: a test file keeps at most `cap` of its T_tree theorems, a seeded choice
-    // (by the file's logical path, so it does not depend on what else is built); the rest go to
-    // no split, since their file is a test unit (nothing in train may come from it).
-    let test_files: Vec<usize> = (0..n)
-        .filter(|&i| is_test_unit[unit_of[i]] && file_sizes.tree[i] > 0)
-        .collect();
-    let test_sizes: Vec<usize> = test_files.iter().map(|&i| file_sizes.tree[i]).collect();
-    let cap = crate::split::file_cap(&test_sizes, cfg.test_file_cap);
-    let mut test_dropped: Vec<Vec<bool>> = vec![Vec::new(); n];
-    let mut test_kept: Vec<(usize, usize)> = Vec::new();
-    for &i in &test_files {
-        let tree: Vec<usize> = results[i]
-            .examples
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.0.in_tree)
-            .map(|(k, _)| k)
-            .collect();
-        let keep = cap.cap.map_or(tree.len(), |c| tree.len().min(c));
-        test_kept.push((i, keep));
-        if keep < tree.len() {
-            use rand::seq::SliceRandom;
-            use rand::SeedableRng;
-            let mut order = tree;
-            let key = lib.files[i]
-                .logical
-                .bytes()
-                .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                    (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-                });
-            order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(cfg.seed ^ key));
-            let mut dropped = vec![false; results[i].examples.len()];
-            for &k in &order[keep..] {
-                dropped[k] = true;
+impl UnitFlags {
+    fn new(plan: &crate::source::SplitPlan) -> Self {
+        let units = plan.unit_names.len();
+        let mask = |chosen: &[usize]| {
+            let mut v = vec![false; units];
+            for &u in chosen {
+                if u < units {
+                    v[u] = true;
+                }
             }
-            test_dropped[i] = dropped;
+            v
+        };
+        UnitFlags {
+            test: mask(&plan.test),
+            excluded: mask(&plan.excluded),
         }
     }
 
-    // Assign splits; validation drawn from the non-test examples.
-    let non_test: usize = results
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !is_test_unit[unit_of[*i]] && !is_excluded[unit_of[*i]])
-        .map(|(_, r)| r.examples.len())
-        .sum();
-    let val_mask = crate::split::validation_mask(non_test, cfg.val_fraction, cfg.seed);
-    crate::card::check_replaceable(out_dir)?;
-    crate::output::begin(out_dir)?;
-    let mut w = Writers::new(out_dir)?;
+    /// Is file `i` in a test unit?
+    fn is_test(&self, plan: &crate::source::SplitPlan, i: usize) -> bool {
+        self.test[plan.unit_of[i]]
+    }
+
+    /// Is file `i` in an excluded unit?
+    fn is_excluded(&self, plan: &crate::source::SplitPlan, i: usize) -> bool {
+        self.excluded[plan.unit_of[i]]
+    }
+}
+
+/// The per-file cap: a test file keeps at most `cap` of its T_tree theorems, a seeded choice
+/// (by the file's logical path, so it does not depend on what else is built); the rest go to
+/// no split, since their file is a test unit (nothing in train may come from it).
+struct TestCap {
+    /// Test files with T_tree theorems.
+    files: Vec<usize>,
+    /// Their T_tree theorems, in the order of `files`.
+    sizes: Vec<usize>,
+    cap: crate::split::FileCap,
+    /// Per file, per example: left out by the cap (empty: none).
+    dropped: Vec<Vec<bool>>,
+    /// (file, theorems kept) for each of `files`.
+    kept: Vec<(usize, usize)>,
+}
+
+impl TestCap {
+    fn draw(
+        lib: &crate::discovery::Library,
+        cfg: &DatasetConfig,
+        results: &[FileOut],
+        tree: &[usize],
+        unit_of: &[usize],
+        flags: &UnitFlags,
+    ) -> Self {
+        let n = results.len();
+        let files: Vec<usize> = (0..n)
+            .filter(|&i| flags.test[unit_of[i]] && tree[i] > 0)
+            .collect();
+        let sizes: Vec<usize> = files.iter().map(|&i| tree[i]).collect();
+        let cap = crate::split::file_cap(&sizes, cfg.test_file_cap);
+        let mut dropped: Vec<Vec<bool>> = vec![Vec::new(); n];
+        let mut kept: Vec<(usize, usize)> = Vec::new();
+        for &i in &files {
+            let tree: Vec<usize> = results[i]
+                .examples
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.0.in_tree)
+                .map(|(k, _)| k)
+                .collect();
+            let keep = cap.cap.map_or(tree.len(), |c| tree.len().min(c));
+            kept.push((i, keep));
+            if keep < tree.len() {
+                let key = fnv1a(&lib.files[i].logical);
+                dropped[i] = dropped_by_cap(tree, keep, results[i].examples.len(), cfg.seed ^ key);
+            }
+        }
+        TestCap {
+            files,
+            sizes,
+            cap,
+            dropped,
+            kept,
+        }
+    }
+}
+
+/// FNV-1a hash of `s` (a seed that depends only on the file's logical path).
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Of the T_tree examples `tree` of a file with `len` examples, all but a seeded `keep` are
+/// dropped: the mask of dropped examples.
+fn dropped_by_cap(tree: Vec<usize>, keep: usize, len: usize, seed: u64) -> Vec<bool> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut order = tree;
+    order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+    let mut dropped = vec![false; len];
+    for &k in &order[keep..] {
+        dropped[k] = true;
+    }
+    dropped
+}
+
+/// The stats known before any file is tallied: the library, the plan, the cap, and notes.
+fn initial_stats(
+    src: &dyn LibrarySource,
+    cfg: &DatasetConfig,
+    plan: &crate::source::SplitPlan,
+    capped: &TestCap,
+) -> Stats {
+    let lib = src.library();
+    let unit_names = |us: &[usize]| -> Vec<String> {
+        us.iter()
+            .filter_map(|&u| plan.unit_names.get(u).cloned())
+            .collect()
+    };
     let mut stats = Stats {
         library: lib.name.clone(),
         prover: src.prover().into(),
-        files: n,
+        files: lib.files.len(),
         split_unit: plan.unit_kind.clone(),
-        units,
+        units: plan.unit_names.len(),
         ..Default::default()
     };
-    stats.test_units = plan
-        .test
-        .iter()
-        .filter_map(|&u| plan.unit_names.get(u).cloned())
-        .collect();
-    stats.excluded_units = plan
-        .excluded
-        .iter()
-        .filter_map(|&u| plan.unit_names.get(u).cloned())
-        .collect();
+    stats.test_units = unit_names(&plan.test);
+    stats.excluded_units = unit_names(&plan.excluded);
     stats.notes = lib.notes.clone();
     stats.load_paths = lib.load_paths.clone();
     stats.notes.extend(plan.notes.iter().cloned());
-    stats.test_theorems = test_kept.iter().map(|&(_, k)| k).sum();
-    stats.test_file_cap = cap.cap;
-    stats.test_dropped_by_cap = test_sizes.iter().sum::<usize>() - stats.test_theorems;
-    if let Some(&(i, k)) = test_kept
+    stats.test_theorems = capped.kept.iter().map(|&(_, k)| k).sum();
+    stats.test_file_cap = capped.cap.cap;
+    stats.test_dropped_by_cap = capped.sizes.iter().sum::<usize>() - stats.test_theorems;
+    if let Some(&(i, k)) = capped
+        .kept
         .iter()
         .max_by_key(|&&(i, k)| (k, std::cmp::Reverse(i)))
     {
         stats.test_max_file_share = k as f64 / stats.test_theorems.max(1) as f64;
         stats.test_max_file = lib.files[i].logical.clone();
     }
-    if !cap.met {
+    if !capped.cap.met {
         stats.notes.push(format!(
             "the test split has only {} file(s) with theorems: no cap keeps every file under {}% of it, so none is applied",
-            test_files.len(),
+            capped.files.len(),
             100.0 * cfg.test_file_cap
         ));
     }
@@ -669,7 +777,7 @@ fn write_files(
             stats.test_theorems, cfg.test_min_theorems
         ));
     }
-    if lang.is_none() {
+    if src.language().is_none() {
         stats
             .notes
             .push("no ProofLanguage given: sft.jsonl has no augmented copies".into());
@@ -677,8 +785,20 @@ fn write_files(
     for s in &lib.dep_source {
         *stats.dependency_sources.entry(s.to_string()).or_default() += 1;
     }
+    stats
+}
+
+/// Add each file's block counts to `stats`. Returns every skipped record (failed files
+/// included) and, per file, the index into the validation mask of its first example.
+fn tally_files(
+    stats: &mut Stats,
+    lib: &crate::discovery::Library,
+    results: &[FileOut],
+    plan: &crate::source::SplitPlan,
+    flags: &UnitFlags,
+) -> (Vec<Skipped>, Vec<usize>) {
     let mut skipped_all = Vec::new();
-    let mut val_start = vec![0usize; n];
+    let mut val_start = vec![0usize; results.len()];
     let mut non_test_before = 0usize;
     for (i, r) in results.iter().enumerate() {
         let f = &lib.files[i];
@@ -687,8 +807,12 @@ fn write_files(
         stats.blocks_defined += r.defined;
         stats.files_with_glob_refs += r.used_glob as usize;
         stats.goal_blocks += r.goal_blocks;
-        if is_test_unit[unit_of[i]] {
-            let name = plan.unit_names.get(unit_of[i]).cloned().unwrap_or_default();
+        if flags.is_test(plan, i) {
+            let name = plan
+                .unit_names
+                .get(plan.unit_of[i])
+                .cloned()
+                .unwrap_or_default();
             *stats.blocks_per_test_unit.entry(name).or_default() += r.blocks;
         }
         stats.unclosed_blocks += r.unclosed_blocks;
@@ -703,26 +827,26 @@ fn write_files(
         }
         skipped_all.extend(r.skipped.iter().cloned());
         val_start[i] = non_test_before;
-        if is_excluded[unit_of[i]] {
+        if flags.is_excluded(plan, i) {
             stats.examples_excluded += r.examples.len();
-        } else if !is_test_unit[unit_of[i]] {
+        } else if !flags.is_test(plan, i) {
             non_test_before += r.examples.len();
         }
     }
-    // Lines are rendered per file in parallel and written in file order, so the output is the
-    // same whatever the thread count.
-    let rc = RenderContext {
-        src,
-        lib,
-        cfg,
-        lang,
-        unit_of,
-        is_test_unit: &is_test_unit,
-        is_excluded: &is_excluded,
-        val_mask: &val_mask,
-        val_start: &val_start,
-        test_dropped: &test_dropped,
-    };
+    (skipped_all, val_start)
+}
+
+/// Lines are rendered per file in parallel and written in file order, so the output is the
+/// same whatever the thread count. Adds the example statistics to `stats`; returns the number
+/// of theorems with an example.
+fn write_rendered(
+    rc: &RenderContext<'_>,
+    results: &[FileOut],
+    threads: usize,
+    out_dir: &Path,
+    w: &mut Writers,
+    stats: &mut Stats,
+) -> Result<usize, BuildError> {
     let (tx, rx) =
         std::sync::mpsc::sync_channel::<(usize, Result<Rendered, String>)>(threads.max(1) * 4);
     let next = AtomicUsize::new(0);
@@ -731,7 +855,7 @@ fn write_files(
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             let tx = tx.clone();
-            let (rc, results, next) = (&rc, &results, &next);
+            let next = &next;
             s.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(r) = results.get(i) else { break };
@@ -758,46 +882,33 @@ fn write_files(
                     }
                 };
                 with_example += r.with_example;
-                stats.peeled += r.peeled;
-                for (d, c) in &r.depth {
-                    *stats.depth_histogram.entry(*d).or_default() += c;
-                }
-                stats.replaced_steps += r.replaced;
-                stats.examples_with_replacement += r.with_replacement;
-                for (name, (bytes, lines)) in r.lines {
-                    if let Err(e) = w.write_raw(name, &bytes, lines) {
-                        failure = Some(e);
-                        break 'receive;
-                    }
+                if let Err(e) = add_rendered(r, w, stats) {
+                    failure = Some(e);
+                    break 'receive;
                 }
             }
         }
         // Dropping the receiver stops the workers after an error.
         drop(rx);
     });
-    if let Some(e) = failure {
-        return Err(e);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(with_example),
     }
-    for s in &skipped_all {
-        let reason = s.reason.split(':').next().unwrap_or(&s.reason).to_string();
-        *stats.skipped_by_reason.entry(reason).or_default() += 1;
-        w.write("skipped", s)?;
+}
+
+/// One file's rendered lines written, its example statistics added.
+fn add_rendered(r: Rendered, w: &mut Writers, stats: &mut Stats) -> Result<(), BuildError> {
+    stats.peeled += r.peeled;
+    for (d, c) in &r.depth {
+        *stats.depth_histogram.entry(*d).or_default() += c;
     }
-    let (files_written, written) = w.finish()?;
-    stats.files_written = files_written;
-    for split in ["train", "val", "test"] {
-        stats.examples_per_split.insert(
-            split.into(),
-            stats.files_written.get(split).copied().unwrap_or(0),
-        );
+    stats.replaced_steps += r.replaced;
+    stats.examples_with_replacement += r.with_replacement;
+    for (name, (bytes, lines)) in r.lines {
+        w.write_raw(name, &bytes, lines)?;
     }
-    stats.peeled_share = if with_example > 0 {
-        stats.peeled as f64 / with_example as f64
-    } else {
-        0.0
-    };
-    stats.seconds = started.elapsed().as_secs_f64();
-    Ok((stats, written))
+    Ok(())
 }
 
 /// What rendering needs beside one file's result.
@@ -850,9 +961,10 @@ struct SourceRecordRef<'a> {
     body_start: usize,
 }
 
+/// One file's output lines: its `sources` record, then each example in its split (with its
+/// `w_lemmas` copy, and in train its `sft`/`rl` lines).
 fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered, String> {
-    let (lib, cfg, lang) = (rc.lib, rc.cfg, rc.lang);
-    let f = &lib.files[i];
+    let f = &rc.lib.files[i];
     let mut out = Rendered::default();
     out.push(
         "sources",
@@ -872,7 +984,8 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
     }
     let test_file = rc.is_test_unit[unit];
     let mut k = rc.val_start[i];
-    for (j, (ex, name, scope, line, imports, end, module_path)) in r.examples.iter().enumerate() {
+    for (j, fe) in r.examples.iter().enumerate() {
+        let ex = &fe.0;
         out.with_example += 1;
         let split = if test_file {
             "test"
@@ -888,77 +1001,8 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
         *out.depth.entry(ex.depth).or_default() += 1;
         out.replaced += ex.replaced_steps;
         out.with_replacement += (ex.replaced_steps > 0) as usize;
-        let cstart = context_start(&r.reduced, ex.context_end, cfg.context_bytes);
-        let base = Example {
-            id: format!("{}:{}:{}", f.logical, ex.index, name),
-            library: lib.name.clone(),
-            package: f.package.clone(),
-            file: f.path.display().to_string(),
-            logical_path: f.logical.clone(),
-            line: *line,
-            position: ex.index,
-            scope: scope.clone(),
-            qualified_name: module_path
-                .iter()
-                .chain(std::iter::once(name))
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("."),
-            name: name.clone(),
-            imports: imports.clone(),
-            flags: f.flags.clone(),
-            context: r
-                .reduced
-                .get(cstart..ex.context_end)
-                .unwrap_or("")
-                .to_string(),
-            context_start: cstart,
-            context_end: ex.context_end,
-            context_extra: String::new(),
-            context_axioms: rc
-                .src
-                .context_axioms(r.reduced.get(..ex.context_end).unwrap_or("")),
-            statement: ex.statement.clone(),
-            conditional_proof: ex.conditional_proof.clone(),
-            conditional_proof_original: ex.conditional_proof_original.clone(),
-            proposed_lemmas: ex.proposed_lemmas.clone(),
-            proposed_names: ex.proposed_names.clone(),
-            depth: ex.depth,
-            in_tree: ex.in_tree,
-            proof_end: if *end == ProofEnd::Defined {
-                "defined"
-            } else {
-                "qed"
-            }
-            .into(),
-            replaced_steps: ex.replaced_steps,
-            split: split.into(),
-            variant: "wo_lemmas".into(),
-        };
-        // D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
-        let wstart = context_start(&r.source, ex.context_with_lemmas_end, cfg.context_bytes);
-        let wl = Example {
-            context: r
-                .source
-                .get(wstart..ex.context_with_lemmas_end)
-                .unwrap_or("")
-                .to_string(),
-            context_start: wstart,
-            context_end: ex.context_with_lemmas_end,
-            context_axioms: rc
-                .src
-                .context_axioms(r.source.get(..ex.context_with_lemmas_end).unwrap_or("")),
-            conditional_proof: ex.plain_proof.clone(),
-            conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
-                .map(|cp| {
-                    ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string()
-                })
-                .unwrap_or_default(),
-            proposed_lemmas: vec![],
-            proposed_names: vec![],
-            variant: "w_lemmas".into(),
-            ..base.clone()
-        };
+        let base = base_example(rc, i, r, fe, split);
+        let wl = with_lemmas_example(rc, r, ex, &base);
         match split {
             "test" => {
                 // Paper §4.1: the test sets keep only the theorems in T_tree (and the per-file
@@ -978,41 +1022,144 @@ fn render_file(rc: &RenderContext<'_>, i: usize, r: &FileOut) -> Result<Rendered
                 out.push("val", &base)?;
                 out.push("val_wl", &wl)?;
             }
-            _ => {
-                out.push("train", &base)?;
-                out.push("train_wl", &wl)?;
-                out.push("sft", &base)?;
-                if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
-                    if let Ok(cp) = ConditionalProof::parse(&base.conditional_proof) {
-                        // Only the admitted lemmas are new: they follow the file prefix.
-                        let (extra, proof) = cp.move_lemmas_to_context("", lang);
-                        let extra = format!("\n{extra}");
-                        let aug = Example {
-                            id: format!("{}:augmented", base.id),
-                            context: format!("{}{extra}", base.context),
-                            context_axioms: base
-                                .context_axioms
-                                .iter()
-                                .chain(&base.proposed_names)
-                                .cloned()
-                                .collect(),
-                            context_extra: extra,
-                            conditional_proof: proof.to_string(),
-                            proposed_lemmas: vec![],
-                            proposed_names: vec![],
-                            variant: "augmented".into(),
-                            ..base.clone()
-                        };
-                        out.push("sft", &aug)?;
-                    }
-                }
-                if ex.in_tree {
-                    out.push("rl", &base)?;
-                }
-            }
+            _ => push_train(&mut out, ex, &base, &wl, rc.lang)?,
         }
     }
     Ok(out)
+}
+
+/// A train example's lines: `train`, `train_wl`, `sft` (with an augmented copy when it
+/// proposes lemmas and a language is given), and `rl` when in T_tree.
+fn push_train(
+    out: &mut Rendered,
+    ex: &TheoremExample,
+    base: &Example,
+    wl: &Example,
+    lang: Option<&dyn ProofLanguage>,
+) -> Result<(), String> {
+    out.push("train", base)?;
+    out.push("train_wl", wl)?;
+    out.push("sft", base)?;
+    if let (false, Some(lang)) = (base.proposed_lemmas.is_empty(), lang) {
+        if let Some(aug) = augmented_example(base, lang) {
+            out.push("sft", &aug)?;
+        }
+    }
+    if ex.in_tree {
+        out.push("rl", base)?;
+    }
+    Ok(())
+}
+
+/// The `wo_lemmas` example of file `i`'s example `fe` in `split`: the reduced context (peeled
+/// lemmas removed), the conditional proof proposing them.
+fn base_example(
+    rc: &RenderContext<'_>,
+    i: usize,
+    r: &FileOut,
+    fe: &FileExample,
+    split: &str,
+) -> Example {
+    let (ex, name, scope, line, imports, end, module_path) = fe;
+    let (lib, f) = (rc.lib, &rc.lib.files[i]);
+    let cstart = context_start(&r.reduced, ex.context_end, rc.cfg.context_bytes);
+    Example {
+        id: format!("{}:{}:{}", f.logical, ex.index, name),
+        library: lib.name.clone(),
+        package: f.package.clone(),
+        file: f.path.display().to_string(),
+        logical_path: f.logical.clone(),
+        line: *line,
+        position: ex.index,
+        scope: scope.clone(),
+        qualified_name: module_path
+            .iter()
+            .chain(std::iter::once(name))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("."),
+        name: name.clone(),
+        imports: imports.clone(),
+        flags: f.flags.clone(),
+        context: r
+            .reduced
+            .get(cstart..ex.context_end)
+            .unwrap_or("")
+            .to_string(),
+        context_start: cstart,
+        context_end: ex.context_end,
+        context_extra: String::new(),
+        context_axioms: rc
+            .src
+            .context_axioms(r.reduced.get(..ex.context_end).unwrap_or("")),
+        statement: ex.statement.clone(),
+        conditional_proof: ex.conditional_proof.clone(),
+        conditional_proof_original: ex.conditional_proof_original.clone(),
+        proposed_lemmas: ex.proposed_lemmas.clone(),
+        proposed_names: ex.proposed_names.clone(),
+        depth: ex.depth,
+        in_tree: ex.in_tree,
+        proof_end: if *end == ProofEnd::Defined {
+            "defined"
+        } else {
+            "qed"
+        }
+        .into(),
+        replaced_steps: ex.replaced_steps,
+        split: split.into(),
+        variant: "wo_lemmas".into(),
+    }
+}
+
+/// D^{w/ l}: every human lemma stays in the context; the proof proposes nothing.
+fn with_lemmas_example(
+    rc: &RenderContext<'_>,
+    r: &FileOut,
+    ex: &TheoremExample,
+    base: &Example,
+) -> Example {
+    let end = ex.context_with_lemmas_end;
+    let wstart = context_start(&r.source, end, rc.cfg.context_bytes);
+    Example {
+        context: r.source.get(wstart..end).unwrap_or("").to_string(),
+        context_start: wstart,
+        context_end: end,
+        context_axioms: rc.src.context_axioms(r.source.get(..end).unwrap_or("")),
+        conditional_proof: ex.plain_proof.clone(),
+        conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
+            .map(|cp| {
+                ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string()
+            })
+            .unwrap_or_default(),
+        proposed_lemmas: vec![],
+        proposed_names: vec![],
+        variant: "w_lemmas".into(),
+        ..base.clone()
+    }
+}
+
+/// The `augmented` copy of a train example: its proposed lemmas moved into the context.
+fn augmented_example(base: &Example, lang: &dyn ProofLanguage) -> Option<Example> {
+    let cp = ConditionalProof::parse(&base.conditional_proof).ok()?;
+    // Only the admitted lemmas are new: they follow the file prefix.
+    let (extra, proof) = cp.move_lemmas_to_context("", lang);
+    let extra = format!("\n{extra}");
+    Some(Example {
+        id: format!("{}:augmented", base.id),
+        context: format!("{}{extra}", base.context),
+        context_axioms: base
+            .context_axioms
+            .iter()
+            .chain(&base.proposed_names)
+            .cloned()
+            .collect(),
+        context_extra: extra,
+        conditional_proof: proof.to_string(),
+        proposed_lemmas: vec![],
+        proposed_names: vec![],
+        variant: "augmented".into(),
+        ..base.clone()
+    })
 }
 
 /// The output files, in the order documented in docs/dataset.md.

@@ -262,76 +262,12 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
         }
         LibrarySpec::All => {
             lib.name = "all".into();
-            let owners = debian_owners();
-            add_dir(&mut lib, stdlib_lp, "stdlib", &[], &owners)?;
-            let mut roots: Vec<_> = std::fs::read_dir(&contrib)
-                .map_err(io(&contrib))?
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .collect();
-            roots.sort();
-            for root in roots {
-                if SEPARATE_WORLDS.contains(&root.as_str()) {
-                    lib.notes.push(format!(
-                        "excluded {root}: needs -noinit -indices-matter and cannot share a world with the stdlib; build it alone with --library {root}"
-                    ));
-                    continue;
-                }
-                let lp = LoadPath {
-                    dir: contrib.join(&root),
-                    logical: root.clone(),
-                    recursive: true,
-                };
-                add_dir(&mut lib, lp, &root, &[], &owners)?;
-            }
+            add_everything(&mut lib, stdlib_lp, &contrib)?;
         }
         LibrarySpec::Package(name) => {
             lib.name = name.clone();
             if name.starts_with("libcoq-") {
-                // A Debian package: exactly the `.v` files dpkg lists for it.
-                let owners = debian_owners();
-                let mut files: Vec<&PathBuf> = owners
-                    .iter()
-                    .filter(|(_, p)| *p == name)
-                    .map(|(f, _)| f)
-                    .collect();
-                files.sort();
-                if files.is_empty() {
-                    return Err(DiscoveryError::NotFound(name.clone()));
-                }
-                let mut roots = BTreeSet::new();
-                for f in files {
-                    let Ok(rel) = f.strip_prefix(&contrib) else {
-                        continue;
-                    };
-                    let Some(root) = rel.components().next().and_then(|c| c.as_os_str().to_str())
-                    else {
-                        continue;
-                    };
-                    roots.insert(root.to_string());
-                    let lp = LoadPath {
-                        dir: contrib.join(root),
-                        logical: root.to_string(),
-                        recursive: true,
-                    };
-                    if let Some(logical) = logical_of(&lp, f) {
-                        lib.files.push(SourceFile {
-                            path: f.clone(),
-                            logical,
-                            glob: with_glob(f),
-                            package: name.clone(),
-                            flags: world_flags(root),
-                        });
-                    }
-                }
-                for root in roots {
-                    lib.load_paths.push(LoadPath {
-                        dir: contrib.join(&root),
-                        logical: root,
-                        recursive: true,
-                    });
-                }
+                add_debian_package(&mut lib, name, &contrib)?;
             } else {
                 let dir = contrib.join(name);
                 if !dir.is_dir() {
@@ -345,52 +281,135 @@ pub fn discover(spec: &LibrarySpec, coqlib: &Path) -> Result<Library, DiscoveryE
                 add_dir(&mut lib, lp, name, &world_flags(name), &debian_owners())?;
             }
         }
-        LibrarySpec::Path(dir) => {
-            if !dir.is_dir() {
-                return Err(DiscoveryError::NotFound(dir.display().to_string()));
-            }
-            lib.name = dir
-                .file_name()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_else(|| "project".into());
-            let project = dir.join("_CoqProject");
-            let lps = if project.is_file() {
-                let text = std::fs::read_to_string(&project).map_err(io(&project))?;
-                parse_coq_project(&text, dir)
-            } else {
-                vec![]
-            };
-            let lps = if lps.is_empty() {
-                vec![LoadPath {
-                    dir: dir.clone(),
-                    logical: lib.name.clone(),
-                    recursive: true,
-                }]
-            } else {
-                lps
-            };
-            // Longest directory first, so nested load paths win.
-            let mut sorted = lps.clone();
-            sorted.sort_by_key(|lp| std::cmp::Reverse(lp.dir.components().count()));
-            for path in v_files(dir)? {
-                let Some(logical) = sorted.iter().find_map(|lp| logical_of(lp, &path)) else {
-                    continue;
-                };
-                lib.files.push(SourceFile {
-                    glob: with_glob(&path),
-                    path,
-                    logical,
-                    package: lib.name.clone(),
-                    flags: vec![],
-                });
-            }
-            lib.load_paths = lps;
-        }
+        LibrarySpec::Path(dir) => add_project(&mut lib, dir)?,
     }
     if lib.files.is_empty() {
         return Err(DiscoveryError::Empty(lib.name));
     }
     Ok(lib)
+}
+
+/// `all`: the stdlib and every root under `user-contrib` that can share its world.
+fn add_everything(
+    lib: &mut Library,
+    stdlib_lp: LoadPath,
+    contrib: &Path,
+) -> Result<(), DiscoveryError> {
+    let owners = debian_owners();
+    add_dir(lib, stdlib_lp, "stdlib", &[], &owners)?;
+    let mut roots: Vec<_> = std::fs::read_dir(contrib)
+        .map_err(io(contrib))?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    roots.sort();
+    for root in roots {
+        if SEPARATE_WORLDS.contains(&root.as_str()) {
+            lib.notes.push(format!(
+                "excluded {root}: needs -noinit -indices-matter and cannot share a world with the stdlib; build it alone with --library {root}"
+            ));
+            continue;
+        }
+        let lp = LoadPath {
+            dir: contrib.join(&root),
+            logical: root.clone(),
+            recursive: true,
+        };
+        add_dir(lib, lp, &root, &[], &owners)?;
+    }
+    Ok(())
+}
+
+/// A Debian package (`libcoq-…`): exactly the `.v` files dpkg lists for it.
+fn add_debian_package(lib: &mut Library, name: &str, contrib: &Path) -> Result<(), DiscoveryError> {
+    let owners = debian_owners();
+    let mut files: Vec<&PathBuf> = owners
+        .iter()
+        .filter(|(_, p)| *p == name)
+        .map(|(f, _)| f)
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(DiscoveryError::NotFound(name.to_string()));
+    }
+    let mut roots = BTreeSet::new();
+    for f in files {
+        let Ok(rel) = f.strip_prefix(contrib) else {
+            continue;
+        };
+        let Some(root) = rel.components().next().and_then(|c| c.as_os_str().to_str()) else {
+            continue;
+        };
+        roots.insert(root.to_string());
+        let lp = LoadPath {
+            dir: contrib.join(root),
+            logical: root.to_string(),
+            recursive: true,
+        };
+        if let Some(logical) = logical_of(&lp, f) {
+            lib.files.push(SourceFile {
+                path: f.clone(),
+                logical,
+                glob: with_glob(f),
+                package: name.to_string(),
+                flags: world_flags(root),
+            });
+        }
+    }
+    for root in roots {
+        lib.load_paths.push(LoadPath {
+            dir: contrib.join(&root),
+            logical: root,
+            recursive: true,
+        });
+    }
+    Ok(())
+}
+
+/// A user's project directory: its `_CoqProject` load paths, else the directory bound to its
+/// own name.
+fn add_project(lib: &mut Library, dir: &Path) -> Result<(), DiscoveryError> {
+    if !dir.is_dir() {
+        return Err(DiscoveryError::NotFound(dir.display().to_string()));
+    }
+    lib.name = dir
+        .file_name()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "project".into());
+    let project = dir.join("_CoqProject");
+    let lps = if project.is_file() {
+        let text = std::fs::read_to_string(&project).map_err(io(&project))?;
+        parse_coq_project(&text, dir)
+    } else {
+        vec![]
+    };
+    let lps = if lps.is_empty() {
+        vec![LoadPath {
+            dir: dir.to_path_buf(),
+            logical: lib.name.clone(),
+            recursive: true,
+        }]
+    } else {
+        lps
+    };
+    // Longest directory first, so nested load paths win.
+    let mut sorted = lps.clone();
+    sorted.sort_by_key(|lp| std::cmp::Reverse(lp.dir.components().count()));
+    for path in v_files(dir)? {
+        let Some(logical) = sorted.iter().find_map(|lp| logical_of(lp, &path)) else {
+            continue;
+        };
+        lib.files.push(SourceFile {
+            glob: with_glob(&path),
+            path,
+            logical,
+            package: lib.name.clone(),
+            flags: vec![],
+        });
+    }
+    lib.load_paths = lps;
+    Ok(())
 }
 
 /// The `-R dir Root` / `-Q dir Root` lines of a `_CoqProject` (other options are ignored).

@@ -294,6 +294,83 @@ impl AfpSource {
         v.sort();
         v
     }
+
+    /// `AfpSplit::Deps`: the dependency sampler over the selected entries.
+    fn sampled_test_entries(
+        &self,
+        cfg: &DatasetConfig,
+        sizes: &crate::split::UnitSizes,
+        index: &HashMap<&str, usize>,
+        unit_of: &[usize],
+    ) -> Vec<String> {
+        let deps: Vec<Vec<usize>> = self
+            .entries
+            .iter()
+            .map(|e| {
+                self.afp
+                    .deps
+                    .get(e)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        let sizes = crate::source::unit_sizes(sizes, unit_of, self.entries.len());
+        crate::split::test_units_sized(
+            &deps,
+            cfg.test_fraction,
+            cfg.seed,
+            &[],
+            &sizes,
+            &cfg.test_target(),
+        )
+        .into_iter()
+        .map(|u| self.entries[u].clone())
+        .collect()
+    }
+
+    /// `AfpSplit::After(date)`: the entries dated after `date` (metadata); unreadable dates
+    /// and metadata errors are noted.
+    fn dated_test_entries(&self, date: &str, notes: &mut Vec<String>) -> Vec<String> {
+        let metadata = self.root.join("metadata").join("entries");
+        match entries_after(&metadata, &self.entries, date) {
+            Ok((after, errs)) => {
+                if !errs.is_empty() {
+                    notes.push(format!(
+                        "{} entries without a readable date are never test entries (first: {})",
+                        errs.len(),
+                        errs[0].message
+                    ));
+                }
+                after
+            }
+            Err(e) => {
+                notes.push(e.message);
+                vec![]
+            }
+        }
+    }
+}
+
+/// `AfpSplit::Holdout`: the paper's holdout entries in this build (missing ones noted).
+fn holdout_entries(index: &HashMap<&str, usize>, notes: &mut Vec<String>) -> Vec<String> {
+    let missing: Vec<&str> = HOLDOUT_ENTRIES
+        .iter()
+        .copied()
+        .filter(|e| !index.contains_key(e))
+        .collect();
+    if !missing.is_empty() && missing.len() < HOLDOUT_ENTRIES.len() {
+        notes.push(format!(
+            "{} of the 36 holdout entries are not in this build",
+            missing.len()
+        ));
+    }
+    HOLDOUT_ENTRIES
+        .iter()
+        .filter(|e| index.contains_key(*e))
+        .map(|e| e.to_string())
+        .collect()
 }
 
 struct AfpSegmenter<'a> {
@@ -345,66 +422,9 @@ impl LibrarySource for AfpSource {
             .collect();
         let mut notes = Vec::new();
         let test_names: Vec<String> = match &self.options.split {
-            AfpSplit::Holdout => {
-                let missing: Vec<&str> = HOLDOUT_ENTRIES
-                    .iter()
-                    .copied()
-                    .filter(|e| !index.contains_key(e))
-                    .collect();
-                if !missing.is_empty() && missing.len() < HOLDOUT_ENTRIES.len() {
-                    notes.push(format!(
-                        "{} of the 36 holdout entries are not in this build",
-                        missing.len()
-                    ));
-                }
-                HOLDOUT_ENTRIES
-                    .iter()
-                    .filter(|e| index.contains_key(*e))
-                    .map(|e| e.to_string())
-                    .collect()
-            }
-            AfpSplit::Deps => {
-                let deps: Vec<Vec<usize>> = self
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        self.afp
-                            .deps
-                            .get(e)
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|d| index.get(d.as_str()).copied())
-                            .collect()
-                    })
-                    .collect();
-                let sizes = crate::source::unit_sizes(sizes, &unit_of, self.entries.len());
-                crate::split::test_units_sized(
-                    &deps,
-                    cfg.test_fraction,
-                    cfg.seed,
-                    &[],
-                    &sizes,
-                    &cfg.test_target(),
-                )
-                .into_iter()
-                .map(|u| self.entries[u].clone())
-                .collect()
-            }
-            AfpSplit::After(date) => {
-                let metadata = self.root.join("metadata").join("entries");
-                match entries_after(&metadata, &self.entries, date) {
-                    Ok((after, errs)) => {
-                        if !errs.is_empty() {
-                            notes.push(format!("{} entries without a readable date are never test entries (first: {})", errs.len(), errs[0].message));
-                        }
-                        after
-                    }
-                    Err(e) => {
-                        notes.push(e.message);
-                        vec![]
-                    }
-                }
-            }
+            AfpSplit::Holdout => holdout_entries(&index, &mut notes),
+            AfpSplit::Deps => self.sampled_test_entries(cfg, sizes, &index, &unit_of),
+            AfpSplit::After(date) => self.dated_test_entries(date, &mut notes),
         };
         let test_set: HashSet<&str> = test_names.iter().map(String::as_str).collect();
         let excluded_names = self.dependants(&test_set);
@@ -492,36 +512,46 @@ fn statement_shape(
     toks: &[&Token],
     name_at: Option<usize>,
 ) -> (Vec<String>, Vec<String>) {
+    let attrs = name_at
+        .map(|n| binding_attributes(text, toks, n + 1))
+        .unwrap_or_default();
+    (attrs, extra_fact_names(text, toks))
+}
+
+/// The attribute names of the bracket `[a, b c]` at token `j` (none when no `[` is there).
+fn binding_attributes(text: &str, toks: &[&Token], mut j: usize) -> Vec<String> {
     let mut attrs = Vec::new();
-    if let Some(n) = name_at {
-        let mut j = n + 1;
-        if toks.get(j).is_some_and(|t| t.text(text) == "[") {
-            let mut depth = 0usize;
-            let mut expect = true;
-            while let Some(t) = toks.get(j) {
-                match t.text(text) {
-                    "[" => {
-                        depth += 1;
-                        expect = depth == 1;
-                    }
-                    "]" => {
-                        depth = depth.saturating_sub(1);
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    "," if depth == 1 => expect = true,
-                    w if expect && depth == 1 => {
-                        attrs.push(w.to_string());
-                        expect = false;
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-        }
+    if toks.get(j).is_none_or(|t| t.text(text) != "[") {
+        return attrs;
     }
-    // Extra names: `and NAME:` / `and NAME[…]:` while in the conclusion part.
+    let mut depth = 0usize;
+    let mut expect = true;
+    while let Some(t) = toks.get(j) {
+        match t.text(text) {
+            "[" => {
+                depth += 1;
+                expect = depth == 1;
+            }
+            "]" => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            "," if depth == 1 => expect = true,
+            w if expect && depth == 1 => {
+                attrs.push(w.to_string());
+                expect = false;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    attrs
+}
+
+/// Extra names: `and NAME:` / `and NAME[…]:` while in the conclusion part.
+fn extra_fact_names(text: &str, toks: &[&Token]) -> Vec<String> {
     let mut extra = Vec::new();
     let mut in_shows = true;
     let mut depth = 0usize;
@@ -541,24 +571,7 @@ fn statement_shape(
             | "for" | "if" | "when" => in_shows = false,
             "and" if in_shows => {
                 if let Some(n) = toks.get(i + 1).filter(|n| n.kind == TokenKind::Ident) {
-                    let mut k = i + 2;
-                    if toks.get(k).is_some_and(|t| t.text(text) == "[") {
-                        let mut d = 0usize;
-                        while let Some(t) = toks.get(k) {
-                            match t.text(text) {
-                                "[" => d += 1,
-                                "]" => {
-                                    d = d.saturating_sub(1);
-                                    if d == 0 {
-                                        k += 1;
-                                        break;
-                                    }
-                                }
-                                _ => {}
-                            }
-                            k += 1;
-                        }
-                    }
+                    let k = after_brackets(text, toks, i + 2);
                     if toks.get(k).is_some_and(|t| t.text(text) == ":") {
                         extra.push(n.text(text).to_string());
                     }
@@ -567,7 +580,31 @@ fn statement_shape(
             _ => {}
         }
     }
-    (attrs, extra)
+    extra
+}
+
+/// The token after the bracket `[…]` at token `k` (nested brackets included); `k` when no `[`
+/// is there.
+fn after_brackets(text: &str, toks: &[&Token], mut k: usize) -> usize {
+    if toks.get(k).is_none_or(|t| t.text(text) != "[") {
+        return k;
+    }
+    let mut d = 0usize;
+    while let Some(t) = toks.get(k) {
+        match t.text(text) {
+            "[" => d += 1,
+            "]" => {
+                d = d.saturating_sub(1);
+                if d == 0 {
+                    k += 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    k
 }
 
 /// Where the statement's name token is among its proper tokens (after the keyword and an
@@ -652,253 +689,317 @@ struct Decl {
 /// `table`: the keyword table for this theory (`KeywordResolver::table_for`). Never panics.
 pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
     let th = segment_theory(text, table);
-    let starts = line_starts(text);
-    let scan = Scan { text, th: &th };
-    let spans = &th.spans;
-    let mut in_block: Vec<Option<usize>> = vec![None; spans.len()];
-    for (bi, b) in th.blocks.iter().enumerate() {
-        for si in b.spans.clone() {
-            if let Some(x) = in_block.get_mut(si) {
-                *x = Some(bi);
-            }
+    let mut seg = IsarSegmenter::new(text, &th);
+    for si in 0..th.spans.len() {
+        match seg.in_block[si] {
+            Some(bi) => seg.block_span(si, bi),
+            None => seg.theory_span(si),
         }
     }
-    let mut theorems: Vec<Theorem> = Vec::new();
-    let mut decls: Vec<Decl> = Vec::new();
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    // Open `… begin` blocks: (id, name).
-    let mut scopes: Vec<(usize, String)> = Vec::new();
-    let mut next_scope = 0usize;
-    // The theorem block being read: (block index, theorem index, end of the previous piece).
-    let mut current: Option<(usize, usize, usize)> = None;
-    let mut extra_names: Vec<(usize, Vec<String>)> = Vec::new();
-    let mut last_theorem: Option<usize> = None;
-    let mut content_sentences = 0usize;
-    for si in 0..spans.len() {
-        let span = &spans[si];
-        match in_block[si] {
-            Some(bi) => {
-                let b = &th.blocks[bi];
-                if si == b.statement {
-                    let kw = span.name.as_deref().unwrap_or("");
-                    if THEOREM_KEYWORDS.contains(&kw) && b.declared_goal {
-                        let stmt_end = trimmed_end(&th, text, si);
-                        let full = text.get(span.range.start..stmt_end).unwrap_or("");
-                        let (stoks, _) = lex(full);
-                        let proper: Vec<&Token> =
-                            stoks.iter().filter(|t| !t.is_improper()).collect();
-                        let mut statement = full;
-                        while let Some(rest) = ["private", "qualified"].iter().find_map(|p| {
-                            statement
-                                .strip_prefix(p)
-                                .filter(|r| r.starts_with(char::is_whitespace))
-                        }) {
-                            statement = rest.trim_start();
+    seg.finish()
+}
+
+/// The segmenter's state across the spans of one theory; one method per kind of span.
+struct IsarSegmenter<'a> {
+    text: &'a str,
+    th: &'a Theory,
+    scan: Scan<'a>,
+    starts: Vec<usize>,
+    /// The goal block each span belongs to.
+    in_block: Vec<Option<usize>>,
+    theorems: Vec<Theorem>,
+    decls: Vec<Decl>,
+    /// The most recent declaration of each name.
+    by_name: HashMap<String, usize>,
+    /// Open `… begin` blocks: (id, name).
+    scopes: Vec<(usize, String)>,
+    next_scope: usize,
+    /// The theorem block being read: (block index, theorem index, end of the previous piece).
+    current: Option<(usize, usize, usize)>,
+    /// The further fact names of a theorem stating several (`lemma a: … and b: …`).
+    extra_names: Vec<(usize, Vec<String>)>,
+    last_theorem: Option<usize>,
+    content_sentences: usize,
+}
+
+impl<'a> IsarSegmenter<'a> {
+    fn new(text: &'a str, th: &'a Theory) -> Self {
+        let mut in_block: Vec<Option<usize>> = vec![None; th.spans.len()];
+        for (bi, b) in th.blocks.iter().enumerate() {
+            for si in b.spans.clone() {
+                if let Some(x) = in_block.get_mut(si) {
+                    *x = Some(bi);
+                }
+            }
+        }
+        IsarSegmenter {
+            text,
+            th,
+            scan: Scan { text, th },
+            starts: line_starts(text),
+            in_block,
+            theorems: Vec::new(),
+            decls: Vec::new(),
+            by_name: HashMap::new(),
+            scopes: Vec::new(),
+            next_scope: 0,
+            current: None,
+            extra_names: Vec::new(),
+            last_theorem: None,
+            content_sentences: 0,
+        }
+    }
+
+    /// Pin every theorem span `si` mentions.
+    fn pin_mentions(&mut self, si: usize) {
+        for j in self.scan.mentions(si, &self.by_name, true) {
+            self.theorems[j].pinned = true;
+        }
+    }
+
+    /// Span `si` of goal block `bi`: its statement, a step of the theorem being read, or a
+    /// step of a content block; the block's last span ends it.
+    fn block_span(&mut self, si: usize, bi: usize) {
+        let b = &self.th.blocks[bi];
+        if si == b.statement {
+            let kw = self.th.spans[si].name.as_deref().unwrap_or("");
+            if THEOREM_KEYWORDS.contains(&kw) && b.declared_goal {
+                self.theorem_statement(si, bi, kw);
+            } else {
+                self.content_sentences += 1;
+                self.pin_mentions(si);
+                self.current = None;
+            }
+        } else if let Some((_, ti, prev_end)) = self.current.filter(|c| c.0 == bi) {
+            self.theorem_step(si, bi, ti, prev_end);
+        } else {
+            // A proof step of a content block (instance, termination, …).
+            self.pin_mentions(si);
+        }
+        if si + 1 == b.spans.end {
+            self.end_block(bi);
+        }
+    }
+
+    /// The statement of a theorem block: the theorem it opens.
+    fn theorem_statement(&mut self, si: usize, bi: usize, kw: &str) {
+        let (th, text) = (self.th, self.text);
+        let (span, b) = (&th.spans[si], &th.blocks[bi]);
+        let stmt_end = trimmed_end(th, text, si);
+        let full = text.get(span.range.start..stmt_end).unwrap_or("");
+        let (stoks, _) = lex(full);
+        let proper: Vec<&Token> = stoks.iter().filter(|t| !t.is_improper()).collect();
+        let name_at = name_position(full, &proper).filter(|_| b.name.is_some());
+        let (attrs, extra) = statement_shape(full, &proper, name_at);
+        let skip = theorem_skip(th, bi, kw, !extra.is_empty());
+        let end = match skip {
+            Some(SkipReason::Aborted) => ProofEnd::Abort,
+            Some(SkipReason::Admitted) => ProofEnd::Admitted,
+            _ => ProofEnd::Qed,
+        };
+        let harmless = attrs
+            .iter()
+            .all(|a| HARMLESS_ATTRIBUTES.contains(&a.as_str()));
+        // `context fixes x begin` is unnamed (prod-isar reports the element word as its name).
+        let target = b
+            .target
+            .clone()
+            .filter(|t| !CONTEXT_ELEMENTS.contains(&t.as_str()));
+        let idx = self.theorems.len();
+        // What the statement mentions always stays (in the context or an <invoke>).
+        self.pin_mentions(si);
+        self.theorems.push(Theorem {
+            name: b.name.clone(),
+            statement: without_visibility(full).to_string(),
+            header: None,
+            steps: Vec::new(),
+            end_text: String::new(),
+            end,
+            start: span.range.start,
+            end_byte: stmt_end,
+            line: line_of(&self.starts, span.keyword.start),
+            peelable: b.name.is_some() && skip.is_none() && harmless,
+            pinned: false,
+            skip,
+            scope: self.scopes.iter().map(|s| s.1.clone()).collect(),
+            module_path: target.iter().cloned().collect(),
+        });
+        self.decls.push(Decl {
+            scope_key: (self.scopes.iter().map(|s| s.0).collect(), target),
+        });
+        if !extra.is_empty() {
+            self.extra_names.push((idx, extra));
+        }
+        self.current = Some((bi, idx, stmt_end));
+    }
+
+    /// Span `si`, a proof step of theorem `ti` (block `bi`), whose text starts at `prev_end`.
+    fn theorem_step(&mut self, si: usize, bi: usize, ti: usize, prev_end: usize) {
+        let end = trimmed_end(self.th, self.text, si);
+        let step_text = self.text.get(prev_end..end).unwrap_or("").to_string();
+        let mut uses = Vec::new();
+        let mentioned = self.scan.mentions(si, &self.by_name, true);
+        if !mentioned.is_empty() {
+            let facts = fact_references(&step_text);
+            for f in &facts {
+                if let Some(&j) = self.by_name.get(f.as_str()) {
+                    if self.decls[j].scope_key == self.decls[ti].scope_key {
+                        if !uses.contains(&j) {
+                            uses.push(j);
                         }
-                        let name_at = name_position(full, &proper).filter(|_| b.name.is_some());
-                        let (attrs, extra) = statement_shape(full, &proper, name_at);
-                        let cheats = th.has_cheats(b);
-                        let oops = b
-                            .proof_steps()
-                            .any(|i| spans.get(i).and_then(|s| s.name.as_deref()) == Some("oops"));
-                        let skip = if !b.closed {
-                            Some(SkipReason::Unterminated)
-                        } else if oops {
-                            Some(SkipReason::Aborted)
-                        } else if cheats {
-                            Some(SkipReason::Admitted)
-                        } else if kw == "schematic_goal" {
-                            Some(SkipReason::Schematic)
-                        } else if !extra.is_empty() {
-                            Some(SkipReason::Mutual)
-                        } else {
-                            None
-                        };
-                        let end = match skip {
-                            Some(SkipReason::Aborted) => ProofEnd::Abort,
-                            Some(SkipReason::Admitted) => ProofEnd::Admitted,
-                            _ => ProofEnd::Qed,
-                        };
-                        let harmless = attrs
-                            .iter()
-                            .all(|a| HARMLESS_ATTRIBUTES.contains(&a.as_str()));
-                        // `context fixes x begin` is unnamed (prod-isar reports the element word as its name).
-                        let target = b
-                            .target
-                            .clone()
-                            .filter(|t| !CONTEXT_ELEMENTS.contains(&t.as_str()));
-                        let idx = theorems.len();
-                        // What the statement mentions always stays (in the context or an <invoke>).
-                        for j in scan.mentions(si, &by_name, true) {
-                            theorems[j].pinned = true;
-                        }
-                        theorems.push(Theorem {
-                            name: b.name.clone(),
-                            statement: statement.to_string(),
-                            header: None,
-                            steps: Vec::new(),
-                            end_text: String::new(),
-                            end,
-                            start: span.range.start,
-                            end_byte: stmt_end,
-                            line: line_of(&starts, span.keyword.start),
-                            peelable: b.name.is_some() && skip.is_none() && harmless,
-                            pinned: false,
-                            skip,
-                            scope: scopes.iter().map(|s| s.1.clone()).collect(),
-                            module_path: target.iter().cloned().collect(),
-                        });
-                        decls.push(Decl {
-                            scope_key: (scopes.iter().map(|s| s.0).collect(), target),
-                        });
-                        if !extra.is_empty() {
-                            extra_names.push((idx, extra));
-                        }
-                        current = Some((bi, idx, stmt_end));
                     } else {
-                        content_sentences += 1;
-                        for j in scan.mentions(si, &by_name, true) {
-                            theorems[j].pinned = true;
-                        }
-                        current = None;
+                        self.theorems[j].pinned = true;
                     }
-                } else if let Some((cbi, ti, prev_end)) = current.filter(|c| c.0 == bi) {
-                    // A proof step of the theorem being read.
-                    let end = trimmed_end(&th, text, si);
-                    let step_text = text.get(prev_end..end).unwrap_or("").to_string();
-                    let mut uses = Vec::new();
-                    let mentioned = scan.mentions(si, &by_name, true);
-                    if !mentioned.is_empty() {
-                        let facts = fact_references(&step_text);
-                        for f in &facts {
-                            if let Some(&j) = by_name.get(f.as_str()) {
-                                if decls[j].scope_key == decls[ti].scope_key {
-                                    if !uses.contains(&j) {
-                                        uses.push(j);
-                                    }
-                                } else {
-                                    theorems[j].pinned = true;
-                                }
-                            }
-                        }
-                        for j in mentioned {
-                            if !uses.contains(&j) {
-                                theorems[j].pinned = true;
-                            }
-                        }
-                    }
-                    let th_ = &mut theorems[ti];
-                    th_.steps.push(Step {
-                        text: step_text,
-                        uses,
-                    });
-                    th_.end_byte = end;
-                    current = Some((cbi, ti, end));
-                } else {
-                    // A proof step of a content block (instance, termination, …).
-                    for j in scan.mentions(si, &by_name, true) {
-                        theorems[j].pinned = true;
-                    }
-                }
-                if si + 1 == b.spans.end {
-                    if let Some((_, ti, _)) = current.filter(|c| c.0 == bi) {
-                        let t = &theorems[ti];
-                        if t.skip != Some(SkipReason::Aborted) {
-                            if let Some(n) = t.name.clone() {
-                                by_name.insert(n, ti);
-                            }
-                            if let Some((_, names)) = extra_names.iter().find(|(i, _)| *i == ti) {
-                                for n in names {
-                                    by_name.insert(n.clone(), ti);
-                                }
-                            }
-                        }
-                        last_theorem = Some(ti);
-                    }
-                    current = None;
                 }
             }
-            None => {
-                let Some(kind) = span.kind else { continue };
-                if kind == KeywordKind::ThyBegin {
-                    continue;
-                }
-                content_sentences += 1;
-                for j in scan.mentions(si, &by_name, true) {
-                    theorems[j].pinned = true;
-                }
-                let toks = th.tokens.get(span.tokens.clone()).unwrap_or(&[]);
-                let proper: Vec<&Token> = toks
-                    .iter()
-                    .filter(|t| !t.is_improper() && t.range.start >= span.keyword.end)
-                    .collect();
-                if proper
-                    .iter()
-                    .any(|t| t.kind == TokenKind::Ident && t.text(text) == "this")
-                {
-                    if let Some(j) = last_theorem {
-                        theorems[j].pinned = true;
-                    }
-                }
-                let name = span.name.as_deref().unwrap_or("");
-                if kind == KeywordKind::ThyDeclBlock
-                    && proper
-                        .last()
-                        .is_some_and(|t| t.kind == TokenKind::Ident && t.text(text) == "begin")
-                {
-                    next_scope += 1;
-                    let label = match (name, proper.first()) {
-                        ("context" | "locale" | "class", Some(t))
-                            if !CONTEXT_ELEMENTS.contains(&t.text(text))
-                                && matches!(t.kind, TokenKind::Ident | TokenKind::String) =>
-                        {
-                            prod_isar::header::name_text(t, text)
-                        }
-                        _ => name.to_string(),
-                    };
-                    scopes.push((next_scope, label));
-                } else if kind == KeywordKind::ThyEnd {
-                    scopes.pop();
+            for j in mentioned {
+                if !uses.contains(&j) {
+                    self.theorems[j].pinned = true;
                 }
             }
         }
+        let t = &mut self.theorems[ti];
+        t.steps.push(Step {
+            text: step_text,
+            uses,
+        });
+        t.end_byte = end;
+        self.current = Some((bi, ti, end));
     }
-    let goal_blocks = th.blocks.len();
-    let unclosed_blocks = th.blocks.iter().filter(|b| !b.closed).count();
-    let (imports, body_start) = match &th.header {
-        Some(h) => (
-            h.imports
-                .iter()
-                .map(|i| (h.range.start, i.clone()))
-                .collect(),
-            h.range.end,
-        ),
-        None => (vec![], 0),
-    };
-    let issues = th
-        .errors
-        .iter()
-        .filter(|e| !e.message.contains("unclosed proof"))
-        .map(|e| {
-            (
-                line_of(&starts, e.offset),
-                format!("segment_error: {}", e.message),
-            )
-        })
-        .collect();
-    SegmentedSource {
-        segments: Segments {
-            source: text.to_string(),
-            theorems,
-            other_skipped: vec![],
-            content_sentences,
-        },
-        imports,
-        issues,
-        prover_references: false,
-        goal_blocks,
-        unclosed_blocks,
-        body_start,
+
+    /// The last span of block `bi`: a theorem read in it becomes visible by its names.
+    fn end_block(&mut self, bi: usize) {
+        if let Some((_, ti, _)) = self.current.filter(|c| c.0 == bi) {
+            let t = &self.theorems[ti];
+            if t.skip != Some(SkipReason::Aborted) {
+                if let Some(n) = t.name.clone() {
+                    self.by_name.insert(n, ti);
+                }
+                if let Some((_, names)) = self.extra_names.iter().find(|(i, _)| *i == ti) {
+                    for n in names {
+                        self.by_name.insert(n.clone(), ti);
+                    }
+                }
+            }
+            self.last_theorem = Some(ti);
+        }
+        self.current = None;
+    }
+
+    /// Span `si` outside every goal block: content; `this` pins the last theorem; a block
+    /// header ending in `begin` opens a scope and `end` closes one.
+    fn theory_span(&mut self, si: usize) {
+        let (th, text) = (self.th, self.text);
+        let span = &th.spans[si];
+        let Some(kind) = span.kind else { return };
+        if kind == KeywordKind::ThyBegin {
+            return;
+        }
+        self.content_sentences += 1;
+        self.pin_mentions(si);
+        let toks = th.tokens.get(span.tokens.clone()).unwrap_or(&[]);
+        let proper: Vec<&Token> = toks
+            .iter()
+            .filter(|t| !t.is_improper() && t.range.start >= span.keyword.end)
+            .collect();
+        let is_ident = |t: &Token, w: &str| t.kind == TokenKind::Ident && t.text(text) == w;
+        if proper.iter().any(|t| is_ident(t, "this")) {
+            if let Some(j) = self.last_theorem {
+                self.theorems[j].pinned = true;
+            }
+        }
+        let name = span.name.as_deref().unwrap_or("");
+        if kind == KeywordKind::ThyDeclBlock && proper.last().is_some_and(|t| is_ident(t, "begin"))
+        {
+            self.next_scope += 1;
+            let label = match (name, proper.first()) {
+                ("context" | "locale" | "class", Some(t))
+                    if !CONTEXT_ELEMENTS.contains(&t.text(text))
+                        && matches!(t.kind, TokenKind::Ident | TokenKind::String) =>
+                {
+                    prod_isar::header::name_text(t, text)
+                }
+                _ => name.to_string(),
+            };
+            self.scopes.push((self.next_scope, label));
+        } else if kind == KeywordKind::ThyEnd {
+            self.scopes.pop();
+        }
+    }
+
+    /// The theory's segments, imports and issues.
+    fn finish(self) -> SegmentedSource {
+        let th = self.th;
+        let (imports, body_start) = match &th.header {
+            Some(h) => (
+                h.imports
+                    .iter()
+                    .map(|i| (h.range.start, i.clone()))
+                    .collect(),
+                h.range.end,
+            ),
+            None => (vec![], 0),
+        };
+        let issues = th
+            .errors
+            .iter()
+            .filter(|e| !e.message.contains("unclosed proof"))
+            .map(|e| {
+                (
+                    line_of(&self.starts, e.offset),
+                    format!("segment_error: {}", e.message),
+                )
+            })
+            .collect();
+        SegmentedSource {
+            segments: Segments {
+                source: self.text.to_string(),
+                theorems: self.theorems,
+                other_skipped: vec![],
+                content_sentences: self.content_sentences,
+            },
+            imports,
+            issues,
+            prover_references: false,
+            goal_blocks: th.blocks.len(),
+            unclosed_blocks: th.blocks.iter().filter(|b| !b.closed).count(),
+            body_start,
+        }
+    }
+}
+
+/// A statement without its leading `private`/`qualified`.
+fn without_visibility(full: &str) -> &str {
+    let mut statement = full;
+    while let Some(rest) = ["private", "qualified"].iter().find_map(|p| {
+        statement
+            .strip_prefix(p)
+            .filter(|r| r.starts_with(char::is_whitespace))
+    }) {
+        statement = rest.trim_start();
+    }
+    statement
+}
+
+/// Why theorem block `bi` (statement keyword `kw`) gives no example, if it does not.
+fn theorem_skip(th: &Theory, bi: usize, kw: &str, mutual: bool) -> Option<SkipReason> {
+    let b = &th.blocks[bi];
+    let cheats = th.has_cheats(b);
+    let oops = b
+        .proof_steps()
+        .any(|i| th.spans.get(i).and_then(|s| s.name.as_deref()) == Some("oops"));
+    if !b.closed {
+        Some(SkipReason::Unterminated)
+    } else if oops {
+        Some(SkipReason::Aborted)
+    } else if cheats {
+        Some(SkipReason::Admitted)
+    } else if kw == "schematic_goal" {
+        Some(SkipReason::Schematic)
+    } else if mutual {
+        Some(SkipReason::Mutual)
+    } else {
+        None
     }
 }
 
