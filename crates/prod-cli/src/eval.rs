@@ -231,7 +231,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             samples,
             depth: a.depth,
             final_timeout_s: a.final_timeout,
-            bootstrap: 1000,
+            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
             seed: a.seed,
             temperature: a.sampling.temperature,
         },

@@ -59,6 +59,9 @@ pub struct PassAtK {
     pub skipped: usize,
 }
 
+/// Bootstrap rounds of an interval unless a run says otherwise (every job and command's default).
+pub const DEFAULT_BOOTSTRAP: usize = 1000;
+
 /// pass@k with a seeded bootstrap of `resamples` rounds (0 disables it: the interval collapses
 /// to the estimate). `None` if no theorem has k judged samples.
 pub fn estimate(

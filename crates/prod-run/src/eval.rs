@@ -140,7 +140,7 @@ impl Default for EvalOptions {
             samples: 16,
             depth: 2,
             final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
-            bootstrap: 1000,
+            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
             seed: 0,
             temperature: prod_core::PAPER_TEMPERATURE,
         }

@@ -169,7 +169,7 @@ impl Default for ExperimentConfig {
             depth: 2,
             curve_theorems: 12,
             curve_samples: 4,
-            bootstrap: 1000,
+            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
             workers: 2,
             seed: 0,
             sampling,

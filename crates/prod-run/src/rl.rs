@@ -142,7 +142,7 @@ impl Default for RlEvalConfig {
             ks: vec![1, 2, 4],
             every: 1,
             final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
-            bootstrap: 1000,
+            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
         }
     }
 }
