@@ -247,9 +247,8 @@ fn schema(fw: Framework) -> Arc<Schema> {
 
 /// Write `bytes` to `path` through a temporary file renamed into place.
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = prod_library::output::tmp_path(path);
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    prod_library::output::write_atomic(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// One row to write: the example and its full context.

@@ -178,15 +178,8 @@ fn write(path: &std::path::Path, jsonl: &[u8], format: Format) -> anyhow::Result
     }
 }
 
-/// `path` replaced in one step: written beside it, then renamed.
+/// `path` replaced in one step ([`prod_library::output::write_atomic`]).
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut tmp = path.as_os_str().to_os_string();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    prod_library::output::write_atomic(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }

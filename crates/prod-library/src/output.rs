@@ -27,6 +27,16 @@ pub fn tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Replace `path` in one step: `bytes` written beside it ([`tmp_path`]) and flushed, then
+/// renamed into place, so a kill leaves the old file or the new one, never half of one. Every
+/// single-file write of ProD (run reports, exports, configs) goes through here.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = tmp_path(path);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes).and_then(|_| f.sync_all())?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Start a build in `dir`: create it and leave the marker (before any other file is written).
 pub(crate) fn begin(dir: &Path) -> Result<(), BuildError> {
     std::fs::create_dir_all(dir).map_err(|e| BuildError::Io(dir.to_path_buf(), e))?;

@@ -173,7 +173,9 @@ fn save_alarm(out: &Path, nodes: &[StoredNode], check: &CanaryCheck) -> anyhow::
             text.push('\n');
         }
     }
-    crate::job::write_atomic(&out.join(ALARM_FILE), &text)
+    let path = out.join(ALARM_FILE);
+    prod_library::output::write_atomic(&path, text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

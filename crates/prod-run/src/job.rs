@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::eval::{dataset_statements, load_theorems, run_eval, EvalOptions, EvalResult, Theorem};
 use crate::policy::{NativeParams, NativePolicy};
 use crate::progress::Bars;
-use crate::prover::{ProverChoice, ProverKind};
+use crate::prover::ProverKind;
 use crate::store::{Phase, RunStore};
 
 /// Input that the user got wrong (exit code 2 in the CLI).
@@ -260,6 +260,68 @@ impl CoqJobConfig {
     }
 }
 
+/// The prover settings of a job (its `prover`, `coq` and `isabelle` keys).
+#[derive(Clone, Copy, Debug)]
+pub struct ProverChoice<'a> {
+    pub kind: ProverKind,
+    pub coq: &'a CoqJobConfig,
+    /// `[isabelle]`: the server and session (the keys of `[check.isabelle]` in `prod.toml`).
+    pub isabelle: Option<&'a prod_check_isabelle::IsabelleCheckConfig>,
+}
+
+impl ProverChoice<'_> {
+    /// Start the prover of a run on `dataset` (its load-path bindings for Coq), its checks
+    /// cached in `cache`; with a shared store the Coq checks go through the run's queue.
+    pub fn start(
+        &self,
+        dataset: &Path,
+        cache: &Path,
+        out: &Path,
+        shared: Option<&SharedStore>,
+    ) -> anyhow::Result<crate::prover::Prover> {
+        match self.kind {
+            ProverKind::Coq => {
+                let cfg = self.coq.config_for_dataset(dataset)?;
+                let checker = start_run_checker(&cfg, cache, out, shared)?;
+                let name = prod_check_coq::prover_name(&checker.fingerprint());
+                Ok(crate::prover::Prover {
+                    kind: self.kind,
+                    checker,
+                    lang: self.kind.language(),
+                    final_check: Box::new(prod_prover::CoqFinal(cfg)),
+                    name,
+                })
+            }
+            ProverKind::Isabelle => {
+                if shared.is_some() {
+                    return Err(BadInput(
+                        "prover = \"isabelle\": the PostgreSQL check queue serves Coq only".into(),
+                    )
+                    .into());
+                }
+                let cfg = self.isabelle.cloned().unwrap_or_default();
+                cfg.validate()
+                    .map_err(|e| BadInput(format!("isabelle.{e}")))?;
+                let checker =
+                    prod_check_isabelle::IsabelleChecker::connect(cfg.clone()).map_err(|e| {
+                        anyhow::anyhow!("cannot reach the Isabelle server {}: {e}", cfg.server)
+                    })?;
+                let name = format!(
+                    "isabelle {}",
+                    crate::prover::isabelle_version(&checker.fingerprint())
+                );
+                Ok(crate::prover::Prover {
+                    kind: self.kind,
+                    checker: Box::new(cached(checker, cache)?),
+                    lang: self.kind.language(),
+                    final_check: Box::new(prod_prover::IsabelleFinal(cfg)),
+                    name,
+                })
+            }
+        }
+    }
+}
+
 impl EvalJob {
     /// The prover settings.
     pub fn prover_choice(&self) -> ProverChoice<'_> {
@@ -336,15 +398,10 @@ pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Write `text` to `path` atomically: a temp file beside it (`NAME.tmp`), then a rename, so a
-/// kill leaves either the old file or the new one, never half of one.
+/// Write `text` to `path` atomically ([`prod_library::output::write_atomic`]).
 pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("write {}", path.display()))?;
-    Ok(())
+    prod_library::output::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("write {}", path.display()))
 }
 
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.

@@ -8,6 +8,7 @@
 //! * [`context`] — `RunContext`: the store, prover, run directory and progress every phase
 //!   shares.
 //! * [`prover`] — the prover of a run, chosen once: checker, language, final check, name.
+//! * [`theorem`] — `Theorem`: a run's theorems read from a dataset split with full contexts.
 //! * [`check`] — the check phase, committing each verdict as it arrives.
 //! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k;
 //!   `run_eval_given` on trees sampled elsewhere ([`trees`]: `prod eval --trees`).
@@ -32,21 +33,20 @@ mod ranges;
 pub mod rl;
 mod round;
 pub mod store;
+pub mod theorem;
 pub mod trees;
 
 pub use context::RunContext;
 pub use eval::{load_theorems, run_eval, EvalOptions, EvalResult, Theorem};
 pub use policy::{FirstToken, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
 pub use progress::Bars;
-pub use prover::{
-    CheckSetup, CoqFinal, FinalCheck, IsabelleFinal, Prover, ProverChoice, ProverKind,
-};
+pub use prover::{CheckSetup, CoqFinal, FinalCheck, IsabelleFinal, Prover, ProverKind};
 pub use store::{Phase, RunStore, StoreError};
 pub mod job;
 mod outcomes;
 pub use job::{
     open_store, run_eval_job, run_hammer_baseline_job, start_run_checker, BadInput, CoqJobConfig,
-    EvalJob, HammerBaseline, SharedStore,
+    EvalJob, HammerBaseline, ProverChoice, SharedStore,
 };
 pub use prod_report;
 pub mod demo;

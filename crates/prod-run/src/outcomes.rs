@@ -17,8 +17,8 @@ use prod_core::{ConditionalProof, GlobalVerdict, ProofLanguage};
 use prod_report::{ExampleNode, ExampleTree, FailureCount, NodeOutcomes, TheoremDetail};
 use prod_rl::Origin;
 
-use crate::eval::Theorem;
 use crate::store::{name, StoredNode};
+use crate::theorem::Theorem;
 
 /// Failure messages listed in the breakdown.
 const TOP_FAILURES: usize = 10;

@@ -4,14 +4,10 @@
 //! prod-prover's, shared with the CLI's checking commands; this module adds what a run needs
 //! around them. Evaluation and ProD-RL take a [`Prover`] and never ask which one it is.
 
-use std::path::Path;
-
 use prod_check::Checker;
 use prod_check_isabelle::IsabelleCheckConfig;
 use prod_core::ProofLanguage;
 pub use prod_prover::{CoqFinal, FinalCheck, FinalProof, IsabelleFinal, ProverKind};
-
-use crate::job::{BadInput, CoqJobConfig, SharedStore};
 
 /// The prover as a run's phases use it: a [`Prover`]'s borrowed view.
 #[derive(Clone, Copy)]
@@ -43,65 +39,6 @@ impl Prover {
     }
 }
 
-/// The prover settings of a job (its `prover`, `coq` and `isabelle` keys).
-#[derive(Clone, Copy, Debug)]
-pub struct ProverChoice<'a> {
-    pub kind: ProverKind,
-    pub coq: &'a CoqJobConfig,
-    /// `[isabelle]`: the server and session (the keys of `[check.isabelle]` in `prod.toml`).
-    pub isabelle: Option<&'a IsabelleCheckConfig>,
-}
-
-impl ProverChoice<'_> {
-    /// Start the prover of a run on `dataset` (its load-path bindings for Coq), its checks
-    /// cached in `cache`; with a shared store the Coq checks go through the run's queue.
-    pub fn start(
-        &self,
-        dataset: &Path,
-        cache: &Path,
-        out: &Path,
-        shared: Option<&SharedStore>,
-    ) -> anyhow::Result<Prover> {
-        match self.kind {
-            ProverKind::Coq => {
-                let cfg = self.coq.config_for_dataset(dataset)?;
-                let checker = crate::job::start_run_checker(&cfg, cache, out, shared)?;
-                let name = prod_check_coq::prover_name(&checker.fingerprint());
-                Ok(Prover {
-                    kind: self.kind,
-                    checker,
-                    lang: self.kind.language(),
-                    final_check: Box::new(CoqFinal(cfg)),
-                    name,
-                })
-            }
-            ProverKind::Isabelle => {
-                if shared.is_some() {
-                    return Err(BadInput(
-                        "prover = \"isabelle\": the PostgreSQL check queue serves Coq only".into(),
-                    )
-                    .into());
-                }
-                let cfg = self.isabelle.cloned().unwrap_or_default();
-                cfg.validate()
-                    .map_err(|e| BadInput(format!("isabelle.{e}")))?;
-                let checker =
-                    prod_check_isabelle::IsabelleChecker::connect(cfg.clone()).map_err(|e| {
-                        anyhow::anyhow!("cannot reach the Isabelle server {}: {e}", cfg.server)
-                    })?;
-                let name = format!("isabelle {}", isabelle_version(&checker.fingerprint()));
-                Ok(Prover {
-                    kind: self.kind,
-                    checker: Box::new(crate::job::cached(checker, cache)?),
-                    lang: self.kind.language(),
-                    final_check: Box::new(IsabelleFinal(cfg)),
-                    name,
-                })
-            }
-        }
-    }
-}
-
 /// The Isabelle settings that make a run what it is (a resumed run must match them): not where
 /// it runs (workers, the server's address and password, directories on this machine).
 pub fn isabelle_identity(cfg: &IsabelleCheckConfig) -> IsabelleCheckConfig {
@@ -116,7 +53,7 @@ pub fn isabelle_identity(cfg: &IsabelleCheckConfig) -> IsabelleCheckConfig {
 }
 
 /// `Isabelle2022` from the checker's fingerprint (`isabelle: Isabelle2022 (id); …`).
-fn isabelle_version(fingerprint: &str) -> String {
+pub(crate) fn isabelle_version(fingerprint: &str) -> String {
     fingerprint
         .strip_prefix("isabelle: ")
         .and_then(|r| r.split([';', ' ']).next())

@@ -371,8 +371,8 @@ impl RlConfig {
     }
 
     /// The prover settings.
-    pub fn prover_choice(&self) -> crate::prover::ProverChoice<'_> {
-        crate::prover::ProverChoice {
+    pub fn prover_choice(&self) -> crate::job::ProverChoice<'_> {
+        crate::job::ProverChoice {
             kind: self.prover,
             coq: &self.coq,
             isabelle: self.isabelle.as_ref(),
