@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use prod_library::dataset::{self, DatasetConfig, SplitUnit};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
 use prod_library::LibrarySpec;
+use prod_prover::ProverKind;
 
 use crate::check_progress::{self, CheckProgress};
 use crate::{exit, ranges};
@@ -93,9 +94,9 @@ pub enum DatasetCommand {
 
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Prover whose library is read: `coq` or `isabelle`.
-    #[arg(long, default_value = "coq")]
-    pub prover: String,
+    /// Prover whose library is read.
+    #[arg(long, value_enum, default_value_t = ProverKind::Coq)]
+    pub prover: ProverKind,
     /// Coq: `stdlib`, `all`, a Debian package (`libcoq-mathcomp-ssreflect`), a user-contrib root
     /// (`Hammer`), or a directory (with or without a `_CoqProject`). Isabelle: `afp` (with
     /// --afp) or the unpacked AFP directory (the one holding `thys/`).
@@ -225,9 +226,6 @@ pub fn run(cmd: DatasetCommand) -> i32 {
 }
 
 fn build(a: BuildArgs) -> i32 {
-    if a.prover != "coq" && a.prover != "isabelle" {
-        return exit::bad_input(anyhow!("--prover {:?}: expected coq or isabelle", a.prover));
-    }
     let unit = match a.unit.as_str() {
         "auto" => SplitUnit::Auto,
         "package" => SplitUnit::Package,
@@ -254,7 +252,11 @@ fn build(a: BuildArgs) -> i32 {
         threads: a.threads,
         context_bytes: a
             .context_bytes
-            .unwrap_or(if a.prover == "isabelle" { 4096 } else { 16384 }),
+            .unwrap_or(if a.prover == ProverKind::Isabelle {
+                4096
+            } else {
+                16384
+            }),
         ..Default::default()
     };
     match (a.coqlib, a.root.coqlib()) {
@@ -263,7 +265,7 @@ fn build(a: BuildArgs) -> i32 {
         (None, Ok(None)) => {}
         (None, Err(e)) => return exit::bad_input(anyhow!(e)),
     }
-    let unit = if a.prover == "isabelle" {
+    let unit = if a.prover == ProverKind::Isabelle {
         "theories"
     } else {
         "files"
@@ -278,7 +280,7 @@ fn build(a: BuildArgs) -> i32 {
         pb.set_total(total as u64);
         pb.set_position(done as u64);
     };
-    let result = if a.prover == "isabelle" {
+    let result = if a.prover == ProverKind::Isabelle {
         let split = match AfpSplit::parse(&a.split) {
             Ok(s) => s,
             Err(e) => return exit::bad_input(anyhow!("--split: {e}")),

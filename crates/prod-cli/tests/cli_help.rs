@@ -126,6 +126,10 @@ fn exit_codes_of_typical_calls() {
         (&["report", missing], 2),
         (&["dataset", "stats", missing], 2),
         (
+            &["dataset", "build", "--prover", "lean", "--out", missing],
+            2,
+        ),
+        (
             &[
                 "eval",
                 "--model",
