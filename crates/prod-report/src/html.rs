@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::figures::{self, Figure};
 use crate::model::{Evaluation, ExampleTree, RunReport};
+use crate::outline::{outline, Block};
 use crate::tables::{self, Table};
 use crate::text::{fixed, xml};
 
@@ -58,10 +59,9 @@ fn figure(out: &mut String, f: &Figure) {
     );
 }
 
-/// The whole report as one HTML file.
+/// The whole report as one HTML file: the head, the [`outline`]'s blocks, the footer.
 pub fn render_html(r: &RunReport) -> String {
     let figs = figures::figures(r);
-    let fig = |id: &str| figs.iter().find(|f| f.id == id);
     let title = if r.title.trim().is_empty() {
         "ProD run report"
     } else {
@@ -75,149 +75,94 @@ pub fn render_html(r: &RunReport) -> String {
          <title>{t}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
         t = xml(title)
     );
-    let meta = tables::meta(r);
-    if !meta.is_empty() {
-        out.push_str("<table>\n<tbody>\n");
-        for (k, v) in &meta {
-            let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", xml(k), xml(v));
-        }
-        out.push_str("</tbody>\n</table>\n");
+    for b in outline(r, &figs) {
+        block(&mut out, &b);
     }
-    let alarms = tables::canary_alarms(r);
-    if !alarms.is_empty() {
-        out.push_str("<div class=\"alarm\">\n<p><strong>SOUNDNESS ALARM</strong>: the checker accepted a canary, a statement no proof may prove. The run stopped; no figure of this report can be trusted until the cause is found (the nodes are in <code>canary-alarm.jsonl</code>).</p>\n<ul>\n");
-        for a in &alarms {
-            let _ = writeln!(out, "<li>{}</li>", xml(a));
-        }
-        out.push_str("</ul>\n</div>\n");
-    }
-    let warnings = tables::warnings(r);
-    if !warnings.is_empty() {
-        out.push_str("<div class=\"warn\">\n<p><strong>Data warnings</strong> (values in the run file that cannot be right as given):</p>\n<ul>\n");
-        for w in &warnings {
-            let _ = writeln!(out, "<li>{}</li>", xml(w));
-        }
-        out.push_str("</ul>\n</div>\n");
-    }
+    out.push_str("<footer>Written by <code>prod report</code>.</footer>\n</body>\n</html>\n");
+    out
+}
 
-    out.push_str("<h2 id=\"evaluations\">Evaluations</h2>\n");
-    if r.evaluations.is_empty() {
-        out.push_str("<p>No evaluations in this run.</p>\n");
-    } else {
-        table(&mut out, &tables::evaluations(r));
-        out.push_str(
-            "<p>pass@k: unbiased estimator from n samples per theorem, in parentheses the 95% confidence \
-             interval (percentage points; the hull of the bootstrap over theorems and Wilson's score interval, so it stays open at 0 and n). Theorems whose samples were lost to infrastructure failures are left out \
-             (\u{201c}judged\u{201d}), never counted as failures.</p>\n",
-        );
-        if let Some(f) = fig("pass-at-k") {
-            figure(&mut out, f);
+/// One block of the outline in HTML.
+fn block(out: &mut String, b: &Block<'_>) {
+    match b {
+        Block::Meta(meta) if !meta.is_empty() => {
+            out.push_str("<table>\n<tbody>\n");
+            for (k, v) in meta {
+                let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", xml(k), xml(v));
+            }
+            out.push_str("</tbody>\n</table>\n");
         }
-    }
-
-    for (i, c) in r.comparisons.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "<h2 id=\"comparison-{}\">{} against {}</h2>\n<p>{}</p>",
-            i + 1,
-            xml(&c.method),
-            xml(&c.baseline),
-            xml(&crate::markdown::comparison_text(c))
-        );
-        table(&mut out, &tables::comparison(c));
-        table(&mut out, &tables::comparison_counts(c));
-        let t = tables::comparison_theorems(c);
-        if !t.rows.is_empty() {
+        Block::Alarm(alarms) if !alarms.is_empty() => {
+            out.push_str("<div class=\"alarm\">\n<p><strong>SOUNDNESS ALARM</strong>: the checker accepted a canary, a statement no proof may prove. The run stopped; no figure of this report can be trusted until the cause is found (the nodes are in <code>canary-alarm.jsonl</code>).</p>\n");
+            list(out, alarms);
+            out.push_str("</div>\n");
+        }
+        Block::Warnings(w) if !w.is_empty() => {
+            out.push_str("<div class=\"warn\">\n<p><strong>Data warnings</strong> (values in the run file that cannot be right as given):</p>\n");
+            list(out, w);
+            out.push_str("</div>\n");
+        }
+        Block::Meta(_) | Block::Alarm(_) | Block::Warnings(_) => {}
+        Block::Section { id, heading, .. } => {
+            let _ = writeln!(out, "<h2 id=\"{}\">{}</h2>", xml(id), xml(heading));
+        }
+        Block::Versus {
+            id,
+            method,
+            baseline,
+        } => {
+            let (id, m, b) = (xml(id), xml(method), xml(baseline));
+            let _ = writeln!(out, "<h2 id=\"{id}\">{m} against {b}</h2>");
+        }
+        Block::Sub(h) => {
+            let _ = writeln!(out, "<h3>{}</h3>", xml(h));
+        }
+        Block::SweepSub {
+            name,
+            split,
+            samples,
+        } => {
+            let _ = writeln!(
+                out,
+                "<h3>{} ({}, n = {samples})</h3>",
+                xml(name),
+                xml(split)
+            );
+        }
+        Block::Para(p) => {
+            let _ = writeln!(out, "<p>{}</p>", xml(p));
+        }
+        Block::Note { html, .. } => out.push_str(html),
+        Block::Table(t) => table(out, t),
+        Block::EitherProved(t) => {
             let _ = writeln!(
                 out,
                 "<details class=\"tree\" open=\"open\">\n<summary>Theorems proved by either ({})</summary>",
                 t.rows.len()
             );
-            table(&mut out, &t);
+            table(out, t);
             out.push_str("</details>\n");
         }
-    }
-    if let Some(t) = tables::hammer_phases(r) {
-        out.push_str("<h2 id=\"hammer\">hammer. steps per phase</h2>\n<p>Fixed tactic list first, then the automated provers; a goal met before in the same environment is answered from the checker\u{2019}s per-goal memory (a remembered tactic is re-run by the prover, never trusted). Checks answered by the verification cache run no hammer.</p>\n");
-        table(&mut out, &t);
-    }
-    let with_depth: Vec<_> = r
-        .evaluations
-        .iter()
-        .filter(|e| !e.depth_table.is_empty())
-        .collect();
-    if !with_depth.is_empty() {
-        out.push_str("<h2 id=\"depth\">Proved theorems by proof depth</h2>\n");
-        if let Some(f) = fig("depth") {
-            figure(&mut out, f);
-        }
-        for e in with_depth {
-            let _ = writeln!(out, "<h3>{}</h3>", xml(&e.name));
-            table(&mut out, &tables::depth(e));
-        }
-    }
-
-    let with_details: Vec<&Evaluation> = r
-        .evaluations
-        .iter()
-        .filter(|e| tables::has_details(e))
-        .collect();
-    if !with_details.is_empty() {
-        out.push_str("<h2 id=\"details\">What the evaluation did</h2>\n");
-        for e in with_details {
-            details(&mut out, e);
-        }
-    }
-
-    let sweeps = tables::temperature_sweeps(r);
-    if !sweeps.is_empty() {
-        out.push_str("<h2 id=\"temperature\">Temperature sweep</h2>\n");
-        for (i, g) in sweeps.iter().enumerate() {
+        Block::Figure(f) => figure(out, f),
+        Block::Details(e) => details(out, e),
+        Block::Notes(notes) => list(out, notes),
+        Block::Config(json) => {
             let _ = writeln!(
                 out,
-                "<h3>{} ({}, n = {})</h3>",
-                xml(&g[0].name),
-                xml(&g[0].split),
-                g[0].samples_per_theorem
+                "<details><summary>Configuration as loaded</summary>\n<pre>{}</pre>\n</details>",
+                xml(json)
             );
-            table(&mut out, &tables::sweep(g));
-            if let Some(f) = fig(&format!("temperature-{}", i + 1)) {
-                figure(&mut out, f);
-            }
         }
     }
+}
 
-    out.push_str("<h2 id=\"rounds\">RL rounds</h2>\n");
-    if r.rounds.is_empty() {
-        out.push_str("<p>No RL rounds in this run.</p>\n");
-    } else {
-        table(&mut out, &tables::rounds(r));
-        if let Some(t) = tables::reinforced(r) {
-            out.push_str("<h3>What each round reinforced</h3>\n<p>Training examples by origin: with weight &gt; 0 / all, and their summed weight Σw.</p>\n");
-            table(&mut out, &t);
-        }
-        for f in figs.iter().filter(|f| f.id.starts_with("rounds-")) {
-            figure(&mut out, f);
-        }
+/// A bulleted list of escaped items.
+fn list(out: &mut String, items: &[String]) {
+    out.push_str("<ul>\n");
+    for i in items {
+        let _ = writeln!(out, "<li>{}</li>", xml(i));
     }
-
-    if !r.notes.is_empty() {
-        out.push_str("<h2 id=\"notes\">Notes</h2>\n<ul>\n");
-        for n in &r.notes {
-            let _ = writeln!(out, "<li>{}</li>", xml(n));
-        }
-        out.push_str("</ul>\n");
-    }
-    if !r.config.is_null() {
-        let json = serde_json::to_string_pretty(&r.config).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "<h2 id=\"config\">Configuration</h2>\n<details><summary>Configuration as loaded</summary>\n<pre>{}</pre>\n</details>",
-            xml(&json)
-        );
-    }
-    out.push_str("<footer>Written by <code>prod report</code>.</footer>\n</body>\n</html>\n");
-    out
+    out.push_str("</ul>\n");
 }
 
 /// Colours of the verdict kinds (node breakdown bar, node borders).

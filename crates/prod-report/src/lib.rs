@@ -11,6 +11,7 @@ pub mod figures;
 mod html;
 mod markdown;
 pub mod model;
+mod outline;
 pub mod svg;
 pub mod tables;
 pub mod text;

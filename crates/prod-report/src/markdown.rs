@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::RunReport;
+use crate::outline::{outline, Block};
 use crate::tables::{self, Table};
 use crate::text::{md, md_line};
 
@@ -122,7 +123,7 @@ pub(crate) fn comparison_text(c: &crate::compare::Comparison) -> String {
     s
 }
 
-/// The summary as Markdown. Headings start at level 2 so that it can be pasted into a page.
+/// The report in Markdown: the title, then the [`outline`]'s blocks (no figures).
 pub fn render_markdown(r: &RunReport) -> String {
     let title = if r.title.trim().is_empty() {
         "ProD run report"
@@ -130,125 +131,96 @@ pub fn render_markdown(r: &RunReport) -> String {
         r.title.as_str()
     };
     let mut out = format!("## {}\n\n", md_line(title));
-    for (k, v) in tables::meta(r) {
-        let _ = writeln!(out, "- {}: {}", md_line(&k), md(&v));
-    }
-    if !tables::meta(r).is_empty() {
-        out.push('\n');
-    }
-    let alarms = tables::canary_alarms(r);
-    if !alarms.is_empty() {
-        out.push_str("**SOUNDNESS ALARM**: the checker accepted a canary, a statement no proof may prove. The run stopped; no figure of this report can be trusted until the cause is found (the nodes are in `canary-alarm.jsonl`).\n\n");
-        for a in &alarms {
-            let _ = writeln!(out, "- {}", md_line(a));
-        }
-        out.push('\n');
-    }
-    let warnings = tables::warnings(r);
-    if !warnings.is_empty() {
-        out.push_str(
-            "**Data warnings** (values in the run file that cannot be right as given):\n\n",
-        );
-        for w in &warnings {
-            let _ = writeln!(out, "- {}", md_line(w));
-        }
-        out.push('\n');
-    }
-    out.push_str("### Evaluations\n\n");
-    if r.evaluations.is_empty() {
-        out.push_str("No evaluations in this run.\n\n");
-    } else {
-        table(&mut out, &tables::evaluations(r));
-        out.push_str(
-            "pass@k: unbiased estimator from n samples per theorem; in parentheses the 95% confidence \
-             interval (percentage points; the hull of the bootstrap over theorems and Wilson's score interval, so it stays open at 0 and n). Theorems whose samples were lost to infrastructure failures are left \
-             out (\"judged\"), never counted as failures.\n\n",
-        );
-    }
-    for c in &r.comparisons {
-        let _ = writeln!(
-            out,
-            "### {} against {}\n",
-            md_line(&c.method),
-            md_line(&c.baseline)
-        );
-        out.push_str(&md_line(&comparison_text(c)));
-        out.push_str("\n\n");
-        table(&mut out, &tables::comparison(c));
-        table(&mut out, &tables::comparison_counts(c));
-        let t = tables::comparison_theorems(c);
-        if !t.rows.is_empty() && t.rows.len() <= MAX_THEOREM_ROWS {
-            out.push_str("Theorems proved by either:\n\n");
-            table(&mut out, &t);
-        }
-    }
-    if let Some(t) = tables::hammer_phases(r) {
-        out.push_str("### hammer. steps per phase\n\n");
-        table(&mut out, &t);
-    }
-    let with_depth: Vec<_> = r
-        .evaluations
-        .iter()
-        .filter(|e| !e.depth_table.is_empty())
-        .collect();
-    if !with_depth.is_empty() {
-        out.push_str("### Proved theorems by proof depth (Fig. 5)\n\n");
-        for e in with_depth {
-            let _ = writeln!(out, "#### {}\n", md_line(&e.name));
-            table(&mut out, &tables::depth(e));
-        }
-    }
-    let with_details: Vec<_> = r
-        .evaluations
-        .iter()
-        .filter(|e| tables::has_details(e))
-        .collect();
-    if !with_details.is_empty() {
-        out.push_str("### What the evaluation did\n\n");
-        for e in with_details {
-            details(&mut out, e);
-        }
-    }
-    let sweeps = tables::temperature_sweeps(r);
-    if !sweeps.is_empty() {
-        out.push_str("### Temperature sweep\n\n");
-        for g in &sweeps {
-            let _ = writeln!(
-                out,
-                "#### {} ({}, n = {})\n",
-                md_line(&g[0].name),
-                md(&g[0].split),
-                g[0].samples_per_theorem
-            );
-            table(&mut out, &tables::sweep(g));
-        }
-    }
-    out.push_str("### RL rounds\n\n");
-    if r.rounds.is_empty() {
-        out.push_str("No RL rounds in this run.\n\n");
-    } else {
-        table(&mut out, &tables::rounds(r));
-        if let Some(t) = tables::reinforced(r) {
-            out.push_str("What each round reinforced (training examples by origin: with weight > 0 / all, and their summed weight Σw):\n\n");
-            table(&mut out, &t);
-        }
-    }
-    if !r.notes.is_empty() {
-        out.push_str("### Notes\n\n");
-        for n in &r.notes {
-            let _ = writeln!(out, "- {}", md_line(n));
-        }
-        out.push('\n');
-    }
-    if !r.config.is_null() {
-        let json = serde_json::to_string_pretty(&r.config).unwrap_or_default();
-        let f = fence(&json);
-        let _ = write!(out, "### Configuration\n\n{f}json\n{json}\n{f}\n");
+    for b in outline(r, &[]) {
+        block(&mut out, &b);
     }
     while out.ends_with("\n\n") {
         out.pop();
     }
     out
+}
+
+/// One block of the outline in Markdown.
+fn block(out: &mut String, b: &Block<'_>) {
+    match b {
+        Block::Meta(meta) if !meta.is_empty() => {
+            for (k, v) in meta {
+                let _ = writeln!(out, "- {}: {}", md_line(k), md(v));
+            }
+            out.push('\n');
+        }
+        Block::Alarm(alarms) if !alarms.is_empty() => {
+            out.push_str("**SOUNDNESS ALARM**: the checker accepted a canary, a statement no proof may prove. The run stopped; no figure of this report can be trusted until the cause is found (the nodes are in `canary-alarm.jsonl`).\n\n");
+            list(out, alarms);
+        }
+        Block::Warnings(w) if !w.is_empty() => {
+            out.push_str(
+                "**Data warnings** (values in the run file that cannot be right as given):\n\n",
+            );
+            list(out, w);
+        }
+        Block::Meta(_) | Block::Alarm(_) | Block::Warnings(_) => {}
+        Block::Section {
+            heading,
+            md_heading,
+            ..
+        } => {
+            let h = md_heading.map_or_else(|| md_line(heading), md_line);
+            let _ = writeln!(out, "### {h}\n");
+        }
+        Block::Versus {
+            method, baseline, ..
+        } => {
+            let _ = writeln!(
+                out,
+                "### {} against {}\n",
+                md_line(method),
+                md_line(baseline)
+            );
+        }
+        Block::Sub(h) => {
+            let _ = writeln!(out, "#### {}\n", md_line(h));
+        }
+        Block::SweepSub {
+            name,
+            split,
+            samples,
+        } => {
+            let _ = writeln!(
+                out,
+                "#### {} ({}, n = {samples})\n",
+                md_line(name),
+                md(split)
+            );
+        }
+        Block::Para(p) => {
+            out.push_str(&md_line(p));
+            out.push_str("\n\n");
+        }
+        Block::Note { md, .. } => out.push_str(md),
+        Block::Table(t) => table(out, t),
+        Block::EitherProved(t) => {
+            if t.rows.len() <= MAX_THEOREM_ROWS {
+                out.push_str("Theorems proved by either:\n\n");
+                table(out, t);
+            }
+        }
+        Block::Figure(_) => {}
+        Block::Details(e) => details(out, e),
+        Block::Notes(notes) => list(out, notes),
+        Block::Config(json) => {
+            let f = fence(json);
+            let _ = write!(out, "{f}json\n{json}\n{f}\n");
+        }
+    }
+}
+
+/// A bulleted list of escaped items, then a blank line.
+fn list(out: &mut String, items: &[String]) {
+    for i in items {
+        let _ = writeln!(out, "- {}", md_line(i));
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]
