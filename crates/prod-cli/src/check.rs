@@ -83,10 +83,8 @@ pub struct CheckerArgs {
     /// user's project compiled into DIR/lib/).
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
-    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present); reads `[check]`,
-    /// `[check.coq]` and `[check.isabelle]`.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
     #[command(flatten)]
     pub isabelle: crate::prover::IsabelleArgs,
     /// Isabelle: leave the logic session running afterwards (faster next time).
@@ -310,7 +308,7 @@ impl Pipeline {
     /// The config file, the prover root and load paths, the backend and the cache.
     pub(crate) fn open(a: &CheckerArgs) -> Result<Self, SetupError> {
         use SetupError::{BadInput, Failure};
-        let section = load_section(a.config.as_deref()).map_err(BadInput)?;
+        let section = a.config.check_section().map_err(BadInput)?;
         let mut coq = section.coq;
         a.prover_root
             .apply(&mut coq)

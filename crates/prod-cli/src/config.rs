@@ -1,13 +1,43 @@
-//! The config file `prod.toml`: TOML with one section per concern; `[check]` is the one read.
+//! The config file `prod.toml`: TOML with one section per concern; `[check]` (with `[check.coq]`
+//! and `[check.isabelle]`) is the one read, by every command that checks (`check`, `serve`,
+//! `eval`, `dataset validate`, `dataset export --verify`; the benchmarks keep their fixed
+//! settings so that their figures compare).
 //!
-//! Looked up in this order: `--config FILE`, `$PROD_CONFIG`, `./prod.toml`. No file is fine
-//! (every section has defaults); a file that exists but does not parse is an error, never
-//! silently ignored. Command-line options override the file.
+//! Looked up in this order: `--config FILE` ([`ConfigArg`]), `$PROD_CONFIG`, `./prod.toml`. No
+//! file is fine (every section has defaults); a file that exists but does not parse is an error,
+//! never silently ignored. Command-line options override the file.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use serde::de::DeserializeOwned;
+
+/// `--config FILE`: one flag, one help, for every command that reads `prod.toml`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ConfigArg {
+    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present): its `[check]`,
+    /// `[check.coq]` and `[check.isabelle]` tables, under the flags.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The `[check]` section (its defaults without a file), every number checked.
+    pub fn check_section(&self) -> anyhow::Result<crate::check::CheckSection> {
+        crate::check::load_section(self.config.as_deref())
+    }
+
+    /// `[check.coq]` with `--coq-root` over its `root`, checked: the Coq settings of a command
+    /// that checks (its own flags go on top).
+    pub fn coq_config(
+        &self,
+        root: &crate::prover::ProverArgs,
+    ) -> anyhow::Result<prod_check_coq::CoqCheckConfig> {
+        let mut cfg = self.check_section()?.coq;
+        root.apply(&mut cfg).map_err(|e| anyhow::anyhow!(e))?;
+        Ok(cfg)
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct ConfigFile {

@@ -210,6 +210,9 @@ pub struct ValidateArgs {
     /// Beside the dataset's own bindings (its stats.json), which are always used.
     #[command(flatten)]
     pub load_paths: crate::prover::LoadPathArgs,
+    /// Reads `[check.coq]` (root, limits, load paths, hammer settings).
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
     /// Machine-readable output: one JSON object (misses still go to stderr).
     #[arg(long)]
     pub json: bool,
@@ -563,10 +566,10 @@ fn validate(a: ValidateArgs) -> i32 {
         Ok(e) => e,
         Err(e) => return exit::bad_input(e),
     };
-    let mut cfg = prod_check_coq::CoqCheckConfig::default();
-    if let Err(e) = a.prover.apply(&mut cfg) {
-        return exit::bad_input(anyhow!(e));
-    }
+    let mut cfg = match a.config.coq_config(&a.prover) {
+        Ok(c) => c,
+        Err(e) => return exit::bad_input(e),
+    };
     // A user's project: its compiled copy in DIR/lib/, bound as stats.json says.
     if let Err(e) = a.load_paths.apply(&mut cfg, Some(&a.dir)) {
         return exit::bad_input(anyhow!(e));

@@ -105,6 +105,9 @@ pub struct ExportArgs {
     pub no_hammer: bool,
     #[command(flatten)]
     pub prover: crate::prover::ProverArgs,
+    /// With --verify: reads `[check.coq]` (root, limits, load paths, hammer settings).
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
     /// --verify: beside the dataset's own bindings (its stats.json), which are always used.
     #[command(flatten)]
     pub load_paths: crate::prover::LoadPathArgs,
@@ -358,8 +361,7 @@ fn verify(
     not_loaded: &mut BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<bool>> {
     use prod_check::{CheckRequest, Checker as _, Verdict};
-    let mut cfg = prod_check_coq::CoqCheckConfig::default();
-    a.prover.apply(&mut cfg).map_err(|e| anyhow!(e))?;
+    let mut cfg = a.config.coq_config(&a.prover)?;
     a.load_paths
         .apply(&mut cfg, Some(&a.dir))
         .map_err(|e| anyhow!(e))?;

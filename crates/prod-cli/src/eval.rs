@@ -63,11 +63,10 @@ pub struct EvalArgs {
     pub prover: prod_prover::ProverKind,
     #[command(flatten)]
     pub isabelle: crate::prover::IsabelleArgs,
-    /// Config file (default: $PROD_CONFIG, else ./prod.toml if present): `[check.coq]`
-    /// (`workers`, `step_timeout_s`, `root`, `load_paths`) or, with `--prover isabelle`,
-    /// `[check.isabelle]`; flags override it.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// Reads `[check.coq]` (`workers`, `step_timeout_s`, `root`, `load_paths`) or, with
+    /// `--prover isabelle`, `[check.isabelle]`.
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
     #[command(flatten)]
     pub prover_root: crate::prover::ProverArgs,
     /// Coq workers (Isabelle: connections to the server) [default: the config file's, else 2].
@@ -178,9 +177,7 @@ impl SharedStoreArgs {
 /// The Isabelle settings of an `--prover isabelle` run: `[check.isabelle]` of the config file
 /// (`--config`, else `$PROD_CONFIG`, else ./prod.toml), then the flags.
 fn isabelle_config(a: &EvalArgs) -> anyhow::Result<prod_check_isabelle::IsabelleCheckConfig> {
-    let file = crate::config::ConfigFile::load(a.config.as_deref())?;
-    let section: crate::check::CheckSection = file.section("check")?;
-    let mut cfg = section.isabelle;
+    let mut cfg = a.config.check_section()?.isabelle;
     a.isabelle.apply(&mut cfg);
     cfg.workers = a.workers.unwrap_or(cfg.workers);
     cfg.step_timeout_s = a.timeout.unwrap_or(cfg.step_timeout_s);
@@ -193,10 +190,7 @@ fn isabelle_config(a: &EvalArgs) -> anyhow::Result<prod_check_isabelle::Isabelle
 /// The Coq settings of a run: `[check.coq]` of the config file (its workers, step time limit,
 /// prover root and load paths), then the flags.
 fn coq_config(a: &EvalArgs) -> anyhow::Result<CoqJobConfig> {
-    let file = crate::config::ConfigFile::load(a.config.as_deref())?;
-    let section: crate::check::CheckSection = file.section("check")?;
-    section.validate().map_err(|e| file.error(e))?;
-    let from_file = section.coq;
+    let from_file = a.config.check_section()?.coq;
     let defaults = CoqJobConfig::default();
     let mut load_paths = from_file.load_paths;
     load_paths.extend(a.load_paths.load_path.iter().cloned());

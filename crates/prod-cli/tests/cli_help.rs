@@ -112,6 +112,10 @@ fn exit_codes_of_typical_calls() {
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "not json\n").unwrap();
     let bad = bad.to_str().unwrap();
+    // A config file every checking command reads, with a value out of its range.
+    let config = dir.path().join("prod.toml");
+    std::fs::write(&config, "[check.coq]\nstep_timeout_s = 0\n").unwrap();
+    let config = config.to_str().unwrap();
     let cases: &[(&[&str], i32)] = &[
         (&["--help"], 0),
         (&["--version"], 0),
@@ -154,6 +158,20 @@ fn exit_codes_of_typical_calls() {
             2,
         ),
         (&["rl", "--config", missing, "--out", missing], 2),
+        (&["check", "--config", config, bad], 2),
+        (&["dataset", "validate", missing, "--config", config], 2),
+        (
+            &[
+                "eval",
+                "--model",
+                missing,
+                "--dataset",
+                missing,
+                "--config",
+                config,
+            ],
+            2,
+        ),
     ];
     let mut wrong = vec![];
     for (args, want) in cases {
