@@ -12,7 +12,7 @@ use crate::text::{fixed, xml};
 const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1060px;margin:2em auto;\
 padding:0 1em;color:#222;line-height:1.45}\n\
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}\n\
-table{border-collapse:collapse;margin:.8em 0;font-size:14px}\n\
+table{border-collapse:collapse;margin:.8em 0;font-size:14px;display:block;max-width:100%;overflow-x:auto}\n\
 th,td{border:1px solid #ccc;padding:3px 8px;vertical-align:top}\n\
 th{background:#f3f3f3;text-align:left}\n\
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n\

@@ -869,9 +869,16 @@ pub fn comparison_theorems(c: &crate::compare::Comparison) -> Table {
 
 /// One row per theorem: proved or not, where, by how deep a tree, and what its nodes did.
 pub fn theorems(e: &Evaluation) -> Table {
+    // Files relative to the directory they all share, so the table fits a laptop screen.
+    let dir = common_dir(e.theorems_detail.iter().map(|t| t.file.as_str()));
+    let file_header = if dir.is_empty() {
+        "File".to_string()
+    } else {
+        format!("File (in {})", dir.trim_end_matches('/'))
+    };
     let header = [
         "Theorem",
-        "File",
+        file_header.as_str(),
         "Proved",
         "Ground-truth depth",
         "Trees judged",
@@ -899,7 +906,10 @@ pub fn theorems(e: &Evaluation) -> Table {
             };
             vec![
                 name,
-                t.file.clone(),
+                t.file
+                    .strip_prefix(dir.as_str())
+                    .unwrap_or(&t.file)
+                    .to_string(),
                 if t.proved_trees > 0 { "yes" } else { "no" }.to_string(),
                 opt_depth(t.ground_truth_depth),
                 t.trees.to_string(),
@@ -917,6 +927,25 @@ pub fn theorems(e: &Evaluation) -> Table {
         rows,
         text_columns: 3,
     }
+}
+
+/// The longest directory (ending in `/`) that every non-empty path of `files` lies under; empty
+/// when there is none or only one file.
+fn common_dir<'a>(files: impl Iterator<Item = &'a str>) -> String {
+    let files: Vec<&str> = files.filter(|f| !f.is_empty()).collect();
+    let Some((first, rest)) = files.split_first() else {
+        return String::new();
+    };
+    if rest.is_empty() {
+        return String::new();
+    }
+    let mut len = first.rfind('/').map_or(0, |i| i + 1);
+    for f in rest {
+        while len > 0 && !(f.len() > len && f.as_bytes()[..len] == first.as_bytes()[..len]) {
+            len = first[..len - 1].rfind('/').map_or(0, |i| i + 1);
+        }
+    }
+    first[..len].to_string()
 }
 
 /// The verdict kinds of all nodes, with their shares. Infra nodes are their own row, never
@@ -1005,6 +1034,17 @@ pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn files_are_shown_under_their_common_directory() {
+        let d = |fs: &[&str]| super::common_dir(fs.iter().copied());
+        assert_eq!(d(&["/a/b/c.v", "/a/b/d/e.v", ""]), "/a/b/");
+        assert_eq!(d(&["/a/bc/x.v", "/a/bd/y.v"]), "/a/");
+        assert_eq!(d(&["/a/b/c.v"]), "");
+        assert_eq!(d(&["x.v", "y.v"]), "");
+        assert_eq!(d(&["/a/b/c.v", "/a/b/c.v"]), "/a/b/");
+        assert_eq!(d(&[]), "");
+    }
+
     use super::sampling;
 
     #[test]
