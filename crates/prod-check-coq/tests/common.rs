@@ -50,7 +50,7 @@ pub fn config(workers: usize) -> CoqCheckConfig {
 
 /// Every supported prover version this machine has: Coq 8.16 (the host's), and Rocq 9.2 from
 /// its Debian root (`scripts/install-rocq.sh`; `PROD_ROCQ_ROOT` or `~/.cache/prod/rocq-9.2`).
-/// Under `CI=true` a missing root is a failure, not a skip.
+/// Under `CI=true` a missing root is a failure, not a skip ([`prod_test_support::require`]).
 pub fn provers() -> Vec<(&'static str, Option<std::path::PathBuf>)> {
     let mut out = vec![("coq-8.16", None)];
     let root = std::env::var_os("PROD_ROCQ_ROOT")
@@ -65,12 +65,15 @@ pub fn provers() -> Vec<(&'static str, Option<std::path::PathBuf>)> {
         });
     match root {
         Some(r) if r.join("prod-root.txt").is_file() => out.push(("rocq-9.2", Some(r))),
+        // Counted as a skip (of the Rocq 9.2 half) though the test goes on with Coq 8.16.
         r => {
-            assert!(
-                !in_ci(),
-                "CI=true but the Rocq 9.2 root is missing ({r:?}): run scripts/install-rocq.sh"
+            prod_test_support::require(
+                false,
+                &format!(
+                    "the Rocq 9.2 root is missing ({r:?}): run scripts/install-rocq.sh \
+                     (checking on Coq 8.16 only)"
+                ),
             );
-            eprintln!("note: no Rocq 9.2 root ({r:?}); checking on Coq 8.16 only");
         }
     }
     out
@@ -93,22 +96,6 @@ pub fn same_axioms(want: &[String], got: &[String]) -> bool {
             .iter()
             .zip(got)
             .all(|(w, g)| g == w || g.ends_with(&format!(".{w}")))
-}
-
-/// Whether a test's prerequisite is here (`missing` says what is not). Without it the test is
-/// skipped with a `SKIPPED:` line, except under `CI=true`: there `scripts/test.sh` provides
-/// everything, so a missing prerequisite fails the test instead of passing it unseen.
-pub fn require(here: bool, missing: &str) -> bool {
-    if !here {
-        assert!(!in_ci(), "CI=true but {missing}");
-        eprintln!("SKIPPED: {missing}");
-    }
-    here
-}
-
-/// Under `CI=true`, where a missing prerequisite is a failure.
-pub fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
 }
 
 /// Check `cases` on one prover version, with one checker per distinct `allowed_axioms` (each

@@ -22,7 +22,7 @@ fn coq_here() -> bool {
                 .join("user-contrib/Hammer")
                 .is_dir()
         });
-    common::require(
+    prod_test_support::require(
         hammer,
         "coqc with CoqHammer is not installed (scripts/install-deps.sh)",
     )

@@ -32,7 +32,7 @@ fn compiled_library(dir: &std::path::Path, body: &str) -> Option<std::path::Path
         Ok(o) if o.status.success() => Some(lib),
         Ok(o) => panic!("coqc: {}", String::from_utf8_lossy(&o.stderr)),
         Err(_) => {
-            common::require(false, "coqc is not installed");
+            prod_test_support::require(false, "coqc is not installed");
             None
         }
     }

@@ -23,7 +23,8 @@ use serde_json::{json, Value};
 
 pub const PASSWORD: &str = "c4f0e1d2-fake-pass";
 
-/// The recorded replies, or `None` (see [`require`]) when `../shared` is not there.
+/// The recorded replies, or `None` (see [`prod_test_support::require`]) when `../shared` is not
+/// there.
 pub fn replies_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("PROD_ISABELLE_REPLIES")
         .map(PathBuf::from)
@@ -39,7 +40,7 @@ pub fn replies_dir() -> Option<PathBuf> {
         "recorded Isabelle server replies not found at {} (set PROD_ISABELLE_REPLIES)",
         dir.display()
     );
-    require(here, &missing).then_some(dir)
+    prod_test_support::require(here, &missing).then_some(dir)
 }
 
 /// A recorded reply as the server sent it. `use_theories.Sledgehammer` lost its final byte when
@@ -550,18 +551,4 @@ pub fn read_command(r: &mut BufReader<TcpStream>) -> Option<(String, Value)> {
     let m = read_msg(r)?;
     let (n, a) = name_arg(&m);
     Some((n, serde_json::from_str(&a).unwrap_or(Value::Null)))
-}
-
-/// Whether a test's prerequisite is here (`missing` says what is not). Without it the test is
-/// skipped with a `SKIPPED:` line, except under `CI=true`: there `scripts/test.sh` provides
-/// everything, so a missing prerequisite fails the test instead of passing it unseen.
-pub fn require(here: bool, missing: &str) -> bool {
-    if !here {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but {missing}"
-        );
-        eprintln!("SKIPPED: {missing}");
-    }
-    here
 }

@@ -18,7 +18,9 @@ fn checker() -> Option<IsabelleChecker> {
         std::env::var("PROD_ISABELLE_SERVER"),
         std::env::var("PROD_ISABELLE_PASSWORD"),
     ) else {
-        eprintln!("SKIPPED: set PROD_ISABELLE_SERVER and PROD_ISABELLE_PASSWORD to run against a real Isabelle");
+        prod_test_support::skip(
+            "set PROD_ISABELLE_SERVER and PROD_ISABELLE_PASSWORD to run against a real Isabelle",
+        );
         return None;
     };
     let cfg = IsabelleCheckConfig {

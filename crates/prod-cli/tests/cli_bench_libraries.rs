@@ -7,21 +7,13 @@ mod common;
 use std::process::Command;
 
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
 fn have_hammer_library() -> bool {
     let ok = Command::new("coqtop").arg("-v").output().is_ok()
         && std::path::Path::new("/var/lib/dpkg/info/libcoq-hammer.list").exists();
-    common::require(
+    prod_test_support::require(
         ok,
         "coqtop or libcoq-hammer is not installed (scripts/install-deps.sh)",
     )

@@ -55,7 +55,7 @@ fn prod_with_input(args: &[&str], input: Option<&str>) -> (i32, String, String) 
 fn coq_installed() -> bool {
     let here = Command::new("coqc").arg("-v").output().is_ok()
         && Command::new("coqtop").arg("-v").output().is_ok();
-    common::require(here, "coqc/coqtop are not installed")
+    prod_test_support::require(here, "coqc/coqtop are not installed")
 }
 
 /// `tmp/project_r` (a copy of the fixture) built into `tmp/ds`.
@@ -63,7 +63,7 @@ fn build_project(tmp: &Path) -> std::path::PathBuf {
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r");
     let project = tmp.join("project_r");
-    common::copy_tree(&fixture, &project);
+    prod_test_support::copy_tree(&fixture, &project);
     let dir = tmp.join("ds");
     let (code, stdout, err) = prod(&[
         "dataset",
@@ -236,7 +236,7 @@ fn bindings_outside_the_dataset_or_shadowing_coq_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = build_project(tmp.path());
     let elsewhere = tmp.path().join("elsewhere");
-    common::copy_tree(&dir.join("lib/MyLib"), &elsewhere);
+    prod_test_support::copy_tree(&dir.join("lib/MyLib"), &elsewhere);
     for (lp, why) in [
         (
             serde_json::json!([{"dir": "../elsewhere", "logical": "MyLib"}]),
@@ -358,7 +358,7 @@ fn a_cut_or_interrupted_dataset_is_refused_and_a_rebuild_replaces_the_folder() {
     assert_eq!(code, 0, "{err}");
     // A file cut short after the build: `dataset stats` and every reader name it.
     let pristine = tmp.path().join("pristine");
-    common::copy_tree(&old, &pristine);
+    prod_test_support::copy_tree(&old, &pristine);
     let train = old.join("train.jsonl");
     let text = std::fs::read_to_string(&train).unwrap();
     let first = text.lines().next().unwrap().to_string() + "\n";
@@ -391,7 +391,7 @@ fn a_cut_or_interrupted_dataset_is_refused_and_a_rebuild_replaces_the_folder() {
     let mut outcomes = std::collections::BTreeSet::new();
     for delay_ms in [0u64, 30, 100, 250, 500, 1000, 2000] {
         let dir = tmp.path().join(format!("killed-{delay_ms}"));
-        common::copy_tree(&pristine, &dir);
+        prod_test_support::copy_tree(&pristine, &dir);
         let mut child = build_into(&project, &dir, &new_args).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
         let _ = child.kill();
@@ -449,18 +449,10 @@ fn a_cut_or_interrupted_dataset_is_refused_and_a_rebuild_replaces_the_folder() {
 }
 
 fn python() -> Option<std::path::PathBuf> {
-    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
-    let here = p.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args(["-c", "import datasets"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    common::require(
-        here,
+    prod_test_support::python_with(
+        &["datasets"],
         "set PROD_PYTHON to a Python with Hugging Face `datasets` (python/requirements-ci.txt)",
     )
-    .then(|| std::path::PathBuf::from(p.unwrap()))
 }
 
 /// Loads every config of a dataset folder with `datasets` and prints, as JSON, the rows of each
@@ -493,7 +485,7 @@ fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
     let Some(py) = python() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("project_r");
-    common::copy_tree(
+    prod_test_support::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
         &project,
     );

@@ -3,45 +3,13 @@
 //! the stages that finished and completes the table.
 #![cfg(feature = "policy")]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SOURCE: &str = "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
-
-fn line(name: &str, statement: &str, proof: &str, lemmas: &[&str], variant: &str) -> String {
-    let e = prod_library::dataset::Example {
-        id: format!("Fix:{name}"),
-        library: "fixture".into(),
-        package: "fixture".into(),
-        file: "Fix.v".into(),
-        logical_path: "Fix".into(),
-        line: 3,
-        position: 0,
-        scope: vec![],
-        qualified_name: name.into(),
-        name: name.into(),
-        imports: vec![],
-        flags: vec![],
-        context: SOURCE.into(),
-        context_start: 0,
-        context_end: SOURCE.len(),
-        context_extra: String::new(),
-        context_axioms: vec![],
-        statement: statement.into(),
-        conditional_proof: proof.into(),
-        conditional_proof_original: proof.into(),
-        proposed_lemmas: lemmas.iter().map(|s| s.to_string()).collect(),
-        proposed_names: vec![],
-        depth: u32::from(!lemmas.is_empty()),
-        in_tree: true,
-        proof_end: "qed".into(),
-        replaced_steps: 0,
-        split: "train".into(),
-        variant: variant.into(),
-    };
-    serde_json::to_string(&e).unwrap() + "\n"
-}
+use common::{line, SOURCE};
 
 fn write_fixture(d: &Path) {
     let dbl = "Lemma dbl : forall n : nat, double n = n + n.";

@@ -7,7 +7,7 @@
 #![cfg(feature = "policy")]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use prod_check_isabelle::testing::{Fake, PASSWORD};
 
@@ -22,16 +22,7 @@ fn prod_with_config(args: &[&str], config: Option<&Path>) -> (i32, String, Strin
         Some(c) => cmd.env("PROD_CONFIG", c),
         None => cmd.env_remove("PROD_CONFIG"),
     };
-    let out = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    prod_test_support::run(cmd.args(args))
 }
 
 fn afp_mini() -> PathBuf {

@@ -9,21 +9,16 @@ use std::process::Command;
 
 fn coq_installed() -> bool {
     let here = Command::new("coqtop").arg("-v").output().is_ok();
-    common::require(here, "coqtop is not installed")
+    prod_test_support::require(here, "coqtop is not installed")
 }
 
 /// Run `prod ARGS` with progress lines every 50 ms; (exit code, stdout, stderr).
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .env_remove("PROD_CONFIG")
-        .env("PROD_PROGRESS_SECS", "0.05")
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    prod_test_support::run(
+        Command::new(env!("CARGO_BIN_EXE_prod"))
+            .args(args)
+            .env_remove("PROD_CONFIG")
+            .env("PROD_PROGRESS_SECS", "0.05"),
     )
 }
 

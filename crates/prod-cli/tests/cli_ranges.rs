@@ -6,16 +6,11 @@ use std::process::Command;
 
 /// Run `prod ARGS` in `dir`; returns (exit code, stdout, stderr).
 fn prod_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("PROD_CONFIG")
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
+    prod_test_support::run(
+        Command::new(env!("CARGO_BIN_EXE_prod"))
+            .args(args)
+            .current_dir(dir)
+            .env_remove("PROD_CONFIG"),
     )
 }
 

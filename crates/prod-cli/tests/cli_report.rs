@@ -11,15 +11,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn trl_verl_and_openrlhf_get_the_checkers_rewards() {
         .filter(|p| !p.is_empty())
         .map(PathBuf::from);
     let here = python.as_ref().is_some_and(|p| p.exists());
-    if !common::require(
+    if !prod_test_support::require(
         here,
         "PROD_RL_PYTHON (the RL venv of scripts/install-deps.sh --with-python) is not set or missing",
     ) {
@@ -76,7 +76,7 @@ fn pip_install_leaves_the_python_folder_as_it_was() {
     let python = std::env::var_os("PROD_PYTHON")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from);
-    if !common::require(
+    if !prod_test_support::require(
         python.as_ref().is_some_and(|p| p.exists()),
         "PROD_PYTHON (a Python with pip) is not set or missing",
     ) {
@@ -85,7 +85,7 @@ fn pip_install_leaves_the_python_folder_as_it_was() {
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("python");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../python");
-    common::copy_tree(&src, &copy);
+    prod_test_support::copy_tree(&src, &copy);
     let listing = |dir: &std::path::Path| {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()

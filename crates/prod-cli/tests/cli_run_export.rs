@@ -8,19 +8,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn prod(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
 macro_rules! prod {
@@ -43,11 +34,11 @@ fn setup(
     prod_remote::testing::Fake,
 )> {
     let here = Command::new("coqc").arg("-v").output().is_ok();
-    if !common::require(here, "coqc is not installed") {
+    if !prod_test_support::require(here, "coqc is not installed") {
         return None;
     }
     let project = tmp.join("project_r");
-    common::copy_tree(
+    prod_test_support::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../prod-library/tests/data/project_r"),
         &project,
     );

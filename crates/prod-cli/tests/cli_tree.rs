@@ -12,15 +12,7 @@ fn data(name: &str) -> PathBuf {
 
 /// Run `prod ARGS`; returns (exit code, stdout, stderr).
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
 fn expect(name: &str, actual: &str) {

@@ -15,6 +15,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{line, SOURCE};
+
 use prod_policy::candle_core::quantized::gguf_file::{self, Value};
 use prod_policy::candle_core::quantized::{GgmlDType, QTensor};
 use prod_policy::candle_core::{Device, Tensor};
@@ -22,25 +24,16 @@ use prod_policy::model::{Batch, Llama};
 use prod_policy::LlamaConfig;
 
 const PROD: &str = env!("CARGO_BIN_EXE_prod");
-const SOURCE: &str = "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
-    let ok = p.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args(["-c", "import torch, numpy, safetensors, tokenizers"])
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    common::require(
-        ok,
+    prod_test_support::python_with(
+        &["torch", "numpy", "safetensors", "tokenizers"],
         "set PROD_PYTHON to a Python with torch, numpy, safetensors and tokenizers (python/requirements-ci.txt)",
     )
-    .then(|| PathBuf::from(p.unwrap()))
 }
 
 fn ok(what: &str, out: Output) -> Output {
@@ -52,40 +45,6 @@ fn ok(what: &str, out: Output) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn line(name: &str, statement: &str, proof: &str, lemmas: &[&str], variant: &str) -> String {
-    let e = prod_library::dataset::Example {
-        id: format!("Fix:{name}"),
-        library: "fixture".into(),
-        package: "fixture".into(),
-        file: "Fix.v".into(),
-        logical_path: "Fix".into(),
-        line: 3,
-        position: 0,
-        scope: vec![],
-        qualified_name: name.into(),
-        name: name.into(),
-        imports: vec![],
-        flags: vec![],
-        context: SOURCE.into(),
-        context_start: 0,
-        context_end: SOURCE.len(),
-        context_extra: String::new(),
-        context_axioms: vec![],
-        statement: statement.into(),
-        conditional_proof: proof.into(),
-        conditional_proof_original: proof.into(),
-        proposed_lemmas: lemmas.iter().map(|s| s.to_string()).collect(),
-        proposed_names: vec![],
-        depth: u32::from(!lemmas.is_empty()),
-        in_tree: true,
-        proof_end: "qed".into(),
-        replaced_steps: 0,
-        split: "train".into(),
-        variant: variant.into(),
-    };
-    serde_json::to_string(&e).unwrap() + "\n"
 }
 
 /// A one-file dataset: SFT lines with and without lemma proposals, three test theorems.

@@ -19,18 +19,10 @@ const PROD: &str = env!("CARGO_BIN_EXE_prod");
 const IDS: [u32; 8] = [3, 17, 5, 40, 9, 2, 11, 30];
 
 fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
-    let ok = p.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args(["-c", "import torch, transformers, peft"])
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    common::require(
-        ok,
+    prod_test_support::python_with(
+        &["torch", "transformers", "peft"],
         "set PROD_PYTHON to a Python with torch, transformers and peft (python/requirements-ci*.txt)",
     )
-    .then(|| PathBuf::from(p.unwrap()))
 }
 
 /// A tiny random model folder; the special tokens are the tokenizer's last ids.

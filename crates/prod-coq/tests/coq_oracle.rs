@@ -26,7 +26,7 @@ fn sentence_ranges_match_coqc_time() {
         .output()
         .is_ok_and(|o| o.status.success());
     let here = coqc_ok && Path::new(STDLIB).is_dir();
-    if !common::require(here, &format!("coqc or {STDLIB} is not available")) {
+    if !prod_test_support::require(here, &format!("coqc or {STDLIB} is not available")) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("prod-coq-oracle-{}", std::process::id()));
@@ -68,7 +68,7 @@ fn all_stdlib_sentence_ranges_match_coqc_time() {
         .output()
         .is_ok_and(|o| o.status.success())
         && Path::new(STDLIB).is_dir();
-    if !common::require(here, &format!("coqc or {STDLIB} is not available")) {
+    if !prod_test_support::require(here, &format!("coqc or {STDLIB} is not available")) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("prod-coq-oracle-all-{}", std::process::id()));

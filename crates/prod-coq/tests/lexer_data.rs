@@ -86,7 +86,7 @@ fn valid_fixtures_match_coqc_time() {
         .arg("-v")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !common::require(coqc_ok, "coqc is not available") {
+    if !prod_test_support::require(coqc_ok, "coqc is not available") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("prod-coq-fixtures-{}", std::process::id()));

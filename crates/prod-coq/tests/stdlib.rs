@@ -11,7 +11,7 @@ use common::{v_files, STDLIB};
 #[test]
 fn stdlib_lexes_without_errors() {
     let missing = format!("{STDLIB} not found (install the `coq` Debian package)");
-    if !common::require(Path::new(STDLIB).is_dir(), &missing) {
+    if !prod_test_support::require(Path::new(STDLIB).is_dir(), &missing) {
         return;
     }
     let mut files = vec![];

@@ -5,7 +5,7 @@
 //! the cache `/tmp/afp-2022-12-06`, else unpacked there from `$PROD_AFP_TARBALL` or
 //! `../shared/data/afp-2022-12-06.tar.xz` beside the repository. Without any of them the tests say
 //! so and pass without checking anything (the data is not part of the repository), except under
-//! `CI=true`, where they fail ([`require`]).
+//! `CI=true`, where they fail ([`prod_test_support::require`]).
 //!
 //! `afp_full_sweep` reads all 7,298 theories (about 10 s in the test profile on 2 cores); see its
 //! figures with `cargo test -p prod-isar --release --test afp -- --nocapture afp_full_sweep`.
@@ -25,10 +25,10 @@ const TARBALL: &str = concat!(
     "/../../../shared/data/afp-2022-12-06.tar.xz"
 );
 
-/// The AFP's directory, or `None` (see [`require`]).
+/// The AFP's directory, or `None` (see [`prod_test_support::require`]).
 fn afp_root() -> Option<PathBuf> {
     let root = find_afp_root();
-    require(
+    prod_test_support::require(
         root.is_some(),
         "the AFP is not readable here (see the file header)",
     );
@@ -316,18 +316,4 @@ fn afp_full_sweep() {
             .map(|e| e.theory_files.len())
             .sum::<usize>()
     );
-}
-
-/// Whether a test's prerequisite is here (`missing` says what is not). Without it the test is
-/// skipped with a `SKIPPED:` line, except under `CI=true`: there `scripts/test.sh` provides
-/// everything, so a missing prerequisite fails the test instead of passing it unseen.
-pub fn require(here: bool, missing: &str) -> bool {
-    if !here {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but {missing}"
-        );
-        eprintln!("SKIPPED: {missing}");
-    }
-    here
 }

@@ -3,8 +3,6 @@
 //! `prod_library::dataset::build_from` with the three AFP splits; then the real AFP (the
 //! holdout split of a few entries), skipped with a message when it is not on this machine.
 
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -245,7 +243,7 @@ fn real_afp(entries: &[&str], tmp: &Path) -> Option<PathBuf> {
         .into()
     });
     let missing = "no AFP here (set PROD_AFP_DIR to an unpacked AFP or PROD_AFP_TARBALL to afp-2022-12-06.tar.xz)";
-    if !common::require(Path::new(&tarball).is_file(), missing) {
+    if !prod_test_support::require(Path::new(&tarball).is_file(), missing) {
         return None;
     }
     let mut cmd = std::process::Command::new("tar");

@@ -6,8 +6,6 @@
 //! With `coqc` installed, every reduced file and every example (context + admitted proposed
 //! lemmas + statement + proof) is compiled by real Coq.
 
-mod common;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -176,7 +174,7 @@ fn coqc(dir: &Path, name: &str, text: &str, glob: bool) -> Result<(), String> {
 
 #[test]
 fn glob_references_match_expected() {
-    if !common::require(coqc_available(), "coqc is not installed") {
+    if !prod_test_support::require(coqc_available(), "coqc is not installed") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -199,7 +197,7 @@ fn glob_references_match_expected() {
 
 #[test]
 fn reduced_files_and_examples_compile_with_real_coq() {
-    if !common::require(coqc_available(), "coqc is not installed") {
+    if !prod_test_support::require(coqc_available(), "coqc is not installed") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

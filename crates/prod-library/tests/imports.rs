@@ -6,8 +6,6 @@
 //! With Flocq installed (`libcoq-flocq`), the rewritten `flocq.v` is compiled by real `coqc`
 //! without any `-R`: the qualified imports load from the installed root alone.
 
-mod common;
-
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -107,7 +105,7 @@ fn sentence_classification() {
 fn rewritten_flocq_imports_compile() {
     let coqlib = Path::new(prod_library::discovery::DEFAULT_COQLIB);
     let here = coqlib.join("user-contrib/Flocq/Core/Zaux.vo").is_file();
-    if !common::require(
+    if !prod_test_support::require(
         here,
         "Flocq is not installed (apt-get install libcoq-flocq)",
     ) {

@@ -1,8 +1,6 @@
 //! A user's own project (a directory with a `_CoqProject`): discovery, `coqdep` dependencies,
 //! the dependency split and the output files, end to end. Skips when `coqdep` is absent.
 
-mod common;
-
 use prod_library::dataset::{self, read_examples, read_sources, DatasetConfig, SplitUnit};
 use prod_library::discovery::{self, LibrarySpec};
 
@@ -17,7 +15,7 @@ fn project_with_coq_project_builds_and_splits_by_dependencies() {
         .arg("-h")
         .output()
         .is_ok();
-    if !common::require(here, "coqdep is not installed") {
+    if !prod_test_support::require(here, "coqdep is not installed") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -121,19 +119,6 @@ fn unknown_library_is_a_clear_error() {
     assert!(e.to_string().contains("no-such-lib"));
 }
 
-/// Copy `from` (a directory tree) to `to`.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 fn coqc(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new("coqc")
         .args(args)
@@ -149,14 +134,14 @@ fn coqc(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn project_imports_are_qualified_and_load_from_the_binding_alone() {
     let here = coqc(std::path::Path::new("."), &["-v"]).status.code() == Some(0);
-    if !common::require(here, "coqc is not installed") {
+    if !prod_test_support::require(here, "coqc is not installed") {
         return;
     }
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/project_r");
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("project_r");
     std::fs::create_dir_all(&root).unwrap();
-    copy_tree(&fixture, &root);
+    prod_test_support::copy_tree(&fixture, &root);
     let out = tmp.path().join("out");
     let cfg = DatasetConfig {
         unit: SplitUnit::File,

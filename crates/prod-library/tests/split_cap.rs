@@ -1,8 +1,6 @@
 //! The per-file cap on the test split, end to end on a synthetic project whose one large file
 //! would otherwise dominate its test split. Skips when `coqdep` is absent.
 
-mod common;
-
 use std::collections::HashSet;
 
 use prod_library::dataset::{self, read_examples, DatasetConfig, SplitUnit};
@@ -67,7 +65,7 @@ fn has_coqdep() -> bool {
 
 #[test]
 fn one_large_file_holds_at_most_the_cap_and_its_other_theorems_go_nowhere() {
-    if !common::require(has_coqdep(), "coqdep is not installed") {
+    if !prod_test_support::require(has_coqdep(), "coqdep is not installed") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -115,7 +113,7 @@ fn one_large_file_holds_at_most_the_cap_and_its_other_theorems_go_nowhere() {
 
 #[test]
 fn without_the_cap_the_large_file_dominates() {
-    if !common::require(has_coqdep(), "coqdep is not installed") {
+    if !prod_test_support::require(has_coqdep(), "coqdep is not installed") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -2,8 +2,6 @@
 //! invariants; optionally (ignored test) compile every reduced file with `coqc`.
 //! Both skip with a message when the stdlib sources are absent (fail under `CI=true`).
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -17,7 +15,7 @@ fn coqlib() -> Option<PathBuf> {
         "no Coq stdlib sources under {} (install libcoq-stdlib)",
         p.display()
     );
-    common::require(p.join("theories/Init/Prelude.v").is_file(), &missing).then_some(p)
+    prod_test_support::require(p.join("theories/Init/Prelude.v").is_file(), &missing).then_some(p)
 }
 
 #[test]

@@ -17,7 +17,9 @@ fn setup() -> Option<(RemotePolicy, prod_policy::ProdTokenizer)> {
         std::env::var("PROD_LLAMA_URL"),
         std::env::var("PROD_LLAMA_GGUF"),
     ) else {
-        eprintln!("SKIPPED: set PROD_LLAMA_URL and PROD_LLAMA_GGUF (see the file header) to run against llama.cpp");
+        prod_test_support::skip(
+            "set PROD_LLAMA_URL and PROD_LLAMA_GGUF (see the file header) to run against llama.cpp",
+        );
         return None;
     };
     let (_, tok) = prod_policy::gguf::import_gguf(

@@ -100,7 +100,7 @@ fn opts() -> EvalOptions {
 fn coqhammer_alone_beside_the_policy_paired_resumed_and_cached_across_runs() {
     let cfg = coq_config();
     let coq = CoqChecker::new(cfg.clone()).expect("coq is installed");
-    if !common::require(
+    if !prod_test_support::require(
         coq.config().hammer.enabled,
         "CoqHammer is not installed (scripts/install-deps.sh)",
     ) {

@@ -13,8 +13,6 @@ use prod_policy::candle_core::Device;
 use prod_policy::model::Llama;
 use prod_policy::{LlamaConfig, ProdTokenizer};
 
-mod common;
-
 const TEXTS: [&str; 3] = [
     "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n",
     "Lemma t_add : forall n : nat, n + 0 = n.\n<no_invoke> intros n. lia.",
@@ -51,7 +49,7 @@ print(json.dumps({"ids": ids, "logits": logits, "eos": gen.eos_token_id,
 fn python() -> Option<PathBuf> {
     let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
     let missing = "hf_load: set PROD_PYTHON to a Python with torch + transformers";
-    common::require(p.is_some(), missing).then(|| PathBuf::from(p.unwrap()))
+    prod_test_support::require(p.is_some(), missing).then(|| PathBuf::from(p.unwrap()))
 }
 
 #[test]

@@ -35,7 +35,7 @@ fn python(test: &str) -> Option<PathBuf> {
     let missing = format!(
         "{test}: set PROD_PYTHON to a Python with torch + transformers (see python/README.md)"
     );
-    common::require(p.is_some(), &missing).then(|| PathBuf::from(p.unwrap()))
+    prod_test_support::require(p.is_some(), &missing).then(|| PathBuf::from(p.unwrap()))
 }
 
 fn script() -> PathBuf {

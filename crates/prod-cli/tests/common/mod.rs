@@ -26,33 +26,45 @@ pub fn start_serve(args: &[&str]) -> (std::process::Child, String) {
     (child, addr)
 }
 
-/// Whether a test's prerequisite is here (`missing` says what is not). Without it the test is
-/// skipped with a `SKIPPED:` line, except under `CI=true`: there `scripts/test.sh` provides
-/// everything, so a missing prerequisite fails the test instead of passing it unseen.
-#[allow(dead_code)] // not every test binary has prerequisites to look for
-pub fn require(here: bool, missing: &str) -> bool {
-    if !here {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but {missing}"
-        );
-        eprintln!("SKIPPED: {missing}");
-    }
-    here
-}
+/// The one Coq file of the binary tests' small datasets.
+#[allow(dead_code)] // only the dataset-building tests use it
+pub const SOURCE: &str =
+    "From Coq Require Import Arith Lia.\nDefinition double (n : nat) := n + n.\n";
 
-/// Copy a directory tree (a fixture) to `to`.
-#[allow(dead_code)] // not every test binary copies fixtures
-pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
+/// A dataset line (with its newline) about a theorem of [`SOURCE`].
+#[allow(dead_code)] // only the dataset-building tests use it
+pub fn line(name: &str, statement: &str, proof: &str, lemmas: &[&str], variant: &str) -> String {
+    let e = prod_library::dataset::Example {
+        id: format!("Fix:{name}"),
+        library: "fixture".into(),
+        package: "fixture".into(),
+        file: "Fix.v".into(),
+        logical_path: "Fix".into(),
+        line: 3,
+        position: 0,
+        scope: vec![],
+        qualified_name: name.into(),
+        name: name.into(),
+        imports: vec![],
+        flags: vec![],
+        context: SOURCE.into(),
+        context_start: 0,
+        context_end: SOURCE.len(),
+        context_extra: String::new(),
+        context_axioms: vec![],
+        statement: statement.into(),
+        conditional_proof: proof.into(),
+        conditional_proof_original: proof.into(),
+        proposed_lemmas: lemmas.iter().map(|s| s.to_string()).collect(),
+        proposed_names: vec![],
+        depth: u32::from(!lemmas.is_empty()),
+        in_tree: true,
+        proof_end: "qed".into(),
+        replaced_steps: 0,
+        split: "train".into(),
+        variant: variant.into(),
+    };
+    serde_json::to_string(&e).unwrap() + "\n"
 }
 
 /// A scripted policy for `prod eval --remote-url`: a fake inference server whose completions
