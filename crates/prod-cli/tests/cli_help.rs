@@ -11,15 +11,10 @@ use std::path::Path;
 use std::process::Command;
 
 fn prod(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_prod"))
-        .args(args)
-        .env_remove("PROD_CONFIG")
-        .output()
-        .expect("prod runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
+    prod_test_support::run(
+        Command::new(env!("CARGO_BIN_EXE_prod"))
+            .args(args)
+            .env_remove("PROD_CONFIG"),
     )
 }
 
