@@ -9,7 +9,7 @@ use crate::outline::{outline, Block};
 use crate::tables::{self, Table};
 use crate::text::{fixed, xml};
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1060px;margin:2em auto;\
+const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1240px;margin:2em auto;\
 padding:0 1em;color:#222;line-height:1.45}\n\
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}\n\
 table{border-collapse:collapse;margin:.8em 0;font-size:14px;display:block;max-width:100%;overflow-x:auto}\n\

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::{Evaluation, RunReport};
+use crate::model::{Evaluation, RunReport, TheoremDetail};
 use crate::text::{fixed, opt_fixed, opt_percent, pass_cell, percent, short};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -869,64 +869,86 @@ pub fn comparison_theorems(c: &crate::compare::Comparison) -> Table {
 
 /// One row per theorem: proved or not, where, by how deep a tree, and what its nodes did.
 pub fn theorems(e: &Evaluation) -> Table {
-    // Files relative to the directory they all share, so the table fits a laptop screen.
+    // Files relative to the directory they all share, and no file column at all when every id
+    // already names its file (`Coq.Lists.List:12:app_nil_r`): the table fits a laptop screen.
     let dir = common_dir(e.theorems_detail.iter().map(|t| t.file.as_str()));
-    let file_header = if dir.is_empty() {
-        "File".to_string()
-    } else {
-        format!("File (in {})", dir.trim_end_matches('/'))
-    };
-    let header = [
-        "Theorem",
-        file_header.as_str(),
-        "Proved",
-        "Ground-truth depth",
-        "Trees judged",
-        "Trees proving",
-        "First proving sample",
-        "Proving depth (min–max)",
-        "Nodes",
-        "Locally correct",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let relative = |file: &str| file.strip_prefix(dir.as_str()).unwrap_or(file).to_string();
+    let show_file = !e
+        .theorems_detail
+        .iter()
+        .all(|t| id_names_file(&t.id, &relative(&t.file)));
+    let mut header = vec!["Theorem".to_string()];
+    if show_file {
+        header.push(if dir.is_empty() {
+            "File".to_string()
+        } else {
+            format!("File (in {})", dir.trim_end_matches('/'))
+        });
+    }
+    header.extend(
+        [
+            "Proved",
+            "Ground-truth depth",
+            "Trees judged",
+            "Trees proving",
+            "First proving sample",
+            "Proving depth (min–max)",
+            "Nodes",
+            "Locally correct",
+        ]
+        .map(String::from),
+    );
     let rows = e
         .theorems_detail
         .iter()
         .map(|t| {
-            let name = if t.name.is_empty() || t.name == t.id {
-                t.id.clone()
-            } else {
-                format!("{} ({})", t.name, t.id)
-            };
-            let depth = match (t.proving_depth, t.deepest_proving_depth) {
-                (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
-                (a, b) => opt_depth(a.or(b)),
-            };
-            vec![
-                name,
-                t.file
-                    .strip_prefix(dir.as_str())
-                    .unwrap_or(&t.file)
-                    .to_string(),
-                if t.proved_trees > 0 { "yes" } else { "no" }.to_string(),
-                opt_depth(t.ground_truth_depth),
-                t.trees.to_string(),
-                t.proved_trees.to_string(),
-                t.first_proved_sample
-                    .map_or_else(|| "–".to_string(), |k| k.to_string()),
-                depth,
-                t.nodes.to_string(),
-                t.locally_correct.to_string(),
-            ]
+            let mut row = vec![theorem_label(t)];
+            if show_file {
+                row.push(relative(&t.file));
+            }
+            row.extend(theorem_counts(t));
+            row
         })
         .collect();
     Table {
         header,
         rows,
-        text_columns: 3,
+        text_columns: if show_file { 3 } else { 2 },
     }
+}
+
+/// A theorem's name and id, once when the id ends in the name (`Coq.Lists.List:12:app_nil_r`).
+fn theorem_label(t: &TheoremDetail) -> String {
+    if t.name.is_empty() || t.name == t.id || t.id.ends_with(&format!(":{}", t.name)) {
+        t.id.clone()
+    } else {
+        format!("{} ({})", t.name, t.id)
+    }
+}
+
+/// Does `id` name the file `relative` (`QArith/Qcabs.v` in `Coq.QArith.Qcabs:14:Qcabs_null`)?
+fn id_names_file(id: &str, relative: &str) -> bool {
+    let stem = relative.rsplit_once('.').map_or(relative, |(s, _)| s);
+    !stem.is_empty() && id.contains(&format!("{}:", stem.replace('/', ".")))
+}
+
+/// A theorem's row after its name and file: proved, depths, trees and nodes.
+fn theorem_counts(t: &TheoremDetail) -> Vec<String> {
+    let depth = match (t.proving_depth, t.deepest_proving_depth) {
+        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+        (a, b) => opt_depth(a.or(b)),
+    };
+    vec![
+        if t.proved_trees > 0 { "yes" } else { "no" }.to_string(),
+        opt_depth(t.ground_truth_depth),
+        t.trees.to_string(),
+        t.proved_trees.to_string(),
+        t.first_proved_sample
+            .map_or_else(|| "–".to_string(), |k| k.to_string()),
+        depth,
+        t.nodes.to_string(),
+        t.locally_correct.to_string(),
+    ]
 }
 
 /// The longest directory (ending in `/`) that every non-empty path of `files` lies under; empty
@@ -1034,6 +1056,17 @@ pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_id_that_names_its_file_makes_the_file_column_redundant() {
+        assert!(super::id_names_file(
+            "Coq.QArith.Qcabs:14:Qcabs_null",
+            "QArith/Qcabs.v"
+        ));
+        assert!(super::id_names_file("Fix:0:t_add", "Fix.v"));
+        assert!(!super::id_names_file("Fix:0:t_add", "Other.v"));
+        assert!(!super::id_names_file("t1", ""));
+    }
+
     #[test]
     fn files_are_shown_under_their_common_directory() {
         let d = |fs: &[&str]| super::common_dir(fs.iter().copied());
