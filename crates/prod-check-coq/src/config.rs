@@ -190,8 +190,8 @@ impl CoqCheckConfig {
             ("hammer.timeout_s", h.timeout_s.into()),
             ("hammer.gs_mode", h.gs_mode.into()),
         ];
-        if let Some((key, v)) = at_least_one.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{key} = {v}: must be at least 1"));
+        for (key, v) in at_least_one {
+            prod_core::range::Range::at_least_one(key, v)?;
         }
         if let Some(root) = &self.root {
             if !self.sandbox {
@@ -209,13 +209,12 @@ impl CoqCheckConfig {
         for lp in &self.load_paths {
             lp.validate()?;
         }
-        match h.fixed_tactics.iter().position(|t| t.timeout_s == 0) {
-            Some(i) => Err(format!(
-                "hammer.fixed_tactics[{i}].timeout_s = 0 ({}): must be at least 1",
-                h.fixed_tactics[i].tactic
-            )),
-            None => Ok(()),
+        for (i, t) in h.fixed_tactics.iter().enumerate() {
+            let key = format!("hammer.fixed_tactics[{i}].timeout_s");
+            prod_core::range::Range::at_least_one(&key, t.timeout_s.into())
+                .map_err(|e| e.replacen(": must", &format!(" ({}): must", t.tactic), 1))?;
         }
+        Ok(())
     }
 
     /// The number of workers to start.

@@ -91,10 +91,9 @@ impl IsabelleCheckConfig {
             ("max_attempts", self.max_attempts.into()),
             ("hammer.timeout_s", self.hammer.timeout_s.into()),
         ];
-        match at_least_one.iter().find(|(_, v)| *v == 0) {
-            Some((key, v)) => Err(format!("{key} = {v}: must be at least 1")),
-            None => Ok(()),
-        }
+        at_least_one
+            .into_iter()
+            .try_for_each(|(key, v)| prod_core::range::Range::at_least_one(key, v))
     }
 }
 

@@ -44,6 +44,7 @@ use crate::{exit, ranges};
 /// Example: prod check --prover isabelle nodes.jsonl --server 127.0.0.1:4711 --password PW
 ///          --session HOL --dirs /opt/afp-2022-12-06/thys --json
 #[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct CheckArgs {
     /// JSONL file of nodes (`-`: stdin, each batch answered as it arrives).
     pub file: PathBuf,

@@ -136,7 +136,7 @@ pub struct BuildArgs {
     /// No file holds more than this share of the test theorems: a larger file keeps a seeded
     /// subset of its T_tree theorems and the rest go to no split (its file is a test unit).
     /// In [0, 1]; 0 or 1 turns the cap off.
-    #[arg(long, default_value_t = prod_library::split::TEST_FILE_CAP, value_parser = unit_interval_closed)]
+    #[arg(long, default_value_t = prod_library::split::TEST_FILE_CAP, value_parser = ranges::unit_interval_closed)]
     pub test_file_cap: f64,
     /// Share of the remaining examples drawn for validation, in [0, 1) (and
     /// --test-fraction + --val-fraction < 1).
@@ -379,14 +379,6 @@ fn afp_dir(path: &std::path::Path) -> anyhow::Result<PathBuf> {
     } else {
         dest
     })
-}
-
-/// A share in [0, 1].
-fn unit_interval_closed(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-        _ => Err(format!("{s:?}: expected a number in [0, 1]")),
-    }
 }
 
 fn print_stats(s: &dataset::Stats, json: bool) -> i32 {

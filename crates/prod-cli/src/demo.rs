@@ -9,13 +9,13 @@ use crate::ranges;
 
 /// The main job: stdlib dataset, a fine-tuned policy, proof trees checked by Coq, the report.
 ///
-/// End to end with real Coq: build the Coq stdlib dataset, fine-tune a pretrained policy (SmolLM2-135M, imported by scripts/fetch-model.sh)
-/// with ProD-SFT for what the budget leaves, generate 4 proof trees (depth 2) for each of 50
-/// held-out test theorems, check every node with Coq (`hammer.` steps: the fixed tactic list,
-/// then CoqHammer's provers), re-check assembled proofs cold, evaluate CoqHammer alone on the
-/// same theorems with the same checker, and write the report (run.json, report.html,
-/// summary.md) with ProD against CoqHammer alone (pass@k, the paired difference, who proved
-/// what).
+/// End to end with real Coq: build the Coq stdlib dataset, fine-tune a pretrained policy
+/// (SmolLM2-135M, imported by scripts/fetch-model.sh) with ProD-SFT for what the budget leaves,
+/// generate 4 proof trees (depth 2) for each of 50 held-out test theorems, check every node with
+/// Coq (`hammer.` steps: the fixed tactic list, then CoqHammer's provers), re-check assembled
+/// proofs cold, evaluate CoqHammer alone on the same theorems with the same checker, and write the
+/// report (run.json, report.html, summary.md) with ProD against CoqHammer alone (pass@k, the
+/// paired difference, who proved what).
 ///
 /// Budget: ≈ `--minutes` on 2 cores: the evaluation and the CoqHammer baseline get what they
 /// are expected to need (about 15 minutes for 50 theorems × 4 trees), training the rest (at
@@ -28,6 +28,7 @@ use crate::ranges;
 ///   prod demo --base-model models/my-llama --theorems 100
 ///   prod demo --from-scratch --theorems 8 --minutes 10
 #[derive(Args)]
+#[command(verbatim_doc_comment)]
 pub struct DemoArgs {
     /// Output directory (data/, model/, run/; an existing one is resumed).
     #[arg(long, default_value = "runs/demo")]

@@ -29,6 +29,7 @@ use crate::ranges;
 ///   prod experiment --config table2.toml --out runs/table2 --json
 ///   prod experiment --sft-model models/sft --sft-nolemma-model models/sft-wl --out runs/table2
 #[derive(Args)]
+#[command(verbatim_doc_comment)]
 pub struct ExperimentArgs {
     /// Output directory (created; an existing one is resumed).
     #[arg(long, default_value = "runs/experiment")]

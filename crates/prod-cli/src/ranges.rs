@@ -1,12 +1,13 @@
 //! Value parsers for numeric options: a number outside its range is bad input (clap prints
 //! `invalid value '0' for '--timeout <TIMEOUT>': must be …` and exits with code 2), never a
-//! panic or a silently odd run. Use as `#[arg(long, value_parser = ranges::positive_u32)]`.
+//! panic or a silently odd run. Use as `#[arg(long, value_parser = ranges::positive_u32)]`. The
+//! rules and their wording are prod-core's [`Range`]s, the same as the config files'.
 
 use std::fmt::Display;
 use std::str::FromStr;
-use std::time::Duration;
 
 use clap::Command;
+use prod_core::range::Range;
 
 /// `cmd` with every option of every subcommand taking `-1` as its value, so that the option's
 /// range refuses it, naming the option (else clap reports an unknown argument `-1`).
@@ -33,75 +34,71 @@ where
     }
 }
 
+/// A whole number ≥ 1: the CLI says "whole" where a config's count says "at least 1".
 const WHOLE_POSITIVE: &str = "a whole number ≥ 1";
 
 /// A count or a time limit: 1, 2, …
 pub fn positive_u32(s: &str) -> Result<u32, String> {
-    parse_in(s, |&v| v >= 1, WHOLE_POSITIVE)
+    parse_in(
+        s,
+        |&v: &u32| Range::AtLeastOne.contains(v.into()),
+        WHOLE_POSITIVE,
+    )
 }
+
+// `as f64` is exact for the comparison with 1 (every whole number ≥ 1 maps to ≥ 1.0).
 
 /// A count or a time limit: 1, 2, …
 pub fn positive_u64(s: &str) -> Result<u64, String> {
-    parse_in(s, |&v| v >= 1, WHOLE_POSITIVE)
+    parse_in(s, |&v| Range::AtLeastOne.contains(v as f64), WHOLE_POSITIVE)
 }
 
 /// A count or a size: 1, 2, …
 pub fn positive_usize(s: &str) -> Result<usize, String> {
-    parse_in(s, |&v| v >= 1, WHOLE_POSITIVE)
+    parse_in(s, |&v| Range::AtLeastOne.contains(v as f64), WHOLE_POSITIVE)
+}
+
+/// A real number in `range`.
+fn real_in(s: &str, range: Range) -> Result<f64, String> {
+    parse_in(s, |v: &f64| range.contains(*v), range.describe())
 }
 
 /// A finite number ≥ 0 (a temperature, a duration where 0 means "none").
 pub fn non_negative_finite_f64(s: &str) -> Result<f64, String> {
-    parse_in(
-        s,
-        |v: &f64| v.is_finite() && *v >= 0.0,
-        "a finite number ≥ 0",
-    )
+    real_in(s, Range::FiniteNonNegative)
 }
 
 /// A finite number > 0 (a learning rate).
 #[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod model`/`prod train` use it
 pub fn positive_finite_f64(s: &str) -> Result<f64, String> {
-    parse_in(
-        s,
-        |v: &f64| v.is_finite() && *v > 0.0,
-        "a finite number > 0",
-    )
-}
-
-/// Whether `seconds` is > 0 and fits a `Duration` (`Duration::from_secs_f64` panics otherwise).
-fn positive_duration(seconds: f64) -> bool {
-    seconds > 0.0 && Duration::try_from_secs_f64(seconds).is_ok()
+    real_in(s, Range::FinitePositive)
 }
 
 /// A duration in seconds, > 0 (a claim's lease).
 pub fn positive_seconds(s: &str) -> Result<f64, String> {
-    parse_in(
-        s,
-        |v| positive_duration(*v),
-        "a finite number of seconds > 0",
-    )
+    real_in(s, Range::PositiveSeconds)
 }
 
 /// A duration in minutes, > 0 (a time budget).
 #[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod demo` uses it
 pub fn positive_minutes(s: &str) -> Result<f64, String> {
-    parse_in(
-        s,
-        |v| positive_duration(v * 60.0),
-        "a finite number of minutes > 0",
-    )
+    real_in(s, Range::PositiveMinutes)
 }
 
 /// A number in (0, 1] (top-p).
 #[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod model`/`prod eval` use it
 pub fn unit_interval_open_closed(s: &str) -> Result<f64, String> {
-    parse_in(s, |v: &f64| *v > 0.0 && *v <= 1.0, "in (0, 1]")
+    real_in(s, Range::UnitOpenClosed)
 }
 
 /// A number in [0, 1) (a fraction of a dataset held out).
 pub fn unit_interval_closed_open(s: &str) -> Result<f64, String> {
-    parse_in(s, |v: &f64| (0.0..1.0).contains(v), "in [0, 1)")
+    real_in(s, Range::UnitClosedOpen)
+}
+
+/// A number in [0, 1] (a share that may be all or nothing).
+pub fn unit_interval_closed(s: &str) -> Result<f64, String> {
+    real_in(s, Range::UnitClosed)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! * [`tree`] — proof-tree nodes, *local* vs *global* correctness (least fixed point), witnesses.
 //! * [`assembly`] — a complete proof from a globally correct root, child-first, lemmas deduplicated.
 //! * [`pass_at_k`] — the unbiased estimator, bootstrap confidence intervals, per-depth tables.
+//! * [`range`] — the ranges numbers of a command line or config file must lie in, one rule each.
 //! * [`ProofLanguage`] — everything prover-specific the core needs (statement normalisation,
 //!   names, rendering), implemented by `prod-coq` and later by the Isabelle crate.
 //!
@@ -14,6 +15,7 @@ pub mod assembly;
 pub mod conditional;
 pub mod language;
 pub mod pass_at_k;
+pub mod range;
 pub mod tree;
 
 pub use assembly::{assemble, AssembledLemma, AssembledProof, AssemblyError};

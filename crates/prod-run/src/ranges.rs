@@ -1,42 +1,37 @@
 //! Range checks of configuration values: each `Err` is `key = value: must be …`, naming the
 //! key (callers prefix the section, e.g. `sampling.`).
 
+//! The rules are prod-core's [`Range`]s, shared with the CLI's value parsers.
+
 use std::fmt::Display;
 
-fn check(key: &str, value: impl Display, ok: bool, range: &str) -> Result<(), String> {
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("{key} = {value}: must be {range}"))
-    }
-}
+use prod_core::range::Range;
 
 /// A count, a size or a time limit: 1, 2, …
 pub(crate) fn at_least_one<T: PartialOrd + From<u8> + Display>(
     key: &str,
     v: T,
 ) -> Result<(), String> {
-    let ok = v >= T::from(1);
-    check(key, v, ok, "at least 1")
+    let ok = if v >= T::from(1) { 1.0 } else { 0.0 };
+    Range::AtLeastOne.check(key, v, ok)
 }
 
 pub(crate) fn finite_non_negative(key: &str, v: f64) -> Result<(), String> {
-    check(key, v, v.is_finite() && v >= 0.0, "a finite number ≥ 0")
+    Range::FiniteNonNegative.check(key, v, v)
 }
 
 pub(crate) fn finite_positive(key: &str, v: f64) -> Result<(), String> {
-    check(key, v, v.is_finite() && v > 0.0, "a finite number > 0")
+    Range::FinitePositive.check(key, v, v)
 }
 
 /// Seconds > 0 that fit a `Duration` (`Duration::from_secs_f64` panics otherwise).
 pub(crate) fn positive_seconds(key: &str, v: f64) -> Result<(), String> {
-    let ok = v > 0.0 && std::time::Duration::try_from_secs_f64(v).is_ok();
-    check(key, v, ok, "a finite number of seconds > 0")
+    Range::PositiveSeconds.check(key, v, v)
 }
 
 /// (0, 1]: top-p, a discount factor.
 pub(crate) fn open_closed_unit(key: &str, v: f64) -> Result<(), String> {
-    check(key, v, v > 0.0 && v <= 1.0, "in (0, 1]")
+    Range::UnitOpenClosed.check(key, v, v)
 }
 
 #[cfg(test)]

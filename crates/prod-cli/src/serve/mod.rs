@@ -42,6 +42,7 @@ pub use metrics::Metrics;
 /// Example: prod serve --workers 4 --cache verdicts.sqlite
 /// Example: PROD_API_KEY=secret prod serve --addr 0.0.0.0:8537
 #[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
 pub struct ServeArgs {
     /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8537")]
