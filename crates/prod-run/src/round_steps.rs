@@ -2,8 +2,8 @@
 //! theorems, where its checkpoints go, the §3.2 filters on one proof, stored nodes back as
 //! generated ones, the training files and the external commands.
 //!
-//! They depend on the configuration and the run store only, so the round's phases (`round`)
-//! and the run over all rounds (`rl`) both use them without depending on each other.
+//! They use neither the round's phases (`round`) nor the run over all rounds (`rl`), only the
+//! configuration, the run store and the policy, so both of those use them without a circle.
 
 use std::path::{Path, PathBuf};
 
