@@ -14,8 +14,11 @@
 //!   `run_eval_given` on trees sampled elsewhere ([`trees`]: `prod eval --trees`).
 //! * `outcomes` — what the trees did, for the report: per-theorem details, nodes by verdict
 //!   kind and failure message, the `<use_invoke>` share of roots, example trees.
-//! * [`rl`] — `run_rl`: the rounds, their configuration, resume and per-round evaluation;
-//!   `round` — one round as typed phases (sample, check, filter, solve, weigh, train, record).
+//! * [`rl`] — `run_rl`: the rounds in order, resume and per-round evaluation;
+//!   `rl_config` — `RlConfig` (`rl.toml`) and its parts, their defaults and validation;
+//!   `round` — one round as typed phases (sample, check, filter, solve, weigh, train, record);
+//!   `round_steps` — the round's building blocks (theorem draw, checkpoint paths, §3.2
+//!   filters, training files, external commands).
 //! * [`baseline`] — CoqHammer alone on an evaluation's theorems (one `hammer.` root each, the
 //!   same checker), and the paired comparison of a method with it.
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
@@ -31,7 +34,9 @@ pub mod progress;
 pub mod prover;
 mod ranges;
 pub mod rl;
+mod rl_config;
 mod round;
+mod round_steps;
 pub mod store;
 pub mod theorem;
 pub mod trees;

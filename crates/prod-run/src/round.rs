@@ -10,6 +10,11 @@
 //! resumable on their own (sample log, verdicts), and a round counts as done once `record` has
 //! stored its checkpoint. A resumed round repeats the cheap phases from stored data and asks
 //! neither the policy nor the prover again.
+//!
+//! The round's policy (`RoundPolicy`: the native model or a remote server) and what the round
+//! produced (`RoundRecord`) are defined here; the building blocks that are no phase (theorem
+//! draw, checkpoint paths, §3.2 filters, training files) are `round_steps`, the settings
+//! `rl_config`. Nothing here uses the run over all rounds (`rl`), which calls `run_round`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,15 +33,17 @@ use prod_rl::examples::{
 use prod_rl::{generate_train_trees, Origin, ReplayBuffer, TreeGoal};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
 
 use crate::check::local_verdict;
 use crate::context::RunContext;
 use crate::eval::{check_phase, to_stored, Theorem};
-use crate::policy::{mix_seed, LoggedPolicy, NativePolicy};
-use crate::rl::{
+use crate::policy::{mix_seed, LoggedPolicy, NativeParams, NativePolicy, RemoteSeq, SeqPolicy};
+use crate::rl_config::{Method, RlConfig, ValueModel};
+use crate::round_steps::{
     filter_proposals, goal_key, load_policy_from, replay_lemma_statements, round_checkpoint,
     round_theorems, run_command, stored_to_generated, trainer_loss, value_checkpoint,
-    write_examples, Method, RlConfig, RoundPolicy, RoundRecord, ValueModel,
+    write_examples,
 };
 use crate::store::{Phase, Step, StoredExample, StoredNode};
 
@@ -48,6 +55,75 @@ pub(crate) struct Round<'a> {
     /// The checkpoint the round starts from, and the separate value model's.
     pub start_ckpt: &'a Path,
     pub value_start: &'a Path,
+}
+
+/// What a round produced, beyond the report metrics.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RoundRecord {
+    pub metrics: RoundMetrics,
+    /// The round's canaries, sampled from the round's policy before it trained.
+    #[serde(default)]
+    pub canaries: Option<prod_report::CanaryCheck>,
+    /// Checks run by the filters (after the cache).
+    pub filter_checks: usize,
+    pub trivial_dropped: usize,
+    pub lemmas_removed: usize,
+}
+
+/// A round's policy: the native model, or a remote server with the round's tokenizer.
+// One value per round, never stored in bulk: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum RoundPolicy {
+    Native(NativePolicy),
+    Remote {
+        seq: RemoteSeq,
+        params: NativeParams,
+    },
+}
+
+impl RoundPolicy {
+    pub(crate) fn load(cfg: &RlConfig, dir: &Path) -> anyhow::Result<RoundPolicy> {
+        match cfg.remote_config() {
+            None => Ok(RoundPolicy::Native(load_policy_from(dir, &cfg.sampling)?)),
+            Some(r) => Ok(RoundPolicy::Remote {
+                seq: RemoteSeq::open(&r, dir).map_err(anyhow::Error::msg)?,
+                params: cfg.sampling.clone(),
+            }),
+        }
+    }
+
+    pub(crate) fn seq(&mut self) -> &mut dyn SeqPolicy {
+        match self {
+            RoundPolicy::Native(p) => p,
+            RoundPolicy::Remote { seq, .. } => seq,
+        }
+    }
+
+    pub(crate) fn tok(&self) -> &prod_policy::ProdTokenizer {
+        match self {
+            RoundPolicy::Native(p) => &p.tok,
+            RoundPolicy::Remote { seq, .. } => seq.0.tokenizer(),
+        }
+    }
+
+    pub(crate) fn prompt(&self, context: &str, statement: &str) -> prod_policy::Result<Vec<u32>> {
+        match self {
+            RoundPolicy::Native(p) => p.prompt(context, statement),
+            RoundPolicy::Remote { seq, params } => {
+                crate::policy::prompt_ids(seq.0.tokenizer(), params, context, statement)
+            }
+        }
+    }
+
+    pub(crate) fn values(
+        &mut self,
+        goals: &[(&str, &str)],
+    ) -> Result<Vec<f64>, prod_rl::PolicyError> {
+        match self {
+            RoundPolicy::Native(p) => p.values(goals),
+            RoundPolicy::Remote { seq, .. } => seq.0.value(goals),
+        }
+    }
 }
 
 /// Run (or finish) one round: the phases in order.
@@ -77,7 +153,7 @@ pub(crate) fn run_round(
     let filtered = filter(r, &sampled.nodes)?;
     let hammer = crate::baseline::hammer_use(hammer_before, r.env.prover.checker.hammer_stats());
     let global = solve_round(r, &sampled.nodes, &filtered)?;
-    let canaries = crate::rl::round_canaries(r.cfg, r.env, &theorems, r.round, policy)?;
+    let canaries = round_canaries(r.cfg, r.env, &theorems, r.round, policy)?;
     let t = Instant::now();
     let mut weighed = weigh(
         r,
@@ -105,6 +181,21 @@ pub(crate) fn run_round(
             hammer,
         },
     )
+}
+
+/// Round `round`'s canaries, in the contexts of its theorems, sampled from its policy before
+/// it trains: an accepted canary stops the run before a wrong proof is reinforced.
+fn round_canaries(
+    cfg: &RlConfig,
+    env: &RunContext<'_>,
+    theorems: &[Theorem],
+    round: u32,
+    policy: &mut RoundPolicy,
+) -> anyhow::Result<prod_report::CanaryCheck> {
+    let opts = cfg.eval_options(format!("round {round} canaries"));
+    let check = crate::canary::run_canaries(env, policy.seq(), theorems, &opts, round)?;
+    crate::canary::stop_on_alarm(&check, env.out)?;
+    Ok(check)
 }
 
 /// The round's nodes (Algorithm 2's trees, ground truth joining at level 0).
