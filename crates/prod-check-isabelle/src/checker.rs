@@ -1,6 +1,7 @@
 //! [`IsabelleChecker`]: the [`Checker`] for Isabelle, over the Isabelle system server.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -614,6 +615,22 @@ enum PassResult {
     ),
 }
 
+/// The step a pass's error is at (0 before the proof, `n + 1` after its `n` steps), if it
+/// ended in an error.
+fn error_step(outcome: &PassOutcome, n: usize) -> Option<usize> {
+    match outcome {
+        PassOutcome::Error {
+            region: Region::Step(k),
+            ..
+        } => Some(*k),
+        PassOutcome::Error { region, .. } => match region {
+            Region::CloseCheck | Region::Audit | Region::End => Some(n + 1),
+            _ => Some(0),
+        },
+        _ => None,
+    }
+}
+
 impl Run<'_> {
     fn cfg(&self) -> &IsabelleCheckConfig {
         &self.checker.cfg
@@ -745,16 +762,41 @@ impl Run<'_> {
 
     /// Passes until a verdict: each `sledgehammer` step tries the fixed list, then Sledgehammer.
     fn passes(&mut self, start: Instant) -> Verdict {
-        let n = self.plan.steps.len();
+        let mut phases = match self.first_phases() {
+            Ok(phases) => phases,
+            Err(v) => return v,
+        };
+        let max_passes = 1 + phases.len() * (self.cfg().hammer.fixed_methods.len() + 2);
+        for _ in 0..max_passes {
+            let texts = self.step_texts(&phases);
+            let atp = phases.values().any(|p| *p == HammerPhase::Atp);
+            let (thy, _nonce, outcome, node) = match self.pass(&texts, atp) {
+                PassResult::Done(v) => return v,
+                PassResult::Outcome(t, nonce, o, node) => (t, nonce, o, node),
+            };
+            let next = match self.sledgehammer_decides(&mut phases, &thy, &outcome, node.as_ref()) {
+                Some(next) => next,
+                None => self.after_outcome(outcome, &mut phases, start),
+            };
+            if let ControlFlow::Break(v) = next {
+                return v;
+            }
+        }
+        Verdict::infra("too many sledgehammer passes")
+    }
+
+    /// Each `sledgehammer` step's first phase, by step number: the first fixed method, or
+    /// Sledgehammer itself. With the hammer off, a `sledgehammer` step fails the proof.
+    fn first_phases(&self) -> Result<HashMap<usize, HammerPhase>, Verdict> {
         let h = &self.cfg().hammer;
         let hammer_on = h.enabled && (!h.fixed_methods.is_empty() || h.use_atp);
         let mut phases: HashMap<usize, HammerPhase> = HashMap::new();
         if !hammer_on {
             if let Some(i) = self.plan.steps.iter().position(Step::is_hammer) {
-                return Verdict::Failed {
+                return Err(Verdict::Failed {
                     step: i + 1,
                     message: "sledgehammer steps are disabled in this checker".into(),
-                };
+                });
             }
         } else {
             for (i, s) in self.plan.steps.iter().enumerate() {
@@ -768,147 +810,152 @@ impl Run<'_> {
                 }
             }
         }
-        let max_passes = 1 + phases.len() * (self.cfg().hammer.fixed_methods.len() + 2);
-        for _ in 0..max_passes {
-            let texts = self.step_texts(&phases);
-            let atp = phases.values().any(|p| *p == HammerPhase::Atp);
-            let (thy, _nonce, outcome, node) = match self.pass(&texts, atp) {
-                PassResult::Done(v) => return v,
-                PassResult::Outcome(t, nonce, o, node) => (t, nonce, o, node),
-            };
-            // The step Sledgehammer is running at, if any: its output decides, not later errors
-            // (the goal it leaves open makes every later command fail).
-            let atp_step = phases
-                .iter()
-                .filter(|(_, p)| **p == HammerPhase::Atp)
-                .map(|(k, _)| *k)
-                .min();
-            let error_step = match &outcome {
-                PassOutcome::Error {
-                    region: Region::Step(k),
-                    ..
-                } => Some(*k),
-                PassOutcome::Error { region, .. } => match region {
-                    Region::CloseCheck | Region::Audit | Region::End => Some(n + 1),
-                    _ => Some(0),
-                },
-                _ => None,
-            };
-            if let Some(k) = atp_step {
-                let before = error_step.is_some_and(|e| e < k);
-                if !before {
-                    let suggestion = node.as_ref().and_then(|nd| {
-                        outcome::messages_in(&thy, nd, &Region::Step(k))
-                            .into_iter()
-                            .filter_map(crate::rules::try_this)
-                            .find_map(|t| self.checker.rules.check_replacement(&t).ok())
-                    });
-                    match suggestion {
-                        Some(t) => {
-                            phases.insert(k, HammerPhase::Found(t));
-                            continue;
-                        }
-                        None => {
-                            if let PassOutcome::Elsewhere(m) = &outcome {
-                                return Verdict::infra(format!("context does not load: {m}"));
-                            }
-                            return Verdict::Failed {
-                                step: k,
-                                message: "sledgehammer: no proof found".into(),
-                            };
-                        }
-                    }
-                }
+        Ok(phases)
+    }
+
+    /// The step Sledgehammer is running at, if any, unless an error comes before it: its output
+    /// decides, not later errors (the goal it leaves open makes every later command fail). Its
+    /// suggestion is replayed in the next pass (`Continue`), or the verdict is `Break`. `None`:
+    /// the pass's outcome decides.
+    fn sledgehammer_decides(
+        &self,
+        phases: &mut HashMap<usize, HammerPhase>,
+        thy: &Theory,
+        outcome: &PassOutcome,
+        node: Option<&crate::server::NodeResult>,
+    ) -> Option<ControlFlow<Verdict>> {
+        let atp_step = phases
+            .iter()
+            .filter(|(_, p)| **p == HammerPhase::Atp)
+            .map(|(k, _)| *k)
+            .min();
+        let error_step = error_step(outcome, self.plan.steps.len());
+        let k = atp_step?;
+        let before = error_step.is_some_and(|e| e < k);
+        if before {
+            return None;
+        }
+        let suggestion = node.and_then(|nd| {
+            outcome::messages_in(thy, nd, &Region::Step(k))
+                .into_iter()
+                .filter_map(crate::rules::try_this)
+                .find_map(|t| self.checker.rules.check_replacement(&t).ok())
+        });
+        match suggestion {
+            Some(t) => {
+                phases.insert(k, HammerPhase::Found(t));
+                Some(ControlFlow::Continue(()))
             }
-            match outcome {
-                PassOutcome::Clean(audit) => return self.audited(audit, &phases, start),
-                PassOutcome::Error { region, message } => {
-                    match region {
-                        Region::Header | Region::Prelude | Region::Context => {
-                            return Verdict::infra(format!("context does not load: {message}"))
-                        }
-                        Region::Lemma(i) => {
-                            return Verdict::Failed {
-                                step: 0,
-                                message: format!("proposed lemma {}: {message}", i + 1),
-                            }
-                        }
-                        Region::Proved(i) => {
-                            return Verdict::Failed {
-                                step: 0,
-                                message: format!("assembled lemma {}: {message}", i + 1),
-                            }
-                        }
-                        Region::Admit(i) => {
-                            return Verdict::infra(format!(
-                                "admitting proposed lemma {} failed: {message}",
-                                i + 1
-                            ))
-                        }
-                        Region::Statement => {
-                            return Verdict::Failed {
-                                step: 0,
-                                message: format!("statement: {message}"),
-                            }
-                        }
-                        Region::Step(k) => match phases.get(&k).cloned() {
-                            Some(HammerPhase::Fixed(j)) => match self.after_fixed(j) {
-                                Some(next) => {
-                                    phases.insert(k, next);
-                                }
-                                None => return Verdict::Failed {
-                                    step: k,
-                                    message:
-                                        "sledgehammer: no method of the fixed list closes the goal"
-                                            .into(),
-                                },
-                            },
-                            Some(HammerPhase::Found(t)) => {
-                                return Verdict::Failed {
-                                    step: k,
-                                    message: format!("sledgehammer's proof `{t}` fails: {message}"),
-                                }
-                            }
-                            _ => return Verdict::Failed { step: k, message },
-                        },
-                        Region::CloseCheck => {
-                            return Verdict::Failed {
-                                step: n + 1,
-                                message: format!("the proof does not finish its goal: {message}"),
-                            }
-                        }
-                        Region::Audit | Region::End => {
-                            return Verdict::infra(format!("the checker's audit failed: {message}"))
-                        }
-                    }
+            None => {
+                if let PassOutcome::Elsewhere(m) = outcome {
+                    return Some(ControlFlow::Break(Verdict::infra(format!(
+                        "context does not load: {m}"
+                    ))));
                 }
-                PassOutcome::Elsewhere(m) => {
-                    return Verdict::infra(format!("context does not load: {m}"))
-                }
-                PassOutcome::Incomplete { .. } => {
-                    // The watchdog ended the pass. A fixed method that loops is a method that
-                    // fails: move the first sledgehammer step still on the fixed list along.
-                    let first_fixed = phases
-                        .iter()
-                        .filter(|(_, p)| matches!(p, HammerPhase::Fixed(_)))
-                        .map(|(k, _)| *k)
-                        .min();
-                    match first_fixed.and_then(|k| phases.get(&k).cloned().map(|p| (k, p))) {
-                        Some((k, HammerPhase::Fixed(j))) => match self.after_fixed(j) {
-                            Some(next) => {
-                                phases.insert(k, next);
-                            }
-                            None => return Verdict::TimedOut { step: k },
-                        },
-                        _ => return Verdict::TimedOut { step: n + 1 },
-                    }
-                }
-                PassOutcome::NoAudit(m) => {
-                    return Verdict::infra(format!("no audit record from Isabelle: {m}"))
-                }
+                Some(ControlFlow::Break(Verdict::Failed {
+                    step: k,
+                    message: "sledgehammer: no proof found".into(),
+                }))
             }
         }
-        Verdict::infra("too many sledgehammer passes")
+    }
+
+    /// The pass's outcome: the verdict (`Break`), or the next phase of a `sledgehammer` step
+    /// whose fixed method failed or looped (`Continue`: another pass).
+    fn after_outcome(
+        &self,
+        outcome: PassOutcome,
+        phases: &mut HashMap<usize, HammerPhase>,
+        start: Instant,
+    ) -> ControlFlow<Verdict> {
+        match outcome {
+            PassOutcome::Clean(audit) => ControlFlow::Break(self.audited(audit, phases, start)),
+            PassOutcome::Error { region, message } => self.after_error(region, message, phases),
+            PassOutcome::Elsewhere(m) => {
+                ControlFlow::Break(Verdict::infra(format!("context does not load: {m}")))
+            }
+            PassOutcome::Incomplete { .. } => self.after_watchdog(phases),
+            PassOutcome::NoAudit(m) => ControlFlow::Break(Verdict::infra(format!(
+                "no audit record from Isabelle: {m}"
+            ))),
+        }
+    }
+
+    /// An error in `region`: the verdict, or at a `sledgehammer` step on the fixed list, its
+    /// next phase.
+    fn after_error(
+        &self,
+        region: Region,
+        message: String,
+        phases: &mut HashMap<usize, HammerPhase>,
+    ) -> ControlFlow<Verdict> {
+        let n = self.plan.steps.len();
+        ControlFlow::Break(match region {
+            Region::Header | Region::Prelude | Region::Context => {
+                Verdict::infra(format!("context does not load: {message}"))
+            }
+            Region::Lemma(i) => Verdict::Failed {
+                step: 0,
+                message: format!("proposed lemma {}: {message}", i + 1),
+            },
+            Region::Proved(i) => Verdict::Failed {
+                step: 0,
+                message: format!("assembled lemma {}: {message}", i + 1),
+            },
+            Region::Admit(i) => Verdict::infra(format!(
+                "admitting proposed lemma {} failed: {message}",
+                i + 1
+            )),
+            Region::Statement => Verdict::Failed {
+                step: 0,
+                message: format!("statement: {message}"),
+            },
+            Region::Step(k) => match phases.get(&k).cloned() {
+                Some(HammerPhase::Fixed(j)) => match self.after_fixed(j) {
+                    Some(next) => {
+                        phases.insert(k, next);
+                        return ControlFlow::Continue(());
+                    }
+                    None => Verdict::Failed {
+                        step: k,
+                        message: "sledgehammer: no method of the fixed list closes the goal".into(),
+                    },
+                },
+                Some(HammerPhase::Found(t)) => Verdict::Failed {
+                    step: k,
+                    message: format!("sledgehammer's proof `{t}` fails: {message}"),
+                },
+                _ => Verdict::Failed { step: k, message },
+            },
+            Region::CloseCheck => Verdict::Failed {
+                step: n + 1,
+                message: format!("the proof does not finish its goal: {message}"),
+            },
+            Region::Audit | Region::End => {
+                Verdict::infra(format!("the checker's audit failed: {message}"))
+            }
+        })
+    }
+
+    /// The watchdog ended the pass. A fixed method that loops is a method that fails: move the
+    /// first sledgehammer step still on the fixed list along.
+    fn after_watchdog(&self, phases: &mut HashMap<usize, HammerPhase>) -> ControlFlow<Verdict> {
+        let n = self.plan.steps.len();
+        let first_fixed = phases
+            .iter()
+            .filter(|(_, p)| matches!(p, HammerPhase::Fixed(_)))
+            .map(|(k, _)| *k)
+            .min();
+        match first_fixed.and_then(|k| phases.get(&k).cloned().map(|p| (k, p))) {
+            Some((k, HammerPhase::Fixed(j))) => match self.after_fixed(j) {
+                Some(next) => {
+                    phases.insert(k, next);
+                    ControlFlow::Continue(())
+                }
+                None => ControlFlow::Break(Verdict::TimedOut { step: k }),
+            },
+            _ => ControlFlow::Break(Verdict::TimedOut { step: n + 1 }),
+        }
     }
 
     fn audited(

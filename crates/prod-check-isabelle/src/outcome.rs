@@ -1,7 +1,7 @@
 //! Reading one `use_theories` result of a generated theory: where the first error is, whether
 //! every command ran, and what the checker's audit printed.
 
-use crate::server::{NodeResult, ServerMessage, UseTheoriesResult};
+use crate::server::{NodeResult, Position, ServerMessage, UseTheoriesResult};
 use crate::theory::{audit_tag, Region, Theory};
 
 /// What one pass over the generated theory showed.
@@ -66,7 +66,34 @@ pub fn our_node<'a>(theory: &Theory, result: &'a UseTheoriesResult) -> Option<&'
 pub fn interpret(theory: &Theory, nonce: &str, result: &UseTheoriesResult) -> PassOutcome {
     let file = format!("{}.thy", theory.name);
     let node = our_node(theory, result);
-    // Errors: our node's own, plus the global list (which includes imported theories').
+    let errors = error_messages(node, result);
+    let (placed, elsewhere) = place_errors(theory, &file, node, &errors);
+    if let Some(outcome) = first_error(placed, &elsewhere) {
+        return outcome;
+    }
+    let Some(node) = node else {
+        return PassOutcome::NoAudit(format!(
+            "the result has no node for {} (nodes: {:?})",
+            theory.name,
+            result
+                .nodes
+                .iter()
+                .map(|n| &n.theory_name)
+                .collect::<Vec<_>>()
+        ));
+    };
+    if let Some(outcome) = unfinished(node, result) {
+        return outcome;
+    }
+    audit_outcome(theory, nonce, node)
+}
+
+/// The error messages: our node's own, plus the global list (which includes imported
+/// theories'), each once.
+fn error_messages<'a>(
+    node: Option<&'a NodeResult>,
+    result: &'a UseTheoriesResult,
+) -> Vec<&'a ServerMessage> {
     let mut errors: Vec<&ServerMessage> = vec![];
     if let Some(n) = node {
         errors.extend(n.messages.iter().filter(|m| m.kind == "error"));
@@ -76,20 +103,34 @@ pub fn interpret(theory: &Theory, nonce: &str, result: &UseTheoriesResult) -> Pa
             errors.push(e);
         }
     }
+    errors
+}
+
+/// The byte of `theory` a message position points at (by offset, else by line).
+fn byte_at(theory: &Theory, p: &Position) -> Option<usize> {
+    p.offset
+        .and_then(|o| theory.byte_of_offset(o))
+        .or_else(|| p.line.and_then(|l| theory.byte_of_line(l)))
+}
+
+/// The errors placed in a region of our theory (byte, region, message), and the others
+/// (another file's, or ours without a position or region), as messages.
+fn place_errors(
+    theory: &Theory,
+    file: &str,
+    node: Option<&NodeResult>,
+    errors: &[&ServerMessage],
+) -> (Vec<(usize, Region, String)>, Vec<String>) {
     let mut placed: Vec<(usize, Region, String)> = vec![];
     let mut elsewhere: Vec<String> = vec![];
-    for e in &errors {
-        let ours = match in_file(e, &file) {
+    for e in errors {
+        let ours = match in_file(e, file) {
             Some(b) => b,
             // No file: ours only if it came with our node's messages.
             None => node.is_some_and(|n| n.messages.contains(e)),
         };
         let pos = e.pos.as_ref();
-        let byte = pos.and_then(|p| {
-            p.offset
-                .and_then(|o| theory.byte_of_offset(o))
-                .or_else(|| p.line.and_then(|l| theory.byte_of_line(l)))
-        });
+        let byte = pos.and_then(|p| byte_at(theory, p));
         match (ours, byte) {
             (true, Some(b)) => match theory.region_at(b) {
                 Some(r) => placed.push((b, r.clone(), e.message.clone())),
@@ -104,33 +145,31 @@ pub fn interpret(theory: &Theory, nonce: &str, result: &UseTheoriesResult) -> Pa
             }
         }
     }
+    (placed, elsewhere)
+}
+
+/// The outcome the errors give, if any: the earliest placed one, unless an error in an
+/// imported theory explains it; else the first error elsewhere.
+fn first_error(placed: Vec<(usize, Region, String)>, elsewhere: &[String]) -> Option<PassOutcome> {
     if let Some((_, region, message)) = placed.into_iter().min_by_key(|(b, _, _)| *b) {
         // An error in an imported theory is reported first: it explains ours.
         if let Some(m) = elsewhere
             .first()
             .filter(|m| !m.starts_with("(no position)"))
         {
-            return PassOutcome::Elsewhere(m.clone());
+            return Some(PassOutcome::Elsewhere(m.clone()));
         }
-        return PassOutcome::Error { region, message };
+        return Some(PassOutcome::Error { region, message });
     }
-    if let Some(m) = elsewhere.first() {
-        return PassOutcome::Elsewhere(m.clone());
-    }
-    let Some(node) = node else {
-        return PassOutcome::NoAudit(format!(
-            "the result has no node for {} (nodes: {:?})",
-            theory.name,
-            result
-                .nodes
-                .iter()
-                .map(|n| &n.theory_name)
-                .collect::<Vec<_>>()
-        ));
-    };
+    elsewhere.first().map(|m| PassOutcome::Elsewhere(m.clone()))
+}
+
+/// Without errors, a node whose commands did not all finish: failed or cancelled ones
+/// (nothing to judge by), or a pass the watchdog ended.
+fn unfinished(node: &NodeResult, result: &UseTheoriesResult) -> Option<PassOutcome> {
     if node.status.failed > 0 || node.status.canceled {
         // Failed or cancelled commands without an error message: nothing to judge by.
-        return PassOutcome::NoAudit(format!(
+        return Some(PassOutcome::NoAudit(format!(
             "{} failed command(s){} without an error message",
             node.status.failed,
             if node.status.canceled {
@@ -138,14 +177,19 @@ pub fn interpret(theory: &Theory, nonce: &str, result: &UseTheoriesResult) -> Pa
             } else {
                 ""
             }
-        ));
+        )));
     }
     if !node.status.complete() || !result.ok {
-        return PassOutcome::Incomplete {
+        return Some(PassOutcome::Incomplete {
             finished: node.status.finished,
             total: node.status.total,
-        };
+        });
     }
+    None
+}
+
+/// The audit line of a clean pass: exactly one, printed by the audit command, well formed.
+fn audit_outcome(theory: &Theory, nonce: &str, node: &NodeResult) -> PassOutcome {
     let tag = audit_tag(nonce);
     let audits: Vec<&ServerMessage> = node
         .messages
@@ -158,10 +202,7 @@ pub fn interpret(theory: &Theory, nonce: &str, result: &UseTheoriesResult) -> Pa
     // The line must come from the audit command itself (PIDE positions every message at the
     // command that printed it).
     let at_audit = m.pos.as_ref().is_some_and(|p| {
-        let b = p
-            .offset
-            .and_then(|o| theory.byte_of_offset(o))
-            .or_else(|| p.line.and_then(|l| theory.byte_of_line(l)));
+        let b = byte_at(theory, p);
         b.and_then(|b| theory.region_at(b)) == Some(&Region::Audit)
     });
     if !at_audit {

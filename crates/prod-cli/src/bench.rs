@@ -384,153 +384,236 @@ fn bench_check(a: BenchCheckArgs) -> anyhow::Result<i32> {
         path.display(),
         cfg.workers
     );
-
-    // 1. The pool.
-    let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow!(e))?;
-    let requests: Vec<CheckRequest> = picked
-        .iter()
-        .map(|l| {
-            CheckRequest::new(
-                "",
-                &text[..l.context_end],
-                &l.statement,
-                ConditionalProof::plain(T0::NoInvoke, &l.body),
-            )
-        })
-        .collect();
-    let t = Instant::now();
-    let results = checker.check_batch_timed(&requests, &|_, _, _| {});
-    let pool_wall = t.elapsed();
-    let pool_proved = results.iter().filter(|(v, _)| v.is_proved()).count();
-    let attempt_times: Vec<f64> = results
-        .iter()
-        .filter_map(|(v, _)| match v {
-            Verdict::Proved { time, .. } => Some(time.as_secs_f64()),
-            _ => None,
-        })
-        .collect();
-    let pool_attempt_mean = attempt_times.iter().sum::<f64>() / attempt_times.len().max(1) as f64;
-    let failures: Vec<String> = results
-        .iter()
-        .zip(&picked)
-        .filter(|(r, _)| !r.0.is_proved())
-        .take(5)
-        .map(|(r, l)| format!("{}: {} {}", l.name, r.0.kind(), r.0.message()))
-        .collect();
-    // 1b. Coq's own time in the same kind of worker: each lemma's sentences sent in one write
-    // with a single sentinel after `Qed.` (no per-sentence round trip, prompt check or
-    // `Print Assumptions`), same contexts, same parallelism.
-    let replay = checker.replay_batch_timed(&requests);
-    let mut replay_pairs = vec![];
-    for ((r, _), (p, _)) in replay.iter().zip(&results) {
-        if let (Verdict::Proved { time: own, .. }, Verdict::Proved { time: pool, .. }) = (r, p) {
-            replay_pairs.push((own.as_secs_f64(), pool.as_secs_f64()));
-        }
+    let pool = PoolRun::measure(&cfg, &text, &picked)?;
+    let own_mean = coq_own_mean(&cfg, &text, &picked, &pool)?;
+    let coqc = CoqcRun::measure(&cfg, &text, &picked, a.coqc_checks);
+    print_check_figures(a.json, &path, n, cfg.workers, &pool, own_mean, &coqc);
+    for f in pool.failures {
+        eprintln!("not proved by the pool: {f}");
     }
-    let replay_own_mean =
-        replay_pairs.iter().map(|x| x.0).sum::<f64>() / replay_pairs.len().max(1) as f64;
-    let replay_pool_mean =
-        replay_pairs.iter().map(|x| x.1).sum::<f64>() / replay_pairs.len().max(1) as f64;
-    drop(checker);
+    for name in coqc.errors.iter().take(5) {
+        eprintln!("coqc did not close: {name}");
+    }
+    Ok(0)
+}
 
-    // 2. Coq's own time for the same sentences (the proved ones), from `coqc -time`.
+/// Step 1, the pool: the picked lemmas checked in place, and (1b) Coq's own time in the same
+/// kind of worker.
+struct PoolRun {
+    results: Vec<(Verdict, std::time::Duration)>,
+    wall: std::time::Duration,
+    proved: usize,
+    attempt_mean: f64,
+    /// The first few lemmas the pool did not prove, with the verdict.
+    failures: Vec<String>,
+    /// (Coq's own time, the pool's attempt time) of the lemmas proved both ways, s.
+    replay_pairs: Vec<(f64, f64)>,
+    replay_own_mean: f64,
+    replay_pool_mean: f64,
+}
+
+impl PoolRun {
+    fn measure(cfg: &CoqCheckConfig, text: &str, picked: &[&InPlace]) -> anyhow::Result<Self> {
+        let checker = CoqChecker::new(cfg.clone()).map_err(|e| anyhow!(e))?;
+        let requests: Vec<CheckRequest> = picked
+            .iter()
+            .map(|l| {
+                CheckRequest::new(
+                    "",
+                    &text[..l.context_end],
+                    &l.statement,
+                    ConditionalProof::plain(T0::NoInvoke, &l.body),
+                )
+            })
+            .collect();
+        let t = Instant::now();
+        let results = checker.check_batch_timed(&requests, &|_, _, _| {});
+        let wall = t.elapsed();
+        let proved = results.iter().filter(|(v, _)| v.is_proved()).count();
+        let attempt_times: Vec<f64> = results
+            .iter()
+            .filter_map(|(v, _)| match v {
+                Verdict::Proved { time, .. } => Some(time.as_secs_f64()),
+                _ => None,
+            })
+            .collect();
+        let attempt_mean = attempt_times.iter().sum::<f64>() / attempt_times.len().max(1) as f64;
+        let failures: Vec<String> = results
+            .iter()
+            .zip(picked)
+            .filter(|(r, _)| !r.0.is_proved())
+            .take(5)
+            .map(|(r, l)| format!("{}: {} {}", l.name, r.0.kind(), r.0.message()))
+            .collect();
+        // 1b. Coq's own time in the same kind of worker: each lemma's sentences sent in one
+        // write with a single sentinel after `Qed.` (no per-sentence round trip, prompt check
+        // or `Print Assumptions`), same contexts, same parallelism.
+        let replay = checker.replay_batch_timed(&requests);
+        let mut replay_pairs = vec![];
+        for ((r, _), (p, _)) in replay.iter().zip(&results) {
+            if let (Verdict::Proved { time: own, .. }, Verdict::Proved { time: pool, .. }) = (r, p)
+            {
+                replay_pairs.push((own.as_secs_f64(), pool.as_secs_f64()));
+            }
+        }
+        let replay_own_mean =
+            replay_pairs.iter().map(|x| x.0).sum::<f64>() / replay_pairs.len().max(1) as f64;
+        let replay_pool_mean =
+            replay_pairs.iter().map(|x| x.1).sum::<f64>() / replay_pairs.len().max(1) as f64;
+        drop(checker);
+        Ok(PoolRun {
+            results,
+            wall,
+            proved,
+            attempt_mean,
+            failures,
+            replay_pairs,
+            replay_own_mean,
+            replay_pool_mean,
+        })
+    }
+}
+
+/// Step 2, Coq's own time for the same sentences (the ones the pool proved), from
+/// `coqc -time`: the mean, s.
+fn coq_own_mean(
+    cfg: &CoqCheckConfig,
+    text: &str,
+    picked: &[&InPlace],
+    pool: &PoolRun,
+) -> anyhow::Result<f64> {
     let spans: Vec<(usize, usize)> = picked.iter().map(|l| l.span).collect();
-    let own = coq_own_times(&cfg, &text, &spans)?;
+    let own = coq_own_times(cfg, text, &spans)?;
     let own_proved: Vec<f64> = own
         .iter()
-        .zip(&results)
+        .zip(&pool.results)
         .filter(|(_, r)| r.0.is_proved())
         .map(|(t, _)| *t)
         .collect();
-    let own_mean = own_proved.iter().sum::<f64>() / own_proved.len().max(1) as f64;
+    Ok(own_proved.iter().sum::<f64>() / own_proved.len().max(1) as f64)
+}
 
-    // 3. One cold `coqc` per check, same parallelism.
-    let m = a.coqc_checks.unwrap_or(n).min(n);
-    let sample: Vec<&InPlace> = (0..m).map(|j| picked[j * n / m.max(1)]).collect();
-    let next = AtomicUsize::new(0);
-    let ok = AtomicUsize::new(0);
-    let t = Instant::now();
-    let errors = Mutex::new(vec![]);
-    std::thread::scope(|s| {
-        for _ in 0..cfg.workers {
-            s.spawn(|| loop {
-                let j = next.fetch_add(1, Ordering::SeqCst);
-                let Some(l) = sample.get(j) else { break };
-                let file = format!(
-                    "{}\n{}\nProof.{}Qed.\nPrint Assumptions {}.\n",
-                    &text[..l.context_end],
-                    l.statement,
-                    l.body,
-                    l.name
-                );
-                if coqc_check(&cfg, &file) {
-                    ok.fetch_add(1, Ordering::SeqCst);
-                } else if let Ok(mut e) = errors.lock() {
-                    e.push(l.name.clone());
-                }
-            });
+/// Step 3, one cold `coqc` per check, same parallelism, on `m` of the picked lemmas.
+struct CoqcRun {
+    m: usize,
+    ok: usize,
+    wall: std::time::Duration,
+    /// The lemmas `coqc` did not close.
+    errors: Vec<String>,
+}
+
+impl CoqcRun {
+    fn measure(
+        cfg: &CoqCheckConfig,
+        text: &str,
+        picked: &[&InPlace],
+        coqc_checks: Option<usize>,
+    ) -> Self {
+        let n = picked.len();
+        let m = coqc_checks.unwrap_or(n).min(n);
+        let sample: Vec<&InPlace> = (0..m).map(|j| picked[j * n / m.max(1)]).collect();
+        let next = AtomicUsize::new(0);
+        let ok = AtomicUsize::new(0);
+        let t = Instant::now();
+        let errors = Mutex::new(vec![]);
+        std::thread::scope(|s| {
+            for _ in 0..cfg.workers {
+                s.spawn(|| loop {
+                    let j = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(l) = sample.get(j) else { break };
+                    let file = format!(
+                        "{}\n{}\nProof.{}Qed.\nPrint Assumptions {}.\n",
+                        &text[..l.context_end],
+                        l.statement,
+                        l.body,
+                        l.name
+                    );
+                    if coqc_check(cfg, &file) {
+                        ok.fetch_add(1, Ordering::SeqCst);
+                    } else if let Ok(mut e) = errors.lock() {
+                        e.push(l.name.clone());
+                    }
+                });
+            }
+        });
+        let wall = t.elapsed();
+        CoqcRun {
+            m,
+            ok: ok.load(Ordering::SeqCst),
+            wall,
+            // A poisoned list (a thread that panicked) is reported as no names.
+            errors: errors.into_inner().unwrap_or_default(),
         }
-    });
-    let coqc_wall = t.elapsed();
+    }
+}
+
+/// The figures on stdout: one JSON object, or a few lines of text.
+fn print_check_figures(
+    json: bool,
+    path: &Path,
+    n: usize,
+    workers: usize,
+    pool: &PoolRun,
+    own_mean: f64,
+    coqc: &CoqcRun,
+) {
+    let (pool_wall, pool_proved, pool_attempt_mean) = (pool.wall, pool.proved, pool.attempt_mean);
+    let (replay_pairs, replay_own_mean, replay_pool_mean) = (
+        &pool.replay_pairs,
+        pool.replay_own_mean,
+        pool.replay_pool_mean,
+    );
+    let (m, coqc_wall) = (coqc.m, coqc.wall);
     let coqc_mean = coqc_wall.as_secs_f64() / m.max(1) as f64;
     let pool_mean = pool_wall.as_secs_f64() / n as f64;
     let ratio = coqc_mean / pool_mean;
     let ms = |d: f64| d * 1000.0;
-    if a.json {
+    if json {
         println!(
             "{}",
             serde_json::json!({
-                "file": path.display().to_string(), "checks": n, "workers": cfg.workers,
+                "file": path.display().to_string(), "checks": n, "workers": workers,
                 "pool_wall_s": pool_wall.as_secs_f64(), "pool_proved": pool_proved,
                 "pool_wall_ms_per_check": ms(pool_mean), "pool_attempt_ms_mean": ms(pool_attempt_mean),
                 "coq_own_ms_mean": ms(own_mean), "overhead_ms": ms(pool_attempt_mean - own_mean),
                 "replay_pairs": replay_pairs.len(), "coqtop_own_ms_mean": ms(replay_own_mean),
                 "pool_attempt_ms_mean_same_lemmas": ms(replay_pool_mean),
                 "overhead_vs_coqtop_ms": ms(replay_pool_mean - replay_own_mean),
-                "coqc_checks": m, "coqc_ok": ok.load(Ordering::SeqCst), "coqc_wall_s": coqc_wall.as_secs_f64(),
+                "coqc_checks": m, "coqc_ok": coqc.ok, "coqc_wall_s": coqc_wall.as_secs_f64(),
                 "coqc_ms_per_check": ms(coqc_mean), "ratio": ratio,
             })
         );
-    } else {
-        println!(
-            "file: {} ({} checks in place, {} workers both ways)",
-            path.display(),
-            n,
-            cfg.workers
-        );
-        println!(
-            "pool : {:8.2} s wall, {:7.1} ms/check wall, {:6.1} ms mean attempt; proved {}/{}",
-            pool_wall.as_secs_f64(),
-            ms(pool_mean),
-            ms(pool_attempt_mean),
-            pool_proved,
-            n
-        );
-        println!("coq  : {:6.1} ms mean own time for the same sentences (coqc -time, rounded to 1 ms per sentence); pool overhead {:+.1} ms", ms(own_mean), ms(pool_attempt_mean - own_mean));
-        println!(
-            "coqtop: {:6.1} ms mean own time, same sentences sent in one write to a worker ({} lemmas); pool {:.1} ms on them: overhead {:+.1} ms",
-            ms(replay_own_mean),
-            replay_pairs.len(),
-            ms(replay_pool_mean),
-            ms(replay_pool_mean - replay_own_mean)
-        );
-        println!(
-            "coqc : {:8.2} s wall, {:7.1} ms/check wall ({} checks); ok {}/{}",
-            coqc_wall.as_secs_f64(),
-            ms(coqc_mean),
-            m,
-            ok.load(Ordering::SeqCst),
-            m
-        );
-        println!("ratio: {ratio:.1}x (coqc per check / pool, wall time per check)");
+        return;
     }
-    for f in failures {
-        eprintln!("not proved by the pool: {f}");
-    }
-    if let Ok(e) = errors.lock() {
-        for name in e.iter().take(5) {
-            eprintln!("coqc did not close: {name}");
-        }
-    }
-    Ok(0)
+    println!(
+        "file: {} ({} checks in place, {} workers both ways)",
+        path.display(),
+        n,
+        workers
+    );
+    println!(
+        "pool : {:8.2} s wall, {:7.1} ms/check wall, {:6.1} ms mean attempt; proved {}/{}",
+        pool_wall.as_secs_f64(),
+        ms(pool_mean),
+        ms(pool_attempt_mean),
+        pool_proved,
+        n
+    );
+    println!("coq  : {:6.1} ms mean own time for the same sentences (coqc -time, rounded to 1 ms per sentence); pool overhead {:+.1} ms", ms(own_mean), ms(pool_attempt_mean - own_mean));
+    println!(
+        "coqtop: {:6.1} ms mean own time, same sentences sent in one write to a worker ({} lemmas); pool {:.1} ms on them: overhead {:+.1} ms",
+        ms(replay_own_mean),
+        replay_pairs.len(),
+        ms(replay_pool_mean),
+        ms(replay_pool_mean - replay_own_mean)
+    );
+    println!(
+        "coqc : {:8.2} s wall, {:7.1} ms/check wall ({} checks); ok {}/{}",
+        coqc_wall.as_secs_f64(),
+        ms(coqc_mean),
+        m,
+        coqc.ok,
+        m
+    );
+    println!("ratio: {ratio:.1}x (coqc per check / pool, wall time per check)");
 }

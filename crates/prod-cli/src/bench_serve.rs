@@ -254,49 +254,99 @@ fn bench(a: BenchServeArgs) -> anyhow::Result<i32> {
     };
     let workers = pipeline.workers();
     let prover = pipeline.prover().to_string();
-    let nonce = format!(
+    let nonce = run_nonce();
+    eprintln!(
+        "bench serve: {} checks per level and path, concurrency {:?}, {workers} workers ({prover})",
+        a.count, a.concurrency
+    );
+    let app = bench_app(pipeline, a.count);
+    let server_rt = runtime("server")?;
+    let client_rt = runtime("client")?;
+    let (addr, stop_tx, server) = start_server(&server_rt, app.clone())?;
+    warm_up(&app.pipeline, &nonce, workers)?;
+    let floor = http_floor(&client_rt, addr, a.count)?;
+    let rows = concurrency_levels(&app.pipeline, &client_rt, addr, &nonce, &a)?;
+    let _ = stop_tx.send(());
+    server_rt
+        .block_on(server)
+        .map_err(|e| anyhow!("server task: {e}"))??;
+
+    let all_proved = rows
+        .iter()
+        .all(|(_, d, h)| d.proved == d.checks && h.proved == h.checks);
+    if a.json {
+        print_json(&a, workers, &prover, &floor, all_proved, &rows);
+    } else {
+        print_table(&a, workers, &prover, &floor, &rows);
+    }
+    for (c, d, h) in &rows {
+        for (path, s) in [("direct", d), ("HTTP", h)] {
+            for o in &s.other {
+                eprintln!("concurrency {c}, {path}: not proved: {o}");
+            }
+        }
+    }
+    Ok(if all_proved { 0 } else { 1 })
+}
+
+/// This run's nonce (time and process id), in every lemma name so that no cache answers.
+fn run_nonce() -> String {
+    format!(
         "{:x}",
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()) << 32
-    );
-    eprintln!(
-        "bench serve: {} checks per level and path, concurrency {:?}, {workers} workers ({prover})",
-        a.count, a.concurrency
-    );
-    let app = Arc::new(App {
+    )
+}
+
+/// The server's state: `prod serve`'s, on the pipeline the direct path calls too, admitting
+/// a whole level's requests at once.
+fn bench_app(pipeline: Pipeline, count: usize) -> Arc<App> {
+    Arc::new(App {
         pipeline,
         prover: ProverKind::Coq,
         limits: Limits {
             max_body_bytes: 8 << 20,
             max_nodes: 256,
-            max_queued: a.count.max(1024),
+            max_queued: count.max(1024),
         },
         api_key: None,
         metrics: Metrics::default(),
-    });
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
+    })
+}
+
+/// A multi-threaded tokio runtime (`what`: the server's or the client's).
+fn runtime(what: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("cannot start the server runtime")?;
-    let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the client runtime")?;
-    let listener = server_rt
+        .context(format!("cannot start the {what} runtime"))
+}
+
+type ServerTask = tokio::task::JoinHandle<anyhow::Result<()>>;
+
+/// `prod serve` on `127.0.0.1:0` in `rt`: its address, the sender that stops it, its task.
+fn start_server(
+    rt: &tokio::runtime::Runtime,
+    app: Arc<App>,
+) -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>, ServerTask)> {
+    let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .context("cannot listen on 127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = server_rt.spawn(crate::serve::serve_on(app.clone(), listener, async {
+    let server = rt.spawn(crate::serve::serve_on(app, listener, async {
         let _ = stop_rx.await;
     }));
+    Ok((addr, stop_tx, server))
+}
 
-    // Warm-up: every worker started with the context loaded (not counted).
-    let warm = nodes(&nonce, "warm", 2 * workers);
+/// Warm-up: every worker started with the context loaded (not counted).
+fn warm_up(pipeline: &Pipeline, nonce: &str, workers: usize) -> anyhow::Result<()> {
+    let warm = nodes(nonce, "warm", 2 * workers);
     let warm: Vec<_> = warm.into_iter().map(|(_, r)| Ok(r)).collect();
-    let w = app.pipeline.check(&warm, &|_, _, _, _| {});
+    let w = pipeline.check(&warm, &|_, _, _, _| {});
     if let Some((v, _)) = w.iter().find(|(v, _)| !v.is_proved()) {
         return Err(anyhow!(
             "warm-up check not proved: {}: {}",
@@ -304,10 +354,17 @@ fn bench(a: BenchServeArgs) -> anyhow::Result<i32> {
             v.message()
         ));
     }
+    Ok(())
+}
 
-    // The HTTP layer alone: one client sending nodes answered without the pool (a proof that is
-    // not a conditional proof: `rejected` from the input), so the round trip is all HTTP.
-    let floor_bodies: Vec<Bytes> = (0..a.count)
+/// The HTTP layer alone: one client sending nodes answered without the pool (a proof that is
+/// not a conditional proof: `rejected` from the input), so the round trip is all HTTP.
+fn http_floor(
+    client_rt: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    count: usize,
+) -> anyhow::Result<Side> {
+    let floor_bodies: Vec<Bytes> = (0..count)
         .map(|i| {
             Bytes::from(
                 json!({"nodes": [{"id": i, "statement": "Lemma x : True.", "proof": "not a proof"}]})
@@ -329,16 +386,21 @@ fn bench(a: BenchServeArgs) -> anyhow::Result<i32> {
     if floor.proved != floor.checks {
         return Err(anyhow!("HTTP floor: unexpected answers: {:?}", floor.other));
     }
+    Ok(floor)
+}
 
+/// Each concurrency level: `--count` checks directly, then `--count` over HTTP.
+fn concurrency_levels(
+    pipeline: &Pipeline,
+    client_rt: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    nonce: &str,
+    a: &BenchServeArgs,
+) -> anyhow::Result<Vec<(usize, Side, Side)>> {
     let mut rows = vec![];
     for &c in &a.concurrency {
-        let d = direct(&app.pipeline, &nodes(&nonce, &format!("d{c}"), a.count), c);
-        let h = over_http(
-            &client_rt,
-            addr,
-            &nodes(&nonce, &format!("h{c}"), a.count),
-            c,
-        )?;
+        let d = direct(pipeline, &nodes(nonce, &format!("d{c}"), a.count), c);
+        let h = over_http(client_rt, addr, &nodes(nonce, &format!("h{c}"), a.count), c)?;
         eprintln!(
             "concurrency {c}: direct {:.1}/s p50 {:.1} ms, HTTP {:.1}/s p50 {:.1} ms",
             d.per_s(),
@@ -348,67 +410,70 @@ fn bench(a: BenchServeArgs) -> anyhow::Result<i32> {
         );
         rows.push((c, d, h));
     }
-    let _ = stop_tx.send(());
-    server_rt
-        .block_on(server)
-        .map_err(|e| anyhow!("server task: {e}"))??;
+    Ok(rows)
+}
 
-    let all_proved = rows
+/// The figures as one JSON object.
+fn print_json(
+    a: &BenchServeArgs,
+    workers: usize,
+    prover: &str,
+    floor: &Side,
+    all_proved: bool,
+    rows: &[(usize, Side, Side)],
+) {
+    let levels: Vec<Value> = rows
         .iter()
-        .all(|(_, d, h)| d.proved == d.checks && h.proved == h.checks);
-    if a.json {
-        let levels: Vec<Value> = rows
-            .iter()
-            .map(|(c, d, h)| {
-                json!({"concurrency": c, "direct": d.json(), "http": h.json(),
-                       "overhead_p50_ms": h.pct_ms(50.0) - d.pct_ms(50.0)})
-            })
-            .collect();
+        .map(|(c, d, h)| {
+            json!({"concurrency": c, "direct": d.json(), "http": h.json(),
+                   "overhead_p50_ms": h.pct_ms(50.0) - d.pct_ms(50.0)})
+        })
+        .collect();
+    println!(
+        "{}",
+        json!({"checks_per_level": a.count, "workers": workers, "prover": prover,
+               "http_floor": {"requests": floor.checks, "p50_ms": floor.pct_ms(50.0),
+                              "p95_ms": floor.pct_ms(95.0), "p99_ms": floor.pct_ms(99.0)},
+               "target_overhead_p50_ms": TARGET_OVERHEAD_MS, "all_proved": all_proved,
+               "levels": levels})
+    );
+}
+
+/// The figures as a Markdown table, one row per concurrency level, and the HTTP floor.
+fn print_table(
+    a: &BenchServeArgs,
+    workers: usize,
+    prover: &str,
+    floor: &Side,
+    rows: &[(usize, Side, Side)],
+) {
+    println!(
+        "{} checks per level and path, one node per request, {workers} workers, {prover}\n",
+        a.count
+    );
+    println!("| concurrency | direct checks/s | HTTP checks/s | direct p50 ms | HTTP p50 ms | direct p95 ms | HTTP p95 ms | direct p99 ms | HTTP p99 ms | HTTP overhead p50 ms |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (c, d, h) in rows {
         println!(
-            "{}",
-            json!({"checks_per_level": a.count, "workers": workers, "prover": prover,
-                   "http_floor": {"requests": floor.checks, "p50_ms": floor.pct_ms(50.0),
-                                  "p95_ms": floor.pct_ms(95.0), "p99_ms": floor.pct_ms(99.0)},
-                   "target_overhead_p50_ms": TARGET_OVERHEAD_MS, "all_proved": all_proved,
-                   "levels": levels})
-        );
-    } else {
-        println!(
-            "{} checks per level and path, one node per request, {workers} workers, {prover}\n",
-            a.count
-        );
-        println!("| concurrency | direct checks/s | HTTP checks/s | direct p50 ms | HTTP p50 ms | direct p95 ms | HTTP p95 ms | direct p99 ms | HTTP p99 ms | HTTP overhead p50 ms |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for (c, d, h) in &rows {
-            println!(
-                "| {c} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:+.2} |",
-                d.per_s(),
-                h.per_s(),
-                d.pct_ms(50.0),
-                h.pct_ms(50.0),
-                d.pct_ms(95.0),
-                h.pct_ms(95.0),
-                d.pct_ms(99.0),
-                h.pct_ms(99.0),
-                h.pct_ms(50.0) - d.pct_ms(50.0)
-            );
-        }
-        println!(
-            "\nHTTP floor (the HTTP layer alone: {} requests, one at a time, each node answered \
-             without the pool): p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms; target for the HTTP \
-             overhead at p50: <= {TARGET_OVERHEAD_MS} ms",
-            floor.checks,
-            floor.pct_ms(50.0),
-            floor.pct_ms(95.0),
-            floor.pct_ms(99.0)
+            "| {c} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:+.2} |",
+            d.per_s(),
+            h.per_s(),
+            d.pct_ms(50.0),
+            h.pct_ms(50.0),
+            d.pct_ms(95.0),
+            h.pct_ms(95.0),
+            d.pct_ms(99.0),
+            h.pct_ms(99.0),
+            h.pct_ms(50.0) - d.pct_ms(50.0)
         );
     }
-    for (c, d, h) in &rows {
-        for (path, s) in [("direct", d), ("HTTP", h)] {
-            for o in &s.other {
-                eprintln!("concurrency {c}, {path}: not proved: {o}");
-            }
-        }
-    }
-    Ok(if all_proved { 0 } else { 1 })
+    println!(
+        "\nHTTP floor (the HTTP layer alone: {} requests, one at a time, each node answered \
+         without the pool): p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms; target for the HTTP \
+         overhead at p50: <= {TARGET_OVERHEAD_MS} ms",
+        floor.checks,
+        floor.pct_ms(50.0),
+        floor.pct_ms(95.0),
+        floor.pct_ms(99.0)
+    );
 }

@@ -1279,7 +1279,6 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
 
 fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
     use prod_rl::SampleRequest;
-    use prod_run::policy::{mix_seed, SeqPolicy};
     use prod_run::{NativeParams, NativePolicy};
 
     let base = NativeParams {
@@ -1291,7 +1290,60 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
         ..prod_run::NativeParams::default()
     };
     let mut policy = NativePolicy::load(&a.model, base.clone())?;
-    // The theorems: dataset lines, or synthetic contexts that fill the context budget.
+    let theorems = bench_theorems(&a)?;
+    let mut prompts = Vec::new();
+    for (c, s) in &theorems {
+        prompts.push(policy.prompt(c, s)?);
+    }
+    let prompt_tokens =
+        prompts.iter().map(|p| p.len()).sum::<usize>() as f64 / prompts.len() as f64;
+    let requests: Vec<SampleRequest<'_>> = theorems
+        .iter()
+        .map(|(c, s)| SampleRequest {
+            context: c,
+            statement: s,
+            forced_t0: None,
+        })
+        .collect();
+    let n = prompts.len();
+    let mut rows = Vec::new();
+    for &w in &a.weights {
+        policy.params = NativeParams {
+            decode_weights: w,
+            ..base.clone()
+        };
+        if w == DecodeWeights::Q8 {
+            policy.model.quantized_weights()?; // built before the clock starts
+        }
+        let old = if a.batched_only {
+            None
+        } else {
+            Some(OneAtATime::sample(&policy, &prompts, &a, w)?)
+        };
+        let row = batched_row(&mut policy, &requests, &a, w, &base, old.as_ref())?;
+        if !a.json {
+            println!("{row}");
+        }
+        rows.push(row);
+    }
+    let out = serde_json::json!({
+        "prompts": n, "samples": a.samples, "mean_prompt_tokens": prompt_tokens, "new_tokens": a.new_tokens,
+        "batch_rows": a.batch_rows, "temperature": a.temperature, "runs": rows,
+    });
+    println!(
+        "{}",
+        if a.json {
+            out.to_string()
+        } else {
+            serde_json::to_string_pretty(&out)?
+        }
+    );
+    Ok(())
+}
+
+/// The benchmark's theorems (context, statement): `--prompts` dataset lines, or synthetic
+/// contexts that fill the context budget.
+fn bench_theorems(a: &BenchSampleArgs) -> anyhow::Result<Vec<(String, String)>> {
     let theorems: Vec<(String, String)> = match &a.data {
         Some(d) => read_jsonl(d, Some(a.prompts))?
             .into_iter()
@@ -1316,108 +1368,106 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
             theorems.len()
         )));
     }
-    let mut prompts = Vec::new();
-    for (c, s) in &theorems {
-        prompts.push(policy.prompt(c, s)?);
-    }
-    let prompt_tokens =
-        prompts.iter().map(|p| p.len()).sum::<usize>() as f64 / prompts.len() as f64;
-    let requests: Vec<SampleRequest<'_>> = theorems
-        .iter()
-        .map(|(c, s)| SampleRequest {
-            context: c,
-            statement: s,
-            forced_t0: None,
-        })
-        .collect();
-    let end = policy.tok.end_id();
-    let n = prompts.len();
-    let mut rows = Vec::new();
-    for &w in &a.weights {
-        policy.params = NativeParams {
-            decode_weights: w,
-            ..base.clone()
-        };
-        if w == DecodeWeights::Q8 {
-            policy.model.quantized_weights()?; // built before the clock starts
-        }
-        // One prompt after another: request `seq` alone, prefilled and decoded by itself.
-        let mut old: Option<(f64, usize, Vec<Vec<u32>>)> = None;
-        if !a.batched_only {
-            let pb = progress(
-                &format!("{w} one at a time"),
-                "samples",
-                a.samples * n,
-                a.json,
-            );
-            let t = Instant::now();
-            let (mut tokens, mut texts) = (0usize, Vec::new());
-            for tree in 0..a.samples {
-                for (i, ids) in prompts.iter().enumerate() {
-                    let p = SamplingParams {
-                        n: 1,
-                        temperature: a.temperature,
-                        max_new_tokens: a.new_tokens,
-                        seed: mix_seed(a.seed, (tree * n + i) as u64),
-                        stop: vec![end],
-                        decode_weights: w,
-                        ..SamplingParams::default()
-                    };
-                    let s = sample::sample(&policy.model, ids, &p)?.remove(0);
-                    tokens += s.ids.len();
-                    texts.push(s.ids);
-                    pb.inc(1);
-                }
-            }
-            pb.finish();
-            old = Some((t.elapsed().as_secs_f64(), tokens, texts));
-        }
-        // The native policy: one call per tree, all its requests decoded together.
-        policy.prefills = sample::Prefills::new(base.prefill_cache_mb << 20);
-        let before = policy.generated_tokens;
-        let pb = progress(&format!("{w} batched"), "samples", a.samples * n, a.json);
+    Ok(theorems)
+}
+
+/// One prompt after another: request `seq` alone, prefilled and decoded by itself.
+struct OneAtATime {
+    secs: f64,
+    tokens: usize,
+    /// Each sample's token ids, tree by tree.
+    ids: Vec<Vec<u32>>,
+}
+
+impl OneAtATime {
+    fn sample(
+        policy: &prod_run::NativePolicy,
+        prompts: &[Vec<u32>],
+        a: &BenchSampleArgs,
+        w: DecodeWeights,
+    ) -> anyhow::Result<Self> {
+        let end = policy.tok.end_id();
+        let n = prompts.len();
+        let pb = progress(
+            &format!("{w} one at a time"),
+            "samples",
+            a.samples * n,
+            a.json,
+        );
         let t = Instant::now();
-        let mut texts = Vec::new();
+        let (mut tokens, mut texts) = (0usize, Vec::new());
         for tree in 0..a.samples {
-            texts.extend(policy.sample_at(&requests, (tree * n) as u64)?);
-            pb.inc(n as u64);
+            for (i, ids) in prompts.iter().enumerate() {
+                let p = SamplingParams {
+                    n: 1,
+                    temperature: a.temperature,
+                    max_new_tokens: a.new_tokens,
+                    seed: prod_run::policy::mix_seed(a.seed, (tree * n + i) as u64),
+                    stop: vec![end],
+                    decode_weights: w,
+                    ..SamplingParams::default()
+                };
+                let s = sample::sample(&policy.model, ids, &p)?.remove(0);
+                tokens += s.ids.len();
+                texts.push(s.ids);
+                pb.inc(1);
+            }
         }
         pb.finish();
-        let new_s = t.elapsed().as_secs_f64();
-        let new_tokens = policy.generated_tokens - before;
-        let mut row = serde_json::json!({
-            "decode_weights": w.to_string(),
-            "batched_s": new_s, "batched_tokens": new_tokens, "batched_tok_per_s": new_tokens as f64 / new_s,
-            "prefills": policy.prefills.computed, "prefills_reused": policy.prefills.reused,
-        });
-        if let Some((old_s, old_tokens, old_ids)) = &old {
-            let same = old_ids
-                .iter()
-                .zip(&texts)
-                .filter(|(ids, text)| policy.tok.decode(ids).ok().as_deref() == Some(text.as_str()))
-                .count();
-            row["per_prompt_s"] = (*old_s).into();
-            row["per_prompt_tokens"] = (*old_tokens).into();
-            row["per_prompt_tok_per_s"] = (*old_tokens as f64 / old_s).into();
-            row["speedup"] = (old_s / new_s).into();
-            row["same_text"] = format!("{same}/{}", texts.len()).into();
-        }
-        if !a.json {
-            println!("{row}");
-        }
-        rows.push(row);
+        Ok(OneAtATime {
+            secs: t.elapsed().as_secs_f64(),
+            tokens,
+            ids: texts,
+        })
     }
-    let out = serde_json::json!({
-        "prompts": n, "samples": a.samples, "mean_prompt_tokens": prompt_tokens, "new_tokens": a.new_tokens,
-        "batch_rows": a.batch_rows, "temperature": a.temperature, "runs": rows,
+}
+
+/// The native policy: one call per tree, all its requests decoded together; the row of
+/// figures for weights `w`, beside the one-at-a-time figures `old` where they were taken.
+fn batched_row(
+    policy: &mut prod_run::NativePolicy,
+    requests: &[prod_rl::SampleRequest<'_>],
+    a: &BenchSampleArgs,
+    w: DecodeWeights,
+    base: &prod_run::NativeParams,
+    old: Option<&OneAtATime>,
+) -> anyhow::Result<serde_json::Value> {
+    use prod_run::policy::SeqPolicy;
+
+    let n = requests.len();
+    policy.prefills = sample::Prefills::new(base.prefill_cache_mb << 20);
+    let before = policy.generated_tokens;
+    let pb = progress(&format!("{w} batched"), "samples", a.samples * n, a.json);
+    let t = Instant::now();
+    let mut texts = Vec::new();
+    for tree in 0..a.samples {
+        texts.extend(policy.sample_at(requests, (tree * n) as u64)?);
+        pb.inc(n as u64);
+    }
+    pb.finish();
+    let new_s = t.elapsed().as_secs_f64();
+    let new_tokens = policy.generated_tokens - before;
+    let mut row = serde_json::json!({
+        "decode_weights": w.to_string(),
+        "batched_s": new_s, "batched_tokens": new_tokens, "batched_tok_per_s": new_tokens as f64 / new_s,
+        "prefills": policy.prefills.computed, "prefills_reused": policy.prefills.reused,
     });
-    println!(
-        "{}",
-        if a.json {
-            out.to_string()
-        } else {
-            serde_json::to_string_pretty(&out)?
-        }
-    );
-    Ok(())
+    if let Some(OneAtATime {
+        secs: old_s,
+        tokens: old_tokens,
+        ids: old_ids,
+    }) = old
+    {
+        let same = old_ids
+            .iter()
+            .zip(&texts)
+            .filter(|(ids, text)| policy.tok.decode(ids).ok().as_deref() == Some(text.as_str()))
+            .count();
+        row["per_prompt_s"] = (*old_s).into();
+        row["per_prompt_tokens"] = (*old_tokens).into();
+        row["per_prompt_tok_per_s"] = (*old_tokens as f64 / old_s).into();
+        row["speedup"] = (old_s / new_s).into();
+        row["same_text"] = format!("{same}/{}", texts.len()).into();
+    }
+    Ok(row)
 }

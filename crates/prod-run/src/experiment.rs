@@ -978,6 +978,18 @@ pub fn render_table(r: &ExperimentResult) -> String {
 /// Table 2: pass@k per method with CIs, the difference to ProD-SFT, the replay's novel lemmas.
 fn main_table(s: &mut String, r: &ExperimentResult) {
     let ks: Vec<usize> = r.config.ks();
+    main_table_head(s, r, &ks);
+    for m in &r.methods {
+        method_row(s, m, &ks);
+    }
+    if let Some(h) = &r.hammer {
+        hammer_row(s, r, h, &ks);
+    }
+    s.push_str("\nNovel lemmas (replay): share of the lemmas in the RL run's replay buffer after its last round whose statement is in no split of the dataset (paper: 37.7%).\n");
+}
+
+/// Table 2's caption and column heads: pass@k, then Δ pass@k vs ProD-SFT, for each k.
+fn main_table_head(s: &mut String, r: &ExperimentResult, ks: &[usize]) {
     s.push_str(&format!(
         "## Table 2 in miniature\n\n{} held-out theorems of split `{}`, {} proof trees each (depth ≤ {}), temperature {}; \
          pass@k in % with 95% CIs (bootstrap ∪ Wilson); Δ = the method's pass@k minus ProD-SFT's on the same theorems, with a paired \
@@ -985,92 +997,95 @@ fn main_table(s: &mut String, r: &ExperimentResult) {
         r.theorems, r.split, r.samples, r.depth, r.config.sampling.temperature
     ));
     s.push_str("| method |");
-    for k in &ks {
+    for k in ks {
         s.push_str(&format!(" pass@{k} |"));
     }
-    for k in &ks {
+    for k in ks {
         s.push_str(&format!(" Δ pass@{k} vs ProD-SFT |"));
     }
     s.push_str(" novel lemmas (replay) | report |\n|---|");
     s.push_str(&"---|".repeat(2 * ks.len() + 2));
     s.push('\n');
-    for m in &r.methods {
-        s.push_str(&format!("| {} |", m.name));
-        for k in &ks {
-            match m.pass_at_k.iter().find(|p| p.k == *k) {
-                Some(p) => s.push_str(&format!(
-                    " {} [{}, {}] |",
-                    pct(p.estimate),
-                    pct(p.ci_low),
-                    pct(p.ci_high)
-                )),
-                None => s.push_str(" – |"),
-            }
+}
+
+/// A method's row: pass@k, Δ vs ProD-SFT, the novel-lemma share, links to its reports.
+fn method_row(s: &mut String, m: &MethodResult, ks: &[usize]) {
+    s.push_str(&format!("| {} |", m.name));
+    for k in ks {
+        match m.pass_at_k.iter().find(|p| p.k == *k) {
+            Some(p) => s.push_str(&format!(
+                " {} [{}, {}] |",
+                pct(p.estimate),
+                pct(p.ci_low),
+                pct(p.ci_high)
+            )),
+            None => s.push_str(" – |"),
         }
-        for k in &ks {
-            match m.vs_prod_sft.iter().find(|d| d.k == *k) {
-                Some(d) => s.push_str(&format!(
-                    " {:+.1} [{:+.1}, {:+.1}] |",
-                    100.0 * d.estimate,
-                    100.0 * d.ci_low,
-                    100.0 * d.ci_high
-                )),
-                None if m.method == "prod_sft" => s.push_str(" (baseline) |"),
-                None => s.push_str(" – |"),
-            }
-        }
-        s.push_str(&match m.replay_novel_lemma_share {
-            Some(x) => format!(" {}% |", pct(x)),
-            None => " – |".into(),
-        });
-        let mut links = format!(" [eval]({})", m.report.display());
-        if let Some(rl) = &m.rl_report {
-            links.push_str(&format!(", [RL run]({})", rl.display()));
-        }
-        s.push_str(&links);
-        s.push_str(" |\n");
     }
-    if let Some(h) = &r.hammer {
-        // One deterministic attempt per theorem: its pass@k is its pass@1 for every k.
-        s.push_str(&format!(
-            "| {} (one attempt) |",
-            crate::baseline::HAMMER_BASELINE
-        ));
-        let p1 = h.pass_at_k.iter().find(|p| p.k == 1);
-        for _ in &ks {
-            match p1 {
-                Some(p) => s.push_str(&format!(
-                    " {} [{}, {}] |",
-                    pct(p.estimate),
-                    pct(p.ci_low),
-                    pct(p.ci_high)
-                )),
-                None => s.push_str(" – |"),
-            }
+    for k in ks {
+        match m.vs_prod_sft.iter().find(|d| d.k == *k) {
+            Some(d) => s.push_str(&format!(
+                " {:+.1} [{:+.1}, {:+.1}] |",
+                100.0 * d.estimate,
+                100.0 * d.ci_low,
+                100.0 * d.ci_high
+            )),
+            None if m.method == "prod_sft" => s.push_str(" (baseline) |"),
+            None => s.push_str(" – |"),
         }
-        let vs_sft = r
-            .methods
-            .iter()
-            .find(|m| m.method == "prod_sft")
-            .and_then(|m| m.vs_hammer.as_ref());
-        for k in &ks {
-            // The hammer minus ProD-SFT: the negated ProD-SFT − hammer difference.
-            match vs_sft
-                .and_then(|c| c.rows.iter().find(|row| row.k == *k))
-                .and_then(|row| row.difference.as_ref())
-            {
-                Some(d) => s.push_str(&format!(
-                    " {:+.1} [{:+.1}, {:+.1}] |",
-                    -100.0 * d.estimate,
-                    -100.0 * d.ci_high,
-                    -100.0 * d.ci_low
-                )),
-                None => s.push_str(" – |"),
-            }
-        }
-        s.push_str(&format!(" – | [eval]({}) |\n", h.report.display()));
     }
-    s.push_str("\nNovel lemmas (replay): share of the lemmas in the RL run's replay buffer after its last round whose statement is in no split of the dataset (paper: 37.7%).\n");
+    s.push_str(&match m.replay_novel_lemma_share {
+        Some(x) => format!(" {}% |", pct(x)),
+        None => " – |".into(),
+    });
+    let mut links = format!(" [eval]({})", m.report.display());
+    if let Some(rl) = &m.rl_report {
+        links.push_str(&format!(", [RL run]({})", rl.display()));
+    }
+    s.push_str(&links);
+    s.push_str(" |\n");
+}
+
+/// The hammer baseline's row: one deterministic attempt per theorem, so its pass@k is its
+/// pass@1 for every k; Δ is the hammer minus ProD-SFT.
+fn hammer_row(s: &mut String, r: &ExperimentResult, h: &HammerRow, ks: &[usize]) {
+    s.push_str(&format!(
+        "| {} (one attempt) |",
+        crate::baseline::HAMMER_BASELINE
+    ));
+    let p1 = h.pass_at_k.iter().find(|p| p.k == 1);
+    for _ in ks {
+        match p1 {
+            Some(p) => s.push_str(&format!(
+                " {} [{}, {}] |",
+                pct(p.estimate),
+                pct(p.ci_low),
+                pct(p.ci_high)
+            )),
+            None => s.push_str(" – |"),
+        }
+    }
+    let vs_sft = r
+        .methods
+        .iter()
+        .find(|m| m.method == "prod_sft")
+        .and_then(|m| m.vs_hammer.as_ref());
+    for k in ks {
+        // The hammer minus ProD-SFT: the negated ProD-SFT − hammer difference.
+        match vs_sft
+            .and_then(|c| c.rows.iter().find(|row| row.k == *k))
+            .and_then(|row| row.difference.as_ref())
+        {
+            Some(d) => s.push_str(&format!(
+                " {:+.1} [{:+.1}, {:+.1}] |",
+                -100.0 * d.estimate,
+                -100.0 * d.ci_high,
+                -100.0 * d.ci_low
+            )),
+            None => s.push_str(" – |"),
+        }
+    }
+    s.push_str(&format!(" – | [eval]({}) |\n", h.report.display()));
 }
 
 /// Every method against CoqHammer alone: the paired difference per k and who proved what.

@@ -406,25 +406,8 @@ pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
 pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
-    let mut theorems = run_theorems(
-        &job.dataset,
-        &job.options.split,
-        job.theorems,
-        job.options.seed,
-    )?;
-    let given = match &job.trees {
-        None => None,
-        Some(path) => {
-            let t = crate::trees::read_trees(path, &theorems, job.prover.language())
-                .map_err(BadInput)?;
-            theorems = t.theorems.clone();
-            Some(t)
-        }
-    };
-    let job = &match &given {
-        Some(t) => job.with_trees_header(t)?,
-        None => job.clone(),
-    };
+    let (job, theorems, given) = job_with_trees(job)?;
+    let job = &job;
     check_ks(&job.options)?;
     let store = open_store(&job.out, job.postgres.as_ref())?;
     // A resumed run must be the same experiment (where it runs is not part of it).
@@ -470,18 +453,14 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     };
     result.evaluation.hammer =
         crate::baseline::hammer_use(before, ctx.prover.checker.hammer_stats());
-    // After the evaluation, so its samples are those of a run without canaries. Trees sampled
-    // elsewhere bring no policy: the canaries then get the file's own root completions.
-    let mut replay = given
-        .as_ref()
-        .map(|t| crate::trees::GivenCompletions::new(&t.nodes));
-    let canary_policy: &mut dyn crate::policy::SeqPolicy = match (replay.as_mut(), policy.as_mut())
-    {
-        (Some(r), _) => r,
-        (None, Some(p)) => p.seq(),
-        (None, None) => unreachable!("a policy is opened whenever no trees are given"),
-    };
-    let canaries = crate::canary::run_canaries(&ctx, canary_policy, &theorems, &job.options, 0)?;
+    // After the evaluation, so its samples are those of a run without canaries.
+    let canaries = eval_canaries(
+        &ctx,
+        given.as_ref(),
+        policy.as_mut(),
+        &theorems,
+        &job.options,
+    )?;
     let mut report = eval_report(
         job,
         theorems.len(),
@@ -503,6 +482,51 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     write_report(&job.out, &report)?;
     crate::canary::stop_on_alarm(&canaries, &job.out)?;
     Ok((report, result))
+}
+
+/// The job and its theorems, as a trees file (`--trees`) leaves them: the theorems it has
+/// trees for, and the trees per theorem, depth limit and temperature of its header.
+fn job_with_trees(
+    job: &EvalJob,
+) -> anyhow::Result<(EvalJob, Vec<Theorem>, Option<crate::trees::TreesFile>)> {
+    let mut theorems = run_theorems(
+        &job.dataset,
+        &job.options.split,
+        job.theorems,
+        job.options.seed,
+    )?;
+    let given = match &job.trees {
+        None => None,
+        Some(path) => {
+            let t = crate::trees::read_trees(path, &theorems, job.prover.language())
+                .map_err(BadInput)?;
+            theorems = t.theorems.clone();
+            Some(t)
+        }
+    };
+    let job = match &given {
+        Some(t) => job.with_trees_header(t)?,
+        None => job.clone(),
+    };
+    Ok((job, theorems, given))
+}
+
+/// The canaries of an evaluation, sampled from its policy. Trees sampled elsewhere bring no
+/// policy: the canaries then get the file's own root completions.
+fn eval_canaries(
+    ctx: &crate::context::RunContext<'_>,
+    given: Option<&crate::trees::TreesFile>,
+    policy: Option<&mut EvalPolicy>,
+    theorems: &[Theorem],
+    options: &EvalOptions,
+) -> anyhow::Result<prod_report::CanaryCheck> {
+    let mut replay = given.map(|t| crate::trees::GivenCompletions::new(&t.nodes));
+    let canary_policy: &mut dyn crate::policy::SeqPolicy = match (replay.as_mut(), policy) {
+        (Some(r), _) => r,
+        (None, Some(p)) => p.seq(),
+        (None, None) => unreachable!("a policy is opened whenever no trees are given"),
+    };
+    crate::canary::run_canaries(ctx, canary_policy, theorems, options, 0)
 }
 
 /// CoqHammer alone on `theorems` when the job asks for it and the prover is Coq with the

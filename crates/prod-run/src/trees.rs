@@ -206,11 +206,7 @@ pub fn read_trees(
     split_theorems: &[Theorem],
     lang: &dyn ProofLanguage,
 ) -> Result<TreesFile, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let sha256 = hex::encode(Sha256::digest(&bytes));
-    let text =
-        String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
-    let at = |line: usize, m: String| format!("{}:{line}: {m}", path.display());
+    let (text, sha256) = read_text(path)?;
     let mut lines = text
         .lines()
         .enumerate()
@@ -219,10 +215,55 @@ pub fn read_trees(
     let Some((hl, htext)) = lines.next() else {
         return Err(format!("{}: empty (no header line)", path.display()));
     };
-    let header: TreesHeader =
-        serde_json::from_str(htext).map_err(|e| at(hl, format!("not a trees header: {e}")))?;
+    let header = parse_header(path, hl, htext)?;
+    let by_id: HashMap<&str, &Theorem> =
+        split_theorems.iter().map(|t| (t.id.as_str(), t)).collect();
+    let mut read = NodeLines::new(path, &header, &by_id);
+    for (ln, l) in lines {
+        read.push(ln, l)?;
+    }
+    let NodeLines { nodes, roots, .. } = read;
+    let theorems = theorems_with_trees(path, hl, &header, split_theorems, &nodes, &roots)?;
+    let (kept, left_out) = algorithm1_nodes(&nodes, &header, &by_id, lang, path)?;
+    let generated = generated_nodes(&nodes, kept, &theorems, &by_id);
+    let cut = nodes
+        .iter()
+        .filter(|(_, n)| n.stop.as_deref() == Some("length"))
+        .count();
+    let tokens = nodes.iter().filter_map(|(_, n)| n.tokens).sum();
+    Ok(TreesFile {
+        header,
+        theorems,
+        nodes: generated,
+        left_out,
+        lines: nodes.len(),
+        sha256,
+        generated_tokens: tokens,
+        cut_at_length: cut,
+    })
+}
+
+/// An error at a line of the file.
+fn at(path: &Path, line: usize, m: String) -> String {
+    format!("{}:{line}: {m}", path.display())
+}
+
+/// The file's text and the SHA-256 of its bytes.
+fn read_text(path: &Path) -> Result<(String, String), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    let text =
+        String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
+    Ok((text, sha256))
+}
+
+/// The header line (line `hl`), of this reader's format and version, with at least one tree.
+fn parse_header(path: &Path, hl: usize, htext: &str) -> Result<TreesHeader, String> {
+    let header: TreesHeader = serde_json::from_str(htext)
+        .map_err(|e| at(path, hl, format!("not a trees header: {e}")))?;
     if header.format != FORMAT || header.version != VERSION {
         return Err(at(
+            path,
             hl,
             format!(
                 "format {:?} version {}: this prod reads {FORMAT:?} version {VERSION}",
@@ -231,31 +272,88 @@ pub fn read_trees(
         ));
     }
     if header.samples == 0 {
-        return Err(at(hl, "samples is 0: the file has no complete tree".into()));
+        return Err(at(
+            path,
+            hl,
+            "samples is 0: the file has no complete tree".into(),
+        ));
     }
-    let by_id: HashMap<&str, &Theorem> =
-        split_theorems.iter().map(|t| (t.id.as_str(), t)).collect();
-    // Every node line, checked on its own and against its parent.
-    let mut nodes: Vec<(usize, NodeLine)> = Vec::new();
-    let mut index: HashMap<u64, usize> = HashMap::new();
-    let mut roots: HashSet<(String, u32)> = HashSet::new();
-    for (ln, l) in lines {
-        let n: NodeLine =
-            serde_json::from_str(l).map_err(|e| at(ln, format!("not a node line: {e}")))?;
-        if index.contains_key(&n.node) {
-            return Err(at(ln, format!("node {} appears twice", n.node)));
+    Ok(header)
+}
+
+/// The node lines read so far, each checked on its own and against its parent (an earlier
+/// line), and the roots seen (theorem, tree).
+struct NodeLines<'a> {
+    path: &'a Path,
+    header: &'a TreesHeader,
+    by_id: &'a HashMap<&'a str, &'a Theorem>,
+    nodes: Vec<(usize, NodeLine)>,
+    /// A node id's index in `nodes`.
+    index: HashMap<u64, usize>,
+    roots: HashSet<(String, u32)>,
+}
+
+impl<'a> NodeLines<'a> {
+    fn new(
+        path: &'a Path,
+        header: &'a TreesHeader,
+        by_id: &'a HashMap<&'a str, &'a Theorem>,
+    ) -> Self {
+        NodeLines {
+            path,
+            header,
+            by_id,
+            nodes: Vec::new(),
+            index: HashMap::new(),
+            roots: HashSet::new(),
         }
+    }
+
+    fn at(&self, line: usize, m: String) -> String {
+        at(self.path, line, m)
+    }
+
+    /// Parses and checks line `ln`, then keeps it.
+    fn push(&mut self, ln: usize, l: &str) -> Result<(), String> {
+        let n: NodeLine =
+            serde_json::from_str(l).map_err(|e| self.at(ln, format!("not a node line: {e}")))?;
+        if self.index.contains_key(&n.node) {
+            return Err(self.at(ln, format!("node {} appears twice", n.node)));
+        }
+        let by_id = self.by_id;
         let Some(th) = by_id.get(n.theorem.as_str()) else {
-            return Err(at(
+            return Err(self.at(
                 ln,
                 format!(
                     "theorem {:?} is not in the dataset's {} split",
-                    n.theorem, header.split
+                    n.theorem, self.header.split
                 ),
             ));
         };
+        self.check_level(ln, &n)?;
+        match n.parent {
+            None => {
+                self.check_root(ln, &n, th)?;
+                if !self.roots.insert((n.theorem.clone(), n.tree)) {
+                    return Err(self.at(
+                        ln,
+                        format!("a second root of theorem {} in tree {}", n.theorem, n.tree),
+                    ));
+                }
+            }
+            Some(p) => self.check_child(ln, &n, p)?,
+        }
+        self.index.insert(n.node, self.nodes.len());
+        self.nodes.push((ln, n));
+        Ok(())
+    }
+
+    /// The node's tree and depth are within the header's, and its `forced_t0` and `t0` are
+    /// the ones Algorithm 1 gives at that depth and the completion begins with.
+    fn check_level(&self, ln: usize, n: &NodeLine) -> Result<(), String> {
+        let header = self.header;
         if n.tree >= header.samples {
-            return Err(at(
+            return Err(self.at(
                 ln,
                 format!(
                     "tree {} but the header says {} trees",
@@ -264,14 +362,14 @@ pub fn read_trees(
             ));
         }
         if n.depth > header.depth {
-            return Err(at(
+            return Err(self.at(
                 ln,
                 format!("depth {} beyond the depth limit {}", n.depth, header.depth),
             ));
         }
         let want_forced = (n.depth == header.depth).then_some(T0::NoInvoke);
         if n.forced_t0 != want_forced {
-            return Err(at(
+            return Err(self.at(
                 ln,
                 format!(
                     "forced_t0 is {} at depth {}: Algorithm 1 forces <no_invoke> exactly at the depth limit {}",
@@ -283,7 +381,7 @@ pub fn read_trees(
         }
         let begins = t0_of(&n.completion);
         if n.t0 != begins {
-            return Err(at(
+            return Err(self.at(
                 ln,
                 format!(
                     "t0 is {} but the completion begins with {}",
@@ -293,68 +391,70 @@ pub fn read_trees(
             ));
         }
         if n.forced_t0.is_some() && begins != n.forced_t0 {
-            return Err(at(
+            return Err(self.at(
                 ln,
                 "a forced node's completion must begin with the forced token".into(),
             ));
         }
-        match n.parent {
-            None => {
-                if n.depth != 0 {
-                    return Err(at(ln, format!("no parent at depth {}", n.depth)));
-                }
-                if n.statement != th.statement {
-                    return Err(at(
-                        ln,
-                        format!(
-                            "the root's statement differs from theorem {}'s in the dataset (another dataset?)",
-                            n.theorem
-                        ),
-                    ));
-                }
-                if !roots.insert((n.theorem.clone(), n.tree)) {
-                    return Err(at(
-                        ln,
-                        format!("a second root of theorem {} in tree {}", n.theorem, n.tree),
-                    ));
-                }
-            }
-            Some(p) => {
-                let Some(&pi) = index.get(&p) else {
-                    return Err(at(
-                        ln,
-                        format!("parent {p} is not an earlier node of the file"),
-                    ));
-                };
-                let (pl, parent) = &nodes[pi];
-                if parent.tree != n.tree
-                    || parent.depth + 1 != n.depth
-                    || parent.theorem != n.theorem
-                {
-                    return Err(at(
-                        ln,
-                        format!(
-                            "parent {p} (line {pl}) is in tree {} at depth {} of theorem {}: a child is in its parent's tree and theorem, one level below",
-                            parent.tree, parent.depth, parent.theorem
-                        ),
-                    ));
-                }
-                let proposed = ConditionalProof::parse(&parent.completion)
-                    .map(|c| c.lemmas().any(|l| l == n.statement))
-                    .unwrap_or(false);
-                if !proposed {
-                    return Err(at(
-                        ln,
-                        format!(
-                            "the statement is not a lemma proposed by its parent {p} (line {pl})"
-                        ),
-                    ));
-                }
-            }
-        }
-        index.insert(n.node, nodes.len());
-        nodes.push((ln, n));
+        Ok(())
     }
+
+    /// A root is at depth 0 and states its theorem's dataset statement.
+    fn check_root(&self, ln: usize, n: &NodeLine, th: &Theorem) -> Result<(), String> {
+        if n.depth != 0 {
+            return Err(self.at(ln, format!("no parent at depth {}", n.depth)));
+        }
+        if n.statement != th.statement {
+            return Err(self.at(
+                ln,
+                format!(
+                    "the root's statement differs from theorem {}'s in the dataset (another dataset?)",
+                    n.theorem
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A child's parent `p` is an earlier node of the same tree and theorem, one level up,
+    /// whose conditional proof proposes the child's statement as a lemma.
+    fn check_child(&self, ln: usize, n: &NodeLine, p: u64) -> Result<(), String> {
+        let Some(&pi) = self.index.get(&p) else {
+            return Err(self.at(ln, format!("parent {p} is not an earlier node of the file")));
+        };
+        let (pl, parent) = &self.nodes[pi];
+        if parent.tree != n.tree || parent.depth + 1 != n.depth || parent.theorem != n.theorem {
+            return Err(self.at(
+                ln,
+                format!(
+                    "parent {p} (line {pl}) is in tree {} at depth {} of theorem {}: a child is in its parent's tree and theorem, one level below",
+                    parent.tree, parent.depth, parent.theorem
+                ),
+            ));
+        }
+        let proposed = ConditionalProof::parse(&parent.completion)
+            .map(|c| c.lemmas().any(|l| l == n.statement))
+            .unwrap_or(false);
+        if !proposed {
+            return Err(self.at(
+                ln,
+                format!("the statement is not a lemma proposed by its parent {p} (line {pl})"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The split's theorems the node lines have trees for, in the dataset's order: as many as the
+/// header (line `hl`) says, each with a root in every tree.
+fn theorems_with_trees(
+    path: &Path,
+    hl: usize,
+    header: &TreesHeader,
+    split_theorems: &[Theorem],
+    nodes: &[(usize, NodeLine)],
+    roots: &HashSet<(String, u32)>,
+) -> Result<Vec<Theorem>, String> {
     let in_file: HashSet<&str> = nodes.iter().map(|(_, n)| n.theorem.as_str()).collect();
     let theorems: Vec<Theorem> = split_theorems
         .iter()
@@ -363,6 +463,7 @@ pub fn read_trees(
         .collect();
     if theorems.len() != header.theorems {
         return Err(at(
+            path,
             hl,
             format!(
                 "the header says {} theorems, the nodes have {}",
@@ -382,7 +483,17 @@ pub fn read_trees(
             }
         }
     }
-    let (kept, left_out) = algorithm1_nodes(&nodes, &header, &by_id, lang, path)?;
+    Ok(theorems)
+}
+
+/// The kept nodes as the nodes an evaluation samples, tree by tree and level by level: the
+/// roots in the order of `theorems`, then the deeper levels in file order.
+fn generated_nodes(
+    nodes: &[(usize, NodeLine)],
+    kept: Vec<usize>,
+    theorems: &[Theorem],
+    by_id: &HashMap<&str, &Theorem>,
+) -> Vec<GeneratedNode> {
     let root_order: HashMap<&str, usize> = theorems
         .iter()
         .enumerate()
@@ -402,7 +513,7 @@ pub fn read_trees(
             i,
         )
     });
-    let generated = order
+    order
         .into_iter()
         .map(|i| {
             let n = &nodes[i].1;
@@ -417,22 +528,7 @@ pub fn read_trees(
                 completion: n.completion.clone(),
             }
         })
-        .collect();
-    let cut = nodes
-        .iter()
-        .filter(|(_, n)| n.stop.as_deref() == Some("length"))
-        .count();
-    let tokens = nodes.iter().filter_map(|(_, n)| n.tokens).sum();
-    Ok(TreesFile {
-        header,
-        theorems,
-        nodes: generated,
-        left_out,
-        lines: nodes.len(),
-        sha256,
-        generated_tokens: tokens,
-        cut_at_length: cut,
-    })
+        .collect()
 }
 
 /// The indices of the nodes Algorithm 1 defines (level by level: the first node of each
