@@ -21,7 +21,9 @@ use crate::ranges;
 /// done.json written last: a rerun with the same --out skips finished stages, restarts an
 /// unfinished SFT and resumes RL and evaluations from their run stores. The defaults fit about
 /// 2.5 h on 2 cores (an estimate is printed at the start). Settings: --config FILE (TOML, keys of
-/// prod_run::ExperimentConfig, with [rl], [sampling] and [coq] tables); flags override it.
+/// prod_run::ExperimentConfig, with [rl], [sampling] and [coq] tables; `prover = "isabelle"` with
+/// an [isabelle] table and a built Isabelle `dataset` runs every stage on Isabelle, without the
+/// CoqHammer stage); flags override it.
 ///
 /// Examples:
 ///   prod experiment --out runs/table2

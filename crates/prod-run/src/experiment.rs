@@ -33,6 +33,7 @@
 //! resume from their run stores (nothing sampled or checked twice). Outputs: `OUT/experiment.json`
 //! ([`ExperimentResult`]) and `OUT/table.md`, with links to each stage's `report.html`.
 
+use crate::prover::ProverKind;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -108,6 +109,13 @@ pub struct ExperimentConfig {
     /// Sampling of every evaluation and RL round (temperature 0.7 as in the paper).
     pub sampling: NativeParams,
     pub coq: CoqJobConfig,
+    /// The prover of every stage: `"coq"` (the `[coq]` table) or `"isabelle"` (the `[isabelle]`
+    /// table: a running Isabelle server; the dataset must then be given and be an Isabelle one,
+    /// and there is no CoqHammer stage).
+    #[serde(skip_serializing_if = "ProverKind::is_coq")]
+    pub prover: ProverKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isabelle: Option<prod_check_isabelle::IsabelleCheckConfig>,
     /// The RL stages' update and filter settings (same optimizer settings as the SFT stage, as
     /// in the paper).
     pub rl: RlConfig,
@@ -178,6 +186,8 @@ impl Default for ExperimentConfig {
                 step_timeout_s: crate::job::BUDGET_STEP_TIMEOUT_S,
                 ..CoqJobConfig::default()
             },
+            prover: ProverKind::Coq,
+            isabelle: None,
             rl,
             hammer_baseline: true,
             hammer_cache: None,
@@ -259,6 +269,12 @@ impl ExperimentConfig {
         ks
     }
 
+    /// Does the experiment evaluate CoqHammer alone (stage `eval-hammer`)? On Coq with the
+    /// hammer on, unless `hammer_baseline = false`.
+    pub fn runs_hammer_stage(&self) -> bool {
+        self.hammer_baseline && self.coq.hammer && self.prover.is_coq()
+    }
+
     /// The RL stage's config: the `[rl]` settings with the experiment's shared ones.
     pub fn rl_config(&self, model: &Path, dataset: &Path, method: Method) -> RlConfig {
         let mut rl = self.rl.clone();
@@ -274,6 +290,8 @@ impl ExperimentConfig {
             workers: self.workers,
             ..self.coq.clone()
         };
+        rl.prover = self.prover;
+        rl.isabelle = self.isabelle.clone();
         rl.seed = self.seed;
         rl.eval = RlEvalConfig {
             theorems: self.curve_theorems,
@@ -326,7 +344,7 @@ impl ExperimentConfig {
         };
         // CoqHammer alone: the fixed list, then the provers (50 theorems in 10.4 min with 2
         // workers, docs/results.md §1).
-        let hammer = if self.hammer_baseline && self.coq.hammer {
+        let hammer = if self.runs_hammer_stage() {
             theorems * 12.5 * 2.0 / self.workers.max(1) as f64
         } else {
             0.0
@@ -466,6 +484,15 @@ pub fn run_experiment(job: &ExperimentJob, bars: &Bars) -> anyhow::Result<Experi
         cfg.dataset.clone()
     };
     let build = !has_dataset(&data, &cfg.split);
+    if build && !cfg.prover.is_coq() {
+        return Err(BadInput(format!(
+            "prover = \"isabelle\": no dataset at {} (split {}); build one with `prod dataset \
+             build --prover isabelle` and set `dataset`",
+            data.display(),
+            cfg.split
+        ))
+        .into());
+    }
     announce(cfg, &data, build, out);
     let mut ran = Vec::new();
     // 1. Dataset.
@@ -592,7 +619,7 @@ fn run_stages(
         eval_stage(out, key, model, cfg, data, ran, bars)
     };
     let e_sft = eval_of("prod_sft", &sft_model, ran)?;
-    let e_hammer = if cfg.hammer_baseline && cfg.coq.hammer {
+    let e_hammer = if cfg.runs_hammer_stage() {
         Some(hammer_stage(out, cfg, data, ran, bars)?)
     } else {
         None
@@ -928,8 +955,8 @@ fn eval_job(cfg: &ExperimentConfig, key: &str, model: &Path, data: &Path, dir: &
             workers: cfg.workers,
             ..cfg.coq.clone()
         },
-        prover: crate::prover::ProverKind::Coq,
-        isabelle: None,
+        prover: cfg.prover,
+        isabelle: cfg.isabelle.clone(),
         out: dir.to_path_buf(),
         cache: None,
         remote: None,
@@ -1253,6 +1280,35 @@ fn sft_table(s: &mut String, r: &ExperimentResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_stage_takes_the_experiments_prover() {
+        let c = ExperimentConfig::from_toml(
+            "prover = \"isabelle\"\n[isabelle]\nserver = \"127.0.0.1:4711\"\n",
+        )
+        .unwrap();
+        assert!(!c.runs_hammer_stage(), "CoqHammer is Coq's");
+        let rl = c.rl_config(Path::new("m"), Path::new("d"), Method::ProdRl);
+        assert_eq!(rl.prover, ProverKind::Isabelle);
+        assert_eq!(rl.isabelle.as_ref().unwrap().server, "127.0.0.1:4711");
+        let e = eval_job(
+            &c,
+            "prod_sft",
+            Path::new("m"),
+            Path::new("d"),
+            Path::new("o"),
+        );
+        assert_eq!(e.prover, ProverKind::Isabelle);
+        assert!(e.isabelle.is_some());
+        // Coq by default, written as before (a resumed experiment's identity is unchanged).
+        let coq = ExperimentConfig::from_toml("").unwrap();
+        assert!(coq.prover.is_coq() && coq.runs_hammer_stage());
+        let json = serde_json::to_string(&coq).unwrap();
+        assert!(
+            !json.contains("prover") && !json.contains("isabelle"),
+            "{json}"
+        );
+    }
 
     #[test]
     fn config_keys_override_the_experiments_defaults_and_unknown_keys_are_refused() {
