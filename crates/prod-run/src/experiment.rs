@@ -1035,19 +1035,24 @@ fn main_table_head(s: &mut String, r: &ExperimentResult, ks: &[usize]) {
     s.push('\n');
 }
 
+/// A pass@k cell of the table: `estimate [low, high]` in percent, `–` when not measured.
+fn pass_cell(p: Option<&PassAtK>) -> String {
+    match p {
+        Some(p) => format!(
+            " {} [{}, {}] |",
+            pct(p.estimate),
+            pct(p.ci_low),
+            pct(p.ci_high)
+        ),
+        None => " – |".into(),
+    }
+}
+
 /// A method's row: pass@k, Δ vs ProD-SFT, the novel-lemma share, links to its reports.
 fn method_row(s: &mut String, m: &MethodResult, ks: &[usize]) {
     s.push_str(&format!("| {} |", m.name));
     for k in ks {
-        match m.pass_at_k.iter().find(|p| p.k == *k) {
-            Some(p) => s.push_str(&format!(
-                " {} [{}, {}] |",
-                pct(p.estimate),
-                pct(p.ci_low),
-                pct(p.ci_high)
-            )),
-            None => s.push_str(" – |"),
-        }
+        s.push_str(&pass_cell(m.pass_at_k.iter().find(|p| p.k == *k)));
     }
     for k in ks {
         match m.vs_prod_sft.iter().find(|d| d.k == *k) {
@@ -1082,15 +1087,7 @@ fn hammer_row(s: &mut String, r: &ExperimentResult, h: &HammerRow, ks: &[usize])
     ));
     let p1 = h.pass_at_k.iter().find(|p| p.k == 1);
     for _ in ks {
-        match p1 {
-            Some(p) => s.push_str(&format!(
-                " {} [{}, {}] |",
-                pct(p.estimate),
-                pct(p.ci_low),
-                pct(p.ci_high)
-            )),
-            None => s.push_str(" – |"),
-        }
+        s.push_str(&pass_cell(p1));
     }
     let vs_sft = r
         .methods
