@@ -69,14 +69,40 @@ pub fn assemble(
             verdict,
         });
     }
-    let unnamed = |n: &Node, statement: &str| AssemblyError::Unnamed {
+    let order = child_first(solution, root);
+    let root_name = lang
+        .lemma_name(&root_node.statement)
+        .ok_or_else(|| unnamed(root_node, &root_node.statement))?;
+    let mut taken = words_in_use(nodes, &order, &root_node.context, lang);
+    taken.insert(root_name.clone());
+    let goal_name = lemma_names(nodes, solution, &order, taken, lang)?;
+    let lemmas = order
+        .iter()
+        .map(|&(goal, node)| {
+            let name = goal.map_or_else(|| root_name.clone(), |g| goal_name[&g].clone());
+            assembled_lemma(&nodes[node], node, name, solution, &goal_name, lang)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let text = lemmas
+        .iter()
+        .map(|l| lang.render_proved(&l.statement, &l.proof))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+        + "\n";
+    Ok(AssembledProof { lemmas, text })
+}
+
+fn unnamed(n: &Node, statement: &str) -> AssemblyError {
+    AssemblyError::Unnamed {
         id: n.id.clone(),
         statement: statement.to_string(),
-    };
+    }
+}
 
-    // Child-first order over witnesses, iteratively (trees may be deep; no recursion). Each
-    // lemma goal is emitted once; the root comes last (`None`), even if some lemma in its tree
-    // states the same thing (that lemma is then proved separately, under another name).
+/// The witness tree of `root` in child-first order: (lemma goal, node), each lemma goal once,
+/// the root last (`None`), even if some lemma in its tree states the same thing (that lemma is
+/// then proved separately, under another name). Iterative: trees may be deep.
+fn child_first(solution: &Solution, root: usize) -> Vec<(Option<GoalId>, usize)> {
     let mut order: Vec<(Option<GoalId>, usize)> = Vec::new();
     let mut done: HashSet<GoalId> = HashSet::new();
     let mut stack: Vec<(Option<GoalId>, usize, usize)> = vec![(None, root, 0)]; // (goal, node, next lemma)
@@ -97,14 +123,18 @@ pub fn assemble(
             stack.pop();
         }
     }
+    order
+}
 
-    // Names: the root keeps its own; each lemma goal takes the name its first proposer used
-    // (walking parents before children, so the root's choices win), made fresh.
-    let root_name = lang
-        .lemma_name(&root_node.statement)
-        .ok_or_else(|| unnamed(root_node, &root_node.statement))?;
-    let mut taken = words_in_use(nodes, &order, &root_node.context, lang);
-    taken.insert(root_name.clone());
+/// Each lemma goal's final name: the name its first proposer used (walking parents before
+/// children, so the root's choices win), made fresh against `taken`.
+fn lemma_names(
+    nodes: &[Node],
+    solution: &Solution,
+    order: &[(Option<GoalId>, usize)],
+    mut taken: HashSet<String>,
+    lang: &dyn ProofLanguage,
+) -> Result<HashMap<GoalId, String>, AssemblyError> {
     let mut goal_name: HashMap<GoalId, String> = HashMap::new();
     for &(_, node) in order.iter().rev() {
         let n = &nodes[node];
@@ -123,49 +153,48 @@ pub fn assemble(
             goal_name.insert(g, name);
         }
     }
+    Ok(goal_name)
+}
 
-    let mut lemmas = Vec::with_capacity(order.len());
-    for &(goal, node) in &order {
-        let n = &nodes[node];
-        let name = goal.map_or_else(|| root_name.clone(), |g| goal_name[&g].clone());
-        // References to this node's own proposals use the names it chose; map them to final names.
-        let mut renames: Vec<(String, String)> = Vec::new();
-        for (lemma, lg) in n.proof.lemmas().zip(solution.lemma_goals(node)) {
-            let old = lang.lemma_name(lemma).ok_or_else(|| unnamed(n, lemma))?;
-            let new = goal_name[lg].clone();
-            if old != new && !renames.iter().any(|(o, _)| *o == old) {
-                renames.push((old, new));
-            }
+/// Node `node`'s lemma in the file under `name`: its statement renamed, its proof with the
+/// references to its own proposals renamed to their final names.
+fn assembled_lemma(
+    n: &Node,
+    node: usize,
+    name: String,
+    solution: &Solution,
+    goal_name: &HashMap<GoalId, String>,
+    lang: &dyn ProofLanguage,
+) -> Result<AssembledLemma, AssemblyError> {
+    let mut renames: Vec<(String, String)> = Vec::new();
+    for (lemma, lg) in n.proof.lemmas().zip(solution.lemma_goals(node)) {
+        let old = lang.lemma_name(lemma).ok_or_else(|| unnamed(n, lemma))?;
+        let new = goal_name[lg].clone();
+        if old != new && !renames.iter().any(|(o, _)| *o == old) {
+            renames.push((old, new));
         }
-        let text = n.proof.proof_text();
-        let proof = if renames.is_empty() {
-            text
-        } else {
-            lang.rename_references(&text, &renames)
-        };
-        let own = lang
-            .lemma_name(&n.statement)
-            .ok_or_else(|| unnamed(n, &n.statement))?;
-        let statement = if own == name {
-            n.statement.trim().to_string()
-        } else {
-            lang.rename_statement(&n.statement, &name)
-        };
-        lemmas.push(AssembledLemma {
-            node,
-            node_id: n.id.clone(),
-            name,
-            statement,
-            proof,
-        });
     }
-    let text = lemmas
-        .iter()
-        .map(|l| lang.render_proved(&l.statement, &l.proof))
-        .collect::<Vec<_>>()
-        .join("\n\n")
-        + "\n";
-    Ok(AssembledProof { lemmas, text })
+    let text = n.proof.proof_text();
+    let proof = if renames.is_empty() {
+        text
+    } else {
+        lang.rename_references(&text, &renames)
+    };
+    let own = lang
+        .lemma_name(&n.statement)
+        .ok_or_else(|| unnamed(n, &n.statement))?;
+    let statement = if own == name {
+        n.statement.trim().to_string()
+    } else {
+        lang.rename_statement(&n.statement, &name)
+    };
+    Ok(AssembledLemma {
+        node,
+        node_id: n.id.clone(),
+        name,
+        statement,
+        proof,
+    })
 }
 
 /// The words a lemma of the assembled file must not be named: every word of the context and
