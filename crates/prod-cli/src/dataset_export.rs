@@ -355,12 +355,9 @@ const PROBE_PROOF: &str = "<no_invoke> exact I.";
 /// contexts (by length) finds the shortest that fails, and every longer one fails with it (it
 /// holds the sentence Coq refused). Each check proves `True` after the context: only an infra
 /// verdict (the context did not load) counts.
-fn verify(
-    a: &ExportArgs,
-    candidates: &[Candidate<'_>],
-    not_loaded: &mut BTreeMap<String, String>,
-) -> anyhow::Result<Vec<bool>> {
-    use prod_check::{CheckRequest, Checker as _, Verdict};
+/// The Coq checker of `--verify`: `[check.coq]`, the prover root, the dataset's bindings and
+/// the command's flags.
+fn export_checker(a: &ExportArgs) -> anyhow::Result<prod_check_coq::CoqChecker> {
     let mut cfg = a.config.coq_config(&a.prover)?;
     a.load_paths
         .apply(&mut cfg, Some(&a.dir))
@@ -369,9 +366,11 @@ fn verify(
     if a.no_hammer {
         cfg.hammer.enabled = false;
     }
-    let checker = prod_check_coq::CoqChecker::new(cfg)
-        .map_err(|e| anyhow!("cannot start the Coq checker: {e}"))?;
-    // The candidates of each file (by context length, then base text), shortest first.
+    prod_check_coq::CoqChecker::new(cfg).map_err(|e| anyhow!("cannot start the Coq checker: {e}"))
+}
+
+/// The candidates of each file (by logical path, then base text), shortest context first.
+fn rows_by_file<'c>(candidates: &'c [Candidate<'_>]) -> BTreeMap<(&'c str, &'c str), Vec<usize>> {
     let mut files: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
     for (i, c) in candidates.iter().enumerate() {
         let base = if c.example.variant == "w_lemmas" {
@@ -387,6 +386,19 @@ fn verify(
     for rows in files.values_mut() {
         rows.sort_by_key(|&i| candidates[i].full.len());
     }
+    files
+}
+
+// `verify` is one binary search per file over rows sorted by context length, all files' probes
+// batched per round; it stays one function so the search state is read in one place.
+fn verify(
+    a: &ExportArgs,
+    candidates: &[Candidate<'_>],
+    not_loaded: &mut BTreeMap<String, String>,
+) -> anyhow::Result<Vec<bool>> {
+    use prod_check::{CheckRequest, Checker as _, Verdict};
+    let checker = export_checker(a)?;
+    let files = rows_by_file(candidates);
     // The probe: a trivial lemma stated after the context, so that only the context decides
     // the verdict, never a rule about the row's own statement or proof (a context that shadows
     // `I` fails the proof, which still says the context loaded).
