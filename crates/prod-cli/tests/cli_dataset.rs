@@ -94,7 +94,12 @@ fn set_load_paths(dir: &Path, load_paths: serde_json::Value) {
 }
 
 fn validate(dir: &Path, split: &str) -> (i32, serde_json::Value, String) {
-    let (code, stdout, err) = prod(&[
+    validate_with(dir, split, &[])
+}
+
+/// `prod dataset validate DIR --split SPLIT --sample 50 --json EXTRA…`: exit code, counts, stderr.
+fn validate_with(dir: &Path, split: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut args = vec![
         "dataset",
         "validate",
         dir.to_str().unwrap(),
@@ -103,7 +108,9 @@ fn validate(dir: &Path, split: &str) -> (i32, serde_json::Value, String) {
         "--sample",
         "50",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, err) = prod(&args);
     let counts = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
     (code, counts, err)
 }
@@ -154,17 +161,8 @@ fn project_goes_through_build_validate_and_check_with_its_own_bindings() {
     // checked node by node, assembled and compiled cold, every one proved.
     let mut trees = 0;
     for split in ["train", "val", "test"] {
-        let (code, stdout, err) = prod(&[
-            "dataset",
-            "validate",
-            dir.to_str().unwrap(),
-            "--split",
-            split,
-            "--trees",
-            "--json",
-        ]);
+        let (code, counts, err) = validate_with(&dir, split, &["--trees"]);
         assert_eq!(code, 0, "{err}");
-        let counts: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
         let checked = counts["checked"].as_u64().unwrap();
         assert_eq!(counts["proved"].as_u64(), Some(checked), "{counts} {err}");
         trees += checked;
