@@ -788,7 +788,7 @@ fn check_tree(
     checker: &prod_check_coq::CoqChecker,
 ) -> prod_check::Verdict {
     use prod_check::Verdict;
-    use prod_prover::{CheckedNode, FinalCheck, FinalProof, Forest};
+    use prod_prover::{CheckedNode, CoqFinal, FinalCheck, FinalProof, Forest};
     let mut requests = Vec::new();
     for e in tree {
         match prod_core::ConditionalProof::parse(&e.conditional_proof) {
@@ -819,7 +819,7 @@ fn check_tree(
             proof: &req.proof,
             verdict: Some(v),
         });
-    let forest = Forest::solve(checked, prod_prover::ProverKind::Coq.language());
+    let forest = Forest::solve(checked, ProverKind::Coq.language());
     let assembled = match forest.assemble(0) {
         Ok(p) => p,
         Err(e) => {
@@ -829,7 +829,7 @@ fn check_tree(
             }
         }
     };
-    prod_prover::CoqFinal(checker.config().clone())
+    CoqFinal(checker.config().clone())
         .final_check(&FinalProof {
             imports: "",
             context: &root.context,

@@ -176,21 +176,25 @@ impl SharedStoreArgs {
 
 /// The Isabelle settings of an `--prover isabelle` run: `[check.isabelle]` of the config file
 /// (`--config`, else `$PROD_CONFIG`, else ./prod.toml), then the flags.
-fn isabelle_config(a: &EvalArgs) -> anyhow::Result<prod_check_isabelle::IsabelleCheckConfig> {
-    let mut cfg = a.config.check_section()?.isabelle;
+fn isabelle_config(
+    a: &EvalArgs,
+    mut cfg: prod_check_isabelle::IsabelleCheckConfig,
+) -> prod_check_isabelle::IsabelleCheckConfig {
     a.isabelle.apply(&mut cfg);
     cfg.workers = a.workers.unwrap_or(cfg.workers);
     cfg.step_timeout_s = a.timeout.unwrap_or(cfg.step_timeout_s);
     if a.no_hammer {
         cfg.hammer.enabled = false;
     }
-    Ok(cfg)
+    cfg
 }
 
 /// The Coq settings of a run: `[check.coq]` of the config file (its workers, step time limit,
 /// prover root and load paths), then the flags.
-fn coq_config(a: &EvalArgs) -> anyhow::Result<CoqJobConfig> {
-    let from_file = a.config.check_section()?.coq;
+fn coq_config(
+    a: &EvalArgs,
+    from_file: prod_check_coq::CoqCheckConfig,
+) -> anyhow::Result<CoqJobConfig> {
     let defaults = CoqJobConfig::default();
     let mut load_paths = from_file.load_paths;
     load_paths.extend(a.load_paths.load_path.iter().cloned());
@@ -210,6 +214,10 @@ fn coq_config(a: &EvalArgs) -> anyhow::Result<CoqJobConfig> {
 }
 
 pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
+    let section = a
+        .config
+        .check_section()
+        .map_err(|e| BadInput(format!("{e:#}")))?;
     let samples = a
         .samples
         .unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
@@ -244,12 +252,10 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
         },
         prover: a.prover,
         isabelle: match a.prover {
-            prod_prover::ProverKind::Isabelle => {
-                Some(isabelle_config(a).map_err(|e| BadInput(format!("{e:#}")))?)
-            }
+            prod_prover::ProverKind::Isabelle => Some(isabelle_config(a, section.isabelle)),
             prod_prover::ProverKind::Coq => None,
         },
-        coq: coq_config(a).map_err(|e| BadInput(format!("{e:#}")))?,
+        coq: coq_config(a, section.coq).map_err(|e| BadInput(format!("{e:#}")))?,
         out: a.out.clone(),
         cache: a.cache.clone(),
         remote: a.remote_url.as_ref().map(|url| {

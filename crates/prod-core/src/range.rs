@@ -70,8 +70,8 @@ impl Range {
 
     /// A whole number (`u32`, `u64`, `usize`) of a config file against [`Range::AtLeastOne`].
     pub fn at_least_one(key: &str, v: u64) -> Result<(), String> {
-        // Exact for every count a config holds; `as f64` only rounds above 2^53.
-        Range::AtLeastOne.check(key, v, if v == 0 { 0.0 } else { 1.0 })
+        // `as f64` rounds only above 2^53, never across 1: the comparison is exact.
+        Range::AtLeastOne.check(key, v, v as f64)
     }
 }
 

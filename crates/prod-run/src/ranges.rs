@@ -3,17 +3,12 @@
 
 //! The rules are prod-core's [`Range`]s, shared with the CLI's value parsers.
 
-use std::fmt::Display;
-
 use prod_core::range::Range;
 
 /// A count, a size or a time limit: 1, 2, …
-pub(crate) fn at_least_one<T: PartialOrd + From<u8> + Display>(
-    key: &str,
-    v: T,
-) -> Result<(), String> {
-    let ok = if v >= T::from(1) { 1.0 } else { 0.0 };
-    Range::AtLeastOne.check(key, v, ok)
+pub(crate) fn at_least_one(key: &str, v: impl TryInto<u64>) -> Result<(), String> {
+    // Every count here is a u32, usize or u64: none is out of u64's range.
+    Range::at_least_one(key, v.try_into().unwrap_or(u64::MAX))
 }
 
 pub(crate) fn finite_non_negative(key: &str, v: f64) -> Result<(), String> {
