@@ -314,7 +314,8 @@ pub fn summary_json(
                 "hammer": e.hammer,
                 "node_outcomes": e.node_outcomes.as_ref().map(|o| serde_json::json!({
                     "nodes": o.nodes, "proved": o.proved, "failed": o.failed, "rejected": o.rejected,
-                    "timed_out": o.timed_out, "infra": o.infra, "globally_correct": o.globally_correct,
+                    "truncated": o.truncated, "timed_out": o.timed_out, "infra": o.infra,
+                    "globally_correct": o.globally_correct,
                 })),
             })
         })
@@ -350,10 +351,16 @@ pub fn human(report: &prod_run::prod_report::RunReport) -> String {
             e.checked_nodes, e.infra_nodes
         );
         if let Some(oc) = &e.node_outcomes {
+            let classes: Vec<String> = oc
+                .classes()
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
             let _ = writeln!(
                 o,
-                "  nodes: {} proved, {} failed, {} rejected, {} timed out, {} infra ({} globally correct)",
-                oc.proved, oc.failed, oc.rejected, oc.timed_out, oc.infra, oc.globally_correct
+                "  nodes: {} ({} globally correct)",
+                classes.join(", "),
+                oc.globally_correct
             );
             if let Some(f) = oc.top_failures.first() {
                 let _ = writeln!(

@@ -1461,7 +1461,7 @@ fn batched_row(
         let same = old_ids
             .iter()
             .zip(&texts)
-            .filter(|(ids, text)| policy.tok.decode(ids).ok().as_deref() == Some(text.as_str()))
+            .filter(|(ids, c)| policy.tok.decode(ids).ok().as_deref() == Some(c.text.as_str()))
             .count();
         row["per_prompt_s"] = (*old_s).into();
         row["per_prompt_tokens"] = (*old_tokens).into();

@@ -22,7 +22,9 @@ pub enum RunCommand {
     ///
     /// Fields: node, round, phase (eval, rl, rl-eval), tree, depth, theorem (index in the run's
     /// theorem list; null for a lemma node without one), theorem_id, origin (sampled,
-    /// ground_truth), forced_t0, context_key, statement, completion; the local verdict: local
+    /// ground_truth), forced_t0, context_key, statement, completion, truncated (true when the
+    /// token limit cut the completion; null in a store that did not record it); the local
+    /// verdict: local
     /// (proved, failed, timed_out, rejected; null when the node was not checked or its check
     /// ended in infra, which is never stored), local_step (the failing or timed-out step),
     /// local_message (Coq's message, or the rejection reason), local_axioms, local_seconds;
@@ -59,7 +61,7 @@ pub enum Format {
 
 /// The columns of an export, in [`line`]'s order, typed for Parquet.
 const COLUMNS: &prod_library::parquet::Columns = {
-    use prod_library::parquet::ColumnType::{Float, Int, String as Str, Strings};
+    use prod_library::parquet::ColumnType::{Bool, Float, Int, String as Str, Strings};
     &[
         ("node", Int),
         ("round", Int),
@@ -73,6 +75,7 @@ const COLUMNS: &prod_library::parquet::Columns = {
         ("context_key", Str),
         ("statement", Str),
         ("completion", Str),
+        ("truncated", Bool),
         ("local", Str),
         ("local_step", Int),
         ("local_message", Str),
@@ -100,8 +103,8 @@ fn open(dir: &std::path::Path) -> anyhow::Result<RunStore> {
     RunStore::open(&path).with_context(|| format!("{}: not a run store", path.display()))
 }
 
-/// One node as a flat JSON object.
-fn line(r: &NodeRecord) -> serde_json::Value {
+/// One node as a flat JSON object; `cuts_known`: the store records truncation.
+fn line(r: &NodeRecord, cuts_known: bool) -> serde_json::Value {
     let n = &r.node;
     let (step, message, axioms, seconds) = match &r.local {
         Some(Verdict::Proved { axioms, time, .. }) => {
@@ -128,6 +131,7 @@ fn line(r: &NodeRecord) -> serde_json::Value {
         "context_key": n.context_key,
         "statement": n.statement,
         "completion": n.completion,
+        "truncated": cuts_known.then_some(n.truncated),
         "local": r.local.as_ref().map(|v| v.kind().as_str()),
         "local_step": step,
         "local_message": message,
@@ -142,14 +146,15 @@ fn export(a: ExportArgs) -> i32 {
     if a.format == Format::Parquet && a.out.is_none() {
         return exit::bad_input(anyhow!("--format parquet writes a file: give --out FILE"));
     }
-    let records = match open(&a.run).and_then(|s| Ok(s.node_records()?)) {
+    let read = open(&a.run).and_then(|s| Ok((s.node_records()?, s.records_truncation()?)));
+    let (records, cuts_known) = match read {
         Ok(r) => r,
         Err(e) => return exit::bad_input(e),
     };
     let mut text = Vec::new();
     for r in &records {
         // A JSON value of strings and numbers always serialises.
-        let _ = serde_json::to_writer(&mut text, &line(r));
+        let _ = serde_json::to_writer(&mut text, &line(r, cuts_known));
         text.push(b'\n');
     }
     let checked = records.iter().filter(|r| r.local.is_some()).count();

@@ -121,6 +121,17 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
         outcomes["globally_correct"].as_u64().unwrap()
     );
     assert!(count(&|l| l["local"] == "proved") > 0, "{exported}");
+    // A new store records truncation: every node says whether the token limit cut it, and the
+    // cut ones that were not proved are the report's own class.
+    assert!(
+        lines.iter().all(|l| l["truncated"].is_boolean()),
+        "{exported}"
+    );
+    assert_eq!(
+        count(&|l| l["truncated"] == true && l["local"] != "proved"),
+        outcomes["truncated"].as_u64().unwrap(),
+        "{outcomes}"
+    );
     assert!(
         count(&|l| l["depth"] == 1) > 0,
         "a proposed lemma became a node: {exported}"

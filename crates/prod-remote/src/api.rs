@@ -39,6 +39,9 @@ pub struct Choice {
     pub text: String,
     #[serde(default)]
     pub logprobs: Option<serde_json::Value>,
+    /// Why the server stopped: `"stop"` (the end token), `"length"` (the token limit cut it).
+    #[serde(default)]
+    pub finish_reason: Option<String>,
     /// vLLM: one entry per prompt token (`null` for the first), each a map from token id to
     /// `{"logprob": …}`.
     #[serde(default)]

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use prod_core::T0;
 use prod_policy::tokenizer::ProdTokenizer;
-use prod_rl::{Policy, PolicyError, SampleRequest};
+use prod_rl::{Completion, Policy, PolicyError, SampleRequest};
 use serde::{Deserialize, Serialize};
 
 pub use probability::PairEstimate;
@@ -288,7 +288,7 @@ impl RemotePolicy {
         ids: &[u32],
         n: usize,
         seed_offset: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         let mut out = Vec::with_capacity(n);
         let mut part = 0u64;
         let end = self
@@ -335,7 +335,11 @@ impl RemotePolicy {
             }
             let mut choices = resp.choices;
             choices.sort_by_key(|c| c.index);
-            out.extend(choices.into_iter().map(|c| c.text));
+            // Only the server's own word marks a cut: a missing `finish_reason` is not one.
+            out.extend(choices.into_iter().map(|c| Completion {
+                truncated: c.finish_reason.as_deref() == Some("length"),
+                text: c.text,
+            }));
             part += 1;
         }
         Ok(out)
@@ -422,7 +426,7 @@ fn clip(s: &str) -> String {
 }
 
 impl Policy for RemotePolicy {
-    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<Completion>, PolicyError> {
         // Identical prompts share one request with `n` samples.
         let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
         let mut index: HashMap<Vec<u32>, usize> = HashMap::new();
@@ -439,7 +443,7 @@ impl Policy for RemotePolicy {
         let texts = self.parallel(groups.len(), |g| {
             self.complete(&groups[g].0, groups[g].1.len(), g as u64 * 1000)
         })?;
-        let mut out = vec![String::new(); requests.len()];
+        let mut out = vec![Completion::default(); requests.len()];
         for ((_, members), texts) in groups.iter().zip(texts) {
             for (&i, t) in members.iter().zip(texts) {
                 out[i] = t;

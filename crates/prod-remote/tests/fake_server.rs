@@ -12,7 +12,7 @@ use prod_core::T0;
 use prod_policy::tokenizer::ProdTokenizer;
 use prod_remote::testing::serve;
 use prod_remote::{PromptFormat, RemoteConfig, RemotePolicy, ServerKind};
-use prod_rl::{Policy, SampleRequest};
+use prod_rl::{Completion, Policy, SampleRequest};
 use serde_json::{json, Value};
 
 fn tokenizer() -> ProdTokenizer {
@@ -34,9 +34,15 @@ fn config(url: &str, server: ServerKind) -> RemoteConfig {
     }
 }
 
+/// A `/v1/completions` answer with `n` choices; a text ending in `…` is one the server cut
+/// (`finish_reason: "length"`).
 fn completion(n: usize, texts: impl Fn(usize) -> String) -> String {
     let choices: Vec<Value> = (0..n)
-        .map(|i| json!({"index": i, "text": texts(i), "finish_reason": "stop"}))
+        .map(|i| {
+            let t = texts(i);
+            let why = if t.ends_with('…') { "length" } else { "stop" };
+            json!({"index": i, "text": t, "finish_reason": why})
+        })
         .collect();
     json!({"id": "x", "object": "text_completion", "choices": choices}).to_string()
 }
@@ -46,7 +52,13 @@ fn samples_send_training_tokens_and_group_identical_prompts() {
     let fake = serve(Arc::new(|path: &str, body: &Value, _| {
         assert_eq!(path, "/v1/completions");
         let n = body["n"].as_u64().unwrap() as usize;
-        (200, completion(n, |i| format!(" intros n. lia. (* {i} *)")))
+        (
+            200,
+            completion(n, |i| match i {
+                1 => " intros n. lia. (* 1 …".to_string(),
+                _ => format!(" intros n. lia. (* {i} *)"),
+            }),
+        )
     }));
     let tok = tokenizer();
     let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok.clone()).unwrap();
@@ -69,10 +81,16 @@ fn samples_send_training_tokens_and_group_identical_prompts() {
     ];
     let out = p.sample(&reqs).unwrap();
     assert_eq!(out.len(), 3);
-    assert!(out.iter().all(|t| t.starts_with(" intros n. lia.")));
+    assert!(out.iter().all(|c| c.text.starts_with(" intros n. lia.")));
     assert_ne!(
         out[0], out[1],
         "two samples of one prompt come from one n = 2 request"
+    );
+    let cut: Vec<bool> = out.iter().map(|c| c.truncated).collect();
+    assert_eq!(
+        cut,
+        [false, true, false],
+        "finish_reason \"length\" marks a cut sample"
     );
     let log = fake.log.lock().unwrap();
     assert_eq!(log.len(), 2);
@@ -114,7 +132,7 @@ fn transient_failures_are_retried_and_refusals_name_the_reason() {
         statement: "Lemma a : True.",
         forced_t0: None,
     }];
-    assert_eq!(p.sample(&one).unwrap(), vec![" auto.".to_string()]);
+    assert_eq!(p.sample(&one).unwrap(), vec![Completion::ended(" auto.")]);
     assert_eq!(p.requests_sent.load(Ordering::SeqCst), 3);
     let two = [one[0], one[0]];
     let e = p.sample(&two).unwrap_err();

@@ -58,7 +58,7 @@ fn samples_and_two_token_probabilities_from_llama_cpp() {
     let out = p.sample(&reqs).unwrap();
     eprintln!("samples: {out:?}");
     assert_eq!(out.len(), 3);
-    assert!(out.iter().any(|t| !t.trim().is_empty()));
+    assert!(out.iter().any(|c| !c.text.trim().is_empty()));
     // `n` > 1 in one request: the server answers with one choice; ProD says what to change.
     let mut cfg = p.config().clone();
     cfg.max_n_per_request = 2;

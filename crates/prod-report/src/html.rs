@@ -165,19 +165,25 @@ fn list(out: &mut String, items: &[String]) {
     out.push_str("</ul>\n");
 }
 
-/// Colours of the verdict kinds (node breakdown bar, node borders).
-const KIND_COLOURS: [(&str, &str); 5] = [
-    ("proved", "#43a047"),
-    ("failed", "#e53935"),
-    ("rejected", "#fb8c00"),
-    ("timed out", "#8e24aa"),
-    ("infra", "#9e9e9e"),
-];
+/// Colour of a verdict class of [`NodeOutcomes::classes`](crate::model::NodeOutcomes::classes)
+/// (node breakdown bar).
+fn class_colour(class: &str) -> &'static str {
+    match class {
+        "proved" => "#43a047",
+        "failed" => "#e53935",
+        "rejected" => "#fb8c00",
+        crate::model::CUT_LABEL => "#c0a000",
+        "timed out" => "#8e24aa",
+        _ => "#9e9e9e",
+    }
+}
 
 /// One stacked bar of the node verdict kinds, with a tooltip per segment.
 fn outcome_bar(out: &mut String, o: &crate::model::NodeOutcomes) {
-    let counts = [o.proved, o.failed, o.rejected, o.timed_out, o.infra];
-    let total: usize = counts.iter().fold(0usize, |a, &c| a.saturating_add(c));
+    let classes = o.classes();
+    let total: usize = classes
+        .iter()
+        .fold(0usize, |a, &(_, c)| a.saturating_add(c));
     if total == 0 {
         return;
     }
@@ -187,7 +193,8 @@ fn outcome_bar(out: &mut String, o: &crate::model::NodeOutcomes) {
         "<figure>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">\n"
     );
     let mut x = 0.0_f64;
-    for ((name, colour), &n) in KIND_COLOURS.iter().zip(&counts) {
+    for &(name, n) in &classes {
+        let colour = class_colour(name);
         if n == 0 {
             continue;
         }
@@ -202,12 +209,12 @@ fn outcome_bar(out: &mut String, o: &crate::model::NodeOutcomes) {
         x += width;
     }
     out.push_str("</svg>\n<figcaption>");
-    let legend: Vec<String> = KIND_COLOURS
+    let legend: Vec<String> = classes
         .iter()
-        .zip(&counts)
-        .map(|((name, colour), n)| {
+        .map(|&(name, n)| {
             format!(
-                "<span style=\"color:{colour}\">\u{25a0}</span> {} {n}",
+                "<span style=\"color:{}\">\u{25a0}</span> {} {n}",
+                class_colour(name),
                 xml(name)
             )
         })
@@ -290,10 +297,11 @@ fn example(out: &mut String, x: &ExampleTree) {
             .collect();
         let _ = writeln!(
             out,
-            "<div class=\"node {kind}\">\n<p><strong>depth {}</strong> \u{b7} {} \u{b7} local: <strong>{}</strong> \u{b7} global: {}{}</p>",
+            "<div class=\"node {kind}\">\n<p><strong>depth {}</strong> \u{b7} {} \u{b7} local: <strong>{}</strong>{} \u{b7} global: {}{}</p>",
             n.depth,
             xml(&n.origin),
             xml(&n.verdict),
+            if n.truncated { " (cut at the token limit)" } else { "" },
             xml(if n.global.is_empty() { "\u{2013}" } else { &n.global }),
             if n.lemmas.is_empty() { String::new() } else { format!(" \u{b7} proposes {} lemma{}", n.lemmas.len(), if n.lemmas.len() == 1 { "" } else { "s" }) }
         );

@@ -205,12 +205,39 @@ pub struct NodeOutcomes {
     pub rejected: usize,
     pub timed_out: usize,
     pub infra: usize,
+    /// Nodes the token limit cut that were then not proved (failed or refused): counted here
+    /// instead of under `failed`/`rejected`. `None` when the run did not record cuts (a store
+    /// from before they were recorded, or trees from a file without `stop`).
+    #[serde(default)]
+    pub truncated: Option<usize>,
     /// Nodes that are globally correct (proved together with a tree below them).
     #[serde(default)]
     pub globally_correct: usize,
     /// The most common failure messages (first line, truncated), most frequent first.
     #[serde(default)]
     pub top_failures: Vec<FailureCount>,
+}
+
+/// The label of [`NodeOutcomes::truncated`] in reports.
+pub const CUT_LABEL: &str = "cut at the token limit";
+
+impl NodeOutcomes {
+    /// The verdict classes in report order with their counts (every node in exactly one):
+    /// proved, failed, rejected, cut at the token limit (when the run recorded cuts), timed
+    /// out, infra.
+    pub fn classes(&self) -> Vec<(&'static str, usize)> {
+        let mut v = vec![
+            ("proved", self.proved),
+            ("failed", self.failed),
+            ("rejected", self.rejected),
+        ];
+        if let Some(t) = self.truncated {
+            v.push((CUT_LABEL, t));
+        }
+        v.push(("timed out", self.timed_out));
+        v.push(("infra", self.infra));
+        v
+    }
 }
 
 /// One failure message and how many nodes got it.
@@ -256,6 +283,9 @@ pub struct ExampleNode {
     pub origin: String,
     /// Local verdict kind: proved, failed, timed_out, rejected, or infra (no verdict).
     pub verdict: String,
+    /// The token limit cut the completion (the model did not end it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
     /// The checker's message for a node that was not proved (first lines, truncated).
     #[serde(default)]
     pub message: String,

@@ -672,8 +672,14 @@ pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
         v.push((
             "Nodes".to_string(),
             format!(
-                "{} ({} proved, {} failed, {} rejected, {} timed out, {} infra; {} globally correct)",
-                o.nodes, o.proved, o.failed, o.rejected, o.timed_out, o.infra, o.globally_correct
+                "{} ({}; {} globally correct)",
+                o.nodes,
+                o.classes()
+                    .iter()
+                    .map(|(k, n)| format!("{n} {k}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                o.globally_correct
             ),
         ));
     }
@@ -978,17 +984,19 @@ pub fn node_outcomes(e: &Evaluation) -> Option<Table> {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let rows = [
-        ("proved", o.proved),
-        ("failed", o.failed),
-        ("rejected", o.rejected),
-        ("timed out", o.timed_out),
-        ("infra (no verdict)", o.infra),
-        ("total", o.nodes),
-    ]
-    .iter()
-    .map(|(k, n)| vec![k.to_string(), n.to_string(), percent(ratio(*n, o.nodes))])
-    .collect();
+    let mut classes = o.classes();
+    classes.push(("total", o.nodes));
+    let rows = classes
+        .iter()
+        .map(|&(k, n)| {
+            let k = if k == "infra" {
+                "infra (no verdict)"
+            } else {
+                k
+            };
+            vec![k.to_string(), n.to_string(), percent(ratio(n, o.nodes))]
+        })
+        .collect();
     Some(Table {
         header,
         rows,
@@ -1040,7 +1048,11 @@ pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
                 n.depth.to_string(),
                 n.statement.clone(),
                 n.origin.clone(),
-                n.verdict.clone(),
+                if n.truncated {
+                    format!("{} (cut)", n.verdict)
+                } else {
+                    n.verdict.clone()
+                },
                 n.global.clone(),
                 n.lemmas.len().to_string(),
                 n.message.clone(),

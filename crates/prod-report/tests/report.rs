@@ -274,6 +274,46 @@ fn evaluation_details_are_shown_and_escaped() {
     assert!(!unescaped(&md, "<script") && !unescaped(&md, "<b>"));
 }
 
+/// A run that recorded cuts: nodes the token limit cut are their own class in the summary line,
+/// the breakdown bar and table (every node in exactly one class), and an example node says it
+/// was cut; without the record (the golden `details.json`) there is no such class at all.
+#[test]
+fn cut_nodes_are_their_own_class_when_the_run_recorded_them() {
+    let mut r = load("details.json");
+    let before = render_html(&r);
+    assert!(!before.contains("cut at the token limit"));
+    let e = &mut r.evaluations[0];
+    let o = e.node_outcomes.as_mut().unwrap();
+    // Of the 10 nodes, 2 failed ones were cut: 5 proved, 0 failed, 1 rejected, 2 cut, ...
+    o.failed -= 2;
+    o.truncated = Some(2);
+    let classes: usize = o.classes().iter().map(|(_, n)| n).sum();
+    assert_eq!(classes, o.nodes);
+    e.examples[0].nodes[0].truncated = true;
+    let again: RunReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(again, r);
+    let html = render_html(&r);
+    assert_valid_html(&html, "cut");
+    assert!(
+        html.contains("<td>cut at the token limit</td><td class=\"n\">2</td>"),
+        "{html}"
+    );
+    assert!(html.contains("10 (5 proved, 0 failed, 1 rejected, 2 cut at the token limit, 1 timed out, 1 infra; 4 globally correct)"), "{html}");
+    assert!(
+        html.contains("<title>cut at the token limit: 2</title>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(" (cut at the token limit) \u{b7} global:"),
+        "{html}"
+    );
+    let md = render_markdown(&r);
+    assert!(
+        md.contains("| cut at the token limit | 2 | 20.0% |"),
+        "{md}"
+    );
+}
+
 /// `pat` occurs in `md` without a backslash before it.
 fn unescaped(md: &str, pat: &str) -> bool {
     md.match_indices(pat).any(|(i, _)| !md[..i].ends_with('\\'))

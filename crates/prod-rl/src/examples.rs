@@ -149,6 +149,7 @@ mod tests {
             origin,
             completion: text.into(),
             proof: ConditionalProof::parse(text),
+            truncated: false,
         }
     }
 

@@ -41,11 +41,40 @@ pub struct SampleRequest<'a> {
 #[error("policy backend failed: {0}")]
 pub struct PolicyError(pub String);
 
+/// One sampled completion: the text as the policy wrote it, and whether the token limit cut
+/// it (the sampler stopped at `max_new_tokens`, or the server said `finish_reason: "length"`)
+/// rather than the model ending it. A cut completion is still checked like any other: the
+/// flag only lets reports tell "the model ran out of tokens" from "the model wrote a wrong
+/// proof", and never changes a verdict or a reward.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub text: String,
+    pub truncated: bool,
+}
+
+impl Completion {
+    /// A completion the model ended itself.
+    pub fn ended(text: impl Into<String>) -> Self {
+        Completion {
+            text: text.into(),
+            truncated: false,
+        }
+    }
+
+    /// A completion the token limit cut.
+    pub fn cut(text: impl Into<String>) -> Self {
+        Completion {
+            text: text.into(),
+            truncated: true,
+        }
+    }
+}
+
 /// What tree generation needs from a policy model.
 pub trait Policy {
     /// One completion per request, in order: `t0` followed by a conditional proof. For a forced
     /// request the completion may start after the forced token; it is put back in front.
-    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError>;
+    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<Completion>, PolicyError>;
 
     /// `π(<use_invoke>|x) / (π(<use_invoke>|x) + π(<no_invoke>|x))` for each (context, statement).
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError>;
@@ -75,6 +104,8 @@ pub struct GeneratedNode {
     pub completion: String,
     /// A completion that is not a conditional proof is kept (it is a locally incorrect node).
     pub proof: Result<ConditionalProof, ParseError>,
+    /// The token limit cut the completion ([`Completion::truncated`]); false for ground truth.
+    pub truncated: bool,
 }
 
 fn with_forced_token(completion: String, forced: Option<T0>) -> String {
@@ -119,8 +150,8 @@ fn sample_level(
         .iter()
         .zip(forced)
         .zip(completions)
-        .map(|(((c, s), &f), text)| {
-            let completion = with_forced_token(text, f);
+        .map(|(((c, s), &f), sampled)| {
+            let completion = with_forced_token(sampled.text, f);
             GeneratedNode {
                 context: c.clone(),
                 statement: s.clone(),
@@ -130,6 +161,7 @@ fn sample_level(
                 origin: Origin::Sampled,
                 proof: ConditionalProof::parse(&completion),
                 completion,
+                truncated: sampled.truncated,
             }
         })
         .collect())
@@ -250,6 +282,7 @@ pub fn generate_train_trees(
                         origin: Origin::GroundTruth,
                         completion: gt.to_string(),
                         proof: Ok(gt.clone()),
+                        truncated: false,
                     });
                 }
             }
@@ -283,7 +316,10 @@ mod tests {
     }
 
     impl Policy for Scripted {
-        fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+        fn sample(
+            &mut self,
+            requests: &[SampleRequest<'_>],
+        ) -> Result<Vec<Completion>, PolicyError> {
             Ok(requests
                 .iter()
                 .map(|r| {
@@ -291,13 +327,14 @@ mod tests {
                     let n = number(r.statement);
                     match r.forced_t0 {
                         // Forced: the completion starts after the token.
-                        Some(T0::NoInvoke) => " auto.".to_string(),
-                        _ => format!(
+                        Some(T0::NoInvoke) => Completion::ended(" auto."),
+                        // A cut completion keeps its flag on the node.
+                        _ => Completion::cut(format!(
                             "<use_invoke> <invoke> Lemma l{} : A{}. </invoke> apply l{}.",
                             n + 1,
                             n + 1,
                             n + 1
-                        ),
+                        )),
                     }
                 })
                 .collect())
@@ -340,6 +377,9 @@ mod tests {
         }
         let last = nodes.iter().find(|n| n.depth == 2).unwrap();
         assert_eq!(last.completion, "<no_invoke> auto.");
+        // The policy's truncation flag reaches the node, whatever the forced token.
+        assert!(!last.truncated);
+        assert!(nodes.iter().filter(|n| n.depth < 2).all(|n| n.truncated));
         assert_eq!(last.proof.as_ref().unwrap().t0(), T0::NoInvoke);
     }
 
@@ -381,7 +421,7 @@ mod tests {
     fn short_answers_are_infra_errors() {
         struct Short;
         impl Policy for Short {
-            fn sample(&mut self, _: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+            fn sample(&mut self, _: &[SampleRequest<'_>]) -> Result<Vec<Completion>, PolicyError> {
                 Ok(vec![])
             }
             fn p_use_invoke(&mut self, _: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {

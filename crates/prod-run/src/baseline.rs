@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use prod_check::{CachedChecker, Checker, HammerStats, VerificationCache};
 use prod_report::{Comparison, Evaluation, HammerUse};
-use prod_rl::{PolicyError, SampleRequest};
+use prod_rl::{Completion, PolicyError, SampleRequest};
 
 use crate::context::RunContext;
 use crate::eval::{run_eval, EvalOptions, EvalResult, Theorem};
@@ -42,8 +42,8 @@ impl SeqPolicy for HammerOnly {
         &mut self,
         requests: &[SampleRequest<'_>],
         _first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
-        Ok(vec![HAMMER_PROOF.to_string(); requests.len()])
+    ) -> Result<Vec<Completion>, PolicyError> {
+        Ok(vec![Completion::ended(HAMMER_PROOF); requests.len()])
     }
 
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
@@ -228,8 +228,8 @@ mod tests {
             },
         ];
         let out = p.sample_at(&reqs, 7).unwrap();
-        assert_eq!(out, vec![HAMMER_PROOF.to_string(); 2]);
-        let parsed = prod_core::ConditionalProof::parse(&out[0]).unwrap();
+        assert_eq!(out, vec![Completion::ended(HAMMER_PROOF); 2]);
+        let parsed = prod_core::ConditionalProof::parse(&out[0].text).unwrap();
         assert_eq!(parsed.t0(), prod_core::T0::NoInvoke);
         assert_eq!(parsed.lemma_count(), 0);
         assert_eq!(p.p_use_invoke(&[("c", "s")]).unwrap(), vec![0.0]);

@@ -119,6 +119,7 @@ pub(crate) fn to_stored(
             context_key: key,
             statement: g.statement.clone(),
             completion: g.completion.clone(),
+            truncated: g.truncated,
         });
     }
     Ok(out)
@@ -584,6 +585,7 @@ fn score(
         proved,
         judged: &judged,
         lang: ctx.prover.lang,
+        truncation_recorded: ctx.store.records_truncation()?,
     });
     let novel = solved.novel;
     let evaluation = Evaluation {

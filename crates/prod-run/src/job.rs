@@ -414,6 +414,9 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     store.ensure_meta("eval_job", &serde_json::to_string(&job.identity())?)?;
     if let Some(t) = &given {
         store.ensure_meta("eval_trees_sha256", &t.sha256)?;
+        if !t.stops_given {
+            store.disown_truncation()?;
+        }
     }
     let cache = job
         .cache

@@ -53,6 +53,8 @@ pub(crate) struct Inputs<'a> {
     /// Per theorem: (judged trees, proving trees), as pass@k counts them.
     pub judged: &'a [(usize, usize)],
     pub lang: &'a dyn ProofLanguage,
+    /// Whether the nodes' `truncated` flags are known (the store records cuts).
+    pub truncation_recorded: bool,
 }
 
 /// The computed details (fields of `prod_report::Evaluation`).
@@ -194,6 +196,7 @@ fn example(inp: &Inputs<'_>, kind: &str, th: usize, tree: u32, members: &[usize]
                 completion: cut(n.completion.trim(), COMPLETION_CHARS),
                 origin: name(n.origin),
                 verdict: kind_name(v).to_string(),
+                truncated: n.truncated,
                 message: node_message(v),
                 global: inp
                     .globals
@@ -297,11 +300,17 @@ fn node_counts(inp: &Inputs<'_>) -> NodeCounts {
     let mut failures: BTreeMap<(&'static str, String), usize> = BTreeMap::new();
     let mut o = NodeOutcomes::default();
     let (mut roots, mut use_invoke, mut proposals) = (0usize, 0usize, 0usize);
+    let mut truncated = 0usize;
     for n in inp.nodes {
         let v = inp.verdicts.get(&n.id).and_then(Option::as_ref);
         o.nodes += 1;
         match v {
             Some(Verdict::Proved { .. }) => o.proved += 1,
+            // Cut by the token limit and then failed or refused: the model ran out of tokens,
+            // which is not the same lesson as a wrong step ("sentence not ended by `.`").
+            Some(Verdict::Failed { .. } | Verdict::Rejected { .. }) if n.truncated => {
+                truncated += 1
+            }
             Some(Verdict::Failed { message, .. }) => {
                 o.failed += 1;
                 *failures.entry(("failed", headline(message))).or_default() += 1;
@@ -328,6 +337,7 @@ fn node_counts(inp: &Inputs<'_>) -> NodeCounts {
         }
     }
     o.top_failures = top_failures(failures);
+    o.truncated = inp.truncation_recorded.then_some(truncated);
     NodeCounts {
         outcomes: o,
         use_invoke_share_root: (roots > 0).then(|| use_invoke as f64 / roots as f64),

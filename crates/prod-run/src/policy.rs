@@ -11,7 +11,7 @@ use prod_policy::model::Llama;
 use prod_policy::prompt;
 use prod_policy::sample;
 use prod_policy::{DecodeWeights, ProdTokenizer};
-use prod_rl::{Policy, PolicyError, SampleRequest};
+use prod_rl::{Completion, Policy, PolicyError, SampleRequest};
 
 use crate::store::{hash_fields, Phase, RunStore};
 
@@ -24,7 +24,7 @@ pub trait SeqPolicy {
         &mut self,
         requests: &[SampleRequest<'_>],
         first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError>;
+    ) -> Result<Vec<Completion>, PolicyError>;
     /// P(<use_invoke>) normalised over the two `t0` tokens.
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError>;
     /// Requests per `sample_at` call that let this policy batch well ([`LoggedPolicy`] commits
@@ -275,8 +275,8 @@ impl SeqPolicy for NativePolicy {
         &mut self,
         requests: &[SampleRequest<'_>],
         first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
-        let mut out = vec![String::new(); requests.len()];
+    ) -> Result<Vec<Completion>, PolicyError> {
+        let mut out = vec![Completion::default(); requests.len()];
         let chosen = self.choose_t0(requests, first_seq)?;
         let requests: Vec<SampleRequest<'_>> = requests
             .iter()
@@ -336,9 +336,13 @@ impl SeqPolicy for NativePolicy {
                 .decode(&s.ids)
                 .map_err(|e| PolicyError(e.to_string()))?;
             // A `t0` chosen here is part of the completion (a forced one the caller puts back).
-            out[i] = match chosen[i] {
+            let text = match chosen[i] {
                 Some(t0) => format!("{}{text}", t0.token()),
                 None => text,
+            };
+            out[i] = Completion {
+                text,
+                truncated: !s.stopped,
             };
         }
         Ok(out)
@@ -355,7 +359,7 @@ impl SeqPolicy for NativePolicy {
 }
 
 impl Policy for NativePolicy {
-    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<Completion>, PolicyError> {
         let seq = self.next_seq;
         self.next_seq += requests.len() as u64;
         self.sample_at(requests, seq)
@@ -404,7 +408,7 @@ impl SeqPolicy for RemoteSeq {
         &mut self,
         requests: &[SampleRequest<'_>],
         _first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         Policy::sample(&mut self.0, requests)
     }
 
@@ -466,7 +470,7 @@ fn request_key(r: &SampleRequest<'_>) -> String {
 }
 
 impl Policy for LoggedPolicy<'_> {
-    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<String>, PolicyError> {
+    fn sample(&mut self, requests: &[SampleRequest<'_>]) -> Result<Vec<Completion>, PolicyError> {
         let first = self.next_seq;
         self.next_seq += requests.len() as u64;
         let keys: Vec<String> = requests.iter().map(request_key).collect();
@@ -495,7 +499,7 @@ impl Policy for LoggedPolicy<'_> {
                     answers.len()
                 )));
             }
-            let entries: Vec<(String, String)> = keys[start..end]
+            let entries: Vec<(String, Completion)> = keys[start..end]
                 .iter()
                 .cloned()
                 .zip(answers.iter().cloned())
@@ -526,7 +530,8 @@ impl Policy for LoggedPolicy<'_> {
             .logged_answer(self.round, self.phase, seq, &key)
             .map_err(Self::err)?
         {
-            return serde_json::from_str(&a).map_err(|e| PolicyError(format!("sample log: {e}")));
+            return serde_json::from_str(&a.text)
+                .map_err(|e| PolicyError(format!("sample log: {e}")));
         }
         // NaN would be logged as JSON null and not read back: a score that is not a number is 0.
         let p: Vec<f64> = self
@@ -535,9 +540,15 @@ impl Policy for LoggedPolicy<'_> {
             .into_iter()
             .map(|x| if x.is_finite() { x } else { 0.0 })
             .collect();
+        // Logged as an answer of its own (a JSON list; no token limit applies to it).
         let text = serde_json::to_string(&p).map_err(|e| PolicyError(e.to_string()))?;
         self.store
-            .log_answers(self.round, self.phase, seq, &[(key, text)])
+            .log_answers(
+                self.round,
+                self.phase,
+                seq,
+                &[(key, Completion::ended(text))],
+            )
             .map_err(Self::err)?;
         Ok(p)
     }

@@ -70,6 +70,7 @@ pub(crate) fn stored_to_generated(
         origin: n.origin,
         completion: completion.to_string(),
         proof: ConditionalProof::parse(completion),
+        truncated: n.truncated,
     })
 }
 

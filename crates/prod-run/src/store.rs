@@ -10,7 +10,10 @@
 //!   **verdicts**, committed one by one as the checker reports them. `Infra` verdicts are never
 //!   stored: such nodes stay unchecked, are retried on resume and count as `Unknown` (never as
 //!   failures) if they still fail;
-//! * global verdicts, final (cold `coqc`) checks, example weights, checkpoints, and phase marks.
+//! * global verdicts, final (cold `coqc`) checks, example weights, checkpoints, and phase marks;
+//! * which logged samples and nodes the token limit cut (`cut_samples`, `cut_nodes`: a row per
+//!   cut one, so stores made before these tables open unchanged). A store records cuts from its
+//!   first sample on (`meta.records_truncation`); an older one says it does not.
 //!
 //! Two backends behind the same methods, with one SQL text per operation: SQLite (embedded,
 //! the default) and PostgreSQL (one database that a coordinator on one machine and
@@ -23,7 +26,7 @@ use std::sync::Mutex;
 use prod_check::{Verdict, VerdictKind};
 use prod_core::{GlobalVerdict, T0};
 use prod_rl::examples::{ExampleKind, WeightedExample};
-use prod_rl::Origin;
+use prod_rl::{Completion, Origin};
 use rusqlite::Connection;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde::{Deserialize, Serialize};
@@ -157,6 +160,8 @@ pub struct StoredNode {
     pub context_key: String,
     pub statement: String,
     pub completion: String,
+    /// The token limit cut the completion ([`Completion::truncated`]).
+    pub truncated: bool,
 }
 
 /// A stored training example: a round's weighted example (fresh or replayed), kept as JSON in
@@ -206,6 +211,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (round INTEGER PRIMARY KEY, path TEXT NOT
 CREATE TABLE IF NOT EXISTS phases (
     round INTEGER NOT NULL, phase TEXT NOT NULL, done_at INTEGER NOT NULL DEFAULT (strftime('%s','now')),
     seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (round, phase));
+CREATE TABLE IF NOT EXISTS cut_samples (
+    round INTEGER NOT NULL, phase TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (round, phase, seq));
+CREATE TABLE IF NOT EXISTS cut_nodes (node INTEGER PRIMARY KEY);
 ";
 
 /// The same tables in PostgreSQL's types (every integer a BIGINT: one Rust type to read).
@@ -241,6 +249,17 @@ CREATE TABLE IF NOT EXISTS phases (
     round BIGINT NOT NULL, phase TEXT NOT NULL,
     done_at BIGINT NOT NULL DEFAULT (extract(epoch from now())::bigint),
     seconds DOUBLE PRECISION NOT NULL DEFAULT 0, PRIMARY KEY (round, phase));
+CREATE TABLE IF NOT EXISTS cut_samples (
+    round BIGINT NOT NULL, phase TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (round, phase, seq));
+CREATE TABLE IF NOT EXISTS cut_nodes (node BIGINT PRIMARY KEY);
+";
+
+/// Marks a store that has not sampled anything yet as one that records truncation (run after
+/// the schema, on both backends; a store with samples or nodes from before keeps no mark).
+const MARK_TRUNCATION: &str = "
+INSERT INTO meta (key, value) SELECT 'records_truncation', '1'
+WHERE NOT EXISTS (SELECT 1 FROM sample_log) AND NOT EXISTS (SELECT 1 FROM nodes)
+ON CONFLICT (key) DO NOTHING;
 ";
 
 /// A statement parameter.
@@ -478,6 +497,7 @@ impl RunStore {
         let _ = conn.pragma_update(None, "synchronous", "NORMAL");
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.execute_batch(SCHEMA_SQLITE)?;
+        conn.execute_batch(MARK_TRUNCATION)?;
         Ok(RunStore {
             db: Db::Sqlite(Mutex::new(conn)),
         })
@@ -497,6 +517,7 @@ impl RunStore {
         tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\";"))?;
         tx.batch_execute(&format!("SET LOCAL search_path TO \"{schema}\";"))?;
         tx.batch_execute(SCHEMA_POSTGRES)?;
+        tx.batch_execute(MARK_TRUNCATION)?;
         tx.commit()?;
         client.batch_execute(&format!("SET search_path TO \"{schema}\";"))?;
         Ok(RunStore {
@@ -567,6 +588,18 @@ impl RunStore {
         self.one("SELECT value FROM meta WHERE key = $1", &[P::T(key)])?
             .map(|v| v.t())
             .transpose()
+    }
+
+    /// Whether every sample and node of this store has its truncation recorded (see the
+    /// module doc); false for a store from before, or one whose samples came from a trees file
+    /// without `stop` ([`Self::disown_truncation`]).
+    pub fn records_truncation(&self) -> Result<bool> {
+        Ok(self.get_meta("records_truncation")?.as_deref() == Some("1"))
+    }
+
+    /// Says that this store's nodes do not all know whether they were cut.
+    pub fn disown_truncation(&self) -> Result<()> {
+        self.set_meta("records_truncation", "0")
     }
 
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
@@ -660,17 +693,23 @@ impl RunStore {
         phase: Phase,
         seq: u64,
         request: &str,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<Completion>> {
         let row = self
             .rows(
-                "SELECT request, answer FROM sample_log WHERE round = $1 AND phase = $2 AND seq = $3",
+                "SELECT l.request, l.answer,
+                        (SELECT COUNT(*) FROM cut_samples c
+                         WHERE c.round = l.round AND c.phase = l.phase AND c.seq = l.seq)
+                 FROM sample_log l WHERE l.round = $1 AND l.phase = $2 AND l.seq = $3",
                 &[P::I(round.into()), P::T(&name(phase)), P::I(seq as i64)],
             )?
             .into_iter()
             .next();
         match row {
             None => Ok(None),
-            Some(r) if r[0].t()? == request => Ok(Some(r[1].t()?)),
+            Some(r) if r[0].t()? == request => Ok(Some(Completion {
+                text: r[1].t()?,
+                truncated: r[2].i()? > 0,
+            })),
             Some(_) => Err(StoreError::Mismatch(format!(
                 "sample log of round {round} phase {phase} differs at request {seq} (model or config changed?)"
             ))),
@@ -683,16 +722,23 @@ impl RunStore {
         round: u32,
         phase: Phase,
         first_seq: u64,
-        entries: &[(String, String)],
+        entries: &[(String, Completion)],
     ) -> Result<()> {
         let phase = name(phase);
         self.tx(|c| {
             for (i, (req, ans)) in entries.iter().enumerate() {
+                let seq = P::I((first_seq + i as u64) as i64);
                 c.exec(
                     "INSERT INTO sample_log (round, phase, seq, request, answer) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (round, phase, seq) DO UPDATE SET request = excluded.request, answer = excluded.answer",
-                    &[P::I(round.into()), P::T(&phase), P::I((first_seq + i as u64) as i64), P::T(req), P::T(ans)],
+                    &[P::I(round.into()), P::T(&phase), seq, P::T(req), P::T(&ans.text)],
                 )?;
+                let cut = if ans.truncated {
+                    "INSERT INTO cut_samples (round, phase, seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+                } else {
+                    "DELETE FROM cut_samples WHERE round = $1 AND phase = $2 AND seq = $3"
+                };
+                c.exec(cut, &[P::I(round.into()), P::T(&phase), seq])?;
             }
             Ok(())
         })
@@ -749,8 +795,11 @@ impl RunStore {
                         P::T(&n.completion),
                     ],
                 )?;
-                let id = row.first().and_then(|r| r.first()).ok_or_else(|| StoreError::Mismatch("INSERT returned no id".into()))?;
-                ids.push(id.i()?);
+                let id = row.first().and_then(|r| r.first()).ok_or_else(|| StoreError::Mismatch("INSERT returned no id".into()))?.i()?;
+                if n.truncated {
+                    c.exec("INSERT INTO cut_nodes (node) VALUES ($1) ON CONFLICT DO NOTHING", &[P::I(id)])?;
+                }
+                ids.push(id);
             }
             Ok(ids)
         })
@@ -758,7 +807,8 @@ impl RunStore {
 
     pub fn nodes(&self, round: u32, phase: Phase) -> Result<Vec<StoredNode>> {
         let rows = self.rows(
-            "SELECT id, round, phase, theorem, depth, tree, forced_t0, origin, context_key, statement, completion
+            "SELECT id, round, phase, theorem, depth, tree, forced_t0, origin, context_key, statement, completion,
+                    (SELECT COUNT(*) FROM cut_nodes c WHERE c.node = nodes.id)
              FROM nodes WHERE round = $1 AND phase = $2 ORDER BY ord",
             &[P::I(round.into()), P::T(&name(phase))],
         )?;
@@ -968,7 +1018,9 @@ impl RunStore {
     pub fn node_records(&self) -> Result<Vec<NodeRecord>> {
         let rows = self.rows(
             "SELECT n.id, n.round, n.phase, n.theorem, n.depth, n.tree, n.forced_t0, n.origin,
-                    n.context_key, n.statement, n.completion, t.id, v.verdict, g.global, g.height
+                    n.context_key, n.statement, n.completion,
+                    (SELECT COUNT(*) FROM cut_nodes c WHERE c.node = n.id),
+                    t.id, v.verdict, g.global, g.height
              FROM nodes n
              LEFT JOIN theorems t ON t.idx = n.theorem
              LEFT JOIN verdicts v ON v.node = n.id
@@ -980,21 +1032,22 @@ impl RunStore {
             .map(|r| {
                 Ok(NodeRecord {
                     node: stored_node(r)?,
-                    theorem_id: r[11].ot()?,
-                    local: match &r[12] {
+                    theorem_id: r[12].ot()?,
+                    local: match &r[13] {
                         V::Null => None,
                         v => Some(v.json("verdicts", "verdict")?),
                     },
-                    global: r[13].onamed("globals", "global")?,
-                    height: r[14].ou32()?,
+                    global: r[14].onamed("globals", "global")?,
+                    height: r[15].ou32()?,
                 })
             })
             .collect()
     }
 }
 
-/// A node from the first eleven columns of a row: `id, round, phase, theorem, depth, tree,
-/// forced_t0, origin, context_key, statement, completion` of `nodes`.
+/// A node from the first twelve columns of a row: `id, round, phase, theorem, depth, tree,
+/// forced_t0, origin, context_key, statement, completion` of `nodes`, then the count of its
+/// `cut_nodes` rows.
 fn stored_node(r: &[V]) -> Result<StoredNode> {
     Ok(StoredNode {
         id: r[0].i()?,
@@ -1008,6 +1061,7 @@ fn stored_node(r: &[V]) -> Result<StoredNode> {
         context_key: r[8].t()?,
         statement: r[9].t()?,
         completion: r[10].t()?,
+        truncated: r[11].i()? > 0,
     })
 }
 
@@ -1125,6 +1179,7 @@ mod tests {
                 context_key: "k".into(),
                 statement: "Lemma a : True.".into(),
                 completion: completion.into(),
+                truncated: false,
             };
             let ids = s
                 .put_nodes(
@@ -1209,14 +1264,17 @@ mod tests {
                 context_key: key.clone(),
                 statement: "Lemma a : True.".into(),
                 completion: "<no_invoke> exact I.".into(),
+                truncated: false,
             };
             let lemma = StoredNode {
                 theorem: None,
                 depth: 1,
                 forced_t0: None,
                 statement: "Lemma b : True.".into(),
+                truncated: true,
                 ..n.clone()
             };
+            assert!(s.records_truncation().unwrap(), "a new store records cuts");
             let ids = s
                 .put_nodes(1, Phase::Rl, &[n.clone(), lemma.clone()])
                 .unwrap();
@@ -1255,12 +1313,26 @@ mod tests {
                 1,
                 Phase::Rl,
                 0,
-                &[("h0".into(), "x".into()), ("h1".into(), "y".into())],
+                &[
+                    ("h0".into(), Completion::ended("x")),
+                    ("h1".into(), Completion::cut("y")),
+                ],
             )
             .unwrap();
             assert_eq!(
-                s.logged_answer(1, Phase::Rl, 1, "h1").unwrap().as_deref(),
-                Some("y")
+                s.logged_answer(1, Phase::Rl, 1, "h1").unwrap(),
+                Some(Completion::cut("y"))
+            );
+            assert_eq!(
+                s.logged_answer(1, Phase::Rl, 0, "h0").unwrap(),
+                Some(Completion::ended("x"))
+            );
+            // Logged again (a resumed chunk), the cut mark follows the new answer.
+            s.log_answers(1, Phase::Rl, 1, &[("h1".into(), Completion::ended("y"))])
+                .unwrap();
+            assert_eq!(
+                s.logged_answer(1, Phase::Rl, 1, "h1").unwrap(),
+                Some(Completion::ended("y"))
             );
             assert_eq!(s.logged_answer(1, Phase::Rl, 2, "h2").unwrap(), None);
             assert!(
@@ -1466,6 +1538,7 @@ INSERT INTO phases (round, phase, seconds) VALUES
             context_key: "k".into(),
             statement: statement.into(),
             completion: completion.into(),
+            truncated: false,
         }
     }
 
@@ -1476,6 +1549,10 @@ INSERT INTO phases (round, phase, seconds) VALUES
         let dir = tempfile::tempdir().unwrap();
         let path = old_strings_store(&dir);
         let s = RunStore::open(&path).unwrap();
+        assert!(
+            !s.records_truncation().unwrap(),
+            "a store with samples from before the cut tables does not claim to know its cuts"
+        );
         let eval = vec![old_node(
             1,
             0,
@@ -1565,10 +1642,8 @@ INSERT INTO phases (round, phase, seconds) VALUES
         assert!(!s.is_done(1, Phase::RlEval, Step::Sample).unwrap());
         assert_eq!(s.log_len(0, Phase::Eval).unwrap(), 1);
         assert_eq!(
-            s.logged_answer(1, Phase::RlEval, 0, "h1")
-                .unwrap()
-                .as_deref(),
-            Some("a1")
+            s.logged_answer(1, Phase::RlEval, 0, "h1").unwrap(),
+            Some(Completion::ended("a1"))
         );
     }
 
@@ -1594,7 +1669,7 @@ INSERT INTO phases (round, phase, seconds) VALUES
         s.put_final(2, Phase::RlEval, 0, 1, &Verdict::rejected("r"), "U.v")
             .unwrap();
         s.mark_done(2, Phase::RlEval, Step::Sample, 0.5).unwrap();
-        s.log_answers(2, Phase::RlEval, 0, &[("h".into(), "a".into())])
+        s.log_answers(2, Phase::RlEval, 0, &[("h".into(), Completion::ended("a"))])
             .unwrap();
         drop(s);
         let c = Connection::open(&path).unwrap();

@@ -97,6 +97,9 @@ pub struct TreesFile {
     pub generated_tokens: u64,
     /// Samples the sampler cut at its token limit (`"stop": "length"`).
     pub cut_at_length: usize,
+    /// Whether every node line says why its sample stopped (`stop`), so that the nodes'
+    /// truncation flags are known rather than assumed.
+    pub stops_given: bool,
 }
 
 /// A policy for the canaries of a run whose trees were sampled elsewhere: no model is here,
@@ -119,6 +122,30 @@ impl GivenCompletions {
         }
         GivenCompletions { by_context }
     }
+
+    /// The answer to request number `seq`: the context's roots in turn.
+    fn answer(&self, r: &prod_rl::SampleRequest<'_>, seq: u64) -> String {
+        let answers = self
+            .by_context
+            .get(r.context)
+            .map_or(&[][..], |v| v.as_slice());
+        if answers.is_empty() {
+            return String::new();
+        }
+        let text = &answers[seq as usize % answers.len()];
+        match r.forced_t0 {
+            // A forced request continues after the forced token, which the caller puts in
+            // front: the root's text without its own `t0`.
+            Some(_) => {
+                let s = text.trim_start();
+                s.strip_prefix(USE_INVOKE)
+                    .or_else(|| s.strip_prefix(NO_INVOKE))
+                    .unwrap_or(s)
+                    .to_string()
+            }
+            None => text.clone(),
+        }
+    }
 }
 
 impl crate::policy::SeqPolicy for GivenCompletions {
@@ -126,33 +153,11 @@ impl crate::policy::SeqPolicy for GivenCompletions {
         &mut self,
         requests: &[prod_rl::SampleRequest<'_>],
         first_seq: u64,
-    ) -> Result<Vec<String>, prod_rl::PolicyError> {
+    ) -> Result<Vec<prod_rl::Completion>, prod_rl::PolicyError> {
         Ok(requests
             .iter()
             .enumerate()
-            .map(|(i, r)| {
-                let answers = self
-                    .by_context
-                    .get(r.context)
-                    .map_or(&[][..], |v| v.as_slice());
-                if answers.is_empty() {
-                    return String::new();
-                }
-                let k = (first_seq + i as u64) as usize % answers.len();
-                let text = &answers[k];
-                match r.forced_t0 {
-                    // A forced request continues after the forced token, which the caller
-                    // puts in front: the root's text without its own `t0`.
-                    Some(_) => {
-                        let s = text.trim_start();
-                        s.strip_prefix(USE_INVOKE)
-                            .or_else(|| s.strip_prefix(NO_INVOKE))
-                            .unwrap_or(s)
-                            .to_string()
-                    }
-                    None => text.clone(),
-                }
-            })
+            .map(|(i, r)| prod_rl::Completion::ended(self.answer(r, first_seq + i as u64)))
             .collect())
     }
 
@@ -240,6 +245,7 @@ pub fn read_trees(
         sha256,
         generated_tokens: tokens,
         cut_at_length: cut,
+        stops_given: nodes.iter().all(|(_, n)| n.stop.is_some()),
     })
 }
 
@@ -526,6 +532,7 @@ fn generated_nodes(
                 origin: Origin::Sampled,
                 proof: ConditionalProof::parse(&n.completion),
                 completion: n.completion.clone(),
+                truncated: n.stop.as_deref() == Some("length"),
             }
         })
         .collect()
@@ -758,6 +765,21 @@ mod tests {
             "an unparsable completion stays a (failed) node"
         );
         assert_eq!(t.generated_tokens, 21);
+        assert!(t.stops_given && t.nodes.iter().all(|n| !n.truncated));
+    }
+
+    /// `"stop": "length"` marks the node cut; a file where a line has no `stop` does not claim
+    /// to know its cuts.
+    #[test]
+    fn a_sample_stopped_by_length_is_a_cut_node() {
+        let mut lines = good();
+        lines[6]["stop"] = json!("length");
+        let t = read(&lines).unwrap();
+        assert_eq!(t.cut_at_length, 1);
+        let cut: Vec<bool> = t.nodes.iter().map(|n| n.truncated).collect();
+        assert_eq!(cut, [false, false, false, false, false, true]);
+        lines[1].as_object_mut().unwrap().remove("stop");
+        assert!(!read(&lines).unwrap().stops_given);
     }
 
     #[test]

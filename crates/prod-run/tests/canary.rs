@@ -8,7 +8,7 @@
 mod common;
 
 use prod_check::{CheckRequest, Checker, Progress, Verdict};
-use prod_rl::{PolicyError, SampleRequest};
+use prod_rl::{Completion, PolicyError, SampleRequest};
 use prod_run::canary::{run_canaries, stop_on_alarm, ALARM_FILE};
 use prod_run::prover::{CoqFinal, FinalProof};
 use prod_run::{
@@ -33,7 +33,7 @@ impl SeqPolicy for Cheater {
         &mut self,
         requests: &[SampleRequest<'_>],
         _: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         Ok(requests
             .iter()
             .map(|r| {
@@ -44,6 +44,7 @@ impl SeqPolicy for Cheater {
                     "<no_invoke> admit.".to_string()
                 }
             })
+            .map(Completion::ended)
             .collect())
     }
     fn p_use_invoke(&mut self, goals: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {

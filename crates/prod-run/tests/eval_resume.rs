@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
-use prod_rl::{PolicyError, SampleRequest};
+use prod_rl::{Completion, PolicyError, SampleRequest};
 use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, Phase, RunStore, SeqPolicy, Theorem};
 
 mod common;
@@ -25,7 +25,7 @@ impl SeqPolicy for Scripted {
         &mut self,
         requests: &[SampleRequest<'_>],
         first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         let mut out = vec![];
         for (i, r) in requests.iter().enumerate() {
             let seq = first_seq + i as u64;
@@ -50,14 +50,16 @@ impl SeqPolicy for Scripted {
             } else if s.contains("t_double") {
                 "<no_invoke> intros n. unfold double. lia."
             } else {
-                // t_false: unprovable; sometimes not even a conditional proof.
+                // t_false: unprovable; sometimes not even a conditional proof, because the
+                // token limit cut it.
                 if seq.is_multiple_of(2) {
                     "<no_invoke> reflexivity."
                 } else {
-                    "no t0 here"
+                    out.push(Completion::cut("no t0 here"));
+                    continue;
                 }
             };
-            out.push(text.to_string());
+            out.push(Completion::ended(text));
         }
         Ok(out)
     }
@@ -112,13 +114,16 @@ fn check_details(r: &prod_run::EvalResult) {
     let o = e.node_outcomes.as_ref().expect("node outcomes");
     assert_eq!(o.nodes, r.nodes);
     assert_eq!(
-        o.proved + o.failed + o.rejected + o.timed_out + o.infra,
+        o.proved + o.failed + o.rejected + o.truncated.unwrap_or(0) + o.timed_out + o.infra,
         o.nodes
     );
     assert_eq!(o.proved, r.locally_correct);
     assert_eq!(o.infra, 0);
-    // Completions that are not conditional proofs are rejected before Coq sees them.
-    assert!(o.rejected >= r.nodes - r.parsed_nodes);
+    // Completions that are not conditional proofs are rejected before Coq sees them; here
+    // they are all samples the token limit cut, which are counted as cut instead (through
+    // the sample log, so a resumed run counts them alike).
+    assert!(r.nodes > r.parsed_nodes);
+    assert_eq!(o.truncated, Some(r.nodes - r.parsed_nodes));
     assert!(o.failed > 0 && !o.top_failures.is_empty());
     let listed: usize = o.top_failures.iter().map(|f| f.count).sum();
     assert!(listed <= o.failed + o.rejected);
@@ -452,7 +457,7 @@ impl SeqPolicy for ByCount {
         &mut self,
         requests: &[SampleRequest<'_>],
         _first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         let mut out = vec![];
         for r in requests {
             let s = r.statement;
@@ -470,7 +475,7 @@ impl SeqPolicy for ByCount {
                 ("t_false", 1) => "<no_invoke> reflexivity.",
                 _ => "</pre><script>alert('x')</script>",
             };
-            out.push(text.to_string());
+            out.push(Completion::ended(text));
         }
         Ok(out)
     }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use prod_check::Checker;
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
-use prod_rl::{PolicyError, SampleRequest};
+use prod_rl::{Completion, PolicyError, SampleRequest};
 use prod_run::baseline::{compare, run_hammer_baseline, HAMMER_BASELINE};
 use prod_run::{run_eval, Bars, CheckSetup, EvalOptions, Phase, RunStore, SeqPolicy, Theorem};
 
@@ -27,7 +27,7 @@ impl SeqPolicy for Scripted {
         &mut self,
         requests: &[SampleRequest<'_>],
         _first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         Ok(requests
             .iter()
             .map(|r| {
@@ -44,6 +44,7 @@ impl SeqPolicy for Scripted {
                     "<no_invoke> reflexivity.".to_string()
                 }
             })
+            .map(Completion::ended)
             .collect())
     }
 

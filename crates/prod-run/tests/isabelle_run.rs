@@ -18,7 +18,7 @@ use prod_check_isabelle::testing::{Fake, PASSWORD};
 use prod_check_isabelle::IsabelleCheckConfig;
 use prod_library::dataset::{self, DatasetConfig};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
-use prod_rl::{PolicyError, SampleRequest};
+use prod_rl::{Completion, PolicyError, SampleRequest};
 use prod_run::{
     run_eval, Bars, CoqJobConfig, EvalOptions, FinalCheck, NativeParams, Phase, ProverChoice,
     ProverKind, RlConfig, RunStore, SeqPolicy,
@@ -87,7 +87,7 @@ impl SeqPolicy for Scripted {
         &mut self,
         requests: &[SampleRequest<'_>],
         _first_seq: u64,
-    ) -> Result<Vec<String>, PolicyError> {
+    ) -> Result<Vec<Completion>, PolicyError> {
         Ok(requests
             .iter()
             .map(|r| {
@@ -101,6 +101,7 @@ impl SeqPolicy for Scripted {
                     "<no_invoke> by (simp add: WRONG)".to_string()
                 }
             })
+            .map(Completion::ended)
             .collect())
     }
 
@@ -113,7 +114,11 @@ impl SeqPolicy for Scripted {
 struct Never;
 
 impl SeqPolicy for Never {
-    fn sample_at(&mut self, _: &[SampleRequest<'_>], _: u64) -> Result<Vec<String>, PolicyError> {
+    fn sample_at(
+        &mut self,
+        _: &[SampleRequest<'_>],
+        _: u64,
+    ) -> Result<Vec<Completion>, PolicyError> {
         panic!("a resumed run sampled again")
     }
     fn p_use_invoke(&mut self, _: &[(&str, &str)]) -> Result<Vec<f64>, PolicyError> {
