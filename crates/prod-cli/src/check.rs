@@ -162,7 +162,7 @@ fn coq_backend(a: &CheckerArgs, mut cfg: CoqCheckConfig) -> Result<Backend, Stri
     if a.no_hammer {
         cfg.hammer.enabled = false;
     }
-    CoqChecker::new(cfg).map(Backend::Coq)
+    prod_prover::start_coq(cfg).map(Backend::Coq)
 }
 
 fn isabelle_backend(a: &CheckerArgs, mut cfg: IsabelleCheckConfig) -> Result<Backend, String> {
@@ -176,17 +176,7 @@ fn isabelle_backend(a: &CheckerArgs, mut cfg: IsabelleCheckConfig) -> Result<Bac
     if a.no_hammer {
         cfg.hammer.enabled = false;
     }
-    if cfg.server_command.is_empty() {
-        IsabelleChecker::connect(cfg)
-            .map(|c| Backend::Isabelle(Box::new(c)))
-            .map_err(|e| e.to_string())
-    } else {
-        // The server may not be up yet: the first check starts it.
-        Ok(Backend::Isabelle(Box::new(IsabelleChecker::with_version(
-            cfg,
-            "started by prod",
-        ))))
-    }
+    prod_prover::start_isabelle(cfg).map(|c| Backend::Isabelle(Box::new(c)))
 }
 
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
@@ -329,10 +319,7 @@ impl Pipeline {
             None => None,
         };
         let fingerprint = backend.checker().fingerprint();
-        let prover = match a.prover {
-            ProverKind::Isabelle => "isabelle".to_string(),
-            ProverKind::Coq => prod_check_coq::prover_name(&fingerprint),
-        };
+        let prover = prod_prover::prover_name(a.prover, &fingerprint);
         Ok(Pipeline {
             backend,
             cache,

@@ -8,6 +8,8 @@
 //! * [`Forest`] — checked nodes as the solver sees them (a proof as its check closed it, the
 //!   local verdict from the checker's own verdict, `Infra` and unchecked as unknown), their
 //!   global verdicts, and a correct root's assembled proof.
+//! * [`start_coq`], [`start_isabelle`], [`prover_name`] — a prover's checker started from its
+//!   settings, and the name its verdicts carry, for every command and job alike.
 //! * [`FinalCheck`] — the cold re-check of an assembled proof from nothing but the root's
 //!   context: [`CoqFinal`] compiles the file, [`IsabelleFinal`] builds the theory.
 //!
@@ -16,9 +18,11 @@
 mod final_check;
 mod forest;
 mod kind;
+mod start;
 
 pub use final_check::{
     CoqFinal, FinalCheck, FinalProof, IsabelleFinal, RUN_FINAL_TIMEOUT_S, SINGLE_FINAL_TIMEOUT_S,
 };
 pub use forest::{local_verdict, CheckedNode, Forest, RootAssembly};
 pub use kind::ProverKind;
+pub use start::{prover_name, start_coq, start_isabelle};

@@ -283,7 +283,7 @@ impl ProverChoice<'_> {
             ProverKind::Coq => {
                 let cfg = self.coq.config_for_dataset(dataset)?;
                 let checker = start_run_checker(&cfg, cache, out, shared)?;
-                let name = prod_check_coq::prover_name(&checker.fingerprint());
+                let name = prod_prover::prover_name(self.kind, &checker.fingerprint());
                 Ok(crate::prover::Prover {
                     kind: self.kind,
                     checker,
@@ -303,13 +303,8 @@ impl ProverChoice<'_> {
                 cfg.validate()
                     .map_err(|e| BadInput(format!("isabelle.{e}")))?;
                 let checker =
-                    prod_check_isabelle::IsabelleChecker::connect(cfg.clone()).map_err(|e| {
-                        anyhow::anyhow!("cannot reach the Isabelle server {}: {e}", cfg.server)
-                    })?;
-                let name = format!(
-                    "isabelle {}",
-                    crate::prover::isabelle_version(&checker.fingerprint())
-                );
+                    prod_prover::start_isabelle(cfg.clone()).map_err(anyhow::Error::msg)?;
+                let name = prod_prover::prover_name(self.kind, &checker.fingerprint());
                 Ok(crate::prover::Prover {
                     kind: self.kind,
                     checker: Box::new(cached(checker, cache)?),
@@ -341,10 +336,9 @@ pub fn start_checker(
     cached(coq_checker(cfg)?, cache)
 }
 
-/// The Coq pool, with CoqHammer's helpers on PATH.
+/// The Coq pool ([`prod_prover::start_coq`]).
 fn coq_checker(cfg: &CoqCheckConfig) -> anyhow::Result<CoqChecker> {
-    hammer_on_path();
-    CoqChecker::new(cfg.clone()).map_err(|e| anyhow::anyhow!("cannot start the Coq checker: {e}"))
+    prod_prover::start_coq(cfg.clone()).map_err(anyhow::Error::msg)
 }
 
 /// `checker` behind the verification cache file `cache`.
@@ -352,20 +346,6 @@ pub(crate) fn cached<C: Checker>(checker: C, cache: &Path) -> anyhow::Result<Cac
     let cache = VerificationCache::open(cache)
         .with_context(|| format!("verification cache {}", cache.display()))?;
     Ok(CachedChecker::new(checker, cache))
-}
-
-/// CoqHammer's helper binaries (htimeout, predict) live in /usr/libexec/coq-hammer on Debian.
-fn hammer_on_path() {
-    if let Some(path) = std::env::var_os("PATH") {
-        let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
-        let hammer = PathBuf::from("/usr/libexec/coq-hammer");
-        if hammer.is_dir() && !dirs.contains(&hammer) {
-            dirs.push(hammer);
-            if let Ok(joined) = std::env::join_paths(dirs) {
-                std::env::set_var("PATH", joined);
-            }
-        }
-    }
 }
 
 /// Now, as RFC 3339 UTC (no date crate needed: days-from-civil inverse).

@@ -52,26 +52,12 @@ pub fn isabelle_identity(cfg: &IsabelleCheckConfig) -> IsabelleCheckConfig {
     }
 }
 
-/// `Isabelle2022` from the checker's fingerprint (`isabelle: Isabelle2022 (id); …`).
-pub(crate) fn isabelle_version(fingerprint: &str) -> String {
-    fingerprint
-        .strip_prefix("isabelle: ")
-        .and_then(|r| r.split([';', ' ']).next())
-        .unwrap_or("?")
-        .to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn names_and_identity() {
-        assert_eq!(
-            isabelle_version("isabelle: Isabelle2022 (fake); session HOL"),
-            "Isabelle2022"
-        );
-        assert_eq!(isabelle_version("nonsense"), "?");
+    fn identity_leaves_out_where_it_runs() {
         let id = isabelle_identity(&IsabelleCheckConfig {
             password: "secret".into(),
             workers: 4,
