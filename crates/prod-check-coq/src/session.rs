@@ -7,6 +7,7 @@ use prod_check::{Replacement, Verdict};
 
 use crate::assumptions::{parse_assumptions, Assumptions, AxiomPolicy};
 use crate::config::{CoqCheckConfig, HAMMER_PLUGIN_IMPORT};
+use crate::hammer_cache::{wait_limit, HammerCache, Lookup, Outcome};
 use crate::protocol::{error_message, is_out_of_memory, is_syntax_error, is_timeout, Prompt};
 use crate::rules::{self, Statement, Step};
 use crate::worker::{Fault, Reply, Worker};
@@ -963,193 +964,27 @@ impl Session {
         name: &str,
         cfg: &CoqCheckConfig,
     ) -> Result<Result<Replacement, Verdict>, Fault> {
-        use crate::hammer_cache::{wait_limit, HammerCache, Lookup, Outcome};
-
-        /// The expansion itself, and the outcome to remember (none for a rejection).
-        fn expand(
-            s: &mut Session,
-            step: &Step,
-            k: usize,
-            name: &str,
-            cfg: &CoqCheckConfig,
-            cache: Option<&HammerCache>,
-        ) -> Result<(Result<Replacement, Verdict>, Option<Outcome>), Fault> {
-            let count = |f: &dyn Fn(&mut prod_check::HammerStats)| {
-                if let Some(c) = cache {
-                    c.count(f);
-                }
-            };
-            let fail = |v: Verdict| {
-                let o = Outcome::of_failure(&v);
-                Ok((Err(v), o))
-            };
-            let h = &cfg.hammer;
-            let before = s.worker.state;
-            let fixed_start = Instant::now();
-            let fixed_s = || fixed_start.elapsed().as_secs_f64();
-            for t in &h.fixed_tactics {
-                let text = format!("solve [ timeout {} {} ].", t.timeout_s.max(1), t.tactic);
-                let r = s
-                    .worker
-                    .run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
-                let own_limit = Duration::from_secs(t.timeout_s.max(1) as u64);
-                if r.interrupted || (!r.ok() && s.stop(&r, own_limit) == Stop::OutOfMemory) {
-                    // Our own tactic list must never leave the worker in doubt.
-                    return Err(Fault::Protocol(format!(
-                        "fixed tactic `{}` had to be interrupted",
-                        t.tactic
-                    )));
-                }
-                if r.ok() {
-                    let secs = fixed_s();
-                    count(&|c| c.fixed_s += secs);
-                    if !ok_with(&r, name, &[name]) {
-                        return Ok((
-                            Err(s.reject(format!("step {k}: hammer left the proof"))),
-                            None,
-                        ));
-                    }
-                    count(&|c| c.fixed_closed += 1);
-                    let replacement = format!("{}.", t.tactic);
-                    return Ok((
-                        Ok(Replacement {
-                            step: k,
-                            range: step.range.clone(),
-                            tactic: replacement.clone(),
-                        }),
-                        Some(Outcome::Closed {
-                            run: text,
-                            replacement,
-                        }),
-                    ));
-                }
-            }
-            let secs = fixed_s();
-            count(&|c| c.fixed_s += secs);
-            if !h.use_atp {
-                return fail(Verdict::Failed {
-                    step: k,
-                    message: "hammer: no tactic of the fixed list closes the goal".into(),
-                });
-            }
-            let limit = Duration::from_secs(h.timeout_s as u64);
-            // CoqHammer's own time limits break under a default timeout ("CoqHammer bug: …
-            // Control.Timeout"), so lift it around the call and restore it right after.
-            let short = Duration::from_secs(cfg.step_timeout_s as u64);
-            let unset = s.worker.run("Unset Default Timeout.", short)?;
-            if !unset.ok() {
-                return Err(Fault::Protocol("cannot unset the default timeout".into()));
-            }
-            let atp_start = Instant::now();
-            count(&|c| c.atp_calls += 1);
-            let r = s
-                .worker
-                .run(&format!("Timeout {} hammer.", h.timeout_s), limit);
-            let secs = atp_start.elapsed().as_secs_f64();
-            count(&|c| c.atp_s += secs);
-            let r = r?;
-            let reset = s.worker.run(
-                &format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
-                short,
-            )?;
-            if !reset.ok() {
-                return Err(Fault::Protocol("cannot restore the default timeout".into()));
-            }
-            if !r.ok() {
-                // CoqHammer reports the `Timeout` around it as "CoqHammer bug: please report:
-                // Control.Timeout": the call ran out of time too, if it ran its whole limit.
-                let ran_out =
-                    r.output.contains("Control.Timeout") && r.elapsed + TIMEOUT_SLACK >= limit;
-                match s.stop(&r, limit) {
-                    Stop::TimedOut => return fail(Verdict::TimedOut { step: k }),
-                    Stop::OutOfMemory => {
-                        return Err(Fault::Lost("out of memory during hammer".into()))
-                    }
-                    Stop::Refused if ran_out => return fail(Verdict::TimedOut { step: k }),
-                    Stop::Refused => {}
-                }
-                return fail(Verdict::Failed {
-                    step: k,
-                    message: format!("hammer: {}", error_message(&r.output)),
-                });
-            }
-            let Some(tactic) = hammer_replacement(&r.output) else {
-                return fail(Verdict::Failed {
-                    step: k,
-                    message: "hammer succeeded but printed no replacement tactic".into(),
-                });
-            };
-            let tactic = match rules::check_replacement(&s.rules, &tactic) {
-                Ok(t) => t,
-                Err(_) => {
-                    return fail(Verdict::Failed {
-                        step: k,
-                        message: format!("hammer printed an unusable tactic `{tactic}`"),
-                    })
-                }
-            };
-            // Re-run the replacement itself, so the recorded proof is known to work without
-            // ATPs.
-            let back = s.worker.run(
-                &format!("BackTo {before}."),
-                Duration::from_secs(cfg.step_timeout_s as u64),
-            )?;
-            if back.prompt.state != before || !ok_with(&back, name, &[name]) {
-                return Err(Fault::Protocol("BackTo inside the proof failed".into()));
-            }
-            let r = s
-                .worker
-                .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
-            if let Some(v) = s.untrusted(&r, &format!("step {k}: hammer's replacement")) {
-                return Ok((Err(v), None));
-            }
-            if let Some(v) = s.failure(&r, k, "hammer's replacement", short) {
-                return fail(v);
-            }
-            if !ok_with(&r, name, &[name]) {
-                return Ok((
-                    Err(s.reject(format!("step {k}: hammer's replacement left the proof"))),
-                    None,
-                ));
-            }
-            count(&|c| c.atp_closed += 1);
-            // Remembered inside `solve [ … ]`, like the fixed tactics: a replay closes the goal
-            // or fails.
-            let run = format!("solve [ {} ].", tactic.trim_end().trim_end_matches('.'));
-            Ok((
-                Ok(Replacement {
-                    step: k,
-                    range: step.range.clone(),
-                    tactic: tactic.clone(),
-                }),
-                Some(Outcome::Closed {
-                    run,
-                    replacement: tactic,
-                }),
-            ))
-        }
-
         let Some(handle) = cfg.hammer_cache.as_ref() else {
-            return expand(self, step, k, name, cfg, None).map(|(r, _)| r);
+            let g = HammerGoal {
+                step,
+                k,
+                name,
+                cfg,
+                cache: None,
+            };
+            return self.expand_hammer(g).map(|(r, _)| r);
         };
         let cache = &*handle.cache;
+        let g = HammerGoal {
+            step,
+            k,
+            name,
+            cfg,
+            cache: Some(cache),
+        };
         cache.count(|c| c.calls += 1);
-        let short = Duration::from_secs(cfg.step_timeout_s as u64);
-        // The goal in full (`Printing All`: no notation, implicit argument or coercion hides a
-        // difference between two goals). These sentences only print; the provers' replacement
-        // is re-run from the state before them (`BackTo`).
-        let mut shown = None;
-        if self.worker.run("Set Printing All.", short)?.ok() {
-            let r = self.worker.run("Show.", short)?;
-            if !self.worker.run("Unset Printing All.", short)?.ok() {
-                return Err(Fault::Protocol("cannot unset Printing All".into()));
-            }
-            if r.ok() && ok_with(&r, name, &[name]) {
-                shown = Some(r.output);
-            }
-        }
         let mut claim = None;
-        if let Some(shown) = shown {
+        if let Some(shown) = self.goal_in_full(g)? {
             let key = handle.key(&shown);
             match cache.lookup(key, wait_limit(cfg)) {
                 Lookup::Hit(Outcome::Failed { timed_out, message }) => {
@@ -1161,54 +996,307 @@ impl Session {
                     }));
                 }
                 Lookup::Hit(Outcome::Closed { run, replacement }) => {
-                    // Only Coq's acceptance here makes the step closed.
-                    let fixed_max = cfg
-                        .hammer
-                        .fixed_tactics
-                        .iter()
-                        .map(|t| t.timeout_s.max(1) as u64 + 1)
-                        .max()
-                        .unwrap_or(1);
-                    let r = self
-                        .worker
-                        .run(&run, short.max(Duration::from_secs(fixed_max)))?;
-                    if r.interrupted {
-                        return Ok(Err(Verdict::TimedOut { step: k }));
-                    }
-                    let lim = short.max(Duration::from_secs(fixed_max));
-                    if !r.ok() && self.stop(&r, lim) == Stop::OutOfMemory {
-                        return Err(Fault::Lost("out of memory during hammer".into()));
-                    }
-                    if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement"))
-                    {
-                        return Ok(Err(v));
-                    }
-                    if r.ok() {
-                        if !ok_with(&r, name, &[name]) {
-                            return Ok(Err(self.reject(format!(
-                                "step {k}: hammer's replacement left the proof"
-                            ))));
+                    match self.replay_remembered(g, &run, replacement)? {
+                        Replay::Decided(result) => return Ok(result),
+                        Replay::Stale => {
+                            // Refused here: expand afresh, and remember what that gives.
+                            cache.count(|c| c.cache_stale += 1);
+                            claim = cache.reclaim(key);
                         }
-                        cache.count(|c| c.cache_closed += 1);
-                        return Ok(Ok(Replacement {
-                            step: k,
-                            range: step.range.clone(),
-                            tactic: replacement,
-                        }));
                     }
-                    // Refused here: expand afresh, and remember what that gives.
-                    cache.count(|c| c.cache_stale += 1);
-                    claim = cache.reclaim(key);
                 }
                 Lookup::Miss(c) => claim = c,
             }
         }
         // A fault drops the claim, which frees the goal for the next worker.
-        let (result, outcome) = expand(self, step, k, name, cfg, Some(cache))?;
+        let (result, outcome) = self.expand_hammer(g)?;
         if let (Some(c), Some(o)) = (claim, outcome) {
             c.finish(o);
         }
         Ok(result)
+    }
+
+    /// The goal in full (`Printing All`: no notation, implicit argument or coercion hides a
+    /// difference between two goals), the key of the per-goal memory; `None` when Coq does
+    /// not show it in our proof. These sentences only print; the provers' replacement is
+    /// re-run from the state before them (`BackTo`).
+    fn goal_in_full(&mut self, g: HammerGoal) -> Result<Option<String>, Fault> {
+        let HammerGoal { name, cfg, .. } = g;
+        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let mut shown = None;
+        if self.worker.run("Set Printing All.", short)?.ok() {
+            let r = self.worker.run("Show.", short)?;
+            if !self.worker.run("Unset Printing All.", short)?.ok() {
+                return Err(Fault::Protocol("cannot unset Printing All".into()));
+            }
+            if r.ok() && ok_with(&r, name, &[name]) {
+                shown = Some(r.output);
+            }
+        }
+        Ok(shown)
+    }
+
+    /// A remembered closing sentence `run` re-run on this goal: only Coq's acceptance here
+    /// makes the step closed (by the remembered `replacement`).
+    fn replay_remembered(
+        &mut self,
+        g: HammerGoal,
+        run: &str,
+        replacement: String,
+    ) -> Result<Replay, Fault> {
+        let HammerGoal { k, name, cfg, .. } = g;
+        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let fixed_max = cfg
+            .hammer
+            .fixed_tactics
+            .iter()
+            .map(|t| t.timeout_s.max(1) as u64 + 1)
+            .max()
+            .unwrap_or(1);
+        let r = self
+            .worker
+            .run(run, short.max(Duration::from_secs(fixed_max)))?;
+        if r.interrupted {
+            return Ok(Replay::Decided(Err(Verdict::TimedOut { step: k })));
+        }
+        let lim = short.max(Duration::from_secs(fixed_max));
+        if !r.ok() && self.stop(&r, lim) == Stop::OutOfMemory {
+            return Err(Fault::Lost("out of memory during hammer".into()));
+        }
+        if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement")) {
+            return Ok(Replay::Decided(Err(v)));
+        }
+        if !r.ok() {
+            return Ok(Replay::Stale);
+        }
+        if !ok_with(&r, name, &[name]) {
+            return Ok(Replay::Decided(Err(self.reject(format!(
+                "step {k}: hammer's replacement left the proof"
+            )))));
+        }
+        g.count(|c| c.cache_closed += 1);
+        Ok(Replay::Decided(Ok(g.replacement(replacement))))
+    }
+
+    /// The expansion itself, and the outcome to remember (none for a rejection): the fixed
+    /// tactic list, then CoqHammer, whose replacement is re-run from the state before the step.
+    fn expand_hammer(&mut self, g: HammerGoal) -> Result<Expansion, Fault> {
+        let before = self.worker.state;
+        if let Some(done) = self.fixed_tactics(g)? {
+            return Ok(done);
+        }
+        if !g.cfg.hammer.use_atp {
+            return Ok(failed(Verdict::Failed {
+                step: g.k,
+                message: "hammer: no tactic of the fixed list closes the goal".into(),
+            }));
+        }
+        let output = match self.call_atps(g)? {
+            Ok(output) => output,
+            Err(v) => return Ok(failed(v)),
+        };
+        let tactic = match atp_replacement(&self.rules, g.k, &output) {
+            Ok(t) => t,
+            Err(v) => return Ok(failed(v)),
+        };
+        self.replay_atp_replacement(g, before, tactic)
+    }
+
+    /// The fixed tactic list, each inside `solve [ timeout … ]`: the expansion by the first
+    /// that closes the goal; `None` when none does.
+    fn fixed_tactics(&mut self, g: HammerGoal) -> Result<Option<Expansion>, Fault> {
+        let HammerGoal { k, name, cfg, .. } = g;
+        let fixed_start = Instant::now();
+        let fixed_s = || fixed_start.elapsed().as_secs_f64();
+        for t in &cfg.hammer.fixed_tactics {
+            let text = format!("solve [ timeout {} {} ].", t.timeout_s.max(1), t.tactic);
+            let r = self
+                .worker
+                .run(&text, Duration::from_secs(t.timeout_s.max(1) as u64 + 1))?;
+            let own_limit = Duration::from_secs(t.timeout_s.max(1) as u64);
+            if r.interrupted || (!r.ok() && self.stop(&r, own_limit) == Stop::OutOfMemory) {
+                // Our own tactic list must never leave the worker in doubt.
+                return Err(Fault::Protocol(format!(
+                    "fixed tactic `{}` had to be interrupted",
+                    t.tactic
+                )));
+            }
+            if r.ok() {
+                let secs = fixed_s();
+                g.count(|c| c.fixed_s += secs);
+                if !ok_with(&r, name, &[name]) {
+                    return Ok(Some((
+                        Err(self.reject(format!("step {k}: hammer left the proof"))),
+                        None,
+                    )));
+                }
+                g.count(|c| c.fixed_closed += 1);
+                let replacement = format!("{}.", t.tactic);
+                return Ok(Some(g.closed(text, replacement)));
+            }
+        }
+        let secs = fixed_s();
+        g.count(|c| c.fixed_s += secs);
+        Ok(None)
+    }
+
+    /// CoqHammer's ATPs on the goal (`Timeout … hammer.`): what it printed, or the step's
+    /// verdict when it found nothing.
+    fn call_atps(&mut self, g: HammerGoal) -> Result<Result<String, Verdict>, Fault> {
+        let HammerGoal { k, cfg, .. } = g;
+        let h = &cfg.hammer;
+        let limit = Duration::from_secs(h.timeout_s as u64);
+        // CoqHammer's own time limits break under a default timeout ("CoqHammer bug: …
+        // Control.Timeout"), so lift it around the call and restore it right after.
+        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let unset = self.worker.run("Unset Default Timeout.", short)?;
+        if !unset.ok() {
+            return Err(Fault::Protocol("cannot unset the default timeout".into()));
+        }
+        let atp_start = Instant::now();
+        g.count(|c| c.atp_calls += 1);
+        let r = self
+            .worker
+            .run(&format!("Timeout {} hammer.", h.timeout_s), limit);
+        let secs = atp_start.elapsed().as_secs_f64();
+        g.count(|c| c.atp_s += secs);
+        let r = r?;
+        let reset = self.worker.run(
+            &format!("Set Default Timeout {}.", cfg.step_timeout_s.max(1)),
+            short,
+        )?;
+        if !reset.ok() {
+            return Err(Fault::Protocol("cannot restore the default timeout".into()));
+        }
+        if r.ok() {
+            return Ok(Ok(r.output));
+        }
+        // CoqHammer reports the `Timeout` around it as "CoqHammer bug: please report:
+        // Control.Timeout": the call ran out of time too, if it ran its whole limit.
+        let ran_out = r.output.contains("Control.Timeout") && r.elapsed + TIMEOUT_SLACK >= limit;
+        match self.stop(&r, limit) {
+            Stop::TimedOut => return Ok(Err(Verdict::TimedOut { step: k })),
+            Stop::OutOfMemory => return Err(Fault::Lost("out of memory during hammer".into())),
+            Stop::Refused if ran_out => return Ok(Err(Verdict::TimedOut { step: k })),
+            Stop::Refused => {}
+        }
+        Ok(Err(Verdict::Failed {
+            step: k,
+            message: format!("hammer: {}", error_message(&r.output)),
+        }))
+    }
+
+    /// CoqHammer's replacement `tactic` re-run from the state `before` the step, so the
+    /// recorded proof is known to work without ATPs.
+    fn replay_atp_replacement(
+        &mut self,
+        g: HammerGoal,
+        before: u64,
+        tactic: String,
+    ) -> Result<Expansion, Fault> {
+        let HammerGoal { k, name, cfg, .. } = g;
+        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let back = self.worker.run(
+            &format!("BackTo {before}."),
+            Duration::from_secs(cfg.step_timeout_s as u64),
+        )?;
+        if back.prompt.state != before || !ok_with(&back, name, &[name]) {
+            return Err(Fault::Protocol("BackTo inside the proof failed".into()));
+        }
+        let r = self
+            .worker
+            .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
+        if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement")) {
+            return Ok((Err(v), None));
+        }
+        if let Some(v) = self.failure(&r, k, "hammer's replacement", short) {
+            return Ok(failed(v));
+        }
+        if !ok_with(&r, name, &[name]) {
+            return Ok((
+                Err(self.reject(format!("step {k}: hammer's replacement left the proof"))),
+                None,
+            ));
+        }
+        g.count(|c| c.atp_closed += 1);
+        // Remembered inside `solve [ … ]`, like the fixed tactics: a replay closes the goal
+        // or fails.
+        let run = format!("solve [ {} ].", tactic.trim_end().trim_end_matches('.'));
+        Ok(g.closed(run, tactic))
+    }
+}
+
+/// One `hammer.` step as the stages of [`Session::hammer`] see it: the step, `k`-th of the
+/// proof `name`, the settings, and the pool's per-goal memory when there is one.
+#[derive(Clone, Copy)]
+struct HammerGoal<'a> {
+    step: &'a Step,
+    k: usize,
+    name: &'a str,
+    cfg: &'a CoqCheckConfig,
+    cache: Option<&'a HammerCache>,
+}
+
+impl HammerGoal<'_> {
+    /// Adds to the pool's hammer counts, when there is a pool memory.
+    fn count(&self, f: impl FnOnce(&mut prod_check::HammerStats)) {
+        if let Some(c) = self.cache {
+            c.count(f);
+        }
+    }
+
+    /// The step's replacement by `tactic`.
+    fn replacement(&self, tactic: String) -> Replacement {
+        Replacement {
+            step: self.k,
+            range: self.step.range.clone(),
+            tactic,
+        }
+    }
+
+    /// The step closed by `replacement`, remembered with `run`, the sentence a replay re-runs.
+    fn closed(&self, run: String, replacement: String) -> Expansion {
+        (
+            Ok(self.replacement(replacement.clone())),
+            Some(Outcome::Closed { run, replacement }),
+        )
+    }
+}
+
+/// A `hammer.` step's expansion: its result, and the outcome to remember (none for a
+/// rejection).
+type Expansion = (Result<Replacement, Verdict>, Option<Outcome>);
+
+/// A failed expansion, remembered when the verdict is the hammer's answer on the goal
+/// ([`Outcome::of_failure`]).
+fn failed(v: Verdict) -> Expansion {
+    let o = Outcome::of_failure(&v);
+    (Err(v), o)
+}
+
+/// What re-running a remembered closing sentence on the goal gave.
+enum Replay {
+    /// Coq decided the step here: closed by the remembered replacement, or its verdict.
+    Decided(Result<Replacement, Verdict>),
+    /// Coq refused the sentence here: expand the step afresh.
+    Stale,
+}
+
+/// The tactic CoqHammer printed in `output` for step `k`, checked against the attempt's
+/// `rules`; else the step's verdict.
+fn atp_replacement(rule_set: &rules::RuleSet, k: usize, output: &str) -> Result<String, Verdict> {
+    let Some(tactic) = hammer_replacement(output) else {
+        return Err(Verdict::Failed {
+            step: k,
+            message: "hammer succeeded but printed no replacement tactic".into(),
+        });
+    };
+    match rules::check_replacement(rule_set, &tactic) {
+        Ok(t) => Ok(t),
+        Err(_) => Err(Verdict::Failed {
+            step: k,
+            message: format!("hammer printed an unusable tactic `{tactic}`"),
+        }),
     }
 }
 

@@ -4,9 +4,10 @@
 //! A statement is one sentence `Keyword name binders? : type.` where `Keyword` is one of
 //! [`THEOREM_KEYWORDS`] (all equivalent for ProD: each opens a proof that `Qed` closes).
 
-use crate::head::sentence_head;
+use crate::head::{sentence_head, Head};
 use crate::lexer::{
-    comments_blanked, is_blank, is_identifier, line_col, sentences, skip_string, SentenceKind,
+    comments_blanked, is_blank, is_identifier, line_col, sentences, skip_string, Sentence,
+    SentenceKind,
 };
 
 /// Keywords that declare a lemma. Coq 8.16 `thm_token` plus `Example` (a `Definition` synonym
@@ -114,6 +115,35 @@ pub enum StatementError {
 /// allowed anywhere and dropped from the result. Binders are identifiers, `_`, and bracketed
 /// groups (`(x : T)`, `{A}`, `[x]`, `` `{C A} ``, `'(a, b)`).
 pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
+    let sentence = one_command(text)?;
+    refuse_context_dependent(text)?;
+    // Comments blanked byte for byte: offsets in `s` are offsets in `text`.
+    let blanked = comments_blanked(text);
+    let s = &blanked[..sentence.range.end];
+    let head = sentence_head(&s[sentence.range.start..]);
+    let keyword = theorem_keyword(&head)?;
+    if s.trim_end().ends_with("...") {
+        return Err(StatementError::Ellipsis);
+    }
+    let (name, rest_full) = lemma_name(&head.body[keyword.len()..])?;
+    // Drop the final dot (the lexer guarantees the sentence ends with exactly one here).
+    let rest = rest_full.strip_suffix('.').unwrap_or(rest_full);
+    let rest_offset = s.len() - rest_full.len();
+    check_binders_and_type(rest).map_err(|(pos, what)| {
+        let (line, column) = line_col(text, rest_offset + pos);
+        StatementError::Syntax { line, column, what }
+    })?;
+    let statement = Statement {
+        keyword: keyword.to_string(),
+        name: name.to_string(),
+        binders_and_type: crate::language::collapse_layout(rest),
+    };
+    check_rendering(&statement)?;
+    Ok(statement)
+}
+
+/// The statement's one sentence, which must lex and be a command.
+fn one_command(text: &str) -> Result<Sentence, StatementError> {
     let lexed = sentences(text);
     if let Some(e) = lexed.errors.first() {
         return Err(StatementError::Lex(e.message(text)));
@@ -124,6 +154,12 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     if sentence.kind != SentenceKind::Command {
         return Err(StatementError::NotACommand(sentence.kind));
     }
+    Ok(sentence.clone())
+}
+
+/// Refuses text that Coq may read differently from the checker, or differently in another
+/// environment: a glued comment, a term that runs a tactic.
+fn refuse_context_dependent(text: &str) -> Result<(), StatementError> {
     // A comment glued after a character may be lexed by Coq as part of a token (`x.(* c *)`
     // is `.(` `*` …), so blanking it could change the sentence; refuse it.
     if let Some(start) = crate::lexer::glued_comment(text) {
@@ -140,10 +176,12 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
             head: head.to_string(),
         });
     }
-    // Comments blanked byte for byte: offsets in `s` are offsets in `text`.
-    let blanked = comments_blanked(text);
-    let s = &blanked[..sentence.range.end];
-    let head = sentence_head(&s[sentence.range.start..]);
+    Ok(())
+}
+
+/// The theorem keyword of a statement's head, which must have no control, no attribute but
+/// locality and no goal selector.
+fn theorem_keyword<'a>(head: &Head<'a>) -> Result<&'a str, StatementError> {
     if let Some(c) = head.controls.first() {
         return Err(StatementError::Control(c.name.to_string()));
     }
@@ -169,10 +207,12 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
         };
         return Err(StatementError::Keyword(found));
     }
-    if s.trim_end().ends_with("...") {
-        return Err(StatementError::Ellipsis);
-    }
-    let after_kw = &head.body[keyword.len()..];
+    Ok(keyword)
+}
+
+/// The lemma's name at the start of `after_kw` (the text after the keyword), and the text
+/// after the name.
+fn lemma_name(after_kw: &str) -> Result<(&str, &str), StatementError> {
     let name_start = after_kw.len()
         - after_kw
             .trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8))
@@ -191,20 +231,11 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
         };
         return Err(StatementError::Name(shown));
     }
-    // Drop the final dot (the lexer guarantees the sentence ends with exactly one here).
-    let rest_full = &after_name_ws[name_len..];
-    let rest = rest_full.strip_suffix('.').unwrap_or(rest_full);
-    let rest_offset = s.len() - rest_full.len();
-    check_binders_and_type(rest).map_err(|(pos, what)| {
-        let (line, column) = line_col(text, rest_offset + pos);
-        StatementError::Syntax { line, column, what }
-    })?;
-    let statement = Statement {
-        keyword: keyword.to_string(),
-        name: name.to_string(),
-        binders_and_type: crate::language::collapse_layout(rest),
-    };
-    // Post-condition: what callers will write to Coq is exactly one command sentence.
+    Ok((name, &after_name_ws[name_len..]))
+}
+
+/// Post-condition: what callers will write to Coq is exactly one command sentence.
+fn check_rendering(statement: &Statement) -> Result<(), StatementError> {
     let rendered = statement.to_sentence();
     let relexed = sentences(&rendered);
     if !relexed.errors.is_empty()
@@ -214,7 +245,7 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     {
         return Err(StatementError::Rendering(rendered));
     }
-    Ok(statement)
+    Ok(())
 }
 
 /// `Local`, `Global`, `#[local]`, `#[global]` (blanks inside the brackets allowed).

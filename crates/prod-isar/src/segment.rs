@@ -382,160 +382,230 @@ struct OpenContext {
     notepad: bool,
 }
 
+/// A statement whose proof has not closed yet.
+struct OpenBlock {
+    /// Index of the statement's span.
+    statement: usize,
+    /// Proof depth: 1 right after the statement.
+    depth: usize,
+    name: Option<String>,
+    target: Option<String>,
+}
+
+/// The proof depth after a proof command of `kind` at `depth` (see the module documentation).
+fn depth_after(kind: KeywordKind, depth: usize) -> usize {
+    if kind.is_qed_global() {
+        0
+    } else if kind.is_proof_open() {
+        depth + 1
+    } else if kind.is_proof_close() {
+        depth - 1
+    } else {
+        depth
+    }
+}
+
 /// Finds the goal blocks among `spans` (see the module documentation).
 pub fn goal_blocks(
     text: &str,
     tokens: &[Token],
     spans: &[CommandSpan],
 ) -> (Vec<GoalBlock>, Vec<SegmentError>) {
-    let mut blocks = Vec::new();
-    let mut errors = Vec::new();
-    let mut contexts: Vec<OpenContext> = Vec::new();
-    // The open block: (statement index, depth, name, target).
-    let mut open: Option<(usize, usize, Option<String>, Option<String>)> = None;
-    // The last theory-level command outside any block (a candidate undeclared goal).
-    let mut last_theory: Option<usize> = None;
-    let close = |blocks: &mut Vec<GoalBlock>,
-                 open: (usize, usize, Option<String>, Option<String>),
-                 end: usize,
-                 closed: bool,
-                 depth: usize| {
-        let (st, _, name, target) = open;
-        let declared_goal = spans[st].kind.is_some_and(KeywordKind::is_theory_goal);
-        let range_end = spans
-            .get(end.saturating_sub(1))
-            .map(|s| s.range.end)
-            .unwrap_or(text.len());
-        blocks.push(GoalBlock {
-            statement: st,
-            spans: st..end,
-            range: spans[st].range.start..range_end,
-            closed,
-            name,
-            target,
-            context_depth: depth,
-            declared_goal,
-        });
+    let mut scan = BlockScan {
+        text,
+        tokens,
+        spans,
+        blocks: Vec::new(),
+        errors: Vec::new(),
+        contexts: Vec::new(),
+        open: None,
+        last_theory: None,
     };
     for (idx, span) in spans.iter().enumerate() {
         let Some(kind) = span.kind else { continue };
+        if scan.proof_step(idx, kind) || scan.inferred_goal(idx, kind) {
+            continue;
+        }
+        scan.theory_command(idx, span, kind);
+    }
+    scan.finish()
+}
+
+/// The walk of [`goal_blocks`] over the spans, and what it has found so far.
+struct BlockScan<'a> {
+    text: &'a str,
+    tokens: &'a [Token],
+    spans: &'a [CommandSpan],
+    blocks: Vec<GoalBlock>,
+    errors: Vec<SegmentError>,
+    contexts: Vec<OpenContext>,
+    open: Option<OpenBlock>,
+    /// The last theory-level command outside any block (a candidate undeclared goal).
+    last_theory: Option<usize>,
+}
+
+impl BlockScan<'_> {
+    /// The command at span `idx` while a block is open: a proof step (`true`), or a
+    /// theory-level command, which ends the unclosed block and is then handled at theory level
+    /// (`false`, as when no block is open).
+    fn proof_step(&mut self, idx: usize, kind: KeywordKind) -> bool {
+        let Some(mut open) = self.open.take() else {
+            return false;
+        };
+        if kind.is_theory() {
+            // A theory-level command inside an open proof: the proof never closed.
+            let name = self.spans[idx].name.as_deref().unwrap_or("");
+            self.unclosed(&open, &format!("before `{name}`"));
+            self.close(open, idx, false);
+            return false;
+        }
+        open.depth = depth_after(kind, open.depth);
+        self.advance(open, idx);
+        true
+    }
+
+    /// A proof command at span `idx` right after a theory command not declared as a goal: that
+    /// command opened a proof at run time, and this one is replayed inside the inferred block
+    /// (`true`).
+    fn inferred_goal(&mut self, idx: usize, kind: KeywordKind) -> bool {
+        if !kind.is_proof() || self.in_notepad() {
+            return false;
+        }
+        let Some(st) = self.last_theory.take() else {
+            return false;
+        };
+        // The statement left its proof at depth 1, as a declared goal does; this command moves
+        // it on from there.
+        let open = OpenBlock {
+            statement: st,
+            depth: depth_after(kind, 1),
+            name: None,
+            target: self.context_target(),
+        };
+        self.advance(open, idx);
+        true
+    }
+
+    /// A command at theory level: a declared goal opens a block, another theory command may
+    /// turn out to open one, `… begin` and `end` open and close contexts.
+    fn theory_command(&mut self, idx: usize, span: &CommandSpan, kind: KeywordKind) {
+        self.last_theory = None;
         let name = span.name.as_deref().unwrap_or("");
-        if let Some((st, depth, n, t)) = open.take() {
-            if kind.is_theory() {
-                // A theory-level command inside an open proof: the proof never closed.
-                errors.push(err_at(
-                    text,
-                    spans[st].keyword.start,
-                    format!(
-                        "unclosed proof of `{}` (depth {depth}) before `{name}`",
-                        spans[st].name.as_deref().unwrap_or("?")
-                    ),
-                ));
-                close(&mut blocks, (st, depth, n, t), idx, false, contexts.len());
-                // fall through: handle this command at theory level
-            } else {
-                let new_depth = if kind.is_qed_global() {
-                    0
-                } else if kind.is_proof_open() {
-                    depth + 1
-                } else if kind.is_proof_close() {
-                    depth - 1
-                } else {
-                    depth
-                };
-                if new_depth == 0 {
-                    close(&mut blocks, (st, 0, n, t), idx + 1, true, contexts.len());
-                } else {
-                    open = Some((st, new_depth, n, t));
-                }
-                continue;
-            }
-        }
-        if kind.is_proof() && !contexts.last().is_some_and(|c| c.notepad) {
-            if let Some(st) = last_theory.take() {
-                // A proof right after a theory command not declared as a goal: that command
-                // opened a proof at run time. Replay this command inside the inferred block.
-                let target = contexts.iter().rev().find_map(|c| c.name.clone());
-                let depth = if kind.is_qed_global() {
-                    0
-                } else if kind.is_proof_open() {
-                    2
-                } else if kind.is_proof_close() {
-                    0
-                } else {
-                    1
-                };
-                if depth == 0 {
-                    close(
-                        &mut blocks,
-                        (st, 0, None, target),
-                        idx + 1,
-                        true,
-                        contexts.len(),
-                    );
-                } else {
-                    open = Some((st, depth, None, target));
-                }
-                continue;
-            }
-        }
-        last_theory = None;
         if kind.is_theory_goal() {
-            let (in_target, stmt_name) = statement_name(text, tokens, span);
-            let target = in_target.or_else(|| contexts.iter().rev().find_map(|c| c.name.clone()));
-            open = Some((idx, 1, stmt_name, target));
+            let (in_target, stmt_name) = statement_name(self.text, self.tokens, span);
+            let target = in_target.or_else(|| self.context_target());
+            self.open = Some(OpenBlock {
+                statement: idx,
+                depth: 1,
+                name: stmt_name,
+                target,
+            });
         } else if matches!(
             kind,
             KeywordKind::ThyDecl | KeywordKind::ThyDefn | KeywordKind::ThyStmt
         ) {
-            last_theory = Some(idx);
+            self.last_theory = Some(idx);
         } else if kind == KeywordKind::ThyDeclBlock {
-            let a = args(span, tokens);
-            if a.last()
-                .is_some_and(|t| t.kind == TokenKind::Ident && t.text(text) == "begin")
-            {
-                let named = a
-                    .first()
-                    .filter(|t| matches!(t.kind, TokenKind::Ident | TokenKind::String))
-                    .filter(|t| t.text(text) != "begin")
-                    .map(|t| crate::header::name_text(t, text));
-                let cname = match name {
-                    "context" | "locale" | "class" => named,
-                    _ => None,
-                };
-                contexts.push(OpenContext {
-                    name: cname,
-                    notepad: name == "notepad",
-                });
-            }
+            self.open_context(span, name);
         } else if kind == KeywordKind::ThyEnd {
-            contexts.pop();
-        } else if kind.is_proof() && !contexts.last().is_some_and(|c| c.notepad) {
-            errors.push(err_at(
-                text,
+            self.contexts.pop();
+        } else if kind.is_proof() && !self.in_notepad() {
+            self.errors.push(err_at(
+                self.text,
                 span.keyword.start,
                 format!("proof command `{name}` outside a proof"),
             ));
         }
     }
-    if let Some((st, depth, n, t)) = open.take() {
-        errors.push(err_at(
-            text,
-            spans[st].keyword.start,
+
+    /// `context/locale/class/instantiation/notepad/… begin`: a context opens (named after
+    /// its first argument for `context`, `locale` and `class`).
+    fn open_context(&mut self, span: &CommandSpan, name: &str) {
+        let text = self.text;
+        let a = args(span, self.tokens);
+        if a.last()
+            .is_some_and(|t| t.kind == TokenKind::Ident && t.text(text) == "begin")
+        {
+            let named = a
+                .first()
+                .filter(|t| matches!(t.kind, TokenKind::Ident | TokenKind::String))
+                .filter(|t| t.text(text) != "begin")
+                .map(|t| crate::header::name_text(t, text));
+            let cname = match name {
+                "context" | "locale" | "class" => named,
+                _ => None,
+            };
+            self.contexts.push(OpenContext {
+                name: cname,
+                notepad: name == "notepad",
+            });
+        }
+    }
+
+    /// The blocks and errors, once a block still open at the end of the file is closed as
+    /// unclosed.
+    fn finish(mut self) -> (Vec<GoalBlock>, Vec<SegmentError>) {
+        if let Some(open) = self.open.take() {
+            self.unclosed(&open, "at end of file");
+            let end = self.spans.len();
+            self.close(open, end, false);
+        }
+        (self.blocks, self.errors)
+    }
+
+    /// `open` after the proof command at span `idx`: closed when its depth is back to 0.
+    fn advance(&mut self, open: OpenBlock, idx: usize) {
+        if open.depth == 0 {
+            self.close(open, idx + 1, true);
+        } else {
+            self.open = Some(open);
+        }
+    }
+
+    /// The error for a proof of `open` that never closed, `place` saying where it ends.
+    fn unclosed(&mut self, open: &OpenBlock, place: &str) {
+        let st = open.statement;
+        self.errors.push(err_at(
+            self.text,
+            self.spans[st].keyword.start,
             format!(
-                "unclosed proof of `{}` (depth {depth}) at end of file",
-                spans[st].name.as_deref().unwrap_or("?")
+                "unclosed proof of `{}` (depth {}) {place}",
+                self.spans[st].name.as_deref().unwrap_or("?"),
+                open.depth
             ),
         ));
-        close(
-            &mut blocks,
-            (st, depth, n, t),
-            spans.len(),
-            false,
-            contexts.len(),
-        );
     }
-    (blocks, errors)
+
+    /// Records `open` as the block of spans `statement..end`.
+    fn close(&mut self, open: OpenBlock, end: usize, closed: bool) {
+        let spans = self.spans;
+        let st = open.statement;
+        let declared_goal = spans[st].kind.is_some_and(KeywordKind::is_theory_goal);
+        let range_end = spans
+            .get(end.saturating_sub(1))
+            .map(|s| s.range.end)
+            .unwrap_or(self.text.len());
+        self.blocks.push(GoalBlock {
+            statement: st,
+            spans: st..end,
+            range: spans[st].range.start..range_end,
+            closed,
+            name: open.name,
+            target: open.target,
+            context_depth: self.contexts.len(),
+            declared_goal,
+        });
+    }
+
+    /// Inside a `notepad … begin` (proof commands there belong to no goal).
+    fn in_notepad(&self) -> bool {
+        self.contexts.last().is_some_and(|c| c.notepad)
+    }
+
+    /// The innermost enclosing named context (`context loc begin`).
+    fn context_target(&self) -> Option<String> {
+        self.contexts.iter().rev().find_map(|c| c.name.clone())
+    }
 }
 
 #[cfg(test)]

@@ -277,10 +277,10 @@ fn open_svg(out: &mut String, title: &str, height: f64) {
     );
 }
 
-/// Grid, ticks, labels and frame for a plot area.
 /// One axis as laid out: its scale, its ticks and its spec.
 type Laid<'a> = (&'a Scale, &'a [(f64, String)], &'a Axis);
 
+/// Grid, ticks, labels and frame for a plot area.
 fn draw_axes(out: &mut String, x_label_y: f64, (xs, xt, x): Laid, (ys, yt, y): Laid) {
     for (v, label) in yt {
         if let Some(py) = ys.px(*v) {
@@ -344,26 +344,35 @@ fn no_data(out: &mut String) {
     );
 }
 
+/// How a series is drawn: its colour and dash pattern.
+#[derive(Clone, Copy)]
+struct Pen {
+    colour: &'static str,
+    dash: &'static str,
+}
+
+impl Pen {
+    /// The pen of series `i`: the palette in order, then the same colours dashed.
+    fn of(i: usize) -> Pen {
+        Pen {
+            colour: PALETTE[i % PALETTE.len()],
+            dash: DASHES[(i / PALETTE.len()) % DASHES.len()],
+        }
+    }
+
+    /// The `stroke-dasharray` attribute, empty for a solid line.
+    fn dash_attr(&self) -> String {
+        if self.dash.is_empty() {
+            String::new()
+        } else {
+            format!(" stroke-dasharray=\"{}\"", self.dash)
+        }
+    }
+}
+
 impl LineChart {
     pub fn render(&self) -> String {
-        let finite = |v: &f64| v.is_finite();
-        let xv: Vec<f64> = self
-            .series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.x))
-            .filter(finite)
-            .collect();
-        let yv: Vec<f64> = self
-            .series
-            .iter()
-            .flat_map(|s| s.points.iter())
-            .filter(|p| p.x.is_finite())
-            .flat_map(|p| {
-                let (lo, hi) = p.ci.unwrap_or((f64::NAN, f64::NAN));
-                [p.y, lo, hi]
-            })
-            .filter(finite)
-            .collect();
+        let (xv, yv) = self.data_values();
         let (xs, xt) = layout_axis(&self.x, &xv, LEFT, RIGHT);
         let (ys, yt) = layout_axis(&self.y, &yv, BOTTOM, TOP);
         let height = BOTTOM + 46.0 + LEGEND_ROW * self.series.len() as f64 + 6.0;
@@ -384,119 +393,175 @@ impl LineChart {
             no_data(&mut out);
         }
         let n = self.series.len();
+        let spread = self.spread();
+        for (i, s) in self.series.iter().enumerate() {
+            let pen = Pen::of(i);
+            let dx = (i as f64 - (n as f64 - 1.0) / 2.0) * spread;
+            self.draw_series(&mut out, s, (&xs, &ys), pen, dx);
+            legend_row(&mut out, i, &s.label, pen);
+        }
+        out.push_str("</svg>\n");
+        out
+    }
+
+    /// The values the axes must show: finite x values; finite y values and interval ends of
+    /// the points with a finite x.
+    fn data_values(&self) -> (Vec<f64>, Vec<f64>) {
+        let finite = |v: &f64| v.is_finite();
+        let xv: Vec<f64> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.x))
+            .filter(finite)
+            .collect();
+        let yv: Vec<f64> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| p.x.is_finite())
+            .flat_map(|p| {
+                let (lo, hi) = p.ci.unwrap_or((f64::NAN, f64::NAN));
+                [p.y, lo, hi]
+            })
+            .filter(finite)
+            .collect();
+        (xv, yv)
+    }
+
+    /// How many pixels apart neighbouring series are drawn.
+    fn spread(&self) -> f64 {
+        let n = self.series.len();
         let any_ci = self
             .series
             .iter()
             .any(|s| s.points.iter().any(|p| p.ci.is_some()));
         // Series with error bars at the same x are spread apart a little so that the bars stay readable.
-        let spread = if any_ci && n > 1 {
+        if any_ci && n > 1 {
             (24.0 / n as f64).min(5.0)
         } else {
             0.0
-        };
-        for (i, s) in self.series.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
-            let dash = DASHES[(i / PALETTE.len()) % DASHES.len()];
-            let dx = (i as f64 - (n as f64 - 1.0) / 2.0) * spread;
-            let mut pts: Vec<(f64, f64, &Point)> = s
-                .points
-                .iter()
-                .filter_map(|p| Some((xs.px(p.x)? + dx, ys.px(p.y)?, p)))
-                .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let _ = writeln!(out, "<g stroke=\"{colour}\" fill=\"{colour}\">");
-            // A line is broken where a point is missing (its y was not finite).
-            let mut d = String::new();
-            let mut prev_x: Option<f64> = None;
-            let mut sorted: Vec<&Point> =
-                s.points.iter().filter(|p| xs.px(p.x).is_some()).collect();
-            sorted.sort_by(|a, b| a.x.total_cmp(&b.x));
-            for p in sorted {
-                match (xs.px(p.x), ys.px(p.y)) {
-                    (Some(px), Some(py)) => {
-                        let cmd = if prev_x.is_some() { 'L' } else { 'M' };
-                        let _ = write!(d, "{cmd}{} {} ", c(px + dx), c(py));
-                        prev_x = Some(px);
-                    }
-                    _ => prev_x = None,
-                }
-            }
-            if pts.len() > 1 {
-                let dash_attr = if dash.is_empty() {
-                    String::new()
-                } else {
-                    format!(" stroke-dasharray=\"{dash}\"")
-                };
-                let _ = writeln!(
-                    out,
-                    "<path d=\"{}\" fill=\"none\" stroke-width=\"2\"{dash_attr}/>",
-                    d.trim_end()
-                );
-            }
-            for (px, py, p) in &pts {
-                if let Some((lo, hi)) = p.ci {
-                    if let (Some(a), Some(b)) = (ys.px(lo), ys.px(hi)) {
-                        let _ = writeln!(
-                            out,
-                            "<path d=\"M{x} {a} L{x} {b} M{l} {a} L{r} {a} M{l} {b} L{r} {b}\" fill=\"none\" stroke-width=\"1\"/>",
-                            x = c(*px),
-                            a = c(a),
-                            b = c(b),
-                            l = c(px - 3.0),
-                            r = c(px + 3.0)
-                        );
-                    }
-                }
-                let ci = match p.ci {
-                    Some((lo, hi)) if lo.is_finite() && hi.is_finite() => {
-                        format!(
-                            " [{}, {}]",
-                            value_text(lo, self.y.format),
-                            value_text(hi, self.y.format)
-                        )
-                    }
-                    _ => String::new(),
-                };
-                let _ = writeln!(
-                    out,
-                    "<circle cx=\"{}\" cy=\"{}\" r=\"3\"><title>{}</title></circle>",
-                    c(*px),
-                    c(*py),
-                    xml(&format!(
-                        "{}: {} = {}, {}{ci}",
-                        s.label,
-                        self.x.label,
-                        short(p.x, 3),
-                        value_text(p.y, self.y.format)
-                    ))
-                );
-            }
-            out.push_str("</g>\n");
-            // Legend row.
-            let ly = BOTTOM + 50.0 + LEGEND_ROW * i as f64;
-            let dash_attr = if dash.is_empty() {
-                String::new()
-            } else {
-                format!(" stroke-dasharray=\"{dash}\"")
-            };
+        }
+    }
+
+    /// Series `s`, shifted `dx` pixels to the right: its line, error bars and points.
+    fn draw_series(
+        &self,
+        out: &mut String,
+        s: &Series,
+        (xs, ys): (&Scale, &Scale),
+        pen: Pen,
+        dx: f64,
+    ) {
+        let mut pts: Vec<(f64, f64, &Point)> = s
+            .points
+            .iter()
+            .filter_map(|p| Some((xs.px(p.x)? + dx, ys.px(p.y)?, p)))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let colour = pen.colour;
+        let _ = writeln!(out, "<g stroke=\"{colour}\" fill=\"{colour}\">");
+        if pts.len() > 1 {
+            let d = line_path(s, (xs, ys), dx);
+            let dash_attr = pen.dash_attr();
             let _ = writeln!(
                 out,
-                "<line x1=\"{a}\" y1=\"{y}\" x2=\"{b}\" y2=\"{y}\" stroke=\"{colour}\" stroke-width=\"2\"{dash_attr}/>\
-                 <circle cx=\"{m}\" cy=\"{y}\" r=\"3\" fill=\"{colour}\"/>\
-                 <text x=\"{tx}\" y=\"{ty}\"><title>{full}</title>{label}</text>",
-                a = c(LEFT),
-                b = c(LEFT + 24.0),
-                m = c(LEFT + 12.0),
-                y = c(ly),
-                tx = c(LEFT + 32.0),
-                ty = c(ly + 4.0),
-                full = xml(&s.label),
-                label = xml(&truncate(&s.label, LABEL_CHARS))
+                "<path d=\"{}\" fill=\"none\" stroke-width=\"2\"{dash_attr}/>",
+                d.trim_end()
             );
         }
-        out.push_str("</svg>\n");
-        out
+        for &(px, py, p) in &pts {
+            self.draw_point(out, &s.label, (px, py, p), ys);
+        }
+        out.push_str("</g>\n");
     }
+
+    /// Point `p` of series `label` at pixel (`px`, `py`): its error bar, and a dot whose
+    /// tooltip gives the values.
+    fn draw_point(
+        &self,
+        out: &mut String,
+        label: &str,
+        (px, py, p): (f64, f64, &Point),
+        ys: &Scale,
+    ) {
+        if let Some((lo, hi)) = p.ci {
+            if let (Some(a), Some(b)) = (ys.px(lo), ys.px(hi)) {
+                let _ = writeln!(
+                    out,
+                    "<path d=\"M{x} {a} L{x} {b} M{l} {a} L{r} {a} M{l} {b} L{r} {b}\" fill=\"none\" stroke-width=\"1\"/>",
+                    x = c(px),
+                    a = c(a),
+                    b = c(b),
+                    l = c(px - 3.0),
+                    r = c(px + 3.0)
+                );
+            }
+        }
+        let ci = match p.ci {
+            Some((lo, hi)) if lo.is_finite() && hi.is_finite() => {
+                format!(
+                    " [{}, {}]",
+                    value_text(lo, self.y.format),
+                    value_text(hi, self.y.format)
+                )
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "<circle cx=\"{}\" cy=\"{}\" r=\"3\"><title>{}</title></circle>",
+            c(px),
+            c(py),
+            xml(&format!(
+                "{}: {} = {}, {}{ci}",
+                label,
+                self.x.label,
+                short(p.x, 3),
+                value_text(p.y, self.y.format)
+            ))
+        );
+    }
+}
+
+/// The path through the placeable points of `s` in x order, shifted `dx` pixels to the right;
+/// broken where a point is missing (its y was not finite).
+fn line_path(s: &Series, (xs, ys): (&Scale, &Scale), dx: f64) -> String {
+    let mut d = String::new();
+    let mut prev_x: Option<f64> = None;
+    let mut sorted: Vec<&Point> = s.points.iter().filter(|p| xs.px(p.x).is_some()).collect();
+    sorted.sort_by(|a, b| a.x.total_cmp(&b.x));
+    for p in sorted {
+        match (xs.px(p.x), ys.px(p.y)) {
+            (Some(px), Some(py)) => {
+                let cmd = if prev_x.is_some() { 'L' } else { 'M' };
+                let _ = write!(d, "{cmd}{} {} ", c(px + dx), c(py));
+                prev_x = Some(px);
+            }
+            _ => prev_x = None,
+        }
+    }
+    d
+}
+
+/// Row `i` of a line chart's legend: the series' line, dot and label (in full in the tooltip).
+fn legend_row(out: &mut String, i: usize, label: &str, pen: Pen) {
+    let ly = BOTTOM + 50.0 + LEGEND_ROW * i as f64;
+    let colour = pen.colour;
+    let dash_attr = pen.dash_attr();
+    let _ = writeln!(
+        out,
+        "<line x1=\"{a}\" y1=\"{y}\" x2=\"{b}\" y2=\"{y}\" stroke=\"{colour}\" stroke-width=\"2\"{dash_attr}/>\
+         <circle cx=\"{m}\" cy=\"{y}\" r=\"3\" fill=\"{colour}\"/>\
+         <text x=\"{tx}\" y=\"{ty}\"><title>{full}</title>{label}</text>",
+        a = c(LEFT),
+        b = c(LEFT + 24.0),
+        m = c(LEFT + 12.0),
+        y = c(ly),
+        tx = c(LEFT + 32.0),
+        ty = c(ly + 4.0),
+        full = xml(label),
+        label = xml(&truncate(label, LABEL_CHARS))
+    );
 }
 
 fn value_text(v: f64, format: Format) -> String {
@@ -538,20 +603,8 @@ pub struct BarChart {
 
 impl BarChart {
     pub fn render(&self) -> String {
-        let totals: Vec<f64> = self
-            .groups
-            .iter()
-            .flat_map(|g| g.bars.iter())
-            .map(|b| {
-                b.segments
-                    .iter()
-                    .copied()
-                    .filter(|v| v.is_finite() && *v > 0.0)
-                    .sum::<f64>()
-            })
-            .collect();
         // Headroom for the value printed above the tallest bar.
-        let padded: Vec<f64> = totals.iter().map(|t| t * 1.06).collect();
+        let padded: Vec<f64> = self.bar_totals().iter().map(|t| t * 1.06).collect();
         let (ys, yt) = layout_axis(&self.y, &padded, BOTTOM, TOP);
         let legend_rows = self.segments.len() + self.bar_legend.len();
         let height = BOTTOM + 66.0 + LEGEND_ROW * legend_rows as f64 + 6.0;
@@ -579,56 +632,94 @@ impl BarChart {
         }
         for (gi, g) in self.groups.iter().enumerate() {
             let g_left = LEFT + gi as f64 * group_w;
-            let nb = g.bars.len().max(1) as f64;
-            let bar_w = (group_w * 0.8 / nb).min(48.0);
-            let start = g_left + (group_w - bar_w * nb) / 2.0;
-            for (bi, b) in g.bars.iter().enumerate() {
-                let x = start + bi as f64 * bar_w;
-                let mut acc = 0.0;
-                let _ = writeln!(out, "<g><title>{}</title>", xml(&b.tooltip));
-                for (si, v) in b.segments.iter().enumerate() {
-                    if !(v.is_finite() && *v > 0.0) {
-                        continue;
-                    }
-                    let (Some(y0), Some(y1)) = (ys.px(acc), ys.px(acc + v)) else {
-                        continue;
-                    };
-                    acc += v;
-                    let _ = writeln!(
-                        out,
-                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"0.5\"/>",
-                        c(x + 1.0),
-                        c(y1),
-                        c((bar_w - 2.0).max(1.0)),
-                        c((y0 - y1).max(0.0)),
-                        PALETTE[si % PALETTE.len()]
-                    );
-                }
-                if let Some(top) = ys.px(acc) {
-                    let _ = writeln!(
-                        out,
-                        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text>",
-                        c(x + bar_w / 2.0),
-                        c(top - 3.0),
-                        xml(&value_text(acc, self.y.format))
-                    );
-                }
-                let _ = writeln!(
-                    out,
-                    "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text></g>",
-                    c(x + bar_w / 2.0),
-                    c(BOTTOM + 11.0),
-                    xml(&truncate(&b.label, 6))
-                );
+            self.draw_group(&mut out, g, (g_left, group_w), &ys);
+        }
+        self.draw_legend(&mut out);
+        out.push_str("</svg>\n");
+        out
+    }
+
+    /// Each bar's height: the sum of its finite positive segments.
+    fn bar_totals(&self) -> Vec<f64> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.bars.iter())
+            .map(|b| {
+                b.segments
+                    .iter()
+                    .copied()
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .sum::<f64>()
+            })
+            .collect()
+    }
+
+    /// Group `g` in its slot of `group_w` pixels from `g_left`: its bars, then its label.
+    fn draw_group(
+        &self,
+        out: &mut String,
+        g: &BarGroup,
+        (g_left, group_w): (f64, f64),
+        ys: &Scale,
+    ) {
+        let nb = g.bars.len().max(1) as f64;
+        let bar_w = (group_w * 0.8 / nb).min(48.0);
+        let start = g_left + (group_w - bar_w * nb) / 2.0;
+        for (bi, b) in g.bars.iter().enumerate() {
+            self.draw_bar(out, b, (start + bi as f64 * bar_w, bar_w), ys);
+        }
+        let _ = writeln!(
+            out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            c(g_left + group_w / 2.0),
+            c(BOTTOM + 24.0),
+            xml(&truncate(&g.label, 24))
+        );
+    }
+
+    /// Bar `b`, `bar_w` pixels wide from `x`: its stacked segments, its total above it and its
+    /// label below.
+    fn draw_bar(&self, out: &mut String, b: &Bar, (x, bar_w): (f64, f64), ys: &Scale) {
+        let mut acc = 0.0;
+        let _ = writeln!(out, "<g><title>{}</title>", xml(&b.tooltip));
+        for (si, v) in b.segments.iter().enumerate() {
+            if !(v.is_finite() && *v > 0.0) {
+                continue;
             }
+            let (Some(y0), Some(y1)) = (ys.px(acc), ys.px(acc + v)) else {
+                continue;
+            };
+            acc += v;
             let _ = writeln!(
                 out,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                c(g_left + group_w / 2.0),
-                c(BOTTOM + 24.0),
-                xml(&truncate(&g.label, 24))
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"0.5\"/>",
+                c(x + 1.0),
+                c(y1),
+                c((bar_w - 2.0).max(1.0)),
+                c((y0 - y1).max(0.0)),
+                PALETTE[si % PALETTE.len()]
             );
         }
+        if let Some(top) = ys.px(acc) {
+            let _ = writeln!(
+                out,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text>",
+                c(x + bar_w / 2.0),
+                c(top - 3.0),
+                xml(&value_text(acc, self.y.format))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text></g>",
+            c(x + bar_w / 2.0),
+            c(BOTTOM + 11.0),
+            xml(&truncate(&b.label, 6))
+        );
+    }
+
+    /// The legend: the segments' colours, then what each bar label means.
+    fn draw_legend(&self, out: &mut String) {
         let mut ly = BOTTOM + 64.0;
         for (si, name) in self.segments.iter().enumerate() {
             let _ = writeln!(
@@ -654,8 +745,6 @@ impl BarChart {
             );
             ly += LEGEND_ROW;
         }
-        out.push_str("</svg>\n");
-        out
     }
 }
 
