@@ -585,7 +585,9 @@ fn score(
         proved,
         judged: &judged,
         lang: ctx.prover.lang,
-        truncation_recorded: ctx.store.records_truncation()?,
+        // CoqHammer alone writes one fixed proof: no token limit applies to its nodes.
+        truncation_recorded: ctx.store.records_truncation()?
+            && nodes.iter().all(|n| n.phase != Phase::HammerBaseline),
     });
     let novel = solved.novel;
     let evaluation = Evaluation {

@@ -444,11 +444,61 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
     serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
 }
 
-fn mark_done<T: Serialize>(dir: &Path, value: &T) -> anyhow::Result<()> {
-    write_atomic(
-        &dir.join("done.json"),
-        &(serde_json::to_string_pretty(value)? + "\n"),
-    )
+/// One stage of the experiment: its directory (named after it in the log), finished when its
+/// `done.json` exists.
+struct Stage<'a> {
+    dir: &'a Path,
+    name: String,
+}
+
+impl<'a> Stage<'a> {
+    fn at(dir: &'a Path) -> Self {
+        let name = dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Stage { dir, name }
+    }
+
+    fn is_done(&self) -> bool {
+        self.dir.join("done.json").is_file()
+    }
+
+    /// When the stage finished before: logged as skipped, and what it left (`read`).
+    fn finished<T>(
+        &self,
+        read: impl FnOnce(&Path) -> anyhow::Result<T>,
+    ) -> anyhow::Result<Option<T>> {
+        if !self.is_done() {
+            return Ok(None);
+        }
+        say(&format!("[{}] finished before, skipped", self.name));
+        read(self.dir).map(Some)
+    }
+
+    /// Marks the stage finished (`done.json` holds `value`) and adds it to what this run ran.
+    fn done<T: Serialize>(self, value: &T, ran: &mut Vec<String>) -> anyhow::Result<()> {
+        write_atomic(
+            &self.dir.join("done.json"),
+            &(serde_json::to_string_pretty(value)? + "\n"),
+        )?;
+        ran.push(self.name);
+        Ok(())
+    }
+}
+
+/// The evaluation of the `run.json` in an evaluation stage's directory.
+fn stage_evaluation(dir: &Path, report: RunReport) -> anyhow::Result<Evaluation> {
+    report
+        .evaluations
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{}: no evaluation in run.json", dir.display()))
+}
+
+/// What an evaluation stage that finished before left: its `run.json`'s evaluation.
+fn evaluation_in(dir: &Path) -> anyhow::Result<Evaluation> {
+    stage_evaluation(dir, read_json(&dir.join("run.json"))?)
 }
 
 /// The HTML report and Markdown summary beside a stage's `run.json`.
@@ -769,15 +819,11 @@ fn sft_stage(
     ran: &mut Vec<String>,
     bars: &Bars,
 ) -> anyhow::Result<TrainSummary> {
-    let name = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let done = dir.join("done.json");
-    if done.is_file() {
-        say(&format!("[{name}] finished before, skipped"));
-        return read_json(&done);
+    let stage = Stage::at(dir);
+    if let Some(summary) = stage.finished(|d| read_json(&d.join("done.json")))? {
+        return Ok(summary);
     }
+    let name = &stage.name;
     if dir.exists() {
         say(&format!("[{name}] unfinished: restarting it"));
         std::fs::remove_dir_all(dir).with_context(|| format!("remove {}", dir.display()))?;
@@ -804,8 +850,7 @@ fn sft_stage(
         summary.eval_loss_before,
         summary.eval_loss_after
     ));
-    mark_done(dir, &summary)?;
-    ran.push(name);
+    stage.done(&summary, ran)?;
     Ok(summary)
 }
 
@@ -816,17 +861,13 @@ fn rl_stage(
     ran: &mut Vec<String>,
     bars: &Bars,
 ) -> anyhow::Result<RlStage> {
-    let name = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let done = dir.join("done.json");
-    if done.is_file() {
-        say(&format!("[{name}] finished before, skipped"));
-        return read_json(&done);
+    let at = Stage::at(dir);
+    if let Some(stage) = at.finished(|d| read_json(&d.join("done.json")))? {
+        return Ok(stage);
     }
     say(&format!(
-        "[{name}] {} rounds of {:?} from {} → {}",
+        "[{}] {} rounds of {:?} from {} → {}",
+        at.name,
         rl.rounds,
         rl.method,
         rl.model.display(),
@@ -846,8 +887,7 @@ fn rl_stage(
             stage.checkpoint.display()
         );
     }
-    mark_done(dir, &stage)?;
-    ran.push(name);
+    at.done(&stage, ran)?;
     Ok(stage)
 }
 
@@ -862,17 +902,9 @@ fn eval_stage(
     bars: &Bars,
 ) -> anyhow::Result<Evaluation> {
     let dir = out.join(format!("eval-{key}"));
-    let done = dir.join("done.json");
-    let evaluation = |report: RunReport| {
-        report
-            .evaluations
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("{}: no evaluation in run.json", dir.display()))
-    };
-    if done.is_file() {
-        say(&format!("[eval-{key}] finished before, skipped"));
-        return evaluation(read_json(&dir.join("run.json"))?);
+    let stage = Stage::at(&dir);
+    if let Some(e) = stage.finished(evaluation_in)? {
+        return Ok(e);
     }
     say(&format!(
         "[eval-{key}] {} on {} → {}",
@@ -885,10 +917,9 @@ fn eval_stage(
     report.title = format!("ProD experiment: {}", display_name(key));
     write_report(&dir, &report)?;
     write_pages(&dir, &report)?;
-    let e = evaluation(report)?;
+    let e = stage_evaluation(&dir, report)?;
     say(&format!("[eval-{key}] {}", fmt_pass(&e.pass_at_k)));
-    mark_done(&dir, &serde_json::json!({"run_json": "run.json"}))?;
-    ran.push(format!("eval-{key}"));
+    stage.done(&serde_json::json!({"run_json": "run.json"}), ran)?;
     Ok(e)
 }
 
@@ -902,16 +933,9 @@ fn hammer_stage(
     bars: &Bars,
 ) -> anyhow::Result<Evaluation> {
     let dir = out.join("eval-hammer");
-    let evaluation = |report: RunReport| {
-        report
-            .evaluations
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("{}: no evaluation in run.json", dir.display()))
-    };
-    if dir.join("done.json").is_file() {
-        say("[eval-hammer] finished before, skipped");
-        return evaluation(read_json(&dir.join("run.json"))?);
+    let stage = Stage::at(&dir);
+    if let Some(e) = stage.finished(evaluation_in)? {
+        return Ok(e);
     }
     say(&format!(
         "[eval-hammer] {} on {} → {}",
@@ -923,10 +947,9 @@ fn hammer_stage(
     job.hammer_baseline.enabled = true;
     let report = crate::job::run_hammer_baseline_job(&job, bars)?;
     write_pages(&dir, &report)?;
-    let e = evaluation(report)?;
+    let e = stage_evaluation(&dir, report)?;
     say(&format!("[eval-hammer] {}", fmt_pass(&e.pass_at_k)));
-    mark_done(&dir, &serde_json::json!({"run_json": "run.json"}))?;
-    ran.push("eval-hammer".to_string());
+    stage.done(&serde_json::json!({"run_json": "run.json"}), ran)?;
     Ok(e)
 }
 

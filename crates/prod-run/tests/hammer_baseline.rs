@@ -176,6 +176,10 @@ fn coqhammer_alone_beside_the_policy_paired_resumed_and_cached_across_runs() {
     assert_eq!(hammer_proved[2], 0, "1 = 2 is false");
     let used = e.hammer.expect("counted");
     assert_eq!(used.calls, 3, "{used:?}");
+    // One fixed proof per theorem: no token limit applies, so no "cut" class; the policy's
+    // evaluation in the same store has one.
+    assert_eq!(e.node_outcomes.as_ref().map(|o| o.truncated), Some(None));
+    assert_eq!(m.node_outcomes.as_ref().map(|o| o.truncated), Some(Some(0)));
     assert_eq!(e.pass_at_k.len(), 1);
     let hp1 = e.pass_at_k[0].estimate;
     let want = hammer_proved.iter().filter(|&&c| c > 0).count() as f64 / 3.0;
