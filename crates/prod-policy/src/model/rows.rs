@@ -7,8 +7,8 @@
 //!
 //! Row independence: every kernel used here computes a row's output from that row's input
 //! alone, in the same order of summation whatever the other rows are (the projection kernels
-//! of [`crate::decode`] and [`crate::quant`] handle each row of `x` separately; norms,
-//! activations and attention are per row). A row's logits are thus bit for bit the same
+//! of [`crate::decode`] and [`crate::quant`] handle each row of `x` separately; norms (Qwen3's
+//! per-head q/k norms too), biases, activations and attention are per row). A row's logits are thus bit for bit the same
 //! whether it is decoded alone or with others. The one exception is a CPU without AVX-512,
 //! where f32 projections fall back to the general matmul, whose blocking depends on the
 //! number of rows.
