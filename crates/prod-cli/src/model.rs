@@ -1126,15 +1126,15 @@ fn model_gemm_seconds(
 ) -> anyhow::Result<f64> {
     use prod_policy::candle_core::Tensor;
     let (t, d, hd) = (tokens, cfg.hidden_size, cfg.head_dim());
-    let kv = cfg.kv_heads() * hd;
+    let (kv, aw) = (cfg.kv_heads() * hd, cfg.attention_width());
     let inter = cfg.intermediate_size;
     let mut shapes: Vec<(usize, usize, usize, usize)> = Vec::new(); // (batch, m, k, n)
     for _ in 0..cfg.num_hidden_layers {
         for (k, n) in [
-            (d, d),
+            (d, aw),
             (d, kv),
             (d, kv),
-            (d, d),
+            (aw, d),
             (d, inter),
             (d, inter),
             (inter, d),

@@ -196,9 +196,9 @@ fn sft_examples_are_written_for_an_external_trainer() {
     assert!(String::from_utf8_lossy(&none.stderr).contains("--out"));
 }
 
-/// A model folder of another architecture (`model_type: qwen2`, q/k/v biases) is refused on
-/// load with its name and exit 2, never sampled as Llama; and a folder `prod` writes carries
-/// ProD's markers as plain tokens, which trainers' decoding keeps.
+/// A model folder of an architecture the native model does not implement (`model_type:
+/// mistral`) is refused on load with its name and exit 2, never sampled as Llama; and a folder
+/// `prod` writes carries ProD's markers as plain tokens, which trainers' decoding keeps.
 #[test]
 fn other_architectures_are_refused_and_markers_are_plain() {
     let dir = tempfile::tempdir().unwrap();
@@ -233,14 +233,14 @@ fn other_architectures_are_refused_and_markers_are_plain() {
     let cfg_path = d.join("m/config.json");
     let mut cfg: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
-    cfg["model_type"] = "qwen2".into();
-    cfg["architectures"] = serde_json::json!(["Qwen2ForCausalLM"]);
+    cfg["model_type"] = "mistral".into();
+    cfg["architectures"] = serde_json::json!(["MistralForCausalLM"]);
     std::fs::write(&cfg_path, cfg.to_string()).unwrap();
     let out = sample(d);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("model_type \"qwen2\" is not supported") && err.contains("Llama"),
+        err.contains("model_type \"mistral\" is not supported") && err.contains("Llama"),
         "{err}"
     );
 }

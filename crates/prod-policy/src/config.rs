@@ -1,5 +1,11 @@
-//! Configuration: the model's `config.json` (Hugging Face Llama layout) and ProD's policy
-//! settings ([`PolicyConfig`]).
+//! Configuration: the model's `config.json` (Hugging Face layout of Llama, Qwen2 or Qwen3:
+//! [`LlamaConfig`], [`Architecture`]) and ProD's policy settings ([`PolicyConfig`]).
+//!
+//! Qwen2 and Qwen3 are Llama with a few more parts per layer (biases of the attention
+//! projections, norms of each query and key head, a head width of its own), so one
+//! configuration type describes all three: the architecture's name in `config.json` decides
+//! which parts a layer has, and everything that would change what a layer computes beyond
+//! those parts is refused on load, named.
 
 use std::path::Path;
 
@@ -7,8 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{PolicyError, Result};
 
-/// The fields of a Hugging Face Llama `config.json` that the model uses. Unknown fields are kept
-/// in `extra` so that a load → save round trip does not lose them.
+/// The fields of a Hugging Face Llama, Qwen2 or Qwen3 `config.json` that the model uses (the
+/// architecture, `head_dim` and the window fields are read from `extra`). Unknown fields are
+/// kept in `extra` so that a load → save round trip does not lose them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
     pub vocab_size: usize,
@@ -41,6 +48,51 @@ pub struct LlamaConfig {
     pub mlp_bias: bool,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The architectures the native model implements, as `config.json` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Architecture {
+    Llama,
+    /// Llama with biases on the q, k and v projections.
+    Qwen2,
+    /// Llama with an RMSNorm over each query and key head before RoPE, a `head_dim` of its
+    /// own, and with `attention_bias` biases on all four attention projections.
+    Qwen3,
+}
+
+impl Architecture {
+    pub const ALL: [Architecture; 3] = [
+        Architecture::Llama,
+        Architecture::Qwen2,
+        Architecture::Qwen3,
+    ];
+
+    /// `model_type` in `config.json`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+        }
+    }
+
+    /// The `transformers` class, as `architectures` names it.
+    pub fn class_name(self) -> &'static str {
+        match self {
+            Architecture::Llama => "LlamaForCausalLM",
+            Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
+        }
+    }
+
+    pub fn from_model_type(name: &str) -> Option<Architecture> {
+        Self::ALL.into_iter().find(|a| a.model_type() == name)
+    }
+
+    pub fn from_class_name(name: &str) -> Option<Architecture> {
+        Self::ALL.into_iter().find(|a| a.class_name() == name)
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -106,8 +158,14 @@ impl LlamaConfig {
         self.num_key_value_heads.unwrap_or(self.num_attention_heads)
     }
 
+    /// The width of one attention head: Qwen's `head_dim` when given, else hidden_size /
+    /// num_attention_heads (Llama's must equal that: [`LlamaConfig::validate`]).
     pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_attention_heads.max(1)
+        let explicit = self.extra.get("head_dim").and_then(|v| v.as_u64());
+        match explicit {
+            Some(h) if self.architecture() != Architecture::Llama => h as usize,
+            _ => self.hidden_size / self.num_attention_heads.max(1),
+        }
     }
 
     /// The first end-of-sequence id (`eos_token_id` may be a number or a list).
@@ -119,66 +177,195 @@ impl LlamaConfig {
         }
     }
 
+    /// The architecture `model_type` and `architectures` name (Llama when neither is given).
+    /// A name the native model does not implement also reads as Llama here:
+    /// [`LlamaConfig::validate`] refuses it.
+    pub fn architecture(&self) -> Architecture {
+        self.named_architecture().unwrap_or(Architecture::Llama)
+    }
+
+    /// This configuration for `arch`: `model_type` and `architectures` say it.
+    pub fn with_architecture(mut self, arch: Architecture) -> Self {
+        self.extra
+            .insert("model_type".into(), arch.model_type().into());
+        self.extra.insert(
+            "architectures".into(),
+            serde_json::json!([arch.class_name()]),
+        );
+        self
+    }
+
+    /// Whether q, k and v have biases (Qwen2 always; Qwen3 with `attention_bias`).
+    pub fn qkv_bias(&self) -> bool {
+        match self.architecture() {
+            Architecture::Llama => false,
+            Architecture::Qwen2 => true,
+            Architecture::Qwen3 => self.attention_bias,
+        }
+    }
+
+    /// Whether the output projection has a bias (Qwen3 with `attention_bias`).
+    pub fn o_bias(&self) -> bool {
+        self.architecture() == Architecture::Qwen3 && self.attention_bias
+    }
+
+    /// Whether each head of the queries and keys is RMS-normalised before RoPE (Qwen3).
+    pub fn qk_norm(&self) -> bool {
+        self.architecture() == Architecture::Qwen3
+    }
+
+    /// Query heads × head width: the width of the attention's output (the hidden size unless
+    /// a Qwen `head_dim` says otherwise).
+    pub fn attention_width(&self) -> usize {
+        self.num_attention_heads * self.head_dim()
+    }
+
     /// Checks what the model supports; the message names the offending field.
-    #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.80.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(PolicyError::Config(format!("config.json: {m}")));
-        if self.vocab_size == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 {
-            return bad("vocab_size, hidden_size and num_hidden_layers must be positive".into());
-        }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
-            return bad(format!(
-                "hidden_size {} is not a multiple of num_attention_heads {}",
-                self.hidden_size, self.num_attention_heads
-            ));
-        }
-        let kv = self.kv_heads();
-        if kv == 0 || self.num_attention_heads % kv != 0 {
-            return bad(format!(
-                "num_attention_heads {} is not a multiple of num_key_value_heads {kv}",
-                self.num_attention_heads
-            ));
-        }
-        if self.head_dim() % 2 != 0 {
-            return bad(format!(
-                "head dimension {} must be even for RoPE",
-                self.head_dim()
-            ));
-        }
-        if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
-            return bad("rope_scaling is not supported (plain RoPE only)".into());
-        }
-        if self.attention_bias || self.mlp_bias {
-            return bad("attention_bias / mlp_bias are not supported".into());
-        }
-        self.validate_architecture().map_err(|m| {
+        let checks = || -> std::result::Result<(), String> {
+            if self.vocab_size == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 {
+                return Err(
+                    "vocab_size, hidden_size and num_hidden_layers must be positive".into(),
+                );
+            }
+            let arch = self.named_architecture()?;
+            self.validate_heads(arch)?;
+            self.validate_rope()?;
+            self.validate_layers(arch)
+        };
+        checks().map_err(|m| {
             PolicyError::Config(format!(
-                "config.json: {m}; the native model implements the Llama architecture only \
-                 (model_type \"llama\", LlamaForCausalLM)"
+                "config.json: {m}; the native model implements Llama (model_type \"llama\", \
+                 LlamaForCausalLM), Qwen2 (\"qwen2\", Qwen2ForCausalLM) and Qwen3 (\"qwen3\", \
+                 Qwen3ForCausalLM) only"
             ))
         })
     }
 
-    /// The fields that say which architecture the weights are for: a `config.json` written
-    /// for another one (Qwen2's q/k/v biases, Qwen3's q/k norms, Gemma's scaled embeddings, a
-    /// Mistral sliding window, …) would load as Llama without a word and compute something
-    /// else, so anything that is not plainly Llama is refused, named.
-    fn validate_architecture(&self) -> std::result::Result<(), String> {
+    /// The architecture `model_type` and `architectures` name, which must agree; an error
+    /// names one the native model does not implement.
+    fn named_architecture(&self) -> std::result::Result<Architecture, String> {
         let field = |k: &str| self.extra.get(k).filter(|v| !v.is_null());
-        if let Some(t) = field("model_type") {
-            if t.as_str() != Some("llama") {
-                return Err(format!("model_type {t} is not supported"));
+        let by_type = match field("model_type") {
+            None => None,
+            Some(t) => Some(
+                t.as_str()
+                    .and_then(Architecture::from_model_type)
+                    .ok_or_else(|| format!("model_type {t} is not supported"))?,
+            ),
+        };
+        let by_class = match field("architectures") {
+            None => None,
+            Some(a) => {
+                let names: Option<Vec<&str>> = a
+                    .as_array()
+                    .and_then(|v| v.iter().map(|x| x.as_str()).collect());
+                match names.as_deref() {
+                    Some([]) => None,
+                    Some([one]) => Some(
+                        Architecture::from_class_name(one)
+                            .ok_or_else(|| format!("architectures {a} is not supported"))?,
+                    ),
+                    _ => return Err(format!("architectures {a} is not supported")),
+                }
+            }
+        };
+        match (by_type, by_class) {
+            (Some(t), Some(c)) if t != c => Err(format!(
+                "model_type \"{}\" and architectures [\"{}\"] name different architectures",
+                t.model_type(),
+                c.class_name()
+            )),
+            (t, c) => Ok(t.or(c).unwrap_or(Architecture::Llama)),
+        }
+    }
+
+    /// Heads, key/value heads and the head width (`head_dim`: Qwen's may differ from
+    /// hidden_size / num_attention_heads, Llama's may not).
+    #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.80.
+    fn validate_heads(&self, arch: Architecture) -> std::result::Result<(), String> {
+        let heads = self.num_attention_heads;
+        let explicit = self.extra.get("head_dim").filter(|v| !v.is_null());
+        let honours_head_dim = arch != Architecture::Llama;
+        if heads == 0
+            || (!(honours_head_dim && explicit.is_some()) && self.hidden_size % heads != 0)
+        {
+            return Err(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {heads}",
+                self.hidden_size
+            ));
+        }
+        let kv = self.kv_heads();
+        if kv == 0 || heads % kv != 0 {
+            return Err(format!(
+                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
+            ));
+        }
+        if let Some(h) = explicit {
+            let plain = (self.hidden_size / heads) as u64;
+            match h.as_u64() {
+                Some(n) if n > 0 && (honours_head_dim || n == plain) => {}
+                Some(_) if !honours_head_dim => {
+                    return Err(format!(
+                        "head_dim {h} differs from hidden_size / num_attention_heads = {plain}"
+                    ))
+                }
+                _ => return Err(format!("head_dim {h} is not a positive integer")),
             }
         }
-        if let Some(a) = field("architectures") {
-            let names: Option<Vec<&str>> = a
-                .as_array()
-                .map(|v| v.iter().map(|x| x.as_str()).collect::<Option<_>>())
-                .unwrap_or(None);
-            match names.as_deref() {
-                Some([]) | Some(["LlamaForCausalLM"]) => {}
-                _ => return Err(format!("architectures {a} is not supported")),
+        if self.head_dim() % 2 != 0 {
+            return Err(format!(
+                "head dimension {} must be even for RoPE",
+                self.head_dim()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Plain RoPE only: no `rope_scaling`, and `rope_parameters` (transformers 5's form) of
+    /// the default type with the same base as `rope_theta` (see [`LlamaConfig::load`]).
+    fn validate_rope(&self) -> std::result::Result<(), String> {
+        if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err("rope_scaling is not supported (plain RoPE only)".into());
+        }
+        let Some(p) = self.extra.get("rope_parameters").filter(|v| !v.is_null()) else {
+            return Ok(());
+        };
+        let Some(fields) = p.as_object() else {
+            return Err(format!("rope_parameters {p} is not an object"));
+        };
+        for (k, v) in fields {
+            match k.as_str() {
+                "rope_type" if v.as_str() == Some("default") => {}
+                "rope_theta" if v.as_f64() == Some(self.rope_theta) => {}
+                "rope_theta" => {
+                    return Err(format!(
+                        "rope_parameters.rope_theta {v} differs from rope_theta {}",
+                        self.rope_theta
+                    ))
+                }
+                _ => {
+                    return Err(format!(
+                        "rope_parameters {k} {v} is not supported (plain RoPE only)"
+                    ))
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// The fields that say what a layer computes beyond the architecture's name: a
+    /// `config.json` that asks for something the model does not implement (another
+    /// activation, sliding-window attention, q/k norms on Llama, MLP biases, Gemma's scaled
+    /// embeddings, …) would load without a word and compute something else, so it is refused,
+    /// named.
+    fn validate_layers(&self, arch: Architecture) -> std::result::Result<(), String> {
+        let field = |k: &str| self.extra.get(k).filter(|v| !v.is_null());
+        if self.mlp_bias {
+            return Err("mlp_bias is not supported".into());
+        }
+        if self.attention_bias && arch == Architecture::Llama {
+            return Err("attention_bias is not supported for Llama".into());
         }
         if let Some(act) = field("hidden_act") {
             if act.as_str() != Some("silu") {
@@ -187,23 +374,14 @@ impl LlamaConfig {
                 ));
             }
         }
-        if let Some(h) = field("head_dim") {
-            if h.as_u64() != Some(self.head_dim() as u64) {
-                return Err(format!(
-                    "head_dim {h} differs from hidden_size / num_attention_heads = {}",
-                    self.head_dim()
-                ));
-            }
-        }
-        for k in ["use_sliding_window", "qk_norm", "use_qk_norm"] {
+        self.validate_window(arch)?;
+        for k in ["qk_norm", "use_qk_norm"] {
             if field(k).is_some_and(|v| v.as_bool() != Some(false)) {
                 return Err(format!("{k} {} is not supported", self.extra[k]));
             }
         }
-        for k in ["sliding_window", "quantization_config"] {
-            if let Some(v) = field(k) {
-                return Err(format!("{k} {v} is not supported"));
-            }
+        if let Some(v) = field("quantization_config") {
+            return Err(format!("quantization_config {v} is not supported"));
         }
         if let Some(tp) = field("pretraining_tp") {
             if tp.as_u64() != Some(1) {
@@ -213,17 +391,94 @@ impl LlamaConfig {
         Ok(())
     }
 
+    /// Full attention in every layer. Qwen's `sliding_window` applies only with
+    /// `use_sliding_window` and then from layer `max_window_layers` on (transformers 4.x), or
+    /// where `layer_types` says `sliding_attention` (5.x); a configuration where either reading
+    /// slides some layer is refused. Llama has no window: any is refused.
+    fn validate_window(&self, arch: Architecture) -> std::result::Result<(), String> {
+        let field = |k: &str| self.extra.get(k).filter(|v| !v.is_null());
+        let use_window = field("use_sliding_window");
+        if use_window.is_some_and(|v| v.as_bool().is_none()) {
+            return Err(format!(
+                "use_sliding_window {} is not a boolean",
+                self.extra["use_sliding_window"]
+            ));
+        }
+        let use_window = use_window.and_then(|v| v.as_bool()) == Some(true);
+        if let Some(types) = field("layer_types") {
+            let full = types
+                .as_array()
+                .is_some_and(|a| a.iter().all(|t| t.as_str() == Some("full_attention")));
+            if !full {
+                return Err(format!(
+                    "layer_types {types} is not supported (full_attention layers only)"
+                ));
+            }
+        }
+        let window = field("sliding_window");
+        if arch == Architecture::Llama {
+            if use_window {
+                return Err("use_sliding_window true is not supported".into());
+            }
+            return match window {
+                Some(v) => Err(format!("sliding_window {v} is not supported")),
+                None => Ok(()),
+            };
+        }
+        // transformers' default for Qwen2 and Qwen3.
+        let from = field("max_window_layers").map_or(Some(28), |v| v.as_u64());
+        if use_window && window.is_some() && from.is_none_or(|m| m < self.num_hidden_layers as u64)
+        {
+            return Err(format!(
+                "use_sliding_window true with max_window_layers {} below num_hidden_layers {} \
+                 is not supported (sliding-window attention)",
+                self.extra
+                    .get("max_window_layers")
+                    .unwrap_or(&serde_json::json!(28)),
+                self.num_hidden_layers
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads and checks a `config.json`. The RoPE base of transformers 5's `rope_parameters`
+    /// (which replaces the top-level `rope_theta` it no longer writes) becomes `rope_theta`, so
+    /// the model and a saved copy use it.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-        let cfg: LlamaConfig = serde_json::from_str(&text).map_err(|e| {
+        let mut cfg: LlamaConfig = serde_json::from_str(&text).map_err(|e| {
             PolicyError::Config(format!("{}: line {}: {e}", path.display(), e.line()))
         })?;
+        let theta = cfg
+            .extra
+            .get("rope_parameters")
+            .and_then(|p| p.get("rope_theta"))
+            .and_then(|t| t.as_f64());
+        if let Some(theta) = theta {
+            cfg.rope_theta = theta;
+        }
         cfg.validate()?;
         Ok(cfg)
     }
 
+    /// Writes `config.json`, naming the architecture (`model_type`, `architectures`) where the
+    /// configuration did not, so that `transformers` loads the folder as the same one.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self)
+        let mut cfg = self.clone();
+        let arch = self.architecture();
+        for (k, v) in [
+            ("model_type", serde_json::json!(arch.model_type())),
+            ("architectures", serde_json::json!([arch.class_name()])),
+        ] {
+            let named = cfg
+                .extra
+                .get(k)
+                .is_some_and(|x| !x.is_null() && x.as_array().is_none_or(|a| !a.is_empty()));
+            if !named {
+                cfg.extra.insert(k.into(), v);
+            }
+        }
+        let text = serde_json::to_string_pretty(&cfg)
             .map_err(|e| PolicyError::Config(format!("cannot serialise config: {e}")))?;
         std::fs::write(path, text + "\n").map_err(|e| PolicyError::io(path, e))
     }
@@ -295,44 +550,141 @@ mod tests {
         c
     }
 
-    /// A config of another architecture is refused, naming it, never loaded as Llama.
+    fn qwen(arch: Architecture, k: &str, v: serde_json::Value) -> LlamaConfig {
+        let mut c = LlamaConfig::tiny(64).with_architecture(arch);
+        c.extra.insert(k.into(), v);
+        c
+    }
+
+    /// A config of an architecture the model does not implement is refused, naming it, never
+    /// loaded as another one; so is any field that would change what a layer computes.
     #[test]
     fn other_architectures_are_refused_by_name() {
         assert!(LlamaConfig::tiny(64).validate().is_ok());
         let hf_llama = with("head_dim", serde_json::json!(8));
         assert!(hf_llama.validate().is_ok());
+        for arch in Architecture::ALL {
+            let c = LlamaConfig::tiny(64).with_architecture(arch);
+            assert!(c.validate().is_ok(), "{arch:?}");
+            assert_eq!(c.architecture(), arch);
+        }
         for (k, v, named) in [
-            ("model_type", serde_json::json!("qwen2"), "qwen2"),
-            ("model_type", serde_json::json!("qwen3"), "qwen3"),
             ("model_type", serde_json::json!("mistral"), "mistral"),
+            ("model_type", serde_json::json!("qwen2"), "name different"),
             (
                 "architectures",
-                serde_json::json!(["Qwen2ForCausalLM"]),
-                "Qwen2ForCausalLM",
+                serde_json::json!(["MistralForCausalLM"]),
+                "MistralForCausalLM",
             ),
             ("hidden_act", serde_json::json!("gelu"), "gelu"),
             ("head_dim", serde_json::json!(128), "head_dim 128"),
             ("use_sliding_window", serde_json::json!(true), "sliding"),
             ("sliding_window", serde_json::json!(4096), "sliding_window"),
             ("pretraining_tp", serde_json::json!(2), "pretraining_tp"),
+            (
+                "rope_parameters",
+                serde_json::json!({"rope_type": "llama3", "factor": 8.0}),
+                "rope_type",
+            ),
+            (
+                "layer_types",
+                serde_json::json!(["full_attention", "sliding_attention"]),
+                "layer_types",
+            ),
         ] {
             let e = with(k, v).validate().unwrap_err().to_string();
             assert!(e.contains(named) && e.contains("Llama"), "{k}: {e}");
         }
-        // A Qwen2 folder as transformers writes it: refused on load with its name.
+        let biased = LlamaConfig {
+            attention_bias: true,
+            ..LlamaConfig::tiny(64)
+        };
+        let e = biased.validate().unwrap_err().to_string();
+        assert!(e.contains("attention_bias"), "{e}");
+    }
+
+    /// Qwen's own fields: a head width of its own, a sliding window that only counts where a
+    /// layer would use it, q/k/v (and with `attention_bias`, o) biases, q/k norms in Qwen3.
+    #[test]
+    fn qwen_fields_are_read_and_sliding_layers_refused() {
+        use Architecture::{Qwen2, Qwen3};
+        let wide = qwen(Qwen3, "head_dim", serde_json::json!(12));
+        assert!(wide.validate().is_ok());
+        assert_eq!((wide.head_dim(), wide.attention_width()), (12, 48));
+        assert!(qwen(Qwen3, "head_dim", serde_json::json!(7))
+            .validate()
+            .is_err());
+        // transformers 4.x writes a window that no layer uses.
+        let mut unused = qwen(Qwen2, "sliding_window", serde_json::json!(4096));
+        unused
+            .extra
+            .insert("use_sliding_window".into(), false.into());
+        assert!(unused.validate().is_ok());
+        let mut sliding = qwen(Qwen2, "sliding_window", serde_json::json!(4096));
+        sliding
+            .extra
+            .insert("use_sliding_window".into(), true.into());
+        // transformers' default max_window_layers, 28, leaves both layers without a window.
+        assert!(sliding.validate().is_ok());
+        sliding.extra.insert("max_window_layers".into(), 1.into());
+        let e = sliding.validate().unwrap_err().to_string();
+        assert!(e.contains("max_window_layers 1"), "{e}");
+        sliding.extra.insert("max_window_layers".into(), 2.into());
+        assert!(sliding.validate().is_ok(), "no layer slides");
+        let q2 = LlamaConfig::tiny(64).with_architecture(Qwen2);
+        assert!(q2.qkv_bias() && !q2.o_bias() && !q2.qk_norm());
+        let q3 = LlamaConfig::tiny(64).with_architecture(Qwen3);
+        assert!(!q3.qkv_bias() && !q3.o_bias() && q3.qk_norm());
+        let q3b = LlamaConfig {
+            attention_bias: true,
+            ..q3
+        };
+        assert!(q3b.validate().is_ok() && q3b.qkv_bias() && q3b.o_bias());
+    }
+
+    /// Folders as transformers writes them: Qwen2 and Qwen3 load (the RoPE base from
+    /// `rope_parameters`), and a save names the architecture again; Mistral is refused.
+    #[test]
+    fn transformers_configs_load_and_save_as_their_architecture() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.json");
+        let shape = r#""vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "hidden_act": "silu", "use_sliding_window": false, "sliding_window": null,
+               "max_window_layers": 28, "layer_types": ["full_attention", "full_attention"],
+               "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}"#;
+        for (ty, class, arch) in [
+            ("qwen2", "Qwen2ForCausalLM", Architecture::Qwen2),
+            ("qwen3", "Qwen3ForCausalLM", Architecture::Qwen3),
+        ] {
+            let text =
+                format!(r#"{{"architectures": ["{class}"], "model_type": "{ty}", {shape}}}"#);
+            std::fs::write(&p, text).unwrap();
+            let c = LlamaConfig::load(&p).unwrap();
+            assert_eq!((c.architecture(), c.rope_theta), (arch, 1e6));
+            // Either name alone is enough: the save writes the other.
+            for missing in ["model_type", "architectures"] {
+                let mut bare = c.clone();
+                bare.extra.insert(missing.into(), serde_json::Value::Null);
+                assert_eq!(bare.architecture(), arch);
+                bare.save(&p).unwrap();
+                let back: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                assert_eq!(back["model_type"], ty);
+                assert_eq!(back["architectures"], serde_json::json!([class]));
+                assert_eq!(LlamaConfig::load(&p).unwrap(), c);
+            }
+        }
         std::fs::write(
             &p,
-            r#"{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 64,
-               "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-               "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu",
-               "use_sliding_window": false, "sliding_window": null}"#,
+            format!(
+                r#"{{"architectures": ["MistralForCausalLM"], "model_type": "mistral", {shape}}}"#
+            ),
         )
         .unwrap();
         let e = LlamaConfig::load(&p).unwrap_err().to_string();
         assert!(
-            e.contains("\"qwen2\"") && e.contains("not supported"),
+            e.contains("\"mistral\"") && e.contains("not supported"),
             "{e}"
         );
     }

@@ -60,7 +60,13 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
         .map_err(|e| bad(path, e))?
         .clone();
     if arch != "llama" {
-        return Err(bad(path, format!("architecture {arch:?} is not llama")));
+        return Err(bad(
+            path,
+            format!(
+                "architecture {arch:?} is not llama (GGUF import reads Llama files only; \
+                 Qwen2 and Qwen3 load from their Hugging Face folder)"
+            ),
+        ));
     }
     let num = |k: &str| -> Result<usize> {
         let v = get(&format!("{arch}.{k}"))?;

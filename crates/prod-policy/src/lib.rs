@@ -1,4 +1,4 @@
-//! ProD's native policy (paper §3, §4.1): a Llama-family language model that writes
+//! ProD's native policy (paper §3, §4.1): a Llama, Qwen2 or Qwen3 language model that writes
 //! `t0 + conditional proof`, scores `P(<use_invoke>)` and the value `P(<true>)/(P(<true>)+P(<false>))`,
 //! samples reproducibly and trains with weighted cross-entropy.
 //!
@@ -9,7 +9,8 @@
 //! parameter receives a non-zero gradient.
 //!
 //! Modules:
-//! - [`config`]: `config.json` ([`LlamaConfig`]) and the `prod.toml` section ([`PolicyConfig`]).
+//! - [`config`]: `config.json` ([`LlamaConfig`], which names the [`config::Architecture`]) and
+//!   the `prod.toml` section ([`PolicyConfig`]).
 //! - [`model`]: the model, KV cache, Hugging Face layout read/write.
 //! - [`decode`]: the projections of decoding (a few rows against large weights), inference only.
 //! - [`ops`]: fused CPU ops with hand-written backward passes (training speed).

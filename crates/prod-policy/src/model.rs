@@ -1,5 +1,7 @@
 //! A Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU, tied or untied head)
-//! built only from candle ops that record a backward pass, so it can be trained.
+//! built only from candle ops that record a backward pass, so it can be trained. The same type
+//! runs Qwen2 and Qwen3, whose layers add attention biases and per-head q/k norms
+//! ([`extras`]) to Llama's.
 //!
 //! Parameter names and shapes are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, …),
 //! so a model directory written here loads in `transformers` and vice versa.
@@ -18,7 +20,9 @@ use crate::ops::GradSlot;
 use crate::quant::{DecodeWeights, QuantizedWeights};
 use crate::{PolicyError, Result};
 
+mod extras;
 mod rows;
+use extras::{AttnExtras, PartOps};
 pub use rows::RowKv;
 
 /// Additive attention mask for forbidden keys. Finite so that a query with no visible key
@@ -154,6 +158,8 @@ struct Layer {
     gate_proj: Var,
     up_proj: Var,
     down_proj: Var,
+    /// Qwen's attention biases and q/k norms (none in a Llama layer).
+    extras: AttnExtras,
 }
 
 /// The model. All parameters are `Var`s (f32) so that any forward pass can be differentiated;
@@ -510,14 +516,15 @@ fn normal_vec(rng: &mut rand::rngs::StdRng, n: usize, std: f64) -> Vec<f32> {
 }
 
 impl Llama {
-    /// A randomly initialised model (weights ~ N(0, 0.02²), norms 1), reproducible under `seed`.
+    /// A randomly initialised model (weights and biases ~ N(0, 0.02²), norms 1), reproducible
+    /// under `seed`.
     pub fn random(cfg: &LlamaConfig, seed: u64, device: &Device) -> Result<Llama> {
         cfg.validate()?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut tensors = HashMap::new();
         for (name, shape) in Self::param_shapes(cfg) {
             let n: usize = shape.iter().product();
-            let t = if name.ends_with("layernorm.weight") || name == "model.norm.weight" {
+            let t = if name.ends_with("norm.weight") {
                 Tensor::ones(shape, DType::F32, device)?
             } else {
                 Tensor::from_vec(normal_vec(&mut rng, n, 0.02), shape, device)?
@@ -530,19 +537,22 @@ impl Llama {
     /// Every parameter's Hugging Face name and shape, in a fixed order.
     pub fn param_shapes(cfg: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
         let (d, f, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
-        let kvd = cfg.kv_heads() * cfg.head_dim();
+        let (aw, kvd) = (cfg.attention_width(), cfg.kv_heads() * cfg.head_dim());
         let mut out = vec![("model.embed_tokens.weight".to_string(), vec![v, d])];
         for i in 0..cfg.num_hidden_layers {
             let p = format!("model.layers.{i}");
             out.push((format!("{p}.input_layernorm.weight"), vec![d]));
-            out.push((format!("{p}.self_attn.q_proj.weight"), vec![d, d]));
+            out.push((format!("{p}.self_attn.q_proj.weight"), vec![aw, d]));
             out.push((format!("{p}.self_attn.k_proj.weight"), vec![kvd, d]));
             out.push((format!("{p}.self_attn.v_proj.weight"), vec![kvd, d]));
-            out.push((format!("{p}.self_attn.o_proj.weight"), vec![d, d]));
+            out.push((format!("{p}.self_attn.o_proj.weight"), vec![d, aw]));
             out.push((format!("{p}.post_attention_layernorm.weight"), vec![d]));
             out.push((format!("{p}.mlp.gate_proj.weight"), vec![f, d]));
             out.push((format!("{p}.mlp.up_proj.weight"), vec![f, d]));
             out.push((format!("{p}.mlp.down_proj.weight"), vec![d, f]));
+            for (n, shape) in AttnExtras::shapes(cfg) {
+                out.push((format!("{p}.{n}"), shape));
+            }
         }
         out.push(("model.norm.weight".to_string(), vec![d]));
         if !cfg.tie_word_embeddings {
@@ -592,6 +602,7 @@ impl Llama {
                 gate_proj: get(format!("{p}.mlp.gate_proj.weight"))?,
                 up_proj: get(format!("{p}.mlp.up_proj.weight"))?,
                 down_proj: get(format!("{p}.mlp.down_proj.weight"))?,
+                extras: AttnExtras::load(&cfg, |n| get(format!("{p}.{n}")))?,
             });
         }
         let norm = get("model.norm.weight".into())?;
@@ -643,6 +654,9 @@ impl Llama {
             out.push((format!("{p}.mlp.gate_proj.weight"), &l.gate_proj));
             out.push((format!("{p}.mlp.up_proj.weight"), &l.up_proj));
             out.push((format!("{p}.mlp.down_proj.weight"), &l.down_proj));
+            for (n, v) in l.extras.named() {
+                out.push((format!("{p}.{n}"), v));
+            }
         }
         out.push(("model.norm.weight".to_string(), &self.norm));
         if let Some(h) = &self.lm_head {
@@ -800,13 +814,13 @@ impl Llama {
         }
     }
 
-    /// (attention heads, key/value heads, head width, hidden width).
+    /// (attention heads, key/value heads, head width, attention width = heads · head width).
     fn heads(&self) -> (usize, usize, usize, usize) {
         (
             self.cfg.num_attention_heads,
             self.cfg.kv_heads(),
             self.cfg.head_dim(),
-            self.cfg.hidden_size,
+            self.cfg.attention_width(),
         )
     }
 
@@ -1016,7 +1030,7 @@ impl Llama {
     ) -> Result<Tensor> {
         let (l, grad, quant) = (&self.layers[li], pass.grad, pass.quant);
         let (b, t) = pass.dims;
-        let (h, kvh, hd, d) = self.heads();
+        let (h, kvh, hd, aw) = self.heads();
         let rep = h / kvh;
         let hn = Self::rms_norm(
             grad,
@@ -1024,12 +1038,7 @@ impl Llama {
             &Self::w(&l.input_layernorm, grad),
             self.cfg.rms_norm_eps as f32,
         )?;
-        let q = Self::linear(&hn, &l.q_proj, grad, quant)?.reshape((b, t, h, hd))?;
-        let k = Self::linear(&hn, &l.k_proj, grad, quant)?.reshape((b, t, kvh, hd))?;
-        let v = Self::linear(&hn, &l.v_proj, grad, quant)?
-            .reshape((b, t, kvh, hd))?
-            .transpose(1, 2)?
-            .contiguous()?;
+        let (q, k, v) = self.qkv(l, &hn, pass)?;
         let (q, k) = (pass.attend.rope(&q)?, pass.attend.rope(&k)?);
         let (k, v) = match cache {
             Some(c) => LayerKv::append(&mut c.layers[li], &k.detach(), &v.detach())?,
@@ -1044,8 +1053,9 @@ impl Llama {
         let o = o
             .reshape((b, h, t, hd))?
             .transpose(1, 2)?
-            .reshape((b * t, d))?;
-        x = (x + Self::linear(&o, &l.o_proj, grad, quant)?)?;
+            .reshape((b * t, aw))?;
+        let o = Self::linear(&o, &l.o_proj, grad, quant)?;
+        x = (x + l.extras.o(o, PartOps::Composite { grad })?)?;
 
         let hn = Self::rms_norm(
             grad,
@@ -1057,6 +1067,31 @@ impl Llama {
         let up = Self::linear(&hn, &l.up_proj, grad, quant)?;
         let act = pass.attend.swiglu(&gate, &up)?;
         Ok((x + Self::linear(&act, &l.down_proj, grad, quant)?)?)
+    }
+
+    /// The queries `[b, t, h, hd]` and keys `[b, t, kvh, hd]` before RoPE, and the values
+    /// `[b, kvh, t, hd]`, of layer `l` for its normed input `hn` `[b*t, d]`.
+    fn qkv(
+        &self,
+        l: &Layer,
+        hn: &Tensor,
+        pass: &LayerPass<'_>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (grad, quant, (b, t)) = (pass.grad, pass.quant, pass.dims);
+        let (h, kvh, hd, _) = self.heads();
+        let (ops, eps) = (PartOps::Composite { grad }, self.cfg.rms_norm_eps as f32);
+        let q = Self::linear(hn, &l.q_proj, grad, quant)?;
+        let q = l.extras.q(q, hd, eps, ops)?.reshape((b, t, h, hd))?;
+        let k = Self::linear(hn, &l.k_proj, grad, quant)?;
+        let k = l.extras.k(k, hd, eps, ops)?.reshape((b, t, kvh, hd))?;
+        let v = Self::linear(hn, &l.v_proj, grad, quant)?;
+        let v = l
+            .extras
+            .v(v, ops)?
+            .reshape((b, t, kvh, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        Ok((q, k, v))
     }
 
     /// [`Llama::hidden`] for a differentiable full-sequence pass, built from the fused ops
@@ -1089,12 +1124,14 @@ impl Llama {
             }
         }; // [b*t, d]
         for li in 0..self.layers.len() {
-            // With gradient slots (the training pass) each block is one graph node, its weights'
-            // gradients in the slots; without them (tests against the composite model) the
-            // fused ops one by one, the weights' gradients through candle's autograd.
+            // With gradient slots (the training pass) a Llama layer's blocks are one graph node
+            // each, its weights' gradients in the slots; a layer with Qwen's parts, or a pass
+            // without slots (tests against the composite model), runs the fused ops one by one.
             x = match sinks {
-                Some(s) => self.fused_layer_with_sinks(li, &x, &pass, s)?,
-                None => self.fused_layer(li, &x, &pass)?,
+                Some(s) if self.layers[li].extras.is_empty() => {
+                    self.fused_layer_with_sinks(li, &x, &pass, s)?
+                }
+                _ => self.fused_layer(li, &x, &pass, sinks)?,
             };
         }
         let x = crate::ops::rms_norm(&x, &w(&self.norm), pass.eps)?;
@@ -1137,21 +1174,33 @@ impl Llama {
         )?)
     }
 
-    /// Decoder layer `li` of the fused pass without gradient slots: the fused ops one by one.
-    fn fused_layer(&self, li: usize, x: &Tensor, pass: &FusedPass) -> Result<Tensor> {
+    /// Decoder layer `li` of the fused pass, the fused ops one by one: the projections'
+    /// weight gradients go to `sinks` when given, everything else's (norms, Qwen's parts)
+    /// through candle's autograd.
+    fn fused_layer(
+        &self,
+        li: usize,
+        x: &Tensor,
+        pass: &FusedPass,
+        sinks: Option<&GradSinks>,
+    ) -> Result<Tensor> {
         use crate::ops;
-        let l = &self.layers[li];
+        let (l, parts) = (&self.layers[li], PartOps::Fused);
         let w = |v: &Var| v.as_tensor().clone();
+        let slot = |i: usize| sinks.map(|s| s.layers[li][i].clone());
         let (b, t) = pass.dims;
-        let (h, kvh, hd, d) = self.heads();
+        let (h, kvh, hd, aw) = self.heads();
         let rep = h / kvh;
         let (cos, sin, eps) = (&pass.cos, &pass.sin, pass.eps);
         let hn = ops::rms_norm(x, &w(&l.input_layernorm), eps)?;
-        let q = ops::linear_sink(&hn, &w(&l.q_proj), None)?.reshape((b, t, h, hd))?;
-        let q = ops::rope_transpose(&q, cos.clone(), sin.clone())?; // [b, h, t, hd]
-        let k = ops::linear_sink(&hn, &w(&l.k_proj), None)?.reshape((b, t, kvh, hd))?;
-        let k = ops::rope_transpose(&k, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
-        let v = ops::linear_sink(&hn, &w(&l.v_proj), None)?
+        let proj = |i: usize, v: &Var| ops::linear_sink(&hn, &w(v), slot(i));
+        let q = l.extras.q(proj(0, &l.q_proj)?, hd, eps, parts)?;
+        let q = ops::rope_transpose(&q.reshape((b, t, h, hd))?, cos.clone(), sin.clone())?; // [b, h, t, hd]
+        let k = l.extras.k(proj(1, &l.k_proj)?, hd, eps, parts)?;
+        let k = ops::rope_transpose(&k.reshape((b, t, kvh, hd))?, cos.clone(), sin.clone())?; // [b, kvh, t, hd]
+        let v = l
+            .extras
+            .v(proj(2, &l.v_proj)?, parts)?
             .reshape((b, t, kvh, hd))?
             .transpose(1, 2)?
             .contiguous()?;
@@ -1161,12 +1210,14 @@ impl Llama {
         let o = o
             .reshape((b, h, t, hd))?
             .transpose(1, 2)?
-            .reshape((b * t, d))?;
-        let x = (x + ops::linear_sink(&o, &w(&l.o_proj), None)?)?;
+            .reshape((b * t, aw))?;
+        let o = ops::linear_sink(&o, &w(&l.o_proj), slot(3))?;
+        let x = (x + l.extras.o(o, parts)?)?;
         let hn = ops::rms_norm(&x, &w(&l.post_attention_layernorm), eps)?;
-        let gate = ops::linear_sink(&hn, &w(&l.gate_proj), None)?;
-        let up = ops::linear_sink(&hn, &w(&l.up_proj), None)?;
-        Ok((&x + ops::linear_sink(&ops::swiglu(&gate, &up)?, &w(&l.down_proj), None)?)?)
+        let gate = ops::linear_sink(&hn, &w(&l.gate_proj), slot(4))?;
+        let up = ops::linear_sink(&hn, &w(&l.up_proj), slot(5))?;
+        let act = ops::swiglu(&gate, &up)?;
+        Ok((&x + ops::linear_sink(&act, &w(&l.down_proj), slot(6))?)?)
     }
 
     /// The head for a differentiable pass: the fused linear op when [`Llama::use_fused`].

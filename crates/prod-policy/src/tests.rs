@@ -2351,3 +2351,5 @@ fn fused_attention_block_matches_the_ops_one_by_one_on_both_pools() {
         }
     }
 }
+
+mod arch;

@@ -152,7 +152,14 @@ pub fn run(cmd: &mut Command) -> (i32, String, String) {
 /// [`require`] decides (`missing` says what to install), and `None` means the test skips.
 #[track_caller]
 pub fn python_with(modules: &[&str], missing: &str) -> Option<PathBuf> {
-    let p = std::env::var_os("PROD_PYTHON").filter(|p| !p.is_empty());
+    python_of("PROD_PYTHON", modules, missing)
+}
+
+/// [`python_with`] for the Python that the environment variable `var` names (`PROD_RL_PYTHON`:
+/// the RL venv, whose transformers is newer than `PROD_PYTHON`'s).
+#[track_caller]
+pub fn python_of(var: &str, modules: &[&str], missing: &str) -> Option<PathBuf> {
+    let p = std::env::var_os(var).filter(|p| !p.is_empty());
     let here = p.as_ref().is_some_and(|p| {
         Command::new(p)
             .args(["-c", &format!("import {}", modules.join(", "))])

@@ -7,8 +7,8 @@
 //!
 //! Row independence: every kernel used here computes a row's output from that row's input
 //! alone, in the same order of summation whatever the other rows are (the projection kernels
-//! of [`crate::decode`] and [`crate::quant`] handle each row of `x` separately; norms,
-//! activations and attention are per row). A row's logits are thus bit for bit the same
+//! of [`crate::decode`] and [`crate::quant`] handle each row of `x` separately; norms (Qwen3's
+//! per-head q/k norms too), biases, activations and attention are per row). A row's logits are thus bit for bit the same
 //! whether it is decoded alone or with others. The one exception is a CPU without AVX-512,
 //! where f32 projections fall back to the general matmul, whose blocking depends on the
 //! number of rows.
@@ -16,7 +16,7 @@
 use candle_core::Tensor;
 use rayon::prelude::*;
 
-use super::{Batch, KvCache, Llama};
+use super::{Batch, KvCache, Llama, PartOps};
 use crate::quant::QuantizedWeights;
 use crate::{DecodeWeights, PolicyError, Result};
 
@@ -137,85 +137,107 @@ impl Llama {
             DecodeWeights::Q8 => Some(self.quantized_weights()?),
             DecodeWeights::F32 => None,
         };
-        let quant = quant.as_deref();
-        let (h, kvh, hd) = (
-            self.cfg.num_attention_heads,
-            self.cfg.kv_heads(),
-            self.cfg.head_dim(),
-        );
-        let (rep, kvd) = (h / kvh, kvh * hd);
-        let eps = self.cfg.rms_norm_eps as f32;
-        let scale = (1.0 / (hd as f64).sqrt()) as f32;
         let positions: Vec<u32> = rows.iter().map(|r| r.next_position).collect();
         let (cos, sin) = self.rope_tables(&positions);
-        let dev = &self.device;
-
-        let idt = Tensor::from_vec(ids.to_vec(), m, dev)?;
+        let step = RowStep {
+            quant: quant.as_deref(),
+            cos: &cos,
+            sin: &sin,
+            eps: self.cfg.rms_norm_eps as f32,
+        };
+        let idt = Tensor::from_vec(ids.to_vec(), m, &self.device)?;
         let mut x = self
             .embed_tokens
             .as_detached_tensor()
             .index_select(&idt, 0)?; // [m, d]
-        for (li, l) in self.layers.iter().enumerate() {
-            let hn = candle_nn::ops::rms_norm(
-                &x.contiguous()?,
-                &l.input_layernorm.as_detached_tensor(),
-                eps,
-            )?;
-            let mut q = row_linear(&hn, &l.q_proj, quant)?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            let mut k = row_linear(&hn, &l.k_proj, quant)?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            let v = row_linear(&hn, &l.v_proj, quant)?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            rope_rows(&mut q, h, hd, &cos, &sin);
-            rope_rows(&mut k, kvh, hd, &cos, &sin);
-            for (r, row) in rows.iter_mut().enumerate() {
-                row.k[li].extend_from_slice(&k[r * kvd..(r + 1) * kvd]);
-                row.v[li].extend_from_slice(&v[r * kvd..(r + 1) * kvd]);
-            }
-            // Attention, per (row, key/value head): its `rep` query heads over the row's keys.
-            let shared: Vec<&RowKv> = rows.iter().map(|r| &**r).collect();
-            let mut o = vec![0f32; m * h * hd];
-            o.par_chunks_mut(rep * hd)
-                .enumerate()
-                .for_each(|(task, out)| {
-                    let (r, g) = (task / kvh, task % kvh);
-                    let row = shared[r];
-                    let qg = &q[(r * h + g * rep) * hd..(r * h + (g + 1) * rep) * hd];
-                    let dims = Dims {
-                        kvd,
-                        off: g * hd,
-                        hd,
-                        scale,
-                    };
-                    attend(qg, &row.k[li], &row.v[li], dims, out);
-                });
-            let o = Tensor::from_vec(o, (m, h * hd), dev)?;
-            x = (x + row_linear(&o, &l.o_proj, quant)?)?;
-
-            let hn = candle_nn::ops::rms_norm(
-                &x.contiguous()?,
-                &l.post_attention_layernorm.as_detached_tensor(),
-                eps,
-            )?;
-            let gate = row_linear(&hn, &l.gate_proj, quant)?;
-            let up = row_linear(&hn, &l.up_proj, quant)?;
-            x = (x + row_linear(&crate::ops::swiglu(&gate, &up)?, &l.down_proj, quant)?)?;
+        for li in 0..self.layers.len() {
+            x = self.decode_layer(li, x, rows, &step)?;
         }
         for row in rows.iter_mut() {
             row.len += 1;
             row.next_position += 1;
         }
-        let x = candle_nn::ops::rms_norm(&x.contiguous()?, &self.norm.as_detached_tensor(), eps)?;
+        let x =
+            candle_nn::ops::rms_norm(&x.contiguous()?, &self.norm.as_detached_tensor(), step.eps)?;
         row_linear(
             &x,
             self.lm_head.as_ref().unwrap_or(&self.embed_tokens),
-            quant,
+            step.quant,
         )
     }
+
+    /// Decoder layer `li` of a [`Llama::decode_rows`] step on the residual stream `x` `[m, d]`:
+    /// each row's new key and value are appended to its cache, then its queries attend to it.
+    fn decode_layer(
+        &self,
+        li: usize,
+        mut x: Tensor,
+        rows: &mut [&mut RowKv],
+        step: &RowStep<'_>,
+    ) -> Result<Tensor> {
+        let (l, quant, eps) = (&self.layers[li], step.quant, step.eps);
+        let (h, kvh, hd, aw) = self.heads();
+        let (m, rep, kvd) = (rows.len(), h / kvh, kvh * hd);
+        let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let ops = PartOps::Composite { grad: false };
+        let hn = candle_nn::ops::rms_norm(
+            &x.contiguous()?,
+            &l.input_layernorm.as_detached_tensor(),
+            eps,
+        )?;
+        let flat = |t: Tensor| -> Result<Vec<f32>> { Ok(t.flatten_all()?.to_vec1::<f32>()?) };
+        let mut q = flat(
+            l.extras
+                .q(row_linear(&hn, &l.q_proj, quant)?, hd, eps, ops)?,
+        )?;
+        let mut k = flat(
+            l.extras
+                .k(row_linear(&hn, &l.k_proj, quant)?, hd, eps, ops)?,
+        )?;
+        let v = flat(l.extras.v(row_linear(&hn, &l.v_proj, quant)?, ops)?)?;
+        rope_rows(&mut q, h, hd, step.cos, step.sin);
+        rope_rows(&mut k, kvh, hd, step.cos, step.sin);
+        for (r, row) in rows.iter_mut().enumerate() {
+            row.k[li].extend_from_slice(&k[r * kvd..(r + 1) * kvd]);
+            row.v[li].extend_from_slice(&v[r * kvd..(r + 1) * kvd]);
+        }
+        // Attention, per (row, key/value head): its `rep` query heads over the row's keys.
+        let shared: Vec<&RowKv> = rows.iter().map(|r| &**r).collect();
+        let mut o = vec![0f32; m * aw];
+        o.par_chunks_mut(rep * hd)
+            .enumerate()
+            .for_each(|(task, out)| {
+                let (r, g) = (task / kvh, task % kvh);
+                let row = shared[r];
+                let qg = &q[(r * h + g * rep) * hd..(r * h + (g + 1) * rep) * hd];
+                let dims = Dims {
+                    kvd,
+                    off: g * hd,
+                    hd,
+                    scale,
+                };
+                attend(qg, &row.k[li], &row.v[li], dims, out);
+            });
+        let o = Tensor::from_vec(o, (m, aw), &self.device)?;
+        x = (x + l.extras.o(row_linear(&o, &l.o_proj, quant)?, ops)?)?;
+        let hn = candle_nn::ops::rms_norm(
+            &x.contiguous()?,
+            &l.post_attention_layernorm.as_detached_tensor(),
+            eps,
+        )?;
+        let gate = row_linear(&hn, &l.gate_proj, quant)?;
+        let up = row_linear(&hn, &l.up_proj, quant)?;
+        Ok((x + row_linear(&crate::ops::swiglu(&gate, &up)?, &l.down_proj, quant)?)?)
+    }
+}
+
+/// What every layer of one [`Llama::decode_rows`] step reads: the quantised weights (q8), the
+/// rows' RoPE tables `[rows, hd]` and the norms' epsilon.
+struct RowStep<'a> {
+    quant: Option<&'a QuantizedWeights>,
+    cos: &'a [f32],
+    sin: &'a [f32],
+    eps: f32,
 }
 
 /// `x · wᵀ` computed row by row (see the module documentation): the quantised copy when there
