@@ -469,9 +469,9 @@ impl Session {
         Ok(())
     }
 
-    /// The attempt itself (Coq's record decides every step). Longer than a screen because it
-    /// is the protocol written out in order: anchors, proposals, statement, steps, `Qed`, the
-    /// kernel's comparison with the anchors, the assumptions audit.
+    /// The attempt itself (Coq's record decides every step), the protocol in order: anchors,
+    /// proposals, statement (step 0), the proof's steps (1..=n), `Qed` with the kernel's
+    /// comparison with the anchors and the assumptions audit (step n+1).
     fn attempt_inner(
         &mut self,
         plan: &Plan,
@@ -484,7 +484,6 @@ impl Session {
         };
         let base_name = l.base_prompt.name.clone();
         let hammer_loaded = l.hammer;
-        let n = plan.steps.len();
 
         // Step 0: anchor what the statements mean in the bare context, admit each proposed
         // lemma, then state the goal.
@@ -492,91 +491,180 @@ impl Session {
             Ok(a) => a,
             Err(v) => return Ok(v),
         };
-        for (i, lemma) in plan.lemmas.iter().enumerate() {
-            let what = format!("proposed lemma {}", i + 1);
-            let r = self.worker.run(&lemma.text, step_limit)?;
-            if let Some(v) = self.untrusted(&r, &what) {
-                return Ok(v);
-            }
-            if let Some(v) = self.failure(&r, 0, &what, step_limit) {
-                return Ok(v);
-            }
-            if !ok_with(&r, &lemma.name, &[&lemma.name]) {
-                return Ok(self.reject(format!("{what} is not a single lemma statement")));
-            }
-            let r = self.worker.run("Admitted.", step_limit)?;
-            let what = format!("admitting proposed lemma {}", i + 1);
-            if let Some(v) = self.failure(&r, 0, &what, step_limit) {
-                return Ok(v);
-            }
-            if !ok_with(&r, &base_name, &[]) {
-                return Ok(self.reject(format!(
-                    "proposed lemma {} did not close with Admitted",
-                    i + 1
-                )));
-            }
-        }
-        let name = plan.statement.name.as_str();
-        let r = self.worker.run(&plan.statement.text, step_limit)?;
-        if let Some(v) = self.untrusted(&r, "statement") {
+        if let Some(v) = self.admit_proposals(plan, &base_name, step_limit)? {
             return Ok(v);
         }
-        if let Some(v) = self.failure(&r, 0, "statement", step_limit) {
-            return Ok(v);
-        }
-        if !ok_with(&r, name, &[name]) {
-            return Ok(self.reject("the statement did not open exactly one proof of its lemma"));
-        }
-        let r = self.worker.run("Proof.", step_limit)?;
-        if let Some(v) = self.failure(&r, 0, "Proof", step_limit) {
+        if let Some(v) = self.open_statement(plan, step_limit)? {
             return Ok(v);
         }
 
         // Steps 1..=n: the proof's own sentences; after each, Coq must still be in our proof.
+        let replacements = match self.proof_steps(plan, cfg, start, hammer_loaded)? {
+            Ok(r) => r,
+            Err(v) => return Ok(v),
+        };
+
+        // Step n+1: our own Qed, the kernel's comparison with the anchors, the assumptions.
+        let closing = Closing {
+            anchors: &anchors,
+            base_name: &base_name,
+            replacements,
+            start,
+        };
+        self.close_proof(plan, cfg, closing)
+    }
+
+    /// Step 0's proposals: each proposed lemma stated (one untrusted sentence that must open
+    /// exactly its own proof) and `Admitted`, back at the top level. `Some(verdict)`: refused.
+    fn admit_proposals(
+        &mut self,
+        plan: &Plan,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        for (i, lemma) in plan.lemmas.iter().enumerate() {
+            let what = format!("proposed lemma {}", i + 1);
+            let r = self.worker.run(&lemma.text, step_limit)?;
+            if let Some(v) = self.untrusted(&r, &what) {
+                return Ok(Some(v));
+            }
+            if let Some(v) = self.failure(&r, 0, &what, step_limit) {
+                return Ok(Some(v));
+            }
+            if !ok_with(&r, &lemma.name, &[&lemma.name]) {
+                return Ok(Some(
+                    self.reject(format!("{what} is not a single lemma statement")),
+                ));
+            }
+            let r = self.worker.run("Admitted.", step_limit)?;
+            let what = format!("admitting proposed lemma {}", i + 1);
+            if let Some(v) = self.failure(&r, 0, &what, step_limit) {
+                return Ok(Some(v));
+            }
+            if !ok_with(&r, base_name, &[]) {
+                return Ok(Some(self.reject(format!(
+                    "proposed lemma {} did not close with Admitted",
+                    i + 1
+                ))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Step 0's goal: the statement (one untrusted sentence that must open exactly one proof of
+    /// its lemma), then `Proof.`. `Some(verdict)`: refused.
+    fn open_statement(
+        &mut self,
+        plan: &Plan,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        let name = plan.statement.name.as_str();
+        let r = self.worker.run(&plan.statement.text, step_limit)?;
+        if let Some(v) = self.untrusted(&r, "statement") {
+            return Ok(Some(v));
+        }
+        if let Some(v) = self.failure(&r, 0, "statement", step_limit) {
+            return Ok(Some(v));
+        }
+        if !ok_with(&r, name, &[name]) {
+            return Ok(Some(self.reject(
+                "the statement did not open exactly one proof of its lemma",
+            )));
+        }
+        let r = self.worker.run("Proof.", step_limit)?;
+        Ok(self.failure(&r, 0, "Proof", step_limit))
+    }
+
+    /// Steps 1..=n within the attempt's budget: `hammer.` expanded (when CoqHammer is loaded)
+    /// into its replacement, every other step run as it is. `Ok(Err(verdict))`: a step refused.
+    fn proof_steps(
+        &mut self,
+        plan: &Plan,
+        cfg: &CoqCheckConfig,
+        start: Instant,
+        hammer_loaded: bool,
+    ) -> Result<Result<Vec<Replacement>, Verdict>, Fault> {
+        let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
+        let name = plan.statement.name.as_str();
         let mut replacements = vec![];
         let budget = Duration::from_secs(cfg.attempt_timeout_s as u64);
         for (i, step) in plan.steps.iter().enumerate() {
             let k = i + 1;
             if start.elapsed() > budget {
-                return Ok(Verdict::TimedOut { step: k });
+                return Ok(Err(Verdict::TimedOut { step: k }));
             }
             if step.hammer && hammer_loaded {
                 match self.hammer(step, k, name, cfg)? {
                     Ok(rep) => replacements.push(rep),
-                    Err(v) => return Ok(v),
+                    Err(v) => return Ok(Err(v)),
                 }
                 continue;
             }
-            let r = self.worker.run(&step.text, step_limit)?;
-            if r.prompt.state < r.before {
-                return Ok(self.reject(format!("step {k} moved back in Coq's history")));
-            }
-            if let Some(v) = self.untrusted(&r, &format!("step {k}")) {
-                return Ok(v);
-            }
-            if let Some(v) = self.failure(&r, k, "", step_limit) {
-                return Ok(v);
-            }
-            if !ok_with(&r, name, &[name]) {
-                return Ok(self.reject(format!(
-                    "step {k} left the proof (Coq's prompt: {} {:?})",
-                    r.prompt.name, r.prompt.open_proofs
-                )));
+            if let Some(v) = self.proof_step(step, k, name, step_limit)? {
+                return Ok(Err(v));
             }
         }
+        Ok(Ok(replacements))
+    }
 
-        // Step n+1: our own Qed, the kernel's comparison with the anchors, the assumptions.
+    /// Step `k` of the proof `name` as one untrusted sentence: Coq's history only moves
+    /// forward, the step succeeds, and Coq is still in exactly our proof. `Some(verdict)`:
+    /// refused.
+    fn proof_step(
+        &mut self,
+        step: &Step,
+        k: usize,
+        name: &str,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        let r = self.worker.run(&step.text, step_limit)?;
+        if r.prompt.state < r.before {
+            return Ok(Some(
+                self.reject(format!("step {k} moved back in Coq's history")),
+            ));
+        }
+        if let Some(v) = self.untrusted(&r, &format!("step {k}")) {
+            return Ok(Some(v));
+        }
+        if let Some(v) = self.failure(&r, k, "", step_limit) {
+            return Ok(Some(v));
+        }
+        if !ok_with(&r, name, &[name]) {
+            return Ok(Some(self.reject(format!(
+                "step {k} left the proof (Coq's prompt: {} {:?})",
+                r.prompt.name, r.prompt.open_proofs
+            ))));
+        }
+        Ok(None)
+    }
+
+    /// Step n+1: our own `Qed` back to the top level, the kernel's comparison with the
+    /// anchors, the universe constraints and the assumptions audit; `Proved` when all hold.
+    fn close_proof(
+        &mut self,
+        plan: &Plan,
+        cfg: &CoqCheckConfig,
+        closing: Closing,
+    ) -> Result<Verdict, Fault> {
+        let Closing {
+            anchors,
+            base_name,
+            replacements,
+            start,
+        } = closing;
+        let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
+        let n = plan.steps.len();
         let r = self.worker.run("Qed.", step_limit)?;
         if let Some(v) = self.failure(&r, n + 1, "Qed", step_limit) {
             return Ok(v);
         }
-        if !ok_with(&r, &base_name, &[]) {
+        if !ok_with(&r, base_name, &[]) {
             return Ok(self.reject("Qed did not return to the top level"));
         }
-        if let Some(v) = self.compare_with_anchors(&anchors, &base_name, n + 1, step_limit)? {
+        if let Some(v) = self.compare_with_anchors(anchors, base_name, n + 1, step_limit)? {
             return Ok(v);
         }
-        let universe_constraints = self.universe_constraints(plan, &base_name, step_limit)?;
+        let universe_constraints = self.universe_constraints(plan, base_name, step_limit)?;
         let axioms = match self.assumptions(plan, n + 1, cfg, step_limit)? {
             Ok(a) => a,
             Err(v) => return Ok(v),
@@ -1224,6 +1312,15 @@ impl Session {
         let run = format!("solve [ {} ].", tactic.trim_end().trim_end_matches('.'));
         Ok(g.closed(run, tactic))
     }
+}
+
+/// What [`Session::close_proof`] needs from the attempt's earlier steps: the anchors, the
+/// context's top-level prompt name, the hammer replacements and the attempt's start.
+struct Closing<'a> {
+    anchors: &'a [Anchor],
+    base_name: &'a str,
+    replacements: Vec<Replacement>,
+    start: Instant,
 }
 
 /// One `hammer.` step as the stages of [`Session::hammer`] see it: the step, `k`-th of the

@@ -150,12 +150,7 @@ fn library_row(
 ) -> anyhow::Result<Row> {
     let dir = a.out.join(package);
     let saved = dir.join("bench.json");
-    if let Some(row) = std::fs::read(&saved)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Row>(&b).ok())
-        .filter(|r| r.sample == a.sample && r.seed == a.seed)
-        .filter(|r| r.counts.is_some() || a.no_validate || r.note.is_some())
-    {
+    if let Some(row) = done_before(a, &saved) {
         eprintln!("  done before ({})", saved.display());
         return Ok(row);
     }
@@ -194,7 +189,29 @@ fn library_row(
     if a.no_validate {
         return Ok(row);
     }
-    let examples = with_full_contexts(&dir, &["train", "val", "test"])?;
+    validate(a, &dir, &mut row, checker)?;
+    save(&saved, row)
+}
+
+/// The row saved at `saved` when it was done with the same sample and seed (and validated,
+/// unless validation is off or it has a note saying why not).
+fn done_before(a: &BenchLibrariesArgs, saved: &Path) -> Option<Row> {
+    std::fs::read(saved)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Row>(&b).ok())
+        .filter(|r| r.sample == a.sample && r.seed == a.seed)
+        .filter(|r| r.counts.is_some() || a.no_validate || r.note.is_some())
+}
+
+/// Checks a sample of the library's examples built in `dir`: the row's counts, check time
+/// and commonest misses, or a note saying why nothing could be checked.
+fn validate(
+    a: &BenchLibrariesArgs,
+    dir: &Path,
+    row: &mut Row,
+    checker: &mut Option<prod_check_coq::CoqChecker>,
+) -> anyhow::Result<()> {
+    let examples = with_full_contexts(dir, &["train", "val", "test"])?;
     // Files that need their own prover world (`-noinit -indices-matter`: HoTT, UniMath) cannot
     // be checked by workers that load the prelude.
     let (examples, own_world): (Vec<_>, Vec<_>) =
@@ -207,9 +224,30 @@ fn library_row(
             ),
             None => "no examples".into(),
         });
-        return save(&saved, row);
+        return Ok(());
     }
     let chosen = sample(examples, a.sample, a.seed);
+    let c = started_checker(checker)?;
+    let started = Instant::now();
+    let outcome = check_sample(&chosen, c, "validate", !a.json)?;
+    row.check_seconds = started.elapsed().as_secs_f64();
+    row.misses = commonest_misses(&outcome);
+    row.counts = Some(outcome.counts);
+    if let Some(share) = row.validated_share() {
+        eprintln!(
+            "  {:.1}% of {} proved in {:.0} s",
+            100.0 * share,
+            chosen.len(),
+            row.check_seconds
+        );
+    }
+    Ok(())
+}
+
+/// The Coq checker shared by the libraries, started on first use.
+fn started_checker(
+    checker: &mut Option<prod_check_coq::CoqChecker>,
+) -> anyhow::Result<&prod_check_coq::CoqChecker> {
     if checker.is_none() {
         let c = prod_check_coq::CoqChecker::new(prod_check_coq::CoqCheckConfig::default())
             .map_err(|e| anyhow!("cannot start the Coq checker: {e}"))?;
@@ -218,9 +256,12 @@ fn library_row(
     let Some(c) = checker.as_ref() else {
         unreachable!("set above")
     };
-    let started = Instant::now();
-    let outcome = check_sample(&chosen, c, "validate", !a.json)?;
-    row.check_seconds = started.elapsed().as_secs_f64();
+    Ok(c)
+}
+
+/// The three commonest reasons for a miss (a verdict's or a context's that does not load),
+/// most frequent first, ties by reason.
+fn commonest_misses(outcome: &crate::dataset::SampleOutcome) -> Vec<(String, usize)> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for m in &outcome.misses {
         *reasons.entry(miss_reason(&m.verdict)).or_default() += 1;
@@ -233,17 +274,7 @@ fn library_row(
     let mut reasons: Vec<_> = reasons.into_iter().collect();
     reasons.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     reasons.truncate(3);
-    row.misses = reasons;
-    row.counts = Some(outcome.counts);
-    if let Some(share) = row.validated_share() {
-        eprintln!(
-            "  {:.1}% of {} proved in {:.0} s",
-            100.0 * share,
-            chosen.len(),
-            row.check_seconds
-        );
-    }
-    save(&saved, row)
+    reasons
 }
 
 fn build(spec: &LibrarySpec, out: &Path) -> anyhow::Result<dataset::Stats> {

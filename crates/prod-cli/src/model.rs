@@ -819,6 +819,8 @@ impl DataCounts {
     }
 }
 
+/// `prod model data-stats`: every line built into an example as training would, counted in
+/// total and per variant, printed as JSON or a table.
 fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
     // The tokenizer as `load_model_dir` builds it, without loading the weights.
     let cfg = LlamaConfig::load(&a.model.join("config.json"))?;
@@ -830,7 +832,27 @@ fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
     };
     let lines = read_jsonl(&a.data, a.limit)?;
     let start = Instant::now();
-    // Tokenising is the cost (contexts of up to 16 KiB): one chunk of lines per core.
+    let outcomes = build_lines_in_parallel(&tok, &lines, &opts)?;
+    let (total, by_variant) = tally_by_variant(&lines, &outcomes, &opts);
+    let report = serde_json::json!({
+        "data": a.data, "max_seq_len": a.max_seq_len, "context_tokens": a.context_tokens,
+        "total": total, "by_variant": by_variant, "seconds": start.elapsed().as_secs_f64(),
+    });
+    if a.json {
+        println!("{report}");
+        return Ok(());
+    }
+    print_data_stats(&a, &total, &by_variant);
+    Ok(())
+}
+
+/// Each line built into an example (any kind), in order. Tokenising is the cost (contexts of
+/// up to 16 KiB): one chunk of lines per core.
+fn build_lines_in_parallel(
+    tok: &ProdTokenizer,
+    lines: &[DataLine],
+    opts: &ExampleOptions,
+) -> anyhow::Result<Vec<LineOutcome>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -839,7 +861,6 @@ fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
         let handles: Vec<_> = lines
             .chunks(chunk)
             .map(|c| {
-                let (tok, opts) = (&tok, &opts);
                 s.spawn(move || {
                     c.iter()
                         .map(|l| build_line(tok, l, opts, Kind::Any))
@@ -855,30 +876,40 @@ fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
     if outcomes.len() != lines.len() {
         return Err(anyhow!("a tokenizer thread failed"));
     }
+    Ok(outcomes)
+}
+
+/// The lines' outcomes counted in total and per variant (`(none)` for lines without one).
+fn tally_by_variant(
+    lines: &[DataLine],
+    outcomes: &[LineOutcome],
+    opts: &ExampleOptions,
+) -> (DataCounts, std::collections::BTreeMap<String, DataCounts>) {
     let mut total = DataCounts::default();
     let mut by_variant: std::collections::BTreeMap<String, DataCounts> = Default::default();
-    for (l, o) in lines.iter().zip(&outcomes) {
+    for (l, o) in lines.iter().zip(outcomes) {
         let use_invoke = l
             .conditional_proof
             .as_deref()
             .is_some_and(|cp| cp.trim_start().starts_with(T0::UseInvoke.token()));
-        total.add(use_invoke, o, &opts);
+        total.add(use_invoke, o, opts);
         let variant = l.variant.clone().unwrap_or_else(|| "(none)".into());
         by_variant
             .entry(variant)
             .or_default()
-            .add(use_invoke, o, &opts);
+            .add(use_invoke, o, opts);
     }
     total.finish();
     by_variant.values_mut().for_each(DataCounts::finish);
-    let report = serde_json::json!({
-        "data": a.data, "max_seq_len": a.max_seq_len, "context_tokens": a.context_tokens,
-        "total": total, "by_variant": by_variant, "seconds": start.elapsed().as_secs_f64(),
-    });
-    if a.json {
-        println!("{report}");
-        return Ok(());
-    }
+    (total, by_variant)
+}
+
+/// The data-stats table: a heading, one row per variant and the total, a legend.
+fn print_data_stats(
+    a: &DataStatsArgs,
+    total: &DataCounts,
+    by_variant: &std::collections::BTreeMap<String, DataCounts>,
+) {
     println!(
         "{}: max_seq_len {}, context_tokens {}",
         a.data.display(),
@@ -897,36 +928,37 @@ fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
         "old_use",
         "mean_tok"
     );
-    let row = |name: &str, c: &DataCounts| {
-        let dropped: Vec<String> = c
-            .dropped_by_reason
-            .iter()
-            .map(|(r, n)| format!("{r} {n}"))
-            .collect();
-        println!(
-            "{:<12} {:>7} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9} {:>7.1}% {:>9.0}  {}",
-            name,
-            c.lines,
-            100.0 * c.use_invoke_share_lines,
-            c.examples,
-            100.0 * c.use_invoke_share_examples,
-            c.context_cut_for_length,
-            c.kept_if_dropped_not_cut,
-            100.0 * c.use_invoke_share_if_dropped_not_cut,
-            c.mean_tokens,
-            if dropped.is_empty() {
-                "-".into()
-            } else {
-                dropped.join(", ")
-            }
-        );
-    };
-    for (v, c) in &by_variant {
-        row(v, c);
+    for (v, c) in by_variant {
+        print_data_row(v, c);
     }
-    row("total", &total);
+    print_data_row("total", total);
     println!("(use_inv: share whose t0 is <use_invoke>; cut_len: context cut below context_tokens to fit; old_*: the rule that dropped instead of cutting)");
-    Ok(())
+}
+
+/// One row of the data-stats table.
+fn print_data_row(name: &str, c: &DataCounts) {
+    let dropped: Vec<String> = c
+        .dropped_by_reason
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect();
+    println!(
+        "{:<12} {:>7} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9} {:>7.1}% {:>9.0}  {}",
+        name,
+        c.lines,
+        100.0 * c.use_invoke_share_lines,
+        c.examples,
+        100.0 * c.use_invoke_share_examples,
+        c.context_cut_for_length,
+        c.kept_if_dropped_not_cut,
+        100.0 * c.use_invoke_share_if_dropped_not_cut,
+        c.mean_tokens,
+        if dropped.is_empty() {
+            "-".into()
+        } else {
+            dropped.join(", ")
+        }
+    );
 }
 
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {

@@ -203,17 +203,60 @@ fn key_of(text: &str, toks: &[&Token]) -> String {
 fn remove_fact(text: &str, name: &str) -> String {
     let (tokens, _) = lex(text);
     let n = tokens.len();
-    let mut drop = vec![false; n];
-    let mut then_instead = vec![false; n];
-    let is_name = |t: &Token| t.kind == TokenKind::Ident && t.text(text) == name;
-    let next_proper = |from: usize| (from..n).find(|&j| !tokens[j].is_improper());
-    let mut i = 0;
-    while i < n {
-        if !is_name(&tokens[i]) {
-            i += 1;
-            continue;
+    let mut r = FactRemoval {
+        text,
+        tokens: &tokens,
+        drop: vec![false; n],
+        then_instead: vec![false; n],
+    };
+    r.drop_references(name);
+    r.drop_emptied_fact_lists();
+    r.render()
+}
+
+/// [`remove_fact`]'s marks on a command's tokens: those dropped, and the `with`s that
+/// become `then`.
+struct FactRemoval<'a> {
+    text: &'a str,
+    tokens: &'a [Token],
+    drop: Vec<bool>,
+    then_instead: Vec<bool>,
+}
+
+impl FactRemoval<'_> {
+    /// Marks each reference to `name` (with its selection, attributes and the blanks before it).
+    fn drop_references(&mut self, name: &str) {
+        let (text, tokens, n) = (self.text, self.tokens, self.tokens.len());
+        let is_name = |t: &Token| t.kind == TokenKind::Ident && t.text(text) == name;
+        let mut i = 0;
+        while i < n {
+            if !is_name(&tokens[i]) {
+                i += 1;
+                continue;
+            }
+            self.drop[i] = true;
+            let end = self.reference_end(i);
+            for d in self.drop.iter_mut().take(end).skip(i) {
+                *d = true;
+            }
+            // The blanks before the removed name go too, so `a name b` becomes `a b`.
+            let mut s = i;
+            while s > 0
+                && tokens[s - 1].kind == TokenKind::Space
+                && !tokens[s - 1].text(text).contains('\n')
+            {
+                s -= 1;
+                self.drop[s] = true;
+            }
+            i = end;
         }
-        drop[i] = true;
+    }
+
+    /// Where the reference whose name is token `i` ends (exclusive): after a glued selection
+    /// (`name(1)`, `name(2-3)`) and attributes (`name [OF a]`).
+    fn reference_end(&self, i: usize) -> usize {
+        let (text, tokens, n) = (self.text, self.tokens, self.tokens.len());
+        let next_proper = |from: usize| (from..n).find(|&j| !tokens[j].is_improper());
         let mut end = i + 1;
         // A selection glued to the name: `name(1)`, `name(2-3)`.
         if tokens.get(end).is_some_and(|t| t.text(text) == "(") {
@@ -242,30 +285,48 @@ fn remove_fact(text: &str, name: &str) -> String {
                 end = (k + 1).min(n);
             }
         }
-        for d in drop.iter_mut().take(end).skip(i) {
-            *d = true;
-        }
-        // The blanks before the removed name go too, so `a name b` becomes `a b`.
-        let mut s = i;
-        while s > 0
-            && tokens[s - 1].kind == TokenKind::Space
-            && !tokens[s - 1].text(text).contains('\n')
-        {
-            s -= 1;
-            drop[s] = true;
-        }
-        i = end;
+        end
     }
-    // Fact-list commands left without facts lose their keyword: `using name by simp` becomes
-    // `by simp`, `with name show` becomes `then show`.
-    for i in 0..n {
-        let w = tokens[i].text(text);
-        if drop[i] || tokens[i].kind != TokenKind::Ident {
-            continue;
+
+    /// Fact-list commands left without facts lose their keyword: `using name by simp` becomes
+    /// `by simp`, `with name show` becomes `then show`.
+    fn drop_emptied_fact_lists(&mut self) {
+        let (text, tokens, n) = (self.text, self.tokens, self.tokens.len());
+        for i in 0..n {
+            let w = tokens[i].text(text);
+            if self.drop[i] || tokens[i].kind != TokenKind::Ident {
+                continue;
+            }
+            if !matches!(w, "using" | "unfolding" | "from" | "with" | "note") {
+                continue;
+            }
+            if !self.emptied(i) {
+                continue;
+            }
+            if w == "with" {
+                // `with a` = `from a this`: without facts it is `then`.
+                self.then_instead[i] = true;
+            } else {
+                self.drop[i] = true;
+                // Also drop the blanks after the keyword (not line breaks).
+                let mut j = i + 1;
+                while j < n
+                    && (self.drop[j]
+                        || (tokens[j].kind == TokenKind::Space
+                            && !tokens[j].text(text).contains('\n')))
+                {
+                    self.drop[j] = true;
+                    j += 1;
+                }
+            }
         }
-        if !matches!(w, "using" | "unfolding" | "from" | "with" | "note") {
-            continue;
-        }
+    }
+
+    /// Whether the fact-list keyword at `i` lost facts and has none left: what remains after
+    /// it starts another command or block (or nothing does).
+    fn emptied(&self, i: usize) -> bool {
+        let (text, tokens, n) = (self.text, self.tokens, self.tokens.len());
+        let drop = &self.drop;
         let had_removed = (i + 1..n)
             .take_while(|&j| drop[j] || tokens[j].is_improper())
             .any(|j| drop[j]);
@@ -302,34 +363,21 @@ fn remove_fact(text: &str, name: &str) -> String {
                 )
                 || matches!(t.text(text), "." | ".." | "}" | "{")
         });
-        if had_removed && empty {
-            if w == "with" {
-                // `with a` = `from a this`: without facts it is `then`.
-                then_instead[i] = true;
-            } else {
-                drop[i] = true;
-                // Also drop the blanks after the keyword (not line breaks).
-                let mut j = i + 1;
-                while j < n
-                    && (drop[j]
-                        || (tokens[j].kind == TokenKind::Space
-                            && !tokens[j].text(text).contains('\n')))
-                {
-                    drop[j] = true;
-                    j += 1;
-                }
+        had_removed && empty
+    }
+
+    /// The text without the dropped tokens, `then` for each marked `with`.
+    fn render(&self) -> String {
+        let mut out = String::with_capacity(self.text.len());
+        for (i, t) in self.tokens.iter().enumerate() {
+            if self.then_instead[i] {
+                out.push_str("then");
+            } else if !self.drop[i] {
+                out.push_str(t.text(self.text));
             }
         }
+        out
     }
-    let mut out = String::with_capacity(text.len());
-    for (i, t) in tokens.iter().enumerate() {
-        if then_instead[i] {
-            out.push_str("then");
-        } else if !drop[i] {
-            out.push_str(t.text(text));
-        }
-    }
-    out
 }
 
 impl ProofLanguage for IsarLanguage {

@@ -145,121 +145,191 @@ const FACT_ATTRIBUTES: &[&str] = &[
     "to_set",
 ];
 
+/// The candidate fact names among `toks`, read left to right by a [`RefScan`]; with
+/// `method_first`, the tokens follow a command that takes a method (`by`, `apply`, …).
 fn collect(toks: &[&Token], text: &str, method_first: bool) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    // Whether the next identifier names a method (after `by`, `apply`, `(`, `,`, …).
-    let mut expect_method = method_first;
-    // Whether the next identifier names an attribute (after `[` or `,` inside brackets).
-    let mut expect_attr = false;
-    // Inside a term-argument region (after `of`, `where`, `arbitrary:`, a term-arg method).
-    let mut in_terms = false;
-    // Bracket stack: '[' (attributes) or '(' (methods).
-    let mut stack: Vec<char> = Vec::new();
-    // Skip the type after `::`.
-    let mut skip_next = false;
-    for (i, t) in toks.iter().enumerate() {
-        let s = t.text(text);
-        let next = toks.get(i + 1).map(|n| n.text(text));
-        if std::mem::take(&mut skip_next) {
-            continue;
+    let mut scan = RefScan {
+        toks,
+        text,
+        method_first,
+        out: Vec::new(),
+        expect_method: method_first,
+        expect_attr: false,
+        in_terms: false,
+        stack: Vec::new(),
+        skip_next: false,
+    };
+    for i in 0..toks.len() {
+        scan.token(i);
+    }
+    scan.out
+}
+
+/// The state of [`collect`]'s walk through one command's tokens.
+struct RefScan<'a> {
+    toks: &'a [&'a Token],
+    text: &'a str,
+    /// The command is followed by a method: outside parentheses only method names occur.
+    method_first: bool,
+    /// The names found so far, in order of first occurrence.
+    out: Vec<String>,
+    /// Whether the next identifier names a method (after `by`, `apply`, `(`, `,`, …).
+    expect_method: bool,
+    /// Whether the next identifier names an attribute (after `[` or `,` inside brackets).
+    expect_attr: bool,
+    /// Inside a term-argument region (after `of`, `where`, `arbitrary:`, a term-arg method).
+    in_terms: bool,
+    /// Bracket stack: '[' (attributes), '(' (methods) or 's' (a selection `foo(2)`).
+    stack: Vec<char>,
+    /// Skip the type after `::`.
+    skip_next: bool,
+}
+
+impl<'a> RefScan<'a> {
+    /// The text of the token at `i`, if there is one.
+    fn text_at(&self, i: usize) -> Option<&'a str> {
+        self.toks.get(i).map(|n| n.text(self.text))
+    }
+
+    /// Token `i`: skipped, a statement part, punctuation, or an identifier to classify.
+    fn token(&mut self, i: usize) {
+        let t = self.toks[i];
+        let s = t.text(self.text);
+        if std::mem::take(&mut self.skip_next) {
+            return;
         }
         if t.kind == TokenKind::Keyword && s == "::" {
-            skip_next = true;
-            continue;
+            self.skip_next = true;
+            return;
         }
-        if t.kind == TokenKind::Ident && stack.is_empty() {
-            if TERM_PARTS.contains(&s) {
-                in_terms = true;
-                continue;
-            }
-            if FACT_PARTS.contains(&s) {
-                in_terms = false;
-                continue;
-            }
+        if t.kind == TokenKind::Ident && self.stack.is_empty() && self.statement_part(s) {
+            return;
         }
         match t.kind {
-            TokenKind::Keyword => {
-                match s {
-                    "[" => {
-                        stack.push('[');
-                        expect_attr = true;
-                        in_terms = false;
-                    }
-                    "(" if i > 0
-                        && toks[i - 1].kind == TokenKind::Ident
-                        && toks[i - 1].range.end == t.range.start =>
-                    {
-                        // `foo(2)`, `assms(1-3)`: a selection, not a method.
-                        stack.push('s');
-                    }
-                    "(" => {
-                        stack.push('(');
-                        // `(in loc)` / `(rule foo)`: a method name may follow.
-                        expect_method = true;
-                        in_terms = false;
-                    }
-                    "]" | ")" => {
-                        stack.pop();
-                        in_terms = false;
-                    }
-                    "," | "|" | ";" => {
-                        let top = stack.last().copied();
-                        expect_attr = top == Some('[');
-                        expect_method = top == Some('(');
-                        in_terms = false;
-                    }
-                    "=" if stack.last() == Some(&'(') => {
-                        // `rule_tac x = t in foo`: the term runs until `in`.
-                        in_terms = true;
-                    }
-                    _ => {}
-                }
-                continue;
-            }
-            TokenKind::SymIdent if s == "+" || s == "?" => continue,
-            TokenKind::Ident => {}
-            _ => {
-                // Strings and cartouches are terms or literal facts; never names.
-                continue;
-            }
+            TokenKind::Keyword => self.punctuation(i, s),
+            TokenKind::SymIdent if s == "+" || s == "?" => {}
+            TokenKind::Ident => self.identifier(i, s),
+            // Strings and cartouches are terms or literal facts; never names.
+            _ => {}
         }
+    }
+
+    /// A statement part at the top level (`fixes`, `assumes`, …) opens or ends a term part;
+    /// whether `s` was one.
+    fn statement_part(&mut self, s: &str) -> bool {
+        if TERM_PARTS.contains(&s) {
+            self.in_terms = true;
+            return true;
+        }
+        if FACT_PARTS.contains(&s) {
+            self.in_terms = false;
+            return true;
+        }
+        false
+    }
+
+    /// Brackets and separators: attribute lists, method parentheses, selections, `,`/`|`/`;`
+    /// and the `=` of `rule_tac x = t in foo`.
+    fn punctuation(&mut self, i: usize, s: &str) {
+        let toks = self.toks;
+        match s {
+            "[" => {
+                self.stack.push('[');
+                self.expect_attr = true;
+                self.in_terms = false;
+            }
+            "(" if i > 0
+                && toks[i - 1].kind == TokenKind::Ident
+                && toks[i - 1].range.end == toks[i].range.start =>
+            {
+                // `foo(2)`, `assms(1-3)`: a selection, not a method.
+                self.stack.push('s');
+            }
+            "(" => {
+                self.stack.push('(');
+                // `(in loc)` / `(rule foo)`: a method name may follow.
+                self.expect_method = true;
+                self.in_terms = false;
+            }
+            "]" | ")" => {
+                self.stack.pop();
+                self.in_terms = false;
+            }
+            "," | "|" | ";" => {
+                let top = self.stack.last().copied();
+                self.expect_attr = top == Some('[');
+                self.expect_method = top == Some('(');
+                self.in_terms = false;
+            }
+            "=" if self.stack.last() == Some(&'(') => {
+                // `rule_tac x = t in foo`: the term runs until `in`.
+                self.in_terms = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// Identifier `s` at `i`: a method, attribute, binding or modifier word is passed over;
+    /// anything else outside terms and [`NOT_FACTS`] is a candidate.
+    fn identifier(&mut self, i: usize, s: &str) {
+        if self.method_or_attribute(i, s) || self.binding_or_modifier(i, s) {
+            return;
+        }
+        if self.in_terms || NOT_FACTS.contains(&s) {
+            return;
+        }
+        if !self.out.iter().any(|o| o == s) {
+            self.out.push(s.to_string());
+        }
+    }
+
+    /// Whether `s` at `i` is a method-taking command word, a method name, the target of
+    /// `(in loc)`, an attribute name or a `lemmas name =` binding (updating the state).
+    fn method_or_attribute(&mut self, i: usize, s: &str) -> bool {
         if matches!(s, "by" | "apply" | "proof" | "qed") {
-            expect_method = true;
-            in_terms = false;
-            continue;
+            self.expect_method = true;
+            self.in_terms = false;
+            return true;
         }
-        if method_first && stack.is_empty() {
+        if self.method_first && self.stack.is_empty() {
             // `by m1 m2`, `apply (rule x) auto`: outside parentheses only method names occur.
-            continue;
+            return true;
         }
         if s == "in"
             && i > 0
-            && toks[i - 1].text(text) == "("
-            && toks.get(i + 2).is_some_and(|t| t.text(text) == ")")
+            && self.text_at(i - 1) == Some("(")
+            && self.text_at(i + 2) == Some(")")
         {
             // `(in loc)`: a target, not a method; skip the locale name too.
-            skip_next = true;
-            expect_method = false;
-            continue;
+            self.skip_next = true;
+            self.expect_method = false;
+            return true;
         }
-        if expect_attr {
-            expect_attr = false;
-            in_terms = !FACT_ATTRIBUTES.contains(&s);
-            continue;
+        if self.expect_attr {
+            self.expect_attr = false;
+            self.in_terms = !FACT_ATTRIBUTES.contains(&s);
+            return true;
         }
-        if next == Some("=") && stack.is_empty() {
+        if self.text_at(i + 1) == Some("=") && self.stack.is_empty() {
             // `lemmas name = …`: a binding.
-            continue;
+            return true;
         }
-        if expect_method {
-            expect_method = false;
-            in_terms = TERM_ARG_METHODS.contains(&s);
-            continue;
+        if self.expect_method {
+            self.expect_method = false;
+            self.in_terms = TERM_ARG_METHODS.contains(&s);
+            return true;
         }
-        let next2 = toks.get(i + 2).map(|n| n.text(text));
-        if next == Some("[") && binding_with_attributes(toks, i + 1, text) {
+        false
+    }
+
+    /// Whether `s` at `i` binds a name (`name[attrs]:`, `have x:`), is a modifier (`add:`,
+    /// `simp add:`, `arbitrary:`) or the `in` that ends a term (updating the state).
+    fn binding_or_modifier(&mut self, i: usize, s: &str) -> bool {
+        let next = self.text_at(i + 1);
+        let next2 = self.text_at(i + 2);
+        if next == Some("[") && binding_with_attributes(self.toks, i + 1, self.text) {
             // `name[attrs]:` binds a name; the attributes are read as usual.
-            continue;
+            return true;
         }
         if next2 == Some(":")
             && matches!(next, Some("add" | "del" | "only"))
@@ -269,25 +339,19 @@ fn collect(toks: &[&Token], text: &str, method_first: bool) -> Vec<String> {
             )
         {
             // `simp add:`, `split del:`, `cong only:`: a two-word modifier.
-            continue;
+            return true;
         }
         if next == Some(":") || (matches!(next, Some("!" | "?")) && next2 == Some(":")) {
             // A modifier (`add:`, `rule:`, `arbitrary:`) or a binding name (`have x:`).
-            in_terms = TERM_MODIFIERS.contains(&s);
-            continue;
+            self.in_terms = TERM_MODIFIERS.contains(&s);
+            return true;
         }
         if s == "in" {
-            in_terms = false;
-            continue;
+            self.in_terms = false;
+            return true;
         }
-        if in_terms || NOT_FACTS.contains(&s) {
-            continue;
-        }
-        if !out.iter().any(|o| o == s) {
-            out.push(s.to_string());
-        }
+        false
     }
-    out
 }
 
 /// Whether the `[` at `open` closes with a `]` that is followed by `:`.

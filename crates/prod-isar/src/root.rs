@@ -179,13 +179,6 @@ pub fn parse_root(text: &str) -> (Vec<Session>, Vec<RootError>) {
         toks: tokens.iter().filter(|t| !t.is_improper()).collect(),
         i: 0,
     };
-    let err = |offset: usize, msg: String| {
-        let (line, col) = line_col(text, offset);
-        RootError {
-            message: format!("line {line}, column {col}: {msg}"),
-            offset,
-        }
-    };
     let mut sessions = Vec::new();
     let mut chapter: Option<String> = None;
     while c.peek().is_some() {
@@ -195,115 +188,146 @@ pub fn parse_root(text: &str) -> (Vec<Session>, Vec<RootError>) {
             continue;
         }
         if !c.at("session") {
-            errors.push(err(
+            errors.push(c.error(
                 c.offset(),
                 format!(
                     "expected `session` or `chapter`, found {:?}",
                     c.peek_text().unwrap_or("")
                 ),
             ));
-            // Resynchronise at the next `session`/`chapter`.
-            c.i += 1;
-            while c.peek().is_some() && !c.at("session") && !c.at("chapter") {
-                c.i += 1;
-            }
+            c.resync();
             continue;
         }
         c.i += 1;
-        let mut s = Session {
-            chapter: chapter.clone(),
-            ..Session::default()
-        };
-        match c.name() {
-            Some(n) => s.name = n,
-            None => {
-                errors.push(err(c.offset(), "expected a session name".into()));
-                continue;
+        match session_header(&mut c, &chapter) {
+            Ok(mut s) => {
+                session_sections(&mut c, &mut s, &mut errors);
+                sessions.push(s);
             }
+            Err(e) => errors.push(e),
         }
-        if let Some(g) = c.group("(", ")") {
-            s.groups = g
-                .iter()
-                .map(|t| name_text(t, text))
-                .filter(|x| x != ",")
-                .collect();
-        }
-        if c.at("in") {
-            c.i += 1;
-            s.dir = c.name();
-        }
-        if !c.at("=") {
-            errors.push(err(
-                c.offset(),
-                format!("expected `=` after session {}", s.name),
-            ));
-            continue;
-        }
-        c.i += 1;
-        // `= Parent +` (the parent is optional only for Pure).
-        let save = c.i;
-        if let Some(p) = c.name() {
-            if c.at("+") {
-                c.i += 1;
-                s.parent = Some(p);
-            } else {
-                c.i = save;
-            }
-        }
-        while let Some(w) = c.peek_text() {
-            if c.at("session") || c.at("chapter") {
-                break;
-            }
-            c.i += 1;
-            match w {
-                "description" => s.description = c.name(),
-                "options" => {
-                    if let Some(g) = c.group("[", "]") {
-                        s.options = parse_options(&g, text);
-                    }
-                }
-                "sessions" => s.sessions.extend(c.names()),
-                "directories" => s.directories.extend(c.names()),
-                "theories" | "document_theories" => {
-                    c.group("[", "]");
-                    let mut v = Vec::new();
-                    while !c.at_section_word() {
-                        if c.group("(", ")").is_some() {
-                            continue; // `(global)`
-                        }
-                        match c.name() {
-                            Some(n) => v.push(n),
-                            None => break,
-                        }
-                    }
-                    if w == "theories" {
-                        s.theories.extend(v);
-                    } else {
-                        s.document_theories.extend(v);
-                    }
-                }
-                "document_files" | "export_files" | "export_classpath" => {
-                    c.group("(", ")");
-                    c.group("[", "]");
-                    let v = c.names();
-                    if w == "document_files" {
-                        s.document_files.extend(v);
-                    }
-                }
-                other => {
-                    errors.push(err(
-                        c.toks[c.i - 1].range.start,
-                        format!("unexpected {other:?} in session {}", s.name),
-                    ));
-                    while c.peek().is_some() && !c.at_section_word() {
-                        c.i += 1;
-                    }
-                }
-            }
-        }
-        sessions.push(s);
     }
     (sessions, errors)
+}
+
+impl Cursor<'_> {
+    /// A problem at `offset`, its message prefixed with the line and column.
+    fn error(&self, offset: usize, msg: String) -> RootError {
+        let (line, col) = line_col(self.src, offset);
+        RootError {
+            message: format!("line {line}, column {col}: {msg}"),
+            offset,
+        }
+    }
+
+    /// Past the unexpected token, on to the next `session`/`chapter`.
+    fn resync(&mut self) {
+        self.i += 1;
+        while self.peek().is_some() && !self.at("session") && !self.at("chapter") {
+            self.i += 1;
+        }
+    }
+
+    /// The names of a `theories`/`document_theories` section, `(global)` markers skipped.
+    fn theory_names(&mut self) -> Vec<String> {
+        let mut v = Vec::new();
+        while !self.at_section_word() {
+            if self.group("(", ")").is_some() {
+                continue; // `(global)`
+            }
+            match self.name() {
+                Some(n) => v.push(n),
+                None => break,
+            }
+        }
+        v
+    }
+}
+
+/// After the `session` word: `NAME [(groups)] [in DIR] = [PARENT +]`, in the `chapter` in
+/// force; the error when the name or the `=` is missing.
+fn session_header(c: &mut Cursor, chapter: &Option<String>) -> Result<Session, RootError> {
+    let mut s = Session {
+        chapter: chapter.clone(),
+        ..Session::default()
+    };
+    match c.name() {
+        Some(n) => s.name = n,
+        None => return Err(c.error(c.offset(), "expected a session name".into())),
+    }
+    if let Some(g) = c.group("(", ")") {
+        s.groups = g
+            .iter()
+            .map(|t| name_text(t, c.src))
+            .filter(|x| x != ",")
+            .collect();
+    }
+    if c.at("in") {
+        c.i += 1;
+        s.dir = c.name();
+    }
+    if !c.at("=") {
+        return Err(c.error(c.offset(), format!("expected `=` after session {}", s.name)));
+    }
+    c.i += 1;
+    // `= Parent +` (the parent is optional only for Pure).
+    let save = c.i;
+    if let Some(p) = c.name() {
+        if c.at("+") {
+            c.i += 1;
+            s.parent = Some(p);
+        } else {
+            c.i = save;
+        }
+    }
+    Ok(s)
+}
+
+/// The session's sections (`description`, `options`, `theories`, …) up to the next
+/// `session`/`chapter`; an unknown word is an error, skipped to the next section word.
+fn session_sections(c: &mut Cursor, s: &mut Session, errors: &mut Vec<RootError>) {
+    while let Some(w) = c.peek_text() {
+        if c.at("session") || c.at("chapter") {
+            break;
+        }
+        c.i += 1;
+        match w {
+            "description" => s.description = c.name(),
+            "options" => {
+                if let Some(g) = c.group("[", "]") {
+                    s.options = parse_options(&g, c.src);
+                }
+            }
+            "sessions" => s.sessions.extend(c.names()),
+            "directories" => s.directories.extend(c.names()),
+            "theories" | "document_theories" => {
+                c.group("[", "]");
+                let v = c.theory_names();
+                if w == "theories" {
+                    s.theories.extend(v);
+                } else {
+                    s.document_theories.extend(v);
+                }
+            }
+            "document_files" | "export_files" | "export_classpath" => {
+                c.group("(", ")");
+                c.group("[", "]");
+                let v = c.names();
+                if w == "document_files" {
+                    s.document_files.extend(v);
+                }
+            }
+            other => {
+                errors.push(c.error(
+                    c.toks[c.i - 1].range.start,
+                    format!("unexpected {other:?} in session {}", s.name),
+                ));
+                while c.peek().is_some() && !c.at_section_word() {
+                    c.i += 1;
+                }
+            }
+        }
+    }
 }
 
 fn parse_options(toks: &[&Token], src: &str) -> Vec<(String, Option<String>)> {

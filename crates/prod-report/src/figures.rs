@@ -271,92 +271,114 @@ pub fn rounds(r: &RunReport) -> Vec<Figure> {
     if r.rounds.is_empty() {
         return Vec::new();
     }
-    let x = || Axis {
-        ticks: None,
-        ..Axis::new("round", Format::Integer)
-    };
-    let mut out = Vec::new();
-    let mut push = |id: &str, title: &str, caption: &str, y: Axis, series: Vec<Series>| {
+    let mut figures = RoundFigures { r, out: Vec::new() };
+    figures.learning();
+    figures.costs_and_novelty();
+    figures.out
+}
+
+/// [`rounds`]'s figures as they are drawn: the report, and the figures so far.
+struct RoundFigures<'a> {
+    r: &'a RunReport,
+    out: Vec<Figure>,
+}
+
+impl RoundFigures<'_> {
+    /// Adds a line chart over the rounds of those `series` that have values (none: no figure).
+    fn push(&mut self, id: &str, title: &str, caption: &str, y: Axis, series: Vec<Series>) {
         let series: Vec<Series> = series.into_iter().filter(has_values).collect();
         if series.is_empty() {
             return;
         }
         let chart = LineChart {
             title: title.to_string(),
-            x: x(),
+            x: Axis {
+                ticks: None,
+                ..Axis::new("round", Format::Integer)
+            },
             y,
             series,
         };
-        out.push(Figure {
+        self.out.push(Figure {
             id: id.to_string(),
             title: title.to_string(),
             caption: caption.to_string(),
             svg: chart.render(),
         });
-    };
-    push(
-        "rounds-eval",
-        "Held-out pass@k per round",
-        "pass@k of each round's checkpoint on the same held-out theorems with the same sampling seeds \
-         (round 0: the starting model); error bars: 95% confidence intervals over theorems (the hull of the bootstrap and Wilson's score interval, open at 0 and n).",
-        Axis::share("pass@k"),
-        round_eval_series(r),
-    );
-    push(
-        "rounds-correct",
-        "Correct nodes per round",
-        "Nodes of the round's train-time proof trees that were locally correct (their own proof checks) and \
-         globally correct (every proposed lemma proved too).",
-        Axis { zero_based: true, ..Axis::new("nodes", Format::Integer) },
-        vec![
-            round_series(r, "globally correct", |m| Some(m.globally_correct as f64)),
-            round_series(r, "locally correct", |m| Some(m.locally_correct as f64)),
-        ],
-    );
-    push(
-        "rounds-weight",
-        "Mean example weight per round",
-        "Mean REINFORCE weight w = γ^h · ∏ V(lᵢ) over the round's training examples.",
-        Axis {
-            zero_based: true,
-            ..Axis::new("mean weight", Format::Number)
-        },
-        vec![round_series(r, "mean weight", |m| m.mean_weight)],
-    );
-    push(
-        "rounds-loss",
-        "Training loss per round",
-        "Weighted cross-entropy of the policy update, and the value model's loss where one is trained.",
-        Axis { zero_based: true, ..Axis::new("loss", Format::Number) },
-        vec![round_series(r, "policy loss", |m| m.loss), round_series(r, "value loss", |m| m.value_loss)],
-    );
-    push(
-        "rounds-time",
-        "Time per phase per round",
-        "Wall-clock seconds spent sampling, checking, filtering lemma proposals and training in each round.",
-        Axis { zero_based: true, ..Axis::new("seconds", Format::Number) },
-        vec![
-            round_series(r, "sample", |m| Some(m.sample_s)),
-            round_series(r, "check", |m| Some(m.check_s)),
-            round_series(r, "filter", |m| Some(m.filter_s)),
-            round_series(r, "train", |m| Some(m.train_s)),
-        ],
-    );
-    push(
-        "rounds-throughput",
-        "Sampling throughput per round",
-        "Sampled tokens per second of the sampling phase (absent where the samples came from the log or a server).",
-        Axis { zero_based: true, ..Axis::new("tokens/s", Format::Number) },
-        vec![round_series(r, "tokens/s", |m| m.tokens_per_s)],
-    );
-    push(
-        "rounds-novel",
-        "Novel lemmas in the replay buffer",
-        "Share of the replay buffer's lemmas that are not in the dataset (paper: 37.7%).",
-        Axis::share("novel share"),
-        vec![round_series(r, "novel lemma share", |m| {
-            m.novel_lemma_share
-        })],
-    );
-    out
+    }
+
+    /// What the rounds learned: held-out pass@k, correct nodes, mean weight, losses.
+    fn learning(&mut self) {
+        let r = self.r;
+        self.push(
+            "rounds-eval",
+            "Held-out pass@k per round",
+            "pass@k of each round's checkpoint on the same held-out theorems with the same sampling seeds \
+             (round 0: the starting model); error bars: 95% confidence intervals over theorems (the hull of the bootstrap and Wilson's score interval, open at 0 and n).",
+            Axis::share("pass@k"),
+            round_eval_series(r),
+        );
+        self.push(
+            "rounds-correct",
+            "Correct nodes per round",
+            "Nodes of the round's train-time proof trees that were locally correct (their own proof checks) and \
+             globally correct (every proposed lemma proved too).",
+            Axis { zero_based: true, ..Axis::new("nodes", Format::Integer) },
+            vec![
+                round_series(r, "globally correct", |m| Some(m.globally_correct as f64)),
+                round_series(r, "locally correct", |m| Some(m.locally_correct as f64)),
+            ],
+        );
+        self.push(
+            "rounds-weight",
+            "Mean example weight per round",
+            "Mean REINFORCE weight w = γ^h · ∏ V(lᵢ) over the round's training examples.",
+            Axis {
+                zero_based: true,
+                ..Axis::new("mean weight", Format::Number)
+            },
+            vec![round_series(r, "mean weight", |m| m.mean_weight)],
+        );
+        self.push(
+            "rounds-loss",
+            "Training loss per round",
+            "Weighted cross-entropy of the policy update, and the value model's loss where one is trained.",
+            Axis { zero_based: true, ..Axis::new("loss", Format::Number) },
+            vec![round_series(r, "policy loss", |m| m.loss), round_series(r, "value loss", |m| m.value_loss)],
+        );
+    }
+
+    /// What the rounds cost (time per phase, sampling throughput) and the replay buffer's
+    /// novel lemmas.
+    fn costs_and_novelty(&mut self) {
+        let r = self.r;
+        self.push(
+            "rounds-time",
+            "Time per phase per round",
+            "Wall-clock seconds spent sampling, checking, filtering lemma proposals and training in each round.",
+            Axis { zero_based: true, ..Axis::new("seconds", Format::Number) },
+            vec![
+                round_series(r, "sample", |m| Some(m.sample_s)),
+                round_series(r, "check", |m| Some(m.check_s)),
+                round_series(r, "filter", |m| Some(m.filter_s)),
+                round_series(r, "train", |m| Some(m.train_s)),
+            ],
+        );
+        self.push(
+            "rounds-throughput",
+            "Sampling throughput per round",
+            "Sampled tokens per second of the sampling phase (absent where the samples came from the log or a server).",
+            Axis { zero_based: true, ..Axis::new("tokens/s", Format::Number) },
+            vec![round_series(r, "tokens/s", |m| m.tokens_per_s)],
+        );
+        self.push(
+            "rounds-novel",
+            "Novel lemmas in the replay buffer",
+            "Share of the replay buffer's lemmas that are not in the dataset (paper: 37.7%).",
+            Axis::share("novel share"),
+            vec![round_series(r, "novel lemma share", |m| {
+                m.novel_lemma_share
+            })],
+        );
+    }
 }

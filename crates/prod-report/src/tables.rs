@@ -389,107 +389,113 @@ pub fn round_eval_ks(r: &RunReport) -> Vec<usize> {
     ks.into_iter().collect()
 }
 
+/// The columns of [`rounds`] before the held-out pass@k ones.
+const ROUND_COLUMNS: [&str; 15] = [
+    "Round",
+    "Examples",
+    "Mean weight",
+    "Nodes",
+    "Locally correct",
+    "Globally correct",
+    "Replay buffer",
+    "Novel lemmas",
+    "Loss",
+    "Value loss",
+    "Sample (s)",
+    "Check (s)",
+    "Train (s)",
+    "Filter (s)",
+    "Tokens/s",
+];
+
 /// One row per RL round (round 0: the starting model's evaluation only), and a total row
 /// (examples, nodes, time per phase). Held-out pass@k columns when the rounds were evaluated.
 pub fn rounds(r: &RunReport) -> Table {
     let ks = round_eval_ks(r);
-    let mut header: Vec<String> = [
-        "Round",
-        "Examples",
-        "Mean weight",
-        "Nodes",
-        "Locally correct",
-        "Globally correct",
-        "Replay buffer",
-        "Novel lemmas",
-        "Loss",
-        "Value loss",
-        "Sample (s)",
-        "Check (s)",
-        "Train (s)",
-        "Filter (s)",
-        "Tokens/s",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut header: Vec<String> = ROUND_COLUMNS.iter().map(|s| s.to_string()).collect();
     header.extend(ks.iter().map(|k| format!("Held-out pass@{k}")));
-    let eval_cells = |m: &crate::model::RoundMetrics| -> Vec<String> {
-        ks.iter()
-            .map(|k| {
-                m.eval.iter().flatten().find(|p| p.k == *k).map_or_else(
-                    || "–".to_string(),
-                    |p| pass_cell(p.estimate, p.ci_low, p.ci_high),
-                )
-            })
-            .collect()
-    };
-    let mut rows: Vec<Vec<String>> = r
-        .rounds
-        .iter()
-        .map(|m| {
-            if m.is_start() {
-                // The starting model: evaluated, not trained.
-                let mut row = vec![round_label(m)];
-                row.extend(std::iter::repeat_n(String::new(), 14));
-                row.extend(eval_cells(m));
-                return row;
-            }
-            let mut row = vec![
-                m.round.to_string(),
-                m.examples.to_string(),
-                opt_fixed(m.mean_weight, 4),
-                m.nodes.to_string(),
-                m.locally_correct.to_string(),
-                m.globally_correct.to_string(),
-                m.replay_size.to_string(),
-                opt_percent(m.novel_lemma_share),
-                opt_fixed(m.loss, 4),
-                opt_fixed(m.value_loss, 4),
-                fixed(m.sample_s, 1),
-                fixed(m.check_s, 1),
-                fixed(m.train_s, 1),
-                fixed(m.filter_s, 1),
-                opt_fixed(m.tokens_per_s, 1),
-            ];
-            row.extend(eval_cells(m));
-            row
-        })
-        .collect();
+    let mut rows: Vec<Vec<String>> = r.rounds.iter().map(|m| round_row(m, &ks)).collect();
     if r.rounds.len() > 1 {
-        let sum_u = |f: fn(&crate::model::RoundMetrics) -> usize| {
-            r.rounds
-                .iter()
-                .fold(0usize, |a, m| a.saturating_add(f(m)))
-                .to_string()
-        };
-        let sum_f = |f: fn(&crate::model::RoundMetrics) -> f64| {
-            fixed(r.rounds.iter().map(f).sum::<f64>(), 1)
-        };
-        rows.push(vec![
-            "total".to_string(),
-            sum_u(|m| m.examples),
-            String::new(),
-            sum_u(|m| m.nodes),
-            sum_u(|m| m.locally_correct),
-            sum_u(|m| m.globally_correct),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            sum_f(|m| m.sample_s),
-            sum_f(|m| m.check_s),
-            sum_f(|m| m.train_s),
-            sum_f(|m| m.filter_s),
-        ]);
-        let last = rows.len() - 1;
-        rows[last].extend(std::iter::repeat_n(String::new(), 1 + ks.len()));
+        rows.push(rounds_total_row(r, &ks));
     }
     Table {
         header,
         rows,
         text_columns: 1,
     }
+}
+
+/// A round's row of [`rounds`]: its counts, losses and phase times (blank for the starting
+/// model, evaluated and not trained), then its held-out pass@k cells.
+fn round_row(m: &crate::model::RoundMetrics, ks: &[usize]) -> Vec<String> {
+    if m.is_start() {
+        // The starting model: evaluated, not trained.
+        let mut row = vec![round_label(m)];
+        row.extend(std::iter::repeat_n(String::new(), 14));
+        row.extend(round_eval_cells(m, ks));
+        return row;
+    }
+    let mut row = vec![
+        m.round.to_string(),
+        m.examples.to_string(),
+        opt_fixed(m.mean_weight, 4),
+        m.nodes.to_string(),
+        m.locally_correct.to_string(),
+        m.globally_correct.to_string(),
+        m.replay_size.to_string(),
+        opt_percent(m.novel_lemma_share),
+        opt_fixed(m.loss, 4),
+        opt_fixed(m.value_loss, 4),
+        fixed(m.sample_s, 1),
+        fixed(m.check_s, 1),
+        fixed(m.train_s, 1),
+        fixed(m.filter_s, 1),
+        opt_fixed(m.tokens_per_s, 1),
+    ];
+    row.extend(round_eval_cells(m, ks));
+    row
+}
+
+/// A round's held-out pass@k cells for each of `ks` ("–" where it was not evaluated at k).
+fn round_eval_cells(m: &crate::model::RoundMetrics, ks: &[usize]) -> Vec<String> {
+    ks.iter()
+        .map(|k| {
+            m.eval.iter().flatten().find(|p| p.k == *k).map_or_else(
+                || "–".to_string(),
+                |p| pass_cell(p.estimate, p.ci_low, p.ci_high),
+            )
+        })
+        .collect()
+}
+
+/// The total row of [`rounds`]: summed examples, nodes, correct counts and phase times.
+fn rounds_total_row(r: &RunReport, ks: &[usize]) -> Vec<String> {
+    let sum_u = |f: fn(&crate::model::RoundMetrics) -> usize| {
+        r.rounds
+            .iter()
+            .fold(0usize, |a, m| a.saturating_add(f(m)))
+            .to_string()
+    };
+    let sum_f =
+        |f: fn(&crate::model::RoundMetrics) -> f64| fixed(r.rounds.iter().map(f).sum::<f64>(), 1);
+    let mut row = vec![
+        "total".to_string(),
+        sum_u(|m| m.examples),
+        String::new(),
+        sum_u(|m| m.nodes),
+        sum_u(|m| m.locally_correct),
+        sum_u(|m| m.globally_correct),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        sum_f(|m| m.sample_s),
+        sum_f(|m| m.check_s),
+        sum_f(|m| m.train_s),
+        sum_f(|m| m.filter_s),
+    ];
+    row.extend(std::iter::repeat_n(String::new(), 1 + ks.len()));
+    row
 }
 
 /// A round's first cell: its number, or "0 (start)" for the starting model's evaluation.
