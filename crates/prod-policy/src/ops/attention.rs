@@ -105,7 +105,8 @@ pub(super) fn bmm_into(a: &Strided, b: &Strided, op: &str) -> Result<Vec<f32>> {
         // SAFETY: `Strided::new` checked both operands' extents; each call writes rows `r` of
         // batch `i` of `out` (capacity batches·m·n), disjoint from every other call's.
         unsafe {
-            gemm_f32_serial(
+            gemm_f32_on(
+                gemm::Parallelism::None,
                 r.len(),
                 n,
                 k,

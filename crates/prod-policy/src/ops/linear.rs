@@ -107,7 +107,8 @@ pub(super) unsafe fn gemm_f32(
                         dst.offset(a as isize * dst_rs),
                         lhs.offset(a as isize * lhs_rs),
                     );
-                    gemm_f32_serial(
+                    gemm_f32_on(
+                        gemm::Parallelism::None,
                         b - a,
                         n,
                         k,
@@ -123,7 +124,8 @@ pub(super) unsafe fn gemm_f32(
                     )
                 } else {
                     let (d, r) = (dst.add(a), rhs.offset(a as isize * rhs_cs));
-                    gemm_f32_serial(
+                    gemm_f32_on(
+                        gemm::Parallelism::None,
                         m,
                         b - a,
                         k,
@@ -148,14 +150,12 @@ pub(super) unsafe fn gemm_f32(
     } else {
         gemm::Parallelism::None
     };
-    // gemm computes dst = alpha·dst + beta·lhs·rhs (dst read only when `accumulate`).
-    let alpha = if accumulate { 1f32 } else { 0f32 };
-    gemm::gemm(
+    gemm_f32_on(
+        parallelism,
         m,
         n,
         k,
         dst,
-        1,
         dst_rs,
         accumulate,
         lhs,
@@ -164,21 +164,18 @@ pub(super) unsafe fn gemm_f32(
         rhs,
         rhs_cs,
         rhs_rs,
-        alpha,
-        1f32,
-        false,
-        false,
-        false,
-        parallelism,
     )
 }
 
-/// [`gemm_f32`] on this thread only (for callers that split the work themselves).
+/// [`gemm_f32`]'s product with the given `parallelism` (`None`: on this thread only, for
+/// callers that split the work themselves): gemm computes `dst = alpha·dst + beta·lhs·rhs`
+/// (dst read only when `accumulate`).
 ///
 /// # Safety
 /// As [`gemm_f32`].
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_f32_serial(
+pub(super) unsafe fn gemm_f32_on(
+    parallelism: gemm::Parallelism,
     m: usize,
     n: usize,
     k: usize,
@@ -212,7 +209,7 @@ pub(super) unsafe fn gemm_f32_serial(
         false,
         false,
         false,
-        gemm::Parallelism::None,
+        parallelism,
     )
 }
 

@@ -188,7 +188,8 @@ impl CustomOp1 for HeadCe {
                     // capacity, written by this task only; h is [n, d], W's rows c0.. are
                     // [cw, d] (so Wᵀ has column stride d).
                     unsafe {
-                        gemm_f32_serial(
+                        gemm_f32_on(
+                            gemm::Parallelism::None,
                             n,
                             cw,
                             d,
@@ -285,7 +286,8 @@ impl CustomOp1 for HeadCe {
                             }
                         }
                         let dwc = (dwp as *mut f32).add(c0 * d);
-                        gemm_f32_serial(
+                        gemm_f32_on(
+                            gemm::Parallelism::None,
                             cw,
                             d,
                             n,
@@ -301,7 +303,8 @@ impl CustomOp1 for HeadCe {
                         );
                         let rows = std::slice::from_raw_parts(dwc, cw * d);
                         sq.write(j, rows.chunks(1 << 12).map(sum_squares_run).sum());
-                        gemm_f32_serial(
+                        gemm_f32_on(
+                            gemm::Parallelism::None,
                             n,
                             d,
                             cw,
