@@ -197,8 +197,24 @@ pub fn parse_header(text: &str) -> Result<TheoryHeader, HeaderError> {
 /// `theory`; everything after `begin` is ignored.
 pub fn parse_header_tokens(text: &str, tokens: &[Token]) -> Result<TheoryHeader, HeaderError> {
     let toks = proper(tokens);
-    let err = |message: String, offset: usize| HeaderError { message, offset };
-    // Only document text may precede the header: `section ‹…›`, `text ‹…›`, `chapter %tag ‹…›`.
+    let start = theory_keyword_at(&toks, text)?;
+    let mut h = TheoryHeader {
+        range: toks[start].range.start..toks[start].range.end,
+        ..TheoryHeader::default()
+    };
+    let i = theory_name_at(&toks, text, start + 1, &mut h)?;
+    header_sections_at(&toks, text, i, &mut h)?;
+    Ok(h)
+}
+
+/// A header error at byte `offset`.
+fn err(message: String, offset: usize) -> HeaderError {
+    HeaderError { message, offset }
+}
+
+/// The index of the `theory` keyword, after the document text that alone may precede it:
+/// `section ‹…›`, `text ‹…›`, `chapter %tag ‹…›`.
+fn theory_keyword_at(toks: &[&Token], text: &str) -> Result<usize, HeaderError> {
     let mut start = 0;
     loop {
         let Some(t) = toks.get(start) else {
@@ -206,7 +222,7 @@ pub fn parse_header_tokens(text: &str, tokens: &[Token]) -> Result<TheoryHeader,
         };
         let w = t.text(text);
         if t.kind == TokenKind::Ident && w == "theory" {
-            break;
+            return Ok(start);
         }
         let document = t.kind == TokenKind::Ident
             && matches!(
@@ -240,11 +256,16 @@ pub fn parse_header_tokens(text: &str, tokens: &[Token]) -> Result<TheoryHeader,
             start += 1;
         }
     }
-    let mut h = TheoryHeader {
-        range: toks[start].range.start..toks[start].range.end,
-        ..TheoryHeader::default()
-    };
-    let mut i = start + 1;
+}
+
+/// Reads the theory name into `h.name`, from `toks[i]` just after `theory` (document tags
+/// skipped); returns the index after the name.
+fn theory_name_at(
+    toks: &[&Token],
+    text: &str,
+    mut i: usize,
+    h: &mut TheoryHeader,
+) -> Result<usize, HeaderError> {
     // Document tags: `theory %invisible X`.
     while toks.get(i).is_some_and(|t| is_word(t, text, "%")) {
         i += 2;
@@ -252,15 +273,23 @@ pub fn parse_header_tokens(text: &str, tokens: &[Token]) -> Result<TheoryHeader,
     match toks.get(i) {
         Some(t) if matches!(t.kind, TokenKind::Ident | TokenKind::String) => {
             h.name = name_text(t, text);
-            i += 1;
+            Ok(i + 1)
         }
-        other => {
-            return Err(err(
-                "expected a theory name after `theory`".into(),
-                other.map(|t| t.range.start).unwrap_or(text.len()),
-            ))
-        }
+        other => Err(err(
+            "expected a theory name after `theory`".into(),
+            other.map(|t| t.range.start).unwrap_or(text.len()),
+        )),
     }
+}
+
+/// Reads the `imports`, `keywords` and `abbrevs` sections from `toks[i]` up to `begin`,
+/// which ends `h.range`; the first keyword declaration error, if any, is returned at the end.
+fn header_sections_at(
+    toks: &[&Token],
+    text: &str,
+    mut i: usize,
+    h: &mut TheoryHeader,
+) -> Result<(), HeaderError> {
     let mut errors = Vec::new();
     loop {
         let Some(t) = toks.get(i) else {
@@ -273,18 +302,9 @@ pub fn parse_header_tokens(text: &str, tokens: &[Token]) -> Result<TheoryHeader,
             h.range.end = t.range.end;
             break;
         } else if is_word(t, text, "imports") {
-            i += 1;
-            while let Some(t) = toks.get(i) {
-                let word = t.text(text);
-                let is_name = matches!(t.kind, TokenKind::Ident | TokenKind::String);
-                if !is_name || (t.kind == TokenKind::Ident && is_header_word(word)) {
-                    break;
-                }
-                h.imports.push(name_text(t, text));
-                i += 1;
-            }
+            i = imports_at(toks, text, i + 1, &mut h.imports);
         } else if is_word(t, text, "keywords") {
-            i = keyword_decls_at(&toks, text, i + 1, &mut h.keywords, &mut errors);
+            i = keyword_decls_at(toks, text, i + 1, &mut h.keywords, &mut errors);
         } else if is_word(t, text, "abbrevs") {
             // Abbreviations only matter to editors: skip to the next header word.
             i += 1;
@@ -305,10 +325,25 @@ pub fn parse_header_tokens(text: &str, tokens: &[Token]) -> Result<TheoryHeader,
             ));
         }
     }
-    if let Some(e) = errors.into_iter().next() {
-        return Err(e);
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(h)
+}
+
+/// Reads the imported theory names from `toks[i]` into `imports`, up to the next header word
+/// or non-name; returns the index where they stop.
+fn imports_at(toks: &[&Token], text: &str, mut i: usize, imports: &mut Vec<String>) -> usize {
+    while let Some(t) = toks.get(i) {
+        let word = t.text(text);
+        let is_name = matches!(t.kind, TokenKind::Ident | TokenKind::String);
+        if !is_name || (t.kind == TokenKind::Ident && is_header_word(word)) {
+            break;
+        }
+        imports.push(name_text(t, text));
+        i += 1;
+    }
+    i
 }
 
 fn is_header_word(w: &str) -> bool {

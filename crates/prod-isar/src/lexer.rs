@@ -480,121 +480,137 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// Lexes from the start, one token at a time, until the input ends or `stop` accepts the
+    /// last token.
     fn run(&mut self, stop: &mut dyn FnMut(&Token, &str) -> bool) {
         let mut i = 0;
         while i < self.b.len() {
-            let start = i;
-            let c = self.b[i];
-            if is_blank(c) {
-                while self.b.get(i).is_some_and(|c| is_blank(*c)) {
-                    i += 1;
-                }
-                self.push(TokenKind::Space, start, i);
-                if self.tokens.last().is_some_and(|t| stop(t, self.src)) {
-                    return;
-                }
-                continue;
-            }
-            match c {
-                b'(' if self.b.get(i + 1) == Some(&b'*') => {
-                    let r = self.comment_end(i);
-                    self.delimited(TokenKind::Comment, start, r, "comment (* ... *)");
-                }
-                b'{' if self.b.get(i + 1) == Some(&b'*') => {
-                    let r = self.verbatim_end(i);
-                    self.delimited(TokenKind::Verbatim, start, r, "verbatim text {* ... *}");
-                }
-                b'"' => self.quoted(TokenKind::String, start, b'"', "string \"...\""),
-                b'`' => self.quoted(TokenKind::AltString, start, b'`', "alt string `...`"),
-                b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b';' => {
-                    self.push(TokenKind::Keyword, start, i + 1);
-                }
-                b':' => {
-                    let end = if self.b.get(i + 1) == Some(&b':') {
-                        i + 2
-                    } else {
-                        i + 1
-                    };
-                    self.push(TokenKind::Keyword, start, end);
-                }
-                b'.' => {
-                    let end = if self.b.get(i + 1) == Some(&b'.') {
-                        i + 2
-                    } else {
-                        i + 1
-                    };
-                    self.push(TokenKind::Keyword, start, end);
-                }
-                b'\'' => match self.short_ident_end(i + 1) {
-                    Some(end) => self.push(TokenKind::TypeVar, start, end),
-                    None => self.error(start, i + 1, "stray ' (not a type variable)".into()),
-                },
-                b'?' if self.short_ident_end(i + 1).is_some()
-                    || (self.b.get(i + 1) == Some(&b'\'')
-                        && self.short_ident_end(i + 2).is_some()) =>
-                {
-                    let (kind, id_start) = if self.b[i + 1] == b'\'' {
-                        (TokenKind::TypeVar, i + 2)
-                    } else {
-                        (TokenKind::Var, i + 1)
-                    };
-                    let mut end = self.short_ident_end(id_start).unwrap_or(id_start);
-                    // `?x.1`: an index after a dot.
-                    if self.b.get(end) == Some(&b'.') {
-                        if let Some(e) = self.nat_end(end + 1) {
-                            end = e;
-                        }
-                    }
-                    self.push(kind, start, end);
-                }
-                b'0'..=b'9' => {
-                    let mut end = self.nat_end(i).unwrap_or(i + 1);
-                    let mut kind = TokenKind::Nat;
-                    if self.b.get(end) == Some(&b'.') {
-                        if let Some(e) = self.nat_end(end + 1) {
-                            end = e;
-                            kind = TokenKind::Float;
-                        }
-                    }
-                    self.push(kind, start, end);
-                }
-                b'\\' => self.backslash(i),
-                _ if is_sym_char(c) => {
-                    let mut end = i;
-                    while self.b.get(end).is_some_and(|c| is_sym_char(*c)) {
-                        end += 1;
-                    }
-                    let run = &self.src[start..end];
-                    if run == "--" && self.old_comment_follows(end) {
-                        self.formal_comment(start, end, true, true);
-                    } else if SYM_KEYWORDS.contains(&run) {
-                        self.push(TokenKind::Keyword, start, end);
-                    } else {
-                        self.push(TokenKind::SymIdent, start, end);
-                    }
-                }
-                _ if c.is_ascii_alphabetic() => {
-                    let end = self.long_ident_end(i).unwrap_or(i + 1);
-                    self.push(TokenKind::Ident, start, end);
-                }
-                _ if c >= 0x80 => self.non_ascii(i),
-                _ => {
-                    self.error(
-                        start,
-                        i + 1,
-                        format!("unexpected character {:?}", char::from(c)),
-                    );
-                }
-            }
+            self.token_at(i);
             i = self
                 .tokens
                 .last()
                 .map(|t| t.range.end)
                 .unwrap_or(i + 1)
-                .max(start + 1);
+                .max(i + 1);
             if self.tokens.last().is_some_and(|t| stop(t, self.src)) {
                 return;
             }
+        }
+    }
+
+    /// Emits the token (or error token) that starts at byte `i`, chosen by its first byte.
+    fn token_at(&mut self, i: usize) {
+        let start = i;
+        let c = self.b[i];
+        match c {
+            _ if is_blank(c) => {
+                let mut end = i;
+                while self.b.get(end).is_some_and(|c| is_blank(*c)) {
+                    end += 1;
+                }
+                self.push(TokenKind::Space, start, end);
+            }
+            b'(' if self.b.get(i + 1) == Some(&b'*') => {
+                let r = self.comment_end(i);
+                self.delimited(TokenKind::Comment, start, r, "comment (* ... *)");
+            }
+            b'{' if self.b.get(i + 1) == Some(&b'*') => {
+                let r = self.verbatim_end(i);
+                self.delimited(TokenKind::Verbatim, start, r, "verbatim text {* ... *}");
+            }
+            b'"' => self.quoted(TokenKind::String, start, b'"', "string \"...\""),
+            b'`' => self.quoted(TokenKind::AltString, start, b'`', "alt string `...`"),
+            b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b';' => {
+                self.push(TokenKind::Keyword, start, i + 1);
+            }
+            b':' => {
+                let end = if self.b.get(i + 1) == Some(&b':') {
+                    i + 2
+                } else {
+                    i + 1
+                };
+                self.push(TokenKind::Keyword, start, end);
+            }
+            b'.' => {
+                let end = if self.b.get(i + 1) == Some(&b'.') {
+                    i + 2
+                } else {
+                    i + 1
+                };
+                self.push(TokenKind::Keyword, start, end);
+            }
+            b'\'' => match self.short_ident_end(i + 1) {
+                Some(end) => self.push(TokenKind::TypeVar, start, end),
+                None => self.error(start, i + 1, "stray ' (not a type variable)".into()),
+            },
+            b'?' if self.short_ident_end(i + 1).is_some()
+                || (self.b.get(i + 1) == Some(&b'\'') && self.short_ident_end(i + 2).is_some()) =>
+            {
+                self.schematic_var(i)
+            }
+            b'0'..=b'9' => self.number(i),
+            b'\\' => self.backslash(i),
+            _ if is_sym_char(c) => self.sym_run(i),
+            _ if c.is_ascii_alphabetic() => {
+                let end = self.long_ident_end(i).unwrap_or(i + 1);
+                self.push(TokenKind::Ident, start, end);
+            }
+            _ if c >= 0x80 => self.non_ascii(i),
+            _ => {
+                self.error(
+                    start,
+                    i + 1,
+                    format!("unexpected character {:?}", char::from(c)),
+                );
+            }
+        }
+    }
+
+    /// A schematic variable `?x`, `?x.1` or schematic type variable `?'a` at `i` (the caller
+    /// has checked that a name follows the `?`).
+    fn schematic_var(&mut self, i: usize) {
+        let (kind, id_start) = if self.b[i + 1] == b'\'' {
+            (TokenKind::TypeVar, i + 2)
+        } else {
+            (TokenKind::Var, i + 1)
+        };
+        let mut end = self.short_ident_end(id_start).unwrap_or(id_start);
+        // `?x.1`: an index after a dot.
+        if self.b.get(end) == Some(&b'.') {
+            if let Some(e) = self.nat_end(end + 1) {
+                end = e;
+            }
+        }
+        self.push(kind, i, end);
+    }
+
+    /// A natural number, or a float when a dot and digits follow, at `i`.
+    fn number(&mut self, i: usize) {
+        let mut end = self.nat_end(i).unwrap_or(i + 1);
+        let mut kind = TokenKind::Nat;
+        if self.b.get(end) == Some(&b'.') {
+            if let Some(e) = self.nat_end(end + 1) {
+                end = e;
+                kind = TokenKind::Float;
+            }
+        }
+        self.push(kind, i, end);
+    }
+
+    /// A run of symbol characters at `i`: an old-style `--` formal comment, a symbolic keyword,
+    /// or a symbolic identifier.
+    fn sym_run(&mut self, i: usize) {
+        let mut end = i;
+        while self.b.get(end).is_some_and(|c| is_sym_char(*c)) {
+            end += 1;
+        }
+        let run = &self.src[i..end];
+        if run == "--" && self.old_comment_follows(end) {
+            self.formal_comment(i, end, true, true);
+        } else if SYM_KEYWORDS.contains(&run) {
+            self.push(TokenKind::Keyword, i, end);
+        } else {
+            self.push(TokenKind::SymIdent, i, end);
         }
     }
 

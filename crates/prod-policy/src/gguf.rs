@@ -51,77 +51,170 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
     let content =
         Content::read(&mut file).map_err(|e| bad(path, format!("not a GGUF file: {e}")))?;
     let md = &content.metadata;
-    let get = |k: &str| {
-        md.get(k)
-            .ok_or_else(|| bad(path, format!("metadata key {k} is missing")))
-    };
-    let arch = get("general.architecture")?
-        .to_string()
-        .map_err(|e| bad(path, e))?
-        .clone();
-    if arch != "llama" {
-        return Err(bad(
+    let meta = GgufMetadata::llama(path, md)?;
+    let tied = !content.tensor_infos.contains_key("output.weight");
+    let (cfg, tokens) = meta.config(tied)?;
+    let eos = meta.token_id("tokenizer.ggml.eos_token_id");
+    let tensors = load_tensors(path, &content, &mut file, &cfg)?;
+    let mut model = Llama::from_tensors(cfg, tensors, device)?;
+    let tok = gguf_tokenizer(path, md, &tokens, eos)?;
+    model.resize_vocab(tok.vocab_size())?;
+    Ok((model, tok))
+}
+
+/// A Llama GGUF file's metadata, read with errors that name the file and the key.
+struct GgufMetadata<'a> {
+    path: &'a Path,
+    md: &'a HashMap<String, Value>,
+    /// `general.architecture`: the prefix of the model's own keys.
+    arch: String,
+}
+
+impl<'a> GgufMetadata<'a> {
+    /// The metadata of a Llama file; other architectures are refused.
+    fn llama(path: &'a Path, md: &'a HashMap<String, Value>) -> Result<Self> {
+        let mut meta = GgufMetadata {
             path,
-            format!(
-                "architecture {arch:?} is not llama (GGUF import reads Llama files only; \
-                 Qwen2 and Qwen3 load from their Hugging Face folder)"
-            ),
-        ));
+            md,
+            arch: String::new(),
+        };
+        let arch = meta
+            .get("general.architecture")?
+            .to_string()
+            .map_err(|e| bad(path, e))?
+            .clone();
+        if arch != "llama" {
+            return Err(bad(
+                path,
+                format!(
+                    "architecture {arch:?} is not llama (GGUF import reads Llama files only; \
+                     Qwen2 and Qwen3 load from their Hugging Face folder)"
+                ),
+            ));
+        }
+        meta.arch = arch;
+        Ok(meta)
     }
-    let num = |k: &str| -> Result<usize> {
-        let v = get(&format!("{arch}.{k}"))?;
+
+    /// The value of a required key.
+    fn get(&self, k: &str) -> Result<&'a Value> {
+        self.md
+            .get(k)
+            .ok_or_else(|| bad(self.path, format!("metadata key {k} is missing")))
+    }
+
+    /// A required integer of the architecture (`{arch}.{k}`).
+    fn num(&self, k: &str) -> Result<usize> {
+        let v = self.get(&format!("{}.{k}", self.arch))?;
         v.to_u32()
             .map(|x| x as usize)
             .or_else(|_| v.to_u64().map(|x| x as usize))
-            .map_err(|e| bad(path, format!("{k}: {e}")))
-    };
-    let float = |k: &str, default: f64| -> Result<f64> {
-        match md.get(&format!("{arch}.{k}")) {
+            .map_err(|e| bad(self.path, format!("{k}: {e}")))
+    }
+
+    /// An optional float of the architecture (`{arch}.{k}`), `default` when absent.
+    fn float(&self, k: &str, default: f64) -> Result<f64> {
+        match self.md.get(&format!("{}.{k}", self.arch)) {
             None => Ok(default),
             // Through the shortest decimal form, so that f32 1e-5 becomes 1e-5, not 9.99999974e-6.
             Some(v) => v
                 .to_f32()
                 .map(|x| x.to_string().parse::<f64>().unwrap_or(x as f64))
-                .map_err(|e| bad(path, format!("{k}: {e}"))),
+                .map_err(|e| bad(self.path, format!("{k}: {e}"))),
         }
-    };
-    let heads = num("attention.head_count")?;
-    let kv_heads = num("attention.head_count_kv").unwrap_or(heads);
-    let tokens: Vec<String> = get("tokenizer.ggml.tokens")?
-        .to_vec()
-        .map_err(|e| bad(path, e))?
-        .iter()
-        .map(|v| v.to_string().cloned().map_err(|e| bad(path, e)))
-        .collect::<Result<_>>()?;
+    }
 
-    let tied = !content.tensor_infos.contains_key("output.weight");
-    let eos = md
-        .get("tokenizer.ggml.eos_token_id")
-        .and_then(|v| v.to_u32().ok());
-    let bos = md
-        .get("tokenizer.ggml.bos_token_id")
-        .and_then(|v| v.to_u32().ok());
-    let cfg = LlamaConfig {
-        vocab_size: tokens.len(),
-        hidden_size: num("embedding_length")?,
-        intermediate_size: num("feed_forward_length")?,
-        num_hidden_layers: num("block_count")?,
-        num_attention_heads: heads,
-        num_key_value_heads: Some(kv_heads),
-        rms_norm_eps: float("attention.layer_norm_rms_epsilon", 1e-5)?,
-        rope_theta: float("rope.freq_base", 10_000.0)?,
-        max_position_embeddings: num("context_length").unwrap_or(2048),
-        tie_word_embeddings: tied,
-        bos_token_id: bos.map(|x| x.into()),
-        eos_token_id: eos.map(|x| x.into()),
-        ..LlamaConfig::tiny(tokens.len())
-    };
-    cfg.validate()?;
+    /// An optional token id (`tokenizer.ggml.*_token_id`); unreadable counts as absent.
+    fn token_id(&self, k: &str) -> Option<u32> {
+        self.md.get(k).and_then(|v| v.to_u32().ok())
+    }
 
+    /// The vocabulary (`tokenizer.ggml.tokens`), in id order.
+    fn tokens(&self) -> Result<Vec<String>> {
+        self.get("tokenizer.ggml.tokens")?
+            .to_vec()
+            .map_err(|e| bad(self.path, e))?
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|e| bad(self.path, e)))
+            .collect()
+    }
+
+    /// The model's validated configuration and its vocabulary (`tied`: no `output.weight`).
+    fn config(&self, tied: bool) -> Result<(LlamaConfig, Vec<String>)> {
+        let heads = self.num("attention.head_count")?;
+        let kv_heads = self.num("attention.head_count_kv").unwrap_or(heads);
+        let tokens = self.tokens()?;
+        let eos = self.token_id("tokenizer.ggml.eos_token_id");
+        let bos = self.token_id("tokenizer.ggml.bos_token_id");
+        let cfg = LlamaConfig {
+            vocab_size: tokens.len(),
+            hidden_size: self.num("embedding_length")?,
+            intermediate_size: self.num("feed_forward_length")?,
+            num_hidden_layers: self.num("block_count")?,
+            num_attention_heads: heads,
+            num_key_value_heads: Some(kv_heads),
+            rms_norm_eps: self.float("attention.layer_norm_rms_epsilon", 1e-5)?,
+            rope_theta: self.float("rope.freq_base", 10_000.0)?,
+            max_position_embeddings: self.num("context_length").unwrap_or(2048),
+            tie_word_embeddings: tied,
+            bos_token_id: bos.map(|x| x.into()),
+            eos_token_id: eos.map(|x| x.into()),
+            ..LlamaConfig::tiny(tokens.len())
+        };
+        cfg.validate()?;
+        Ok((cfg, tokens))
+    }
+}
+
+/// Which head count undoes llama.cpp's RoPE permutation of a tensor's rows, if any.
+#[derive(Clone, Copy)]
+enum Permuted {
+    No,
+    QueryHeads,
+    KeyValueHeads,
+}
+
+/// Each layer's tensors: llama.cpp's name after `blk.{i}.`, Hugging Face's after
+/// `model.layers.{i}.`, and whether its rows are permuted; in the order they are read.
+const LAYER_TENSORS: [(&str, &str, Permuted); 9] = [
+    ("attn_norm.weight", "input_layernorm.weight", Permuted::No),
+    (
+        "attn_q.weight",
+        "self_attn.q_proj.weight",
+        Permuted::QueryHeads,
+    ),
+    (
+        "attn_k.weight",
+        "self_attn.k_proj.weight",
+        Permuted::KeyValueHeads,
+    ),
+    ("attn_v.weight", "self_attn.v_proj.weight", Permuted::No),
+    (
+        "attn_output.weight",
+        "self_attn.o_proj.weight",
+        Permuted::No,
+    ),
+    (
+        "ffn_norm.weight",
+        "post_attention_layernorm.weight",
+        Permuted::No,
+    ),
+    ("ffn_gate.weight", "mlp.gate_proj.weight", Permuted::No),
+    ("ffn_up.weight", "mlp.up_proj.weight", Permuted::No),
+    ("ffn_down.weight", "mlp.down_proj.weight", Permuted::No),
+];
+
+/// Every weight, dequantised to f32 on the CPU, under its Hugging Face name.
+fn load_tensors(
+    path: &Path,
+    content: &Content,
+    file: &mut std::fs::File,
+    cfg: &LlamaConfig,
+) -> Result<HashMap<String, Tensor>> {
     let mut tensors = HashMap::new();
     let mut load = |gguf: &str, hf: String, permute_heads: Option<usize>| -> Result<()> {
         let q = content
-            .tensor(&mut file, gguf, &Device::Cpu)
+            .tensor(file, gguf, &Device::Cpu)
             .map_err(|e| bad(path, format!("{gguf}: {e}")))?;
         let mut t = q.dequantize(&Device::Cpu)?;
         if let Some(h) = permute_heads {
@@ -136,61 +229,24 @@ pub fn import_gguf(path: &Path, device: &Device) -> Result<(Llama, ProdTokenizer
         None,
     )?;
     load("output_norm.weight", "model.norm.weight".into(), None)?;
-    if !tied {
+    if !cfg.tie_word_embeddings {
         load("output.weight", "lm_head.weight".into(), None)?;
     }
     for i in 0..cfg.num_hidden_layers {
-        let (g, h) = (format!("blk.{i}"), format!("model.layers.{i}"));
-        load(
-            &format!("{g}.attn_norm.weight"),
-            format!("{h}.input_layernorm.weight"),
-            None,
-        )?;
-        load(
-            &format!("{g}.attn_q.weight"),
-            format!("{h}.self_attn.q_proj.weight"),
-            Some(heads),
-        )?;
-        load(
-            &format!("{g}.attn_k.weight"),
-            format!("{h}.self_attn.k_proj.weight"),
-            Some(kv_heads),
-        )?;
-        load(
-            &format!("{g}.attn_v.weight"),
-            format!("{h}.self_attn.v_proj.weight"),
-            None,
-        )?;
-        load(
-            &format!("{g}.attn_output.weight"),
-            format!("{h}.self_attn.o_proj.weight"),
-            None,
-        )?;
-        load(
-            &format!("{g}.ffn_norm.weight"),
-            format!("{h}.post_attention_layernorm.weight"),
-            None,
-        )?;
-        load(
-            &format!("{g}.ffn_gate.weight"),
-            format!("{h}.mlp.gate_proj.weight"),
-            None,
-        )?;
-        load(
-            &format!("{g}.ffn_up.weight"),
-            format!("{h}.mlp.up_proj.weight"),
-            None,
-        )?;
-        load(
-            &format!("{g}.ffn_down.weight"),
-            format!("{h}.mlp.down_proj.weight"),
-            None,
-        )?;
+        for (gguf, hf, permuted) in LAYER_TENSORS {
+            let heads = match permuted {
+                Permuted::No => None,
+                Permuted::QueryHeads => Some(cfg.num_attention_heads),
+                Permuted::KeyValueHeads => Some(cfg.kv_heads()),
+            };
+            load(
+                &format!("blk.{i}.{gguf}"),
+                format!("model.layers.{i}.{hf}"),
+                heads,
+            )?;
+        }
     }
-    let mut model = Llama::from_tensors(cfg, tensors, device)?;
-    let tok = gguf_tokenizer(path, md, &tokens, eos)?;
-    model.resize_vocab(tok.vocab_size())?;
-    Ok((model, tok))
+    Ok(tensors)
 }
 
 fn gguf_tokenizer(

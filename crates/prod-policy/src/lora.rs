@@ -96,129 +96,139 @@ fn token_indices(cfg: &Value, layer: &str, path: &Path) -> Result<Option<Vec<u32
     }
 }
 
-impl LoraAdapter {
-    /// Reads `dir/adapter_config.json` and `dir/adapter_model.safetensors`.
-    pub fn read(dir: &Path) -> Result<LoraAdapter> {
-        let cpath = dir.join("adapter_config.json");
-        let text = std::fs::read_to_string(&cpath).map_err(|e| PolicyError::io(&cpath, e))?;
-        let cfg: Value = serde_json::from_str(&text)
-            .map_err(|e| bad(&cpath, format!("line {}: {e}", e.line())))?;
-        match cfg.get("peft_type").and_then(Value::as_str) {
-            Some("LORA") => {}
-            other => {
-                return Err(bad(
-                    &cpath,
-                    format!("peft_type {other:?}: only LoRA adapters (\"LORA\") are merged"),
-                ))
-            }
-        }
-        let r = cfg
-            .get("r")
-            .and_then(Value::as_u64)
-            .filter(|&r| r > 0)
-            .ok_or_else(|| bad(&cpath, "r must be a positive integer"))? as usize;
-        let alpha = cfg
-            .get("lora_alpha")
-            .and_then(Value::as_f64)
-            .filter(|a| a.is_finite())
-            .ok_or_else(|| bad(&cpath, "lora_alpha must be a number"))?;
-        let rslora = cfg
-            .get("use_rslora")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        for (key, why) in [
-            (
-                "use_dora",
-                "DoRA rescales each column; only plain LoRA is merged",
-            ),
-            ("bias", "adapter biases are not merged"),
-            ("lora_bias", "adapter biases are not merged"),
-            (
-                "fan_in_fan_out",
-                "only nn.Linear layout (out × in) is merged",
-            ),
-            ("modules_to_save", "whole-module copies are not merged"),
-            ("rank_pattern", "one rank for every layer"),
-            ("alpha_pattern", "one alpha for every layer"),
-            ("target_parameters", "LoRA on raw parameters is not merged"),
-            ("layer_replication", "replicated layers are not merged"),
-        ] {
-            refuse_if_set(&cfg, key, &cpath, why)?;
-        }
-        let scale = if rslora {
-            alpha / (r as f64).sqrt()
-        } else {
-            alpha / r as f64
-        };
-        let wpath = dir.join("adapter_model.safetensors");
-        if !wpath.is_file() {
-            return Err(bad(
-                &wpath,
-                "missing (PEFT writes the adapter's weights there)",
-            ));
-        }
-        let tensors = candle_core::safetensors::load(&wpath, &Device::Cpu)
-            .map_err(|e| bad(&wpath, format!("not a safetensors file: {e}")))?;
-        let mut a_of: HashMap<String, Tensor> = HashMap::new();
-        let mut b_of: HashMap<String, Tensor> = HashMap::new();
-        let mut tokens = Vec::new();
+/// The LoRA pairs and trainable-token rows of an adapter's weights file, sorted by kind.
+#[derive(Default)]
+struct AdapterTensors {
+    /// lora_A per module (without `.lora_A.weight`).
+    a_of: HashMap<String, Tensor>,
+    /// lora_B per module (without `.lora_B.weight`).
+    b_of: HashMap<String, Tensor>,
+    /// (weight name, token ids, their new rows), as in [`LoraAdapter::tokens`].
+    tokens: Vec<(String, Vec<u32>, Tensor)>,
+}
+
+/// Reads and parses `adapter_config.json`, refusing anything but a LoRA adapter.
+fn read_adapter_config(cpath: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(cpath).map_err(|e| PolicyError::io(cpath, e))?;
+    let cfg: Value =
+        serde_json::from_str(&text).map_err(|e| bad(cpath, format!("line {}: {e}", e.line())))?;
+    match cfg.get("peft_type").and_then(Value::as_str) {
+        Some("LORA") => Ok(cfg),
+        other => Err(bad(
+            cpath,
+            format!("peft_type {other:?}: only LoRA adapters (\"LORA\") are merged"),
+        )),
+    }
+}
+
+/// The adapter's rank, alpha and merge scale, after refusing the options that are not merged.
+fn rank_alpha_scale(cfg: &Value, cpath: &Path) -> Result<(usize, f64, f64)> {
+    let r = cfg
+        .get("r")
+        .and_then(Value::as_u64)
+        .filter(|&r| r > 0)
+        .ok_or_else(|| bad(cpath, "r must be a positive integer"))? as usize;
+    let alpha = cfg
+        .get("lora_alpha")
+        .and_then(Value::as_f64)
+        .filter(|a| a.is_finite())
+        .ok_or_else(|| bad(cpath, "lora_alpha must be a number"))?;
+    let rslora = cfg
+        .get("use_rslora")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    for (key, why) in [
+        (
+            "use_dora",
+            "DoRA rescales each column; only plain LoRA is merged",
+        ),
+        ("bias", "adapter biases are not merged"),
+        ("lora_bias", "adapter biases are not merged"),
+        (
+            "fan_in_fan_out",
+            "only nn.Linear layout (out × in) is merged",
+        ),
+        ("modules_to_save", "whole-module copies are not merged"),
+        ("rank_pattern", "one rank for every layer"),
+        ("alpha_pattern", "one alpha for every layer"),
+        ("target_parameters", "LoRA on raw parameters is not merged"),
+        ("layer_replication", "replicated layers are not merged"),
+    ] {
+        refuse_if_set(cfg, key, cpath, why)?;
+    }
+    let scale = if rslora {
+        alpha / (r as f64).sqrt()
+    } else {
+        alpha / r as f64
+    };
+    Ok((r, alpha, scale))
+}
+
+/// Loads `adapter_model.safetensors` onto the CPU.
+fn load_adapter_weights(wpath: &Path) -> Result<HashMap<String, Tensor>> {
+    if !wpath.is_file() {
+        return Err(bad(
+            wpath,
+            "missing (PEFT writes the adapter's weights there)",
+        ));
+    }
+    candle_core::safetensors::load(wpath, &Device::Cpu)
+        .map_err(|e| bad(wpath, format!("not a safetensors file: {e}")))
+}
+
+impl AdapterTensors {
+    /// Sorts every tensor (in name order, widened to f32) into its kind; unknown ones are refused.
+    fn sort(
+        tensors: &HashMap<String, Tensor>,
+        cfg: &Value,
+        cpath: &Path,
+        wpath: &Path,
+    ) -> Result<Self> {
+        let mut sorted = AdapterTensors::default();
         let mut names: Vec<&String> = tensors.keys().collect();
         names.sort();
         for key in names {
             let t = tensors[key].to_dtype(DType::F32)?;
             let name = key.strip_prefix("base_model.model.").unwrap_or(key);
             if let Some(m) = name.strip_suffix(".lora_A.weight") {
-                a_of.insert(m.to_string(), t);
+                sorted.a_of.insert(m.to_string(), t);
             } else if let Some(m) = name.strip_suffix(".lora_B.weight") {
-                b_of.insert(m.to_string(), t);
+                sorted.b_of.insert(m.to_string(), t);
             } else if let Some(m) = name.strip_suffix(".token_adapter.trainable_tokens_delta") {
-                let layer = m.rsplit('.').next().unwrap_or(m);
-                let ids = token_indices(&cfg, layer, &cpath)?.ok_or_else(|| {
-                    bad(
-                        &wpath,
-                        format!(
-                            "{key}: no trainable_token_indices for {layer} in adapter_config.json"
-                        ),
-                    )
-                })?;
-                if t.dims2()?.0 != ids.len() {
-                    return Err(bad(
-                        &wpath,
-                        format!(
-                            "{key} has {} rows, trainable_token_indices lists {} tokens",
-                            t.dims2()?.0,
-                            ids.len()
-                        ),
-                    ));
-                }
-                tokens.push((format!("{m}.weight"), ids, t));
+                let ids = trainable_token_ids(key, m, &t, cfg, cpath, wpath)?;
+                sorted.tokens.push((format!("{m}.weight"), ids, t));
             } else if name.contains("lora_embedding_") {
                 return Err(bad(
-                    &wpath,
+                    wpath,
                     format!("{key}: LoRA on embeddings is not supported"),
                 ));
             } else {
                 return Err(bad(
-                    &wpath,
+                    wpath,
                     format!("{key}: not a LoRA or trainable-token tensor"),
                 ));
             }
         }
+        Ok(sorted)
+    }
+
+    /// Matches each module's lora_A with its lora_B, checking both have rank `r`; by name.
+    fn pairs(&self, r: usize, wpath: &Path) -> Result<Vec<(String, Tensor, Tensor)>> {
         let mut pairs = Vec::new();
-        let mut modules: Vec<&String> = a_of.keys().chain(b_of.keys()).collect();
+        let mut modules: Vec<&String> = self.a_of.keys().chain(self.b_of.keys()).collect();
         modules.sort();
         modules.dedup();
         for m in modules {
-            let (Some(a), Some(b)) = (a_of.get(m), b_of.get(m)) else {
+            let (Some(a), Some(b)) = (self.a_of.get(m), self.b_of.get(m)) else {
                 return Err(bad(
-                    &wpath,
+                    wpath,
                     format!("{m}: lora_A and lora_B must both be present"),
                 ));
             };
             let ((ra, _), (_, rb)) = (a.dims2()?, b.dims2()?);
             if ra != r || rb != r {
                 return Err(bad(
-                    &wpath,
+                    wpath,
                     format!(
                         "{m}: lora_A is {:?} and lora_B {:?}, but r = {r}",
                         a.dims(),
@@ -228,6 +238,50 @@ impl LoraAdapter {
             }
             pairs.push((format!("{m}.weight"), a.clone(), b.clone()));
         }
+        Ok(pairs)
+    }
+}
+
+/// The token ids whose rows the trainable-token tensor `key` (module `m`, rows `t`) replaces.
+fn trainable_token_ids(
+    key: &str,
+    m: &str,
+    t: &Tensor,
+    cfg: &Value,
+    cpath: &Path,
+    wpath: &Path,
+) -> Result<Vec<u32>> {
+    let layer = m.rsplit('.').next().unwrap_or(m);
+    let ids = token_indices(cfg, layer, cpath)?.ok_or_else(|| {
+        bad(
+            wpath,
+            format!("{key}: no trainable_token_indices for {layer} in adapter_config.json"),
+        )
+    })?;
+    if t.dims2()?.0 != ids.len() {
+        return Err(bad(
+            wpath,
+            format!(
+                "{key} has {} rows, trainable_token_indices lists {} tokens",
+                t.dims2()?.0,
+                ids.len()
+            ),
+        ));
+    }
+    Ok(ids)
+}
+
+impl LoraAdapter {
+    /// Reads `dir/adapter_config.json` and `dir/adapter_model.safetensors`.
+    pub fn read(dir: &Path) -> Result<LoraAdapter> {
+        let cpath = dir.join("adapter_config.json");
+        let cfg = read_adapter_config(&cpath)?;
+        let (r, alpha, scale) = rank_alpha_scale(&cfg, &cpath)?;
+        let wpath = dir.join("adapter_model.safetensors");
+        let tensors = load_adapter_weights(&wpath)?;
+        let sorted = AdapterTensors::sort(&tensors, &cfg, &cpath, &wpath)?;
+        let pairs = sorted.pairs(r, &wpath)?;
+        let tokens = sorted.tokens;
         if pairs.is_empty() && tokens.is_empty() {
             return Err(bad(&wpath, "no LoRA weights in the adapter"));
         }
