@@ -301,7 +301,7 @@ fn example(out: &mut String, x: &ExampleTree) {
             n.depth,
             xml(&n.origin),
             xml(&n.verdict),
-            if n.truncated { " (cut at the token limit)" } else { "" },
+            if n.truncated { format!(" ({})", crate::model::CUT_LABEL) } else { String::new() },
             xml(if n.global.is_empty() { "\u{2013}" } else { &n.global }),
             if n.lemmas.is_empty() { String::new() } else { format!(" \u{b7} proposes {} lemma{}", n.lemmas.len(), if n.lemmas.len() == 1 { "" } else { "s" }) }
         );

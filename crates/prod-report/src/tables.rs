@@ -1032,46 +1032,6 @@ pub fn failures(e: &Evaluation) -> Option<Table> {
     })
 }
 
-/// The nodes of an example tree, one row each.
-pub fn example_nodes(x: &crate::model::ExampleTree) -> Table {
-    let header = [
-        "Depth",
-        "Statement",
-        "Origin",
-        "Verdict",
-        "Global",
-        "Proposed lemmas",
-        "Message",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let rows = x
-        .nodes
-        .iter()
-        .map(|n| {
-            vec![
-                n.depth.to_string(),
-                n.statement.clone(),
-                n.origin.clone(),
-                if n.truncated {
-                    format!("{} (cut)", n.verdict)
-                } else {
-                    n.verdict.clone()
-                },
-                n.global.clone(),
-                n.lemmas.len().to_string(),
-                n.message.clone(),
-            ]
-        })
-        .collect();
-    Table {
-        header,
-        rows,
-        text_columns: 7,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
