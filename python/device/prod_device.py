@@ -18,6 +18,7 @@ Only torch, numpy, safetensors and tokenizers are needed (no transformers, no pe
 Commands and sizes: docs/models.md ("SFT on the GPU machine").
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -223,7 +224,9 @@ def cmd_run(a):
         probe = {"ids": probe_ids, "logits": logits.cpu().tolist() if a.probe_full else None,
                  "last": logits[-1].cpu().tolist(),
                  "argmax": logits.argmax(-1).cpu().tolist()}
-        gen.manual_seed(a.seed)
+        # Trees from `first_tree` on draw from their own stream: a later call that samples more
+        # trees with the same adapter must not repeat the first ones.
+        gen.manual_seed(a.seed + 7919 * a.first_tree)
         sample_deadline = now + share
 
         def sampler(prompts, forced):
@@ -234,19 +237,20 @@ def cmd_run(a):
                                     rows=a.rows, deadline=sample_deadline, clock=time.time)
         ts = time.time()
         nodes, done = trees.generate(thms, context_ids, encode, decode, sampler, samples=a.samples,
-                                     depth=a.depth, group=a.tree_group,
+                                     depth=a.depth, group=a.tree_group, first=a.first_tree,
                                      ids={"use_invoke": special["<use_invoke>"], "no_invoke": special["<no_invoke>"]},
                                      log=log)
-        header = {"model": label, "adapter": f"{name}/adapter_model.safetensors", "split": a.split,
-                  "theorems": len(thms), "samples": done, "depth": a.depth, "temperature": a.temperature,
+        header = {"model": label, "adapter": f"{name}/adapter_model.safetensors",
+                  "adapter_sha256": _sha256(os.path.join(out, "adapter_model.safetensors")), "split": a.split,
+                  "theorems": len(thms), "samples": max(0, done - a.first_tree), "first_tree": a.first_tree, "depth": a.depth, "temperature": a.temperature,
                   "top_p": a.top_p, "max_new_tokens": a.max_new_tokens, "first_token": a.first_token,
                   "seed": a.seed, "pack_sha256": m["weights"]["sha256"], "data_sha256": m["data"]["sha256"],
                   "sampler": f"python/device/prod_device.py on {dev} (torch {torch.__version__})"}
         trees.write(os.path.join(out, "trees.jsonl"), header, nodes)
         gen_tokens = sum(n["tokens"] for n in nodes)
         el = time.time() - ts
-        log(f"run: {label}: {done} trees per theorem, {len(nodes)} nodes, {gen_tokens} tokens in {el:.0f}s")
-        summary["models"][name] = {"label": label, "train": tr, "probe": probe, "trees": done, "nodes": len(nodes),
+        log(f"run: {label}: {max(0, done - a.first_tree)} trees per theorem (from tree {a.first_tree}), {len(nodes)} nodes, {gen_tokens} tokens in {el:.0f}s")
+        summary["models"][name] = {"label": label, "train": tr, "probe": probe, "trees": max(0, done - a.first_tree), "nodes": len(nodes),
                                    "sample_seconds": el, "generated_tokens": gen_tokens,
                                    "use_invoke_roots": sum(1 for n in nodes if n["depth"] == 0 and n["t0"] == "use_invoke"),
                                    "roots": sum(1 for n in nodes if n["depth"] == 0)}
@@ -256,6 +260,29 @@ def cmd_run(a):
             json.dump(summary, f)
         os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
     log(f"run: done in {time.time() - T_START:.0f}s")
+    return 0
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cmd_merge(a):
+    """Joins trees files of one adapter sampled in several calls (`run --first-tree`) into one
+    file with trees 0..n-1, refusing files that differ in anything but their seed or that leave a
+    gap or an overlap."""
+    try:
+        merged = trees.merge([trees.read(p) for p in a.files])
+    except trees.TreesError as e:
+        log(f"merge: {e}")
+        return 2
+    header, nodes = merged
+    trees.write(a.out, header, nodes)
+    log(f"merge: {len(a.files)} files, {header['samples']} trees per theorem, {len(nodes)} nodes → {a.out}")
     return 0
 
 
@@ -305,6 +332,8 @@ def main():
                    help="saved (and sampled) adapter precision; bf16 keeps r=16 on SmolLM2 under 10 MB")
     p.add_argument("--sample-share", type=float, default=0.3, help="share of each model's time kept for sampling")
     p.add_argument("--samples", type=int, default=8, help="n: trees per theorem")
+    p.add_argument("--first-tree", type=int, default=0,
+                   help="sample trees first-tree..samples-1 only (a later call adds trees; `merge` joins the files)")
     p.add_argument("--depth", type=int, default=2, help="paper: 2")
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -321,6 +350,10 @@ def main():
     p.add_argument("--probe-full", action="store_true", help="every position's logits in the probe")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("merge", help="join trees files of one adapter sampled in several calls (here)")
+    p.add_argument("files", nargs="+", help="trees.jsonl files, in tree order")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_merge)
     p = sub.add_parser("lemmas", help="proposed lemmas of JSON strings on stdin")
     p.set_defaults(fn=cmd_lemmas)
     a = ap.parse_args()

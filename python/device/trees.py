@@ -85,11 +85,12 @@ def statement_part(statement):
     return statement.strip(RUST_WS) + "\n"
 
 
-def generate(theorems, context_ids, encode, decode, sampler, *, samples, depth, group, ids, log=print):
+def generate(theorems, context_ids, encode, decode, sampler, *, samples, depth, group, ids, log=print, first=0):
     """Algorithm 1 for every theorem. `theorems`: [{theorem, statement, context_key}];
     `context_ids[i]`: the prompt's context part; `encode(text)` / `decode(ids)`: the model's
     tokenizer; `sampler(prompts, first_token_free)` → [(ids, stop)] or None at the deadline;
-    `ids`: {"use_invoke", "no_invoke"} token ids. Returns (nodes, complete trees)."""
+    `ids`: {"use_invoke", "no_invoke"} token ids; trees `first`..`samples`-1 are sampled.
+    Returns (nodes, the first tree not sampled)."""
     nodes = []
     st_cache = {}
 
@@ -98,7 +99,7 @@ def generate(theorems, context_ids, encode, decode, sampler, *, samples, depth, 
             st_cache[s] = encode(statement_part(s))
         return st_cache[s]
 
-    done = 0
+    done = first
     while done < samples:
         trees = list(range(done, min(samples, done + group)))
         level = [{"tree": t, "th": i, "statement": th["statement"], "parent": None}
@@ -152,3 +153,55 @@ def write(path, header, nodes):
         for n in nodes:
             f.write(json.dumps(n, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
+
+
+class TreesError(Exception):
+    pass
+
+
+def read(path):
+    """(header, nodes) of a trees file."""
+    with open(path, encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    if not lines or lines[0].get("format") != FORMAT or lines[0].get("version") != VERSION:
+        raise TreesError(f"{path}: not a {FORMAT} version {VERSION} file")
+    return lines[0], lines[1:]
+
+
+# Header fields that differ between the calls that sampled one adapter's trees.
+_PER_CALL = {"seed", "first_tree", "samples", "sampler"}
+
+
+def merge(files):
+    """One (header, nodes) of several [(header, nodes)] of the same adapter and settings whose
+    trees follow each other (`first_tree` of each = the end of the one before, from 0). Nodes
+    are renumbered in file order, parents with them."""
+    if not files:
+        raise TreesError("nothing to merge")
+    h0 = files[0][0]
+    if h0.get("adapter_sha256") is None:
+        raise TreesError("the first file's header has no adapter_sha256: cannot tell it is one adapter")
+    nxt, out, seeds = 0, [], []
+    for k, (h, nodes) in enumerate(files):
+        same = {key for key in set(h0) | set(h) if key not in _PER_CALL and h0.get(key) != h.get(key)}
+        if same:
+            raise TreesError(f"file {k + 1} differs from the first in {sorted(same)}")
+        if h.get("first_tree", 0) != nxt:
+            raise TreesError(f"file {k + 1} starts at tree {h.get('first_tree', 0)}, expected {nxt}")
+        if (h.get("seed"), h.get("first_tree", 0)) in seeds:
+            raise TreesError(f"file {k + 1} repeats seed {h.get('seed')}")
+        seeds.append((h.get("seed"), h.get("first_tree", 0)))
+        base = len(out)
+        for i, n in enumerate(nodes):
+            if n["node"] != i:
+                raise TreesError(f"file {k + 1}: line {i + 2} is node {n['node']}, expected {i}")
+            t = n["tree"]
+            if not nxt <= t < nxt + h["samples"]:
+                raise TreesError(f"file {k + 1}: node {n['node']} is in tree {t}, outside {nxt}..{nxt + h['samples'] - 1}")
+            m = dict(n, node=base + n["node"], parent=None if n["parent"] is None else base + n["parent"])
+            out.append(m)
+        nxt += h["samples"]
+    header = {key: v for key, v in h0.items() if key not in _PER_CALL}
+    header.update(samples=nxt, first_tree=0, seeds=[s for s, _ in seeds],
+                  sampler=h0.get("sampler"), seed=h0.get("seed"))
+    return header, out

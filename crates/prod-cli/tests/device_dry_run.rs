@@ -425,6 +425,102 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
         nodes(out.join("sft-wl/trees.jsonl"))
     );
 
+    // Trees 2..3 sampled by a later call (`--first-tree`) are new draws; `merge` joins both
+    // files into trees 0..3 and refuses them out of order.
+    ok(
+        "run --first-tree",
+        Command::new(&py)
+            .arg(&script)
+            .args([
+                "run",
+                "--parts",
+                ".device-a",
+                ".device-b",
+                "--out",
+                "OUT3",
+                "--from-state",
+                ".device-state",
+                "--models",
+                "sft-wl",
+                "--device",
+                "cpu",
+                "--samples",
+                "4",
+                "--first-tree",
+                "2",
+                "--depth",
+                "2",
+                "--max-new-tokens",
+                "24",
+                "--first-token",
+                "t0",
+                "--rows",
+                "4",
+                "--tree-group",
+                "2",
+            ])
+            .current_dir(d)
+            .env("OMP_NUM_THREADS", "1")
+            .output()
+            .unwrap(),
+    );
+    let later = nodes(d.join("OUT3/sft-wl/trees.jsonl"));
+    let node = |l: &String| serde_json::from_str::<serde_json::Value>(l).unwrap();
+    assert!(later
+        .iter()
+        .all(|l| (2..4).contains(&node(l)["tree"].as_u64().unwrap())));
+    let roots = |ls: &[String]| -> Vec<String> {
+        ls.iter()
+            .map(node)
+            .filter(|n| n["depth"] == 0)
+            .map(|n| n["completion"].to_string())
+            .collect()
+    };
+    assert_ne!(
+        roots(&later),
+        roots(&nodes(out.join("sft-wl/trees.jsonl"))),
+        "later trees are new draws"
+    );
+    let merge = |files: [&str; 2]| {
+        Command::new(&py)
+            .arg(&script)
+            .arg("merge")
+            .args(files)
+            .args(["--out", "merged.jsonl"])
+            .current_dir(d)
+            .output()
+            .unwrap()
+    };
+    let wrong = merge(["OUT3/sft-wl/trees.jsonl", "OUT/sft-wl/trees.jsonl"]);
+    assert_eq!(
+        wrong.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    ok(
+        "merge",
+        merge(["OUT/sft-wl/trees.jsonl", "OUT3/sft-wl/trees.jsonl"]),
+    );
+    let joined = std::fs::read_to_string(d.join("merged.jsonl")).unwrap();
+    let mut lines = joined.lines();
+    let head: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(head["samples"], 4);
+    let body: Vec<serde_json::Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        body.len(),
+        nodes(out.join("sft-wl/trees.jsonl")).len() + later.len()
+    );
+    for (i, n) in body.iter().enumerate() {
+        assert_eq!(n["node"], i);
+        if let Some(p) = n["parent"].as_u64() {
+            assert_eq!(
+                body[p as usize]["tree"], n["tree"],
+                "a parent stays in its tree"
+            );
+        }
+    }
+
     // Back here: the adapter merged by prod gives the trained model's logits.
     let merged = d.join("merged");
     ok(
