@@ -238,10 +238,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             temperature: a.sampling.temperature,
         },
         sampling: NativeParams {
-            temperature: a.sampling.temperature,
-            top_p: a.sampling.top_p,
-            max_new_tokens: a.sampling.max_new_tokens,
-            context_tokens: a.sampling.context_tokens,
+            sampling: a.sampling.sampling(),
             seed: a.seed,
             decode_weights: a.sampling.decode_weights,
             first_token: match a.first_token {
@@ -262,10 +259,6 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             let base = prod_remote::RemoteConfig::for_server(a.remote_server, url);
             prod_remote::RemoteConfig {
                 model: a.remote_model.clone(),
-                temperature: a.sampling.temperature,
-                top_p: a.sampling.top_p,
-                max_tokens: a.sampling.max_new_tokens,
-                context_tokens: a.sampling.context_tokens,
                 seed: Some(a.seed),
                 ..base
             }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand, ValueEnum};
-use prod_core::{ConditionalProof, T0};
+use prod_core::{ConditionalProof, Sampling, T0};
 use prod_policy::model::Llama;
 use prod_policy::prompt::{self, ExampleOptions, TrainExample};
 use prod_policy::sample::{self, SamplingParams};
@@ -225,26 +225,39 @@ pub struct SampleArgs {
     pub json: bool,
 }
 
-/// How samples are drawn: `prod model sample` and `prod eval` take the same options.
+/// How samples are drawn: `prod model sample` and `prod eval` take the same options, with the
+/// defaults and ranges of [`Sampling`] (what to sample) and the native sampler's weights.
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
     /// Sampling temperature (0 = greedy; paper: 0.7).
-    #[arg(long, default_value_t = prod_run::NativeParams::default().temperature, value_parser = ranges::non_negative_finite_f64)]
+    #[arg(long, default_value_t = Sampling::default().temperature, value_parser = |s: &str| ranges::real_in(s, Sampling::TEMPERATURE))]
     pub temperature: f64,
     /// Nucleus (top-p) threshold in (0, 1]; 1 = off.
-    #[arg(long, default_value_t = prod_run::NativeParams::default().top_p, value_parser = ranges::unit_interval_open_closed)]
+    #[arg(long, default_value_t = Sampling::default().top_p, value_parser = |s: &str| ranges::real_in(s, Sampling::TOP_P))]
     pub top_p: f64,
     /// Longest generated proof, in tokens.
-    #[arg(long, default_value_t = prod_run::NativeParams::default().max_new_tokens, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = Sampling::default().max_new_tokens, value_parser = ranges::positive_usize)]
     pub max_new_tokens: usize,
     /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = prod_run::NativeParams::default().context_tokens, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = Sampling::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Weights the decoding steps read: f32 (exact) or q8 (block-quantised copies: 4 bits
     /// where that is exact, as for a model imported from a Q4 GGUF, else 8 bits; about 3×
     /// faster at batch 1). A prompt longer than one token is prefilled in f32.
     #[arg(long, default_value_t = prod_run::NativeParams::default().decode_weights)]
     pub decode_weights: DecodeWeights,
+}
+
+impl SamplingArgs {
+    /// What to sample, as every policy takes it.
+    pub fn sampling(&self) -> Sampling {
+        Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_new_tokens: self.max_new_tokens,
+            context_tokens: self.context_tokens,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -368,7 +381,7 @@ pub struct BenchSampleArgs {
     #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
     pub batch_rows: usize,
     /// Sampling temperature (paper: 0.7).
-    #[arg(long, default_value_t = prod_core::PAPER_TEMPERATURE, value_parser = ranges::non_negative_finite_f64)]
+    #[arg(long, default_value_t = Sampling::default().temperature, value_parser = |s: &str| ranges::real_in(s, Sampling::TEMPERATURE))]
     pub temperature: f64,
     /// Decoding weights to measure, in order.
     #[arg(long, value_delimiter = ',', default_value = "f32,q8")]
@@ -1314,9 +1327,12 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
     use prod_run::{NativeParams, NativePolicy};
 
     let base = NativeParams {
-        temperature: a.temperature,
-        max_new_tokens: a.new_tokens,
-        context_tokens: a.context_tokens,
+        sampling: prod_core::Sampling {
+            temperature: a.temperature,
+            max_new_tokens: a.new_tokens,
+            context_tokens: a.context_tokens,
+            ..prod_core::Sampling::default()
+        },
         seed: a.seed,
         batch_rows: a.batch_rows,
         ..prod_run::NativeParams::default()

@@ -42,7 +42,7 @@ pub struct PromptsArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = prod_run::NativeParams::default().context_tokens, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_core::Sampling::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Output JSONL (written atomically).
     #[arg(long)]
@@ -65,7 +65,10 @@ fn write(a: &PromptsArgs) -> anyhow::Result<usize> {
     let tok = prod_policy::ProdTokenizer::from_file(&a.model.join("tokenizer.json"), cfg.eos_id())
         .map_err(|e| bad(format!("model {}: {e}", a.model.display())))?;
     let params = prod_run::NativeParams {
-        context_tokens: a.context_tokens,
+        sampling: prod_core::Sampling {
+            context_tokens: a.context_tokens,
+            ..prod_core::Sampling::default()
+        },
         ..Default::default()
     };
     let mut tmp = a.out.as_os_str().to_owned();

@@ -58,8 +58,8 @@ pub fn positive_usize(s: &str) -> Result<usize, String> {
     parse_in(s, |&v| Range::AtLeastOne.contains(v as f64), WHOLE_POSITIVE)
 }
 
-/// A real number in `range`.
-fn real_in(s: &str, range: Range) -> Result<f64, String> {
+/// A real number in `range` (a flag's parser: `|s: &str| real_in(s, Sampling::TOP_P)`).
+pub fn real_in(s: &str, range: Range) -> Result<f64, String> {
     parse_in(s, |v: &f64| range.contains(*v), range.describe())
 }
 
@@ -83,12 +83,6 @@ pub fn positive_seconds(s: &str) -> Result<f64, String> {
 #[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod demo` uses it
 pub fn positive_minutes(s: &str) -> Result<f64, String> {
     real_in(s, Range::PositiveMinutes)
-}
-
-/// A number in (0, 1] (top-p).
-#[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod model`/`prod eval` use it
-pub fn unit_interval_open_closed(s: &str) -> Result<f64, String> {
-    real_in(s, Range::UnitOpenClosed)
 }
 
 /// A number in [0, 1) (a fraction of a dataset held out).
@@ -223,10 +217,11 @@ mod tests {
 
     #[test]
     fn unit_intervals_have_the_right_open_end() {
-        assert_eq!(unit_interval_open_closed("1"), Ok(1.0));
-        assert_eq!(unit_interval_open_closed("0.95"), Ok(0.95));
+        let top_p = |s| real_in(s, prod_core::Sampling::TOP_P);
+        assert_eq!(top_p("1"), Ok(1.0));
+        assert_eq!(top_p("0.95"), Ok(0.95));
         for bad in ["0", "-0.1", "1.0001", "nan", "inf"] {
-            assert!(unit_interval_open_closed(bad).is_err(), "{bad}");
+            assert!(top_p(bad).is_err(), "{bad}");
         }
         assert_eq!(unit_interval_closed_open("0"), Ok(0.0));
         assert_eq!(unit_interval_closed_open("0.1"), Ok(0.1));

@@ -5,6 +5,7 @@
 //! * [`assembly`] — a complete proof from a globally correct root, child-first, lemmas deduplicated.
 //! * [`pass_at_k`] — the unbiased estimator, bootstrap confidence intervals, per-depth tables.
 //! * [`range`] — the ranges numbers of a command line or config file must lie in, one rule each.
+//! * [`Sampling`] — what to sample (temperature, top-p, new tokens, context tokens), one default each.
 //! * [`ProofLanguage`] — everything prover-specific the core needs (statement normalisation,
 //!   names, rendering), implemented by `prod-coq` and later by the Isabelle crate.
 //!
@@ -16,6 +17,7 @@ pub mod conditional;
 pub mod language;
 pub mod pass_at_k;
 pub mod range;
+pub mod sampling;
 pub mod tree;
 
 pub use assembly::{assemble, AssembledLemma, AssembledProof, AssemblyError};
@@ -24,6 +26,7 @@ pub use language::{collapse_whitespace, ProofLanguage};
 pub use pass_at_k::{
     estimate as estimate_pass_at_k, pass_at_k, DepthTable, PassAtK, TheoremOutcome,
 };
+pub use sampling::Sampling;
 pub use tree::{solve, GlobalVerdict, GoalId, LocalVerdict, Node, Solution};
 
 /// The sampling temperature for proofs: the paper samples at 0.7 for testing and during RL (its

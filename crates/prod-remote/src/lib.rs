@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use prod_core::T0;
+use prod_core::{Sampling, T0};
 use prod_policy::tokenizer::ProdTokenizer;
 use prod_rl::{Completion, Policy, PolicyError, SampleRequest};
 use serde::{Deserialize, Serialize};
@@ -62,7 +62,10 @@ pub enum PromptFormat {
     Text,
 }
 
-/// `[policy.remote]` in `prod.toml`.
+/// The server and how to talk to it (`[remote]` of `rl.toml`, `prod eval --remote-url …`).
+/// What to sample (temperature, top-p, length, context) is not here: it is the run's one
+/// [`Sampling`], given to [`RemotePolicy::new`] beside these settings, so a native and a remote
+/// policy sample with the same settings from the same place.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RemoteConfig {
@@ -82,11 +85,6 @@ pub struct RemoteConfig {
     pub retries: u32,
     /// First backoff; doubled after each retry.
     pub backoff_ms: u64,
-    pub temperature: f64,
-    pub top_p: f64,
-    pub max_tokens: usize,
-    /// Context tokens kept (the paper: 1,000).
-    pub context_tokens: usize,
     /// Most samples of one prompt in one request (`n`); 1 for servers that allow one.
     pub max_n_per_request: usize,
     /// Top-k asked for where only top-k log-probabilities exist (llama.cpp).
@@ -106,10 +104,6 @@ impl Default for RemoteConfig {
             timeout_s: 300,
             retries: 4,
             backoff_ms: 500,
-            temperature: prod_core::PAPER_TEMPERATURE,
-            top_p: 1.0,
-            max_tokens: 512,
-            context_tokens: 1000,
             max_n_per_request: 16,
             top_logprobs: 20,
             seed: None,
@@ -150,6 +144,7 @@ fn err(msg: impl Into<String>) -> PolicyError {
 /// A policy served by a remote inference server.
 pub struct RemotePolicy {
     cfg: RemoteConfig,
+    sampling: Sampling,
     tok: ProdTokenizer,
     client: reqwest::blocking::Client,
     api_key: Option<String>,
@@ -158,8 +153,14 @@ pub struct RemotePolicy {
 }
 
 impl RemotePolicy {
-    /// `tok` is the model's tokenizer (with ProD's special tokens): prompts are built with it.
-    pub fn new(cfg: RemoteConfig, tok: ProdTokenizer) -> Result<Self, PolicyError> {
+    /// `tok` is the model's tokenizer (with ProD's special tokens): prompts are built with it;
+    /// `sampling`: what to sample (its context length builds the prompts).
+    pub fn new(
+        cfg: RemoteConfig,
+        sampling: Sampling,
+        tok: ProdTokenizer,
+    ) -> Result<Self, PolicyError> {
+        sampling.validate().map_err(err)?;
         if cfg.max_concurrency == 0 || cfg.max_n_per_request == 0 {
             return Err(err(
                 "max_concurrency and max_n_per_request must be at least 1",
@@ -185,6 +186,7 @@ impl RemotePolicy {
             .map_err(|e| err(format!("cannot build the HTTP client: {e}")))?;
         Ok(RemotePolicy {
             cfg,
+            sampling,
             tok,
             client,
             api_key,
@@ -199,6 +201,11 @@ impl RemotePolicy {
 
     pub fn config(&self) -> &RemoteConfig {
         &self.cfg
+    }
+
+    /// What this policy samples with.
+    pub fn sampling(&self) -> &Sampling {
+        &self.sampling
     }
 
     fn url(&self, path: &str) -> String {
@@ -263,9 +270,13 @@ impl RemotePolicy {
         statement: &str,
         forced: Option<T0>,
     ) -> Result<Vec<u32>, PolicyError> {
-        let ids =
-            prod_policy::prompt::prompt_ids(&self.tok, context, statement, self.cfg.context_tokens)
-                .map_err(|e| err(format!("prompt: {e}")))?;
+        let ids = prod_policy::prompt::prompt_ids(
+            &self.tok,
+            context,
+            statement,
+            self.sampling.context_tokens,
+        )
+        .map_err(|e| err(format!("prompt: {e}")))?;
         Ok(match forced {
             Some(t0) => prod_policy::prompt::with_forced_t0(&self.tok, &ids, t0),
             None => ids,
@@ -301,9 +312,9 @@ impl RemotePolicy {
                 model: self.cfg.model.clone(),
                 prompt: self.prompt_value(ids)?,
                 n: k,
-                temperature: self.cfg.temperature,
-                top_p: self.cfg.top_p,
-                max_tokens: self.cfg.max_tokens,
+                temperature: self.sampling.temperature,
+                top_p: self.sampling.top_p,
+                max_tokens: self.sampling.max_new_tokens,
                 stop: vec![end.clone()],
                 seed: self
                     .cfg

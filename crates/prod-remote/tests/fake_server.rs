@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prod_core::T0;
+use prod_core::{Sampling, T0};
 use prod_policy::tokenizer::ProdTokenizer;
 use prod_remote::testing::serve;
 use prod_remote::{PromptFormat, RemoteConfig, RemotePolicy, ServerKind};
@@ -61,7 +61,12 @@ fn samples_send_training_tokens_and_group_identical_prompts() {
         )
     }));
     let tok = tokenizer();
-    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok.clone()).unwrap();
+    let mut p = RemotePolicy::new(
+        config(&fake.url, ServerKind::Vllm),
+        Sampling::default(),
+        tok.clone(),
+    )
+    .unwrap();
     let reqs = vec![
         SampleRequest {
             context: "",
@@ -126,7 +131,12 @@ fn transient_failures_are_retried_and_refusals_name_the_reason() {
         _ if body["n"] == 1 => (200, completion(1, |_| " auto.".into())),
         _ => (400, "{\"error\": \"n > 1 is not supported\"}".into()),
     }));
-    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::LlamaCpp), tokenizer()).unwrap();
+    let mut p = RemotePolicy::new(
+        config(&fake.url, ServerKind::LlamaCpp),
+        Sampling::default(),
+        tokenizer(),
+    )
+    .unwrap();
     let one = [SampleRequest {
         context: "",
         statement: "Lemma a : True.",
@@ -143,7 +153,7 @@ fn transient_failures_are_retried_and_refusals_name_the_reason() {
     // With one completion per request, the same two samples work.
     let mut cfg = config(&fake.url, ServerKind::LlamaCpp);
     cfg.max_n_per_request = 1;
-    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    let mut p = RemotePolicy::new(cfg, Sampling::default(), tokenizer()).unwrap();
     assert_eq!(p.sample(&two).unwrap().len(), 2);
 }
 
@@ -157,7 +167,7 @@ fn a_dead_or_silent_server_is_an_infrastructure_error() {
         .port();
     let mut cfg = config(&format!("http://127.0.0.1:{port}"), ServerKind::Vllm);
     cfg.retries = 2;
-    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    let mut p = RemotePolicy::new(cfg, Sampling::default(), tokenizer()).unwrap();
     let e = p
         .sample(&[SampleRequest {
             context: "",
@@ -174,7 +184,7 @@ fn a_dead_or_silent_server_is_an_infrastructure_error() {
     let mut cfg = config(&fake.url, ServerKind::Vllm);
     cfg.timeout_s = 1;
     cfg.retries = 0;
-    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    let mut p = RemotePolicy::new(cfg, Sampling::default(), tokenizer()).unwrap();
     assert!(p
         .sample(&[SampleRequest {
             context: "",
@@ -192,7 +202,7 @@ fn concurrency_is_bounded() {
     }));
     let mut cfg = config(&fake.url, ServerKind::Vllm);
     cfg.max_concurrency = 3;
-    let mut p = RemotePolicy::new(cfg, tokenizer()).unwrap();
+    let mut p = RemotePolicy::new(cfg, Sampling::default(), tokenizer()).unwrap();
     let statements: Vec<String> = (0..12).map(|i| format!("Lemma a{i} : True.")).collect();
     let reqs: Vec<SampleRequest> = statements
         .iter()
@@ -228,7 +238,12 @@ fn vllm_probabilities_come_from_prompt_logprobs() {
             json!({"choices": [{"index": 0, "text": "", "prompt_logprobs": entries}]}).to_string(),
         )
     }));
-    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Vllm), tok).unwrap();
+    let mut p = RemotePolicy::new(
+        config(&fake.url, ServerKind::Vllm),
+        Sampling::default(),
+        tok,
+    )
+    .unwrap();
     let v = p
         .p_use_invoke(&[("", "Lemma a : True."), ("ctx.", "Lemma b : True.")])
         .unwrap();
@@ -251,7 +266,12 @@ fn sglang_probabilities_come_from_token_ids_logprob() {
         let meta = json!({"output_token_ids_logprobs": [[[(0.2f64).ln(), t, null], [(0.6f64).ln(), f, null]]]});
         (200, json!({"text": "x", "meta_info": meta}).to_string())
     }));
-    let mut p = RemotePolicy::new(config(&fake.url, ServerKind::Sglang), tok).unwrap();
+    let mut p = RemotePolicy::new(
+        config(&fake.url, ServerKind::Sglang),
+        Sampling::default(),
+        tok,
+    )
+    .unwrap();
     let v = p.value(&[("", "Lemma a : True.")]).unwrap();
     assert!((v[0] - 0.25).abs() < 1e-9, "{v:?}");
 }
@@ -283,7 +303,7 @@ fn llama_cpp_top_k_bounds_a_missing_token() {
         ..RemoteConfig::llama_cpp(&fake.url)
     };
     assert_eq!(cfg.prompt_format, PromptFormat::Text);
-    let p = RemotePolicy::new(cfg, tok.clone()).unwrap();
+    let p = RemotePolicy::new(cfg, Sampling::default(), tok.clone()).unwrap();
     let ids = p.prompt_ids("", "Lemma a : True.", None).unwrap();
     let e = p
         .pair_probabilities(
@@ -309,6 +329,7 @@ fn bad_configurations_are_refused_up_front() {
             base_url: "localhost:8000".into(),
             ..Default::default()
         },
+        Sampling::default(),
         tok.clone()
     )
     .is_err());
@@ -317,6 +338,7 @@ fn bad_configurations_are_refused_up_front() {
             max_concurrency: 0,
             ..Default::default()
         },
+        Sampling::default(),
         tok.clone()
     )
     .is_err());
@@ -325,6 +347,7 @@ fn bad_configurations_are_refused_up_front() {
             api_key_env: Some("PROD_TEST_SURELY_UNSET_KEY".into()),
             ..Default::default()
         },
+        Sampling::default(),
         tok,
     )
     .err()

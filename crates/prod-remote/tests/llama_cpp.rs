@@ -9,6 +9,7 @@
 //! choice for `n` > 1: refused with a clear message), top-k log-probabilities keyed by token text
 //! turned into the two-token probability ProD needs.
 
+use prod_core::Sampling;
 use prod_remote::{RemoteConfig, RemotePolicy};
 use prod_rl::{Policy, SampleRequest};
 
@@ -28,11 +29,18 @@ fn setup() -> Option<(RemotePolicy, prod_policy::ProdTokenizer)> {
     )
     .expect("import the GGUF's tokenizer");
     let cfg = RemoteConfig {
-        max_tokens: 16,
         timeout_s: 120,
         ..RemoteConfig::llama_cpp(&url)
     };
-    Some((RemotePolicy::new(cfg, tok.clone()).unwrap(), tok))
+    Some((RemotePolicy::new(cfg, short(), tok.clone()).unwrap(), tok))
+}
+
+/// Sixteen new tokens: the test asks for samples, not proofs.
+fn short() -> Sampling {
+    Sampling {
+        max_new_tokens: 16,
+        ..Sampling::default()
+    }
 }
 
 #[test]
@@ -62,7 +70,7 @@ fn samples_and_two_token_probabilities_from_llama_cpp() {
     // `n` > 1 in one request: the server answers with one choice; ProD says what to change.
     let mut cfg = p.config().clone();
     cfg.max_n_per_request = 2;
-    let mut p2 = RemotePolicy::new(cfg, tok.clone()).unwrap();
+    let mut p2 = RemotePolicy::new(cfg, short(), tok.clone()).unwrap();
     let e = p2.sample(&reqs[..2]).unwrap_err();
     assert!(e.0.contains("max_n_per_request = 1"), "{e}");
     // " Paris" vs " London" after the prompt: both in the top 20, Paris far more likely.

@@ -654,6 +654,15 @@ pub fn eval_estimate(job: &DemoJob) -> Duration {
 /// The demo's evaluation: the held-out test theorems, pass@k for k = 1, 2, 4 … up to the
 /// samples, depth 2, the real Coq with the hammer at full strength (the fixed list, then the
 /// provers), and CoqHammer alone on the same theorems beside it.
+/// What the demo samples: the paper's temperature, 128 new tokens, the model's context length.
+fn demo_sampling(context_tokens: usize) -> prod_core::Sampling {
+    prod_core::Sampling {
+        context_tokens,
+        max_new_tokens: 128,
+        ..prod_core::Sampling::default()
+    }
+}
+
 fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -> EvalJob {
     let ks: Vec<usize> = [1usize, 2, 4, 8, 16]
         .into_iter()
@@ -679,8 +688,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
         },
         sampling: match job.base {
             ModelBase::Pretrained(_) => NativeParams {
-                context_tokens: PRETRAINED_CONTEXT_TOKENS,
-                max_new_tokens: 128,
+                sampling: demo_sampling(PRETRAINED_CONTEXT_TOKENS),
                 seed: job.seed,
                 decode_weights: prod_policy::DecodeWeights::Q8,
                 // Minutes of SFT do not always teach a 135M model to put `t0` first.
@@ -688,8 +696,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
                 ..NativeParams::default()
             },
             ModelBase::FromScratch => NativeParams {
-                context_tokens: DEMO_CONTEXT_TOKENS,
-                max_new_tokens: 128,
+                sampling: demo_sampling(DEMO_CONTEXT_TOKENS),
                 seed: job.seed,
                 ..NativeParams::default()
             },

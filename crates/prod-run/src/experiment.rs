@@ -145,9 +145,11 @@ impl Default for ExperimentConfig {
             ModelBase::FromScratch => PathBuf::new(),
         };
         let sampling = NativeParams {
-            temperature: prod_core::PAPER_TEMPERATURE,
-            context_tokens: pretrained_context_tokens(),
-            max_new_tokens: 128,
+            sampling: prod_core::Sampling {
+                context_tokens: pretrained_context_tokens(),
+                max_new_tokens: 128,
+                ..prod_core::Sampling::default()
+            },
             decode_weights: prod_policy::DecodeWeights::Q8,
             first_token: FirstToken::T0,
             ..NativeParams::default()
@@ -316,7 +318,7 @@ impl ExperimentConfig {
     pub fn estimate_s(&self, split_size: usize, build_dataset: bool) -> f64 {
         const TOKENS_PER_S: f64 = 100.0;
         const STEP_S: f64 = 13.0;
-        let tokens = self.sampling.max_new_tokens as f64 * 0.7;
+        let tokens = self.sampling.sampling.max_new_tokens as f64 * 0.7;
         // Trees of depth 2: the root and ~0.3 lemma nodes per root.
         let sample_s = |samples: f64| samples * 1.3 * tokens / TOKENS_PER_S;
         let theorems = if self.theorems == 0 {
@@ -968,7 +970,7 @@ fn eval_job(cfg: &ExperimentConfig, key: &str, model: &Path, data: &Path, dir: &
             final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
             bootstrap: cfg.bootstrap,
             seed: cfg.seed,
-            temperature: cfg.sampling.temperature,
+            temperature: cfg.sampling.sampling.temperature,
         },
         sampling: NativeParams {
             seed: cfg.seed,
@@ -1044,7 +1046,7 @@ fn main_table_head(s: &mut String, r: &ExperimentResult, ks: &[usize]) {
         "## Table 2 in miniature\n\n{} held-out theorems of split `{}`, {} proof trees each (depth ≤ {}), temperature {}; \
          pass@k in % with 95% CIs (bootstrap ∪ Wilson); Δ = the method's pass@k minus ProD-SFT's on the same theorems, with a paired \
          95% CI (the paired bootstrap, theorems resampled jointly, ∪ Newcombe's score interval).\n\n",
-        r.theorems, r.split, r.samples, r.depth, r.config.sampling.temperature
+        r.theorems, r.split, r.samples, r.depth, r.config.sampling.sampling.temperature
     ));
     s.push_str("| method |");
     for k in ks {
@@ -1337,13 +1339,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (c.rounds, c.rl.learning_rate, c.sampling.max_new_tokens),
+            (
+                c.rounds,
+                c.rl.learning_rate,
+                c.sampling.sampling.max_new_tokens
+            ),
             (3, 1e-4, 64)
         );
         // Keys not given keep the experiment's defaults, not `prod rl`'s paper-sized ones.
         let d = ExperimentConfig::default();
         assert_eq!(
-            (c.rl.macro_batch, c.rl.max_seq_len, c.sampling.temperature),
+            (
+                c.rl.macro_batch,
+                c.rl.max_seq_len,
+                c.sampling.sampling.temperature
+            ),
             (d.rl.macro_batch, d.rl.max_seq_len, 0.7)
         );
         assert_eq!(c.nolemma_data, SftData::WithLemmas);

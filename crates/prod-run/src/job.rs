@@ -658,7 +658,7 @@ impl EvalJob {
         job.options.samples = h.samples;
         job.options.depth = h.depth;
         job.options.temperature = h.temperature;
-        job.sampling.temperature = h.temperature;
+        job.sampling.sampling.temperature = h.temperature;
         if job.options.name == EvalOptions::default().name {
             job.options.name = h.model.clone();
         }
@@ -703,7 +703,8 @@ impl EvalPolicy {
     fn open(job: &EvalJob) -> Result<EvalPolicy, BadInput> {
         Ok(match &job.remote {
             Some(r) => EvalPolicy::Remote(Box::new(
-                crate::policy::RemoteSeq::open(r, &job.model).map_err(BadInput)?,
+                crate::policy::RemoteSeq::open(r, &job.sampling.sampling, &job.model)
+                    .map_err(BadInput)?,
             )),
             None => EvalPolicy::Native(Box::new(
                 NativePolicy::load(&job.model, job.sampling.clone())

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use rand::SeedableRng;
 
-use prod_core::T0;
+use prod_core::{Sampling, T0};
 use prod_policy::model::Llama;
 use prod_policy::prompt;
 use prod_policy::sample;
@@ -63,15 +63,15 @@ pub fn mix_seed(seed: u64, seq: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Sampling options of the native policy (defaults: the paper's temperature 0.7, 1,000 context
-/// tokens).
+/// Sampling options of the native policy: what to sample ([`Sampling`]: the paper's
+/// temperature 0.7, 1,000 context tokens) and how this sampler goes about it. Written flat in a
+/// config's `[sampling]` table; unknown keys are refused ([`NativeParamsKeys`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(from = "NativeParamsKeys")]
 pub struct NativeParams {
-    pub temperature: f64,
-    pub top_p: f64,
-    pub max_new_tokens: usize,
-    pub context_tokens: usize,
+    /// What to sample: the settings every policy shares.
+    #[serde(flatten)]
+    pub sampling: Sampling,
     pub seed: u64,
     /// Prompts scored together by `p_use_invoke` / `value`.
     pub score_batch: usize,
@@ -86,6 +86,75 @@ pub struct NativeParams {
     pub prefill_cache_mb: usize,
     /// How the first token of an unforced sample is drawn.
     pub first_token: FirstToken,
+}
+
+/// `[sampling]` as a config writes it: every key of [`NativeParams`] flat, unknown keys an
+/// error naming the known ones (serde refuses no unknown key beside a flattened struct, so the
+/// table is read through this and converted).
+#[derive(serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct NativeParamsKeys {
+    temperature: f64,
+    top_p: f64,
+    max_new_tokens: usize,
+    context_tokens: usize,
+    seed: u64,
+    score_batch: usize,
+    decode_weights: DecodeWeights,
+    batch_rows: usize,
+    prefill_cache_mb: usize,
+    first_token: FirstToken,
+}
+
+impl Default for NativeParamsKeys {
+    fn default() -> Self {
+        let NativeParams {
+            sampling:
+                Sampling {
+                    temperature,
+                    top_p,
+                    max_new_tokens,
+                    context_tokens,
+                },
+            seed,
+            score_batch,
+            decode_weights,
+            batch_rows,
+            prefill_cache_mb,
+            first_token,
+        } = NativeParams::default();
+        NativeParamsKeys {
+            temperature,
+            top_p,
+            max_new_tokens,
+            context_tokens,
+            seed,
+            score_batch,
+            decode_weights,
+            batch_rows,
+            prefill_cache_mb,
+            first_token,
+        }
+    }
+}
+
+impl From<NativeParamsKeys> for NativeParams {
+    fn from(k: NativeParamsKeys) -> Self {
+        NativeParams {
+            sampling: Sampling {
+                temperature: k.temperature,
+                top_p: k.top_p,
+                max_new_tokens: k.max_new_tokens,
+                context_tokens: k.context_tokens,
+            },
+            seed: k.seed,
+            score_batch: k.score_batch,
+            decode_weights: k.decode_weights,
+            batch_rows: k.batch_rows,
+            prefill_cache_mb: k.prefill_cache_mb,
+            first_token: k.first_token,
+        }
+    }
 }
 
 /// How the first token of a sample (without a forced `t0`) is drawn.
@@ -105,10 +174,7 @@ pub enum FirstToken {
 impl Default for NativeParams {
     fn default() -> Self {
         NativeParams {
-            temperature: prod_core::PAPER_TEMPERATURE,
-            top_p: 1.0,
-            max_new_tokens: 256,
-            context_tokens: 1000,
+            sampling: Sampling::default(),
             seed: 0,
             score_batch: 8,
             decode_weights: DecodeWeights::F32,
@@ -123,10 +189,7 @@ impl NativeParams {
     /// Every number in its range (temperature 0 is greedy); the error names the key.
     pub fn validate(&self) -> Result<(), String> {
         use crate::ranges::*;
-        finite_non_negative("temperature", self.temperature)?;
-        open_closed_unit("top_p", self.top_p)?;
-        at_least_one("max_new_tokens", self.max_new_tokens)?;
-        at_least_one("context_tokens", self.context_tokens)?;
+        self.sampling.validate()?;
         at_least_one("score_batch", self.score_batch)?;
         at_least_one("batch_rows", self.batch_rows)
     }
@@ -157,7 +220,7 @@ pub fn prompt_ids(
     context: &str,
     statement: &str,
 ) -> prod_policy::Result<Vec<u32>> {
-    let keep = params.context_tokens.saturating_mul(16);
+    let keep = params.sampling.context_tokens.saturating_mul(16);
     let mut start = context.len().saturating_sub(keep);
     while !context.is_char_boundary(start) {
         start += 1;
@@ -169,7 +232,7 @@ pub fn prompt_ids(
     } else {
         tail
     };
-    prompt::prompt_ids(tok, tail, statement, params.context_tokens)
+    prompt::prompt_ids(tok, tail, statement, params.sampling.context_tokens)
 }
 
 impl NativePolicy {
@@ -233,7 +296,7 @@ impl NativePolicy {
                 self.params.seed ^ T0_STREAM,
                 first_seq + i as u64,
             )));
-            let use_invoke = u < tempered(p_use, self.params.temperature);
+            let use_invoke = u < tempered(p_use, self.params.sampling.temperature);
             out[i] = Some(if use_invoke {
                 T0::UseInvoke
             } else {
@@ -316,13 +379,13 @@ impl SeqPolicy for NativePolicy {
                 sample::Request {
                     prompt: &prompts[p],
                     seed: mix_seed(self.params.seed, first_seq + i as u64),
-                    max_new_tokens: self.params.max_new_tokens.min(room),
+                    max_new_tokens: self.params.sampling.max_new_tokens.min(room),
                 }
             })
             .collect();
         let params = sample::ManyParams {
-            temperature: self.params.temperature,
-            top_p: self.params.top_p,
+            temperature: self.params.sampling.temperature,
+            top_p: self.params.sampling.top_p,
             stop: vec![self.tok.end_id()],
             decode_weights: self.params.decode_weights,
             batch_rows: self.params.batch_rows,
@@ -378,10 +441,6 @@ pub struct RemoteSeq(pub prod_remote::RemotePolicy);
 /// The numbers of a remote server's settings in their ranges; the error names the key.
 pub fn validate_remote(cfg: &prod_remote::RemoteConfig) -> Result<(), String> {
     use crate::ranges::*;
-    finite_non_negative("temperature", cfg.temperature)?;
-    open_closed_unit("top_p", cfg.top_p)?;
-    at_least_one("max_tokens", cfg.max_tokens)?;
-    at_least_one("context_tokens", cfg.context_tokens)?;
     at_least_one("max_concurrency", cfg.max_concurrency)?;
     at_least_one("max_n_per_request", cfg.max_n_per_request)?;
     at_least_one("top_logprobs", cfg.top_logprobs)?;
@@ -389,16 +448,19 @@ pub fn validate_remote(cfg: &prod_remote::RemoteConfig) -> Result<(), String> {
 }
 
 impl RemoteSeq {
-    /// The server of `cfg`, with the tokenizer of model directory `model` (its
-    /// `tokenizer.json`: prompts are the very tokens the served model was trained on).
+    /// The server of `cfg` sampling with `sampling`, with the tokenizer of model directory
+    /// `model` (its `tokenizer.json`: prompts are the very tokens the served model was trained
+    /// on).
     pub fn open(
         cfg: &prod_remote::RemoteConfig,
+        sampling: &Sampling,
         model: &std::path::Path,
     ) -> Result<RemoteSeq, String> {
         let tok = ProdTokenizer::from_file(&model.join("tokenizer.json"), None)
             .map_err(|e| format!("model {}: {e}", model.display()))?;
         Ok(RemoteSeq(
-            prod_remote::RemotePolicy::new(cfg.clone(), tok).map_err(|e| e.to_string())?,
+            prod_remote::RemotePolicy::new(cfg.clone(), sampling.clone(), tok)
+                .map_err(|e| e.to_string())?,
         ))
     }
 }
@@ -556,6 +618,35 @@ impl Policy for LoggedPolicy<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// A run's stored identity holds these settings as JSON: the shared [`super::Sampling`]
+    /// writes its keys flat, first, as the settings were written before it existed, so run
+    /// stores made before resume; `[sampling]` reads them flat and refuses unknown keys.
+    #[test]
+    fn native_params_keep_their_flat_form() {
+        use super::{NativeParams, Sampling};
+        let json = serde_json::to_string(&NativeParams::default()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"temperature":0.7,"top_p":1.0,"max_new_tokens":256,"context_tokens":1000,"seed":0,"score_batch":8,"batch_rows":16,"prefill_cache_mb":1024,"first_token":"free"}"#
+        );
+        let back: NativeParams = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, NativeParams::default());
+        let p: NativeParams =
+            toml::from_str("temperature = 0.5\ncontext_tokens = 64\ndecode_weights = \"q8\"")
+                .unwrap();
+        assert_eq!(
+            p.sampling,
+            Sampling {
+                temperature: 0.5,
+                context_tokens: 64,
+                ..Sampling::default()
+            }
+        );
+        assert_eq!(p.decode_weights, prod_policy::DecodeWeights::Q8);
+        let e = toml::from_str::<NativeParams>("max_tokens = 9").unwrap_err();
+        assert!(e.to_string().contains("unknown field `max_tokens`"), "{e}");
+    }
+
     #[test]
     fn tempered_t0_probability() {
         use super::tempered;

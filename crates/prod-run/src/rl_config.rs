@@ -263,70 +263,11 @@ impl RlConfig {
         }
         if let Some(r) = &self.remote {
             crate::policy::validate_remote(r).map_err(|e| format!("remote.{e}"))?;
-            self.remote_sampling_in_one_place(r)?;
         }
         match &self.postgres {
             Some(p) => p.validate().map_err(|e| format!("postgres.{e}")),
             None => Ok(()),
         }
-    }
-
-    /// The remote server's settings with what to sample taken from `[sampling]`: the prompt's
-    /// context length, the temperature, top-p and the completion length have one place, so a
-    /// round trains on exactly the prompts it sampled with.
-    pub fn remote_config(&self) -> Option<prod_remote::RemoteConfig> {
-        self.remote.as_ref().map(|r| prod_remote::RemoteConfig {
-            temperature: self.sampling.temperature,
-            top_p: self.sampling.top_p,
-            max_tokens: self.sampling.max_new_tokens,
-            context_tokens: self.sampling.context_tokens,
-            ..r.clone()
-        })
-    }
-
-    /// A sampling setting written under `[remote]` that contradicts `[sampling]` is an error
-    /// (it would be overridden by [`RlConfig::remote_config`]).
-    fn remote_sampling_in_one_place(&self, r: &prod_remote::RemoteConfig) -> Result<(), String> {
-        let d = prod_remote::RemoteConfig::default();
-        let s = &self.sampling;
-        let clash = |key: &str, theirs: String, default: String, ours: String, our_key: &str| {
-            if theirs != default && theirs != ours {
-                Err(format!(
-                    "remote.{key} = {theirs}: a run samples and trains with sampling.{our_key} \
-                     (= {ours}); set it there only"
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        clash(
-            "temperature",
-            r.temperature.to_string(),
-            d.temperature.to_string(),
-            s.temperature.to_string(),
-            "temperature",
-        )?;
-        clash(
-            "top_p",
-            r.top_p.to_string(),
-            d.top_p.to_string(),
-            s.top_p.to_string(),
-            "top_p",
-        )?;
-        clash(
-            "max_tokens",
-            r.max_tokens.to_string(),
-            d.max_tokens.to_string(),
-            s.max_new_tokens.to_string(),
-            "max_new_tokens",
-        )?;
-        clash(
-            "context_tokens",
-            r.context_tokens.to_string(),
-            d.context_tokens.to_string(),
-            s.context_tokens.to_string(),
-            "context_tokens",
-        )
     }
 
     /// The trivial-proposal tactic: the configured one, else the prover's.
@@ -374,7 +315,7 @@ impl RlConfig {
             final_timeout_s: self.eval.final_timeout_s,
             bootstrap: self.eval.bootstrap,
             seed: self.seed,
-            temperature: self.sampling.temperature,
+            temperature: self.sampling.sampling.temperature,
         }
     }
 }
@@ -389,8 +330,8 @@ mod tests {
         assert_eq!(
             (
                 cfg.rounds,
-                cfg.sampling.max_new_tokens,
-                cfg.sampling.temperature
+                cfg.sampling.sampling.max_new_tokens,
+                cfg.sampling.sampling.temperature
             ),
             (2, 9, 0.7)
         );
@@ -428,16 +369,27 @@ mod tests {
         assert!(err("[sampling]\ntemperature = -1.0").starts_with("sampling.temperature = -1"));
         assert!(err("[sampling]\ntop_p = 0.0").starts_with("sampling.top_p = 0"));
         assert!(err("[coq]\nstep_timeout_s = 0").starts_with("coq.step_timeout_s = 0"));
-        assert!(err("[remote]\nmax_tokens = 0").starts_with("remote.max_tokens = 0"));
-        // One place for what to sample: [remote] may not contradict [sampling].
-        assert!(err("[sampling]\ncontext_tokens = 64\n[remote]\ncontext_tokens = 256")
-            .starts_with("remote.context_tokens = 256: a run samples and trains with sampling.context_tokens (= 64)"));
+        assert!(err("[remote]\nmax_concurrency = 0").starts_with("remote.max_concurrency = 0"));
+        // One place for what to sample: [sampling]; [remote] holds the server alone.
+        for key in [
+            "temperature = 0.5",
+            "top_p = 0.9",
+            "max_tokens = 9",
+            "context_tokens = 64",
+        ] {
+            let e = toml::from_str::<RlConfig>(&format!("[remote]\n{key}")).unwrap_err();
+            assert!(e.to_string().contains("unknown field"), "{key}: {e}");
+        }
+        let e = toml::from_str::<RlConfig>("[sampling]\ntemperatur = 0.5").unwrap_err();
+        assert!(e.to_string().contains("unknown field `temperatur`"), "{e}");
         let ok: RlConfig = toml::from_str("[sampling]\ncontext_tokens = 64\nmax_new_tokens = 9\n[remote]\nbase_url = \"http://x\"").unwrap();
         assert_eq!(ok.validate(), Ok(()));
-        let r = ok.remote_config().unwrap();
         assert_eq!(
-            (r.context_tokens, r.max_tokens, r.base_url.as_str()),
-            (64, 9, "http://x")
+            (
+                ok.sampling.sampling.context_tokens,
+                ok.sampling.sampling.max_new_tokens
+            ),
+            (64, 9)
         );
         assert!(err("[postgres]\nlease_s = -5.0").starts_with("postgres.lease_s = -5"));
         // Greedy sampling and a depth of 0 (no lemma proposals) are fine.

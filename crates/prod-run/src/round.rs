@@ -83,10 +83,10 @@ pub enum RoundPolicy {
 
 impl RoundPolicy {
     pub(crate) fn load(cfg: &RlConfig, dir: &Path) -> anyhow::Result<RoundPolicy> {
-        match cfg.remote_config() {
+        match &cfg.remote {
             None => Ok(RoundPolicy::Native(load_policy_from(dir, &cfg.sampling)?)),
             Some(r) => Ok(RoundPolicy::Remote {
-                seq: RemoteSeq::open(&r, dir).map_err(anyhow::Error::msg)?,
+                seq: RemoteSeq::open(r, &cfg.sampling.sampling, dir).map_err(anyhow::Error::msg)?,
                 params: cfg.sampling.clone(),
             }),
         }
@@ -530,7 +530,7 @@ fn policy_examples(
     batch: &[StoredExample],
 ) -> (Vec<TrainExample>, f64) {
     let opts = ExampleOptions {
-        context_tokens: cfg.sampling.context_tokens,
+        context_tokens: cfg.sampling.sampling.context_tokens,
         max_seq_len: cfg.max_seq_len,
         statement_in_loss: false,
     };
@@ -731,7 +731,7 @@ fn train_native(
         macro_batch: cfg.macro_batch,
         micro_batch: cfg.micro_batch,
         max_seq_len: cfg.max_seq_len,
-        context_tokens: cfg.sampling.context_tokens,
+        context_tokens: cfg.sampling.sampling.context_tokens,
         ..PolicyConfig::default()
     };
     // Remote sampling with the native trainer: the weights are trained here and served there.

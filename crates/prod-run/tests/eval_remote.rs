@@ -55,6 +55,7 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
                 backoff_ms: 1,
                 ..Default::default()
             },
+            prod_core::Sampling::default(),
             tok,
         )
         .unwrap(),

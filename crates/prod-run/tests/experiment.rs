@@ -101,8 +101,11 @@ fn config(dir: &Path) -> ExperimentConfig {
         workers: 1,
         // Every sample begins with a `t0`, so that its nodes reach Coq.
         sampling: NativeParams {
-            max_new_tokens: 12,
-            context_tokens: 64,
+            sampling: prod_core::Sampling {
+                max_new_tokens: 12,
+                context_tokens: 64,
+                ..prod_core::Sampling::default()
+            },
             first_token: FirstToken::T0,
             ..NativeParams::default()
         },

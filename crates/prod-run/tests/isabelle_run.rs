@@ -278,7 +278,10 @@ fn rl_rounds_on_isabelle_from_the_config_and_resumed() {
         micro_batch: 4,
         max_seq_len: 512,
         sampling: NativeParams {
-            max_new_tokens: 8,
+            sampling: prod_core::Sampling {
+                max_new_tokens: 8,
+                ..prod_core::Sampling::default()
+            },
             ..NativeParams::default()
         },
         ..RlConfig::default()

@@ -23,7 +23,10 @@ fn tiny() -> NativePolicy {
         model,
         tok,
         NativeParams {
-            max_new_tokens: 10,
+            sampling: prod_core::Sampling {
+                max_new_tokens: 10,
+                ..prod_core::Sampling::default()
+            },
             ..NativeParams::default()
         },
     )

@@ -576,6 +576,12 @@ fn rl_rounds_sample_from_a_remote_server() {
                 serde_json::json!({"text": "", "meta_info": meta}).to_string(),
             );
         }
+        // What to sample comes from the run's one [sampling] table (12 new tokens, 0.7).
+        assert_eq!(
+            (body["max_tokens"].as_u64(), body["temperature"].as_f64()),
+            (Some(12), Some(0.7)),
+            "{body}"
+        );
         let n = body["n"].as_u64().unwrap_or(1);
         let choices: Vec<serde_json::Value> = (0..n).map(|i| serde_json::json!({"index": i, "text": " intros n. lia.", "finish_reason": "stop"})).collect();
         (200, serde_json::json!({"choices": choices}).to_string())
@@ -588,7 +594,6 @@ fn rl_rounds_sample_from_a_remote_server() {
         base_url: fake.url.clone(),
         server: prod_remote::ServerKind::Sglang,
         backoff_ms: 1,
-        max_tokens: 12,
         ..Default::default()
     });
     cfg.after_round = ["touch", "{out}/served"].map(String::from).to_vec();

@@ -95,7 +95,10 @@ pub fn rl_config(dir: &Path, rounds: u32) -> RlConfig {
         micro_batch: 4,
         max_seq_len: 512,
         sampling: NativeParams {
-            max_new_tokens: 12,
+            sampling: prod_core::Sampling {
+                max_new_tokens: 12,
+                ..prod_core::Sampling::default()
+            },
             ..NativeParams::default()
         },
         coq: CoqJobConfig {
