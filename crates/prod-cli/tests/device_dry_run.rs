@@ -377,41 +377,34 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
     assert_eq!(summary["models"]["sft-wl"]["train"]["steps"], 80);
 
     // A further call on the warm machine samples again with the kept adapter: the same trees.
-    ok(
-        "run --from-state",
+    let from_state = |out: &str, trees: &[&str]| {
         Command::new(&py)
             .arg(&script)
+            .args(["run", "--parts", ".device-a", ".device-b", "--out", out])
             .args([
-                "run",
-                "--parts",
-                ".device-a",
-                ".device-b",
-                "--out",
-                "OUT2",
                 "--from-state",
                 ".device-state",
                 "--models",
                 "sft-wl",
                 "--device",
                 "cpu",
-                "--samples",
-                "2",
+            ])
+            .args(trees)
+            .args([
                 "--depth",
                 "2",
                 "--max-new-tokens",
                 "24",
                 "--first-token",
                 "t0",
-                "--rows",
-                "4",
-                "--tree-group",
-                "2",
             ])
+            .args(["--rows", "4", "--tree-group", "2"])
             .current_dir(d)
             .env("OMP_NUM_THREADS", "1")
             .output()
-            .unwrap(),
-    );
+            .unwrap()
+    };
+    ok("run --from-state", from_state("OUT2", &["--samples", "2"]));
     let nodes = |p: PathBuf| -> Vec<String> {
         std::fs::read_to_string(p)
             .unwrap()
@@ -429,40 +422,7 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
     // files into trees 0..3 and refuses them out of order.
     ok(
         "run --first-tree",
-        Command::new(&py)
-            .arg(&script)
-            .args([
-                "run",
-                "--parts",
-                ".device-a",
-                ".device-b",
-                "--out",
-                "OUT3",
-                "--from-state",
-                ".device-state",
-                "--models",
-                "sft-wl",
-                "--device",
-                "cpu",
-                "--samples",
-                "4",
-                "--first-tree",
-                "2",
-                "--depth",
-                "2",
-                "--max-new-tokens",
-                "24",
-                "--first-token",
-                "t0",
-                "--rows",
-                "4",
-                "--tree-group",
-                "2",
-            ])
-            .current_dir(d)
-            .env("OMP_NUM_THREADS", "1")
-            .output()
-            .unwrap(),
+        from_state("OUT3", &["--samples", "4", "--first-tree", "2"]),
     );
     let later = nodes(d.join("OUT3/sft-wl/trees.jsonl"));
     let node = |l: &String| serde_json::from_str::<serde_json::Value>(l).unwrap();
