@@ -1226,16 +1226,7 @@ fn peak_rss_mb() -> Option<f64> {
 
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let dev = device();
-    let model = match &a.model {
-        Some(d) => prod_policy::load_model_dir(d, &dev)?.0,
-        None => {
-            let cfg = match a.shape {
-                Shape::Smollm2_135m => LlamaConfig::smollm2_135m(),
-                Shape::Tiny => LlamaConfig::tiny(512),
-            };
-            Llama::random(&cfg, 0, &dev)?
-        }
-    };
+    let model = bench_model(&a, &dev)?;
     let cfg = model.config().clone();
     let params = model.num_params();
     // GEMM rate: 1024³ f32 products, best of 10 on each thread pool, the higher rate (the
@@ -1246,69 +1237,18 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     // A tighter limit: the very GEMMs one training step of this model does (each projection
     // forward, and its two backward products), at their own skinny shapes, nothing else.
     let model_gemm_s = model_gemm_seconds(&cfg, train_tokens, &dev)?;
-
-    // Sampling: a `prompt_tokens` prompt, `new_tokens` new tokens, no stop; tok/s counts the
-    // prompt's prefill too, which is timed on its own as well.
     let prompt: Vec<u32> = (0..a.prompt_tokens)
         .map(|i| (i * 37 % cfg.vocab_size) as u32)
         .collect();
-    let t = Instant::now();
-    sample::sample(
-        &model,
-        &prompt,
-        &SamplingParams {
-            n: 1,
-            max_new_tokens: 1,
-            ..SamplingParams::default()
-        },
-    )?;
-    let prefill_s = t.elapsed().as_secs_f64();
-    // f32 then q8 decoding (the quantised copies are built before the clock starts).
-    let (four_bit, eight_bit, quant_bytes) = model.quantized_weights()?.summary();
-    let mut tok_s = Vec::new();
-    for decode_weights in [DecodeWeights::F32, DecodeWeights::Q8] {
-        for batch in [1usize, 8] {
-            let p = SamplingParams {
-                n: batch,
-                temperature: prod_core::PAPER_TEMPERATURE,
-                max_new_tokens: a.new_tokens,
-                seed: 1,
-                decode_weights,
-                ..SamplingParams::default()
-            };
-            let t = Instant::now();
-            let s = sample::sample(&model, &prompt, &p)?;
-            let total: usize = s.iter().map(|x| x.ids.len()).sum();
-            tok_s.push(total as f64 / t.elapsed().as_secs_f64());
-        }
-    }
-    // Training: one 256-token example, all of it in the loss; first step is warm-up.
-    let ids: Vec<u32> = (0..train_tokens)
-        .map(|i| (i * 7919 % cfg.vocab_size) as u32)
-        .collect();
-    let ex = TrainExample {
-        ids,
-        loss_from: 1,
-        weight: 1.0,
-    };
-    let mut trainer = Trainer::new(PolicyConfig {
-        micro_batch: 1,
-        warmup_steps: 0,
-        ..PolicyConfig::default()
-    });
-    trainer.step(&model, std::slice::from_ref(&ex))?;
-    let mut step_s = f64::MAX;
-    for _ in 0..a.train_steps {
-        let t = Instant::now();
-        trainer.step(&model, std::slice::from_ref(&ex))?;
-        step_s = step_s.min(t.elapsed().as_secs_f64());
-    }
+    let s = timed_sampling(&model, &prompt, a.new_tokens)?;
+    let step_s = timed_training_step(&model, train_tokens, a.train_steps)?;
     let out = serde_json::json!({
         "params": params, "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
-        "prompt_tokens": prompt.len(), "prefill_s": prefill_s,
-        "sample_tok_per_s_batch1": tok_s[0], "sample_tok_per_s_batch8": tok_s[1],
-        "sample_q8_tok_per_s_batch1": tok_s[2], "sample_q8_tok_per_s_batch8": tok_s[3],
-        "q8_weights_in_4_bits": four_bit as f64 / (four_bit + eight_bit).max(1) as f64, "q8_weights_mb": quant_bytes as f64 / 1e6,
+        "prompt_tokens": prompt.len(), "prefill_s": s.prefill_s,
+        "sample_tok_per_s_batch1": s.tok_s[0], "sample_tok_per_s_batch8": s.tok_s[1],
+        "sample_q8_tok_per_s_batch1": s.tok_s[2], "sample_q8_tok_per_s_batch8": s.tok_s[3],
+        "q8_weights_in_4_bits": s.four_bit as f64 / (s.four_bit + s.eight_bit).max(1) as f64,
+        "q8_weights_mb": s.quant_bytes as f64 / 1e6,
         "train_s_per_step_256_tokens": step_s, "gemm_gflops": gflops,
         "matmul_bound_limit_s": limit_s, "train_over_limit": step_s / limit_s,
         "model_gemms_s": model_gemm_s, "train_over_model_gemms": step_s / model_gemm_s,
@@ -1320,6 +1260,100 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
+}
+
+/// The model `prod model bench` measures: `--model`, or a random one of `--shape`.
+fn bench_model(a: &BenchArgs, dev: &prod_policy::candle_core::Device) -> anyhow::Result<Llama> {
+    Ok(match &a.model {
+        Some(d) => prod_policy::load_model_dir(d, dev)?.0,
+        None => {
+            let cfg = match a.shape {
+                Shape::Smollm2_135m => LlamaConfig::smollm2_135m(),
+                Shape::Tiny => LlamaConfig::tiny(512),
+            };
+            Llama::random(&cfg, 0, dev)?
+        }
+    })
+}
+
+/// What `timed_sampling` measured.
+struct SamplingTimes {
+    prefill_s: f64,
+    /// Tokens per second: f32 at batch 1 and 8, then q8 at batch 1 and 8.
+    tok_s: Vec<f64>,
+    four_bit: usize,
+    eight_bit: usize,
+    quant_bytes: usize,
+}
+
+/// Sampling `new_tokens` tokens after `prompt`, no stop: the prompt's prefill alone, then f32 and
+/// q8 decoding at batch 1 and 8 (tok/s counts the prefill too; the quantised copies are built
+/// before the clock starts).
+fn timed_sampling(
+    model: &Llama,
+    prompt: &[u32],
+    new_tokens: usize,
+) -> anyhow::Result<SamplingTimes> {
+    let t = Instant::now();
+    sample::sample(
+        model,
+        prompt,
+        &SamplingParams {
+            n: 1,
+            max_new_tokens: 1,
+            ..SamplingParams::default()
+        },
+    )?;
+    let prefill_s = t.elapsed().as_secs_f64();
+    let (four_bit, eight_bit, quant_bytes) = model.quantized_weights()?.summary();
+    let mut tok_s = Vec::new();
+    for decode_weights in [DecodeWeights::F32, DecodeWeights::Q8] {
+        for batch in [1usize, 8] {
+            let p = SamplingParams {
+                n: batch,
+                temperature: prod_core::PAPER_TEMPERATURE,
+                max_new_tokens: new_tokens,
+                seed: 1,
+                decode_weights,
+                ..SamplingParams::default()
+            };
+            let t = Instant::now();
+            let s = sample::sample(model, prompt, &p)?;
+            let total: usize = s.iter().map(|x| x.ids.len()).sum();
+            tok_s.push(total as f64 / t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(SamplingTimes {
+        prefill_s,
+        tok_s,
+        four_bit,
+        eight_bit,
+        quant_bytes,
+    })
+}
+
+/// The fastest of `steps` training steps on one `tokens`-token example, all of it in the loss
+/// (a first step before them is warm-up).
+fn timed_training_step(model: &Llama, tokens: usize, steps: usize) -> anyhow::Result<f64> {
+    let vocab = model.config().vocab_size;
+    let ex = TrainExample {
+        ids: (0..tokens).map(|i| (i * 7919 % vocab) as u32).collect(),
+        loss_from: 1,
+        weight: 1.0,
+    };
+    let mut trainer = Trainer::new(PolicyConfig {
+        micro_batch: 1,
+        warmup_steps: 0,
+        ..PolicyConfig::default()
+    });
+    trainer.step(model, std::slice::from_ref(&ex))?;
+    let mut step_s = f64::MAX;
+    for _ in 0..steps {
+        let t = Instant::now();
+        trainer.step(model, std::slice::from_ref(&ex))?;
+        step_s = step_s.min(t.elapsed().as_secs_f64());
+    }
+    Ok(step_s)
 }
 
 fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
