@@ -18,7 +18,6 @@ Only torch, numpy, safetensors and tokenizers are needed (no transformers, no pe
 Commands and sizes: docs/models.md ("SFT on the GPU machine").
 """
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -224,9 +223,7 @@ def cmd_run(a):
         probe = {"ids": probe_ids, "logits": logits.cpu().tolist() if a.probe_full else None,
                  "last": logits[-1].cpu().tolist(),
                  "argmax": logits.argmax(-1).cpu().tolist()}
-        # Trees from `first_tree` on draw from their own stream: a later call that samples more
-        # trees with the same adapter must not repeat the first ones.
-        gen.manual_seed(a.seed + 7919 * a.first_tree)
+        gen.manual_seed(trees.stream(a.seed, a.first_tree))
         sample_deadline = now + share
 
         def sampler(prompts, forced):
@@ -240,17 +237,20 @@ def cmd_run(a):
                                      depth=a.depth, group=a.tree_group, first=a.first_tree,
                                      ids={"use_invoke": special["<use_invoke>"], "no_invoke": special["<no_invoke>"]},
                                      log=log)
+        kept = max(0, done - a.first_tree)
+        with open(os.path.join(out, "adapter_model.safetensors"), "rb") as f:
+            adapter_sha256 = pack.sha256(f.read())
         header = {"model": label, "adapter": f"{name}/adapter_model.safetensors",
-                  "adapter_sha256": _sha256(os.path.join(out, "adapter_model.safetensors")), "split": a.split,
-                  "theorems": len(thms), "samples": max(0, done - a.first_tree), "first_tree": a.first_tree, "depth": a.depth, "temperature": a.temperature,
+                  "adapter_sha256": adapter_sha256, "split": a.split,
+                  "theorems": len(thms), "samples": kept, "first_tree": a.first_tree, "depth": a.depth, "temperature": a.temperature,
                   "top_p": a.top_p, "max_new_tokens": a.max_new_tokens, "first_token": a.first_token,
                   "seed": a.seed, "pack_sha256": m["weights"]["sha256"], "data_sha256": m["data"]["sha256"],
                   "sampler": f"python/device/prod_device.py on {dev} (torch {torch.__version__})"}
         trees.write(os.path.join(out, "trees.jsonl"), header, nodes)
         gen_tokens = sum(n["tokens"] for n in nodes)
         el = time.time() - ts
-        log(f"run: {label}: {max(0, done - a.first_tree)} trees per theorem (from tree {a.first_tree}), {len(nodes)} nodes, {gen_tokens} tokens in {el:.0f}s")
-        summary["models"][name] = {"label": label, "train": tr, "probe": probe, "trees": max(0, done - a.first_tree), "nodes": len(nodes),
+        log(f"run: {label}: {kept} trees per theorem (from tree {a.first_tree}), {len(nodes)} nodes, {gen_tokens} tokens in {el:.0f}s")
+        summary["models"][name] = {"label": label, "train": tr, "probe": probe, "trees": kept, "nodes": len(nodes),
                                    "sample_seconds": el, "generated_tokens": gen_tokens,
                                    "use_invoke_roots": sum(1 for n in nodes if n["depth"] == 0 and n["t0"] == "use_invoke"),
                                    "roots": sum(1 for n in nodes if n["depth"] == 0)}
@@ -261,14 +261,6 @@ def cmd_run(a):
         os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
     log(f"run: done in {time.time() - T_START:.0f}s")
     return 0
-
-
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def cmd_merge(a):

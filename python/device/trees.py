@@ -172,6 +172,12 @@ def read(path):
 _PER_CALL = {"seed", "first_tree", "samples", "sampler"}
 
 
+def stream(seed, first_tree):
+    """The random stream a call sampling trees `first_tree`.. draws from: a later call that adds
+    trees with the same adapter must not repeat the first ones."""
+    return seed + 7919 * first_tree
+
+
 def merge(files):
     """One (header, nodes) of several [(header, nodes)] of the same adapter and settings whose
     trees follow each other (`first_tree` of each = the end of the one before, from 0). Nodes
@@ -181,16 +187,18 @@ def merge(files):
     h0 = files[0][0]
     if h0.get("adapter_sha256") is None:
         raise TreesError("the first file's header has no adapter_sha256: cannot tell it is one adapter")
-    nxt, out, seeds = 0, [], []
+    nxt, out, streams, seeds = 0, [], set(), []
     for k, (h, nodes) in enumerate(files):
         same = {key for key in set(h0) | set(h) if key not in _PER_CALL and h0.get(key) != h.get(key)}
         if same:
             raise TreesError(f"file {k + 1} differs from the first in {sorted(same)}")
         if h.get("first_tree", 0) != nxt:
             raise TreesError(f"file {k + 1} starts at tree {h.get('first_tree', 0)}, expected {nxt}")
-        if (h.get("seed"), h.get("first_tree", 0)) in seeds:
-            raise TreesError(f"file {k + 1} repeats seed {h.get('seed')}")
-        seeds.append((h.get("seed"), h.get("first_tree", 0)))
+        s = stream(h.get("seed", 0), nxt)
+        if s in streams:
+            raise TreesError(f"file {k + 1} repeats the random stream of an earlier file (seed {h.get('seed')})")
+        streams.add(s)
+        seeds.append(h.get("seed"))
         base = len(out)
         for i, n in enumerate(nodes):
             if n["node"] != i:
@@ -202,6 +210,6 @@ def merge(files):
             out.append(m)
         nxt += h["samples"]
     header = {key: v for key, v in h0.items() if key not in _PER_CALL}
-    header.update(samples=nxt, first_tree=0, seeds=[s for s, _ in seeds],
+    header.update(samples=nxt, first_tree=0, seeds=seeds,
                   sampler=h0.get("sampler"), seed=h0.get("seed"))
     return header, out

@@ -458,6 +458,21 @@ fn device_run_dry_run_trains_samples_merges_and_checks_with_coq() {
         "{}",
         String::from_utf8_lossy(&wrong.stderr)
     );
+    // A later file whose seed makes it draw the first file's random stream again is refused.
+    let later_file = std::fs::read_to_string(d.join("OUT3/sft-wl/trees.jsonl")).unwrap();
+    let (head, rest) = later_file.split_once('\n').unwrap();
+    let mut head: serde_json::Value = serde_json::from_str(head).unwrap();
+    head["seed"] = serde_json::json!(-2 * 7919);
+    std::fs::write(d.join("repeat.jsonl"), format!("{head}\n{rest}")).unwrap();
+    let repeat = merge(["OUT/sft-wl/trees.jsonl", "repeat.jsonl"]);
+    assert_eq!(
+        repeat.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&repeat.stderr)
+    );
+    // The script logs on stdout.
+    assert!(String::from_utf8_lossy(&repeat.stdout).contains("repeats the random stream"));
     ok(
         "merge",
         merge(["OUT/sft-wl/trees.jsonl", "OUT3/sft-wl/trees.jsonl"]),

@@ -203,11 +203,6 @@ impl RemotePolicy {
         &self.cfg
     }
 
-    /// What this policy samples with.
-    pub fn sampling(&self) -> &Sampling {
-        &self.sampling
-    }
-
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.cfg.base_url.trim_end_matches('/'))
     }
