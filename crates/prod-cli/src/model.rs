@@ -594,86 +594,123 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         stop: vec![tok.end_id()],
         decode_weights: a.sampling.decode_weights,
     };
-    let mut stdout = std::io::stdout().lock();
-    let mut emit = |v: serde_json::Value, text: &str| -> std::io::Result<()> {
-        if a.json {
-            writeln!(stdout, "{v}")
-        } else {
-            writeln!(stdout, "{text}\n---")
-        }
-    };
     let start = Instant::now();
-    let mut generated = 0usize;
-    if let Some(p) = &a.prompt {
-        let mut ids = tok.encode(p)?;
-        if let Some(f) = a.force_t0 {
-            ids = prompt::with_forced_t0(&tok, &ids, t0_of(f));
-        }
-        let samples = sample::sample(&model, &ids, &params)?;
-        for (i, s) in samples.iter().enumerate() {
-            generated += s.ids.len();
-            let text = tok.decode(&s.ids)?;
-            let r = emit(
-                serde_json::json!({"sample": i, "text": text, "tokens": s.ids.len(), "stopped": s.stopped}),
-                &format!("{p}{text}"),
-            );
-            if exit::written(r) != 0 {
-                return Err(anyhow!("cannot write output"));
-            }
-        }
-    } else if let Some(d) = &a.data {
-        let lines = read_jsonl(d, a.limit)?;
-        let pb = progress("sample", "prompts", lines.len(), a.json);
-        let (mut total, mut parsed) = (0usize, 0usize);
-        for (li, l) in lines.iter().enumerate() {
-            let mut ids =
-                prompt::prompt_ids(&tok, &l.context, &l.statement, a.sampling.context_tokens)
-                    .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
-            let forced = a.force_t0.map(t0_of);
-            if let Some(t0) = forced {
-                ids = prompt::with_forced_t0(&tok, &ids, t0);
-            }
-            let p = SamplingParams {
-                seed: a.seed.wrapping_add(li as u64),
-                ..params.clone()
-            };
-            for (i, s) in sample::sample(&model, &ids, &p)?.iter().enumerate() {
-                generated += s.ids.len();
-                let mut text = tok.decode(&s.ids)?;
-                if let Some(t0) = forced {
-                    text = format!("{}{text}", t0.token());
-                }
-                let ok = ConditionalProof::parse(&text).is_ok();
-                total += 1;
-                parsed += ok as usize;
-                let r = emit(
-                    serde_json::json!({"id": l.id, "sample": i, "conditional_proof": text, "parses": ok,
-                                       "stopped": s.stopped, "tokens": s.ids.len()}),
-                    &format!("{} #{i} (parses: {ok})\n{text}", l.id),
-                );
-                if exit::written(r) != 0 {
-                    return Err(anyhow!("cannot write output"));
-                }
-            }
-            pb.inc(1);
-        }
-        pb.finish();
-        let summary = serde_json::json!({"summary": true, "samples": total, "parse_as_conditional_proof": parsed,
-            "parse_rate": if total > 0 { parsed as f64 / total as f64 } else { 0.0 }});
-        if a.json {
-            println!("{summary}");
-        } else {
-            eprintln!("{parsed}/{total} samples parse as conditional proofs");
-        }
-    } else {
-        return Err(bad("give --prompt TEXT or --data FILE.jsonl".into()));
-    }
+    let generated = match (&a.prompt, &a.data) {
+        (Some(p), _) => sample_raw_prompt(&a, &model, &tok, &params, p)?,
+        (None, Some(d)) => sample_dataset(&a, &model, &tok, &params, d)?,
+        (None, None) => return Err(bad("give --prompt TEXT or --data FILE.jsonl".into())),
+    };
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
         "{generated} tokens in {secs:.1} s ({:.1} tok/s)",
         generated as f64 / secs.max(1e-9)
     );
     Ok(())
+}
+
+/// Where `prod model sample` writes each sample: a JSON object with `--json`, else the text
+/// and a `---` line.
+struct SampleOut {
+    json: bool,
+    out: std::io::StdoutLock<'static>,
+}
+
+impl SampleOut {
+    fn new(json: bool) -> Self {
+        SampleOut {
+            json,
+            out: std::io::stdout().lock(),
+        }
+    }
+
+    fn emit(&mut self, v: serde_json::Value, text: &str) -> anyhow::Result<()> {
+        let r = if self.json {
+            writeln!(self.out, "{v}")
+        } else {
+            writeln!(self.out, "{text}\n---")
+        };
+        if exit::written(r) != 0 {
+            return Err(anyhow!("cannot write output"));
+        }
+        Ok(())
+    }
+}
+
+/// `--prompt`: samples continuing a raw text; returns the tokens generated.
+fn sample_raw_prompt(
+    a: &SampleArgs,
+    model: &Llama,
+    tok: &ProdTokenizer,
+    params: &SamplingParams,
+    p: &str,
+) -> anyhow::Result<usize> {
+    let mut out = SampleOut::new(a.json);
+    let mut ids = tok.encode(p)?;
+    if let Some(f) = a.force_t0 {
+        ids = prompt::with_forced_t0(tok, &ids, t0_of(f));
+    }
+    let mut generated = 0usize;
+    for (i, s) in sample::sample(model, &ids, params)?.iter().enumerate() {
+        generated += s.ids.len();
+        let text = tok.decode(&s.ids)?;
+        out.emit(
+            serde_json::json!({"sample": i, "text": text, "tokens": s.ids.len(), "stopped": s.stopped}),
+            &format!("{p}{text}"),
+        )?;
+    }
+    Ok(generated)
+}
+
+/// `--data`: samples for each dataset line's ProD prompt (line i seeded `seed + i`), whether
+/// each parses as a conditional proof, then a summary; returns the tokens generated.
+fn sample_dataset(
+    a: &SampleArgs,
+    model: &Llama,
+    tok: &ProdTokenizer,
+    params: &SamplingParams,
+    d: &Path,
+) -> anyhow::Result<usize> {
+    let mut out = SampleOut::new(a.json);
+    let lines = read_jsonl(d, a.limit)?;
+    let pb = progress("sample", "prompts", lines.len(), a.json);
+    let (mut total, mut parsed, mut generated) = (0usize, 0usize, 0usize);
+    let forced = a.force_t0.map(t0_of);
+    for (li, l) in lines.iter().enumerate() {
+        let mut ids = prompt::prompt_ids(tok, &l.context, &l.statement, a.sampling.context_tokens)
+            .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
+        if let Some(t0) = forced {
+            ids = prompt::with_forced_t0(tok, &ids, t0);
+        }
+        let p = SamplingParams {
+            seed: a.seed.wrapping_add(li as u64),
+            ..params.clone()
+        };
+        for (i, s) in sample::sample(model, &ids, &p)?.iter().enumerate() {
+            generated += s.ids.len();
+            let mut text = tok.decode(&s.ids)?;
+            if let Some(t0) = forced {
+                text = format!("{}{text}", t0.token());
+            }
+            let ok = ConditionalProof::parse(&text).is_ok();
+            total += 1;
+            parsed += ok as usize;
+            out.emit(
+                serde_json::json!({"id": l.id, "sample": i, "conditional_proof": text, "parses": ok,
+                                   "stopped": s.stopped, "tokens": s.ids.len()}),
+                &format!("{} #{i} (parses: {ok})\n{text}", l.id),
+            )?;
+        }
+        pb.inc(1);
+    }
+    pb.finish();
+    let summary = serde_json::json!({"summary": true, "samples": total, "parse_as_conditional_proof": parsed,
+        "parse_rate": if total > 0 { parsed as f64 / total as f64 } else { 0.0 }});
+    if a.json {
+        println!("{summary}");
+    } else {
+        eprintln!("{parsed}/{total} samples parse as conditional proofs");
+    }
+    Ok(generated)
 }
 
 fn t0_of(f: ForceT0) -> T0 {
@@ -1054,31 +1091,56 @@ fn write_training_examples(
     let v = serde_json::json!({"examples": set.data.len(), "skipped": set.skipped.values().sum::<usize>(),
         "skipped_by_reason": set.skipped, "use_invoke_share": use_invoke_share(tok, &set.data),
         "written": path});
-    if a.json {
-        println!("{v}");
-    } else {
-        eprintln!("{v}");
-    }
+    report_json(a.json, v);
     Ok(())
 }
 
-/// Train on `set` from `model` (or the checkpoint in `out`), saving every --save-every steps.
-/// Long: the loop reports, saves and resumes in one place.
+/// Train on `set` from `model` (or the checkpoint in `out`), saving every --save-every steps:
+/// the held-out loss before, the steps, the final checkpoint, the held-out loss after.
 fn train_on(
     a: &TrainArgs,
     out: &Path,
-    mut model: Llama,
+    model: Llama,
     tok: ProdTokenizer,
     set: TrainingSet,
     kind: Kind,
 ) -> anyhow::Result<()> {
-    let dev = device();
     let TrainingSet {
         data,
         skipped,
         opts,
     } = set;
-    let cfg = PolicyConfig {
+    let cfg = policy_config(a);
+    let eval = match &a.eval {
+        Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts, kind).0,
+        None => Vec::new(),
+    };
+    let (mut model, mut trainer) = start_or_resume(out, model, &cfg)?;
+    let steps = a.steps.unwrap_or(data.len().div_ceil(cfg.macro_batch));
+    let eval_before = held_out_loss(&model, &eval, cfg.micro_batch)?;
+    report_json(
+        a.json,
+        serde_json::json!({"examples": data.len(), "skipped": skipped.values().sum::<usize>(),
+        "skipped_by_reason": skipped, "use_invoke_share": use_invoke_share(&tok, &data), "eval_examples": eval.len(),
+        "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}),
+    );
+    let start = Instant::now();
+    run_steps(a, out, &model, &tok, &mut trainer, &data, steps)?;
+    model.set_eos_token_id(tok.end_id());
+    trainer.save_checkpoint(&model, out)?;
+    tok.save(&out.join("tokenizer.json"))?;
+    let eval_after = held_out_loss(&model, &eval, cfg.micro_batch)?;
+    report_json(
+        a.json,
+        serde_json::json!({"done": true, "step": trainer.state.step, "eval_loss_before": eval_before,
+        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": out}),
+    );
+    Ok(())
+}
+
+/// The trainer's settings from the command line.
+fn policy_config(a: &TrainArgs) -> PolicyConfig {
+    PolicyConfig {
         learning_rate: a.lr,
         warmup_steps: a.warmup,
         macro_batch: a.macro_batch,
@@ -1087,35 +1149,57 @@ fn train_on(
         context_tokens: a.context_tokens,
         seed: a.seed,
         ..PolicyConfig::default()
-    };
-    let eval = match &a.eval {
-        Some(p) => examples(&tok, &read_jsonl(p, Some(a.eval_limit))?, p, &opts, kind).0,
-        None => Vec::new(),
-    };
-    let mut trainer = if out.join("trainer_state.json").exists() {
-        model = prod_policy::load_model_dir(out, &dev)?.0;
-        Trainer::resume(cfg.clone(), out)?
+    }
+}
+
+/// A fresh trainer for `model`, or, when `out` holds a checkpoint, that checkpoint's model and
+/// trainer state (a killed run goes on where it stopped).
+fn start_or_resume(
+    out: &Path,
+    model: Llama,
+    cfg: &PolicyConfig,
+) -> anyhow::Result<(Llama, Trainer)> {
+    if out.join("trainer_state.json").exists() {
+        let model = prod_policy::load_model_dir(out, &device())?.0;
+        Ok((model, Trainer::resume(cfg.clone(), out)?))
     } else {
-        Trainer::new(cfg.clone())
-    };
-    let steps = a.steps.unwrap_or(data.len().div_ceil(cfg.macro_batch));
-    let eval_before = if eval.is_empty() {
-        None
+        Ok((model, Trainer::new(cfg.clone())))
+    }
+}
+
+/// The mean loss on the held-out examples; none without them.
+fn held_out_loss(
+    model: &Llama,
+    eval: &[TrainExample],
+    micro_batch: usize,
+) -> anyhow::Result<Option<f64>> {
+    if eval.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(train::eval_loss(model, eval, micro_batch)?))
+}
+
+/// One JSON line: on stdout with `--json`, else on stderr beside the progress bar.
+fn report_json(json: bool, v: serde_json::Value) {
+    if json {
+        println!("{v}");
     } else {
-        Some(train::eval_loss(&model, &eval, cfg.micro_batch)?)
-    };
-    let report = |v: serde_json::Value| {
-        if a.json {
-            println!("{v}");
-        } else {
-            eprintln!("{v}");
-        }
-    };
-    report(
-        serde_json::json!({"examples": data.len(), "skipped": skipped.values().sum::<usize>(),
-        "skipped_by_reason": skipped, "use_invoke_share": use_invoke_share(&tok, &data), "eval_examples": eval.len(),
-        "eval_loss_before": eval_before, "start_step": trainer.state.step, "steps": steps}),
-    );
+        eprintln!("{v}");
+    }
+}
+
+/// The training steps from the trainer's step up to `steps`, cycling through `data` in order;
+/// a checkpoint every `--save-every` steps, a JSON line per step with `--json`.
+fn run_steps(
+    a: &TrainArgs,
+    out: &Path,
+    model: &Llama,
+    tok: &ProdTokenizer,
+    trainer: &mut Trainer,
+    data: &[TrainExample],
+    steps: usize,
+) -> anyhow::Result<()> {
+    let macro_batch = trainer.cfg.macro_batch;
     let pb = progress(
         "train",
         "steps",
@@ -1126,10 +1210,10 @@ fn train_on(
     let mut tokens_seen = 0usize;
     while trainer.state.step < steps {
         let pos = trainer.state.data_position % data.len();
-        let batch: Vec<TrainExample> = (0..cfg.macro_batch)
+        let batch: Vec<TrainExample> = (0..macro_batch)
             .map(|i| data[(pos + i) % data.len()].clone())
             .collect();
-        let s = trainer.step(&model, &batch)?;
+        let s = trainer.step(model, &batch)?;
         tokens_seen += batch.iter().map(|e| e.ids.len()).sum::<usize>();
         let tps = tokens_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
         pb.set_message(format!("loss {:.4} {:.0} tok/s", s.loss, tps));
@@ -1141,23 +1225,11 @@ fn train_on(
             );
         }
         if s.step % a.save_every == 0 {
-            trainer.save_checkpoint(&model, out)?;
+            trainer.save_checkpoint(model, out)?;
             tok.save(&out.join("tokenizer.json"))?;
         }
     }
     pb.finish();
-    model.set_eos_token_id(tok.end_id());
-    trainer.save_checkpoint(&model, out)?;
-    tok.save(&out.join("tokenizer.json"))?;
-    let eval_after = if eval.is_empty() {
-        None
-    } else {
-        Some(train::eval_loss(&model, &eval, cfg.micro_batch)?)
-    };
-    report(
-        serde_json::json!({"done": true, "step": trainer.state.step, "eval_loss_before": eval_before,
-        "eval_loss_after": eval_after, "seconds": start.elapsed().as_secs_f64(), "out": out}),
-    );
     Ok(())
 }
 
