@@ -143,8 +143,8 @@ pub struct BuildArgs {
     #[arg(long, default_value_t = 0.05, value_parser = ranges::unit_interval_closed_open)]
     pub val_fraction: f64,
     /// Split unit: auto (package if the library has several, else file), package, file.
-    #[arg(long, default_value = "auto")]
-    pub unit: String,
+    #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
+    pub unit: UnitArg,
     /// Keep proof steps as written (no `hammer.` replacement).
     #[arg(long)]
     pub no_hammer: bool,
@@ -228,46 +228,30 @@ pub fn run(cmd: DatasetCommand) -> i32 {
     }
 }
 
-fn build(a: BuildArgs) -> i32 {
-    let unit = match a.unit.as_str() {
-        "auto" => SplitUnit::Auto,
-        "package" => SplitUnit::Package,
-        "file" => SplitUnit::File,
-        other => {
-            return exit::bad_input(anyhow!("--unit {other:?}: expected auto, package or file"))
+/// `--unit`: what the test split holds out whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnitArg {
+    /// Package if the library has several, else file.
+    Auto,
+    Package,
+    File,
+}
+
+impl From<UnitArg> for SplitUnit {
+    fn from(u: UnitArg) -> Self {
+        match u {
+            UnitArg::Auto => SplitUnit::Auto,
+            UnitArg::Package => SplitUnit::Package,
+            UnitArg::File => SplitUnit::File,
         }
-    };
-    if a.test_fraction + a.val_fraction >= 1.0 {
-        return exit::bad_input(anyhow!(
-            "--test-fraction {} plus --val-fraction {} must be less than 1",
-            a.test_fraction,
-            a.val_fraction
-        ));
     }
-    let mut cfg = DatasetConfig {
-        seed: a.seed,
-        test_fraction: a.test_fraction,
-        val_fraction: a.val_fraction,
-        test_min_theorems: a.test_min_theorems,
-        test_file_cap: a.test_file_cap,
-        unit,
-        hammer: !a.no_hammer,
-        threads: a.threads,
-        context_bytes: a
-            .context_bytes
-            .unwrap_or(if a.prover == ProverKind::Isabelle {
-                4096
-            } else {
-                16384
-            }),
-        ..Default::default()
+}
+
+fn build(a: BuildArgs) -> i32 {
+    let cfg = match build_config(&a) {
+        Ok(c) => c,
+        Err(e) => return exit::bad_input(e),
     };
-    match (a.coqlib, a.root.coqlib()) {
-        (Some(c), _) => cfg.coqlib = c,
-        (None, Ok(Some(c))) => cfg.coqlib = c,
-        (None, Ok(None)) => {}
-        (None, Err(e)) => return exit::bad_input(anyhow!(e)),
-    }
     let unit = if a.prover == ProverKind::Isabelle {
         "theories"
     } else {
@@ -284,30 +268,12 @@ fn build(a: BuildArgs) -> i32 {
         pb.set_position(done as u64);
     };
     let result = if a.prover == ProverKind::Isabelle {
-        let split = match AfpSplit::parse(&a.split) {
+        let (dir, opts) = match afp_selection(&a) {
             Ok(s) => s,
-            Err(e) => return exit::bad_input(anyhow!("--split: {e}")),
-        };
-        let entries = a
-            .entries
-            .as_deref()
-            .map(EntrySelection::parse)
-            .unwrap_or(EntrySelection::All);
-        let dir = match (&a.afp, a.library.as_str()) {
-            (Some(p), _) => p.clone(),
-            (None, "afp" | "stdlib") => {
-                return exit::bad_input(anyhow!(
-                    "--prover isabelle needs the AFP: --afp DIR_OR_TARBALL or --library DIR"
-                ))
-            }
-            (None, lib) => PathBuf::from(lib),
-        };
-        let dir = match afp_dir(&dir) {
-            Ok(d) => d,
             Err(e) => return exit::bad_input(e),
         };
         let started = std::time::Instant::now();
-        match AfpSource::load(&dir, AfpOptions { split, entries }) {
+        match AfpSource::load(&dir, opts) {
             Ok(src) => dataset::build_from(&src, &a.out, &cfg, &cb, started),
             Err(e) => Err(e.into()),
         }
@@ -321,6 +287,63 @@ fn build(a: BuildArgs) -> i32 {
         Err(e @ dataset::BuildError::Discovery(_)) => exit::bad_input(e.into()),
         Err(e) => exit::failure(e.into()),
     }
+}
+
+/// The build's settings from the command line (bad input: the two fractions leave nothing to
+/// train on, or the Coq root's `coqlib` cannot be read).
+fn build_config(a: &BuildArgs) -> anyhow::Result<DatasetConfig> {
+    if a.test_fraction + a.val_fraction >= 1.0 {
+        return Err(anyhow!(
+            "--test-fraction {} plus --val-fraction {} must be less than 1",
+            a.test_fraction,
+            a.val_fraction
+        ));
+    }
+    let mut cfg = DatasetConfig {
+        seed: a.seed,
+        test_fraction: a.test_fraction,
+        val_fraction: a.val_fraction,
+        test_min_theorems: a.test_min_theorems,
+        test_file_cap: a.test_file_cap,
+        unit: a.unit.into(),
+        hammer: !a.no_hammer,
+        threads: a.threads,
+        context_bytes: a
+            .context_bytes
+            .unwrap_or(if a.prover == ProverKind::Isabelle {
+                4096
+            } else {
+                16384
+            }),
+        ..Default::default()
+    };
+    match (&a.coqlib, a.root.coqlib()) {
+        (Some(c), _) => cfg.coqlib = c.clone(),
+        (None, Ok(Some(c))) => cfg.coqlib = c,
+        (None, Ok(None)) => {}
+        (None, Err(e)) => return Err(anyhow!(e)),
+    }
+    Ok(cfg)
+}
+
+/// Isabelle: the unpacked AFP directory and which of its entries and split to read.
+fn afp_selection(a: &BuildArgs) -> anyhow::Result<(PathBuf, AfpOptions)> {
+    let split = AfpSplit::parse(&a.split).map_err(|e| anyhow!("--split: {e}"))?;
+    let entries = a
+        .entries
+        .as_deref()
+        .map(EntrySelection::parse)
+        .unwrap_or(EntrySelection::All);
+    let dir = match (&a.afp, a.library.as_str()) {
+        (Some(p), _) => p.clone(),
+        (None, "afp" | "stdlib") => {
+            return Err(anyhow!(
+                "--prover isabelle needs the AFP: --afp DIR_OR_TARBALL or --library DIR"
+            ))
+        }
+        (None, lib) => PathBuf::from(lib),
+    };
+    Ok((afp_dir(&dir)?, AfpOptions { split, entries }))
 }
 
 /// An unpacked AFP directory for `path`: the path itself, or, for a `.tar.xz`/`.tar.gz`/`.tar`
