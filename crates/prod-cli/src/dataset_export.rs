@@ -389,14 +389,64 @@ fn rows_by_file<'c>(candidates: &'c [Candidate<'_>]) -> BTreeMap<(&'c str, &'c s
     files
 }
 
-// `verify` is one binary search per file over rows sorted by context length, all files' probes
-// batched per round; it stays one function so the search state is read in one place.
+/// One file's binary search for its longest loading context, over its rows sorted by
+/// context length: `rows[..lo]` load, `rows[hi]` does not (`hi = len`: none known to fail).
+struct ContextSearch<'f> {
+    key: &'f (&'f str, &'f str),
+    rows: &'f [usize],
+    lo: usize,
+    hi: usize,
+    /// Why the last failing probe failed.
+    reason: Option<String>,
+}
+
+impl<'f> ContextSearch<'f> {
+    fn new(key: &'f (&'f str, &'f str), rows: &'f [usize]) -> Self {
+        ContextSearch {
+            key,
+            rows,
+            lo: 0,
+            hi: rows.len(),
+            reason: None,
+        }
+    }
+
+    /// The row to probe next: first the longest context (most files load whole), then the
+    /// middle of what is not yet known; none when the search is over.
+    fn next_probe(&self, first: bool) -> Option<usize> {
+        let len = self.rows.len();
+        if first {
+            Some(len - 1)
+        } else if self.hi < len && self.lo < self.hi {
+            Some((self.lo + self.hi) / 2)
+        } else {
+            None
+        }
+    }
+
+    /// What the probe of row `p` said: only an infra verdict says the context did not load.
+    fn record(&mut self, p: usize, v: &prod_check::Verdict) {
+        if matches!(v, prod_check::Verdict::Infra { .. }) {
+            self.hi = p;
+            self.reason = Some(match crate::check_progress::context_failure(v) {
+                Some(r) => r.to_string(),
+                None => v.message(),
+            });
+        } else {
+            self.lo = p + 1;
+        }
+    }
+}
+
+/// Which candidates' contexts load in the prover: per file, a binary search over its rows
+/// sorted by context length, the probes of all files batched per round. Files whose longest
+/// contexts do not load are named on stderr and in `not_loaded`.
 fn verify(
     a: &ExportArgs,
     candidates: &[Candidate<'_>],
     not_loaded: &mut BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<bool>> {
-    use prod_check::{CheckRequest, Checker as _, Verdict};
+    use prod_check::{CheckRequest, Checker as _};
     let checker = export_checker(a)?;
     let files = rows_by_file(candidates);
     // The probe: a trivial lemma stated after the context, so that only the context decides
@@ -404,80 +454,67 @@ fn verify(
     // `I` fails the proof, which still says the context loaded).
     let probe = prod_core::ConditionalProof::parse(PROBE_PROOF)
         .map_err(|e| anyhow!("the probe proof: {e}"))?;
-    let request = |i: usize| -> anyhow::Result<CheckRequest> {
-        Ok(CheckRequest::new(
-            "",
-            &candidates[i].full,
-            PROBE_STATEMENT,
-            probe.clone(),
-        ))
-    };
-    // Per file: (lo, hi): rows[..lo] load, rows[hi] does not (hi = len: not known to fail).
-    let mut search: Vec<(&(&str, &str), usize, usize)> =
-        files.iter().map(|(k, rows)| (k, 0, rows.len())).collect();
-    let mut reasons: BTreeMap<&(&str, &str), String> = BTreeMap::new();
+    let mut search: Vec<ContextSearch> = files
+        .iter()
+        .map(|(k, rows)| ContextSearch::new(k, rows))
+        .collect();
     let mut first = true;
     let progress = crate::check_progress::CheckProgress::new("verify", files.len(), true);
     loop {
-        // The next probe of each file still searching: first its longest context, then the
-        // middle of what is not yet known.
-        let mut probes = vec![];
-        for (n, (key, lo, hi)) in search.iter().enumerate() {
-            let len = files[*key].len();
-            if first {
-                probes.push((n, len - 1));
-            } else if *hi < len && lo < hi {
-                probes.push((n, (lo + hi) / 2));
-            }
-        }
+        let probes: Vec<(usize, usize)> = search
+            .iter()
+            .enumerate()
+            .filter_map(|(n, s)| s.next_probe(first).map(|p| (n, p)))
+            .collect();
         if probes.is_empty() {
             break;
         }
-        let requests = probes
+        let requests: Vec<CheckRequest> = probes
             .iter()
-            .map(|&(n, p)| request(files[search[n].0][p]))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .map(|&(n, p)| {
+                let full = &candidates[search[n].rows[p]].full;
+                CheckRequest::new("", full, PROBE_STATEMENT, probe.clone())
+            })
+            .collect();
         let verdicts = checker.check_batch(&requests, &|_, v| {
             if first {
                 progress.record(v)
             }
         });
         for (&(n, p), v) in probes.iter().zip(&verdicts) {
-            let fails = matches!(v, Verdict::Infra { .. });
-            let (key, lo, hi) = &mut search[n];
-            if fails {
-                *hi = p;
-                let reason = match crate::check_progress::context_failure(v) {
-                    Some(r) => r.to_string(),
-                    None => v.message(),
-                };
-                reasons.insert(key, reason);
-            } else {
-                *lo = p + 1;
-            }
+            search[n].record(p, v);
         }
         if first {
             progress.finish();
         }
         first = false;
     }
-    let mut loads = vec![true; candidates.len()];
-    for (key, _, hi) in &search {
-        let rows = &files[*key];
-        for &i in &rows[*hi..] {
+    Ok(loading_rows(candidates.len(), &search, not_loaded))
+}
+
+/// Per candidate, whether its context loads, from the finished searches; each file with rows
+/// that do not load is reported.
+fn loading_rows(
+    candidates: usize,
+    search: &[ContextSearch],
+    not_loaded: &mut BTreeMap<String, String>,
+) -> Vec<bool> {
+    let mut loads = vec![true; candidates];
+    for s in search {
+        for &i in &s.rows[s.hi..] {
             loads[i] = false;
         }
-        if *hi < rows.len() {
-            let reason = reasons.get(key).cloned().unwrap_or_default();
+        if s.hi < s.rows.len() {
+            let reason = s.reason.clone().unwrap_or_default();
             eprintln!(
                 "context does not load ({} row(s) of {}): {reason}",
-                rows.len() - hi,
-                key.0
+                s.rows.len() - s.hi,
+                s.key.0
             );
-            not_loaded.insert(key.0.to_string(), reason);
+            not_loaded.insert(s.key.0.to_string(), reason);
         }
     }
-    Ok(loads)
+    loads
 }
 
 pub fn run(a: ExportArgs) -> i32 {
