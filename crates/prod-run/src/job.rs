@@ -389,15 +389,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     let (job, theorems, given) = job_with_trees(job)?;
     let job = &job;
     check_ks(&job.options)?;
-    let store = open_store(&job.out, job.postgres.as_ref())?;
-    // A resumed run must be the same experiment (where it runs is not part of it).
-    store.ensure_meta("eval_job", &serde_json::to_string(&job.identity())?)?;
-    if let Some(t) = &given {
-        store.ensure_meta("eval_trees_sha256", &t.sha256)?;
-        if !t.stops_given {
-            store.disown_truncation()?;
-        }
-    }
+    let store = open_eval_store(job, given.as_ref())?;
     let cache = job
         .cache
         .clone()
@@ -410,15 +402,7 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         None => Some(EvalPolicy::open(job)?),
     };
     let novel = dataset_statements(&job.dataset, prover.lang);
-    bars.say(&format!(
-        "eval: {} theorems × {} trees (depth ≤ {}) {} {} → {}",
-        theorems.len(),
-        job.options.samples,
-        job.options.depth,
-        if given.is_some() { "read from" } else { "with" },
-        job.trees.as_ref().unwrap_or(&job.model).display(),
-        job.out.display()
-    ));
+    bars.say(&announce_eval(job, theorems.len(), given.is_some()));
     let ctx = crate::context::RunContext {
         store: &store,
         prover: prover.setup(),
@@ -465,6 +449,36 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
     write_report(&job.out, &report)?;
     crate::canary::stop_on_alarm(&canaries, &job.out)?;
     Ok((report, result))
+}
+
+/// The evaluation's run store: a resumed run must be the same experiment (where it runs is
+/// not part of it) and, with `--trees`, read the same trees file.
+fn open_eval_store(
+    job: &EvalJob,
+    given: Option<&crate::trees::TreesFile>,
+) -> anyhow::Result<RunStore> {
+    let store = open_store(&job.out, job.postgres.as_ref())?;
+    store.ensure_meta("eval_job", &serde_json::to_string(&job.identity())?)?;
+    if let Some(t) = given {
+        store.ensure_meta("eval_trees_sha256", &t.sha256)?;
+        if !t.stops_given {
+            store.disown_truncation()?;
+        }
+    }
+    Ok(store)
+}
+
+/// The evaluation's first log line: what is evaluated, from where, into where.
+fn announce_eval(job: &EvalJob, theorems: usize, given: bool) -> String {
+    format!(
+        "eval: {} theorems × {} trees (depth ≤ {}) {} {} → {}",
+        theorems,
+        job.options.samples,
+        job.options.depth,
+        if given { "read from" } else { "with" },
+        job.trees.as_ref().unwrap_or(&job.model).display(),
+        job.out.display()
+    )
 }
 
 /// The job and its theorems, as a trees file (`--trees`) leaves them: the theorems it has
