@@ -164,6 +164,42 @@ impl HeadCe {
     }
 }
 
+impl HeadCe {
+    /// The logits and log-sum-exps the forward pass saved for `[n, v]`, taken (a second
+    /// backward is an error).
+    fn take_saved(&self, n: usize, v: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+        let Some((z, lse)) = self
+            .saved
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("head: poisoned state".into()))?
+            .take()
+        else {
+            bail!("head: backward without forward (or twice)")
+        };
+        if z.len() != n * v || lse.len() != n {
+            bail!("head: saved logits of {} for [{n}, {v}]", z.len())
+        }
+        Ok((z, lse))
+    }
+
+    /// Chunk `(c0, cw)` of the logits, `[n, cw]`, turned in place into their gradient
+    /// `g · w_i · (softmax(z_i) − onehot(y_i))`.
+    fn logit_gradient(&self, dz: &mut [f32], (c0, cw): (usize, usize), lse: &[f32], g: f32) {
+        for (i, row) in dz.chunks_exact_mut(cw).enumerate() {
+            let c = g * self.weights[i];
+            if c == 0.0 {
+                row.fill(0.0); // weight-0 rows (and padding) contribute nothing
+                continue;
+            }
+            crate::vexp::exp_in_place(row, lse[i], c);
+            let y = self.labels[i] as usize;
+            if (c0..c0 + cw).contains(&y) {
+                row[y - c0] -= c;
+            }
+        }
+    }
+}
+
 impl CustomOp1 for HeadCe {
     fn name(&self) -> &'static str {
         "fused-head-cross-entropy"
@@ -241,17 +277,7 @@ impl CustomOp1 for HeadCe {
         let gscale = g.to_scalar::<f32>()?;
         let (n, d) = h.dims2()?;
         let v = self.check(n, d)?;
-        let Some((mut z, lse)) = self
-            .saved
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("head: poisoned state".into()))?
-            .take()
-        else {
-            bail!("head: backward without forward (or twice)")
-        };
-        if z.len() != n * v || lse.len() != n {
-            bail!("head: saved logits of {} for [{n}, {v}]", z.len())
-        }
+        let (mut z, lse) = self.take_saved(n, v)?;
         let chunks: Vec<(usize, usize)> = head_chunks(v).collect();
         let h = h.contiguous()?;
         let mut slot = self.sink.lock()?;
@@ -273,18 +299,7 @@ impl CustomOp1 for HeadCe {
                     unsafe {
                         let dz =
                             std::slice::from_raw_parts_mut((zp as *mut f32).add(n * c0), n * cw);
-                        for (i, row) in dz.chunks_exact_mut(cw).enumerate() {
-                            let c = gscale * self.weights[i];
-                            if c == 0.0 {
-                                row.fill(0.0); // weight-0 rows (and padding) contribute nothing
-                                continue;
-                            }
-                            crate::vexp::exp_in_place(row, lse[i], c);
-                            let y = self.labels[i] as usize;
-                            if (c0..c0 + cw).contains(&y) {
-                                row[y - c0] -= c;
-                            }
-                        }
+                        self.logit_gradient(dz, (c0, cw), &lse, gscale);
                         let dwc = (dwp as *mut f32).add(c0 * d);
                         gemm_f32_on(
                             gemm::Parallelism::None,
