@@ -146,6 +146,108 @@ fn bracket_depth(b: &[u8]) -> i64 {
     depth
 }
 
+/// Where the list element around a name at `name_start` begins, so the modifiers go with the
+/// name: (the start of the modifiers and the blanks before them, the element's first
+/// non-blank byte).
+fn list_element_start(sentence: &str, name_start: usize) -> (usize, usize) {
+    let b = sentence.as_bytes();
+    // Left: rewrite modifiers and `@` glued before the name (`<- name`, `!name`, `2?name`, `@name`).
+    let mut j = name_start;
+    loop {
+        if j > 0 && (is_blank(b[j - 1]) || b"!?@".contains(&b[j - 1]) || b[j - 1].is_ascii_digit())
+        {
+            j -= 1;
+        } else if j > 1 && (&b[j - 2..j] == b"<-" || &b[j - 2..j] == b"->") {
+            j -= 2;
+        } else {
+            break;
+        }
+    }
+    let element_start = j + sentence[j..name_start].len()
+        - sentence[j..name_start]
+            .trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8))
+            .len();
+    (j, element_start)
+}
+
+/// The first non-blank byte after a name ending at `name_end`, when the list element ends at
+/// the name (a separator, the end, `in`/`with`/`using`/`by`, or a `word:` option follows);
+/// `None` when the element goes on (`name x`), which is no clean removal.
+fn list_element_end(sentence: &str, name_end: usize) -> Option<usize> {
+    let b = sentence.as_bytes();
+    // Right: the element must end at the name.
+    let mut k = name_end;
+    while k < b.len() && is_blank(b[k]) {
+        k += 1;
+    }
+    let next_word: String = sentence[k..]
+        .chars()
+        .take_while(|&c| crate::lexer::is_ident_char(c))
+        .collect();
+    let ends_here = k >= b.len()
+        || b",.;|])".contains(&b[k])
+        || ["in", "with", "using", "by"].contains(&next_word.as_str())
+        || (!next_word.is_empty() && b.get(k + next_word.len()) == Some(&b':'));
+    if !ends_here {
+        return None;
+    }
+    Some(k)
+}
+
+/// Where the identifier that ends `s` starts (`s.len()` when `s` does not end in one).
+fn trailing_word_start(s: &str) -> usize {
+    s.char_indices()
+        .rev()
+        .take_while(|&(_, c)| crate::lexer::is_ident_char(c))
+        .last()
+        .map_or(s.len(), |(i, _)| i)
+}
+
+/// `sentence` without the list element `element` (its separator or its whole option with it),
+/// given the text `before` the element (trailing blanks trimmed) and `k`, the first non-blank
+/// byte after it; `None` when the element is not in a list this knows how to shorten.
+fn splice_out_element(
+    sentence: &str,
+    before: &str,
+    element: std::ops::Range<usize>,
+    k: usize,
+) -> Option<String> {
+    let b = sentence.as_bytes();
+    let prev_word_start = trailing_word_start(before);
+    let prev_word = &before[prev_word_start..];
+    let splice = |a: usize, z: usize| format!("{}{}", &sentence[..a], &sentence[z..]);
+    // `…, name` → drop the comma and the element.
+    if before.ends_with(',') {
+        return Some(splice(before.len() - 1, element.end));
+    }
+    const LIST_HEADS: &[&str] = &["rewrite", "erewrite", "setoid_rewrite", "unfold", "using"];
+    let after_use =
+        before.ends_with("use:") || before.ends_with("unfold:") || before.ends_with("hint:");
+    // `head name, …` → drop the element and its comma.
+    if k < b.len() && b[k] == b',' && (LIST_HEADS.contains(&prev_word) || after_use) {
+        let mut z = k + 1;
+        while z < b.len() && is_blank(b[z]) {
+            z += 1;
+        }
+        return Some(splice(element.start, z));
+    }
+    // `using name` / `use: name` as the only element → drop the whole option.
+    if prev_word == "using" {
+        return Some(splice(
+            before[..prev_word_start].trim_end().len(),
+            element.end,
+        ));
+    }
+    if after_use {
+        let colon_word_start = trailing_word_start(&before[..before.len() - 1]);
+        return Some(splice(
+            before[..colon_word_start].trim_end().len(),
+            element.end,
+        ));
+    }
+    None
+}
+
 impl CoqLanguage {
     /// Proof text with `name` removed from one comma/`using`/`use:` argument list in `sentence`
     /// (already comment-free); `None` when no clean removal exists.
@@ -156,84 +258,11 @@ impl CoqLanguage {
         if bracket_depth(&b[..occurrence.start]) != 0 {
             return None;
         }
-        // Left: rewrite modifiers and `@` glued before the name (`<- name`, `!name`, `2?name`, `@name`).
-        let mut j = occurrence.start;
-        loop {
-            if j > 0
-                && (is_blank(b[j - 1]) || b"!?@".contains(&b[j - 1]) || b[j - 1].is_ascii_digit())
-            {
-                j -= 1;
-            } else if j > 1 && (&b[j - 2..j] == b"<-" || &b[j - 2..j] == b"->") {
-                j -= 2;
-            } else {
-                break;
-            }
-        }
-        let element_start = j + sentence[j..occurrence.start].len()
-            - sentence[j..occurrence.start]
-                .trim_start_matches(|c: char| c.is_ascii() && is_blank(c as u8))
-                .len();
-        // Right: the element must end at the name.
-        let mut k = occurrence.end;
-        while k < b.len() && is_blank(b[k]) {
-            k += 1;
-        }
-        let next_word: String = sentence[k..]
-            .chars()
-            .take_while(|&c| crate::lexer::is_ident_char(c))
-            .collect();
-        let ends_here = k >= b.len()
-            || b",.;|])".contains(&b[k])
-            || ["in", "with", "using", "by"].contains(&next_word.as_str())
-            || (!next_word.is_empty() && b.get(k + next_word.len()) == Some(&b':'));
-        if !ends_here {
-            return None;
-        }
+        let (j, element_start) = list_element_start(sentence, occurrence.start);
+        let k = list_element_end(sentence, occurrence.end)?;
         // The word before the element.
         let before = sentence[..j].trim_end_matches(|c: char| c.is_ascii() && is_blank(c as u8));
-        let prev_word_start = before
-            .char_indices()
-            .rev()
-            .take_while(|&(_, c)| crate::lexer::is_ident_char(c))
-            .last()
-            .map_or(before.len(), |(i, _)| i);
-        let prev_word = &before[prev_word_start..];
-        let splice = |a: usize, z: usize| format!("{}{}", &sentence[..a], &sentence[z..]);
-        // `…, name` → drop the comma and the element.
-        if before.ends_with(',') {
-            return Some(splice(before.len() - 1, occurrence.end));
-        }
-        const LIST_HEADS: &[&str] = &["rewrite", "erewrite", "setoid_rewrite", "unfold", "using"];
-        let after_use =
-            before.ends_with("use:") || before.ends_with("unfold:") || before.ends_with("hint:");
-        // `head name, …` → drop the element and its comma.
-        if k < b.len() && b[k] == b',' && (LIST_HEADS.contains(&prev_word) || after_use) {
-            let mut z = k + 1;
-            while z < b.len() && is_blank(b[z]) {
-                z += 1;
-            }
-            return Some(splice(element_start, z));
-        }
-        // `using name` / `use: name` as the only element → drop the whole option.
-        if prev_word == "using" {
-            return Some(splice(
-                before[..prev_word_start].trim_end().len(),
-                occurrence.end,
-            ));
-        }
-        if after_use {
-            let colon_word_start = before[..before.len() - 1]
-                .char_indices()
-                .rev()
-                .take_while(|&(_, c)| crate::lexer::is_ident_char(c))
-                .last()
-                .map_or(before.len() - 1, |(i, _)| i);
-            return Some(splice(
-                before[..colon_word_start].trim_end().len(),
-                occurrence.end,
-            ));
-        }
-        None
+        splice_out_element(sentence, before, element_start..occurrence.end, k)
     }
 
     /// One sentence with `name` removed, or `None` when the sentence must be dropped.

@@ -296,6 +296,17 @@ fn is_lone_colon(b: &[u8], i: usize) -> bool {
 
 /// Binders then a lone `:` then a non-empty type with no top-level mutual `with`.
 fn check_binders_and_type(rest: &str) -> Result<(), (usize, String)> {
+    let ty_offset = skip_binders_to_colon(rest)?;
+    let ty = &rest[ty_offset..];
+    if ty.trim().is_empty() {
+        return Err((ty_offset, "empty type after `:`".into()));
+    }
+    reject_mutual_with(ty, ty_offset)
+}
+
+/// The binders before the type: the index just after the lone `:` that ends them. Err (offset,
+/// what) at the first thing that is neither a binder group nor a binder name, or at the end.
+fn skip_binders_to_colon(rest: &str) -> Result<usize, (usize, String)> {
     let b = rest.as_bytes();
     let mut i = 0;
     loop {
@@ -306,37 +317,48 @@ fn check_binders_and_type(rest: &str) -> Result<(), (usize, String)> {
             return Err((i, "expected `:` and the lemma's type".into()));
         }
         match b[i] {
-            b':' if is_lone_colon(b, i) => {
-                i += 1;
-                break;
-            }
+            b':' if is_lone_colon(b, i) => return Ok(i + 1),
             b'(' | b'{' | b'[' => i = skip_group(b, i).map_err(|e| (i, e))?,
             b'`' | b'\'' if matches!(b.get(i + 1), Some(b'(' | b'{' | b'[')) => {
                 i = skip_group(b, i + 1).map_err(|e| (i, e))?
             }
-            _ => {
-                let word: String = rest[i..]
-                    .chars()
-                    .take_while(|&c| crate::lexer::is_ident_char(c))
-                    .collect();
-                if word.is_empty()
-                    || !(is_identifier(&word) || word == "_")
-                    || RESERVED.contains(&word.as_str())
-                {
-                    let shown: String = rest[i..].chars().take(15).collect();
-                    return Err((i, format!("expected a binder or `:`, found `{shown}`")));
-                }
-                i += word.len();
-            }
+            _ => i = skip_binder_name(rest, i)?,
         }
     }
-    let ty_offset = i;
-    let ty = &rest[i..];
-    if ty.trim().is_empty() {
-        return Err((i, "empty type after `:`".into()));
+}
+
+/// `i` at a bare binder: the index after its name. Only an identifier or `_` that is not a
+/// reserved word is a binder; anything else is refused, so no other construct slips in here.
+fn skip_binder_name(rest: &str, i: usize) -> Result<usize, (usize, String)> {
+    let word = ident_at(rest, i);
+    if word.is_empty()
+        || !(is_identifier(&word) || word == "_")
+        || RESERVED.contains(&word.as_str())
+    {
+        let shown: String = rest[i..].chars().take(15).collect();
+        return Err((i, format!("expected a binder or `:`, found `{shown}`")));
     }
-    // Top-level `with` outside `match … end` would declare mutual theorems (`Lemma a : A with
-    // b : B.`): a second lemma smuggled into one statement.
+    Ok(i + word.len())
+}
+
+/// The identifier characters starting at byte `i` of `s` (empty when there are none).
+fn ident_at(s: &str, i: usize) -> String {
+    s[i..]
+        .chars()
+        .take_while(|&c| crate::lexer::is_ident_char(c))
+        .collect()
+}
+
+/// Whether byte `j` of `b` starts a word rather than continuing one (an identifier character,
+/// `_`, `'`, `.` or a non-ASCII byte just before it continues the word or qualified name).
+fn starts_word(b: &[u8], j: usize) -> bool {
+    j == 0 || !(b[j - 1].is_ascii_alphanumeric() || b"_'.".contains(&b[j - 1]) || b[j - 1] >= 0x80)
+}
+
+/// Top-level `with` outside `match … end` would declare mutual theorems (`Lemma a : A with
+/// b : B.`): a second lemma smuggled into one statement. `ty_offset` is where `ty` starts in
+/// the text the error offsets refer to.
+fn reject_mutual_with(ty: &str, ty_offset: usize) -> Result<(), (usize, String)> {
     let tb = ty.as_bytes();
     let mut j = 0;
     let mut depth = 0usize;
@@ -356,14 +378,8 @@ fn check_binders_and_type(rest: &str) -> Result<(), (usize, String)> {
                     j += ch.len_utf8();
                     continue;
                 }
-                let prev_ok = j == 0
-                    || !(tb[j - 1].is_ascii_alphanumeric()
-                        || b"_'.".contains(&tb[j - 1])
-                        || tb[j - 1] >= 0x80);
-                let word: String = ty[j..]
-                    .chars()
-                    .take_while(|&c| crate::lexer::is_ident_char(c))
-                    .collect();
+                let prev_ok = starts_word(tb, j);
+                let word = ident_at(ty, j);
                 if prev_ok && depth == 0 {
                     match word.as_str() {
                         "match" => matches += 1,

@@ -157,17 +157,45 @@ pub fn compare(
     resamples: usize,
     seed: u64,
 ) -> Comparison {
-    let of_baseline: std::collections::HashMap<&str, (usize, usize)> = baseline
-        .theorems_detail
-        .iter()
-        .map(|t| (t.id.as_str(), (t.trees, t.proved_trees)))
-        .collect();
     let mut c = Comparison {
         method: method.name.clone(),
         baseline: baseline.name.clone(),
         baseline_single_attempt,
         ..Default::default()
     };
+    let (a, b) = pair_theorems(method, baseline, &mut c);
+    let baseline_pass = |k: usize| -> Option<PassAtK> {
+        let want = if baseline_single_attempt { 1 } else { k };
+        let p = baseline.pass_at_k.iter().find(|p| p.k == want)?;
+        Some(PassAtK { k, ..p.clone() })
+    };
+    for &k in ks {
+        let base = baseline_outcomes(&a, k, baseline_single_attempt);
+        let difference = paired_difference(&base, &b, k, resamples, seed)
+            .map(|d| PassAtKDifference::named(method, baseline, d, method.theorems_detail.len()));
+        c.rows.push(ComparisonRow {
+            k,
+            method: method.pass_at_k.iter().find(|p| p.k == k).cloned(),
+            baseline: baseline_pass(k),
+            difference,
+        });
+    }
+    c
+}
+
+/// Matches the method's theorems to the baseline's by id: fills `c.theorems` and the counts of
+/// who proved what, and returns the theorems both have, as the baseline's (trees, proved) and
+/// the method's outcomes in the same order (the pairs the paired difference needs).
+fn pair_theorems(
+    method: &Evaluation,
+    baseline: &Evaluation,
+    c: &mut Comparison,
+) -> (Vec<(usize, usize)>, Vec<TheoremOutcome>) {
+    let of_baseline: std::collections::HashMap<&str, (usize, usize)> = baseline
+        .theorems_detail
+        .iter()
+        .map(|t| (t.id.as_str(), (t.trees, t.proved_trees)))
+        .collect();
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for t in &method.theorems_detail {
         let base = of_baseline.get(t.id.as_str()).copied();
@@ -195,39 +223,28 @@ pub fn compare(
         }
         c.theorems.push(pair);
     }
-    let baseline_pass = |k: usize| -> Option<PassAtK> {
-        let want = if baseline_single_attempt { 1 } else { k };
-        let p = baseline.pass_at_k.iter().find(|p| p.k == want)?;
-        Some(PassAtK { k, ..p.clone() })
-    };
-    for &k in ks {
-        let base: Vec<TheoremOutcome> = a
-            .iter()
-            .map(|&(trees, proved)| match (baseline_single_attempt, trees) {
-                (true, 0) => TheoremOutcome {
-                    samples: 0,
-                    correct: 0,
-                },
-                (true, _) => TheoremOutcome {
-                    samples: k,
-                    correct: if proved > 0 { k } else { 0 },
-                },
-                (false, _) => TheoremOutcome {
-                    samples: trees,
-                    correct: proved,
-                },
-            })
-            .collect();
-        let difference = paired_difference(&base, &b, k, resamples, seed)
-            .map(|d| PassAtKDifference::named(method, baseline, d, method.theorems_detail.len()));
-        c.rows.push(ComparisonRow {
-            k,
-            method: method.pass_at_k.iter().find(|p| p.k == k).cloned(),
-            baseline: baseline_pass(k),
-            difference,
-        });
-    }
-    c
+    (a, b)
+}
+
+/// The baseline's outcomes at `k` from its (trees, proved) per theorem: with
+/// `single_attempt`, its one attempt stands for k equal ones (none when it judged none).
+fn baseline_outcomes(a: &[(usize, usize)], k: usize, single_attempt: bool) -> Vec<TheoremOutcome> {
+    a.iter()
+        .map(|&(trees, proved)| match (single_attempt, trees) {
+            (true, 0) => TheoremOutcome {
+                samples: 0,
+                correct: 0,
+            },
+            (true, _) => TheoremOutcome {
+                samples: k,
+                correct: if proved > 0 { k } else { 0 },
+            },
+            (false, _) => TheoremOutcome {
+                samples: trees,
+                correct: proved,
+            },
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::model::{Evaluation, RoundMetrics, RunReport};
 use crate::svg::{Axis, Bar, BarChart, BarGroup, Format, LineChart, Point, Series};
 use crate::tables::{
-    all_k, depth_count, depth_total, ground_truth_depths, labels, temperature_sweeps,
+    all_k, depth_count, depth_name, depth_total, ground_truth_depths, labels, temperature_sweeps,
 };
 use crate::text::percent;
 
@@ -87,64 +87,19 @@ pub fn pass_at_k(r: &RunReport) -> Option<Figure> {
 /// one bar per evaluation.
 pub fn depth(r: &RunReport) -> Option<Figure> {
     let names = labels(&r.evaluations);
-    let evals: Vec<(usize, &Evaluation, &String)> = r
-        .evaluations
-        .iter()
-        .zip(names.iter())
-        .enumerate()
-        .filter(|(_, (e, _))| e.depth_table.iter().any(|c| c.count > 0))
-        .map(|(i, (e, n))| (i, e, n))
-        .collect();
+    let evals = with_depth_table(&r.evaluations, &names);
     if evals.is_empty() {
         return None;
     }
-    let mut gts: Vec<Option<u32>> = evals
-        .iter()
-        .flat_map(|(_, e, _)| ground_truth_depths(e))
-        .collect();
-    gts.sort_by_key(|g| (g.is_none(), g.unwrap_or(0)));
-    gts.dedup();
-    let mut pds: Vec<u32> = evals
-        .iter()
-        .flat_map(|(_, e, _)| crate::tables::proving_depths(e))
-        .collect();
-    pds.sort_unstable();
-    pds.dedup();
+    let gts = ground_truth_depth_groups(&evals);
+    let pds = proving_depth_segments(&evals);
     let groups = gts
         .iter()
         .map(|&g| BarGroup {
-            label: g.map_or_else(|| "unknown".to_string(), |d| d.to_string()),
+            label: depth_name(g),
             bars: evals
                 .iter()
-                .map(|(i, e, name)| {
-                    let total = depth_total(e, g);
-                    let share = |n: usize| {
-                        if total == 0 {
-                            0.0
-                        } else {
-                            n as f64 / total as f64
-                        }
-                    };
-                    let segments: Vec<f64> = pds
-                        .iter()
-                        .map(|&p| share(depth_count(e, g, Some(p))))
-                        .collect();
-                    let proved: usize = pds.iter().map(|&p| depth_count(e, g, Some(p))).sum();
-                    let by_depth: Vec<String> = pds
-                        .iter()
-                        .map(|&p| format!("depth {p}: {}", depth_count(e, g, Some(p))))
-                        .collect();
-                    Bar {
-                        label: (i + 1).to_string(),
-                        tooltip: format!(
-                            "{name}, ground-truth depth {}: proved {proved} of {total} ({}); {}",
-                            g.map_or_else(|| "unknown".to_string(), |d| d.to_string()),
-                            percent(share(proved)),
-                            by_depth.join(", ")
-                        ),
-                        segments,
-                    }
-                })
+                .map(|&(i, e, name)| depth_bar(i, e, name, g, &pds))
                 .collect(),
         })
         .collect();
@@ -170,6 +125,76 @@ pub fn depth(r: &RunReport) -> Option<Figure> {
             .to_string(),
         svg: chart.render(),
     })
+}
+
+/// The evaluations with a non-empty depth table (only those get a bar), each with its index
+/// (the bar's number) and its label from `names`.
+fn with_depth_table<'a>(
+    evaluations: &'a [Evaluation],
+    names: &'a [String],
+) -> Vec<(usize, &'a Evaluation, &'a String)> {
+    evaluations
+        .iter()
+        .zip(names.iter())
+        .enumerate()
+        .filter(|(_, (e, _))| e.depth_table.iter().any(|c| c.count > 0))
+        .map(|(i, (e, n))| (i, e, n))
+        .collect()
+}
+
+/// The ground-truth depths of all `evals`, each once, ascending with unknown last: the groups
+/// of bars, in the order they are drawn.
+fn ground_truth_depth_groups(evals: &[(usize, &Evaluation, &String)]) -> Vec<Option<u32>> {
+    let mut gts: Vec<Option<u32>> = evals
+        .iter()
+        .flat_map(|(_, e, _)| ground_truth_depths(e))
+        .collect();
+    gts.sort_by_key(|g| (g.is_none(), g.unwrap_or(0)));
+    gts.dedup();
+    gts
+}
+
+/// The depths of the proving trees of all `evals`, each once, ascending: the bars' segments.
+fn proving_depth_segments(evals: &[(usize, &Evaluation, &String)]) -> Vec<u32> {
+    let mut pds: Vec<u32> = evals
+        .iter()
+        .flat_map(|(_, e, _)| crate::tables::proving_depths(e))
+        .collect();
+    pds.sort_unstable();
+    pds.dedup();
+    pds
+}
+
+/// The bar of evaluation number `i` in the group of ground-truth depth `g`: the share it
+/// proved, one segment per proving depth in `pds`, with the counts in its tooltip.
+fn depth_bar(i: usize, e: &Evaluation, name: &str, g: Option<u32>, pds: &[u32]) -> Bar {
+    let total = depth_total(e, g);
+    let share = |n: usize| {
+        if total == 0 {
+            0.0
+        } else {
+            n as f64 / total as f64
+        }
+    };
+    let segments: Vec<f64> = pds
+        .iter()
+        .map(|&p| share(depth_count(e, g, Some(p))))
+        .collect();
+    let proved: usize = pds.iter().map(|&p| depth_count(e, g, Some(p))).sum();
+    let by_depth: Vec<String> = pds
+        .iter()
+        .map(|&p| format!("depth {p}: {}", depth_count(e, g, Some(p))))
+        .collect();
+    Bar {
+        label: (i + 1).to_string(),
+        tooltip: format!(
+            "{name}, ground-truth depth {}: proved {proved} of {total} ({}); {}",
+            depth_name(g),
+            percent(share(proved)),
+            by_depth.join(", ")
+        ),
+        segments,
+    }
 }
 
 /// pass@k against temperature, one line per k, for evaluations that differ only by temperature.

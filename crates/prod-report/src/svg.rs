@@ -181,6 +181,21 @@ fn layout_axis(axis: &Axis, values: &[f64], px_lo: f64, px_hi: f64) -> (Scale, V
         px_hi,
         log2: axis.log2,
     };
+    let (lo, hi) = data_range(axis, &scale, values);
+    let (lo, hi, ticks) = if let Some(at) = &axis.ticks {
+        explicit_ticks(at, &scale, lo, hi)
+    } else {
+        nice_ticks(axis, lo, hi)
+    };
+    scale.lo = lo;
+    scale.hi = hi;
+    (scale, ticks)
+}
+
+/// The span (in transformed space) of the values `scale` can place, widened to 0 on a
+/// zero-based linear axis and padded when it is a single point, so that the axis never has
+/// zero length.
+fn data_range(axis: &Axis, scale: &Scale, values: &[f64]) -> (f64, f64) {
     let ts: Vec<f64> = values.iter().filter_map(|&v| scale.transform(v)).collect();
     let (mut lo, mut hi) = match (
         ts.iter().copied().reduce(f64::min),
@@ -212,54 +227,54 @@ fn layout_axis(axis: &Axis, values: &[f64], px_lo: f64, px_hi: f64) -> (Scale, V
             }
         }
     }
-    let ticks: Vec<(f64, String)>;
-    if let Some(at) = &axis.ticks {
-        // Explicit ticks (k, temperatures): pad the range so that the end markers are not on the frame.
-        let pad = (hi - lo) * 0.05;
-        lo -= pad;
-        hi += pad;
-        let mut vals: Vec<f64> = at
-            .iter()
-            .copied()
-            .filter(|v| scale.transform(*v).is_some())
-            .collect();
-        vals.sort_by(f64::total_cmp);
-        vals.dedup();
-        ticks = vals.iter().map(|&v| (v, short(v, 3))).collect();
-    } else {
-        let mut step = nice_step((hi - lo) / 5.0);
-        if axis.format == Format::Integer {
-            step = step.max(1.0);
-        }
-        let mut a = (lo / step).floor() * step;
-        let mut b = (hi / step).ceil() * step;
-        if let Some(cap) = axis.cap {
-            if b > cap && hi <= cap + 1e-12 {
-                b = cap;
-            }
-            if a < -cap && lo >= -cap - 1e-12 {
-                a = -cap;
-            }
-        }
-        lo = a;
-        hi = b;
-        let mut v = Vec::new();
-        let mut i = 0;
-        while i < 60 {
-            let t = a + i as f64 * step;
-            if t > b + step * 1e-6 {
-                break;
-            }
-            // Snap -0.0 and float noise so labels read "0.3" and not "0.30000000000000004".
-            let t = (t / step).round() * step;
-            v.push((t, tick_label(t, axis.format, step)));
-            i += 1;
-        }
-        ticks = v;
+    (lo, hi)
+}
+
+/// The range and ticks for explicit tick values `at` (k, temperatures): each placeable value
+/// once, in order, labelled as written; the range padded so end markers are not on the frame.
+fn explicit_ticks(at: &[f64], scale: &Scale, lo: f64, hi: f64) -> (f64, f64, Vec<(f64, String)>) {
+    let pad = (hi - lo) * 0.05;
+    let mut vals: Vec<f64> = at
+        .iter()
+        .copied()
+        .filter(|v| scale.transform(*v).is_some())
+        .collect();
+    vals.sort_by(f64::total_cmp);
+    vals.dedup();
+    let ticks = vals.iter().map(|&v| (v, short(v, 3))).collect();
+    (lo - pad, hi + pad, ticks)
+}
+
+/// The range rounded out to a nice step (1, 2 or 5 times a power of ten, at least 1 for
+/// integers; kept within the axis cap when the data is) and the ticks at every step of it.
+fn nice_ticks(axis: &Axis, lo: f64, hi: f64) -> (f64, f64, Vec<(f64, String)>) {
+    let mut step = nice_step((hi - lo) / 5.0);
+    if axis.format == Format::Integer {
+        step = step.max(1.0);
     }
-    scale.lo = lo;
-    scale.hi = hi;
-    (scale, ticks)
+    let mut a = (lo / step).floor() * step;
+    let mut b = (hi / step).ceil() * step;
+    if let Some(cap) = axis.cap {
+        if b > cap && hi <= cap + 1e-12 {
+            b = cap;
+        }
+        if a < -cap && lo >= -cap - 1e-12 {
+            a = -cap;
+        }
+    }
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < 60 {
+        let t = a + i as f64 * step;
+        if t > b + step * 1e-6 {
+            break;
+        }
+        // Snap -0.0 and float noise so labels read "0.3" and not "0.30000000000000004".
+        let t = (t / step).round() * step;
+        v.push((t, tick_label(t, axis.format, step)));
+        i += 1;
+    }
+    (a, b, v)
 }
 
 fn open_svg(out: &mut String, title: &str, height: f64) {

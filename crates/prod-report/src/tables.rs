@@ -223,7 +223,8 @@ pub fn evaluations(r: &RunReport) -> Table {
     }
 }
 
-fn depth_name(d: Option<u32>) -> String {
+/// A depth as the report writes it (`unknown` when the depth is not known).
+pub(crate) fn depth_name(d: Option<u32>) -> String {
     d.map_or_else(|| "unknown".to_string(), |d| d.to_string())
 }
 
