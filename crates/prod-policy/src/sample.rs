@@ -140,22 +140,49 @@ pub fn sample_prompts(
     rayon::scope(|_| sample_prompts_here(model, prompts, params))
 }
 
+/// Refuses what cannot be sampled: an empty prompt, a top-p outside (0, 1].
+fn check_input<'a>(mut prompts: impl Iterator<Item = &'a [u32]>, top_p: f64) -> Result<()> {
+    if prompts.any(|p| p.is_empty()) {
+        return Err(PolicyError::BadInput(
+            "cannot sample from an empty prompt".into(),
+        ));
+    }
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(PolicyError::BadInput(format!(
+            "top_p must be in (0, 1], got {top_p}"
+        )));
+    }
+    Ok(())
+}
+
+/// One left-padded prefill of all prompts, its cache rows repeated `n` times per prompt (row
+/// `p * n + i`), with each row's next-token logits.
+fn prefill_repeated(
+    model: &Llama,
+    prompts: &[&[u32]],
+    n: usize,
+    w: DecodeWeights,
+) -> Result<(KvCache, Vec<Vec<f32>>)> {
+    let mut cache1 = KvCache::new(model.config().num_hidden_layers);
+    let first: Vec<Vec<f32>> = model
+        .forward_cached_with(&Batch::left_padded(prompts), &mut cache1, w)?
+        .to_vec2()?;
+    let rows: Vec<usize> = (0..prompts.len() * n).map(|s| s / n).collect();
+    let cache = if n == 1 {
+        cache1
+    } else {
+        cache1.select_rows(&rows)?
+    };
+    let logits = rows.iter().map(|&p| first[p].clone()).collect();
+    Ok((cache, logits))
+}
+
 fn sample_prompts_here(
     model: &Llama,
     prompts: &[&[u32]],
     params: &SamplingParams,
 ) -> Result<Vec<Vec<Sample>>> {
-    if prompts.iter().any(|p| p.is_empty()) {
-        return Err(PolicyError::BadInput(
-            "cannot sample from an empty prompt".into(),
-        ));
-    }
-    if !(params.top_p > 0.0 && params.top_p <= 1.0) {
-        return Err(PolicyError::BadInput(format!(
-            "top_p must be in (0, 1], got {}",
-            params.top_p
-        )));
-    }
+    check_input(prompts.iter().copied(), params.top_p)?;
     let n = params.n;
     let mut out: Vec<Vec<Sample>> = vec![
         vec![
@@ -175,24 +202,9 @@ fn sample_prompts_here(
     let mut rngs: Vec<rand::rngs::StdRng> = (0..total)
         .map(|s| stream(params.seed, s / n, s % n))
         .collect();
-    let mut cache1 = KvCache::new(model.config().num_hidden_layers);
-    let first: Vec<Vec<f32>> = model
-        .forward_cached_with(
-            &Batch::left_padded(prompts),
-            &mut cache1,
-            params.decode_weights,
-        )?
-        .to_vec2()?;
-    let rows: Vec<usize> = (0..total).map(|s| s / n).collect();
-    let mut cache = if n == 1 {
-        cache1
-    } else {
-        cache1.select_rows(&rows)?
-    };
+    let (mut cache, mut logits) = prefill_repeated(model, prompts, n, params.decode_weights)?;
     // Rows of the cache ↔ samples still running.
     let mut active: Vec<usize> = (0..total).collect();
-    let mut logits: Vec<Vec<f32>> = rows.iter().map(|&p| first[p].clone()).collect();
-    drop(first);
     for step in 0..params.max_new_tokens {
         let mut next = Vec::with_capacity(active.len());
         let mut keep_rows = Vec::with_capacity(active.len());
@@ -349,25 +361,98 @@ struct Row {
     rng: rand::rngs::StdRng,
 }
 
+/// This call's prefills while rows are admitted, each held until its prompt's last request is
+/// admitted (so that a prompt shared by many requests is prefilled once).
+struct Admission<'r> {
+    left: HashMap<&'r [u32], usize>,
+    held: HashMap<&'r [u32], Arc<Prefilled>>,
+}
+
+impl<'r> Admission<'r> {
+    fn new(requests: &[Request<'r>]) -> Self {
+        let mut left: HashMap<&[u32], usize> = HashMap::new();
+        for r in requests.iter().filter(|r| r.max_new_tokens > 0) {
+            *left.entry(r.prompt).or_default() += 1;
+        }
+        Admission {
+            left,
+            held: HashMap::new(),
+        }
+    }
+
+    /// Request `i`'s row: its prompt's prefilled cache with room for its tokens, its logits
+    /// and its random stream.
+    fn admit(
+        &mut self,
+        model: &Llama,
+        prefills: &mut Prefills,
+        i: usize,
+        r: &Request<'r>,
+        w: DecodeWeights,
+    ) -> Result<Row> {
+        let p = match self.held.get(r.prompt) {
+            Some(p) => p.clone(),
+            None => prefills.get(model, r.prompt, w)?,
+        };
+        let n = self.left.get_mut(r.prompt).expect("counted in new");
+        *n -= 1;
+        if *n == 0 {
+            self.held.remove(r.prompt);
+        } else {
+            self.held.insert(r.prompt, p.clone());
+        }
+        Ok(Row {
+            req: i,
+            kv: p.kv.with_room(r.max_new_tokens),
+            logits: p.logits.clone(),
+            rng: rand::rngs::StdRng::seed_from_u64(r.seed),
+        })
+    }
+}
+
+/// One token for every active row: each draws from its logits; a row that drew a stop token
+/// or is full leaves; the others are decoded together. The rows still running.
+fn decode_step(
+    model: &Llama,
+    requests: &[Request<'_>],
+    params: &ManyParams,
+    mut active: Vec<Row>,
+    out: &mut [Sample],
+) -> Result<Vec<Row>> {
+    let mut next = Vec::with_capacity(active.len());
+    let mut still = Vec::with_capacity(active.len());
+    for mut row in active.drain(..) {
+        let id = draw(&row.logits, params.temperature, params.top_p, &mut row.rng);
+        let sample = &mut out[row.req];
+        if params.stop.contains(&id) {
+            sample.stopped = true;
+            continue;
+        }
+        sample.ids.push(id);
+        if sample.ids.len() < requests[row.req].max_new_tokens {
+            next.push(id);
+            still.push(row);
+        }
+    }
+    if !still.is_empty() {
+        let mut kvs: Vec<&mut RowKv> = still.iter_mut().map(|r| &mut r.kv).collect();
+        let w = params.decode_weights;
+        let logits: Vec<Vec<f32>> = model.decode_rows(&mut kvs, &next, w)?.to_vec2()?;
+        for (row, l) in still.iter_mut().zip(logits) {
+            row.logits = l;
+        }
+    }
+    Ok(still)
+}
+
 fn sample_many_here(
     model: &Llama,
     requests: &[Request<'_>],
     params: &ManyParams,
     prefills: &mut Prefills,
 ) -> Result<Vec<Sample>> {
-    if requests.iter().any(|r| r.prompt.is_empty()) {
-        return Err(PolicyError::BadInput(
-            "cannot sample from an empty prompt".into(),
-        ));
-    }
-    if !(params.top_p > 0.0 && params.top_p <= 1.0) {
-        return Err(PolicyError::BadInput(format!(
-            "top_p must be in (0, 1], got {}",
-            params.top_p
-        )));
-    }
+    check_input(requests.iter().map(|r| r.prompt), params.top_p)?;
     prefills.sync(model);
-    let w = params.decode_weights;
     let mut out = vec![
         Sample {
             ids: Vec::new(),
@@ -375,12 +460,7 @@ fn sample_many_here(
         };
         requests.len()
     ];
-    // This call's prefills, each held until its prompt's last request is admitted.
-    let mut left: HashMap<&[u32], usize> = HashMap::new();
-    for r in requests.iter().filter(|r| r.max_new_tokens > 0) {
-        *left.entry(r.prompt).or_default() += 1;
-    }
-    let mut held: HashMap<&[u32], Arc<Prefilled>> = HashMap::new();
+    let mut admission = Admission::new(requests);
     let batch_rows = params.batch_rows.max(1);
     let mut waiting = requests
         .iter()
@@ -390,50 +470,12 @@ fn sample_many_here(
     loop {
         while active.len() < batch_rows {
             let Some((i, r)) = waiting.next() else { break };
-            let p = match held.get(r.prompt) {
-                Some(p) => p.clone(),
-                None => prefills.get(model, r.prompt, w)?,
-            };
-            let n = left.get_mut(r.prompt).expect("counted above");
-            *n -= 1;
-            if *n == 0 {
-                held.remove(r.prompt);
-            } else {
-                held.insert(r.prompt, p.clone());
-            }
-            active.push(Row {
-                req: i,
-                kv: p.kv.with_room(r.max_new_tokens),
-                logits: p.logits.clone(),
-                rng: rand::rngs::StdRng::seed_from_u64(r.seed),
-            });
+            active.push(admission.admit(model, prefills, i, r, params.decode_weights)?);
         }
         if active.is_empty() {
             break;
         }
-        let mut next = Vec::with_capacity(active.len());
-        let mut still = Vec::with_capacity(active.len());
-        for mut row in active.drain(..) {
-            let id = draw(&row.logits, params.temperature, params.top_p, &mut row.rng);
-            let sample = &mut out[row.req];
-            if params.stop.contains(&id) {
-                sample.stopped = true;
-                continue;
-            }
-            sample.ids.push(id);
-            if sample.ids.len() < requests[row.req].max_new_tokens {
-                next.push(id);
-                still.push(row);
-            }
-        }
-        if !still.is_empty() {
-            let mut kvs: Vec<&mut RowKv> = still.iter_mut().map(|r| &mut r.kv).collect();
-            let logits: Vec<Vec<f32>> = model.decode_rows(&mut kvs, &next, w)?.to_vec2()?;
-            for (row, l) in still.iter_mut().zip(logits) {
-                row.logits = l;
-            }
-        }
-        active = still;
+        active = decode_step(model, requests, params, active, &mut out)?;
     }
     Ok(out)
 }

@@ -319,6 +319,48 @@ pub fn macro_gradients(
     crate::pool::training(|| macro_gradients_here(model, examples, micro))
 }
 
+/// Adds one micro batch's gradient `g` of `name` into the accumulator.
+fn accumulate(acc: &mut HashMap<String, Tensor>, name: &str, g: &Tensor) -> Result<()> {
+    match acc.get(name) {
+        // In place: the accumulator is our own detached copy of the first gradient.
+        Some(a) if a.device().is_cpu() && a.dtype() == DType::F32 && a.is_contiguous() => {
+            crate::ops::add_assign(a, g)?
+        }
+        Some(a) => {
+            let merged = (a + g.detach())?;
+            acc.insert(name.to_string(), merged);
+        }
+        None => {
+            // Detached, it owns its storage: candle's backward sums every gradient into a
+            // fresh tensor, and the gradient store is dropped by the caller.
+            acc.insert(name.to_string(), g.detach());
+        }
+    }
+    Ok(())
+}
+
+/// Σ g² over every accumulated gradient (those a slot summed already taken from `squares`),
+/// in name order: the same total however the map is laid out.
+fn sum_of_squares(acc: &HashMap<String, Tensor>, squares: &HashMap<String, f64>) -> Result<f64> {
+    let mut sq = 0.0f64;
+    let mut names: Vec<&String> = acc.keys().collect();
+    names.sort();
+    for name in names {
+        let g = &acc[name];
+        sq += if let Some(&s) = squares.get(name) {
+            s
+        } else if g.device().is_cpu() && g.dtype() == DType::F32 {
+            crate::ops::sum_squares(g)?
+        } else {
+            g.sqr()?
+                .sum_all()?
+                .to_dtype(DType::F64)?
+                .to_scalar::<f64>()?
+        };
+    }
+    Ok(sq)
+}
+
 fn macro_gradients_here(
     model: &Llama,
     examples: &[TrainExample],
@@ -338,23 +380,7 @@ fn macro_gradients_here(
         let grads = sum.backward()?;
         for (name, var) in &vars {
             if let Some(g) = grads.get(var.as_tensor()) {
-                match acc.get(name) {
-                    // In place: the accumulator is our own detached copy of the first gradient.
-                    Some(a)
-                        if a.device().is_cpu() && a.dtype() == DType::F32 && a.is_contiguous() =>
-                    {
-                        crate::ops::add_assign(a, g)?
-                    }
-                    Some(a) => {
-                        let merged = (a + g.detach())?;
-                        acc.insert(name.clone(), merged);
-                    }
-                    None => {
-                        // Detached, it owns its storage: candle's backward sums every gradient
-                        // into a fresh tensor, and the gradient store is dropped below.
-                        acc.insert(name.clone(), g.detach());
-                    }
-                }
+                accumulate(&mut acc, name, g)?;
             }
         }
     }
@@ -378,23 +404,7 @@ fn macro_gradients_here(
         }
     }
     let inv = 1.0 / tokens as f64;
-    let mut sq = 0.0f64;
-    // In name order: the same total however the map is laid out.
-    let mut names: Vec<&String> = acc.keys().collect();
-    names.sort();
-    for name in names {
-        let g = &acc[name];
-        sq += if let Some(&s) = squares.get(name) {
-            s
-        } else if g.device().is_cpu() && g.dtype() == DType::F32 {
-            crate::ops::sum_squares(g)?
-        } else {
-            g.sqr()?
-                .sum_all()?
-                .to_dtype(DType::F64)?
-                .to_scalar::<f64>()?
-        };
-    }
+    let sq = sum_of_squares(&acc, &squares)?;
     Ok(MacroGradients {
         grad_sums: acc,
         scale: inv,

@@ -69,6 +69,8 @@ impl GradSlot {
 ///
 /// # Safety
 /// The strides must describe in-bounds `[m, k]`, `[k, n]` and `[m, n]` matrices of the pointers.
+// Long only in lines: its three calls of `gemm_f32_on` take gemm's thirteen arguments one per
+// line; the logic is one choice (split over the spin pool, or one rayon-parallel product).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gemm_f32(
     m: usize,
