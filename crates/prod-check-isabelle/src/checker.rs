@@ -631,6 +631,18 @@ fn error_step(outcome: &PassOutcome, n: usize) -> Option<usize> {
     }
 }
 
+/// Write the theory into `dir` (created if needed); `Err` is the verdict when that fails.
+fn write_theory(dir: &Path, thy: &Theory) -> Result<(), Verdict> {
+    let file = dir.join(format!("{}.thy", thy.name));
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &thy.text)) {
+        return Err(Verdict::infra(format!(
+            "cannot write {}: {e}",
+            file.display()
+        )));
+    }
+    Ok(())
+}
+
 impl Run<'_> {
     fn cfg(&self) -> &IsabelleCheckConfig {
         &self.checker.cfg
@@ -670,10 +682,33 @@ impl Run<'_> {
     /// Write and run one theory; purge it afterwards.
     fn pass(&mut self, texts: &[String], atp: bool) -> PassResult {
         let nonce = fresh_nonce();
+        let thy = self.pass_theory(&nonce, texts);
+        let dir = self.root.join(format!("check-{nonce}"));
+        if let Err(v) = write_theory(&dir, &thy) {
+            return PassResult::Done(v);
+        }
+        let master_dir = dir.display().to_string();
+        let theories = vec![thy.name.clone()];
+        let result = self.use_theory(&theories, &master_dir, atp);
+        self.purge(&theories, &master_dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        match result {
+            Ok(r) => {
+                let o = outcome::interpret(&thy, &nonce, &r);
+                let node = outcome::our_node(&thy, &r).cloned();
+                PassResult::Outcome(Box::new(thy), nonce, o, node)
+            }
+            Err(e) => PassResult::Done(self.failed_use_verdict(e)),
+        }
+    }
+
+    /// The theory of one pass: the plan with the statement renamed for `nonce` and `texts` as
+    /// its proof steps (the context inline only when it cannot live in a theory of its own).
+    fn pass_theory(&self, nonce: &str, texts: &[String]) -> Theory {
         let lemma_texts: Vec<String> = self.plan.lemmas.iter().map(|l| l.text.clone()).collect();
-        let statement = self.plan.statement.renamed(&theory::goal_name(&nonce));
-        let thy = Theory::build(&TheorySpec {
-            nonce: &nonce,
+        let statement = self.plan.statement.renamed(&theory::goal_name(nonce));
+        Theory::build(&TheorySpec {
+            nonce,
             imports: self.imports,
             inline_context: self.inline_context,
             open_blocks: if self.inline_context.is_empty() {
@@ -686,18 +721,17 @@ impl Run<'_> {
             statement: &statement,
             steps: texts,
             allowed_oracles: &self.cfg().allowed_oracles,
-        });
-        let dir = self.root.join(format!("check-{nonce}"));
-        let file = dir.join(format!("{}.thy", thy.name));
-        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&file, &thy.text))
-        {
-            return PassResult::Done(Verdict::infra(format!(
-                "cannot write {}: {e}",
-                file.display()
-            )));
-        }
-        let master_dir = dir.display().to_string();
-        let theories = vec![thy.name.clone()];
+        })
+    }
+
+    /// Run `use_theories` on the written theory, under the attempt's deadline and a watchdog
+    /// long enough for Sledgehammer when `atp`.
+    fn use_theory(
+        &mut self,
+        theories: &[String],
+        master_dir: &str,
+        atp: bool,
+    ) -> Result<server::UseTheoriesResult, ClientError> {
         let cfg = self.cfg();
         let watchdog = if atp {
             cfg.step_timeout_s.max(cfg.hammer.timeout_s + 10)
@@ -706,57 +740,60 @@ impl Run<'_> {
         };
         let grace = self.checker.grace();
         let deadline = Instant::now() + Duration::from_secs(cfg.attempt_timeout_s.max(1) as u64);
-        let result = server::use_theories(
+        server::use_theories(
             self.conn,
             &UseTheories {
                 session_id: &self.info.session_id,
-                theories: &theories,
-                master_dir: &master_dir,
+                theories,
+                master_dir,
                 watchdog_timeout_s: watchdog.max(1),
             },
             deadline,
             grace,
-        );
-        // Purge whatever happened (the server keeps loaded theories until purged).
+        )
+    }
+
+    /// Purge the theory whatever happened (the server keeps loaded theories until purged),
+    /// unless the connection is gone.
+    fn purge(&mut self, theories: &[String], master_dir: &str) {
         if !self.conn.is_closed() {
             let _ = server::purge_theories(
                 self.conn,
                 &self.info.session_id,
-                &theories,
-                &master_dir,
-                grace,
+                theories,
+                master_dir,
+                self.checker.grace(),
             );
         }
-        let _ = std::fs::remove_dir_all(&dir);
-        match result {
-            Ok(r) => {
-                let o = outcome::interpret(&thy, &nonce, &r);
-                let node = outcome::our_node(&thy, &r).cloned();
-                PassResult::Outcome(Box::new(thy), nonce, o, node)
-            }
-            Err(ClientError::Timeout(_)) => PassResult::Done(Verdict::TimedOut {
+    }
+
+    /// The verdict when `use_theories` gave no result: a timeout of the next step, else an
+    /// infrastructure failure (dropping the session where the session itself is in doubt).
+    fn failed_use_verdict(&self, e: ClientError) -> Verdict {
+        match e {
+            ClientError::Timeout(_) => Verdict::TimedOut {
                 step: self.plan.steps.len() + 1,
-            }),
-            Err(ClientError::TaskFailed(v)) => {
+            },
+            ClientError::TaskFailed(v) => {
                 // Not our cancel (that is a timeout): the session itself is in doubt.
                 self.checker.drop_session();
                 let msg = v.get("message").and_then(Value::as_str).unwrap_or("");
-                PassResult::Done(Verdict::infra(format!(
+                Verdict::infra(format!(
                     "use_theories FAILED: {}",
                     if msg.is_empty() {
                         v.to_string()
                     } else {
                         msg.to_string()
                     }
-                )))
+                ))
             }
-            Err(ClientError::Error(v)) => {
+            ClientError::Error(v) => {
                 // The server refused the command itself (e.g. an unknown session after a
                 // server restart): start a new session next time.
                 self.checker.drop_session();
-                PassResult::Done(Verdict::infra(format!("use_theories refused: {v}")))
+                Verdict::infra(format!("use_theories refused: {v}"))
             }
-            Err(e) => PassResult::Done(Verdict::infra(e.to_string())),
+            e => Verdict::infra(e.to_string()),
         }
     }
 

@@ -592,16 +592,48 @@ impl Rules {
         self.check_closing_text("proof", proof_text, 1)
     }
 
+    /// Split and check a text that must close `depth0` goals exactly at its last command (a
+    /// proof, or Sledgehammer's suggestion): only proof commands, none after the goal is closed.
     fn check_closing_text(
         &self,
         what: &str,
         text: &str,
         depth0: i64,
     ) -> Result<Vec<Step>, RuleError> {
-        let rej = |m: String| Err(RuleError::Rejected(m));
         plain_text(what, text, MAX_PROOF_BYTES)?;
         let tokens = lexed(what, text, 1)?;
-        // Split into command spans.
+        let starts = self.command_starts(what, text, &tokens)?;
+        let mut steps = Vec::with_capacity(starts.len());
+        let mut depth = depth0;
+        for n in 0..starts.len() {
+            let step = checked_step(text, &tokens, &starts, n, depth)?;
+            match step.effect {
+                Effect::Open => depth += 1,
+                Effect::Close | Effect::Hammer => depth -= 1,
+                Effect::Neutral => {}
+            }
+            steps.push(step);
+        }
+        if depth > 0 {
+            return Err(RuleError::Syntax {
+            step: steps.len() + 1,
+            message: format!(
+                "the {what} does not finish its goal ({depth} goal(s) or block(s) still open after the last command)"
+            ),
+        });
+        }
+        Ok(steps)
+    }
+
+    /// Split the tokens into command spans, as (token index, command word): nothing but blanks
+    /// and comments may come before the first command, and the count is bounded.
+    fn command_starts<'t>(
+        &self,
+        what: &str,
+        text: &'t str,
+        tokens: &[Token],
+    ) -> Result<Vec<(usize, &'t str)>, RuleError> {
+        let rej = |m: String| Err(RuleError::Rejected(m));
         let mut starts: Vec<(usize, &str)> = vec![]; // (token index, command word)
         for (i, t) in tokens.iter().enumerate() {
             if let Some(w) = self.command_word(t, text) {
@@ -623,59 +655,7 @@ impl Rules {
         if starts.len() > MAX_PROOF_STEPS {
             return rej(format!("{what} has more than {MAX_PROOF_STEPS} commands"));
         }
-        let mut steps = Vec::with_capacity(starts.len());
-        let mut depth = depth0;
-        for (n, &(ti, word)) in starts.iter().enumerate() {
-            let k = n + 1;
-            let start = tokens[ti].range.start;
-            let end_tok = starts.get(n + 1).map_or(tokens.len(), |&(j, _)| j);
-            // The span ends at its last proper token (trailing blanks and comments are not part of it).
-            let end = tokens[ti..end_tok]
-                .iter()
-                .rev()
-                .find(|t| !t.is_improper())
-                .map_or(tokens[ti].range.end, |t| t.range.end);
-            let (line, col) = line_col(text, start);
-            let at = format!("step {k} (line {line}, column {col})");
-            let Some(effect) = proof_effect(word) else {
-                return rej(format!(
-                    "{at}: `{word}` is not a proof command (only proof commands are allowed)"
-                ));
-            };
-            if depth <= 0 {
-                return rej(format!(
-                    "{at}: `{word}` comes after the goal is already finished"
-                ));
-            }
-            if effect == Effect::Hammer {
-                let alone = tokens[ti + 1..end_tok].iter().all(Token::is_improper);
-                if !alone {
-                    return rej(format!(
-                        "{at}: `{HAMMER}` must stand alone (no options or facts)"
-                    ));
-                }
-            }
-            match effect {
-                Effect::Open => depth += 1,
-                Effect::Close | Effect::Hammer => depth -= 1,
-                Effect::Neutral => {}
-            }
-            steps.push(Step {
-                text: text[start..end].to_string(),
-                range: start..end,
-                command: word.to_string(),
-                effect,
-            });
-        }
-        if depth > 0 {
-            return Err(RuleError::Syntax {
-            step: steps.len() + 1,
-            message: format!(
-                "the {what} does not finish its goal ({depth} goal(s) or block(s) still open after the last command)"
-            ),
-        });
-        }
-        Ok(steps)
+        Ok(starts)
     }
 
     /// Does a replacement printed by Sledgehammer (`by (metis foo)`, `using a by blast`) pass the
@@ -690,6 +670,59 @@ impl Rules {
         }
         Ok(text.to_string())
     }
+}
+
+/// The `n`-th command span (0-based) as a step, checked at goal depth `depth` before it: a proof
+/// command, not after the goal is finished, and a `sledgehammer` standing alone.
+fn checked_step(
+    text: &str,
+    tokens: &[Token],
+    starts: &[(usize, &str)],
+    n: usize,
+    depth: i64,
+) -> Result<Step, RuleError> {
+    let rej = |m: String| Err(RuleError::Rejected(m));
+    let (ti, word) = starts[n];
+    let k = n + 1;
+    let start = tokens[ti].range.start;
+    let end_tok = starts.get(n + 1).map_or(tokens.len(), |&(j, _)| j);
+    let end = span_end(tokens, ti, end_tok);
+    let (line, col) = line_col(text, start);
+    let at = format!("step {k} (line {line}, column {col})");
+    let Some(effect) = proof_effect(word) else {
+        return rej(format!(
+            "{at}: `{word}` is not a proof command (only proof commands are allowed)"
+        ));
+    };
+    if depth <= 0 {
+        return rej(format!(
+            "{at}: `{word}` comes after the goal is already finished"
+        ));
+    }
+    if effect == Effect::Hammer {
+        let alone = tokens[ti + 1..end_tok].iter().all(Token::is_improper);
+        if !alone {
+            return rej(format!(
+                "{at}: `{HAMMER}` must stand alone (no options or facts)"
+            ));
+        }
+    }
+    Ok(Step {
+        text: text[start..end].to_string(),
+        range: start..end,
+        command: word.to_string(),
+        effect,
+    })
+}
+
+/// End byte of the span of tokens `ti..end_tok`: its last proper token's end (trailing blanks and
+/// comments are not part of it), or the command word's end when there is none.
+fn span_end(tokens: &[Token], ti: usize, end_tok: usize) -> usize {
+    tokens[ti..end_tok]
+        .iter()
+        .rev()
+        .find(|t| !t.is_improper())
+        .map_or(tokens[ti].range.end, |t| t.range.end)
 }
 
 /// Sledgehammer's suggestion in one output message: `…Try this: by metis (2 ms)` → `by metis`.

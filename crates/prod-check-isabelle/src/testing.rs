@@ -395,6 +395,57 @@ fn use_theories(
     trickle: bool,
     n: usize,
 ) -> std::io::Result<Option<String>> {
+    let loaded = load_theory(argv, shared);
+    let task = format!("fake-task-{n}");
+    let nonce = nonce_of(&loaded.theory);
+    let Some((base, at, audit)) = replay_plan(&action) else {
+        return answer_without_replay(stream, &action, task, trickle);
+    };
+    let rec = recorded(base);
+    let msgs = split_stream(&rec);
+    for (raw, m) in &msgs {
+        let (name, arg) = name_arg(m);
+        let mut v: Value = serde_json::from_str(&arg).unwrap_or(Value::Null);
+        if v.get("task").is_some() {
+            v["task"] = json!(task);
+        }
+        match name.as_str() {
+            "OK" | "NOTE" => {
+                let _ = raw;
+                send(stream, &frame(&format!("{name} {v}")), trickle)?;
+            }
+            "FINISHED" => {
+                finished_reply(
+                    &mut v,
+                    &loaded,
+                    &action,
+                    at.as_ref(),
+                    audit.as_ref(),
+                    &nonce,
+                );
+                send(stream, &frame(&format!("FINISHED {v}")), trickle)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+/// The theory a `use_theories` loads, as the client wrote it.
+struct Loaded {
+    /// The theory's name.
+    theory: String,
+    /// `<theory>.thy`.
+    file_name: String,
+    /// The file in the master directory.
+    path: PathBuf,
+    /// Its text (empty when it cannot be read).
+    text: String,
+}
+
+/// Read the theory `use_theories` names and note in `shared` its text and the context theory it
+/// imports by absolute path, if that exists (tests check what the client wrote).
+fn load_theory(argv: &Value, shared: &Arc<Mutex<Shared>>) -> Loaded {
     let theory = argv["theories"][0].as_str().unwrap_or("").to_string();
     let master = argv["master_dir"].as_str().unwrap_or("").to_string();
     let file_name = format!("{theory}.thy");
@@ -414,32 +465,22 @@ fn use_theories(
             }
         }
     }
-    let task = format!("fake-task-{n}");
-    let nonce = nonce_of(&theory);
-    let (base, at, audit): (&str, Option<At>, Option<(String, At)>) = match &action {
-        UseAction::Hang => {
-            send(
-                stream,
-                &frame(&format!("OK {}", json!({ "task": task }))),
-                trickle,
-            )?;
-            return Ok(Some(task));
-        }
-        UseAction::DieAfterNote => {
-            send(
-                stream,
-                &frame(&format!("OK {}", json!({ "task": task }))),
-                trickle,
-            )?;
-            let note = json!({"kind":"writeln","message":"theory 42%","task":task});
-            send(stream, &frame(&format!("NOTE {note}")), trickle)?;
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return Ok(None);
-        }
-        UseAction::Refuse => {
-            send(stream, &frame(r#"ERROR "Bad session_id""#), trickle)?;
-            return Ok(None);
-        }
+    Loaded {
+        theory,
+        file_name,
+        path,
+        text,
+    }
+}
+
+/// A replayed answer: the recorded reply, where to move its messages (`None`: leave them), and
+/// the audit line to add with its place.
+type ReplayPlan = (&'static str, Option<At>, Option<(String, At)>);
+
+/// How an action replays a recording; `None` for the actions that answer without one.
+fn replay_plan(action: &UseAction) -> Option<ReplayPlan> {
+    Some(match action {
+        UseAction::Hang | UseAction::DieAfterNote | UseAction::Refuse => return None,
         UseAction::Proved => (
             "use_theories",
             Some(At::AfterGoal(String::new())),
@@ -460,72 +501,107 @@ fn use_theories(
         ),
         UseAction::Replay(file, at) => (file, Some(at.clone()), None),
         UseAction::ContextError => ("use_theories.Fail", None, None),
-    };
-    let rec = recorded(base);
-    let msgs = split_stream(&rec);
-    for (raw, m) in &msgs {
-        let (name, arg) = name_arg(m);
-        let mut v: Value = serde_json::from_str(&arg).unwrap_or(Value::Null);
-        if v.get("task").is_some() {
-            v["task"] = json!(task);
+    })
+}
+
+/// Answer the actions without a recording: hang until `cancel` (returns the task id), die after
+/// one NOTE, or refuse the command.
+fn answer_without_replay(
+    stream: &mut TcpStream,
+    action: &UseAction,
+    task: String,
+    trickle: bool,
+) -> std::io::Result<Option<String>> {
+    match action {
+        UseAction::Hang => {
+            send(
+                stream,
+                &frame(&format!("OK {}", json!({ "task": task }))),
+                trickle,
+            )?;
+            Ok(Some(task))
         }
-        match name.as_str() {
-            "OK" | "NOTE" => {
-                let _ = raw;
-                send(stream, &frame(&format!("{name} {v}")), trickle)?;
+        UseAction::DieAfterNote => {
+            send(
+                stream,
+                &frame(&format!("OK {}", json!({ "task": task }))),
+                trickle,
+            )?;
+            let note = json!({"kind":"writeln","message":"theory 42%","task":task});
+            send(stream, &frame(&format!("NOTE {note}")), trickle)?;
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            Ok(None)
+        }
+        UseAction::Refuse => {
+            send(stream, &frame(r#"ERROR "Bad session_id""#), trickle)?;
+            Ok(None)
+        }
+        _ => unreachable!("{action:?} replays a recording"),
+    }
+}
+
+/// The recorded `FINISHED` reply made about the client's theory: its node's names, the messages
+/// moved onto `at`, then the context error or the synthesised audit line the action asks for.
+fn finished_reply(
+    v: &mut Value,
+    loaded: &Loaded,
+    action: &UseAction,
+    at: Option<&At>,
+    audit: Option<&(String, At)>,
+    nonce: &str,
+) {
+    let node = &mut v["nodes"][0];
+    node["theory_name"] = json!(format!("Draft.{}", loaded.theory));
+    node["node_name"] = json!(loaded.path.display().to_string());
+    if let Some(at) = at {
+        let at = match at {
+            At::AfterGoal(t) if t.is_empty() => At::Text("PRODCHK_goal_".into()),
+            other => other.clone(),
+        };
+        if let Some(ms) = v["nodes"][0]["messages"].as_array_mut() {
+            for m in ms {
+                place(m, &at, loaded);
             }
-            "FINISHED" => {
-                let node = &mut v["nodes"][0];
-                node["theory_name"] = json!(format!("Draft.{theory}"));
-                node["node_name"] = json!(path.display().to_string());
-                let place = |val: &mut Value, at: &At| {
-                    if let Some(i) = locate(&text, at) {
-                        val["pos"] = pos_json(&text, i, 2, &file_name);
-                    }
-                };
-                if let Some(at) = &at {
-                    let at = match at {
-                        At::AfterGoal(t) if t.is_empty() => At::Text("PRODCHK_goal_".into()),
-                        other => other.clone(),
-                    };
-                    if let Some(ms) = v["nodes"][0]["messages"].as_array_mut() {
-                        for m in ms {
-                            place(m, &at);
-                        }
-                    }
-                    if let Some(es) = v["errors"].as_array_mut() {
-                        for e in es {
-                            place(e, &at);
-                        }
-                    }
-                }
-                if let UseAction::ContextError = action {
-                    // The error is in the imported context theory, not in ours.
-                    let ctx = text
-                        .find("imports \"")
-                        .and_then(|i| text[i + 9..].split('"').next().map(|s| format!("{s}.thy")))
-                        .unwrap_or_else(|| "Ctx.thy".into());
-                    let e = json!({"kind":"error","message":"Undefined constant: \"g\"",
-                        "pos":{"line":5,"offset":40,"end_offset":41,"file":ctx}});
-                    v["errors"] = json!([e]);
-                    v["ok"] = json!(false);
-                    v["nodes"][0]["messages"] = json!([]);
-                    v["nodes"][0]["status"]["consolidated"] = json!(false);
-                    v["nodes"][0]["status"]["ok"] = json!(false);
-                }
-                if let Some((line, at)) = &audit {
-                    // Synthesised: what the checker's own ML would print on a real Isabelle.
-                    let mut m =
-                        json!({"kind":"writeln","message":format!("PRODCHK_audit_{nonce} {line}")});
-                    place(&mut m, at);
-                    v["nodes"][0]["messages"].as_array_mut().unwrap().push(m);
-                }
-                send(stream, &frame(&format!("FINISHED {v}")), trickle)?;
+        }
+        if let Some(es) = v["errors"].as_array_mut() {
+            for e in es {
+                place(e, &at, loaded);
             }
-            _ => {}
         }
     }
-    Ok(None)
+    if let UseAction::ContextError = action {
+        context_error(v, &loaded.text);
+    }
+    if let Some((line, at)) = audit {
+        // Synthesised: what the checker's own ML would print on a real Isabelle.
+        let mut m = json!({"kind":"writeln","message":format!("PRODCHK_audit_{nonce} {line}")});
+        place(&mut m, at, loaded);
+        v["nodes"][0]["messages"].as_array_mut().unwrap().push(m);
+    }
+}
+
+/// Move a message's position onto `at` in the client's theory (left alone where `at` is not
+/// found).
+fn place(val: &mut Value, at: &At, loaded: &Loaded) {
+    if let Some(i) = locate(&loaded.text, at) {
+        val["pos"] = pos_json(&loaded.text, i, 2, &loaded.file_name);
+    }
+}
+
+/// Make a `FINISHED` reply fail in the imported context theory, not in ours: one error there,
+/// no messages, our node neither consolidated nor ok.
+fn context_error(v: &mut Value, text: &str) {
+    let ctx = text
+        .find("imports \"")
+        .and_then(|i| text[i + 9..].split('"').next().map(|s| format!("{s}.thy")))
+        .unwrap_or_else(|| "Ctx.thy".into());
+    let e = json!({"kind":"error","message":"Undefined constant: \"g\"",
+        "pos":{"line":5,"offset":40,"end_offset":41,"file":ctx}});
+    v["errors"] = json!([e]);
+    v["ok"] = json!(false);
+    v["nodes"][0]["messages"] = json!([]);
+    v["nodes"][0]["status"]["consolidated"] = json!(false);
+    v["nodes"][0]["status"]["ok"] = json!(false);
 }
 
 /// A scripted raw server: after the handshake, `script` gets the stream (for protocol tests).

@@ -114,6 +114,7 @@ pub fn is_plain_name(s: &str) -> bool {
 }
 
 impl Theory {
+    /// The theory of one check, laid out as the module documentation shows.
     pub fn build(spec: &TheorySpec<'_>) -> Theory {
         let n = spec.nonce;
         let mut b = Builder::default();
@@ -125,69 +126,16 @@ impl Theory {
                 spec.imports
             ),
         );
-        b.push(
-            Region::Prelude,
-            &format!(
-                "oracle PRODCHK_admitted_{n} = \\<open>fn ct => ct\\<close>\n\n\
-                 method_setup PRODCHK_admit_{n} = \\<open>\n  Scan.succeed (fn ctxt => SIMPLE_METHOD\n    \
-                 (CSUBGOAL (fn (goal, i) => resolve_tac ctxt [PRODCHK_admitted_{n} goal] i) 1))\n\\<close>\n\n"
-            ),
-        );
+        b.push(Region::Prelude, &admit_prelude(n));
         if !spec.inline_context.trim().is_empty() {
             b.push(Region::Context, spec.inline_context);
             b.push(Region::Context, "\n\n");
         }
-        b.push(
-            Region::Prelude,
-            &format!(
-                "ML \\<open>val PRODCHK_axioms_{n} =\n  fold (fn (a, _) => Symtab.update (a, ())) (Theory.axioms_of \\<^theory>) Symtab.empty\\<close>\n\n"
-            ),
-        );
-        for (i, l) in spec.proved.iter().enumerate() {
-            b.push(Region::Proved(i), l);
-            b.push(Region::Proved(i), "\n\n");
-        }
-        for (i, l) in spec.lemmas.iter().enumerate() {
-            b.push(Region::Lemma(i), l);
-            b.push(Region::Admit(i), &format!("\n  by PRODCHK_admit_{n}"));
-            b.push(Region::Admit(i), "\n\n");
-        }
-        b.push(Region::Statement, spec.statement);
-        b.push(Region::Statement, "\n");
-        for (k, s) in spec.steps.iter().enumerate() {
-            b.push(Region::Step(k + 1), s);
-            b.push(Region::Step(k + 1), "\n");
-        }
+        b.push(Region::Prelude, &axiom_snapshot(n));
+        b.push_lemmas(spec);
+        b.push_goal(spec);
         b.push(Region::CloseCheck, "\nML \\<open>()\\<close>\n\n");
-        let allowed: Vec<String> = spec
-            .allowed_oracles
-            .iter()
-            .filter(|o| is_plain_name(o))
-            .map(|o| format!("\"{o}\""))
-            .collect();
-        let goal = goal_name(n);
-        let tag = audit_tag(n);
-        b.push(
-            Region::Audit,
-            &format!(
-                "ML \\<open>\nlet\n  \
-                 val name = \"{goal}\";\n  \
-                 val ctxt = \\<^context>;\n  \
-                 val thy = Proof_Context.theory_of ctxt;\n  \
-                 val local_thms = (Proof_Context.get_thms ctxt name handle ERROR _ => []);\n  \
-                 val thms = if null local_thms then\n      \
-                 map #2 (filter (fn (a, _) => Long_Name.base_name a = name) (Global_Theory.all_thms_of thy false))\n    \
-                 else local_thms;\n  \
-                 val allowed = [{allowed}];\n  \
-                 val oracles = map (fn ((a, _), _) => a) (Thm_Deps.all_oracles thms);\n  \
-                 val bad = distinct (op =) (filter (fn a => Long_Name.base_name a <> \"PRODCHK_admitted_{n}\" andalso not (member (op =) allowed a)) oracles);\n  \
-                 val new_axioms = filter_out (Symtab.defined PRODCHK_axioms_{n}) (map #1 (Theory.axioms_of thy));\n\
-                 in\n  \
-                 writeln (\"{tag} theorems=\" ^ string_of_int (length thms) ^ \" oracles=\" ^ space_implode \",\" bad ^ \" axioms=\" ^ space_implode \",\" new_axioms)\n\
-                 end\n\\<close>\n\n",
-                allowed = allowed.join(", ")
-            ),
-        );
+        b.push(Region::Audit, &audit(n, spec.allowed_oracles));
         for _ in 0..spec.open_blocks {
             b.push(Region::End, "end\n");
         }
@@ -260,6 +208,54 @@ impl Theory {
     }
 }
 
+/// The checker's oracle `PRODCHK_admitted_<nonce>` and the method that admits a proposed lemma
+/// through it, so that the audit sees every admitted lemma as that oracle and nothing else.
+fn admit_prelude(n: &str) -> String {
+    format!(
+        "oracle PRODCHK_admitted_{n} = \\<open>fn ct => ct\\<close>\n\n\
+         method_setup PRODCHK_admit_{n} = \\<open>\n  Scan.succeed (fn ctxt => SIMPLE_METHOD\n    \
+         (CSUBGOAL (fn (goal, i) => resolve_tac ctxt [PRODCHK_admitted_{n} goal] i) 1))\n\\<close>\n\n"
+    )
+}
+
+/// The axioms of the theory before any lemma, so that the audit can name the ones a proof adds.
+fn axiom_snapshot(n: &str) -> String {
+    format!(
+        "ML \\<open>val PRODCHK_axioms_{n} =\n  fold (fn (a, _) => Symtab.update (a, ())) (Theory.axioms_of \\<^theory>) Symtab.empty\\<close>\n\n"
+    )
+}
+
+/// The audit: prints, tagged with the nonce, how many theorems the goal's name denotes, the
+/// oracles they depend on other than the admitted lemmas' and `allowed_oracles`, and the axioms
+/// added since the snapshot.
+fn audit(n: &str, allowed_oracles: &[String]) -> String {
+    let allowed: Vec<String> = allowed_oracles
+        .iter()
+        .filter(|o| is_plain_name(o))
+        .map(|o| format!("\"{o}\""))
+        .collect();
+    let goal = goal_name(n);
+    let tag = audit_tag(n);
+    format!(
+        "ML \\<open>\nlet\n  \
+         val name = \"{goal}\";\n  \
+         val ctxt = \\<^context>;\n  \
+         val thy = Proof_Context.theory_of ctxt;\n  \
+         val local_thms = (Proof_Context.get_thms ctxt name handle ERROR _ => []);\n  \
+         val thms = if null local_thms then\n      \
+         map #2 (filter (fn (a, _) => Long_Name.base_name a = name) (Global_Theory.all_thms_of thy false))\n    \
+         else local_thms;\n  \
+         val allowed = [{allowed}];\n  \
+         val oracles = map (fn ((a, _), _) => a) (Thm_Deps.all_oracles thms);\n  \
+         val bad = distinct (op =) (filter (fn a => Long_Name.base_name a <> \"PRODCHK_admitted_{n}\" andalso not (member (op =) allowed a)) oracles);\n  \
+         val new_axioms = filter_out (Symtab.defined PRODCHK_axioms_{n}) (map #1 (Theory.axioms_of thy));\n\
+         in\n  \
+         writeln (\"{tag} theorems=\" ^ string_of_int (length thms) ^ \" oracles=\" ^ space_implode \",\" bad ^ \" axioms=\" ^ space_implode \",\" new_axioms)\n\
+         end\n\\<close>\n\n",
+        allowed = allowed.join(", ")
+    )
+}
+
 #[derive(Default)]
 struct Builder {
     text: String,
@@ -274,6 +270,31 @@ impl Builder {
         self.text
             .push_str(&s.replace("\r\n", "\n").replace('\r', "\n"));
         self.regions.push((start..self.text.len(), region));
+    }
+
+    /// The final check's assembled lemmas with their proofs, then the proposed lemmas, each
+    /// admitted through the checker's oracle.
+    fn push_lemmas(&mut self, spec: &TheorySpec<'_>) {
+        let n = spec.nonce;
+        for (i, l) in spec.proved.iter().enumerate() {
+            self.push(Region::Proved(i), l);
+            self.push(Region::Proved(i), "\n\n");
+        }
+        for (i, l) in spec.lemmas.iter().enumerate() {
+            self.push(Region::Lemma(i), l);
+            self.push(Region::Admit(i), &format!("\n  by PRODCHK_admit_{n}"));
+            self.push(Region::Admit(i), "\n\n");
+        }
+    }
+
+    /// The (renamed) statement and its proof steps, one region per step.
+    fn push_goal(&mut self, spec: &TheorySpec<'_>) {
+        self.push(Region::Statement, spec.statement);
+        self.push(Region::Statement, "\n");
+        for (k, s) in spec.steps.iter().enumerate() {
+            self.push(Region::Step(k + 1), s);
+            self.push(Region::Step(k + 1), "\n");
+        }
     }
 }
 
