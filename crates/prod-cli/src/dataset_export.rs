@@ -296,8 +296,33 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
         prompt_context_bytes: a.prompt_context_bytes,
         data_source: data_source.clone(),
     };
+    let mut candidates = candidates(&examples, &sources, &path, &mut manifest)?;
+    if a.verify {
+        keep_loading(a, &mut candidates, &mut manifest)?;
+    }
+    let mut out = Vec::new();
+    for c in &candidates {
+        let e = c.example;
+        let p = prompt(context_tail(&c.full, a.prompt_context_bytes), &e.statement);
+        let r = row(a.framework, manifest.rows, e, &c.full, &p, &data_source);
+        serde_json::to_writer(&mut out, &r)?;
+        out.push(b'\n');
+        manifest.rows += 1;
+        manifest.rows_in_scopes += usize::from(!e.scope.is_empty());
+    }
+    Ok((out, manifest))
+}
+
+/// The examples that can become rows, each with its full context; the others are counted in
+/// the manifest by why they were dropped (no name, or Coq flags a framework cannot set).
+fn candidates<'e>(
+    examples: &'e [dataset::Example],
+    sources: &std::collections::HashMap<String, dataset::SourceRecord>,
+    path: &std::path::Path,
+    manifest: &mut Manifest,
+) -> anyhow::Result<Vec<Candidate<'e>>> {
     let mut candidates = Vec::new();
-    for e in &examples {
+    for e in examples {
         let reason = if e.name.is_empty() {
             Some("goal_without_name")
         } else if !e.flags.is_empty() {
@@ -321,28 +346,26 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
             })?;
         candidates.push(Candidate { example: e, full });
     }
-    if a.verify {
-        let loads = verify(a, &candidates, &mut manifest.not_loaded)?;
-        let before = candidates.len();
-        let mut keep = loads.into_iter();
-        candidates.retain(|_| keep.next().unwrap_or(false));
-        if before > candidates.len() {
-            manifest
-                .dropped
-                .insert("context_does_not_load", before - candidates.len());
-        }
+    Ok(candidates)
+}
+
+/// `--verify`: only the candidates whose context loads in the prover stay; the others are
+/// counted as `context_does_not_load`.
+fn keep_loading(
+    a: &ExportArgs,
+    candidates: &mut Vec<Candidate<'_>>,
+    manifest: &mut Manifest,
+) -> anyhow::Result<()> {
+    let loads = verify(a, candidates, &mut manifest.not_loaded)?;
+    let before = candidates.len();
+    let mut keep = loads.into_iter();
+    candidates.retain(|_| keep.next().unwrap_or(false));
+    if before > candidates.len() {
+        manifest
+            .dropped
+            .insert("context_does_not_load", before - candidates.len());
     }
-    let mut out = Vec::new();
-    for c in &candidates {
-        let e = c.example;
-        let p = prompt(context_tail(&c.full, a.prompt_context_bytes), &e.statement);
-        let r = row(a.framework, manifest.rows, e, &c.full, &p, &data_source);
-        serde_json::to_writer(&mut out, &r)?;
-        out.push(b'\n');
-        manifest.rows += 1;
-        manifest.rows_in_scopes += usize::from(!e.scope.is_empty());
-    }
-    Ok((out, manifest))
+    Ok(())
 }
 
 /// The lemma `--verify` proves after a context to see that it loads.

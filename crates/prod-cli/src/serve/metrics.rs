@@ -78,21 +78,9 @@ impl Metrics {
         (n > 0).then(|| Duration::from_micros(sum / n))
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, workers: usize) -> String {
+    /// The check wall times as a Prometheus histogram (cumulative buckets, sum and count).
+    fn duration_histogram(&self, s: &mut String) {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut s = String::new();
-        let _ = writeln!(s, "# HELP prod_checks_total Nodes answered, by verdict.");
-        let _ = writeln!(s, "# TYPE prod_checks_total counter");
-        for (k, c) in KINDS.iter().zip(&self.verdicts) {
-            let _ = writeln!(s, "prod_checks_total{{verdict=\"{k}\"}} {}", get(c));
-        }
-        let _ = writeln!(
-            s,
-            "# HELP prod_cache_hits_total Verdicts taken from the verification cache."
-        );
-        let _ = writeln!(s, "# TYPE prod_cache_hits_total counter");
-        let _ = writeln!(s, "prod_cache_hits_total {}", get(&self.cache_hits));
         let _ = writeln!(
             s,
             "# HELP prod_check_duration_seconds Wall time of prover checks."
@@ -114,6 +102,24 @@ impl Metrics {
             "prod_check_duration_seconds_count {}",
             get(&self.latency_count)
         );
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, workers: usize) -> String {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut s = String::new();
+        let _ = writeln!(s, "# HELP prod_checks_total Nodes answered, by verdict.");
+        let _ = writeln!(s, "# TYPE prod_checks_total counter");
+        for (k, c) in KINDS.iter().zip(&self.verdicts) {
+            let _ = writeln!(s, "prod_checks_total{{verdict=\"{k}\"}} {}", get(c));
+        }
+        let _ = writeln!(
+            s,
+            "# HELP prod_cache_hits_total Verdicts taken from the verification cache."
+        );
+        let _ = writeln!(s, "# TYPE prod_cache_hits_total counter");
+        let _ = writeln!(s, "prod_cache_hits_total {}", get(&self.cache_hits));
+        self.duration_histogram(&mut s);
         let gauges = [
             (
                 "prod_queued_nodes",
