@@ -233,7 +233,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             samples,
             depth: a.depth,
             final_timeout_s: a.final_timeout,
-            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
+            bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
             seed: a.seed,
             temperature: a.sampling.temperature,
         },

@@ -59,17 +59,37 @@ pub struct PassAtK {
     pub skipped: usize,
 }
 
-/// Bootstrap rounds of an interval unless a run says otherwise (every job and command's default).
-pub const DEFAULT_BOOTSTRAP: usize = 1000;
+/// How the bootstrap of a 95% interval is drawn: `resamples` rounds of theorems drawn with
+/// replacement from the random stream of `seed`. The same settings give the same interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bootstrap {
+    /// Rounds (0 disables the bootstrap: the interval is then the score interval alone).
+    pub resamples: usize,
+    pub seed: u64,
+}
 
-/// pass@k with a seeded bootstrap of `resamples` rounds (0 disables it: the interval collapses
-/// to the estimate). `None` if no theorem has k judged samples.
-pub fn estimate(
-    outcomes: &[TheoremOutcome],
-    k: usize,
-    resamples: usize,
-    seed: u64,
-) -> Option<PassAtK> {
+impl Bootstrap {
+    /// Rounds unless a run says otherwise: every job's and command's default.
+    pub const DEFAULT_RESAMPLES: usize = 1000;
+
+    /// The default number of rounds from the stream of `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        Bootstrap {
+            resamples: Self::DEFAULT_RESAMPLES,
+            seed,
+        }
+    }
+}
+
+impl Default for Bootstrap {
+    fn default() -> Self {
+        Bootstrap::seeded(0)
+    }
+}
+
+/// pass@k with its 95% interval: the hull of the seeded bootstrap over theorems and Wilson's
+/// score interval. `None` if no theorem has k judged samples.
+pub fn estimate(outcomes: &[TheoremOutcome], k: usize, boot: Bootstrap) -> Option<PassAtK> {
     let scores: Vec<f64> = outcomes
         .iter()
         .filter_map(|o| pass_at_k(o.samples, o.correct, k))
@@ -78,8 +98,7 @@ pub fn estimate(
         return None;
     }
     let estimate = scores.iter().sum::<f64>() / scores.len() as f64;
-    let (ci_low, ci_high) =
-        bootstrap_mean(&scores, resamples, seed).unwrap_or((estimate, estimate));
+    let (ci_low, ci_high) = bootstrap_mean(&scores, boot).unwrap_or((estimate, estimate));
     let (w_low, w_high) = wilson(estimate, scores.len());
     Some(PassAtK {
         k,
@@ -111,14 +130,13 @@ pub struct PairedDifference {
 }
 
 /// pass@k of `b` minus pass@k of `a`, theorem by theorem (`a[i]` and `b[i]` are the same
-/// theorem), with a seeded paired bootstrap of `resamples` rounds (0: the interval collapses to
-/// the estimate). `None` when the lengths differ or no theorem has k judged samples in both.
+/// theorem), with a seeded paired bootstrap (0 rounds: Newcombe's interval alone). `None` when
+/// the lengths differ or no theorem has k judged samples in both.
 pub fn paired_difference(
     a: &[TheoremOutcome],
     b: &[TheoremOutcome],
     k: usize,
-    resamples: usize,
-    seed: u64,
+    boot: Bootstrap,
 ) -> Option<PairedDifference> {
     if a.len() != b.len() {
         return None;
@@ -141,7 +159,7 @@ pub fn paired_difference(
     let n = diffs.len();
     let estimate = diffs.iter().sum::<f64>() / n as f64;
     let (n_low, n_high) = newcombe_paired(&paired);
-    let (ci_low, ci_high) = bootstrap_mean(&diffs, resamples, seed).unwrap_or((estimate, estimate));
+    let (ci_low, ci_high) = bootstrap_mean(&diffs, boot).unwrap_or((estimate, estimate));
     Some(PairedDifference {
         k,
         estimate,
@@ -153,8 +171,9 @@ pub fn paired_difference(
 }
 
 /// The seeded bootstrap 95% percentile interval of the mean of `values` (resampled with
-/// replacement, `resamples` rounds); `None` for 0 rounds or no values.
-fn bootstrap_mean(values: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64)> {
+/// replacement); `None` for 0 rounds or no values.
+fn bootstrap_mean(values: &[f64], boot: Bootstrap) -> Option<(f64, f64)> {
+    let Bootstrap { resamples, seed } = boot;
     let n = values.len();
     if resamples == 0 || n == 0 {
         return None;
@@ -234,6 +253,10 @@ impl DepthTable {
 
 #[cfg(test)]
 mod tests {
+    fn boot(resamples: usize, seed: u64) -> Bootstrap {
+        Bootstrap { resamples, seed }
+    }
+
     use super::*;
 
     fn binomial(n: u64, k: u64) -> f64 {
@@ -289,18 +312,18 @@ mod tests {
                 correct: 2,
             }, // infra ate samples: skipped, not failed
         ];
-        let r = estimate(&outcomes, 8, 2000, 7).unwrap();
+        let r = estimate(&outcomes, 8, boot(2000, 7)).unwrap();
         assert_eq!((r.theorems, r.skipped), (3, 1));
         let p4 = pass_at_k(16, 4, 8).unwrap();
         assert!((r.estimate - (1.0 + p4) / 3.0).abs() < 1e-12);
         assert!(r.ci_low <= r.estimate && r.estimate <= r.ci_high);
         assert!(r.ci_low >= 0.0 && r.ci_high <= 1.0 && r.ci_low < r.ci_high);
         assert_eq!(
-            estimate(&outcomes, 8, 2000, 7),
+            estimate(&outcomes, 8, boot(2000, 7)),
             Some(r),
             "seeded bootstrap is reproducible"
         );
-        assert!(estimate(&outcomes[3..], 8, 10, 0).is_none());
+        assert!(estimate(&outcomes[3..], 8, boot(10, 0)).is_none());
     }
 
     #[test]
@@ -319,18 +342,18 @@ mod tests {
             };
             50
         ];
-        let z = estimate(&none, 4, 1000, 1).unwrap();
+        let z = estimate(&none, 4, boot(1000, 1)).unwrap();
         assert_eq!((z.estimate, z.ci_low), (0.0, 0.0));
         assert!((z.ci_high - 0.0713).abs() < 1e-3, "0 of 50: {z:?}");
-        let f = estimate(&all, 4, 1000, 1).unwrap();
+        let f = estimate(&all, 4, boot(1000, 1)).unwrap();
         assert_eq!((f.estimate, f.ci_high), (1.0, 1.0));
         assert!((f.ci_low - 0.9287).abs() < 1e-3, "50 of 50: {f:?}");
         // Both prove nothing: no theorem differs, yet 50 theorems cannot rule out ±7%.
-        let d = paired_difference(&none, &none, 1, 1000, 1).unwrap();
+        let d = paired_difference(&none, &none, 1, boot(1000, 1)).unwrap();
         assert_eq!(d.estimate, 0.0);
         assert!(d.ci_low < -0.07 && d.ci_high > 0.07, "{d:?}");
         // One method proves all, the other none: the interval stays inside [-1, 1].
-        let d = paired_difference(&none, &all, 1, 1000, 1).unwrap();
+        let d = paired_difference(&none, &all, 1, boot(1000, 1)).unwrap();
         assert_eq!(d.ci_high, 1.0);
         assert!(d.ci_low > 0.85 && d.ci_low < 1.0, "{d:?}");
     }
@@ -359,14 +382,14 @@ mod tests {
                 correct: [0, 1, 3, 8][i % 4],
             })
             .collect();
-        let d = paired_difference(&a, &a, 4, 1000, 3).unwrap();
+        let d = paired_difference(&a, &a, 4, boot(1000, 3)).unwrap();
         assert_eq!((d.estimate, d.theorems, d.skipped), (0.0, 40, 0));
         // Perfectly correlated and equal: only the asymmetry of the score intervals is left.
         assert!(d.ci_low <= 0.0 && d.ci_high >= 0.0, "{d:?}");
         assert!(d.ci_high - d.ci_low < 0.05, "{d:?}");
         // Same rates, different theorems: no systematic difference, the interval straddles 0.
         let b: Vec<TheoremOutcome> = (0..40).map(|i| a[(i + 1) % 40]).collect();
-        let d = paired_difference(&a, &b, 1, 2000, 3).unwrap();
+        let d = paired_difference(&a, &b, 1, boot(2000, 3)).unwrap();
         assert!(d.ci_low < 0.0 && d.ci_high > 0.0, "{d:?}");
     }
 
@@ -388,12 +411,12 @@ mod tests {
                 correct: o.correct + 1,
             })
             .collect();
-        let d = paired_difference(&a, &b, 1, 2000, 5).unwrap();
+        let d = paired_difference(&a, &b, 1, boot(2000, 5)).unwrap();
         assert!((d.estimate - 0.125).abs() < 1e-12, "{d:?}");
         assert!(d.ci_low > 0.0 && d.ci_high >= d.estimate, "{d:?}");
         let (ea, eb) = (
-            estimate(&a, 1, 2000, 5).unwrap(),
-            estimate(&b, 1, 2000, 5).unwrap(),
+            estimate(&a, 1, boot(2000, 5)).unwrap(),
+            estimate(&b, 1, boot(2000, 5)).unwrap(),
         );
         assert!(
             eb.ci_low < ea.ci_high,
@@ -402,12 +425,12 @@ mod tests {
         // The reverse is below 0; theorems short of k judged samples in either are skipped.
         let mut b2 = b.clone();
         b2[0].samples = 2;
-        let r = paired_difference(&b2, &a, 4, 500, 5).unwrap();
+        let r = paired_difference(&b2, &a, 4, boot(500, 5)).unwrap();
         assert!(
             r.ci_high < 0.0 && r.theorems == 29 && r.skipped == 1,
             "{r:?}"
         );
-        assert_eq!(paired_difference(&a, &b[1..], 1, 10, 0), None);
+        assert_eq!(paired_difference(&a, &b[1..], 1, boot(10, 0)), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! intervals may overlap while every theorem moves the same way; only the paired interval of
 //! the difference tells whether one is better on these theorems.
 
-use prod_core::pass_at_k::{paired_difference, PairedDifference, TheoremOutcome};
+use prod_core::pass_at_k::{paired_difference, Bootstrap, PairedDifference, TheoremOutcome};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Evaluation, PassAtK};
@@ -49,8 +49,7 @@ pub fn pass_at_k_difference(
     baseline: &Evaluation,
     method: &Evaluation,
     k: usize,
-    resamples: usize,
-    seed: u64,
+    boot: Bootstrap,
 ) -> Option<PassAtKDifference> {
     let of_method: std::collections::HashMap<&str, TheoremOutcome> = method
         .theorems_detail
@@ -75,7 +74,7 @@ pub fn pass_at_k_difference(
             b.push(*o);
         }
     }
-    let d = paired_difference(&a, &b, k, resamples, seed)?;
+    let d = paired_difference(&a, &b, k, boot)?;
     Some(PassAtKDifference::named(
         method,
         baseline,
@@ -154,8 +153,7 @@ pub fn compare(
     baseline: &Evaluation,
     ks: &[usize],
     baseline_single_attempt: bool,
-    resamples: usize,
-    seed: u64,
+    boot: Bootstrap,
 ) -> Comparison {
     let mut c = Comparison {
         method: method.name.clone(),
@@ -171,7 +169,7 @@ pub fn compare(
     };
     for &k in ks {
         let base = baseline_outcomes(&a, k, baseline_single_attempt);
-        let difference = paired_difference(&base, &b, k, resamples, seed)
+        let difference = paired_difference(&base, &b, k, boot)
             .map(|d| PassAtKDifference::named(method, baseline, d, method.theorems_detail.len()));
         c.rows.push(ComparisonRow {
             k,
@@ -273,13 +271,31 @@ mod tests {
     fn identical_methods_differ_by_zero_and_a_better_one_is_above_zero() {
         let base: Vec<(usize, usize)> = (0..30).map(|i| (8, i % 5)).collect();
         let a = eval("ProD-SFT", &base);
-        let same = pass_at_k_difference(&a, &eval("copy", &base), 1, 1000, 0).unwrap();
+        let same = pass_at_k_difference(
+            &a,
+            &eval("copy", &base),
+            1,
+            Bootstrap {
+                resamples: 1000,
+                seed: 0,
+            },
+        )
+        .unwrap();
         assert!(
             same.ci_low <= 0.0 && same.ci_high >= 0.0 && same.estimate == 0.0,
             "{same:?}"
         );
         let better: Vec<(usize, usize)> = base.iter().map(|&(n, c)| (n, c + 3)).collect();
-        let d = pass_at_k_difference(&a, &eval("ProD-RL", &better), 1, 1000, 0).unwrap();
+        let d = pass_at_k_difference(
+            &a,
+            &eval("ProD-RL", &better),
+            1,
+            Bootstrap {
+                resamples: 1000,
+                seed: 0,
+            },
+        )
+        .unwrap();
         assert!(d.ci_low > 0.0, "{d:?}");
         assert_eq!(
             (
@@ -292,10 +308,27 @@ mod tests {
         );
         // Theorems are matched by id: a method that evaluated fewer pairs only on those.
         let fewer = eval("few", &better[..10]);
-        let d = pass_at_k_difference(&a, &fewer, 1, 100, 0).unwrap();
+        let d = pass_at_k_difference(
+            &a,
+            &fewer,
+            1,
+            Bootstrap {
+                resamples: 100,
+                seed: 0,
+            },
+        )
+        .unwrap();
         assert_eq!((d.theorems, d.skipped), (10, 20));
         assert_eq!(
-            pass_at_k_difference(&a, &eval("none", &[]), 1, 100, 0),
+            pass_at_k_difference(
+                &a,
+                &eval("none", &[]),
+                1,
+                Bootstrap {
+                    resamples: 100,
+                    seed: 0
+                }
+            ),
             None
         );
     }
@@ -318,7 +351,16 @@ mod tests {
             theorems_judged: 4,
             ..Default::default()
         }];
-        let c = compare(&m, &h, &[1, 4], true, 200, 0);
+        let c = compare(
+            &m,
+            &h,
+            &[1, 4],
+            true,
+            Bootstrap {
+                resamples: 200,
+                seed: 0,
+            },
+        );
         // t0: hammer only; t1: ProD only; t2: neither; t3: both; t4: the hammer's attempt was
         // lost (no judged attempt): unpaired, left out of the difference.
         assert_eq!(
@@ -347,7 +389,17 @@ mod tests {
         // cannot narrow (Newcombe's: no theorem differs, yet nothing is certain).
         let zero = eval("z", &[(4, 0), (4, 0)]);
         let zh = eval("h", &[(1, 0), (1, 0)]);
-        let d = compare(&zero, &zh, &[1], true, 100, 0).rows[0]
+        let d = compare(
+            &zero,
+            &zh,
+            &[1],
+            true,
+            Bootstrap {
+                resamples: 100,
+                seed: 0,
+            },
+        )
+        .rows[0]
             .difference
             .clone()
             .unwrap();

@@ -451,7 +451,15 @@ fn conversions_from_the_estimator() {
             correct: 1,
         },
     ];
-    let e = estimate(&outcomes, 2, 200, 1).unwrap();
+    let e = estimate(
+        &outcomes,
+        2,
+        prod_core::pass_at_k::Bootstrap {
+            resamples: 200,
+            seed: 1,
+        },
+    )
+    .unwrap();
     let p = PassAtK::from_estimate(&e);
     assert_eq!((p.k, p.theorems_judged, p.theorems_skipped), (2, 2, 1));
     assert_eq!(
@@ -781,7 +789,16 @@ fn a_method_against_coqhammer_alone_and_the_hammer_per_phase() {
         theorems_detail: vec![detail("a", 1, 1), detail("b", 1, 1), detail("c", 1, 0)],
         ..Default::default()
     };
-    let c = prod_report::compare(&method, &hammer, &[1, 4], true, 200, 0);
+    let c = prod_report::compare(
+        &method,
+        &hammer,
+        &[1, 4],
+        true,
+        prod_core::pass_at_k::Bootstrap {
+            resamples: 200,
+            seed: 0,
+        },
+    );
     assert_eq!(
         (c.both, c.method_only, c.baseline_only, c.neither),
         (1, 0, 1, 1)

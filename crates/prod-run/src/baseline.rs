@@ -160,15 +160,15 @@ pub fn run_hammer_baseline(
     })
 }
 
-/// `method` against CoqHammer alone for `ks` (paired bootstrap with `resamples` rounds, widened by Newcombe's score interval).
+/// `method` against CoqHammer alone for `ks` (paired bootstrap, widened by Newcombe's score
+/// interval).
 pub fn compare(
     method: &Evaluation,
     hammer: &Evaluation,
     ks: &[usize],
-    resamples: usize,
-    seed: u64,
+    boot: prod_core::pass_at_k::Bootstrap,
 ) -> Comparison {
-    prod_report::compare(method, hammer, ks, true, resamples, seed)
+    prod_report::compare(method, hammer, ks, true, boot)
 }
 
 /// A line for the report's notes and the log: proved, and who proved what.

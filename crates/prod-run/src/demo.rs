@@ -682,7 +682,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
             samples: job.samples,
             depth: 2,
             final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
-            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
+            bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
             seed: job.seed,
             temperature: prod_core::PAPER_TEMPERATURE,
         },

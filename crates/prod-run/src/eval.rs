@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use prod_check::{CheckRequest, Checker, Verdict};
-use prod_core::pass_at_k::{estimate, DepthTable, TheoremOutcome};
+use prod_core::pass_at_k::{estimate, Bootstrap, DepthTable, TheoremOutcome};
 use prod_core::tree::GlobalVerdict;
 use prod_core::{ConditionalProof, ProofLanguage};
 use prod_prover::{CheckedNode, Forest, RootAssembly};
@@ -42,6 +42,7 @@ pub struct EvalOptions {
     pub depth: u32,
     /// Time limit of one cold `coqc` re-check.
     pub final_timeout_s: u64,
+    /// Bootstrap rounds of each 95% interval (drawn from the stream of `seed`).
     pub bootstrap: usize,
     pub seed: u64,
     pub temperature: f64,
@@ -56,9 +57,20 @@ impl Default for EvalOptions {
             samples: 16,
             depth: 2,
             final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
-            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
+            bootstrap: Bootstrap::DEFAULT_RESAMPLES,
             seed: 0,
             temperature: prod_core::PAPER_TEMPERATURE,
+        }
+    }
+}
+
+impl EvalOptions {
+    /// How this evaluation's 95% intervals are drawn: `bootstrap` rounds from the stream of
+    /// its seed.
+    pub fn intervals(&self) -> Bootstrap {
+        Bootstrap {
+            resamples: self.bootstrap,
+            seed: self.seed,
         }
     }
 }
@@ -637,7 +649,7 @@ fn pass_at_ks(opts: &EvalOptions, counts: &[TheoremCount]) -> Vec<PassAtK> {
     opts.ks
         .iter()
         .filter(|&&k| k <= opts.samples as usize)
-        .filter_map(|&k| estimate(&outcomes, k, opts.bootstrap, opts.seed))
+        .filter_map(|&k| estimate(&outcomes, k, opts.intervals()))
         .map(|p| PassAtK::from_estimate(&p))
         .collect()
 }

@@ -103,6 +103,7 @@ pub struct ExperimentConfig {
     /// trees per theorem.
     pub curve_theorems: usize,
     pub curve_samples: u32,
+    /// Bootstrap rounds of each 95% interval.
     pub bootstrap: usize,
     pub workers: usize,
     pub seed: u64,
@@ -179,7 +180,7 @@ impl Default for ExperimentConfig {
             depth: 2,
             curve_theorems: 12,
             curve_samples: 4,
-            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
+            bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
             workers: 2,
             seed: 0,
             sampling,
@@ -256,6 +257,14 @@ impl ExperimentConfig {
         self.rl_config(Path::new("."), Path::new("."), Method::ProdRl)
             .validate()
             .map_err(|e| format!("rl.{e}"))
+    }
+
+    /// How the tables' 95% intervals are drawn: `bootstrap` rounds from the stream of `seed`.
+    pub fn intervals(&self) -> prod_core::pass_at_k::Bootstrap {
+        prod_core::pass_at_k::Bootstrap {
+            resamples: self.bootstrap,
+            seed: self.seed,
+        }
     }
 
     /// The ks of the table: 1, 4, 8 (and n when larger).
@@ -744,14 +753,14 @@ fn method_results(out: &Path, cfg: &ExperimentConfig, st: &Stages) -> Vec<Method
                 cfg.ks()
                     .into_iter()
                     .filter_map(|k| {
-                        prod_report::pass_at_k_difference(&st.e_sft, e, k, cfg.bootstrap, cfg.seed)
+                        prod_report::pass_at_k_difference(&st.e_sft, e, k, cfg.intervals())
                     })
                     .collect()
             },
             vs_hammer: st
                 .e_hammer
                 .as_ref()
-                .map(|h| crate::baseline::compare(e, h, &cfg.ks(), cfg.bootstrap, cfg.seed)),
+                .map(|h| crate::baseline::compare(e, h, &cfg.ks(), cfg.intervals())),
             depth_table: e.depth_table.clone(),
             replay_novel_lemma_share: rl.and_then(|r| r.novel_lemma_share),
             eval_novel_lemma_share: e.novel_lemma_share,

@@ -548,13 +548,7 @@ fn add_baseline(
     b: crate::baseline::BaselineRun,
     opts: &EvalOptions,
 ) {
-    let c = crate::baseline::compare(
-        method,
-        &b.result.evaluation,
-        &opts.ks,
-        opts.bootstrap,
-        opts.seed,
-    );
+    let c = crate::baseline::compare(method, &b.result.evaluation, &opts.ks, opts.intervals());
     report
         .notes
         .push(crate::baseline::summary_line(&c, Some(b.seconds)));

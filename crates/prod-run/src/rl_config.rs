@@ -108,7 +108,7 @@ impl Default for RlEvalConfig {
             ks: vec![1, 2, 4],
             every: 1,
             final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
-            bootstrap: prod_core::pass_at_k::DEFAULT_BOOTSTRAP,
+            bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
         }
     }
 }

@@ -186,7 +186,15 @@ fn coqhammer_alone_beside_the_policy_paired_resumed_and_cached_across_runs() {
     assert!((hp1 - want).abs() < 1e-12);
 
     // Paired: t_add by both, t_false by neither, t_double by the policy and maybe the hammer.
-    let c = compare(m, e, &[1, 2], 500, 0);
+    let c = compare(
+        m,
+        e,
+        &[1, 2],
+        prod_core::pass_at_k::Bootstrap {
+            resamples: 500,
+            seed: 0,
+        },
+    );
     let double_by_hammer = hammer_proved[1] > 0;
     assert_eq!(
         (
