@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use prod_check::TimeLimits;
 use serde::{Deserialize, Serialize};
 
 /// Options of the Coq backend. Every field has a default (`#[serde(default)]`).
@@ -116,20 +117,16 @@ impl LoadPathBinding {
     }
 }
 
-/// The time limit of one proof step (and of `Qed`), seconds: the one default for the checker,
-/// the run jobs and the CLI.
-pub const DEFAULT_STEP_TIMEOUT_S: u32 = 10;
-
 impl Default for CoqCheckConfig {
     fn default() -> Self {
         CoqCheckConfig {
             workers: 0,
-            step_timeout_s: DEFAULT_STEP_TIMEOUT_S,
+            step_timeout_s: TimeLimits::DEFAULT.step_s,
             memory_limit_mb: 4096,
             recycle_after: 2000,
             recycle_rss_mb: 2048,
             context_timeout_s: 300,
-            attempt_timeout_s: 300,
+            attempt_timeout_s: TimeLimits::DEFAULT.attempt_s,
             sandbox: true,
             max_attempts: 3,
             root: None,

@@ -14,12 +14,14 @@
 
 pub mod cache;
 pub mod checker;
+pub mod limits;
 pub mod request;
 pub mod retry;
 pub mod verdict;
 
 pub use cache::{cache_key, CacheError, CachedChecker, VerificationCache};
 pub use checker::{Checker, HammerStats, Progress};
+pub use limits::TimeLimits;
 pub use request::{check_t0, CheckRequest};
 pub use retry::RetryPolicy;
 pub use verdict::{

@@ -14,9 +14,7 @@ use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
 use prod_core::ConditionalProof;
-use prod_prover::{
-    CoqFinal, FinalCheck, FinalProof, IsabelleFinal, ProverKind, SINGLE_FINAL_TIMEOUT_S,
-};
+use prod_prover::{CoqFinal, FinalCheck, FinalProof, IsabelleFinal, ProverKind};
 use serde::Deserialize;
 
 use crate::{exit, ranges};
@@ -64,7 +62,7 @@ pub struct CheckerArgs {
     /// Persistent workers (default: `[check.coq] workers`, else one per core).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
-    /// Time limit per proof step, seconds (default 10).
+    /// Time limit per proof step, seconds (default: `[check.coq] step_timeout_s`, else 10).
     #[arg(long, value_parser = ranges::positive_u32)]
     pub timeout: Option<u32>,
     /// Address-space limit per Coq process, MiB (default 4096).
@@ -405,7 +403,7 @@ impl Pipeline {
             statement: &root.statement,
             assembled,
             hammer_replaced,
-            timeout: Duration::from_secs(SINGLE_FINAL_TIMEOUT_S),
+            timeout: prod_check::TimeLimits::single_final(),
         };
         match &self.backend {
             Backend::Coq(c) => CoqFinal(c.config().clone()).final_check(&proof),

@@ -867,7 +867,7 @@ fn check_tree(
             statement: &root.statement,
             assembled: &assembled.proof,
             hammer_replaced: assembled.hammer_replaced,
-            timeout: std::time::Duration::from_secs(prod_prover::SINGLE_FINAL_TIMEOUT_S),
+            timeout: prod_check::TimeLimits::single_final(),
         })
         .0
 }

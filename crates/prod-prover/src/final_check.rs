@@ -9,14 +9,6 @@ use prod_check_coq::CoqCheckConfig;
 use prod_check_isabelle::IsabelleCheckConfig;
 use prod_core::AssembledProof;
 
-/// Time limit of a cold re-check in a run (evaluation, ProD-RL, demo, experiment:
-/// `final_timeout_s`), seconds: many trees wait their turn.
-pub const RUN_FINAL_TIMEOUT_S: u64 = 120;
-
-/// Time limit of the cold re-check of one proof someone asked for (`/v1/assemble`,
-/// `dataset validate --trees`), seconds: a whole library file may be the context.
-pub const SINGLE_FINAL_TIMEOUT_S: u64 = 600;
-
 /// What the cold re-check of one globally correct root gets.
 pub struct FinalProof<'a> {
     /// The root's imports when they are given apart from its context (Isabelle: the theory

@@ -20,9 +20,7 @@ mod forest;
 mod kind;
 mod start;
 
-pub use final_check::{
-    CoqFinal, FinalCheck, FinalProof, IsabelleFinal, RUN_FINAL_TIMEOUT_S, SINGLE_FINAL_TIMEOUT_S,
-};
+pub use final_check::{CoqFinal, FinalCheck, FinalProof, IsabelleFinal};
 pub use forest::{local_verdict, CheckedNode, Forest, RootAssembly};
 pub use kind::ProverKind;
 pub use start::{prover_name, start_coq, start_isabelle};

@@ -681,7 +681,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
             ks,
             samples: job.samples,
             depth: 2,
-            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
+            final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
             bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
             seed: job.seed,
             temperature: prod_core::PAPER_TEMPERATURE,
@@ -703,7 +703,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
         },
         coq: CoqJobConfig {
             workers: job.workers,
-            step_timeout_s: crate::job::BUDGET_STEP_TIMEOUT_S,
+            step_timeout_s: prod_check::TimeLimits::BUDGET.step_s,
             ..CoqJobConfig::default()
         },
         prover: crate::prover::ProverKind::Coq,

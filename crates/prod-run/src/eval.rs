@@ -56,7 +56,7 @@ impl Default for EvalOptions {
             ks: vec![1, 2, 4, 8, 16],
             samples: 16,
             depth: 2,
-            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
+            final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
             bootstrap: Bootstrap::DEFAULT_RESAMPLES,
             seed: 0,
             temperature: prod_core::PAPER_TEMPERATURE,

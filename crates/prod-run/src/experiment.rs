@@ -186,7 +186,7 @@ impl Default for ExperimentConfig {
             sampling,
             coq: CoqJobConfig {
                 workers: 2,
-                step_timeout_s: crate::job::BUDGET_STEP_TIMEOUT_S,
+                step_timeout_s: prod_check::TimeLimits::BUDGET.step_s,
                 ..CoqJobConfig::default()
             },
             prover: ProverKind::Coq,
@@ -314,7 +314,7 @@ impl ExperimentConfig {
                 .filter(|&k| k <= self.curve_samples as usize)
                 .collect(),
             every: 1,
-            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
+            final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
             bootstrap: self.bootstrap,
         };
         rl
@@ -976,7 +976,7 @@ fn eval_job(cfg: &ExperimentConfig, key: &str, model: &Path, data: &Path, dir: &
             ks: cfg.ks(),
             samples: cfg.samples,
             depth: cfg.depth,
-            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
+            final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
             bootstrap: cfg.bootstrap,
             seed: cfg.seed,
             temperature: cfg.sampling.sampling.temperature,

@@ -180,10 +180,6 @@ pub fn start_run_checker(
     Ok(Box::new(cached(checker, cache)?))
 }
 
-/// The step time limit of the jobs with a time budget on 2 cores (`prod demo`, `prod
-/// experiment`), seconds: half the checker's default, so a budget's evaluation fits.
-pub const BUDGET_STEP_TIMEOUT_S: u32 = 5;
-
 /// The checker settings a job exposes (the rest of `[check.coq]` keeps its defaults).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -209,7 +205,7 @@ impl Default for CoqJobConfig {
     fn default() -> Self {
         CoqJobConfig {
             workers: 2,
-            step_timeout_s: prod_check_coq::config::DEFAULT_STEP_TIMEOUT_S,
+            step_timeout_s: prod_check::TimeLimits::DEFAULT.step_s,
             hammer: true,
             hammer_atp: true,
             load_paths: vec![],

@@ -107,7 +107,7 @@ impl Default for RlEvalConfig {
             depth: 2,
             ks: vec![1, 2, 4],
             every: 1,
-            final_timeout_s: prod_prover::RUN_FINAL_TIMEOUT_S,
+            final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
             bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
         }
     }
