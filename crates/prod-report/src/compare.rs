@@ -250,6 +250,10 @@ mod tests {
     use super::*;
     use crate::model::TheoremDetail;
 
+    fn boot(resamples: usize) -> Bootstrap {
+        Bootstrap { resamples, seed: 0 }
+    }
+
     fn eval(name: &str, proved: &[(usize, usize)]) -> Evaluation {
         Evaluation {
             name: name.into(),
@@ -271,31 +275,13 @@ mod tests {
     fn identical_methods_differ_by_zero_and_a_better_one_is_above_zero() {
         let base: Vec<(usize, usize)> = (0..30).map(|i| (8, i % 5)).collect();
         let a = eval("ProD-SFT", &base);
-        let same = pass_at_k_difference(
-            &a,
-            &eval("copy", &base),
-            1,
-            Bootstrap {
-                resamples: 1000,
-                seed: 0,
-            },
-        )
-        .unwrap();
+        let same = pass_at_k_difference(&a, &eval("copy", &base), 1, boot(1000)).unwrap();
         assert!(
             same.ci_low <= 0.0 && same.ci_high >= 0.0 && same.estimate == 0.0,
             "{same:?}"
         );
         let better: Vec<(usize, usize)> = base.iter().map(|&(n, c)| (n, c + 3)).collect();
-        let d = pass_at_k_difference(
-            &a,
-            &eval("ProD-RL", &better),
-            1,
-            Bootstrap {
-                resamples: 1000,
-                seed: 0,
-            },
-        )
-        .unwrap();
+        let d = pass_at_k_difference(&a, &eval("ProD-RL", &better), 1, boot(1000)).unwrap();
         assert!(d.ci_low > 0.0, "{d:?}");
         assert_eq!(
             (
@@ -308,27 +294,10 @@ mod tests {
         );
         // Theorems are matched by id: a method that evaluated fewer pairs only on those.
         let fewer = eval("few", &better[..10]);
-        let d = pass_at_k_difference(
-            &a,
-            &fewer,
-            1,
-            Bootstrap {
-                resamples: 100,
-                seed: 0,
-            },
-        )
-        .unwrap();
+        let d = pass_at_k_difference(&a, &fewer, 1, boot(100)).unwrap();
         assert_eq!((d.theorems, d.skipped), (10, 20));
         assert_eq!(
-            pass_at_k_difference(
-                &a,
-                &eval("none", &[]),
-                1,
-                Bootstrap {
-                    resamples: 100,
-                    seed: 0
-                }
-            ),
+            pass_at_k_difference(&a, &eval("none", &[]), 1, boot(100)),
             None
         );
     }
@@ -351,16 +320,7 @@ mod tests {
             theorems_judged: 4,
             ..Default::default()
         }];
-        let c = compare(
-            &m,
-            &h,
-            &[1, 4],
-            true,
-            Bootstrap {
-                resamples: 200,
-                seed: 0,
-            },
-        );
+        let c = compare(&m, &h, &[1, 4], true, boot(200));
         // t0: hammer only; t1: ProD only; t2: neither; t3: both; t4: the hammer's attempt was
         // lost (no judged attempt): unpaired, left out of the difference.
         assert_eq!(
@@ -389,17 +349,7 @@ mod tests {
         // cannot narrow (Newcombe's: no theorem differs, yet nothing is certain).
         let zero = eval("z", &[(4, 0), (4, 0)]);
         let zh = eval("h", &[(1, 0), (1, 0)]);
-        let d = compare(
-            &zero,
-            &zh,
-            &[1],
-            true,
-            Bootstrap {
-                resamples: 100,
-                seed: 0,
-            },
-        )
-        .rows[0]
+        let d = compare(&zero, &zh, &[1], true, boot(100)).rows[0]
             .difference
             .clone()
             .unwrap();
