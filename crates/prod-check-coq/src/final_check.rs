@@ -120,71 +120,24 @@ pub fn final_check(
         return Verdict::rejected("file contains a NUL byte");
     }
     let start = Instant::now();
-    let nonce = format!("{:016x}", rand::thread_rng().gen::<u64>());
-    let sentinel = |tag: &str| format!("S{nonce}{tag}");
-    let answer = |tag: &str| format!("No object of basename {}\n", sentinel(tag));
+    let marks = Sentinels::new();
     // Our own closing lines: the proof text ran before them, so it cannot print after `a`.
     let text = format!(
         "{file_text}\n\nLocate {}.\nPrint Assumptions {root}.\nLocate {}.\n",
-        sentinel("a"),
-        sentinel("b")
+        marks.name("a"),
+        marks.name("b")
     );
     let output = match compile(&text, cfg, timeout, cfg.final_coqchk) {
         Ok(o) => o,
         Err(v) => return v,
     };
-    let Some(region) = between(&output, &answer("a"), &answer("b")) else {
-        return Verdict::Failed {
-            step: 1,
-            message: "the closing Print Assumptions did not run".into(),
-        };
-    };
-    let axioms = match parse_assumptions(region) {
-        Ok(Assumptions::Closed) => vec![],
-        Ok(Assumptions::Axioms { axioms, .. }) => axioms,
-        Err(e) => {
-            return Verdict::Failed {
-                step: 1,
-                message: format!("unsafe or unknown assumption: {e}"),
-            }
-        }
+    let axioms = match root_axioms(&output, &marks) {
+        Ok(axioms) => axioms,
+        Err(v) => return v,
     };
     if !axioms.is_empty() {
-        let policy = AxiomPolicy::new(cfg);
-        // Where each axiom lives, by its qualified name in the compiled file's state.
-        let mut text2 = text.clone();
-        for (i, ax) in axioms.iter().enumerate() {
-            text2.push_str(&format!(
-                "Locate {}.\nLocate {ax}.\n",
-                sentinel(&format!("q{i}"))
-            ));
-        }
-        text2.push_str(&format!("Locate {}.\n", sentinel("end")));
-        let out2 = match compile(&text2, cfg, timeout, false) {
-            Ok(o) => o,
-            Err(v) => return v,
-        };
-        for (i, ax) in axioms.iter().enumerate() {
-            let next = if i + 1 < axioms.len() {
-                answer(&format!("q{}", i + 1))
-            } else {
-                answer("end")
-            };
-            let located = between(&out2, &answer(&format!("q{i}")), &next)
-                .map(|r| r.split_whitespace().collect::<Vec<_>>())
-                .and_then(|w| {
-                    (w.first() == Some(&"Constant")).then(|| w.get(1).map(|q| q.to_string()))?
-                });
-            match located {
-                Some(q) if policy.trusts(&q) => {}
-                Some(q) => {
-                    return Verdict::Failed {
-                        step: 1,
-                        message: format!("the root relies on `{ax}` ({q}), which is not an axiom of the prover's library or of `allowed_axioms`"),
-                    }
-                }
-                None => return Verdict::Failed { step: 1, message: format!("cannot locate assumption `{ax}`") },
-            }
+        if let Err(v) = check_axiom_origins(&text, &axioms, &marks, cfg, timeout) {
+            return v;
         }
     }
     Verdict::Proved {
@@ -193,6 +146,96 @@ pub fn final_check(
         time: start.elapsed(),
         universe_constraints: vec![],
     }
+}
+
+/// The names of the `Locate` queries that mark regions of Coq's output, with a fresh
+/// unguessable nonce so that the proof text cannot forge them.
+struct Sentinels {
+    nonce: String,
+}
+
+impl Sentinels {
+    /// Fresh sentinels for one check.
+    fn new() -> Self {
+        Sentinels {
+            nonce: format!("{:016x}", rand::thread_rng().gen::<u64>()),
+        }
+    }
+
+    /// The sentinel's name for `tag` (no object has it, so `Locate` says so).
+    fn name(&self, tag: &str) -> String {
+        format!("S{}{tag}", self.nonce)
+    }
+
+    /// Coq's answer to `Locate` of the sentinel for `tag`.
+    fn answer(&self, tag: &str) -> String {
+        format!("No object of basename {}\n", self.name(tag))
+    }
+}
+
+/// The axioms the closing `Print Assumptions` lists (between the sentinels `a` and `b`);
+/// `Err` with the verdict when it did not run or shows an unsafe or unknown assumption.
+fn root_axioms(output: &str, marks: &Sentinels) -> Result<Vec<String>, Verdict> {
+    let Some(region) = between(output, &marks.answer("a"), &marks.answer("b")) else {
+        return Err(Verdict::Failed {
+            step: 1,
+            message: "the closing Print Assumptions did not run".into(),
+        });
+    };
+    match parse_assumptions(region) {
+        Ok(Assumptions::Closed) => Ok(vec![]),
+        Ok(Assumptions::Axioms { axioms, .. }) => Ok(axioms),
+        Err(e) => Err(Verdict::Failed {
+            step: 1,
+            message: format!("unsafe or unknown assumption: {e}"),
+        }),
+    }
+}
+
+/// Compile `text` again with a `Locate` of each axiom, and check that each one's qualified
+/// name (where it lives in the compiled file's state) is one the [`AxiomPolicy`] trusts;
+/// `Err` with the verdict otherwise.
+fn check_axiom_origins(
+    text: &str,
+    axioms: &[String],
+    marks: &Sentinels,
+    cfg: &CoqCheckConfig,
+    timeout: Duration,
+) -> Result<(), Verdict> {
+    let policy = AxiomPolicy::new(cfg);
+    // Where each axiom lives, by its qualified name in the compiled file's state.
+    let mut text2 = text.to_string();
+    for (i, ax) in axioms.iter().enumerate() {
+        text2.push_str(&format!(
+            "Locate {}.\nLocate {ax}.\n",
+            marks.name(&format!("q{i}"))
+        ));
+    }
+    text2.push_str(&format!("Locate {}.\n", marks.name("end")));
+    let out2 = compile(&text2, cfg, timeout, false)?;
+    for (i, ax) in axioms.iter().enumerate() {
+        let next = if i + 1 < axioms.len() {
+            marks.answer(&format!("q{}", i + 1))
+        } else {
+            marks.answer("end")
+        };
+        let located = between(&out2, &marks.answer(&format!("q{i}")), &next)
+            .map(|r| r.split_whitespace().collect::<Vec<_>>())
+            .and_then(|w| {
+                (w.first() == Some(&"Constant")).then(|| w.get(1).map(|q| q.to_string()))?
+            });
+        match located {
+            Some(q) if policy.trusts(&q) => {}
+            Some(q) => {
+                return Err(Verdict::Failed {
+                    step: 1,
+                    message: format!("the root relies on `{ax}` ({q}), which is not an axiom of the prover's library or of `allowed_axioms`"),
+                })
+            }
+            None => return Err(Verdict::Failed { step: 1, message: format!("cannot locate assumption `{ax}`") }),
+        }
+    }
+    Ok(())
 }
 
 /// The text strictly between the first `a` and the last `b` after it.

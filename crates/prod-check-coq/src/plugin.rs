@@ -125,7 +125,26 @@ pub fn ensure_built(cache_dir: &Path) -> Result<PluginPaths, String> {
     let src = tmp.path().join("src");
     let out = tmp.path().join("out");
     let out_pkg = out.join(FINDLIB_PACKAGE);
-    for d in [&src, &out_pkg] {
+    write_sources(&src, &out_pkg)?;
+    compile_plugin(&src, &out_pkg.join(CMXS))?;
+    match std::fs::rename(&out, &ml_path) {
+        Ok(()) => {}
+        // Another process finished the same build first: use its result.
+        Err(_) if pkg.join(CMXS).is_file() => return Ok(paths(None)),
+        Err(e) => {
+            return Err(format!(
+                "cannot move the plugin to {}: {e}",
+                ml_path.display()
+            ))
+        }
+    }
+    Ok(paths(Some(start.elapsed())))
+}
+
+/// Write the plugin's sources into `src` and its findlib `META` into `out_pkg` (both created
+/// here), so that the build runs on these files alone.
+fn write_sources(src: &Path, out_pkg: &Path) -> Result<(), String> {
+    for d in [src, out_pkg] {
         std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
     let write = |p: PathBuf, text: &str| {
@@ -134,6 +153,12 @@ pub fn ensure_built(cache_dir: &Path) -> Result<PluginPaths, String> {
     write(src.join("prod_assumptions.ml"), ML)?;
     write(src.join("g_prod_assumptions.mlg"), MLG)?;
     write(out_pkg.join("META"), META)?;
+    Ok(())
+}
+
+/// Compile the sources in `src` (the grammar through `coqpp`, both modules with `ocamlopt`)
+/// and link them into the shared plugin `cmxs`.
+fn compile_plugin(src: &Path, cmxs: &Path) -> Result<(), String> {
     let opt = |file: &str| {
         run_tool(
             "ocamlfind",
@@ -148,13 +173,12 @@ pub fn ensure_built(cache_dir: &Path) -> Result<PluginPaths, String> {
                 "-c",
                 file,
             ],
-            Some(&src),
+            Some(src),
         )
     };
-    run_tool("coqpp", &["g_prod_assumptions.mlg"], Some(&src))?;
+    run_tool("coqpp", &["g_prod_assumptions.mlg"], Some(src))?;
     opt("prod_assumptions.ml")?;
     opt("g_prod_assumptions.ml")?;
-    let cmxs = out_pkg.join(CMXS);
     let cmxs_s = cmxs.to_string_lossy().into_owned();
     run_tool(
         "ocamlfind",
@@ -166,18 +190,7 @@ pub fn ensure_built(cache_dir: &Path) -> Result<PluginPaths, String> {
             "prod_assumptions.cmx",
             "g_prod_assumptions.cmx",
         ],
-        Some(&src),
+        Some(src),
     )?;
-    match std::fs::rename(&out, &ml_path) {
-        Ok(()) => {}
-        // Another process finished the same build first: use its result.
-        Err(_) if pkg.join(CMXS).is_file() => return Ok(paths(None)),
-        Err(e) => {
-            return Err(format!(
-                "cannot move the plugin to {}: {e}",
-                ml_path.display()
-            ))
-        }
-    }
-    Ok(paths(Some(start.elapsed())))
+    Ok(())
 }

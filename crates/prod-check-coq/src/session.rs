@@ -184,12 +184,7 @@ impl Session {
             return self.return_to_base(cfg).map_err(Err);
         }
         let limit = Duration::from_secs(cfg.context_timeout_s as u64);
-        let extend_from = self.loaded.as_ref().and_then(|l| {
-            (l.prelude == ctx.prelude
-                && l.hammer == ctx.spec.hammer
-                && ctx.sentences.starts_with(&l.sentences))
-            .then_some(l.sentences.len())
-        });
+        let extend_from = self.extends_to(ctx);
         let (first, target) = match extend_from {
             Some(n) => (
                 n,
@@ -208,17 +203,46 @@ impl Session {
         };
         self.at_base = false;
         if !already_there {
-            let back = self
-                .worker
-                .run(&format!("BackTo {target}."), limit)
-                .map_err(Err)?;
-            if back.after.name != self.worker.top_name || !back.after.open_proofs.is_empty() {
-                self.worker.kill();
-                return Err(Err(Fault::Protocol(
-                    "BackTo did not return to a top-level state".into(),
-                )));
-            }
+            self.back_to_top_level(target, limit).map_err(Err)?;
         }
+        self.load_context(ctx, cfg, extend_from, first, limit)?;
+        self.keep_loaded(ctx)
+    }
+
+    /// How many of `ctx`'s sentences are already loaded, when `ctx` only adds sentences to the
+    /// loaded context (same prelude, same hammer setting); `None` when it must load afresh.
+    fn extends_to(&self, ctx: &PreparedContext) -> Option<usize> {
+        self.loaded.as_ref().and_then(|l| {
+            (l.prelude == ctx.prelude
+                && l.hammer == ctx.spec.hammer
+                && ctx.sentences.starts_with(&l.sentences))
+            .then_some(l.sentences.len())
+        })
+    }
+
+    /// `BackTo target`, which must land at the top level with no proof open (else the worker
+    /// is killed): where the context is loaded from.
+    fn back_to_top_level(&mut self, target: u64, limit: Duration) -> Result<(), Fault> {
+        let back = self.worker.run(&format!("BackTo {target}."), limit)?;
+        if back.after.name != self.worker.top_name || !back.after.open_proofs.is_empty() {
+            self.worker.kill();
+            return Err(Fault::Protocol(
+                "BackTo did not return to a top-level state".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Send the prelude (on a fresh load), `ctx`'s sentences from `first` on and the checker's
+    /// settings; the first refusal breaks the worker and names the sentence that failed.
+    fn load_context(
+        &mut self,
+        ctx: &PreparedContext,
+        cfg: &CoqCheckConfig,
+        extend_from: Option<usize>,
+        first: usize,
+        limit: Duration,
+    ) -> Result<(), Result<String, Fault>> {
         let mut texts: Vec<&str> = vec![];
         if extend_from.is_none() {
             texts.extend(ctx.prelude.iter().map(String::as_str));
@@ -249,6 +273,12 @@ impl Session {
                 return Err(Ok(format!("{what} fails: {}", error_message(&r.output))));
             }
         }
+        Ok(())
+    }
+
+    /// Record the state the context left as the base of `ctx`, unless it leaves a proof open
+    /// (then the context is broken and so is the worker).
+    fn keep_loaded(&mut self, ctx: &PreparedContext) -> Result<(), Result<String, Fault>> {
         let base_prompt = self.worker.prompt.clone();
         if !base_prompt.open_proofs.is_empty() {
             self.worker.broken = true;

@@ -215,36 +215,65 @@ fn signal(pid: i32, sig: i32) {
     }
 }
 
+/// The sandboxed `coqtop -emacs -quiet` command, with the prover flags, the plugin's and the
+/// load paths' arguments.
+fn coqtop_command(cfg: &CoqCheckConfig) -> std::process::Command {
+    let coqtop = cfg.coqtop.to_string_lossy().into_owned();
+    // coqtop prints prompts and errors on stderr and messages on stdout; one pipe keeps
+    // them in the order Coq wrote them.
+    let plugin_args = cfg
+        .plugin
+        .as_ref()
+        .map(|p| p.coqtop_args())
+        .unwrap_or_default();
+    let mut args: Vec<&str> = vec!["-c", "exec \"$0\" -emacs -quiet \"$@\" 2>&1", &coqtop];
+    args.extend_from_slice(crate::config::PROVER_FLAGS);
+    args.extend(plugin_args.iter().map(String::as_str));
+    let load_paths = sandbox::load_path_args(cfg);
+    args.extend(load_paths.iter().map(String::as_str));
+    let mut cmd = sandbox::command(cfg, &PathBuf::from("/bin/sh"), &args, None);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Start the sandboxed coqtop with its pipe threads; the process is killed again when the
+/// threads cannot start.
+fn spawn_coqtop(cfg: &CoqCheckConfig) -> Result<(Child, Io), String> {
+    let mut child = sandbox::spawn_persistent(coqtop_command(cfg))
+        .map_err(|e| format!("cannot start coqtop: {e}"))?;
+    match spawn_io(&mut child) {
+        Ok(io) => Ok((child, io)),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
 impl Worker {
     /// Start a sandboxed coqtop and wait for its first prompt.
     pub fn start(cfg: &CoqCheckConfig) -> Result<Worker, String> {
-        let coqtop = cfg.coqtop.to_string_lossy().into_owned();
-        // coqtop prints prompts and errors on stderr and messages on stdout; one pipe keeps
-        // them in the order Coq wrote them.
-        let plugin_args = cfg
-            .plugin
-            .as_ref()
-            .map(|p| p.coqtop_args())
-            .unwrap_or_default();
-        let mut args: Vec<&str> = vec!["-c", "exec \"$0\" -emacs -quiet \"$@\" 2>&1", &coqtop];
-        args.extend_from_slice(crate::config::PROVER_FLAGS);
-        args.extend(plugin_args.iter().map(String::as_str));
-        let load_paths = sandbox::load_path_args(cfg);
-        args.extend(load_paths.iter().map(String::as_str));
-        let mut cmd = sandbox::command(cfg, &PathBuf::from("/bin/sh"), &args, None);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child =
-            sandbox::spawn_persistent(cmd).map_err(|e| format!("cannot start coqtop: {e}"))?;
-        let (to_coq, from_coq) = match spawn_io(&mut child) {
-            Ok(io) => io,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
+        let (child, (to_coq, from_coq)) = spawn_coqtop(cfg)?;
+        let mut w = Worker::fresh(child, to_coq, from_coq);
+        // The first sentinel gives the initial state (its answer is the only prompt we trust).
+        match w.sentinel_only(Duration::from_secs(60)) {
+            Ok(p) => {
+                w.settle(&p, cfg)?;
+                Ok(w)
             }
-        };
+            Err(f) => {
+                w.kill();
+                Err(format!("coqtop did not start: {f}"))
+            }
+        }
+    }
+
+    /// A worker around a just-started coqtop, with a fresh nonce; its state is unknown until
+    /// the first sentinel answers.
+    fn fresh(child: Child, to_coq: Sender<Vec<u8>>, from_coq: Receiver<Vec<u8>>) -> Worker {
         let nonce = format!("{:016x}", rand::thread_rng().gen::<u64>());
         let blank = Prompt {
             name: "Coq".into(),
@@ -252,7 +281,7 @@ impl Worker {
             open_proofs: vec![],
             depth: 0,
         };
-        let mut w = Worker {
+        Worker {
             child,
             to_coq,
             from_coq,
@@ -268,48 +297,53 @@ impl Worker {
             fully_qualified: false,
             broken: false,
             signalled: false,
-        };
-        // The first sentinel gives the initial state (its answer is the only prompt we trust).
-        match w.sentinel_only(Duration::from_secs(60)) {
-            Ok(p) => {
-                w.initial_state = p.state;
-                if !p.open_proofs.is_empty() {
-                    w.kill();
-                    return Err("coqtop started inside a proof".into());
-                }
-                w.top_name = p.name.clone();
-                // Coq 8.16 does not know the flag (a warning, no state change worth trusting).
-                match w.run("Test Printing Fully Qualified.", Duration::from_secs(60)) {
-                    Ok(r) => {
-                        w.fully_qualified =
-                            r.ok() && r.output.contains("Printing Fully Qualified is")
-                    }
-                    Err(f) => return Err(format!("coqtop did not answer: {f}")),
-                }
-                w.initial_state = w.state;
-                // The assumptions plugin is part of the blank state every context starts from.
-                if let Some(plugin) = &cfg.plugin {
-                    match w.run(plugin.declare_sentence, Duration::from_secs(60)) {
-                        Ok(r) if r.ok() => w.initial_state = r.after.state,
-                        Ok(r) => {
-                            w.kill();
-                            return Err(format!(
-                                "coqtop cannot load the assumptions plugin: {}",
-                                crate::protocol::error_message(&r.output)
-                            ));
-                        }
-                        Err(f) => {
-                            return Err(format!("coqtop cannot load the assumptions plugin: {f}"))
-                        }
-                    }
-                }
-                Ok(w)
+        }
+    }
+
+    /// From the first prompt `p`, record the blank state every context starts from: the
+    /// prompt's name, whether the prover has `Printing Fully Qualified`, the loaded plugin.
+    fn settle(&mut self, p: &Prompt, cfg: &CoqCheckConfig) -> Result<(), String> {
+        self.initial_state = p.state;
+        if !p.open_proofs.is_empty() {
+            self.kill();
+            return Err("coqtop started inside a proof".into());
+        }
+        self.top_name = p.name.clone();
+        self.probe_fully_qualified()?;
+        self.initial_state = self.state;
+        self.declare_plugin(cfg)
+    }
+
+    /// Ask whether the prover has the `Printing Fully Qualified` flag (so `Print Assumptions`
+    /// can name every assumption by its full path).
+    fn probe_fully_qualified(&mut self) -> Result<(), String> {
+        // Coq 8.16 does not know the flag (a warning, no state change worth trusting).
+        match self.run("Test Printing Fully Qualified.", Duration::from_secs(60)) {
+            Ok(r) => {
+                self.fully_qualified = r.ok() && r.output.contains("Printing Fully Qualified is")
             }
-            Err(f) => {
-                w.kill();
-                Err(format!("coqtop did not start: {f}"))
+            Err(f) => return Err(format!("coqtop did not answer: {f}")),
+        }
+        Ok(())
+    }
+
+    /// Load the assumptions plugin, when configured, and move the initial state past it.
+    fn declare_plugin(&mut self, cfg: &CoqCheckConfig) -> Result<(), String> {
+        // The assumptions plugin is part of the blank state every context starts from.
+        if let Some(plugin) = &cfg.plugin {
+            match self.run(plugin.declare_sentence, Duration::from_secs(60)) {
+                Ok(r) if r.ok() => self.initial_state = r.after.state,
+                Ok(r) => {
+                    self.kill();
+                    return Err(format!(
+                        "coqtop cannot load the assumptions plugin: {}",
+                        crate::protocol::error_message(&r.output)
+                    ));
+                }
+                Err(f) => return Err(format!("coqtop cannot load the assumptions plugin: {f}")),
             }
         }
+        Ok(())
     }
 
     fn next_sentinel(&mut self) -> String {
