@@ -2,6 +2,7 @@
 //! hands this section over).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use prod_check::TimeLimits;
 use serde::{Deserialize, Serialize};
@@ -149,6 +150,16 @@ impl Default for CoqCheckConfig {
 pub use prod_coq::PROVER_FLAGS;
 
 impl CoqCheckConfig {
+    /// The time limit of one proof step (and of `Qed`).
+    pub fn step_limit(&self) -> Duration {
+        Duration::from_secs(self.step_timeout_s.into())
+    }
+
+    /// The time budget of a whole attempt.
+    pub fn attempt_limit(&self) -> Duration {
+        Duration::from_secs(self.attempt_timeout_s.into())
+    }
+
     /// The command that prints a constant's assumptions in a worker.
     pub fn assumptions_command(&self) -> &'static str {
         if self.plugin.is_some() {

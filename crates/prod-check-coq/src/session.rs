@@ -370,7 +370,7 @@ impl Session {
         }
         text.push_str("Qed.");
         let start = Instant::now();
-        let limit = Duration::from_secs(cfg.attempt_timeout_s as u64);
+        let limit = cfg.attempt_limit();
         let r = match self.worker.run(&text, limit) {
             Ok(r) => r,
             Err(f) => return Verdict::infra(f.to_string()),
@@ -409,10 +409,9 @@ impl Session {
             let is_ltac = match known {
                 Some(b) => b,
                 None => {
-                    let r = self.worker.run(
-                        &format!("Locate Ltac {word}."),
-                        Duration::from_secs(cfg.step_timeout_s as u64),
-                    )?;
+                    let r = self
+                        .worker
+                        .run(&format!("Locate Ltac {word}."), cfg.step_limit())?;
                     let b = r.ok() && names_ltac(&r.output, word);
                     if let Some(l) = self.loaded.as_mut() {
                         l.ltac_names.insert(word.to_string(), b);
@@ -484,7 +483,7 @@ impl Session {
         let (base, base_prompt) = (l.base, l.base_prompt.clone());
         let r = self.worker.run(
             &format!("BackTo {base}."),
-            Duration::from_secs(cfg.step_timeout_s as u64 + 5),
+            cfg.step_limit() + Duration::from_secs(5),
         )?;
         if r.prompt.state != base
             || r.prompt.name != base_prompt.name
@@ -508,7 +507,7 @@ impl Session {
         cfg: &CoqCheckConfig,
         start: Instant,
     ) -> Result<Verdict, Fault> {
-        let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
+        let step_limit = cfg.step_limit();
         let Some(l) = self.loaded.as_ref() else {
             return Err(Fault::Protocol("no context loaded".into()));
         };
@@ -614,10 +613,10 @@ impl Session {
         start: Instant,
         hammer_loaded: bool,
     ) -> Result<Result<Vec<Replacement>, Verdict>, Fault> {
-        let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
+        let step_limit = cfg.step_limit();
         let name = plan.statement.name.as_str();
         let mut replacements = vec![];
-        let budget = Duration::from_secs(cfg.attempt_timeout_s as u64);
+        let budget = cfg.attempt_limit();
         for (i, step) in plan.steps.iter().enumerate() {
             let k = i + 1;
             if start.elapsed() > budget {
@@ -682,7 +681,7 @@ impl Session {
             replacements,
             start,
         } = closing;
-        let step_limit = Duration::from_secs(cfg.step_timeout_s as u64);
+        let step_limit = cfg.step_limit();
         let n = plan.steps.len();
         let r = self.worker.run("Qed.", step_limit)?;
         if let Some(v) = self.failure(&r, n + 1, "Qed", step_limit) {
@@ -1140,7 +1139,7 @@ impl Session {
     /// re-run from the state before them (`BackTo`).
     fn goal_in_full(&mut self, g: HammerGoal) -> Result<Option<String>, Fault> {
         let HammerGoal { name, cfg, .. } = g;
-        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let short = cfg.step_limit();
         let mut shown = None;
         if self.worker.run("Set Printing All.", short)?.ok() {
             let r = self.worker.run("Show.", short)?;
@@ -1163,7 +1162,7 @@ impl Session {
         replacement: String,
     ) -> Result<Replay, Fault> {
         let HammerGoal { k, name, cfg, .. } = g;
-        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let short = cfg.step_limit();
         let fixed_max = cfg
             .hammer
             .fixed_tactics
@@ -1266,7 +1265,7 @@ impl Session {
         let limit = Duration::from_secs(h.timeout_s as u64);
         // CoqHammer's own time limits break under a default timeout ("CoqHammer bug: …
         // Control.Timeout"), so lift it around the call and restore it right after.
-        let short = Duration::from_secs(cfg.step_timeout_s as u64);
+        let short = cfg.step_limit();
         let unset = self.worker.run("Unset Default Timeout.", short)?;
         if !unset.ok() {
             return Err(Fault::Protocol("cannot unset the default timeout".into()));
@@ -1313,17 +1312,14 @@ impl Session {
         tactic: String,
     ) -> Result<Expansion, Fault> {
         let HammerGoal { k, name, cfg, .. } = g;
-        let short = Duration::from_secs(cfg.step_timeout_s as u64);
-        let back = self.worker.run(
-            &format!("BackTo {before}."),
-            Duration::from_secs(cfg.step_timeout_s as u64),
-        )?;
+        let short = cfg.step_limit();
+        let back = self
+            .worker
+            .run(&format!("BackTo {before}."), cfg.step_limit())?;
         if back.prompt.state != before || !ok_with(&back, name, &[name]) {
             return Err(Fault::Protocol("BackTo inside the proof failed".into()));
         }
-        let r = self
-            .worker
-            .run(&tactic, Duration::from_secs(cfg.step_timeout_s as u64))?;
+        let r = self.worker.run(&tactic, cfg.step_limit())?;
         if let Some(v) = self.untrusted(&r, &format!("step {k}: hammer's replacement")) {
             return Ok((Err(v), None));
         }
