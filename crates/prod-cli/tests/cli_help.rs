@@ -180,3 +180,30 @@ fn exit_codes_of_typical_calls() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The help of `--timeout` names the step limit the checker falls back to, and
+/// `--final-timeout`'s default is the run's final-check limit: both from `TimeLimits`.
+#[test]
+fn the_time_limit_flags_say_their_defaults() {
+    let d = prod_check::TimeLimits::DEFAULT;
+    let after = |help: &str, flag: &str| -> String {
+        let at = help.find(flag).unwrap_or_else(|| panic!("no {flag}"));
+        help[at..].chars().take(200).collect()
+    };
+    for cmd in ["check", "eval"] {
+        let (code, help, _) = prod(&[cmd, "--help"]);
+        assert_eq!(code, 0);
+        let text = after(&help, "--timeout <TIMEOUT>");
+        assert!(
+            text.contains(&format!("else {})", d.step_s))
+                || text.contains(&format!("else {}]", d.step_s)),
+            "prod {cmd}: {text}"
+        );
+    }
+    let (_, help, _) = prod(&["eval", "--help"]);
+    let text = after(&help, "--final-timeout <FINAL_TIMEOUT>");
+    assert!(
+        text.contains(&format!("[default: {}]", d.final_s)),
+        "{text}"
+    );
+}
