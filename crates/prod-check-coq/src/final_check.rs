@@ -292,6 +292,21 @@ fn run_sandboxed(
     start: Instant,
     timeout: Duration,
 ) -> Result<String, Verdict> {
+    let (mut child, reader) = spawn_tool(cfg, dir, argv)?;
+    let (status, peak_mb) = wait_for_tool(&mut child, argv, start, timeout)?;
+    let output = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+    let Some(status) = status else {
+        return Err(Verdict::TimedOut { step: 0 });
+    };
+    tool_verdict(cfg, argv, status, peak_mb, output)
+}
+
+/// Start `argv` sandboxed (stderr into stdout) and a reader of its output, so it never blocks.
+fn spawn_tool(
+    cfg: &CoqCheckConfig,
+    dir: &std::path::Path,
+    argv: &[&str],
+) -> Result<(std::process::Child, std::thread::JoinHandle<Vec<u8>>), Verdict> {
     let mut args = vec!["-c", "exec \"$0\" \"$@\" 2>&1"];
     args.extend_from_slice(argv);
     let mut cmd = sandbox::command(cfg, std::path::Path::new("/bin/sh"), &args, Some(dir));
@@ -310,6 +325,16 @@ fn run_sandboxed(
         let _ = stdout.by_ref().take(64 * 1024 * 1024).read_to_end(&mut buf);
         buf
     });
+    Ok((child, reader))
+}
+
+/// Wait for the tool (status `None`: killed past `timeout`), sampling its peak memory in MiB.
+fn wait_for_tool(
+    child: &mut std::process::Child,
+    argv: &[&str],
+    start: Instant,
+    timeout: Duration,
+) -> Result<(Option<std::process::ExitStatus>, Option<u64>), Verdict> {
     // The tool's peak address space, sampled while it runs (the checker's own memory
     // accounting: a failure is "out of memory" only if the tool really used its limit).
     let mut peak_mb: Option<u64> = None;
@@ -336,10 +361,17 @@ fn run_sandboxed(
             Err(e) => return Err(Verdict::infra(format!("waiting for {}: {e}", argv[0]))),
         }
     };
-    let output = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
-    let Some(status) = status else {
-        return Err(Verdict::TimedOut { step: 0 });
-    };
+    Ok((status, peak_mb))
+}
+
+/// `Ok(output)` on success, else the verdict: infrastructure only from what the checker knows.
+fn tool_verdict(
+    cfg: &CoqCheckConfig,
+    argv: &[&str],
+    status: std::process::ExitStatus,
+    peak_mb: Option<u64>,
+    output: String,
+) -> Result<String, Verdict> {
     if status.success() {
         return Ok(output);
     }

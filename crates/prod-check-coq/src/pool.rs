@@ -470,10 +470,29 @@ impl CoqChecker {
                 *r = Some((v, t));
             }
         };
-        // Rules first: rejected text never reaches a worker.
+        let mut jobs = self.planned_jobs(requests, &finish);
+        sort_by_context(&mut jobs);
+        self.run_jobs(&jobs, &finish, mode);
+        results
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| (Verdict::infra("no verdict produced"), Duration::ZERO))
+            })
+            .collect()
+    }
+
+    /// Rules first, so rejected text never reaches a worker; the jobs whose context loads.
+    fn planned_jobs(
+        &self,
+        requests: &[CheckRequest],
+        finish: &dyn Fn(usize, Verdict, Duration),
+    ) -> Vec<Job> {
         let mut contexts: HashMap<ContextSpec, Result<Arc<PreparedContext>, String>> =
             HashMap::new();
-        let mut jobs: Vec<(Arc<PreparedContext>, Plan, usize)> = vec![];
+        let mut jobs: Vec<Job> = vec![];
         for (i, req) in requests.iter().enumerate() {
             let p = match plan(req, &self.rules) {
                 Ok(p) => p,
@@ -499,21 +518,20 @@ impl CoqChecker {
                 ),
             }
         }
-        // Group by context; a context that extends another comes right after it.
-        jobs.sort_by(|a, b| {
-            (&a.0.spec.imports, a.0.spec.hammer, &a.0.spec.context, a.2).cmp(&(
-                &b.0.spec.imports,
-                b.0.spec.hammer,
-                &b.0.spec.context,
-                b.2,
-            ))
-        });
+        jobs
+    }
+
+    /// Each slot's worker takes the next job in order until none is left, timing each one.
+    fn run_jobs(
+        &self,
+        jobs: &[Job],
+        finish: &(dyn Fn(usize, Verdict, Duration) + Sync),
+        mode: Mode,
+    ) {
         let next = AtomicUsize::new(0);
-        let jobs = &jobs;
         std::thread::scope(|scope| {
             for (slot_index, slot) in self.slots.iter().enumerate() {
                 let next = &next;
-                let finish = &finish;
                 scope.spawn(move || {
                     let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
                     loop {
@@ -528,16 +546,22 @@ impl CoqChecker {
                 });
             }
         });
-        results
-            .into_iter()
-            .map(|m| {
-                m.into_inner()
-                    .ok()
-                    .flatten()
-                    .unwrap_or_else(|| (Verdict::infra("no verdict produced"), Duration::ZERO))
-            })
-            .collect()
     }
+}
+
+/// A worker's job: the prepared context, the planned request, and the request's index.
+type Job = (Arc<PreparedContext>, Plan, usize);
+
+/// Group by context (each loaded once); a context that extends another comes right after it.
+fn sort_by_context(jobs: &mut [Job]) {
+    jobs.sort_by(|a, b| {
+        (&a.0.spec.imports, a.0.spec.hammer, &a.0.spec.context, a.2).cmp(&(
+            &b.0.spec.imports,
+            b.0.spec.hammer,
+            &b.0.spec.context,
+            b.2,
+        ))
+    });
 }
 
 /// Does this attempt need CoqHammer? Only then is its plugin imported after the imports: it adds

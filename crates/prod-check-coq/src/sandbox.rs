@@ -41,76 +41,96 @@ pub fn command(
     .arg("--");
     if cfg.sandbox {
         cmd.arg("bwrap");
-        for p in RO_BINDS {
-            // With a prover root, its files stand in for the host's at the same paths.
-            let source = match &cfg.root {
-                Some(root) => root.join(p.trim_start_matches('/')),
-                None => Path::new(p).to_path_buf(),
-            };
-            if source.exists() {
-                cmd.arg("--ro-bind").arg(&source).arg(p);
-            }
-        }
-        if let Some(plugin) = &cfg.plugin {
-            for d in plugin.ro_binds() {
-                cmd.arg("--ro-bind").arg(&d).arg(&d);
-            }
-        }
-        cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-        match work {
-            Some(dir) => {
-                cmd.arg("--bind").arg(dir).arg("/work");
-            }
-            None => {
-                cmd.args(["--dir", "/work"]);
-            }
-        }
-        // After `/tmp` and `/work`, so that a library kept below either is not hidden.
-        for (i, lp) in cfg.load_paths.iter().enumerate() {
-            cmd.arg("--ro-bind").arg(&lp.dir).arg(library_mount(i));
-        }
-        cmd.args([
-            "--chdir",
-            "/work",
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-        ]);
-        cmd.args([
-            "--setenv",
-            "PATH",
-            SANDBOX_PATH,
-            "--setenv",
-            "HOME",
-            "/tmp",
-            "--setenv",
-            "TMPDIR",
-            "/tmp",
-        ]);
-        if cfg.root.is_some() {
-            // OCaml 5 (Rocq 9) reserves address space for the minor heaps of every possible
-            // domain, more than the `--as` limit allows; Coq runs on one domain.
-            cmd.args(["--setenv", "OCAMLRUNPARAM", "d=1"]);
-        }
+        bind_system(&mut cmd, cfg);
+        bind_private(&mut cmd, cfg, work);
+        isolate(&mut cmd, cfg);
         cmd.arg("--");
         cmd.arg(program);
     } else {
         cmd.arg(program);
-        cmd.env(
-            "PATH",
-            format!(
-                "{}:{}",
-                std::env::var("PATH").unwrap_or_default(),
-                "/usr/libexec/coq-hammer"
-            ),
-        );
-        if let Some(dir) = work {
-            cmd.current_dir(dir);
-        }
+        run_unsandboxed(&mut cmd, work);
     }
     cmd.args(args);
     cmd
+}
+
+/// Read-only binds of the system (or the prover root's stand-ins) and plugin: all it may read.
+fn bind_system(cmd: &mut Command, cfg: &CoqCheckConfig) {
+    for p in RO_BINDS {
+        // With a prover root, its files stand in for the host's at the same paths.
+        let source = match &cfg.root {
+            Some(root) => root.join(p.trim_start_matches('/')),
+            None => Path::new(p).to_path_buf(),
+        };
+        if source.exists() {
+            cmd.arg("--ro-bind").arg(&source).arg(p);
+        }
+    }
+    if let Some(plugin) = &cfg.plugin {
+        for d in plugin.ro_binds() {
+            cmd.arg("--ro-bind").arg(&d).arg(&d);
+        }
+    }
+}
+
+/// Private mounts (`/proc`, `/dev`, `/tmp`, `/work`), then the libraries: where it may write.
+fn bind_private(cmd: &mut Command, cfg: &CoqCheckConfig, work: Option<&Path>) {
+    cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    match work {
+        Some(dir) => {
+            cmd.arg("--bind").arg(dir).arg("/work");
+        }
+        None => {
+            cmd.args(["--dir", "/work"]);
+        }
+    }
+    // After `/tmp` and `/work`, so that a library kept below either is not hidden.
+    for (i, lp) in cfg.load_paths.iter().enumerate() {
+        cmd.arg("--ro-bind").arg(&lp.dir).arg(library_mount(i));
+    }
+}
+
+/// Unshare every namespace and replace the environment: nothing of the host reaches Coq.
+fn isolate(cmd: &mut Command, cfg: &CoqCheckConfig) {
+    cmd.args([
+        "--chdir",
+        "/work",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]);
+    cmd.args([
+        "--setenv",
+        "PATH",
+        SANDBOX_PATH,
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+    ]);
+    if cfg.root.is_some() {
+        // OCaml 5 (Rocq 9) reserves address space for the minor heaps of every possible
+        // domain, more than the `--as` limit allows; Coq runs on one domain.
+        cmd.args(["--setenv", "OCAMLRUNPARAM", "d=1"]);
+    }
+}
+
+/// Without the sandbox: CoqHammer's helpers on `PATH` and `work` as the working directory.
+fn run_unsandboxed(cmd: &mut Command, work: Option<&Path>) {
+    cmd.env(
+        "PATH",
+        format!(
+            "{}:{}",
+            std::env::var("PATH").unwrap_or_default(),
+            "/usr/libexec/coq-hammer"
+        ),
+    );
+    if let Some(dir) = work {
+        cmd.current_dir(dir);
+    }
 }
 
 /// Where the sandbox mounts the `i`-th load-path binding's directory.

@@ -997,6 +997,30 @@ impl Session {
             return Ok(None);
         }
         // Both are resolved in this very state (the printed names are relative to it).
+        let proposed_q = match self.proposed_lemmas_qualified(plan, step_limit)? {
+            Ok(q) => q,
+            Err(v) => return Ok(Some(v)),
+        };
+        let foreign = match self.foreign_assumptions(axioms, &proposed_q, step, step_limit)? {
+            Ok(foreign) => foreign,
+            Err(v) => return Ok(Some(v)),
+        };
+        if foreign.is_empty() {
+            return Ok(None);
+        }
+        if let Some(v) = self.untrusted_assumption(&foreign, step, step_limit)? {
+            return Ok(Some(v));
+        }
+        self.back_to_base(cfg)?;
+        self.assumption_missing_at_base(&foreign, step, step_limit)
+    }
+
+    /// The proposed lemmas' qualified names here: only the constants they declared excuse one.
+    fn proposed_lemmas_qualified(
+        &mut self,
+        plan: &Plan,
+        step_limit: Duration,
+    ) -> Result<Result<Vec<String>, Verdict>, Fault> {
         let mut proposed_q: Vec<String> = vec![];
         for l in &plan.lemmas {
             let r = self
@@ -1005,13 +1029,24 @@ impl Session {
             match qualified_constant(&r.output) {
                 Some(q) => proposed_q.push(q),
                 None => {
-                    return Ok(Some(Verdict::infra(format!(
+                    return Ok(Err(Verdict::infra(format!(
                         "cannot resolve proposed lemma `{}`",
                         l.name
                     ))))
                 }
             }
         }
+        Ok(Ok(proposed_q))
+    }
+
+    /// The assumptions (short, qualified) that are no proposed lemma; an unresolved one refuses.
+    fn foreign_assumptions(
+        &mut self,
+        axioms: &[String],
+        proposed_q: &[String],
+        step: usize,
+        step_limit: Duration,
+    ) -> Result<Result<Vec<(String, String)>, Verdict>, Fault> {
         let mut foreign = vec![];
         for a in axioms {
             let located = if self.worker.fully_qualified {
@@ -1024,17 +1059,24 @@ impl Session {
                 Some(q) if proposed_q.contains(&q) => {}
                 Some(q) => foreign.push((a.clone(), q)),
                 None => {
-                    return Ok(Some(Verdict::Failed {
+                    return Ok(Err(Verdict::Failed {
                         step,
                         message: format!("cannot resolve assumption `{a}`"),
                     }))
                 }
             }
         }
-        if foreign.is_empty() {
-            return Ok(None);
-        }
-        for (short, q) in &foreign {
+        Ok(Ok(foreign))
+    }
+
+    /// Refuse the first foreign assumption neither a trusted axiom nor a functor parameter.
+    fn untrusted_assumption(
+        &mut self,
+        foreign: &[(String, String)],
+        step: usize,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        for (short, q) in foreign {
             if self.axioms.trusts(q) || self.is_functor_parameter(q, step_limit)? {
                 continue;
             }
@@ -1045,21 +1087,18 @@ impl Session {
                 ),
             }));
         }
-        self.back_to_base(cfg)?;
-        for (short, q) in &foreign {
-            let known = self.loaded.as_ref().and_then(|l| l.at_base.get(q).copied());
-            let exists = match known {
-                Some(b) => b,
-                None => {
-                    let r = self.worker.run(&format!("Locate {q}."), step_limit)?;
-                    let b = qualified_constant(&r.output).as_deref() == Some(q.as_str());
-                    if let Some(l) = self.loaded.as_mut() {
-                        l.at_base.insert(q.clone(), b);
-                    }
-                    b
-                }
-            };
-            if !exists {
+        Ok(None)
+    }
+
+    /// Refuse the first foreign assumption the base state lacks: an attempt adds no axiom.
+    fn assumption_missing_at_base(
+        &mut self,
+        foreign: &[(String, String)],
+        step: usize,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        for (short, q) in foreign {
+            if !self.exists_at_base(q, step_limit)? {
                 return Ok(Some(Verdict::Failed {
                     step,
                     message: format!("relies on `{short}` ({q}), which the context does not have"),
@@ -1067,6 +1106,23 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// Does the base state (where the session is) have `q`? Remembered per loaded context.
+    fn exists_at_base(&mut self, q: &str, step_limit: Duration) -> Result<bool, Fault> {
+        let known = self.loaded.as_ref().and_then(|l| l.at_base.get(q).copied());
+        let exists = match known {
+            Some(b) => b,
+            None => {
+                let r = self.worker.run(&format!("Locate {q}."), step_limit)?;
+                let b = qualified_constant(&r.output).as_deref() == Some(q);
+                if let Some(l) = self.loaded.as_mut() {
+                    l.at_base.insert(q.to_string(), b);
+                }
+                b
+            }
+        };
+        Ok(exists)
     }
 
     /// The `hammer.` step: the fixed tactic list, then CoqHammer; the tactic that worked is
