@@ -272,6 +272,8 @@ impl CustomOp1 for HeadCe {
         Ok((CpuStorage::F32(vec![total]), Shape::from(())))
     }
 
+    // A little over a screen: each vocabulary chunk's gradient and its two products stay in one
+    // parallel task, so that the chunk's logits are used while still in cache.
     fn bwd(&self, h: &Tensor, _res: &Tensor, g: &Tensor) -> Result<Option<Tensor>> {
         // dz_i = g · w_i · (softmax(z_i) − onehot(y_i)); dh = dz · W; dW = dzᵀ · h.
         let gscale = g.to_scalar::<f32>()?;
