@@ -78,6 +78,10 @@ pub struct EvalArgs {
     /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
     #[arg(long, default_value_t = EvalOptions::default().final_timeout_s, value_parser = ranges::positive_u64)]
     pub final_timeout: u64,
+    /// Bootstrap rounds of each 95% interval (drawn from the stream of --seed; the interval is
+    /// the hull of the bootstrap and Wilson's score interval).
+    #[arg(long, default_value_t = EvalOptions::default().bootstrap, value_parser = ranges::positive_usize)]
+    pub bootstrap: usize,
     #[command(flatten)]
     pub sampling: crate::model::SamplingArgs,
     /// Seed of sampling, of the theorem draw and of the bootstrap.
@@ -233,7 +237,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             samples,
             depth: a.depth,
             final_timeout_s: a.final_timeout,
-            bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
+            bootstrap: a.bootstrap,
             seed: a.seed,
             temperature: a.sampling.temperature,
         },

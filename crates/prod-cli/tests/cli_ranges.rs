@@ -209,6 +209,7 @@ mod policy {
             &["--final-timeout"],
         );
         refused(d, &eval_with(&["--theorems", "0"]), &["--theorems"]);
+        refused(d, &eval_with(&["--bootstrap", "0"]), &["--bootstrap"]);
         refused(d, &["demo", "--minutes", "0"], &["--minutes", "> 0"]);
     }
 
