@@ -73,7 +73,8 @@ fn bind_system(cmd: &mut Command, cfg: &CoqCheckConfig) {
     }
 }
 
-/// Private mounts (`/proc`, `/dev`, `/tmp`, `/work`), then the libraries: where it may write.
+/// Private mounts (`/proc`, `/dev`, `/tmp`, `/work`: the only places it may write), then the
+/// load paths' libraries, read-only.
 fn bind_private(cmd: &mut Command, cfg: &CoqCheckConfig, work: Option<&Path>) {
     cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
     match work {

@@ -615,12 +615,13 @@ impl Rules {
             steps.push(step);
         }
         if depth > 0 {
-            return Err(RuleError::Syntax {
-            step: steps.len() + 1,
-            message: format!(
+            let message = format!(
                 "the {what} does not finish its goal ({depth} goal(s) or block(s) still open after the last command)"
-            ),
-        });
+            );
+            return Err(RuleError::Syntax {
+                step: steps.len() + 1,
+                message,
+            });
         }
         Ok(steps)
     }
