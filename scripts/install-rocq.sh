@@ -10,8 +10,7 @@
 # Environment:
 #   PROD_ROCQ_ROOT      where the root goes (default ${XDG_CACHE_HOME:-~/.cache}/prod/rocq-9.2)
 #   PROD_ROCQ_SUITE     Debian suite (default unstable)
-#   PROD_ROCQ_EXTRA     extra packages, space-separated (e.g. libcoq-core-ocaml-dev, needed to
-#                       port the ProD assumptions plugin to 9.2)
+#   PROD_ROCQ_EXTRA     extra packages, space-separated
 #   PROD_DEBIAN_MIRROR  mirror URL; default: the Debian archive the host's apt is configured with
 #
 # Needs mmdebstrap (Debian 12 has it: apt-get install mmdebstrap) and either root or
@@ -24,8 +23,9 @@ force=0
 [ "${1:-}" = "--force" ] && force=1
 
 # coq = Rocq 9.2 (rocq, coqtop/coqc/coqchk shims); the provers CoqHammer finds on PATH are the
-# host's set (E, CVC4, Z3; Vampire is not in Debian).
-packages="coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 ${PROD_ROCQ_EXTRA:-}"
+# host's set (E, CVC4, Z3; Vampire is not in Debian); Rocq's OCaml development files and findlib
+# build the ProD plugin (the checker's term audit) inside the root.
+packages="coq libcoq-stdlib libcoq-hammer eprover cvc4 z3 libcoq-core-ocaml-dev ocaml-findlib ${PROD_ROCQ_EXTRA:-}"
 packages="$(echo $packages | tr ' ' '\n' | sort -u | tr '\n' ' ' | sed 's/ $//')"
 marker="$root/prod-root.txt"
 spec="suite=$suite packages=$packages fixups=2"

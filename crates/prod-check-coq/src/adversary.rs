@@ -533,7 +533,7 @@ pub fn run(checker: &CoqChecker, s: &Scenario, final_timeout: Duration) -> Outco
                 }
                 .render();
                 match file {
-                    Ok((text, name)) => final_check(&text, &name, checker.config(), final_timeout),
+                    Ok(file) => final_check(&file, checker.config(), final_timeout),
                     Err(e) => Verdict::rejected(e),
                 }
             }

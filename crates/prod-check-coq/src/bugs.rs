@@ -4,11 +4,15 @@
 //! A policy trained with RL searches every corner of the checker, so a kernel bug that some
 //! construct of untrusted text can reach is a reward oracle. Each entry of [`KNOWN_BUGS`] names
 //! the releases it affects (measured with the reproduction files of Rocq's test suite:
-//! `docs/provers.md`) and how ProD keeps it off the reward path ([`Answer`]): a token rule on
-//! every piece of untrusted text ([`Construct`]), the prover flags every checking process gets,
-//! or "reachable only from declarations in the context" (contexts are library text; the
-//! untrusted text can declare nothing). [`RuleSet::for_release`] is the union of the token
-//! rules of the bugs that affect a release; a release the table does not know gets every rule.
+//! `docs/provers.md`) and how ProD keeps it off the reward path ([`Answer`]): constructs refused
+//! ([`Construct`]), the prover flags every checking process gets, or "reachable only from
+//! declarations in the context" (contexts are library text; the untrusted text can declare
+//! nothing). A refused construct is refused twice: as words in every piece of untrusted text
+//! (a cheap first filter, `rules.rs`), and, where the kernel's term shows it, by the ProD
+//! plugin's term audit of every constant an attempt creates (`plugin/prod_audit.ml`), which
+//! also sees what a tactic built at run time. [`RuleSet::for_release`] is the union of the
+//! constructs of the bugs that affect a release; a release the table does not know gets every
+//! one.
 
 use std::fmt;
 
@@ -55,8 +59,9 @@ impl fmt::Display for ProverRelease {
     }
 }
 
-/// A construct of untrusted text that reaches a kernel bug, refused by a token rule wherever
-/// it stands (proof, node statement, proposed lemma).
+/// A construct that reaches a kernel bug, refused by a token rule wherever it stands in
+/// untrusted text (proof, node statement, proposed lemma) and, where the kernel's term shows it
+/// ([`Construct::in_term`]), by the term audit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Construct {
     /// A fixpoint or cofixpoint written by the text (`fix`, `cofix`, as a tactic or in a
@@ -70,13 +75,18 @@ pub enum Construct {
     /// Terms in the sort `SProp` (the sort itself, the `StrictProp` library, the `_sind`
     /// eliminators): conversion with definitional proof irrelevance.
     StrictProp,
+    /// The tactic languages' ways to build a term that no rule on words can read: Ltac2's
+    /// `Constr.Unsafe` constructors, `ltac2:(…)` inside a proof, Ltac2 externals, plugin
+    /// loading. A first filter only: what such a term holds is decided by the term audit.
+    TermBuilding,
 }
 
 impl Construct {
-    pub const ALL: [Construct; 3] = [
+    pub const ALL: [Construct; 4] = [
         Construct::Fixpoint,
         Construct::KernelDeferring,
         Construct::StrictProp,
+        Construct::TermBuilding,
     ];
 
     /// The words that are this construct (compared with [`prod_coq::ascii_words`]).
@@ -105,6 +115,18 @@ impl Construct {
                 "Spr1",
                 "Spr2",
             ],
+            Construct::TermBuilding => &["Unsafe", "ltac2", "Ltac2", "external", "Declare"],
+        }
+    }
+
+    /// The name the plugin's term audit knows this construct by, when the kernel's term shows
+    /// it (a kernel-deferring tactic leaves no trace in the term; a term builder leaves the term
+    /// it built, which the audit reads whole).
+    pub fn in_term(self) -> Option<&'static str> {
+        match self {
+            Construct::Fixpoint => Some("fixpoint"),
+            Construct::StrictProp => Some("sprop"),
+            Construct::KernelDeferring | Construct::TermBuilding => None,
         }
     }
 
@@ -143,6 +165,9 @@ impl Construct {
             Construct::StrictProp => {
                 "SProp terms reach the known bugs of conversion with definitional proof irrelevance"
             }
+            Construct::TermBuilding => {
+                "it builds terms no rule can read (the kernel's term is audited, but such builders are refused too)"
+            }
         }
     }
 }
@@ -153,6 +178,7 @@ impl fmt::Display for Construct {
             Construct::Fixpoint => "fixpoint",
             Construct::KernelDeferring => "kernel-deferring tactic",
             Construct::StrictProp => "SProp",
+            Construct::TermBuilding => "term builder",
         })
     }
 }
@@ -181,7 +207,7 @@ pub struct KnownBug {
     pub answer: Answer,
 }
 
-use Construct::{Fixpoint, KernelDeferring, StrictProp};
+use Construct::{Fixpoint, KernelDeferring, StrictProp, TermBuilding};
 use ProverRelease::{Coq8_16, Rocq9_2};
 
 /// The bugs of Rocq's critical-bugs list (`dev/doc/critical-bugs.md`) that affect a supported
@@ -200,56 +226,56 @@ pub const KNOWN_BUGS: &[KnownBug] = &[
         component: "guard",
         summary: "non-structural arguments of a fixpoint not checked",
         affects: &[Coq8_16],
-        answer: Answer::Refuse(&[Fixpoint]),
+        answer: Answer::Refuse(&[Fixpoint, TermBuilding]),
     },
     KnownBug {
         issue: 20455,
         component: "guard",
         summary: "match on match taken as returning a subterm",
         affects: &[Coq8_16],
-        answer: Answer::Refuse(&[Fixpoint]),
+        answer: Answer::Refuse(&[Fixpoint, TermBuilding]),
     },
     KnownBug {
         issue: 20555,
         component: "guard",
         summary: "reduction across an inner fixpoint",
         affects: &[Coq8_16],
-        answer: Answer::Refuse(&[Fixpoint]),
+        answer: Answer::Refuse(&[Fixpoint, TermBuilding]),
     },
     KnownBug {
         issue: 21839,
         component: "guard",
         summary: "reduction in the wrong context",
         affects: &[Coq8_16, Rocq9_2],
-        answer: Answer::Refuse(&[Fixpoint]),
+        answer: Answer::Refuse(&[Fixpoint, TermBuilding]),
     },
     KnownBug {
         issue: 22021,
         component: "guard",
         summary: "lambda domains of nested fixpoints not checked",
         affects: &[Rocq9_2],
-        answer: Answer::Refuse(&[Fixpoint]),
+        answer: Answer::Refuse(&[Fixpoint, TermBuilding]),
     },
     KnownBug {
         issue: 22389,
         component: "cofix guard",
         summary: "nested mutual cofixpoints",
         affects: &[Coq8_16, Rocq9_2],
-        answer: Answer::Refuse(&[Fixpoint]),
+        answer: Answer::Refuse(&[Fixpoint, TermBuilding]),
     },
     KnownBug {
         issue: 21690,
         component: "conversion, SProp",
         summary: "missing stack conversion for an irrelevant-to-relevant match",
         affects: &[Coq8_16],
-        answer: Answer::Refuse(&[StrictProp, KernelDeferring]),
+        answer: Answer::Refuse(&[StrictProp, KernelDeferring, TermBuilding]),
     },
     KnownBug {
         issue: 22378,
         component: "conversion, SProp",
         summary: "conversion under contexts (let-bound SProp fields)",
         affects: &[Rocq9_2],
-        answer: Answer::Refuse(&[StrictProp, KernelDeferring]),
+        answer: Answer::Refuse(&[StrictProp, KernelDeferring, TermBuilding]),
     },
     KnownBug {
         issue: 22376,
@@ -279,7 +305,7 @@ pub const KNOWN_BUGS: &[KnownBug] = &[
         component: "reduction",
         summary: "evaluation of ill-typed terms left by unsafe tactics",
         affects: &[Coq8_16, Rocq9_2],
-        answer: Answer::Refuse(&[KernelDeferring]),
+        answer: Answer::Refuse(&[KernelDeferring, TermBuilding]),
     },
 ];
 
@@ -322,6 +348,16 @@ impl RuleSet {
 
     pub fn release(&self) -> Option<ProverRelease> {
         self.release
+    }
+
+    /// The term audit's list for the plugin (`fixpoint,sprop`): the refused constructs the
+    /// kernel's term shows.
+    pub fn term_audit(&self) -> String {
+        self.refused
+            .iter()
+            .filter_map(|c| c.in_term())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// A short form for fingerprints: `fixpoint,kernel-deferring tactic,SProp`.
@@ -377,5 +413,18 @@ mod tests {
         assert!(!StrictProp.matches("sind") && !StrictProp.matches("eq_ind"));
         assert!(!StrictProp.matches("sindex") && !StrictProp.matches("is_kind"));
         assert!(KernelDeferring.matches("exact_no_check"));
+        assert!(TermBuilding.matches("Unsafe") && TermBuilding.matches("ltac2"));
+        assert!(!TermBuilding.matches("unsafe") && !TermBuilding.matches("ltac"));
+    }
+
+    #[test]
+    fn the_term_audit_follows_the_table() {
+        for r in ProverRelease::ALL {
+            assert_eq!(RuleSet::for_release(Some(r)).term_audit(), "fixpoint,sprop");
+        }
+        assert_eq!(RuleSet::strictest().term_audit(), "fixpoint,sprop");
+        // A construct the term shows is named; the others leave it to the text rules.
+        assert_eq!(TermBuilding.in_term(), None);
+        assert_eq!(KernelDeferring.in_term(), None);
     }
 }

@@ -34,8 +34,7 @@ pub struct CoqCheckConfig {
     /// A Debian root that holds the prover instead of the host (Rocq 9.2 from
     /// `scripts/install-rocq.sh`, see docs/provers.md): the sandbox mounts its `/usr`, `/lib*`
     /// and `/etc` files read-only in place of the host's, so `coqtop`, `coqc` and `coqchk` are
-    /// the root's. Needs `sandbox = true`; the assumptions plugin (built for the host's Coq) is
-    /// not used with a root.
+    /// the root's. Needs `sandbox = true`; the ProD plugin is built by the root's toolchain.
     pub root: Option<PathBuf>,
     pub coqtop: PathBuf,
     pub coqc: PathBuf,
@@ -43,13 +42,15 @@ pub struct CoqCheckConfig {
     /// file with it (`coqchk -norec`) when `final_coqchk` is on.
     pub coqchk: PathBuf,
     pub final_coqchk: bool,
-    /// Use the ProD Coq plugin's `ProdAssumptions` (same output as `Print Assumptions`, with the
-    /// walk of library constants remembered across checks) when it builds on this machine.
+    /// On Coq 8.16, print assumptions with the ProD plugin's `ProdAssumptions` (same output as
+    /// `Print Assumptions`, with the walk of library constants remembered across checks). The
+    /// plugin itself is always loaded: it holds the term audit.
     pub assumptions_plugin: bool,
     /// Where the plugin is compiled (must be readable inside the sandbox, so not `/tmp`);
     /// default `$XDG_CACHE_HOME/prod/coq-plugin` or `~/.cache/prod/coq-plugin`.
     pub plugin_cache_dir: Option<PathBuf>,
-    /// Set by the pool when the plugin is built and loads (not a configuration key).
+    /// Set by the pool when the plugin is built and loads (not a configuration key); the
+    /// checker does not start without it.
     #[serde(skip)]
     pub plugin: Option<crate::plugin::PluginPaths>,
     pub hammer: HammerConfig,
@@ -162,7 +163,7 @@ impl CoqCheckConfig {
 
     /// The command that prints a constant's assumptions in a worker.
     pub fn assumptions_command(&self) -> &'static str {
-        if self.plugin.is_some() {
+        if self.assumptions_plugin && self.plugin.as_ref().is_some_and(|p| p.assumptions) {
             crate::plugin::PRINT_COMMAND
         } else {
             "Print Assumptions"

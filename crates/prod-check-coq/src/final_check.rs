@@ -49,15 +49,83 @@ pub struct AssembledFile<'a> {
     pub hammer_replaced: bool,
 }
 
+/// A complete file in three parts: the head (CoqHammer's tactic library when needed, the
+/// context, [`crate::AFTER_CONTEXT`]), the body (what the context did not have: the root's
+/// anchor, the lemmas, the root, the kernel's comparison) and the tail (the `End`s of the open
+/// scopes and an alias of the root). The final check puts its term audit between them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedFile {
+    head: String,
+    body: String,
+    tail: String,
+    /// The name whose assumptions are checked (the root, or its alias after the `End`s).
+    pub checked_name: String,
+}
+
+impl RenderedFile {
+    /// A file from its context (imports included) and body, with nothing after the body:
+    /// `checked_name` is a constant the body defines.
+    pub fn from_parts(context: &str, body: &str, checked_name: &str) -> Self {
+        RenderedFile {
+            head: format!("{context}\n{}\n", crate::AFTER_CONTEXT),
+            body: body.to_string(),
+            tail: String::new(),
+            checked_name: checked_name.to_string(),
+        }
+    }
+
+    /// The complete file as people read it: it compiles by itself with `coqc`.
+    pub fn text(&self) -> String {
+        format!("{}{}{}", self.head, self.body, self.tail)
+    }
+
+    /// The file as the final check compiles it: the ProD plugin declared first, the term
+    /// audit's mark after the context (the trusted base) and `ProdAuditAll` after the body,
+    /// before any `End` (closing a section re-declares its constants, context ones included).
+    fn audited(&self, audit: &Audit) -> String {
+        format!(
+            "{}\n{}{}\n{}ProdAuditAll \"{}\" \"{}\".\n{}",
+            crate::plugin::DECLARE_SENTENCE,
+            self.head,
+            crate::plugin::MARK_SENTENCE,
+            self.body,
+            audit.nonce,
+            audit.constructs,
+            self.tail
+        )
+    }
+}
+
+/// One run of the term audit: its unguessable nonce and the constructs it refuses.
+struct Audit {
+    nonce: String,
+    constructs: String,
+}
+
+impl Audit {
+    /// Did Coq's output say, with this nonce, that the audit passed?
+    fn passed(&self, output: &str) -> bool {
+        let ok = format!("ProdAudit {} ok", self.nonce);
+        output.lines().any(|l| l.trim() == ok)
+    }
+
+    /// The audit's refusal in Coq's output, if it refused.
+    fn refusal(&self, output: &str) -> Option<String> {
+        let marker = format!("ProdAudit {} refused: ", self.nonce);
+        let at = output.find(&marker)? + marker.len();
+        Some(error_message(&output[at..]))
+    }
+}
+
 impl AssembledFile<'_> {
-    /// The file for [`final_check`] and the name whose assumptions it prints: CoqHammer's tactic
-    /// library first when a proof uses its tactics (replaced `hammer.` steps, or written out; the
-    /// checker loads it before the context too), the context, [`crate::AFTER_CONTEXT`], the
-    /// root's anchor (its statement, admitted under a fresh name), the assembled text, the
-    /// kernel's comparison of the root with its anchor, the `End`s of the open scopes; after
-    /// `End M` the root is `M.name`, so a plain alias is defined for the assumption check.
-    /// `Err` when the root's statement does not parse.
-    pub fn render(&self) -> Result<(String, String), String> {
+    /// The file for [`final_check`]: CoqHammer's tactic library first when a proof uses its
+    /// tactics (replaced `hammer.` steps, or written out; the checker loads it before the
+    /// context too), the context, [`crate::AFTER_CONTEXT`], the root's anchor (its statement,
+    /// admitted under a fresh name), the assembled text, the kernel's comparison of the root
+    /// with its anchor, the `End`s of the open scopes; after `End M` the root is `M.name`, so a
+    /// plain alias is defined for the assumption check. `Err` when the root's statement does
+    /// not parse.
+    pub fn render(&self) -> Result<RenderedFile, String> {
         let tag = format!("{:016x}", rand::thread_rng().gen::<u64>());
         let anchor = format!("prod_root_anchor_{tag}");
         let anchor_sentence = prod_coq::parse_statement(self.root_statement)
@@ -65,32 +133,36 @@ impl AssembledFile<'_> {
             .renamed(&anchor)
             .to_sentence();
         let needs_hammer = self.hammer_replaced || uses_hammer_tactics(self.assembled);
-        let mut file = if needs_hammer {
+        let mut head = if needs_hammer {
             format!("{}\n", crate::HAMMER_TACTICS_IMPORT)
         } else {
             String::new()
         };
-        file.push_str(self.context);
-        file.push('\n');
-        file.push_str(crate::AFTER_CONTEXT);
-        file.push_str(&format!("\n{anchor_sentence}\nAdmitted.\n"));
-        file.push_str(self.assembled);
-        file.push_str(&format!(
+        head.push_str(&format!("{}\n{}\n", self.context, crate::AFTER_CONTEXT));
+        let mut body = format!("{anchor_sentence}\nAdmitted.\n{}", self.assembled);
+        body.push_str(&format!(
             "\nDefinition prod_root_same_{tag} : ltac:(let t := type of @{anchor} in exact t) := @{}.\n",
             self.root
         ));
+        let mut tail = String::new();
         for sc in self.scope.iter().rev() {
-            file.push_str(&format!("End {sc}.\n"));
+            tail.push_str(&format!("End {sc}.\n"));
         }
-        Ok(match self.qualified_name.rsplit_once('.') {
+        let checked_name = match self.qualified_name.rsplit_once('.') {
             Some((module, _)) => {
-                file.push_str(&format!(
+                tail.push_str(&format!(
                     "Definition prod_checked_root := @{module}.{}.\n",
                     self.root
                 ));
-                (file, "prod_checked_root".into())
+                "prod_checked_root".to_string()
             }
-            None => (file, self.root.to_string()),
+            None => self.root.to_string(),
+        };
+        Ok(RenderedFile {
+            head,
+            body,
+            tail,
+            checked_name,
         })
     }
 }
@@ -103,34 +175,58 @@ pub fn uses_hammer_tactics(text: &str) -> bool {
     })
 }
 
-/// Compile `file_text` (a complete Coq file: imports, context, lemmas child-first, the root,
-/// as [`AssembledFile::render`] writes it) and check that `root` relies on no axiom beyond
-/// what the [`AxiomPolicy`] of `cfg` trusts (the same policy as every local check: nothing a
-/// node's check reported is taken on trust). `timeout` bounds the whole compilation.
-pub fn final_check(
-    file_text: &str,
-    root: &str,
-    cfg: &CoqCheckConfig,
-    timeout: Duration,
-) -> Verdict {
+/// Compile `file` (imports, context, lemmas child-first, the root, as
+/// [`AssembledFile::render`] writes it) with the term audit, and check that its checked name
+/// relies on no axiom beyond what the [`AxiomPolicy`] of `cfg` trusts (the same policy as
+/// every local check: nothing a node's check reported is taken on trust). `timeout` bounds the
+/// whole compilation.
+pub fn final_check(file: &RenderedFile, cfg: &CoqCheckConfig, timeout: Duration) -> Verdict {
+    let root = file.checked_name.as_str();
     if !prod_coq::is_identifier(root) {
         return Verdict::rejected(format!("root name `{root}` is not an identifier"));
     }
-    if file_text.contains('\0') {
+    let plain = file.text();
+    if plain.contains('\0') {
         return Verdict::rejected("file contains a NUL byte");
     }
+    let cfg = match crate::plugin::for_config(cfg) {
+        Ok(p) => CoqCheckConfig {
+            plugin: Some(p),
+            ..cfg.clone()
+        },
+        Err(e) => return Verdict::infra(e),
+    };
+    let cfg = &cfg;
+    let release = crate::pool::prover_release(cfg);
+    let audit = Audit {
+        nonce: format!("{:016x}", rand::thread_rng().gen::<u64>()),
+        constructs: crate::bugs::RuleSet::for_release(release).term_audit(),
+    };
     let start = Instant::now();
     let marks = Sentinels::new();
     // Our own closing lines: the proof text ran before them, so it cannot print after `a`.
     let text = format!(
-        "{file_text}\n\nLocate {}.\nPrint Assumptions {root}.\nLocate {}.\n",
+        "{}\n\nLocate {}.\nPrint Assumptions {root}.\nLocate {}.\n",
+        file.audited(&audit),
         marks.name("a"),
         marks.name("b")
     );
     let output = match compile(&text, cfg, timeout, cfg.final_coqchk) {
         Ok(o) => o,
+        Err(Verdict::Failed { message, .. }) if audit.refusal(&message).is_some() => {
+            return Verdict::rejected(format!(
+                "term audit: {}",
+                audit.refusal(&message).unwrap_or_default()
+            ))
+        }
         Err(v) => return v,
     };
+    if !audit.passed(&output) {
+        return Verdict::Failed {
+            step: 1,
+            message: "the term audit did not report".into(),
+        };
+    }
     let axioms = match root_axioms(&output, &marks) {
         Ok(axioms) => axioms,
         Err(v) => return v,
@@ -262,8 +358,14 @@ fn compile(
     let file_arg = format!("{FILE_MODULE}.v");
     // The same library bindings as the workers: the file's imports load the same `.vo`s.
     let load_paths = sandbox::load_path_args(cfg);
+    let plugin_args = cfg
+        .plugin
+        .as_ref()
+        .map(|p| p.coqtop_args())
+        .unwrap_or_default();
     let mut argv = vec![coqc.as_str(), "-q"];
     argv.extend_from_slice(crate::config::PROVER_FLAGS);
+    argv.extend(plugin_args.iter().map(String::as_str));
     argv.extend(load_paths.iter().map(String::as_str));
     argv.push(&file_arg);
     let output = run_sandboxed(cfg, dir.path(), &argv, start, timeout)?;

@@ -37,7 +37,7 @@ pub use config::{
     CoqCheckConfig, FixedTactic, HammerConfig, LoadPathBinding, AFTER_CONTEXT,
     HAMMER_PLUGIN_IMPORT, HAMMER_TACTICS_IMPORT,
 };
-pub use final_check::{final_check, uses_hammer_tactics, AssembledFile};
+pub use final_check::{final_check, uses_hammer_tactics, AssembledFile, RenderedFile};
 pub use pool::{check_load_paths, installed_root, CoqChecker};
 
 /// The prover and its version from a checker fingerprint, for reports and every verdict's

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use prod_check::{CheckRequest, Checker, Progress, RetryPolicy, Verdict};
 use sha2::{Digest, Sha256};
 
+use crate::bugs::ProverRelease;
 use crate::config::CoqCheckConfig;
 use crate::hammer_cache::{HammerCache, HammerCacheHandle};
 use crate::rules::{self, RuleError, RuleSet};
@@ -73,7 +74,27 @@ fn plan(req: &CheckRequest, rules: &RuleSet) -> Result<Plan, Verdict> {
 /// What this checker accepts beyond its settings (the statement and proof rules, the sentences
 /// written around a node). Part of the fingerprint, so that a verification cache never answers
 /// with a verdict reached under other rules: raise it whenever a rule or those sentences change.
-pub const RULES_REVISION: u32 = 3;
+pub const RULES_REVISION: u32 = 4;
+
+/// The prover release `cfg` runs (`coqc --version` as the checker runs Coq; `None`: a release
+/// the bug table does not know, which gets every rule), asked once per process and prover.
+pub(crate) fn prover_release(cfg: &CoqCheckConfig) -> Option<ProverRelease> {
+    type Memo = Vec<(
+        (std::path::PathBuf, Option<std::path::PathBuf>),
+        Option<ProverRelease>,
+    )>;
+    static KNOWN: Mutex<Memo> = Mutex::new(vec![]);
+    let key = (cfg.coqc.clone(), cfg.root.clone());
+    let mut memo = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, r)) = memo.iter().find(|(k, _)| *k == key) {
+        return *r;
+    }
+    let r = crate::sandbox::tool_output(cfg, &cfg.coqc, &["--version"])
+        .ok()
+        .and_then(|v| ProverRelease::from_fingerprint(&v));
+    memo.push((key, r));
+    r
+}
 
 fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     // Run as the checker runs Coq (sandboxed, from the prover root if there is one), so the
@@ -108,42 +129,16 @@ fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     Ok(format!("{version_line}; flags {flags}; libs {libs}"))
 }
 
-/// Build the assumptions plugin (once per machine) and make sure a sandboxed coqtop loads it;
-/// `None` (with a warning) when either fails: the checker then uses `Print Assumptions`, which
-/// prints the same, only slower.
-fn load_plugin(cfg: &CoqCheckConfig) -> Option<crate::plugin::PluginPaths> {
-    static LOADED: Mutex<Option<(std::path::PathBuf, Option<crate::plugin::PluginPaths>)>> =
-        Mutex::new(None);
-    let dir = cfg.plugin_dir();
-    let mut memo = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((d, p)) = memo.as_ref() {
-        if *d == dir {
-            return p.clone();
-        }
-    }
-    let result = match crate::plugin::ensure_built(&dir) {
-        Ok(p) => {
-            let trial = CoqCheckConfig {
-                plugin: Some(p.clone()),
-                ..cfg.clone()
-            };
-            match crate::worker::Worker::start(&trial) {
-                Ok(_) => Some(p),
-                Err(e) => {
-                    eprintln!("warning: {e}; using Print Assumptions");
-                    None
-                }
-            }
-        }
-        Err(e) => {
-            eprintln!(
-                "warning: the ProD Coq plugin is not available ({e}); using Print Assumptions"
-            );
-            None
-        }
+/// Build the ProD plugin for `cfg`'s prover (once per machine) and make sure a sandboxed Coq
+/// loads it. Without it the term audit cannot run, and no verdict could be `Proved`.
+fn load_plugin(cfg: &CoqCheckConfig) -> Result<crate::plugin::PluginPaths, String> {
+    let p = crate::plugin::for_config(cfg)?;
+    let trial = CoqCheckConfig {
+        plugin: Some(p.clone()),
+        ..cfg.clone()
     };
-    *memo = Some((dir, result.clone()));
-    result
+    crate::worker::Worker::start(&trial)?;
+    Ok(p)
 }
 
 /// Is the CoqHammer library installed for this Coq?
@@ -245,11 +240,10 @@ impl CoqChecker {
             eprintln!("warning: CoqHammer is not installed (no Hammer in coqc -where/user-contrib); hammer steps are disabled");
             cfg.hammer.enabled = false;
         }
-        // The plugin is built against the host's Coq: a prover root uses `Print Assumptions`.
-        if cfg.assumptions_plugin && cfg.plugin.is_none() && cfg.root.is_none() {
-            cfg.plugin = load_plugin(&cfg);
+        if cfg.plugin.is_none() {
+            cfg.plugin = Some(load_plugin(&cfg)?);
         }
-        let rules = RuleSet::for_release(crate::bugs::ProverRelease::from_fingerprint(&version));
+        let rules = RuleSet::for_release(ProverRelease::from_fingerprint(&version));
         let h = &cfg.hammer;
         let options = format!(
             "rules {RULES_REVISION} refusing {}; step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",

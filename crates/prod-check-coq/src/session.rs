@@ -690,6 +690,9 @@ impl Session {
         if !ok_with(&r, base_name, &[]) {
             return Ok(self.reject("Qed did not return to the top level"));
         }
+        if let Some(v) = self.term_audit(plan, n + 1, step_limit)? {
+            return Ok(v);
+        }
         if let Some(v) = self.compare_with_anchors(anchors, base_name, n + 1, step_limit)? {
             return Ok(v);
         }
@@ -707,6 +710,50 @@ impl Session {
             time: start.elapsed(),
             universe_constraints,
         })
+    }
+
+    /// The ProD plugin's audit of the kernel's term of the proved lemma and of every constant it
+    /// reaches that the context did not have (`plugin/prod_audit.ml`), refusing the constructs
+    /// of the release's known kernel bugs ([`rules::RuleSet::term_audit`]). `None`: it passed,
+    /// as the plugin said with this attempt's nonce; a refusal is `Rejected`; an audit that
+    /// could not run is never a pass.
+    fn term_audit(
+        &mut self,
+        plan: &Plan,
+        step: usize,
+        step_limit: Duration,
+    ) -> Result<Option<Verdict>, Fault> {
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let r = self.worker.run(
+            &format!(
+                "ProdAudit {} \"{nonce}\" \"{}\".",
+                plan.statement.name,
+                self.rules.term_audit()
+            ),
+            step_limit,
+        )?;
+        let passed = format!("ProdAudit {nonce} ok");
+        if r.ok() && !r.interrupted && r.output.lines().any(|l| l.trim() == passed) {
+            return Ok(None);
+        }
+        if r.ok() {
+            return Ok(Some(Verdict::infra("the term audit did not report")));
+        }
+        let refused = format!("ProdAudit {nonce} refused: ");
+        Ok(Some(match self.stop(&r, step_limit) {
+            Stop::TimedOut => Verdict::TimedOut { step },
+            Stop::OutOfMemory => Verdict::infra(format!("out of memory at step {step}")),
+            Stop::Refused => match r.output.find(&refused) {
+                Some(at) => Verdict::rejected(format!(
+                    "term audit: {}",
+                    error_message(&r.output[at + refused.len()..])
+                )),
+                None => Verdict::infra(format!(
+                    "the term audit failed: {}",
+                    error_message(&r.output)
+                )),
+            },
+        }))
     }
 
     /// The universe constraints the proof added among its statement's own levels: those `Print
@@ -1480,7 +1527,8 @@ fn atp_replacement(rule_set: &rules::RuleSet, k: usize, output: &str) -> Result<
 }
 
 /// The settings every context gets after loading: the per-step time limit (applies to `Qed`
-/// too) and CoqHammer's limits.
+/// too) and CoqHammer's limits; last, the term audit's mark (everything the environment holds
+/// now is the trusted base; what an attempt adds is audited).
 fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
     // `Set Silent` stops coqtop from printing the goals after every tactic (the checker never
     // reads them); errors, `Print Assumptions` and hammer's answer are still printed.
@@ -1495,6 +1543,9 @@ fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
             cfg.hammer.atp_limit_s.max(1)
         ));
         s.push(format!("Set Hammer GSMode {}.", cfg.hammer.gs_mode.max(1)));
+    }
+    if cfg.plugin.is_some() {
+        s.push(crate::plugin::MARK_SENTENCE.to_string());
     }
     s
 }

@@ -327,20 +327,20 @@ impl Worker {
         Ok(())
     }
 
-    /// Load the assumptions plugin, when configured, and move the initial state past it.
+    /// Load the ProD plugin, when configured, and move the initial state past it.
     fn declare_plugin(&mut self, cfg: &CoqCheckConfig) -> Result<(), String> {
-        // The assumptions plugin is part of the blank state every context starts from.
+        // The plugin is part of the blank state every context starts from.
         if let Some(plugin) = &cfg.plugin {
             match self.run(plugin.declare_sentence, Duration::from_secs(60)) {
                 Ok(r) if r.ok() => self.initial_state = r.after.state,
                 Ok(r) => {
                     self.kill();
                     return Err(format!(
-                        "coqtop cannot load the assumptions plugin: {}",
+                        "coqtop cannot load the ProD plugin: {}",
                         crate::protocol::error_message(&r.output)
                     ));
                 }
-                Err(f) => return Err(format!("coqtop cannot load the assumptions plugin: {f}")),
+                Err(f) => return Err(format!("coqtop cannot load the ProD plugin: {f}")),
             }
         }
         Ok(())

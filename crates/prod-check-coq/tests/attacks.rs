@@ -21,7 +21,11 @@
 //!   nothing unless the case's `allowed_axioms` names them;
 //! * `kind_` — text a proof prints that names an infrastructure failure or a time-out: the
 //!   verdict's kind comes from what the checker knows;
-//! * `t0_` — a `t0` that disagrees with the proof's blocks.
+//! * `t0_` — a `t0` that disagrees with the proof's blocks;
+//! * `bf_` — fixpoints built at run time from terms that hold none (Ltac2's `Constr.Unsafe`,
+//!   Ltac1's `context` substitution of a library fixpoint or cofixpoint, inside `abstract` or
+//!   beside a proposal): refused by the term audit of the kernel's term (and the Ltac2 builders
+//!   by the text rules first); honest proofs that unfold library fixpoints are proved.
 //!
 //! Honest look-alikes have `_ok_` in their id; every other case is an attack. An attack either
 //! expects a kind that is not `proved` (`not_proved` = anything but `proved` and `infra`), or
@@ -38,8 +42,8 @@ mod common;
 
 use prod_check::Verdict;
 
-const FAMILIES: [&str; 10] = [
-    "lex_", "ax_", "st_", "int_", "k_", "fixs_", "sp_", "ctx_", "kind_", "t0_",
+const FAMILIES: [&str; 11] = [
+    "lex_", "ax_", "st_", "int_", "k_", "fixs_", "sp_", "ctx_", "kind_", "t0_", "bf_",
 ];
 
 fn is_honest(c: &common::Case) -> bool {

@@ -48,6 +48,14 @@ pub fn config(workers: usize) -> CoqCheckConfig {
     cfg
 }
 
+/// [`config`] with the ProD plugin built and set, as the pool sets it: for tests that start a
+/// [`prod_check_coq::session::Session`] themselves.
+pub fn config_with_plugin(workers: usize) -> CoqCheckConfig {
+    let mut cfg = config(workers);
+    cfg.plugin = Some(prod_check_coq::plugin::for_config(&cfg).unwrap_or_else(|e| panic!("{e}")));
+    cfg
+}
+
 /// Every supported prover version this machine has: Coq 8.16 (the host's), and Rocq 9.2 from
 /// its Debian root (`scripts/install-rocq.sh`; `PROD_ROCQ_ROOT` or `~/.cache/prod/rocq-9.2`).
 /// Under `CI=true` a missing root is a failure, not a skip ([`prod_test_support::require`]).

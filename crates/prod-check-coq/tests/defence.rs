@@ -35,7 +35,7 @@ fn plan(statement: &str, lemmas: &[&str], steps: &[&str]) -> Plan {
 
 #[test]
 fn smuggled_commands_are_caught_by_coqs_own_record() {
-    let mut cfg = common::config(1);
+    let mut cfg = common::config_with_plugin(1);
     // The context's axiom is allowed by name, so the honest proof after each case may use it.
     cfg.allowed_axioms = vec!["ctx_ax".into()];
     let mut s = Session::start(&cfg).unwrap();
@@ -181,7 +181,7 @@ fn smuggled_commands_are_caught_by_coqs_own_record() {
 
 #[test]
 fn the_sandbox_keeps_files_in() {
-    let cfg = common::config(1);
+    let cfg = common::config_with_plugin(1);
     let mut s = Session::start(&cfg).unwrap();
     let ctx = PreparedContext::new(ContextSpec {
         imports: String::new(),
@@ -213,3 +213,111 @@ fn the_sandbox_keeps_files_in() {
         "Redirect wrote into /usr"
     );
 }
+
+/// Fixpoints built at run time, from terms that hold no fixpoint, with the text rules bypassed
+/// (as if the first filter had missed the builder): the term audit reads the kernel's term,
+/// whatever built it. Ltac2's `Constr.Unsafe` turns a lambda into rocq#20455's ill-guarded
+/// fixpoint (Coq 8.16 proves `False` with it); Ltac1's `context` rewrites a library fixpoint;
+/// `abstract` hides one in a side constant. A re-mark from inside a proof is refused. Honest
+/// proofs that unfold library fixpoints (`unfold`, `cbv`) pass.
+#[test]
+fn built_fixpoints_are_refused_by_the_term_audit() {
+    let cfg = common::config_with_plugin(1);
+    let mut s = Session::start(&cfg).unwrap();
+    let ctx = PreparedContext::new(ContextSpec {
+        imports: "From Coq Require Import List. From Ltac2 Require Import Ltac2.".into(),
+        hammer: false,
+        context: format!("Set Default Proof Mode \"Classic\".\n{NOT_ZERO}"),
+    })
+    .unwrap();
+    s.ensure(&ctx, &cfg).unwrap();
+    let built = format!(
+        "exact ltac2:(let body := constr:({FUNCTIONAL}) in match Constr.Unsafe.kind body with \
+         | Constr.Unsafe.Lambda b inner => let fx := Constr.Unsafe.make (Constr.Unsafe.Fix \
+         (Array.make 1 0) 0 (Array.make 1 b) (Array.make 1 inner)) in exact ($fx 1 I) \
+         | _ => Control.throw Not_found end)."
+    );
+    let rewrite = "let f := eval cbv delta [Nat.add] in Nat.add in match f with context C [S] => \
+                   let g := context C [Nat.pred] in exact (g 1 1) end.";
+    let cases: Vec<(&str, Plan)> = vec![
+        (
+            "Ltac2-built fixpoint (rocq#20455)",
+            plan("Lemma goal : False.", &[], &[&built]),
+        ),
+        (
+            "Ltac1 context rewrite of Nat.add",
+            plan("Lemma goal : nat.", &[], &[rewrite]),
+        ),
+        (
+            "the same inside abstract",
+            plan(
+                "Lemma goal : nat.",
+                &[],
+                &[&format!("abstract ({}).", rewrite.trim_end_matches('.'))],
+            ),
+        ),
+        (
+            "a re-mark inside the proof",
+            plan("Lemma goal : nat.", &[], &["ProdAuditMark.", rewrite]),
+        ),
+    ];
+    for (what, p) in &cases {
+        let v = s.attempt(p, &cfg);
+        eprintln!("{what:45} {v:?}");
+        assert!(!v.is_proved(), "{what}: PROVED {v:?}");
+        assert!(!matches!(v, Verdict::Infra { .. }), "{what}: {v:?}");
+        if s.worker.broken {
+            s = Session::start(&cfg).unwrap();
+            s.ensure(&ctx, &cfg).unwrap();
+        }
+    }
+    // The first three reach Qed and are refused there, by the audit.
+    for (what, p) in &cases[..3] {
+        let v = s.attempt(p, &cfg);
+        assert!(
+            matches!(&v, Verdict::Rejected { reason } if reason.contains("term audit")),
+            "{what}: {v:?}"
+        );
+    }
+    let honest = [
+        (
+            "Lemma ok : forall l : list nat, List.map (fun x => x) l = l.",
+            vec![
+                "intros l.",
+                "unfold List.map.",
+                "induction l as [|x l IH].",
+                "reflexivity.",
+                "rewrite <- IH at 2.",
+                "reflexivity.",
+            ],
+        ),
+        (
+            "Lemma ok : forall l : list nat, List.map (fun x => x + 1) l = List.map S l.",
+            vec![
+                "intros l.",
+                "cbv.",
+                "induction l as [|x l IH].",
+                "reflexivity.",
+                "rewrite IH.",
+                "f_equal.",
+                "apply PeanoNat.Nat.add_1_r.",
+            ],
+        ),
+    ];
+    for (statement, steps) in &honest {
+        let v = s.attempt(&plan(statement, &[], steps), &cfg);
+        assert!(v.is_proved(), "{statement}: {v:?}");
+    }
+}
+
+const NOT_ZERO: &str = "Definition not_zero n := match n with 0 => False | S _ => True end.\n\
+                        Definition not_one n := match n with 0 => False | S n => not_zero n end.";
+
+/// rocq#20455's functional: its fixpoint is ill-guarded, and Coq 8.16's kernel accepts it.
+const FUNCTIONAL: &str = "fun (issue : forall n : nat, not_zero n -> False) (n : nat) => \
+    match n as n0 return (not_zero n0 -> False) with | O => fun h => h | S subn => fun _ => \
+    let f := fun (b : bool) (e : b = true) (x : nat) (Hx : not_one x) => let arg := match \
+    (if b then x else subn) with O => subn | S k => k end in issue arg (@eq_ind_r bool true \
+    (fun b0 : bool => not_zero (match (if b0 then x else subn) with O => subn | S k => k end)) \
+    (match x as n0 return (not_one n0 -> not_zero (match n0 with O => subn | S k => k end)) with \
+    | O => fun Hx0 => False_ind _ Hx0 | S n0 => fun Hx0 => Hx0 end Hx) b e) in f true eq_refl 5 I end";

@@ -5,16 +5,19 @@ mod common;
 use std::time::Duration;
 
 use prod_check::VerdictKind;
-use prod_check_coq::final_check;
+use prod_check_coq::{final_check, RenderedFile};
 
 const HEAD: &str = "From Coq Require Import Arith List Lia.\n";
 
 fn run(body: &str, root: &str, allowed: &[&str]) -> prod_check::Verdict {
+    run_in(HEAD, body, root, allowed)
+}
+
+fn run_in(context: &str, body: &str, root: &str, allowed: &[&str]) -> prod_check::Verdict {
     let mut cfg = common::config(1);
     cfg.allowed_axioms = allowed.iter().map(|s| s.to_string()).collect();
     final_check(
-        &format!("{HEAD}{body}"),
-        root,
+        &RenderedFile::from_parts(context, body, root),
         &cfg,
         Duration::from_secs(60),
     )
@@ -39,8 +42,18 @@ fn assembled_files() {
     assert_eq!(run(with_axiom, "root", &[]).kind(), VerdictKind::Failed);
 
     // Library axioms loaded by the imports are the context's own.
-    let classical = "Require Import Classical.\nLemma root : forall P : Prop, P \\/ ~ P.\nProof. exact classic. Qed.\n";
-    assert_eq!(run(classical, "root", &[]).kind(), VerdictKind::Proved);
+    let classical = "Lemma root : forall P : Prop, P \\/ ~ P.\nProof. exact classic. Qed.\n";
+    let context = format!("{HEAD}Require Import Classical.\n");
+    assert_eq!(
+        run_in(&context, classical, "root", &[]).kind(),
+        VerdictKind::Proved
+    );
+    // A library loaded after the context is not the trusted base: the term audit refuses
+    // what untrusted text could not have made (here an inductive type).
+    let late = format!("Require Import Classical.\n{classical}");
+    let v = run(&late, "root", &[]);
+    assert_eq!(v.kind(), VerdictKind::Rejected, "{v:?}");
+    assert!(v.message().contains("term audit"), "{v:?}");
 
     // A wrong proof, a printed fake verdict, a bad root name.
     let wrong = "Lemma root : 1 = 2.\nProof. idtac \"Closed under the global context\". reflexivity. Qed.\n";
@@ -75,24 +88,26 @@ fn assembled_file_closes_scopes_and_loads_hammer_tactics_when_used() {
         .unwrap()
     };
     let statement = "Lemma root : forall n, (n + 0) + 0 = n.";
-    let (text, name) = file(statement, assembled, false);
-    assert_eq!(name, "prod_checked_root");
+    let rendered = file(statement, assembled, false);
+    let text = rendered.text();
+    assert_eq!(rendered.checked_name, "prod_checked_root");
     assert!(text.ends_with("End S.\nEnd M.\nDefinition prod_checked_root := @M.root.\n"));
     assert!(!text.contains("Hammer"), "{text}");
     let cfg = common::config(1);
-    let v = final_check(&text, &name, &cfg, Duration::from_secs(60));
+    let v = final_check(&rendered, &cfg, Duration::from_secs(60));
     assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
     // A hammer tactic in a proof: its library goes first, and the file compiles.
     let with_hammer = "Lemma root : forall n, n + 0 = n.\nProof. sauto. Qed.\n";
-    let (text, name) = file("Lemma root : forall n, n + 0 = n.", with_hammer, false);
+    let rendered = file("Lemma root : forall n, n + 0 = n.", with_hammer, false);
+    let text = rendered.text();
     assert!(
         text.starts_with(prod_check_coq::HAMMER_TACTICS_IMPORT),
         "{text}"
     );
-    let v = final_check(&text, &name, &cfg, Duration::from_secs(60));
+    let v = final_check(&rendered, &cfg, Duration::from_secs(60));
     assert_eq!(v.kind(), VerdictKind::Proved, "{v:?}");
     assert!(file(statement, assembled, true)
-        .0
+        .text()
         .starts_with(prod_check_coq::HAMMER_TACTICS_IMPORT));
 }
 
@@ -103,7 +118,7 @@ fn assembled_file_closes_scopes_and_loads_hammer_tactics_when_used() {
 fn a_captured_root_statement_fails_the_final_check() {
     let cfg = common::config(1);
     let check = |statement: &str, assembled: &str| {
-        let (text, name) = prod_check_coq::AssembledFile {
+        let rendered = prod_check_coq::AssembledFile {
             context: HEAD,
             scope: &[],
             qualified_name: "root",
@@ -114,7 +129,7 @@ fn a_captured_root_statement_fails_the_final_check() {
         }
         .render()
         .unwrap();
-        final_check(&text, &name, &cfg, Duration::from_secs(60))
+        final_check(&rendered, &cfg, Duration::from_secs(60))
     };
     // `if false then True else False` is `False` in the context; after a lemma named
     // `false : {True} + {False}` it is provable.

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use prod_check::{CheckRequest, Checker, VerdictKind};
-use prod_check_coq::{final_check, CoqCheckConfig, CoqChecker, LoadPathBinding};
+use prod_check_coq::{final_check, CoqCheckConfig, CoqChecker, LoadPathBinding, RenderedFile};
 use prod_core::ConditionalProof;
 
 /// `dir/MyLib/Base.vo`, compiled with the checker's flags; `None` without coqc.
@@ -72,10 +72,12 @@ fn a_bound_library_loads_in_workers_and_the_final_check() {
     let bound = CoqChecker::new(config(Some(&lib))).unwrap();
     let v = bound.check_batch(std::slice::from_ref(&req), &|_, _| {});
     assert_eq!(v[0].kind(), VerdictKind::Proved, "{v:?}");
-    let file = format!(
-        "{CONTEXT}Lemma t : forall n, twice n = 2 * n.\nProof. intros n. unfold twice. lia. Qed.\n"
+    let file = RenderedFile::from_parts(
+        CONTEXT,
+        "Lemma t : forall n, twice n = 2 * n.\nProof. intros n. unfold twice. lia. Qed.\n",
+        "t",
     );
-    let fv = final_check(&file, "t", bound.config(), Duration::from_secs(60));
+    let fv = final_check(&file, bound.config(), Duration::from_secs(60));
     assert_eq!(fv.kind(), VerdictKind::Proved, "{fv:?}");
 
     // Without the binding the context does not load.

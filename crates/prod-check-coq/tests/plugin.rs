@@ -7,9 +7,7 @@
 //! Figures: `cargo test -p prod-check-coq --test plugin -- --nocapture` prints the per-lemma
 //! times of both commands (each includes one sentinel round trip, the same for both).
 
-#[path = "../src/plugin.rs"]
-#[allow(dead_code)]
-mod plugin;
+use prod_check_coq::plugin;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -27,7 +25,11 @@ fn plugin_paths() -> &'static plugin::PluginPaths {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-        let paths = plugin::ensure_built(&target.join("prod-coq-plugin"))
+        let cfg = CoqCheckConfig {
+            sandbox: false,
+            ..Default::default()
+        };
+        let paths = plugin::ensure_built(&cfg, &target.join("prod-coq-plugin"))
             .unwrap_or_else(|e| panic!("plugin build failed: {e}"));
         match paths.build_time {
             Some(t) => eprintln!("plugin built in {:.2} s", t.as_secs_f64()),
@@ -328,7 +330,9 @@ fn build_is_cached() {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     std::fs::create_dir_all(&target).expect("target dir");
     let dir = tempfile::tempdir_in(&target).expect("temp dir");
-    let first = plugin::ensure_built(dir.path()).expect("build");
+    // Built as the checker builds it: inside the sandbox, by the prover's own toolchain.
+    let cfg = CoqCheckConfig::default();
+    let first = plugin::ensure_built(&cfg, dir.path()).expect("build");
     let t = first.build_time.expect("a fresh directory needs a build");
     eprintln!("fresh plugin build: {:.2} s", t.as_secs_f64());
     assert!(first.cmxs.is_file());
@@ -337,7 +341,7 @@ fn build_is_cached() {
         .join(plugin::FINDLIB_PACKAGE)
         .join("META")
         .is_file());
-    let second = plugin::ensure_built(dir.path()).expect("reuse");
+    let second = plugin::ensure_built(&cfg, dir.path()).expect("reuse");
     assert_eq!(second.build_time, None);
     assert_eq!(second.cmxs, first.cmxs);
     // Nothing but the finished build is left behind.

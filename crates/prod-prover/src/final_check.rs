@@ -61,12 +61,12 @@ impl FinalCheck for CoqFinal {
             hammer_replaced: p.hammer_replaced,
         }
         .render();
-        let (file, checked_name) = match rendered {
+        let file = match rendered {
             Ok(r) => r,
             Err(e) => return (Verdict::rejected(e), String::new()),
         };
-        let v = prod_check_coq::final_check(&file, &checked_name, &self.0, p.timeout);
-        (v, file)
+        let v = prod_check_coq::final_check(&file, &self.0, p.timeout);
+        (v, file.text())
     }
 }
 
