@@ -166,7 +166,7 @@ const CANARIES: &[(&str, &str)] = &[
     ),
 ];
 
-// One table of data, kept whole so that every scenario reads in one place.
+// Long, and one table of data, kept whole so that every scenario reads in one place.
 /// Every family in every placement, over every canary; honest look-alikes of each shape.
 fn base_scenarios() -> Vec<Scenario> {
     let mut out = vec![];

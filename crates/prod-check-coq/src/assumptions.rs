@@ -23,7 +23,10 @@ pub struct AxiomPolicy {
 pub const PROVER_LIBRARY_ROOTS: &[&str] = &["Coq", "Corelib", "Stdlib", "Ltac2"];
 
 /// The module names a context's own constants get: coqtop's top level, the assembled file.
-const FILE_MODULES: &[&str] = &["Top", crate::final_check::FILE_MODULE];
+/// Module name of the final check's compiled file (its constants are `ProdAssembled.x`).
+pub const FILE_MODULE: &str = "ProdAssembled";
+
+const FILE_MODULES: &[&str] = &["Top", FILE_MODULE];
 
 impl AxiomPolicy {
     pub fn new(cfg: &CoqCheckConfig) -> AxiomPolicy {

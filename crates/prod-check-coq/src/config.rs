@@ -52,7 +52,7 @@ pub struct CoqCheckConfig {
     /// Set by the pool when the plugin is built and loads (not a configuration key); the
     /// checker does not start without it.
     #[serde(skip)]
-    pub plugin: Option<crate::plugin::PluginPaths>,
+    pub plugin: Option<PluginPaths>,
     pub hammer: HammerConfig,
     /// The per-goal memory of `hammer.` results and the attempt's scope in it; set by the pool
     /// for each attempt (not a configuration key). See [`crate::hammer_cache`].
@@ -69,6 +69,35 @@ pub struct CoqCheckConfig {
     /// not shadow the prover's own or an installed library, and the compiled files are part of
     /// the checker's fingerprint.
     pub load_paths: Vec<LoadPathBinding>,
+}
+
+/// What a Coq process needs to load the ProD plugin (built by `plugin.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginPaths {
+    /// Pass `-I <ml_path>` to coqtop/coqc (findlib looks for `coq-prod-assumptions/META`
+    /// there); inside bubblewrap this directory must be bound read-only at the same path.
+    pub ml_path: PathBuf,
+    /// The compiled plugin (`<ml_path>/coq-prod-assumptions/prod_assumptions_plugin.cmxs`).
+    pub cmxs: PathBuf,
+    /// The sentence that loads it, sent once per worker before the context.
+    pub declare_sentence: &'static str,
+    /// The plugin's memoised `Print Assumptions` (`ProdAssumptions`, Coq 8.16), when this build
+    /// has it.
+    pub print_command: Option<&'static str>,
+    /// How long the build took; `None` when an earlier build was reused.
+    pub build_time: Option<Duration>,
+}
+
+impl PluginPaths {
+    /// coqtop arguments that make the declare sentence work.
+    pub fn coqtop_args(&self) -> Vec<String> {
+        vec!["-I".into(), self.ml_path.to_string_lossy().into_owned()]
+    }
+
+    /// Directories the sandbox must bind read-only at the same path (`--ro-bind d d`).
+    pub fn ro_binds(&self) -> Vec<PathBuf> {
+        vec![self.ml_path.clone()]
+    }
 }
 
 /// A logical root bound to a directory of compiled `.vo` files (`-Q dir Root`).
@@ -163,10 +192,9 @@ impl CoqCheckConfig {
 
     /// The command that prints a constant's assumptions in a worker.
     pub fn assumptions_command(&self) -> &'static str {
-        if self.assumptions_plugin && self.plugin.as_ref().is_some_and(|p| p.assumptions) {
-            crate::plugin::PRINT_COMMAND
-        } else {
-            "Print Assumptions"
+        match self.plugin.as_ref().and_then(|p| p.print_command) {
+            Some(c) if self.assumptions_plugin => c,
+            _ => "Print Assumptions",
         }
     }
 

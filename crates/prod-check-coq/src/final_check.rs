@@ -28,8 +28,7 @@ use crate::config::CoqCheckConfig;
 use crate::protocol::error_message;
 use crate::sandbox;
 
-/// Module name of the compiled file (its constants are `ProdAssembled.x`).
-pub const FILE_MODULE: &str = "ProdAssembled";
+pub use crate::assumptions::FILE_MODULE;
 
 /// What goes into the complete file of an assembled proof.
 pub struct AssembledFile<'a> {
@@ -197,7 +196,7 @@ pub fn final_check(file: &RenderedFile, cfg: &CoqCheckConfig, timeout: Duration)
         Err(e) => return Verdict::infra(e),
     };
     let cfg = &cfg;
-    let release = crate::pool::prover_release(cfg);
+    let release = crate::sandbox::prover_release(cfg);
     let audit = Audit {
         nonce: format!("{:016x}", rand::thread_rng().gen::<u64>()),
         constructs: crate::bugs::RuleSet::for_release(release).term_audit(),

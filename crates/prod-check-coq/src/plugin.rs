@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
@@ -47,33 +47,7 @@ pub const MARK_SENTENCE: &str = "ProdAuditMark.";
 
 const CMXS: &str = "prod_assumptions_plugin.cmxs";
 
-/// What a Coq process needs to load the plugin.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PluginPaths {
-    /// Pass `-I <ml_path>` to coqtop/coqc (findlib looks for `coq-prod-assumptions/META`
-    /// there); inside bubblewrap this directory must be bound read-only at the same path.
-    pub ml_path: PathBuf,
-    /// The compiled plugin (`<ml_path>/coq-prod-assumptions/prod_assumptions_plugin.cmxs`).
-    pub cmxs: PathBuf,
-    /// [`DECLARE_SENTENCE`], to send once per worker before loading the context.
-    pub declare_sentence: &'static str,
-    /// Does this build have [`PRINT_COMMAND`] (Coq 8.16)?
-    pub assumptions: bool,
-    /// How long the build took; `None` when an earlier build was reused.
-    pub build_time: Option<Duration>,
-}
-
-impl PluginPaths {
-    /// coqtop arguments that make [`DECLARE_SENTENCE`] work.
-    pub fn coqtop_args(&self) -> Vec<String> {
-        vec!["-I".into(), self.ml_path.to_string_lossy().into_owned()]
-    }
-
-    /// Directories the sandbox must bind read-only at the same path (`--ro-bind d d`).
-    pub fn ro_binds(&self) -> Vec<PathBuf> {
-        vec![self.ml_path.clone()]
-    }
-}
+pub use crate::config::PluginPaths;
 
 /// The plugin's sources for one prover generation.
 struct Sources {
@@ -188,7 +162,7 @@ pub fn ensure_built(cfg: &CoqCheckConfig, cache_dir: &Path) -> Result<PluginPath
         ml_path: ml_path.clone(),
         cmxs: pkg.join(CMXS),
         declare_sentence: DECLARE_SENTENCE,
-        assumptions: sources.assumptions,
+        print_command: sources.assumptions.then_some(PRINT_COMMAND),
         build_time,
     };
     // The directory only appears by rename after a complete build.

@@ -76,26 +76,6 @@ fn plan(req: &CheckRequest, rules: &RuleSet) -> Result<Plan, Verdict> {
 /// with a verdict reached under other rules: raise it whenever a rule or those sentences change.
 pub const RULES_REVISION: u32 = 4;
 
-/// The prover release `cfg` runs (`coqc --version` as the checker runs Coq; `None`: a release
-/// the bug table does not know, which gets every rule), asked once per process and prover.
-pub(crate) fn prover_release(cfg: &CoqCheckConfig) -> Option<ProverRelease> {
-    type Memo = Vec<(
-        (std::path::PathBuf, Option<std::path::PathBuf>),
-        Option<ProverRelease>,
-    )>;
-    static KNOWN: Mutex<Memo> = Mutex::new(vec![]);
-    let key = (cfg.coqc.clone(), cfg.root.clone());
-    let mut memo = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, r)) = memo.iter().find(|(k, _)| *k == key) {
-        return *r;
-    }
-    let r = crate::sandbox::tool_output(cfg, &cfg.coqc, &["--version"])
-        .ok()
-        .and_then(|v| ProverRelease::from_fingerprint(&v));
-    memo.push((key, r));
-    r
-}
-
 fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     // Run as the checker runs Coq (sandboxed, from the prover root if there is one), so the
     // version and libraries are those that decide the verdicts.

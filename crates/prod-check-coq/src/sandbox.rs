@@ -6,6 +6,8 @@ use std::process::{Child, Command};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Mutex, OnceLock};
 
+use crate::bugs::ProverRelease;
+
 use crate::config::CoqCheckConfig;
 
 /// `PATH` inside the sandbox; CoqHammer needs `/usr/libexec/coq-hammer` (`htimeout`, `predict`).
@@ -186,6 +188,26 @@ pub fn host_path(cfg: &CoqCheckConfig, inside: &str) -> std::path::PathBuf {
         Some(root) => root.join(inside.trim_start_matches('/')),
         None => std::path::PathBuf::from(inside),
     }
+}
+
+/// The prover release `cfg` runs (`coqc --version` as the checker runs Coq; `None`: a release
+/// the bug table does not know, which gets every rule), asked once per process and prover.
+pub fn prover_release(cfg: &CoqCheckConfig) -> Option<ProverRelease> {
+    type Memo = Vec<(
+        (std::path::PathBuf, Option<std::path::PathBuf>),
+        Option<ProverRelease>,
+    )>;
+    static KNOWN: Mutex<Memo> = Mutex::new(vec![]);
+    let key = (cfg.coqc.clone(), cfg.root.clone());
+    let mut memo = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, r)) = memo.iter().find(|(k, _)| *k == key) {
+        return *r;
+    }
+    let r = crate::sandbox::tool_output(cfg, &cfg.coqc, &["--version"])
+        .ok()
+        .and_then(|v| ProverRelease::from_fingerprint(&v));
+    memo.push((key, r));
+    r
 }
 
 type SpawnJob = (Command, Sender<std::io::Result<Child>>);

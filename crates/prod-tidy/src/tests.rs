@@ -1,0 +1,199 @@
+//! The tidy tests themselves. Each failure message says what to change.
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+/// A function longer than this must say why, in a `//` comment right above it (with the word
+/// "long" or "screen"): one screen, as the style guide asks.
+const SCREEN: usize = 80;
+
+/// The crates in layers, lowest first: a crate may depend only on crates of lower layers.
+/// A new crate must be placed here.
+const LAYERS: &[&[&str]] = &[
+    &[
+        "prod-core",
+        "prod-progress",
+        "prod-test-support",
+        "prod-tidy",
+    ],
+    &[
+        "prod-coq",
+        "prod-isar",
+        "prod-check",
+        "prod-rl",
+        "prod-policy",
+        "prod-report",
+    ],
+    &[
+        "prod-check-coq",
+        "prod-check-isabelle",
+        "prod-library",
+        "prod-queue",
+        "prod-remote",
+    ],
+    &["prod-prover"],
+    &["prod-run"],
+    &["prod-cli"],
+];
+
+/// Module circles that are known and not yet broken: this list may only shrink (a circle that
+/// is gone must be taken off it, a new one fails the test).
+const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
+    ("prod-cli", &["check", "config"]),
+    ("prod-coq", &["language", "statement"]),
+    ("prod-isar", &["header", "keywords"]),
+    (
+        "prod-library",
+        &[
+            "card", "compile", "coq", "dataset", "output", "parquet", "source",
+        ],
+    ),
+    ("prod-policy", &["ops", "pool"]),
+    ("prod-report", &["compare", "model"]),
+    ("prod-report", &["markdown", "outline"]),
+];
+
+fn read(p: &std::path::Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn functions_fit_on_a_screen_or_say_why() {
+    let mut long = vec![];
+    for (name, dir) in crates() {
+        for f in rust_files(&dir.join("src")) {
+            if f.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            for func in functions::functions(&read(&f)) {
+                if func.length > SCREEN && !func.says_why {
+                    long.push(format!(
+                        "{name} {}:{} `{}` is {} lines",
+                        f.strip_prefix(&dir).unwrap().display(),
+                        func.line,
+                        func.name,
+                        func.length
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {SCREEN} lines without a `//` comment above saying why they are long \
+         (split them, or say why they stay one):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn no_module_circles_beyond_the_known() {
+    let known: BTreeSet<(String, Vec<String>)> = KNOWN_CIRCLES
+        .iter()
+        .map(|(c, ms)| (c.to_string(), ms.iter().map(|m| m.to_string()).collect()))
+        .collect();
+    let mut found = BTreeSet::new();
+    for (name, dir) in crates() {
+        for c in modules::circles(&modules::graph(&dir)) {
+            found.insert((name.clone(), c));
+        }
+    }
+    let new: Vec<_> = found.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&found).collect();
+    assert!(
+        new.is_empty(),
+        "new module circles (modules that refer to each other; move the shared items into a \
+         module both use): {new:?}"
+    );
+    assert!(
+        gone.is_empty(),
+        "circles that no longer exist: take them off KNOWN_CIRCLES: {gone:?}"
+    );
+}
+
+/// `[dependencies]` of a crate's manifest: the workspace crates it names.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_deps = t == "[dependencies]";
+            continue;
+        }
+        if in_deps && t.starts_with("prod-") {
+            out.push(t.split([' ', '=', '.']).next().unwrap_or("").to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn crates_depend_only_on_lower_layers() {
+    let layer = |c: &str| LAYERS.iter().position(|l| l.contains(&c));
+    let mut problems = vec![];
+    for (name, dir) in crates() {
+        let Some(mine) = layer(&name) else {
+            problems.push(format!("{name} is in no layer of LAYERS"));
+            continue;
+        };
+        for dep in workspace_dependencies(&read(&dir.join("Cargo.toml"))) {
+            match layer(&dep) {
+                Some(l) if l < mine => {}
+                _ => problems.push(format!("{name} (layer {mine}) depends on {dep}")),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn prod_core_spawns_nothing_and_reads_nothing() {
+    // ARCHITECTURE.md: prod-core never spawns a process, reads a file or opens a socket, and
+    // depends on no other ProD crate.
+    let dir = workspace().join("crates/prod-core");
+    let mut found = vec![];
+    for f in rust_files(&dir.join("src")) {
+        let code = source::code(&read(&f));
+        for word in [
+            "std::process",
+            "std::fs",
+            "std::net",
+            "File::open",
+            "Command::new",
+        ] {
+            if code.contains(word) {
+                found.push(format!("{}: {word}", f.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:?}");
+    assert!(workspace_dependencies(&read(&dir.join("Cargo.toml"))).is_empty());
+}
+
+#[test]
+fn the_architecture_map_names_every_crate_and_only_files_that_exist() {
+    let arch = read(&workspace().join("ARCHITECTURE.md"));
+    let mut problems = vec![];
+    for (name, _) in crates() {
+        if !arch.contains(&format!("`crates/{name}`")) {
+            problems.push(format!("no section for crates/{name}"));
+        }
+    }
+    // Every `crates/…` path in backquotes exists.
+    for part in arch.split('`').skip(1).step_by(2) {
+        if let Some(rest) = part.strip_prefix("crates/") {
+            let path = rest.split_whitespace().next().unwrap_or("");
+            let pattern = path.contains(['*', '<']);
+            if !path.is_empty() && !pattern && !workspace().join("crates").join(path).exists() {
+                problems.push(format!("`crates/{path}` does not exist"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md: {}",
+        problems.join("; ")
+    );
+}
