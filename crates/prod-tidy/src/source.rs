@@ -145,11 +145,10 @@ fn raw_string_start(b: &[char], i: usize) -> Option<usize> {
 
 /// Is the `'` at `i` a character literal (`'a'`, `'\n'`, `'\u{1F600}'`), not a lifetime?
 fn is_char_literal(b: &[char], i: usize) -> bool {
-    match (b.get(i + 1), b.get(i + 2)) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!(
+        (b.get(i + 1), b.get(i + 2)),
+        (Some('\\'), _) | (Some(_), Some('\''))
+    )
 }
 
 /// `code` (already without comments and literals) with every item under `#[cfg(test)]`
