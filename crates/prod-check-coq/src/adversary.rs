@@ -40,6 +40,26 @@ issue arg (@eq_ind_r bool true (fun b0 : bool => not_zero (match (if b0 then x e
 (match x as n0 return (not_one n0 -> not_zero (match n0 with O => subn | S k => k end)) with | O => fun Hx0 => False_ind _ Hx0 | S n0 => fun Hx0 => Hx0 end Hx) b e) \
 in f true eq_refl 5 I end";
 
+/// [`ILL_GUARDED_FIX`]'s functional: the same body under a `fun issue` that a term builder can
+/// turn into the fixpoint. It holds no fixpoint itself.
+pub const ILL_GUARDED_FUNCTIONAL: &str = "fun (issue : forall n : nat, not_zero n -> False) (n : nat) => match n as n0 return (not_zero n0 -> False) with | O => fun h => h | S subn => fun _ => \
+let f := fun (b : bool) (e : b = true) (x : nat) (Hx : not_one x) => let arg := match (if b then x else subn) with O => subn | S k => k end in \
+issue arg (@eq_ind_r bool true (fun b0 : bool => not_zero (match (if b0 then x else subn) with O => subn | S k => k end)) \
+(match x as n0 return (not_one n0 -> not_zero (match n0 with O => subn | S k => k end)) with | O => fun Hx0 => False_ind _ Hx0 | S n0 => fun Hx0 => Hx0 end Hx) b e) \
+in f true eq_refl 5 I end";
+
+/// The imports of the term-builder scenarios (Ltac2, whose proof mode becomes the default).
+const LTAC2_IMPORTS: &str =
+    "From Coq Require Import Arith List Lia. From Ltac2 Require Import Ltac2.";
+
+/// A context that defines a term builder: `fixify` turns `fun f => body` into `fix f := body`
+/// (library text may hold such an Ltac2 function; a proof that calls it names no refused word).
+const BUILDER_CONTEXT: &str = "Definition not_zero n := match n with 0 => False | S _ => True end.\n\
+Definition not_one n := match n with 0 => False | S n => not_zero n end.\n\
+Ltac2 fixify (f : constr) := match Constr.Unsafe.kind f with \
+| Constr.Unsafe.Lambda b body => Constr.Unsafe.make (Constr.Unsafe.Fix (Array.make 1 0) 0 (Array.make 1 b) (Array.make 1 body)) \
+| _ => f end.";
+
 /// An equation between two functions out of the empty SProp type that only rocq#21690 (Coq
 /// 8.16.1's conversion) proves: unprovable without functional extensionality.
 const SPROP_EQUATION: &str = "(fun x : sEmpty => (match x return nat -> nat with end) 0) = (fun x : sEmpty => (match x return nat -> nat with end) 1)";
@@ -225,6 +245,38 @@ fn base_scenarios() -> Vec<Scenario> {
             format!("guard/fix-tactic/{k}"),
             GUARD_CONTEXT,
             "<no_invoke> fix IH 1. exact IH.",
+        ));
+        // Built at run time: the context (library text) defines an Ltac2 function that turns
+        // a lambda into a fixpoint with `Constr.Unsafe`; the proof, which names no refused word,
+        // builds rocq#20455's fixpoint from a fixpoint-free functional, in the root's proof and
+        // in a child's. Only the term audit sees it.
+        let built = format!("let f := fixify constr:({ILL_GUARDED_FUNCTIONAL}) in exact ($f 1 I).");
+        // Ltac2 has no `exfalso`.
+        let close2 = close.replace("exfalso.", "apply False_ind.");
+        out.push(attack(
+            &format!("built/context-builder-root/{k}"),
+            LTAC2_IMPORTS,
+            BUILDER_CONTEXT,
+            vec![node(canary, &format!("<no_invoke> {close2}{built}"))],
+        ));
+        out.push(attack(
+            &format!("built/context-builder-child/{k}"),
+            LTAC2_IMPORTS,
+            BUILDER_CONTEXT,
+            vec![
+                node(
+                    canary,
+                    &format!(
+                        "<use_invoke> <invoke> {plain_lemma} </invoke> {close2}exact (l 1 I)."
+                    ),
+                ),
+                node(
+                    plain_lemma,
+                    &format!(
+                        "<no_invoke> let f := fixify constr:({ILL_GUARDED_FUNCTIONAL}) in exact $f."
+                    ),
+                ),
+            ],
         ));
         // Kernel-deferring tactics, plain and qualified, in the root and in a child.
         out.push(attack(
