@@ -150,14 +150,14 @@ impl ExportArgs {
 
 /// What `export.json` records.
 #[derive(serde::Serialize)]
-pub(crate) struct Manifest {
+struct Manifest {
     framework: &'static str,
     dataset: String,
     split: String,
     file: String,
     rows: usize,
     /// Rows of the split left out, by reason.
-    pub(crate) dropped: BTreeMap<&'static str, usize>,
+    dropped: BTreeMap<&'static str, usize>,
     /// Rows whose context ends inside a Section or Module (checked there).
     rows_in_scopes: usize,
     /// Whether every row's context was loaded and its ground truth proved by the real Coq.
@@ -167,10 +167,10 @@ pub(crate) struct Manifest {
     not_verified: Option<String>,
     /// Per file whose later rows were left out, Coq's reason.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) not_loaded: BTreeMap<String, String>,
+    not_loaded: BTreeMap<String, String>,
     /// Per row left out for its ground truth, the checker's verdict.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) not_proved: BTreeMap<String, String>,
+    not_proved: BTreeMap<String, String>,
     prompt_context_bytes: usize,
     /// `--prompt-tokens`: the prompts' token budget.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -298,10 +298,20 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// One row to write: the example and its full context.
-pub(crate) struct Candidate<'a> {
-    pub(crate) example: &'a dataset::Example,
-    pub(crate) full: String,
+use crate::export_verify::Candidate;
+
+/// The Coq checker of the verification: `[check.coq]`, the prover root, the dataset's bindings
+/// and the command's flags.
+fn export_checker(a: &ExportArgs) -> anyhow::Result<prod_check_coq::CoqChecker> {
+    let mut cfg = a.config.coq_config(&a.prover)?;
+    a.load_paths
+        .apply(&mut cfg, Some(&a.dir))
+        .map_err(|e| anyhow!(e))?;
+    cfg.workers = a.workers;
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    prod_check_coq::CoqChecker::new(cfg).map_err(|e| anyhow!("cannot start the Coq checker: {e}"))
 }
 
 /// The rows (JSON lines) of the export and its manifest.
@@ -348,7 +358,9 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
     let mut candidates = candidates(&examples, &sources, &path, &mut manifest)?;
     match a.verification() {
         Ok(()) => {
-            crate::export_verify::keep_verified(a, &mut candidates, &mut manifest)?;
+            let v = crate::export_verify::keep_verified(&export_checker(a)?, &mut candidates);
+            manifest.dropped.extend(v.dropped);
+            (manifest.not_loaded, manifest.not_proved) = (v.not_loaded, v.not_proved);
             manifest.verified = true;
         }
         Err(why) => manifest.not_verified = Some(why),

@@ -17,30 +17,41 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::anyhow;
 use prod_check::{CheckRequest, Checker as _, Verdict};
 use prod_check_coq::CoqChecker;
+use prod_library::dataset;
 
-use crate::dataset_export::{Candidate, ExportArgs, Manifest};
+/// A row that may be written: its example and its full context (what the reward input holds).
+pub struct Candidate<'a> {
+    pub example: &'a dataset::Example,
+    pub full: String,
+}
 
-/// Both passes: the candidates that stay are those whose context loads and whose ground truth
-/// the checker proves; the others are counted in the manifest.
-pub fn keep_verified(
-    a: &ExportArgs,
-    candidates: &mut Vec<Candidate<'_>>,
-    manifest: &mut Manifest,
-) -> anyhow::Result<()> {
-    let checker = export_checker(a)?;
-    keep_loading(&checker, candidates, manifest);
-    keep_proved(&checker, candidates, manifest);
-    Ok(())
+/// What the verification left out, for `export.json`.
+#[derive(Default)]
+pub struct Outcome {
+    /// Rows left out, by reason.
+    pub dropped: BTreeMap<&'static str, usize>,
+    /// Per file whose later rows were left out, Coq's reason.
+    pub not_loaded: BTreeMap<String, String>,
+    /// Per row left out for its ground truth, the checker's verdict.
+    pub not_proved: BTreeMap<String, String>,
+}
+
+/// Both passes with `checker`: the candidates that stay are those whose context loads and
+/// whose ground truth the checker proves; the others are counted in the outcome.
+pub fn keep_verified(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>) -> Outcome {
+    let mut outcome = Outcome::default();
+    keep_loading(checker, candidates, &mut outcome);
+    keep_proved(checker, candidates, &mut outcome);
+    outcome
 }
 
 /// Longest reason kept per row in `not_proved`.
 const REASON_CHARS: usize = 300;
 
 /// Pass 2: the candidates whose ground truth the checker proves stay.
-fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, manifest: &mut Manifest) {
+fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcome: &mut Outcome) {
     let mut requests = Vec::with_capacity(candidates.len());
     let mut unparsed = BTreeMap::new();
     for (i, c) in candidates.iter().enumerate() {
@@ -56,12 +67,13 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, manife
     let batch: Vec<CheckRequest> = requests.iter().map(|(_, r)| r.clone()).collect();
     let verdicts = checker.check_batch(&batch, &|_, v| progress.record(v));
     progress.finish();
-    let mut outcome: Vec<Option<(&'static str, String)>> = vec![None; candidates.len()];
+    // Per candidate, why it is left out (none: it stays).
+    let mut refused: Vec<Option<(&'static str, String)>> = vec![None; candidates.len()];
     for (i, why) in unparsed {
-        outcome[i] = Some(("ground_truth_not_proved", why));
+        refused[i] = Some(("ground_truth_not_proved", why));
     }
     for ((i, _), v) in requests.iter().zip(&verdicts) {
-        outcome[*i] = match v {
+        refused[*i] = match v {
             Verdict::Proved { .. } => None,
             Verdict::Infra { .. } => Some(("ground_truth_infra", v.message())),
             _ => Some((
@@ -70,7 +82,7 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, manife
             )),
         };
     }
-    let mut keep = outcome.iter();
+    let mut keep = refused.iter();
     let mut dropped = Vec::new();
     candidates.retain(|c| match keep.next().and_then(|o| o.as_ref()) {
         None => true,
@@ -80,12 +92,12 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, manife
         }
     });
     for (id, reason, why) in dropped {
-        *manifest.dropped.entry(reason).or_default() += 1;
+        *outcome.dropped.entry(reason).or_default() += 1;
         if reason == "ground_truth_infra" {
             eprintln!("ground truth not checked (infra) for {id}: {why}");
         }
         let why: String = why.split_whitespace().collect::<Vec<_>>().join(" ");
-        manifest
+        outcome
             .not_proved
             .insert(id, why.chars().take(REASON_CHARS).collect());
     }
@@ -93,17 +105,13 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, manife
 
 /// Pass 1: only the candidates whose context loads in the prover stay; the others are counted
 /// as `context_does_not_load`.
-fn keep_loading(
-    checker: &CoqChecker,
-    candidates: &mut Vec<Candidate<'_>>,
-    manifest: &mut Manifest,
-) {
-    let loads = contexts_load(checker, candidates, &mut manifest.not_loaded);
+fn keep_loading(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcome: &mut Outcome) {
+    let loads = contexts_load(checker, candidates, &mut outcome.not_loaded);
     let before = candidates.len();
     let mut keep = loads.into_iter();
     candidates.retain(|_| keep.next().unwrap_or(false));
     if before > candidates.len() {
-        manifest
+        outcome
             .dropped
             .insert("context_does_not_load", before - candidates.len());
     }
@@ -112,20 +120,6 @@ fn keep_loading(
 /// The lemma `--verify` proves after a context to see that it loads.
 const PROBE_STATEMENT: &str = "Lemma prod_context_probe : True.";
 const PROBE_PROOF: &str = "<no_invoke> exact I.";
-
-/// The Coq checker of `--verify`: `[check.coq]`, the prover root, the dataset's bindings and
-/// the command's flags.
-fn export_checker(a: &ExportArgs) -> anyhow::Result<CoqChecker> {
-    let mut cfg = a.config.coq_config(&a.prover)?;
-    a.load_paths
-        .apply(&mut cfg, Some(&a.dir))
-        .map_err(|e| anyhow!(e))?;
-    cfg.workers = a.workers;
-    if a.no_hammer {
-        cfg.hammer.enabled = false;
-    }
-    CoqChecker::new(cfg).map_err(|e| anyhow!("cannot start the Coq checker: {e}"))
-}
 
 /// The candidates of each file (by logical path, then base text), shortest context first.
 fn rows_by_file<'c>(candidates: &'c [Candidate<'_>]) -> BTreeMap<(&'c str, &'c str), Vec<usize>> {
