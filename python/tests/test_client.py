@@ -85,6 +85,7 @@ class LiveServer(unittest.TestCase):
                 self.assertEqual(json.loads(r.read())["rewards"], [1.0, 0.0])
         finally:
             server.shutdown()
+            server.server_close()
 
 
 class _Tok:
@@ -116,7 +117,7 @@ class Offline(unittest.TestCase):
         self.assertEqual(n["imports"], "R1.\nR2.")
 
     def test_reward_files_load_by_path(self):
-        # verl's custom_reward_function.path and OpenRLHF's --remote_rm_url FILE.py load a file
+        # verl's custom_reward_function.path and OpenRLHF's --reward.remote_url FILE.py load a file
         # outside its package (no relative imports).
         import importlib.util
         import os

@@ -82,11 +82,13 @@ pub enum DatasetCommand {
     /// functions and `prod serve`; the prompt is ProD's prompt format with the context's last
     /// --prompt-context-bytes. verl: Parquet with prompt (chat messages), data_source,
     /// reward_model.ground_truth, extra_info; TRL: prompt, statement, imports, context; OpenRLHF:
-    /// prompt, label. OUT/export.json counts the rows written and those left out, by reason
-    /// (docs/serve.md "Datasets for RL frameworks").
+    /// prompt, label. The RL split is verified by default (each row's context loads and its
+    /// ground truth proves in the real Coq, or the row is left out); --tokenizer reports token
+    /// lengths and --prompt-tokens caps the prompts. OUT/export.json counts the rows written and
+    /// those left out, by reason (docs/serve.md "Datasets for RL frameworks").
     ///
     /// Examples:
-    ///   prod dataset export data/stdlib --for verl --out data/stdlib-verl
+    ///   prod dataset export data/stdlib --for verl --out data/stdlib-verl --tokenizer models/sft
     ///   prod dataset export data/stdlib --for trl --out data/stdlib-trl --format jsonl
     ///   prod dataset export data/stdlib --for openrlhf --split test --out data/stdlib-openrlhf
     Export(crate::dataset_export::ExportArgs),

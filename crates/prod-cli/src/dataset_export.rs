@@ -21,10 +21,11 @@
 //!
 //! Rows left out, each counted by reason in `export.json`: `goal_without_name` (a `Goal`
 //! block: nothing to name its lemma by), `coq_flags` (the row needs `coqc` flags such as
-//! `-noinit`, which a request cannot carry) and, with `--verify`, `context_does_not_load`: the
-//! real Coq refused a sentence of the row's context (a library file that only compiles inside
-//! its own build, or one whose tactics behave differently once CoqHammer is loaded). Isabelle
-//! datasets are refused (exit 2).
+//! `-noinit`, which a request cannot carry); by the verification (on by default for the RL
+//! split, `crate::export_verify`) `context_does_not_load`, `ground_truth_not_proved` and
+//! `ground_truth_infra`: only rows whose reward the real checker can give are written; and
+//! with `--prompt-tokens` `prompt_over_token_budget` (`crate::export_tokens`, which also
+//! reports token-length percentiles for `--tokenizer`). Isabelle datasets are refused (exit 2).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -47,7 +48,7 @@ pub enum Framework {
     Verl,
     /// TRL (GRPO): `prompt` text and the reward columns `statement`, `imports`, `context`.
     Trl,
-    /// OpenRLHF: `prompt` and `label` (`--input_key prompt --label_key label`).
+    /// OpenRLHF: `prompt` and `label` (`--data.input_key prompt --data.label_key label`).
     Openrlhf,
 }
 
@@ -91,29 +92,60 @@ pub struct ExportArgs {
     /// verl's `data_source` (default `prod/<library>`).
     #[arg(long)]
     pub data_source: Option<String>,
-    /// Check with the real Coq that every row's context loads, and leave out the rows whose
-    /// context does not (`context_does_not_load`, with Coq's reason in export.json). One
-    /// check per file (its longest context), a few more per file that fails.
-    #[arg(long)]
+    /// Check with the real Coq that every row's context loads and that its ground truth (the
+    /// library's own proof) proves it as the reward input states it; leave out the rows that
+    /// fail (`context_does_not_load`, `ground_truth_not_proved`, `ground_truth_infra`, with
+    /// the reasons in export.json). The default for the RL split; other splits only with it.
+    #[arg(long, overrides_with = "no_verify")]
     pub verify: bool,
-    /// --verify: Coq workers.
+    /// Do not verify (export.json says so): every row is written, including those no proof
+    /// can score under this checker.
+    #[arg(long, overrides_with = "verify")]
+    pub no_verify: bool,
+    /// A tokenizer (`tokenizer.json`, or a model folder holding one): export.json reports the
+    /// prompts' and ground-truth completions' lengths in its tokens (p50/p90/p95/p99/max), to
+    /// set a trainer's prompt and response limits from.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// Cut each prompt's context (at line starts) until the prompt has at most this many
+    /// tokens of --tokenizer, so no trainer has to cut it; rows whose statement alone does not
+    /// fit are left out (`prompt_over_token_budget`).
+    #[arg(long, requires = "tokenizer", value_parser = crate::ranges::positive_usize)]
+    pub prompt_tokens: Option<usize>,
+    /// Verification: Coq workers.
     #[arg(long, default_value_t = 2, value_parser = crate::ranges::positive_usize)]
     pub workers: usize,
-    /// --verify: check as a server started with --no-hammer does (CoqHammer not loaded; it
-    /// changes what some contexts' own tactics do).
+    /// Verification: check as a server started with --no-hammer does (CoqHammer not loaded;
+    /// it changes what some contexts' own tactics do).
     #[arg(long)]
     pub no_hammer: bool,
     #[command(flatten)]
     pub prover: crate::prover::ProverArgs,
-    /// With --verify: reads `[check.coq]` (root, limits, load paths, hammer settings).
+    /// Verification: reads `[check.coq]` (root, limits, load paths, hammer settings).
     #[command(flatten)]
     pub config: crate::config::ConfigArg,
-    /// --verify: beside the dataset's own bindings (its stats.json), which are always used.
+    /// Verification: beside the dataset's own bindings (its stats.json), always used.
     #[command(flatten)]
     pub load_paths: crate::prover::LoadPathArgs,
     /// Machine-readable output: export.json's object.
     #[arg(long)]
     pub json: bool,
+}
+
+impl ExportArgs {
+    /// Whether the rows are verified, or why not.
+    fn verification(&self) -> Result<(), String> {
+        if self.no_verify {
+            Err("--no-verify".into())
+        } else if self.verify || self.split == "rl" {
+            Ok(())
+        } else {
+            Err(format!(
+                "the {} split is verified only with --verify",
+                self.split
+            ))
+        }
+    }
 }
 
 /// What `export.json` records.
@@ -128,12 +160,24 @@ struct Manifest {
     dropped: BTreeMap<&'static str, usize>,
     /// Rows whose context ends inside a Section or Module (checked there).
     rows_in_scopes: usize,
-    /// Whether every row's context was loaded by the real Coq (`--verify`).
+    /// Whether every row's context was loaded and its ground truth proved by the real Coq.
     verified: bool,
-    /// `--verify`: per file whose later rows were left out, Coq's reason.
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_verified: Option<String>,
+    /// Per file whose later rows were left out, Coq's reason.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     not_loaded: BTreeMap<String, String>,
+    /// Per row left out for its ground truth, the checker's verdict.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    not_proved: BTreeMap<String, String>,
     prompt_context_bytes: usize,
+    /// `--prompt-tokens`: the prompts' token budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_tokens: Option<usize>,
+    /// `--tokenizer`: lengths in its tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens: Option<crate::export_tokens::TokenReport>,
     data_source: String,
 }
 
@@ -254,10 +298,20 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// One row to write: the example and its full context.
-struct Candidate<'a> {
-    example: &'a dataset::Example,
-    full: String,
+use crate::export_verify::Candidate;
+
+/// The Coq checker of the verification: `[check.coq]`, the prover root, the dataset's bindings
+/// and the command's flags.
+fn export_checker(a: &ExportArgs) -> anyhow::Result<prod_check_coq::CoqChecker> {
+    let mut cfg = a.config.coq_config(&a.prover)?;
+    a.load_paths
+        .apply(&mut cfg, Some(&a.dir))
+        .map_err(|e| anyhow!(e))?;
+    cfg.workers = a.workers;
+    if a.no_hammer {
+        cfg.hammer.enabled = false;
+    }
+    prod_check_coq::CoqChecker::new(cfg).map_err(|e| anyhow!("cannot start the Coq checker: {e}"))
 }
 
 /// The rows (JSON lines) of the export and its manifest.
@@ -291,26 +345,80 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
         rows: 0,
         dropped: BTreeMap::new(),
         rows_in_scopes: 0,
-        verified: a.verify,
+        verified: false,
+        not_verified: None,
         not_loaded: BTreeMap::new(),
+        not_proved: BTreeMap::new(),
         prompt_context_bytes: a.prompt_context_bytes,
+        prompt_tokens: a.prompt_tokens,
+        tokens: None,
         data_source: data_source.clone(),
     };
+    let counter = crate::export_tokens::load(a.tokenizer.as_deref())?;
     let mut candidates = candidates(&examples, &sources, &path, &mut manifest)?;
-    if a.verify {
-        keep_loading(a, &mut candidates, &mut manifest)?;
+    match a.verification() {
+        Ok(()) => {
+            let v = crate::export_verify::keep_verified(&export_checker(a)?, &mut candidates);
+            manifest.dropped.extend(v.dropped);
+            (manifest.not_loaded, manifest.not_proved) = (v.not_loaded, v.not_proved);
+            manifest.verified = true;
+        }
+        Err(why) => manifest.not_verified = Some(why),
     }
     let mut out = Vec::new();
+    let (mut prompt_counts, mut completion_counts) = (vec![], vec![]);
     for c in &candidates {
         let e = c.example;
-        let p = prompt(context_tail(&c.full, a.prompt_context_bytes), &e.statement);
+        let Some((p, tokens)) = row_prompt(a, counter.as_ref(), c)? else {
+            *manifest
+                .dropped
+                .entry("prompt_over_token_budget")
+                .or_default() += 1;
+            continue;
+        };
+        if let (Some(counter), Some(n)) = (&counter, tokens) {
+            prompt_counts.push(n);
+            completion_counts.push(counter.count(&e.conditional_proof)?);
+        }
         let r = row(a.framework, manifest.rows, e, &c.full, &p, &data_source);
         serde_json::to_writer(&mut out, &r)?;
         out.push(b'\n');
         manifest.rows += 1;
         manifest.rows_in_scopes += usize::from(!e.scope.is_empty());
     }
+    manifest.tokens = counter.map(|c| crate::export_tokens::TokenReport {
+        tokenizer: c.path.display().to_string(),
+        prompt: crate::export_tokens::percentiles(prompt_counts),
+        ground_truth_completion: crate::export_tokens::percentiles(completion_counts),
+    });
     Ok((out, manifest))
+}
+
+/// A row's prompt and, with a tokenizer, its token count: the context's last
+/// `--prompt-context-bytes`, cut further to fit `--prompt-tokens`; `None` when the statement
+/// alone does not fit.
+fn row_prompt(
+    a: &ExportArgs,
+    counter: Option<&crate::export_tokens::TokenCounter>,
+    c: &Candidate<'_>,
+) -> anyhow::Result<Option<(String, Option<usize>)>> {
+    let statement = &c.example.statement;
+    let tail = context_tail(&c.full, a.prompt_context_bytes);
+    match (counter, a.prompt_tokens) {
+        (Some(counter), Some(budget)) => {
+            let tails = crate::export_tokens::line_tails(&c.full, tail);
+            let fit = crate::export_tokens::fit_prompt(counter, &tails, budget, |t| {
+                prompt(t, statement)
+            })?;
+            Ok(fit.map(|(p, n)| (p, Some(n))))
+        }
+        (Some(counter), None) => {
+            let p = prompt(tail, statement);
+            let n = counter.count(&p)?;
+            Ok(Some((p, Some(n))))
+        }
+        (None, _) => Ok(Some((prompt(tail, statement), None))),
+    }
 }
 
 /// The examples that can become rows, each with its full context; the others are counted in
@@ -349,195 +457,36 @@ fn candidates<'e>(
     Ok(candidates)
 }
 
-/// `--verify`: only the candidates whose context loads in the prover stay; the others are
-/// counted as `context_does_not_load`.
-fn keep_loading(
-    a: &ExportArgs,
-    candidates: &mut Vec<Candidate<'_>>,
-    manifest: &mut Manifest,
-) -> anyhow::Result<()> {
-    let loads = verify(a, candidates, &mut manifest.not_loaded)?;
-    let before = candidates.len();
-    let mut keep = loads.into_iter();
-    candidates.retain(|_| keep.next().unwrap_or(false));
-    if before > candidates.len() {
-        manifest
-            .dropped
-            .insert("context_does_not_load", before - candidates.len());
-    }
-    Ok(())
-}
-
-/// The lemma `--verify` proves after a context to see that it loads.
-const PROBE_STATEMENT: &str = "Lemma prod_context_probe : True.";
-const PROBE_PROOF: &str = "<no_invoke> exact I.";
-
-/// Per candidate: does its context load in the real Coq? The contexts of one file are prefixes
-/// of one text (`sources.jsonl`'s `reduced`, or `source` for `w_lemmas`), so a file's longest
-/// context loading means they all do; when it does not, a binary search over the file's
-/// contexts (by length) finds the shortest that fails, and every longer one fails with it (it
-/// holds the sentence Coq refused). Each check proves `True` after the context: only an infra
-/// verdict (the context did not load) counts.
-/// The Coq checker of `--verify`: `[check.coq]`, the prover root, the dataset's bindings and
-/// the command's flags.
-fn export_checker(a: &ExportArgs) -> anyhow::Result<prod_check_coq::CoqChecker> {
-    let mut cfg = a.config.coq_config(&a.prover)?;
-    a.load_paths
-        .apply(&mut cfg, Some(&a.dir))
-        .map_err(|e| anyhow!(e))?;
-    cfg.workers = a.workers;
-    if a.no_hammer {
-        cfg.hammer.enabled = false;
-    }
-    prod_check_coq::CoqChecker::new(cfg).map_err(|e| anyhow!("cannot start the Coq checker: {e}"))
-}
-
-/// The candidates of each file (by logical path, then base text), shortest context first.
-fn rows_by_file<'c>(candidates: &'c [Candidate<'_>]) -> BTreeMap<(&'c str, &'c str), Vec<usize>> {
-    let mut files: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
-    for (i, c) in candidates.iter().enumerate() {
-        let base = if c.example.variant == "w_lemmas" {
-            "source"
+/// The one line `prod dataset export` prints without `--json`.
+fn summary(m: &Manifest, dropped: Vec<String>) -> String {
+    let mut line = format!(
+        "{} rows for {} → {} ({} inside Sections/Modules); {}; left out: {}",
+        m.rows,
+        m.framework,
+        m.file,
+        m.rows_in_scopes,
+        match &m.not_verified {
+            None => "verified (contexts load, ground truths proved)".to_string(),
+            Some(why) => format!("not verified ({why})"),
+        },
+        if dropped.is_empty() {
+            "none".to_string()
         } else {
-            "reduced"
+            dropped.join(", ")
+        }
+    );
+    if let Some(t) = &m.tokens {
+        let p = |x: &crate::export_tokens::Percentiles| {
+            format!("p50 {} p90 {} p99 {} max {}", x.p50, x.p90, x.p99, x.max)
         };
-        files
-            .entry((c.example.logical_path.as_str(), base))
-            .or_default()
-            .push(i);
+        line += &format!(
+            "\ntokens ({}): prompt {}; ground-truth completion {}",
+            t.tokenizer,
+            p(&t.prompt),
+            p(&t.ground_truth_completion)
+        );
     }
-    for rows in files.values_mut() {
-        rows.sort_by_key(|&i| candidates[i].full.len());
-    }
-    files
-}
-
-/// One file's binary search for its longest loading context, over its rows sorted by
-/// context length: `rows[..lo]` load, `rows[hi]` does not (`hi = len`: none known to fail).
-struct ContextSearch<'f> {
-    key: &'f (&'f str, &'f str),
-    rows: &'f [usize],
-    lo: usize,
-    hi: usize,
-    /// Why the last failing probe failed.
-    reason: Option<String>,
-}
-
-impl<'f> ContextSearch<'f> {
-    fn new(key: &'f (&'f str, &'f str), rows: &'f [usize]) -> Self {
-        ContextSearch {
-            key,
-            rows,
-            lo: 0,
-            hi: rows.len(),
-            reason: None,
-        }
-    }
-
-    /// The row to probe next: first the longest context (most files load whole), then the
-    /// middle of what is not yet known; none when the search is over.
-    fn next_probe(&self, first: bool) -> Option<usize> {
-        let len = self.rows.len();
-        if first {
-            Some(len - 1)
-        } else if self.hi < len && self.lo < self.hi {
-            Some((self.lo + self.hi) / 2)
-        } else {
-            None
-        }
-    }
-
-    /// What the probe of row `p` said: only an infra verdict says the context did not load.
-    fn record(&mut self, p: usize, v: &prod_check::Verdict) {
-        if matches!(v, prod_check::Verdict::Infra { .. }) {
-            self.hi = p;
-            self.reason = Some(match crate::check_progress::context_failure(v) {
-                Some(r) => r.to_string(),
-                None => v.message(),
-            });
-        } else {
-            self.lo = p + 1;
-        }
-    }
-}
-
-/// Which candidates' contexts load in the prover: per file, a binary search over its rows
-/// sorted by context length, the probes of all files batched per round. Files whose longest
-/// contexts do not load are named on stderr and in `not_loaded`.
-fn verify(
-    a: &ExportArgs,
-    candidates: &[Candidate<'_>],
-    not_loaded: &mut BTreeMap<String, String>,
-) -> anyhow::Result<Vec<bool>> {
-    use prod_check::{CheckRequest, Checker as _};
-    let checker = export_checker(a)?;
-    let files = rows_by_file(candidates);
-    // The probe: a trivial lemma stated after the context, so that only the context decides
-    // the verdict, never a rule about the row's own statement or proof (a context that shadows
-    // `I` fails the proof, which still says the context loaded).
-    let probe = prod_core::ConditionalProof::parse(PROBE_PROOF)
-        .map_err(|e| anyhow!("the probe proof: {e}"))?;
-    let mut search: Vec<ContextSearch> = files
-        .iter()
-        .map(|(k, rows)| ContextSearch::new(k, rows))
-        .collect();
-    let mut first = true;
-    let progress = crate::check_progress::CheckProgress::new("verify", files.len(), true);
-    loop {
-        let probes: Vec<(usize, usize)> = search
-            .iter()
-            .enumerate()
-            .filter_map(|(n, s)| s.next_probe(first).map(|p| (n, p)))
-            .collect();
-        if probes.is_empty() {
-            break;
-        }
-        let requests: Vec<CheckRequest> = probes
-            .iter()
-            .map(|&(n, p)| {
-                let full = &candidates[search[n].rows[p]].full;
-                CheckRequest::new("", full, PROBE_STATEMENT, probe.clone())
-            })
-            .collect();
-        let verdicts = checker.check_batch(&requests, &|_, v| {
-            if first {
-                progress.record(v)
-            }
-        });
-        for (&(n, p), v) in probes.iter().zip(&verdicts) {
-            search[n].record(p, v);
-        }
-        if first {
-            progress.finish();
-        }
-        first = false;
-    }
-    Ok(loading_rows(candidates.len(), &search, not_loaded))
-}
-
-/// Per candidate, whether its context loads, from the finished searches; each file with rows
-/// that do not load is reported.
-fn loading_rows(
-    candidates: usize,
-    search: &[ContextSearch],
-    not_loaded: &mut BTreeMap<String, String>,
-) -> Vec<bool> {
-    let mut loads = vec![true; candidates];
-    for s in search {
-        for &i in &s.rows[s.hi..] {
-            loads[i] = false;
-        }
-        if s.hi < s.rows.len() {
-            let reason = s.reason.clone().unwrap_or_default();
-            eprintln!(
-                "context does not load ({} row(s) of {}): {reason}",
-                s.rows.len() - s.hi,
-                s.key.0
-            );
-            not_loaded.insert(s.key.0.to_string(), reason);
-        }
-    }
-    loads
+    line
 }
 
 pub fn run(a: ExportArgs) -> i32 {
@@ -579,18 +528,7 @@ pub fn run(a: ExportArgs) -> i32 {
             .iter()
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
-        format!(
-            "{} rows for {} → {} ({} inside Sections/Modules); left out: {}",
-            manifest.rows,
-            manifest.framework,
-            manifest.file,
-            manifest.rows_in_scopes,
-            if dropped.is_empty() {
-                "none".to_string()
-            } else {
-                dropped.join(", ")
-            }
-        )
+        summary(&manifest, dropped)
     };
     exit::written(writeln!(std::io::stdout().lock(), "{line}"))
 }

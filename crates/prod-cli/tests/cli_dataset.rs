@@ -499,8 +499,8 @@ fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
     let written = stats(&dir)["files_written"].clone();
     let n = |f: &str| written[f].as_u64().unwrap();
     assert!(n("train") > 0 && n("val") > 0 && n("test") > 0, "{written}");
-    let load = |dir: &Path| {
-        let out = Command::new(&py)
+    let load_with = |py: &Path, dir: &Path| {
+        let out = Command::new(py)
             .args(["-c", LOAD_DATASET])
             .arg(dir)
             .env("HF_HOME", tmp.path().join("hf"))
@@ -508,14 +508,19 @@ fn a_dataset_folder_loads_in_hugging_face_datasets_with_one_call() {
             .env("HF_HUB_OFFLINE", "1")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        // datasets ≥ 5 warns of splits without `num_bytes` (and then ignores the card's splits).
+        assert!(!err.contains("Ignoring part of dataset_info"), "{err}");
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
+    let load = |dir: &Path| load_with(&py, dir);
     let got = load(&dir);
+    // The same with the RL venv's newer `datasets`, when there is one.
+    if let Some(rl) = std::env::var_os("PROD_RL_PYTHON").filter(|p| Path::new(p).exists()) {
+        let again = load_with(Path::new(&rl), &dir);
+        assert_eq!(again["configs"], got["configs"]);
+    }
     // Every variant is its own config, each split with exactly its file's rows.
     let splits = |pairs: &[(&str, &str)]| {
         serde_json::Value::Object(
@@ -745,12 +750,14 @@ fn exported_rows_load_in_the_checker_in_each_frameworks_schema() {
     }
 }
 
-/// `prod dataset export --verify`: rows whose context the real Coq refuses are left out and
-/// counted, the others kept. A sentence Coq refuses (`Z.`) is put into one file's text between
-/// two of its rows' contexts (bytes that were blank, so no offset moves): the row before it is
-/// kept, the two after it are left out, with Coq's reason.
+/// `prod dataset export`'s verification (the RL split's default): rows whose context the real
+/// Coq refuses, or whose ground truth it does not prove, are left out and counted, the others
+/// kept. A sentence Coq refuses (`Z.`) is put into one file's text between two of its rows'
+/// contexts (bytes that were blank, so no offset moves): the row before it is kept, the two
+/// after it are left out, with Coq's reason; a row of another file gets a wrong ground truth.
+/// Without verification every row is written and export.json says why.
 #[test]
-fn verify_leaves_out_exactly_the_rows_whose_context_does_not_load() {
+fn verification_leaves_out_exactly_the_rows_that_do_not_load_or_prove() {
     if !coq_installed() {
         return;
     }
@@ -769,6 +776,21 @@ fn verify_leaves_out_exactly_the_rows_whose_context_does_not_load() {
         lines.push(r.to_string());
     }
     std::fs::write(dir.join("sources.jsonl"), lines.join("\n") + "\n").unwrap();
+    // One row of another file gets a ground truth Coq refuses (its context loads).
+    let rl = std::fs::read_to_string(dir.join("rl.jsonl")).unwrap();
+    let mut wrong_id = String::new();
+    let rows: Vec<String> = rl
+        .lines()
+        .map(|l| {
+            let mut r: serde_json::Value = serde_json::from_str(l).unwrap();
+            if wrong_id.is_empty() && r["logical_path"] != "MyLib.sub.Top" {
+                wrong_id = r["id"].as_str().unwrap().to_string();
+                r["conditional_proof_original"] = "<no_invoke> exact I.".into();
+            }
+            r.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("rl.jsonl"), rows.join("\n") + "\n").unwrap();
     let out = tmp.path().join("verified");
     let (code, stdout, err) = prod(&[
         "dataset",
@@ -778,7 +800,6 @@ fn verify_leaves_out_exactly_the_rows_whose_context_does_not_load() {
         "openrlhf",
         "--format",
         "jsonl",
-        "--verify",
         "--workers",
         "1",
         "--no-hammer",
@@ -788,8 +809,17 @@ fn verify_leaves_out_exactly_the_rows_whose_context_does_not_load() {
     ]);
     assert_eq!(code, 0, "{err}");
     let m: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    // The RL split is verified by default: contexts, then ground truths.
     assert_eq!(m["verified"], true, "{m}");
     assert_eq!(m["dropped"]["context_does_not_load"], 2, "{m}");
+    assert_eq!(m["dropped"]["ground_truth_not_proved"], 1, "{m}");
+    assert!(
+        m["not_proved"][&wrong_id]
+            .as_str()
+            .unwrap()
+            .starts_with("failed: "),
+        "{m}"
+    );
     assert!(
         m["not_loaded"]["MyLib.sub.Top"]
             .as_str()
@@ -802,9 +832,183 @@ fn verify_leaves_out_exactly_the_rows_whose_context_does_not_load() {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].to_string())
         .collect();
-    assert_eq!(ids.len(), 5, "{ids:?}");
+    assert_eq!(ids.len(), 4, "{ids:?}");
     assert!(ids.iter().any(|i| i.contains("top_a")), "{ids:?}");
     assert!(!ids
         .iter()
-        .any(|i| i.contains("top_b") || i.contains("top_c")));
+        .any(|i| i.contains("top_b") || i.contains("top_c") || i.contains(&wrong_id)));
+    // Not verified: every row is written, and export.json says why.
+    for (extra, why) in [
+        (&["--no-verify"][..], "--no-verify"),
+        (
+            &["--split", "train"][..],
+            "the train split is verified only with --verify",
+        ),
+    ] {
+        let mut args = vec![
+            "dataset",
+            "export",
+            dir.to_str().unwrap(),
+            "--for",
+            "trl",
+            "--format",
+            "jsonl",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, err) = prod(&args);
+        assert_eq!(code, 0, "{err}");
+        let m: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(
+            (&m["verified"], &m["not_verified"]),
+            (&false.into(), &why.into())
+        );
+        assert_eq!(m["dropped"], serde_json::json!({}), "{m}");
+    }
+}
+
+/// A tokenizer whose tokens are the runs of word characters and the runs of other visible
+/// characters (`tokenizers`' `Whitespace` pre-tokenizer, every token unknown): its counts are
+/// known without it.
+const RUNS_TOKENIZER: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+  "added_tokens": [], "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+  "post_processor": null, "decoder": null,
+  "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}"#;
+
+fn runs(text: &str) -> usize {
+    let class = |c: char| {
+        if c.is_whitespace() {
+            0
+        } else if c.is_alphanumeric() || c == '_' {
+            1
+        } else {
+            2
+        }
+    };
+    let mut n = 0;
+    let mut last = 0;
+    for c in text.chars() {
+        let k = class(c);
+        n += usize::from(k != 0 && k != last);
+        last = k;
+    }
+    n
+}
+
+/// `prod dataset export --tokenizer --prompt-tokens`: token percentiles of the prompts and
+/// ground truths as written, and every prompt within the budget, its context cut at line
+/// starts (the statement kept whole); rows whose statement alone is over it are left out.
+#[test]
+fn export_reports_token_lengths_and_caps_prompts_to_a_budget() {
+    if !coq_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = build_project(tmp.path());
+    let tok = tmp.path().join("tokenizer.json");
+    std::fs::write(&tok, RUNS_TOKENIZER).unwrap();
+    let examples: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("train.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let export = |budget: Option<&str>| {
+        let out = tmp.path().join(format!("tok-{}", budget.unwrap_or("none")));
+        let mut args = vec![
+            "dataset",
+            "export",
+            dir.to_str().unwrap(),
+            "--for",
+            "trl",
+            "--split",
+            "train",
+            "--format",
+            "jsonl",
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        if let Some(b) = budget {
+            args.extend_from_slice(&["--prompt-tokens", b]);
+        }
+        let (code, stdout, err) = prod(&args);
+        assert_eq!(code, 0, "{err}");
+        let m: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        let rows: Vec<serde_json::Value> = std::fs::read_to_string(out.join("train.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (m, rows)
+    };
+    let pct = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        let at = |q: usize| v[(q * v.len()).div_ceil(100).max(1) - 1];
+        serde_json::json!({"rows": v.len(), "p50": at(50), "p90": at(90), "p95": at(95),
+                           "p99": at(99), "max": v[v.len() - 1]})
+    };
+    let (m, whole) = export(None);
+    assert_eq!(whole.len(), examples.len());
+    let counts: Vec<usize> = whole
+        .iter()
+        .map(|r| runs(r["prompt"].as_str().unwrap()))
+        .collect();
+    assert_eq!(m["tokens"]["prompt"], pct(counts.clone()), "{m}");
+    let truths: Vec<usize> = examples
+        .iter()
+        .map(|e| runs(e["conditional_proof"].as_str().unwrap()))
+        .collect();
+    assert_eq!(m["tokens"]["ground_truth_completion"], pct(truths), "{m}");
+    // A budget between the shortest and the longest prompt: long prompts lose context lines.
+    let (lo, hi) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    assert!(lo < hi, "{counts:?}");
+    let budget = (lo + hi) / 2;
+    let (m, capped) = export(Some(&budget.to_string()));
+    assert_eq!(m["prompt_tokens"], budget);
+    let mut cut = 0;
+    for (r, w) in capped.iter().zip(&whole) {
+        let (p, full) = (r["prompt"].as_str().unwrap(), w["prompt"].as_str().unwrap());
+        assert!(runs(p) <= budget, "{p:?}");
+        assert!(full.ends_with(p), "a tail of the uncapped prompt");
+        assert!(p.ends_with(&format!("{}\n", r["statement"].as_str().unwrap().trim())));
+        assert!(
+            p == full || full[..full.len() - p.len()].ends_with('\n'),
+            "cut at a line"
+        );
+        cut += usize::from(p != full);
+    }
+    assert!(cut > 0);
+    let capped_counts: Vec<usize> = capped
+        .iter()
+        .map(|r| runs(r["prompt"].as_str().unwrap()))
+        .collect();
+    assert_eq!(m["tokens"]["prompt"], pct(capped_counts));
+    // A budget below every statement: every row is left out, counted.
+    let (m, none) = export(Some("2"));
+    assert!(none.is_empty());
+    assert_eq!(
+        m["dropped"]["prompt_over_token_budget"],
+        examples.len(),
+        "{m}"
+    );
+    assert_eq!(m["tokens"]["prompt"]["rows"], 0);
+    // --prompt-tokens needs --tokenizer.
+    let (code, _, err) = prod(&[
+        "dataset",
+        "export",
+        dir.to_str().unwrap(),
+        "--for",
+        "trl",
+        "--split",
+        "train",
+        "--prompt-tokens",
+        "10",
+        "--out",
+        tmp.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
 }

@@ -257,13 +257,20 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
-/// python/tests/test_client.py against the live server. Skipped when python3 is missing, unless
-/// CI=true (then missing python3 fails the test).
+/// python/tests/test_client.py against the live server, and test_offline.py (completions in
+/// queries, several servers against fake ones). Skipped when python3 is missing, unless CI=true
+/// (then missing python3 fails the test).
 fn python_client_against(server: &Server) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python");
     let python = std::env::var("PROD_PYTHON").unwrap_or_else(|_| "python3".into());
     let out = Command::new(&python)
-        .args(["-m", "unittest", "-v", "tests.test_client"])
+        .args([
+            "-m",
+            "unittest",
+            "-v",
+            "tests.test_client",
+            "tests.test_offline",
+        ])
         .current_dir(&root)
         .env("PYTHONPATH", &root)
         .env("PROD_SERVE_URL", format!("http://{}", server.addr))
@@ -284,7 +291,14 @@ fn python_client_against(server: &Server) {
                 String::from_utf8_lossy(&o.stdout)
             );
             // The live tests ran (none skipped for want of a server).
-            for t in ["test_rewards", "test_assemble", "test_openrlhf_endpoint"] {
+            for t in [
+                "test_rewards",
+                "test_assemble",
+                "test_openrlhf_endpoint",
+                "test_found_after_the_prompt_or_a_tail_of_it",
+                "test_batches_are_spread_and_a_dead_or_busy_server_loses_nothing",
+                "test_async_client",
+            ] {
                 assert!(err.contains(&format!("{t} (")), "{t} did not run:\n{err}");
             }
             assert!(!err.contains("skipped"), "{err}");

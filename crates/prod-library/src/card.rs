@@ -188,8 +188,21 @@ fn present(c: &'static Config, stats: &Stats) -> Vec<Present> {
         .collect()
 }
 
-/// The card for a dataset folder with these stats, its files laid out as `layout` says.
-pub fn render(stats: &Stats, layout: Layout) -> String {
+/// The size of the data file at `rel` (a path as the card writes it) under `dir`: its
+/// `NAME.tmp` while a build has not renamed it into place yet (the file at `rel` may then be
+/// the previous build's), else the file; 0 when neither is there.
+pub fn file_size(dir: &std::path::Path, rel: &str) -> u64 {
+    let path = dir.join(rel);
+    std::fs::metadata(crate::output::tmp_path(&path))
+        .or_else(|_| std::fs::metadata(&path))
+        .map_or(0, |m| m.len())
+}
+
+/// The card for a dataset folder with these stats, its files laid out as `layout` says;
+/// `num_bytes(path)` is the size of the data file at `path` (each split's `num_bytes`, which
+/// `datasets` requires of a card's splits: without it every load warns that they are
+/// malformed).
+pub fn render(stats: &Stats, layout: Layout, num_bytes: &dyn Fn(&str) -> u64) -> String {
     let configs: Vec<(&'static Config, Vec<Present>)> = CONFIGS
         .iter()
         .map(|c| (c, present(c, stats)))
@@ -224,8 +237,12 @@ pub fn render(stats: &Stats, layout: Layout) -> String {
             let _ = writeln!(o, "  - name: {name}\n    {ty}");
         }
         o.push_str("  splits:\n");
-        for (split, _, n) in splits {
-            let _ = writeln!(o, "  - name: {split}\n    num_examples: {n}");
+        for (split, stem, n) in splits {
+            let bytes = num_bytes(&layout.path(c.name, split, stem));
+            let _ = writeln!(
+                o,
+                "  - name: {split}\n    num_bytes: {bytes}\n    num_examples: {n}"
+            );
         }
     }
     o.push_str("---\n\n");
@@ -327,7 +344,7 @@ mod tests {
         for (f, n) in [("train", 3), ("val", 0), ("test", 2), ("train_wl", 3)] {
             stats.files_written.insert(f.into(), n);
         }
-        let card = render(&stats, Layout::Jsonl);
+        let card = render(&stats, Layout::Jsonl, &|p| p.len() as u64);
         let yaml = card.split("---\n").nth(1).unwrap();
         assert!(yaml.contains("- config_name: default\n  default: true\n  data_files:\n  - split: train\n    path: train.jsonl\n  - split: test\n    path: test.jsonl\n"), "{yaml}");
         assert!(!yaml.contains("val.jsonl"), "{yaml}");
@@ -338,11 +355,11 @@ mod tests {
             "{yaml}"
         );
         assert!(
-            yaml.contains("  - name: train\n    num_examples: 3\n"),
+            yaml.contains("  - name: train\n    num_bytes: 11\n    num_examples: 3\n"),
             "{yaml}"
         );
         // The Parquet form: the same configs, each in its own folder.
-        let card = render(&stats, Layout::Parquet);
+        let card = render(&stats, Layout::Parquet, &|_| 0);
         assert!(card.contains("  - split: train\n    path: default/train.parquet\n  - split: test\n    path: default/test.parquet\n"), "{card}");
         assert!(card.contains("path: w_lemmas/train.parquet"), "{card}");
         let f = files(&stats);

@@ -471,7 +471,10 @@ fn commit(out_dir: &Path, mut written: Vec<PathBuf>, stats: &Stats) -> Result<()
     let card = out_dir.join(crate::card::CARD);
     crate::output::write_tmp(
         &card,
-        crate::card::render(stats, crate::card::Layout::Jsonl).as_bytes(),
+        crate::card::render(stats, crate::card::Layout::Jsonl, &|rel| {
+            crate::card::file_size(out_dir, rel)
+        })
+        .as_bytes(),
     )?;
     written.push(card);
     crate::output::commit(out_dir, &written, stats)

@@ -139,7 +139,9 @@ pub fn write_dataset(dir: &Path, out: &Path) -> Result<Vec<Written>, BuildError>
     let written = write_files(dir, &stats, &staging).inspect_err(|_| {
         let _ = std::fs::remove_dir_all(&staging);
     })?;
-    let card = crate::card::render(&stats, crate::card::Layout::Parquet);
+    let card = crate::card::render(&stats, crate::card::Layout::Parquet, &|rel| {
+        crate::card::file_size(&staging, rel)
+    });
     let manifest = serde_json::json!({"from": dir.display().to_string(), "files": written});
     std::fs::write(staging.join(crate::card::CARD), card)
         .and_then(|_| std::fs::write(staging.join(MANIFEST), format!("{manifest:#}\n")))

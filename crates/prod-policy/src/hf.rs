@@ -12,7 +12,8 @@
 //!   GRPO trainer, vLLM's text output by default), which would delete them and leave the
 //!   reward function a completion that is not a conditional proof.
 //! * `tokenizer_config.json`: the end token (also padding), no automatic BOS/EOS (ProD's prompt
-//!   adds none), the context length, and a chat template that passes the one user message
+//!   adds none), the context length, the model's inputs (`input_ids`, `attention_mask`: no
+//!   `token_type_ids`, which a Llama's `generate` refuses), and a chat template that passes the one user message
 //!   through unchanged (ProD's prompt is plain text; frameworks that always apply a template,
 //!   such as verl, then build exactly ProD's prompt).
 //! * `generation_config.json`: end and padding ids, sampling at the paper's temperature.
@@ -52,6 +53,7 @@ pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) 
         "add_bos_token": false,
         "add_eos_token": false,
         "clean_up_tokenization_spaces": false,
+        "model_input_names": MODEL_INPUT_NAMES,
         "chat_template": PASS_THROUGH_CHAT_TEMPLATE,
     });
     write_json(&dir.join("tokenizer_config.json"), &tokenizer_config)?;
@@ -71,6 +73,11 @@ pub(crate) fn write_configs(dir: &Path, cfg: &LlamaConfig, tok: &ProdTokenizer) 
         &crate::prompt::template(&end),
     )
 }
+
+/// What the tokenizer hands the model (`model_input_names`). Without it `transformers` 4.44's
+/// `PreTrainedTokenizerFast` also returns `token_type_ids`, which a Llama's `generate` refuses
+/// (`model.generate(**tok(prompt, return_tensors="pt"))` fails).
+pub const MODEL_INPUT_NAMES: [&str; 2] = ["input_ids", "attention_mask"];
 
 /// The chat template of a ProD model folder: the messages' contents as they are, so a
 /// framework that applies a template to a one-message conversation gets ProD's prompt text.

@@ -42,8 +42,14 @@ single = all(len(tok(m, add_special_tokens=False)["input_ids"]) == 1 for m in ma
 decoded = tok.decode(ids + [gen.eos_token_id], skip_special_tokens=True)
 chat = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                add_generation_prompt=True)
+# The tokenizer's output goes to generate as it is (no token_type_ids a Llama refuses).
+enc = tok(text, return_tensors="pt")
+with torch.no_grad():
+    generated = (model.generate(**enc, max_new_tokens=2, do_sample=False).shape[1]
+                 - enc["input_ids"].shape[1])
 print(json.dumps({"ids": ids, "logits": logits, "eos": gen.eos_token_id,
-                  "single": single, "decoded": decoded, "chat": chat, "prompt": prompt}))
+                  "single": single, "decoded": decoded, "chat": chat, "prompt": prompt,
+                  "inputs": sorted(enc.keys()), "generated": generated}))
 "#;
 
 fn python() -> Option<PathBuf> {
@@ -94,6 +100,11 @@ fn a_saved_model_loads_in_transformers_with_the_same_ids_and_logits() {
         got["chat"], text,
         "the chat template passes the prompt through"
     );
+    assert_eq!(
+        got["inputs"],
+        serde_json::json!(["attention_mask", "input_ids"])
+    );
+    assert_eq!(got["generated"], 2, "generate(**tok(text)) did not run");
     let prompt: Vec<u32> = serde_json::from_value(got["prompt"].clone()).unwrap();
     assert_eq!(
         prompt,
