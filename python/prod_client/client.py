@@ -67,6 +67,10 @@ class Verdict:
     message: str
     time_ms: int
     prover: Optional[str] = None
+    # Proved only: what the proof adds to its statement's universe levels ([] when nothing;
+    # such a node proves its own statement, never another node's proposal). `None` when the
+    # line does not say (not proved, or written by an older server).
+    universe_constraints: Optional[List[str]] = None
 
     @property
     def proved(self) -> bool:
@@ -84,6 +88,7 @@ class Verdict:
             message=d.get("message", ""),
             time_ms=int(d.get("time_ms", 0)),
             prover=d.get("prover"),
+            universe_constraints=d.get("universe_constraints"),
         )
 
 

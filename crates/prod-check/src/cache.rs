@@ -1,8 +1,9 @@
 //! The verification cache (SQLite, embedded).
 //!
 //! Key: SHA-256 of (checker fingerprint — prover and library versions and options —, imports,
-//! context, statement, proof, admitted lemmas). Value: the verdict as JSON. `Infra` verdicts are
-//! never stored: they say nothing about the proof.
+//! context, statement, proof, admitted lemmas). Value: the verdict as JSON (its serde form,
+//! universe constraints included). `Infra` verdicts are never stored: they say nothing about the
+//! proof. A `Proved` entry from before the universe constraints were stored is a miss.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -91,10 +92,12 @@ impl VerificationCache {
                 |r| r.get(0),
             )
             .optional()?;
-        Ok(match text {
-            Some(t) => Some(serde_json::from_str(&t)?),
-            None => None,
-        })
+        let Some(t) = text else { return Ok(None) };
+        let v: Verdict = serde_json::from_str(&t)?;
+        // An entry stored before verdicts kept their universe constraints cannot say whether
+        // its proof constrains its statement's levels: a miss, so the proof is checked again
+        // (and the entry replaced) rather than trusted or demoted.
+        Ok(v.universes_recorded().then_some(v))
     }
 
     /// Store `verdict` under `key`; returns whether it was stored (`Infra` never is).
@@ -309,5 +312,39 @@ mod tests {
         let again = VerificationCache::open(&path).unwrap();
         assert_eq!(again.len().unwrap(), 2);
         assert!(!again.put("k", &Verdict::infra("x")).unwrap());
+    }
+
+    #[test]
+    fn universe_constraints_are_stored_and_an_entry_without_them_is_a_miss() {
+        let cache = VerificationCache::in_memory().unwrap();
+        let constrained = Verdict::Proved {
+            axioms: vec![],
+            replacements: vec![],
+            time: Duration::from_millis(3),
+            universe_constraints: vec!["u0 = u1".into()],
+        };
+        cache.put("a", &constrained).unwrap();
+        let back = cache.get("a").unwrap().unwrap();
+        assert_eq!(back, constrained);
+        assert_eq!(
+            back.local_verdict(),
+            prod_core::tree::LocalVerdict::CorrectAlone
+        );
+        // An entry written before the field existed: never answered from the cache.
+        cache
+            .conn()
+            .execute(
+                "INSERT INTO verdicts (key, verdict) VALUES ('old', ?1)",
+                params![r#"{"verdict":"proved","axioms":[],"replacements":[],"time":{"secs":0,"nanos":0}}"#],
+            )
+            .unwrap();
+        assert_eq!(cache.get("old").unwrap(), None);
+        // Other verdicts never had the field, and read back as they are.
+        let failed = Verdict::Failed {
+            step: 1,
+            message: "no".into(),
+        };
+        cache.put("f", &failed).unwrap();
+        assert_eq!(cache.get("f").unwrap(), Some(failed));
     }
 }

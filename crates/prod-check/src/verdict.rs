@@ -37,8 +37,11 @@ pub enum Verdict {
         /// (beyond those the statement itself imposes), as Coq prints them with the levels
         /// renamed `u0`, `u1`, …: such a proof holds only at some of the levels its statement
         /// admits, so it proves its own statement but never another node's proposal of it
-        /// ([`LocalVerdict::CorrectAlone`]).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// ([`LocalVerdict::CorrectAlone`]). An entry that says `unknown (…)` stands for
+        /// constraints the checker could not compare; a verdict stored or written before this
+        /// field was kept reads back as [`UNIVERSES_UNRECORDED`]. Always written (`[]` when
+        /// none), so that "none" and "not recorded" never look alike.
+        #[serde(default = "universes_unrecorded")]
         universe_constraints: Vec<String>,
     },
     /// The proof is wrong: the prover refused step `step`.
@@ -51,6 +54,15 @@ pub enum Verdict {
     /// Nothing is known about the proof: the prover crashed, ran out of memory, a worker was
     /// lost, the context does not load. Retried; never cached; never a proof failure.
     Infra { message: String },
+}
+
+/// The universe constraints of a `Proved` verdict that was serialized without them (a cache
+/// entry, a run store row or a `prod check --json` line from before they were recorded):
+/// unknown, so the node proves its own statement only ([`LocalVerdict::CorrectAlone`]).
+pub const UNIVERSES_UNRECORDED: &str = "unknown (not recorded with this verdict)";
+
+fn universes_unrecorded() -> Vec<String> {
+    vec![UNIVERSES_UNRECORDED.to_string()]
 }
 
 /// The verdict's kind alone (what `prod check --json` prints).
@@ -110,6 +122,14 @@ impl Verdict {
             Verdict::Infra { .. } => LocalVerdict::Unknown,
             _ => LocalVerdict::Incorrect,
         }
+    }
+
+    /// Whether this verdict knows its universe constraints: `false` only for a `Proved`
+    /// verdict read back from a serialization that did not carry them
+    /// ([`UNIVERSES_UNRECORDED`]). A cache treats such an entry as a miss.
+    pub fn universes_recorded(&self) -> bool {
+        !matches!(self, Verdict::Proved { universe_constraints, .. }
+            if universe_constraints.iter().any(|c| c == UNIVERSES_UNRECORDED))
     }
 
     /// Infra verdicts say nothing about the proof, so they must never be remembered.

@@ -10,7 +10,7 @@ use crate::check_progress::CheckProgress;
 use crate::node::{with_extra, Echo, NodeLine, SeenIds};
 use anyhow::{anyhow, Context as _};
 use clap::Args;
-use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerificationCache};
+use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerdictLine, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
 use prod_core::ConditionalProof;
@@ -29,8 +29,11 @@ use crate::{exit, ranges};
 /// that looks like a misspelt node field (`contxt`) is an error ("did you mean `context`?").
 ///
 /// Output, same order: {"id": "n1", "verdict": "proved|failed|timed_out|rejected|infra",
-/// "message": "...", "time_ms": N, …the node's other fields}. Exit 0 when every line was
-/// judged, 2 on unreadable input.
+/// "message": "...", "time_ms": N, "prover": "coq 8.16.1", …the node's other fields}; a proved
+/// line also carries "axioms", "replacements" (the tactics its `hammer.` steps became) and
+/// "universe_constraints" (what the proof adds to its statement's universe levels: such a node
+/// proves only its own statement), which `prod tree solve --verdicts` reads. Exit 0 when every
+/// line was judged, 2 on unreadable input.
 ///
 /// Isabelle (`--prover isabelle`) needs a running Isabelle2022 server (`isabelle server -n prod`
 /// prints `server "prod" = 127.0.0.1:PORT (password "PW")`) with heaps for the session; node
@@ -567,7 +570,8 @@ pub(crate) fn echo_json(
     with_extra(verdict_json(&e.id, v, t, prover), &e.extra)
 }
 
-/// One output object (`prod check --json`'s line, `prod serve`'s result). `prover` (`coq
+/// One output object (`prod check --json`'s line, `prod serve`'s result): the verdict's
+/// [`VerdictLine`], the one JSON form `prod tree solve --verdicts` reads back. `prover` (`coq
 /// 8.16.1`, `rocq 9.2`, `isabelle`) is the verdict's provenance, where it is known.
 pub(crate) fn verdict_json(
     id: &serde_json::Value,
@@ -575,20 +579,7 @@ pub(crate) fn verdict_json(
     t: Duration,
     prover: Option<&str>,
 ) -> serde_json::Value {
-    let mut line = serde_json::json!({"id": id, "verdict": v.kind().as_str(), "message": v.message(), "time_ms": time_ms(v, t)});
-    if let Some(p) = prover {
-        line["prover"] = serde_json::json!(p);
-    }
-    line
-}
-
-/// Proved checks report the prover's own time; others the wall time of their run.
-fn time_ms(v: &Verdict, t: Duration) -> u64 {
-    let time = match v {
-        Verdict::Proved { time, .. } => *time,
-        _ => t,
-    };
-    time.as_millis() as u64
+    VerdictLine::new(id.clone(), v, t, prover).to_json()
 }
 
 /// One output line (with `json`, the node's own fields after the verdict's).
@@ -606,7 +597,11 @@ pub(crate) fn render(
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    format!("{id}\t{}\t{} ms\t{}", v.kind(), time_ms(v, t), v.message())
+    let line = VerdictLine::new(echo.id.clone(), v, t, prover);
+    format!(
+        "{id}\t{}\t{} ms\t{}",
+        line.verdict, line.time_ms, line.message
+    )
 }
 
 #[cfg(test)]

@@ -27,15 +27,13 @@ pub(crate) const NODE_FIELDS: [&str; 6] = [
 ];
 
 /// The fields an output line writes besides the node's id (`prod check --json`, `prod
-/// serve`'s results and streamed lines).
-pub(crate) const OUTPUT_FIELDS: [&str; 6] = [
-    "verdict",
-    "message",
-    "time_ms",
-    "prover",
-    "index",
-    "globally_correct",
-];
+/// serve`'s results and streamed lines): the verdict line's ([`prod_check::VerdictLine`]) and
+/// the service's own.
+fn is_output_field(key: &str) -> bool {
+    key != "id"
+        && (prod_check::VerdictLine::FIELDS.contains(&key)
+            || ["index", "globally_correct"].contains(&key))
+}
 
 /// One input node.
 #[derive(Deserialize)]
@@ -83,7 +81,7 @@ impl TryFrom<RawNode> for NodeLine {
                     NODE_FIELDS.join(", ")
                 ));
             }
-            if OUTPUT_FIELDS.contains(&key.as_str()) {
+            if is_output_field(key) {
                 return Err(format!(
                     "unknown field `{key}`: the output line writes `{key}` itself; rename it"
                 ));
@@ -281,6 +279,15 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(e.contains("output line writes `verdict`"), "{e}");
+        // Nor may a node's own field stand for what the checker found.
+        for field in ["universe_constraints", "replacements", "axioms"] {
+            let text = format!(r#"{{"id":1,"statement":"s","proof":"p","{field}":[]}}"#);
+            let e = serde_json::from_str::<NodeLine>(&text)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(&format!("output line writes `{field}`")), "{e}");
+        }
         for bad in [
             r#"{"id":1,"statement":"s","proof":"p","imports":3}"#,
             r#"{"id":1,"statement":"s","proof":"p","imports":["a",1]}"#,

@@ -27,7 +27,9 @@ pub enum RunCommand {
     /// verdict: local
     /// (proved, failed, timed_out, rejected; null when the node was not checked or its check
     /// ended in infra, which is never stored), local_step (the failing or timed-out step),
-    /// local_message (Coq's message, or the rejection reason), local_axioms, local_seconds;
+    /// local_message (Coq's message, or the rejection reason), local_axioms, local_seconds,
+    /// local_universe_constraints (what a proved node's proof adds to its statement's universe
+    /// levels: such a node proves its own statement only);
     /// the global verdict: global (correct, incorrect, undetermined; null before the tree was
     /// solved) and height. Nodes come in the order the run stored them. Reads the store only.
     ///
@@ -81,6 +83,7 @@ const COLUMNS: &prod_library::parquet::Columns = {
         ("local_message", Str),
         ("local_axioms", Strings),
         ("local_seconds", Float),
+        ("local_universe_constraints", Strings),
         ("global", Str),
         ("height", Int),
     ]
@@ -106,6 +109,13 @@ fn open(dir: &std::path::Path) -> anyhow::Result<RunStore> {
 /// One node as a flat JSON object; `cuts_known`: the store records truncation.
 fn line(r: &NodeRecord, cuts_known: bool) -> serde_json::Value {
     let n = &r.node;
+    let universes = match &r.local {
+        Some(Verdict::Proved {
+            universe_constraints,
+            ..
+        }) => universe_constraints.clone(),
+        _ => vec![],
+    };
     let (step, message, axioms, seconds) = match &r.local {
         Some(Verdict::Proved { axioms, time, .. }) => {
             (None, None, axioms.clone(), Some(time.as_secs_f64()))
@@ -137,6 +147,7 @@ fn line(r: &NodeRecord, cuts_known: bool) -> serde_json::Value {
         "local_message": message,
         "local_axioms": axioms,
         "local_seconds": seconds,
+        "local_universe_constraints": universes,
         "global": r.global.map(name),
         "height": r.height,
     })

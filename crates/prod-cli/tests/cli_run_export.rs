@@ -156,7 +156,10 @@ fn every_node_of_an_eval_run_is_exported_with_its_verdicts() {
                 assert!(l["local_step"].is_u64(), "{l}");
                 assert!(!l["local_message"].as_str().unwrap().is_empty(), "{l}");
             }
-            Some("proved") => assert!(l["local_seconds"].is_f64(), "{l}"),
+            Some("proved") => {
+                assert!(l["local_seconds"].is_f64(), "{l}");
+                assert!(l["local_universe_constraints"].is_array(), "{l}");
+            }
             _ => {}
         }
         if l["global"] == "correct" {
