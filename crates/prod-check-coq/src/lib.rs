@@ -31,6 +31,7 @@ pub mod protocol;
 pub mod rules;
 pub mod sandbox;
 pub mod session;
+mod universes;
 pub mod worker;
 
 pub use config::{

@@ -10,6 +10,7 @@ use crate::config::{CoqCheckConfig, HAMMER_PLUGIN_IMPORT};
 use crate::hammer_cache::{wait_limit, HammerCache, Lookup, Outcome};
 use crate::protocol::{error_message, is_out_of_memory, is_syntax_error, is_timeout, Prompt};
 use crate::rules::{self, Statement, Step};
+use crate::universes::{poly_context, PolyContext};
 use crate::worker::{Fault, Reply, Worker};
 
 /// Which context a worker holds: requests with equal specs share a loaded state.
@@ -763,7 +764,9 @@ impl Session {
     /// proof that holds only at some of them (`A ≤ B` in `forall A : Type, {B : Type & A = B}`)
     /// must not prove another node's proposal (Hurkens' paradox would follow). Statements with
     /// fewer than two levels of their own have no such constraint among them. Coq 8.16 and
-    /// Rocq 9 name a constant's levels `name.u0`, `name.u1`, ….
+    /// Rocq 9 name a constant's levels `name.u0`, `name.u1`, …. A universe-polymorphic lemma
+    /// (a context with `Set Universe Polymorphism`) keeps its levels and its proof's
+    /// constraints in a context of its own instead ([`Session::added_polymorphic`]).
     fn universe_constraints(
         &mut self,
         plan: &Plan,
@@ -775,20 +778,49 @@ impl Session {
         if !set.ok() {
             return Err(Fault::Protocol("cannot set Printing Universes".into()));
         }
-        let own = own_levels(
-            &self
-                .worker
-                .run(&format!("About {name}."), step_limit)?
-                .output,
-            &name,
-        );
-        let added = if own.len() < 2 {
-            vec![]
-        } else {
-            self.added_constraints(plan, &name, &own, base_name, step_limit)?
+        let about = self
+            .worker
+            .run(&format!("About {name}."), step_limit)?
+            .output;
+        let added = match poly_context(&about, &name) {
+            Some(Ok(proved)) => self.added_polymorphic(plan, &proved, base_name, step_limit)?,
+            Some(Err(why)) => vec![format!("unknown (its universe context: {why})")],
+            None => {
+                let own = own_levels(&about, &name);
+                if own.len() < 2 {
+                    vec![]
+                } else {
+                    self.added_constraints(plan, &name, &own, base_name, step_limit)?
+                }
+            }
         };
         self.worker.run("Unset Printing Universes.", step_limit)?;
         Ok(added)
+    }
+
+    /// The statement restated under a fresh name and admitted (after the proved lemma, so its
+    /// levels are fresh): `Ok(Err(why))` when it does not restate.
+    fn restate_admitted(
+        &mut self,
+        plan: &Plan,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Result<String, &'static str>, Fault> {
+        let fresh = format!("prod_univ_{:016x}", rand::random::<u64>());
+        let Ok(parsed) = prod_coq::parse_statement(&plan.statement.text) else {
+            return Ok(Err("the statement does not parse"));
+        };
+        let r = self
+            .worker
+            .run(&parsed.renamed(&fresh).to_sentence(), step_limit)?;
+        if !ok_with(&r, &fresh, &[&fresh]) {
+            return Ok(Err("the statement does not restate"));
+        }
+        let r = self.worker.run("Admitted.", step_limit)?;
+        if !ok_with(&r, base_name, &[]) {
+            return Err(Fault::Protocol("a restated statement did not close".into()));
+        }
+        Ok(Ok(fresh))
     }
 
     /// [`Session::universe_constraints`] for a statement with levels `own`.
@@ -801,20 +833,10 @@ impl Session {
         step_limit: Duration,
     ) -> Result<Vec<String>, Fault> {
         let conservative = |why: &str| vec![format!("unknown ({why})")];
-        let fresh = format!("prod_univ_{:016x}", rand::random::<u64>());
-        let Ok(parsed) = prod_coq::parse_statement(&plan.statement.text) else {
-            return Ok(conservative("the statement does not parse"));
+        let fresh = match self.restate_admitted(plan, base_name, step_limit)? {
+            Ok(fresh) => fresh,
+            Err(why) => return Ok(conservative(why)),
         };
-        let r = self
-            .worker
-            .run(&parsed.renamed(&fresh).to_sentence(), step_limit)?;
-        if !ok_with(&r, &fresh, &[&fresh]) {
-            return Ok(conservative("the statement does not restate"));
-        }
-        let r = self.worker.run("Admitted.", step_limit)?;
-        if !ok_with(&r, base_name, &[]) {
-            return Err(Fault::Protocol("a restated statement did not close".into()));
-        }
         let theirs = own_levels(
             &self
                 .worker
@@ -842,6 +864,60 @@ impl Session {
             return Ok(conservative("no universe graph"));
         }
         Ok(proved.into_iter().filter(|c| !stated.contains(c)).collect())
+    }
+
+    /// [`Session::universe_constraints`] for a universe-polymorphic lemma whose context is
+    /// `proved`: its constraints that the same statement restated fresh and admitted does not
+    /// have. When some are not among the restated statement's, the kernel decides whether
+    /// those imply them: a definition of the lemma at the restated levels, declared with the
+    /// restated constraints and nothing more (`@{u u0 | …}`, no `+`), is accepted only then.
+    /// Levels or a type that differ, or a context that cannot be read, are unknown.
+    fn added_polymorphic(
+        &mut self,
+        plan: &Plan,
+        proved: &PolyContext,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Vec<String>, Fault> {
+        let conservative = |why: &str| vec![format!("unknown ({why})")];
+        let fresh = match self.restate_admitted(plan, base_name, step_limit)? {
+            Ok(fresh) => fresh,
+            Err(why) => return Ok(conservative(why)),
+        };
+        let about = self
+            .worker
+            .run(&format!("About {fresh}."), step_limit)?
+            .output;
+        let stated = match poly_context(&about, &fresh) {
+            Some(Ok(c)) if c.levels == proved.levels && c.type_text == proved.type_text => c,
+            _ => {
+                return Ok(conservative(
+                    "the restated statement has another universe context",
+                ))
+            }
+        };
+        let added: Vec<String> = proved
+            .constraints
+            .iter()
+            .filter(|c| !stated.constraints.contains(c))
+            .cloned()
+            .collect();
+        if added.is_empty() {
+            return Ok(added);
+        }
+        let levels = stated.levels.join(" ");
+        let check = format!(
+            "Definition prod_univ_implied_{:016x}@{{{levels} | {}}} := @{}@{{{levels}}}.",
+            rand::random::<u64>(),
+            stated.constraints.join(", "),
+            plan.statement.name,
+        );
+        let r = self.worker.run(&check, step_limit)?;
+        Ok(if r.ok() && ok_with(&r, base_name, &[]) {
+            vec![]
+        } else {
+            added
+        })
     }
 
     /// Is `q` a field of a functor's parameter (`X.t` inside `Module F (X : T)`)? Such a field is

@@ -221,3 +221,65 @@ fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
     assert!(constraints(&v[1]).is_empty(), "{:?}", v[1]);
     assert!(constraints(&v[2]).is_empty(), "{:?}", v[2]);
 }
+
+/// The same in a context with `Set Universe Polymorphism`: the lemma's levels are bound in a
+/// universe context of its own and the proof's constraint goes there (`u = u0`), where the
+/// monomorphic comparison never looks. The verdict records it; an honest proof of a
+/// polymorphic statement whose constraints the statement already has records none, and one
+/// that fixes its level to a library's (`rev_length` is monomorphic) records that.
+#[test]
+fn a_proof_that_constrains_a_polymorphic_statement_s_universes_is_recorded() {
+    use prod_check::{CheckRequest, Checker, Verdict};
+    use prod_core::tree::LocalVerdict;
+    use prod_core::ConditionalProof;
+    let cfg = common::config(1);
+    let checker = prod_check_coq::CoqChecker::new(cfg).unwrap();
+    let req = |statement: &str, proof: &str| {
+        CheckRequest::new(
+            HEAD,
+            "Set Universe Polymorphism.",
+            statement,
+            ConditionalProof::parse(proof).unwrap(),
+        )
+    };
+    let v = checker.check_batch(
+        &[
+            req(
+                "Lemma h : forall A : Type, {B : Type & A = B}.",
+                "<no_invoke> intros A. exists A. reflexivity.",
+            ),
+            req(
+                "Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l.",
+                "<no_invoke> intros A l. apply rev_involutive.",
+            ),
+            req("Lemma one : 1 = 1.", "<no_invoke> reflexivity."),
+            req(
+                "Lemma len : forall (A : Type) (l : list A), length (rev l) = length l.",
+                "<no_invoke> apply rev_length.",
+            ),
+        ],
+        &|_, _| {},
+    );
+    let constraints = |v: &Verdict| match v {
+        Verdict::Proved {
+            universe_constraints,
+            ..
+        } => universe_constraints.clone(),
+        other => panic!("{other:?}"),
+    };
+    let added = constraints(&v[0]);
+    assert!(
+        added.iter().any(|c| c == "u = u0" || c == "u0 = u"),
+        "{:?}",
+        v[0]
+    );
+    assert_eq!(v[0].local_verdict(), LocalVerdict::CorrectAlone);
+    assert!(constraints(&v[1]).is_empty(), "{:?}", v[1]);
+    assert_eq!(v[1].local_verdict(), LocalVerdict::Correct);
+    assert!(constraints(&v[2]).is_empty(), "{:?}", v[2]);
+    assert!(
+        !constraints(&v[3]).is_empty() && !constraints(&v[3])[0].starts_with("unknown"),
+        "{:?}",
+        v[3]
+    );
+}
