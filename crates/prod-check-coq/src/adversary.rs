@@ -390,11 +390,26 @@ fn base_scenarios() -> Vec<Scenario> {
         node("Lemma root : False.", &format!("<use_invoke> <invoke> {universe_lemma} </invoke> destruct (h Type) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
         node(universe_lemma, "<no_invoke> intros A. exists A. reflexivity."),
     ]));
-    // Honest look-alikes of the same shapes.
-    out.push(honest("honest/universe-levels-unconstrained", hurkens, "", vec![
-        node("Lemma root : forall (A : Type) (l : list A), rev (rev l) = l.", "<use_invoke> <invoke> Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l. </invoke> exact rr."),
-        node("Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l.", "<no_invoke> intros A l. apply rev_involutive."),
+    // The same where the lemma's levels and the proof's constraints live in its own universe
+    // context (`Set Universe Polymorphism`).
+    let polymorphic = "Set Universe Polymorphism.";
+    out.push(attack("universe/hurkens-polymorphic", hurkens, polymorphic, vec![
+        node("Lemma root : False.", &format!("<use_invoke> <invoke> {universe_lemma} </invoke> destruct (h Type) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
+        node(universe_lemma, "<no_invoke> intros A. exists A. reflexivity."),
     ]));
+    // Honest look-alikes of the same shapes.
+    for (id, context) in [
+        ("honest/universe-levels-unconstrained", ""),
+        (
+            "honest/universe-levels-unconstrained-polymorphic",
+            polymorphic,
+        ),
+    ] {
+        out.push(honest(id, hurkens, context, vec![
+            node("Lemma root : forall (A : Type) (l : list A), rev (rev l) = l.", "<use_invoke> <invoke> Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l. </invoke> exact rr."),
+            node("Lemma rr : forall (A : Type) (l : list A), rev (rev l) = l.", "<no_invoke> intros A l. apply rev_involutive."),
+        ]));
+    }
     out.push(honest("honest/lemma-child", IMPORTS, "", vec![
         node("Lemma root : forall n : nat, n + 0 + 0 = n.", "<use_invoke> intros n. <invoke> Lemma pz : forall m : nat, m + 0 = m. </invoke> rewrite pz. rewrite pz. reflexivity."),
         node("Lemma pz : forall m : nat, m + 0 = m.", "<no_invoke> induction m as [|m IH]; simpl; [reflexivity | rewrite IH; reflexivity]."),
@@ -445,15 +460,6 @@ pub fn self_check_scenarios() -> Vec<Scenario> {
                 && s.nodes[0].statement == CANARIES[0].0
         })
         .collect()
-}
-
-/// Is `statement` one of the canaries an attack's root states (whatever its name and layout)?
-pub fn is_canary_statement(statement: &str) -> bool {
-    let lang = prod_coq::CoqLanguage;
-    let key = lang.normalize_statement(statement);
-    CANARIES
-        .iter()
-        .any(|(c, _)| lang.normalize_statement(c) == key)
 }
 
 /// A random layout of `s`: blanks become other blanks and line breaks, comments (some with
@@ -603,10 +609,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canary_statements_are_recognised_whatever_their_name() {
-        assert!(is_canary_statement("Theorem t :  False ."));
-        assert!(is_canary_statement("Lemma x : forall n : nat, n = S n."));
-        assert!(!is_canary_statement("Lemma x : True."));
+    fn the_self_check_has_every_family() {
         assert!(self_check_scenarios().len() >= 10);
     }
 

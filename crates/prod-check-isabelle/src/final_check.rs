@@ -50,20 +50,40 @@ pub fn final_check_assembled(
     context: &str,
     assembled: &prod_core::AssembledProof,
 ) -> (Verdict, String) {
+    with_assembled_theory(imports, context, assembled, |fin| {
+        (final_check(cfg, fin), fin.text())
+    })
+}
+
+/// The theory [`final_check_assembled`] checks, as a person would read it.
+pub fn assembled_theory_text(
+    imports: &str,
+    context: &str,
+    assembled: &prod_core::AssembledProof,
+) -> String {
+    with_assembled_theory(imports, context, assembled, |fin| fin.text())
+}
+
+/// `f` of the [`FinalTheory`] of an assembled proof: its lemmas below the root, then the root.
+fn with_assembled_theory<T>(
+    imports: &str,
+    context: &str,
+    assembled: &prod_core::AssembledProof,
+    f: impl FnOnce(&FinalTheory<'_>) -> T,
+) -> T {
     let root = assembled.root();
     let below = &assembled.lemmas[..assembled.lemmas.len().saturating_sub(1)];
     let lemmas: Vec<(String, String)> = below
         .iter()
         .map(|l| (l.statement.clone(), l.proof.clone()))
         .collect();
-    let fin = FinalTheory {
+    f(&FinalTheory {
         imports,
         context,
         lemmas: &lemmas,
         statement: &root.statement,
         proof: &root.proof,
-    };
-    (final_check(cfg, &fin), fin.text())
+    })
 }
 
 /// Check `fin` in a fresh session of the server `cfg` names. `Proved` only when the root's

@@ -35,5 +35,5 @@ pub mod testing;
 pub use checker::{plan, plan_with, IsabelleChecker, Plan};
 pub use client::{parse_server_banner, ClientError, Connection, TaskOutcome};
 pub use config::{HammerConfig, IsabelleCheckConfig};
-pub use final_check::{final_check, final_check_assembled, FinalTheory};
+pub use final_check::{assembled_theory_text, final_check, final_check_assembled, FinalTheory};
 pub use rules::Rules;

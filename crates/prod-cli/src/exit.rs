@@ -13,9 +13,8 @@ pub fn failure(e: anyhow::Error) -> i32 {
     1
 }
 
-/// A soundness alarm (a canary was accepted): message on stderr, exit 3. Only the run jobs
-/// carry canaries, and they are built with the `policy` feature.
-#[cfg(feature = "policy")]
+/// A soundness alarm (a canary was accepted: a run's canary, or a node of `prod tree solve`
+/// that states one): message on stderr, exit 3.
 pub fn soundness_alarm(e: anyhow::Error) -> i32 {
     eprintln!("error: {e:#}");
     3

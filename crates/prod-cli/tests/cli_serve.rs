@@ -317,3 +317,121 @@ fn serve_refuses_a_public_address_without_a_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("without an API key"), "{err}");
 }
+
+/// Every route that decides a node runs the same canary alarm (`prod_prover::canary_alarm`):
+/// a context whose axiom (allowed by name) proves `0 = 1` makes a node stating that canary
+/// acceptable, so each of `/v1/check`, `/v1/tree` and `/v1/assemble` must count it once in
+/// `prod_canary_alarms_total`; an honest node beside it never counts.
+#[test]
+fn every_route_that_decides_a_node_raises_the_canary_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prod.toml");
+    std::fs::write(&config, "[check.coq]\nallowed_axioms = [\"M.bad\"]\n").unwrap();
+    let server = Server::start(&["--config", config.to_str().unwrap()]);
+    let auth = format!("Authorization: Bearer {KEY}");
+    let alarms = || {
+        let (status, body) = server.request("GET", "/metrics", &[&auth], b"");
+        assert_eq!(status, 200, "{body}");
+        let line = body
+            .lines()
+            .find(|l| l.starts_with("prod_canary_alarms_total "))
+            .unwrap_or_else(|| panic!("{body}"));
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let canary = |id: &str| {
+        serde_json::json!({"id": id, "context": "Module M. Axiom bad : 0 = 1. End M.",
+                           "statement": "Lemma c : 0 = 1.", "proof": "<no_invoke> exact M.bad."})
+    };
+    let honest = node("h", "Lemma h : 1 = 1.", "<no_invoke> reflexivity.");
+    assert_eq!(alarms(), 0);
+    let mut want = 0;
+    for (route, body) in [
+        (
+            "/v1/check",
+            serde_json::json!({"nodes": [canary("a"), honest.clone()]}),
+        ),
+        (
+            "/v1/check?stream=1",
+            serde_json::json!({"nodes": [canary("s"), honest.clone()]}),
+        ),
+        (
+            "/v1/tree",
+            serde_json::json!({"nodes": [canary("b"), honest.clone()]}),
+        ),
+        (
+            "/v1/assemble",
+            serde_json::json!({"root": 0, "nodes": [canary("c"), honest.clone()]}),
+        ),
+        (
+            "/v1/assemble",
+            serde_json::json!({"root": 1, "nodes": [honest.clone(), canary("d")]}),
+        ),
+    ] {
+        let (status, text) = server.post(route, body.to_string().as_bytes());
+        assert_eq!(status, 200, "{route}: {text}");
+        if route.ends_with("stream=1") {
+            assert!(
+                text.contains(r#""id":"s""#) && text.contains(r#""verdict":"proved""#),
+                "{text}"
+            );
+        } else {
+            assert_eq!(json(&text)["results"][0]["verdict"], "proved", "{text}");
+        }
+        want += 1;
+        assert_eq!(alarms(), want, "{route} counts its accepted canary: {text}");
+    }
+}
+
+/// Hurkens' paradox as a tree (a child proves `h` only where `A ≤ B`, the root uses `h` where
+/// `B < A`), in a monomorphic and in a universe-polymorphic context: every node is locally
+/// proved, no tree of `False` is globally correct on `/v1/tree` or assembled on
+/// `/v1/assemble`, and the child's result line says why (`universe_constraints`).
+#[test]
+fn hurkens_trees_are_not_globally_correct_on_any_route() {
+    let server = Server::start(&[]);
+    let h = "Lemma h : forall A : Type, {B : Type & A = B}.";
+    for context in ["", "Set Universe Polymorphism."] {
+        let node = |id: &str, statement: &str, proof: &str| {
+            serde_json::json!({"id": id, "context": context, "statement": statement, "proof": proof,
+                               "imports": "From Coq Require Import List. Require Coq.Logic.Hurkens."})
+        };
+        let nodes = serde_json::json!([
+            node("root", "Lemma root : False.", &format!("<use_invoke> <invoke> {h} </invoke> destruct (h Type) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
+            node("h", h, "<no_invoke> intros A. exists A. reflexivity."),
+        ]);
+        let (status, body) = server.post(
+            "/v1/tree",
+            serde_json::json!({ "nodes": nodes }).to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let r = json(&body);
+        for i in 0..2 {
+            assert_eq!(r["results"][i]["verdict"], "proved", "{context}: {body}");
+        }
+        assert_eq!(
+            r["results"][0]["globally_correct"], false,
+            "{context}: {body}"
+        );
+        assert!(
+            !r["results"][1]["universe_constraints"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{context}: {body}"
+        );
+        let (status, body) = server.post(
+            "/v1/assemble",
+            serde_json::json!({"root": 0, "nodes": nodes})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let a = json(&body);
+        assert_eq!(a["proved"], false, "{context}: {body}");
+        assert_eq!(a["assembled"], serde_json::Value::Null, "{context}: {body}");
+    }
+}

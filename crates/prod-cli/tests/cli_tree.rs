@@ -83,7 +83,25 @@ fn assemble_root() {
         "root",
     ]);
     assert_eq!(code, 0, "{err}");
-    expect("basic.assemble_root.expected", &out);
+    expect("basic.assemble_root.expected", &without_tags(&out));
+}
+
+/// The final check's file with its random tags (`prod_root_anchor_…`) as `TAG`.
+fn without_tags(file: &str) -> String {
+    let mut out = file.to_string();
+    for prefix in ["prod_root_anchor_", "prod_root_same_"] {
+        let mut at = 0;
+        while let Some(i) = out[at..].find(prefix) {
+            let start = at + i + prefix.len();
+            let end = start
+                + out[start..]
+                    .find(|c: char| !c.is_ascii_hexdigit())
+                    .unwrap_or(out.len() - start);
+            out.replace_range(start..end, "TAG");
+            at = start;
+        }
+    }
+    out
 }
 
 #[test]
@@ -131,8 +149,9 @@ fn bad_input_names_the_line() {
     assert!(err.contains("cannot open"), "{err}");
 }
 
-/// The assembled proof is a complete proof: the real `coqc` compiles it after the context,
-/// and `Print Assumptions` finds no axiom (the proposed lemma is proved, not admitted).
+/// The assembled proof is a complete file: the real `coqc` compiles it alone (its imports and
+/// context included), and `Print Assumptions` finds no axiom (the proposed lemma is proved,
+/// not admitted).
 #[test]
 fn assembled_proof_compiles_with_real_coq() {
     let (code, text, err) = prod(&[
@@ -145,11 +164,7 @@ fn assembled_proof_compiles_with_real_coq() {
     assert_eq!(code, 0, "{err}");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("Assembled.v");
-    std::fs::write(
-        &file,
-        format!("Require Import Arith.\n{text}\nPrint Assumptions add_0_r_twice.\n"),
-    )
-    .unwrap();
+    std::fs::write(&file, format!("{text}\nPrint Assumptions add_0_r_twice.\n")).unwrap();
     let out = match Command::new("coqc")
         .arg("-q")
         .arg(&file)
@@ -320,4 +335,46 @@ fn an_empty_input_is_said_not_silent() {
     let (code, out, err) = prod(&["check", empty.to_str().unwrap(), "--json"]);
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
     assert!(err.contains("no nodes, nothing to check"), "{err}");
+}
+
+/// `tree solve` decides roots, so it runs the canary alarm every such path runs
+/// (`prod_prover::canary_alarm`): a node stating `0 = 1` that comes out accepted (here through
+/// a lemma, on claimed local verdicts) is reported on stderr and the command exits 3 after
+/// printing its verdicts; a canary that is not accepted is no alarm.
+#[test]
+fn an_accepted_canary_is_a_soundness_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, lines: &[serde_json::Value]| {
+        let p = dir.path().join(name);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let root = serde_json::json!({"id": "root", "statement": "Theorem bad : 0 = 1.",
+        "proof": "<use_invoke> <invoke> Lemma b : 0 = 1. </invoke> exact b.", "locally_correct": true});
+    let child = |claim: bool| {
+        serde_json::json!({"id": "child", "statement": "Lemma b2 : forall n : nat, n = S n.",
+            "proof": "<no_invoke> admit.", "locally_correct": claim})
+    };
+    let lemma = serde_json::json!({"id": "lemma", "statement": "Lemma b : 0 = 1.",
+        "proof": "<use_invoke> <invoke> Lemma b2 : forall n : nat, n = S n. </invoke> exact (b2 0).",
+        "locally_correct": true});
+    let accepted = write(
+        "accepted.jsonl",
+        &[root.clone(), lemma.clone(), child(true)],
+    );
+    let (code, out, err) = prod(&["tree", "solve", &accepted, "--json"]);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    for id in ["\"root\"", "\"lemma\"", "\"child\""] {
+        assert!(err.contains("SOUNDNESS ALARM") && err.contains(id), "{err}");
+    }
+    let refused = write("refused.jsonl", &[root, lemma, child(false)]);
+    let (code, out, err) = prod(&["tree", "solve", &refused, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("ALARM"), "{err}");
+    assert!(
+        out.contains(r#"{"id":"root","globally_correct":false}"#),
+        "{out}"
+    );
 }

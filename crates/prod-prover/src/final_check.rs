@@ -9,6 +9,8 @@ use prod_check_coq::CoqCheckConfig;
 use prod_check_isabelle::IsabelleCheckConfig;
 use prod_core::AssembledProof;
 
+use crate::ProverKind;
+
 /// What the cold re-check of one globally correct root gets.
 pub struct FinalProof<'a> {
     /// The root's imports when they are given apart from its context (Isabelle: the theory
@@ -40,34 +42,53 @@ pub struct CoqFinal(pub CoqCheckConfig);
 
 impl FinalCheck for CoqFinal {
     fn final_check(&self, p: &FinalProof<'_>) -> (Verdict, String) {
-        let context = if p.imports.trim().is_empty() {
-            p.context.to_string()
-        } else {
-            format!("{}\n{}", p.imports, p.context)
-        };
-        let root = &p.assembled.root().name;
-        let qualified_name = if p.qualified_name.is_empty() {
-            root.as_str()
-        } else {
-            p.qualified_name
-        };
-        let rendered = prod_check_coq::AssembledFile {
-            context: &context,
-            scope: p.scope,
-            qualified_name,
-            root_statement: p.statement,
-            assembled: &p.assembled.text,
-            root,
-            hammer_replaced: p.hammer_replaced,
-        }
-        .render();
-        let file = match rendered {
+        let file = match coq_file(p) {
             Ok(r) => r,
             Err(e) => return (Verdict::rejected(e), String::new()),
         };
         let v = prod_check_coq::final_check(&file, &self.0, p.timeout);
         (v, file.text())
     }
+}
+
+/// The complete text of an assembled proof exactly as its cold re-check takes it (Coq: the
+/// file `coqc` compiles — imports, context, the root's anchor, the lemmas child-first, the
+/// root and the kernel's comparison; Isabelle: the theory), so that it checks by itself.
+/// `Err` when the root's statement does not parse.
+pub fn complete_text(prover: ProverKind, p: &FinalProof<'_>) -> Result<String, String> {
+    match prover {
+        ProverKind::Coq => coq_file(p).map(|file| file.text()),
+        ProverKind::Isabelle => Ok(prod_check_isabelle::assembled_theory_text(
+            p.imports,
+            p.context,
+            p.assembled,
+        )),
+    }
+}
+
+/// The Coq file of `p` ([`prod_check_coq::AssembledFile::render`]).
+fn coq_file(p: &FinalProof<'_>) -> Result<prod_check_coq::RenderedFile, String> {
+    let context = if p.imports.trim().is_empty() {
+        p.context.to_string()
+    } else {
+        format!("{}\n{}", p.imports, p.context)
+    };
+    let root = &p.assembled.root().name;
+    let qualified_name = if p.qualified_name.is_empty() {
+        root.as_str()
+    } else {
+        p.qualified_name
+    };
+    prod_check_coq::AssembledFile {
+        context: &context,
+        scope: p.scope,
+        qualified_name,
+        root_statement: p.statement,
+        assembled: &p.assembled.text,
+        root,
+        hammer_replaced: p.hammer_replaced,
+    }
+    .render()
 }
 
 /// Isabelle: the assembled theory in a fresh session of the server, the root audited.

@@ -75,9 +75,21 @@ impl<'l> Forest<'l> {
     /// Solve nodes whose local verdicts were decided elsewhere (a round's filters); their
     /// proofs are taken as they are.
     pub fn solve_nodes(nodes: Vec<Node>, lang: &'l dyn ProofLanguage) -> Self {
+        Self::solve_decided(nodes, vec![], lang)
+    }
+
+    /// [`Forest::solve_nodes`] of proofs already as their checks closed them (`prod tree
+    /// solve --verdicts`): `hammer_replaced[i]` says node `i`'s `hammer.` steps were replaced
+    /// (missing entries: not replaced).
+    pub fn solve_decided(
+        nodes: Vec<Node>,
+        mut hammer_replaced: Vec<bool>,
+        lang: &'l dyn ProofLanguage,
+    ) -> Self {
         let solution = solve(&nodes, lang);
+        hammer_replaced.resize(nodes.len(), false);
         Forest {
-            hammer: vec![false; nodes.len()],
+            hammer: hammer_replaced,
             nodes,
             solution,
             lang,

@@ -11,16 +11,21 @@
 //! * [`start_coq`], [`start_isabelle`], [`prover_name`] — a prover's checker started from its
 //!   settings, and the name its verdicts carry, for every command and job alike.
 //! * [`FinalCheck`] — the cold re-check of an assembled proof from nothing but the root's
-//!   context: [`CoqFinal`] compiles the file, [`IsabelleFinal`] builds the theory.
+//!   context: [`CoqFinal`] compiles the file, [`IsabelleFinal`] builds the theory;
+//!   [`complete_text`] is that file or theory, for a person to read or compile.
+//! * [`canary_alarm`] — whether a root that states a canary (`False`, `0 = 1`, …) was
+//!   accepted: the one soundness alarm every path that decides a root raises.
 //!
 //! Coq and Isabelle differ only behind [`ProverKind`] and [`FinalCheck`] (and in their crates).
 
+mod canary;
 mod final_check;
 mod forest;
 mod kind;
 mod start;
 
-pub use final_check::{CoqFinal, FinalCheck, FinalProof, IsabelleFinal};
+pub use canary::{canary_alarm, canary_of, Accepted, Canary, CanaryAlarm, RootDecision, CANARIES};
+pub use final_check::{complete_text, CoqFinal, FinalCheck, FinalProof, IsabelleFinal};
 pub use forest::{local_verdict, CheckedNode, Forest, RootAssembly};
 pub use kind::ProverKind;
 pub use start::{prover_name, start_coq, start_isabelle};

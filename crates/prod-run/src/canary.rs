@@ -9,9 +9,8 @@
 
 use std::path::Path;
 
-use prod_check::Verdict;
-use prod_core::tree::GlobalVerdict;
-use prod_core::ConditionalProof;
+use prod_core::{ConditionalProof, ProofLanguage};
+use prod_prover::RootDecision;
 use prod_report::{CanaryAlarm, CanaryCheck};
 
 use crate::context::RunContext;
@@ -19,16 +18,8 @@ use crate::eval::{run_eval, EvalOptions, Theorem};
 use crate::policy::SeqPolicy;
 use crate::store::{Phase, StoredNode};
 
-/// The canaries: a tag and the statement in Coq and in Isabelle syntax.
-pub const CANARIES: [(&str, &str, &str); 3] = [
-    ("false", "False", "False"),
-    ("zero_is_one", "0 = 1", "(0::nat) = 1"),
-    (
-        "n_is_succ",
-        "forall n : nat, n = S n",
-        "\\<forall>n::nat. n = Suc n",
-    ),
-];
+/// The canaries (prod-prover's, the same every path that decides a root watches for).
+pub use prod_prover::CANARIES;
 
 /// The file the offending nodes of an alarm are saved to (in the run's output directory).
 pub const ALARM_FILE: &str = "canary-alarm.jsonl";
@@ -40,21 +31,18 @@ pub struct CanaryAccepted(pub CanaryCheck, pub String);
 
 /// The canary theorems of a run: each canary in the context of one of the run's theorems
 /// (round robin over them), under a name of its own.
-pub fn canary_theorems(theorems: &[Theorem], prover: &str) -> Vec<Theorem> {
+pub fn canary_theorems(theorems: &[Theorem], lang: &dyn ProofLanguage) -> Vec<Theorem> {
     if theorems.is_empty() {
         return vec![];
     }
     CANARIES
         .iter()
         .enumerate()
-        .map(|(i, (tag, coq, isabelle))| {
+        .map(|(i, c)| {
             let host = &theorems[i % theorems.len()];
+            let tag = c.tag;
             let name = format!("prod_canary_{tag}");
-            let statement = if prover == "isabelle" {
-                format!("lemma {name}: \"{isabelle}\"")
-            } else {
-                format!("Lemma {name} : {coq}.")
-            };
+            let statement = c.statement(lang, &name);
             let qualified_name = match host.qualified_name.rsplit_once('.') {
                 Some((module, _)) => format!("{module}.{name}"),
                 None => name.clone(),
@@ -83,7 +71,7 @@ pub fn run_canaries(
     opts: &EvalOptions,
     round: u32,
 ) -> anyhow::Result<CanaryCheck> {
-    let canaries = canary_theorems(theorems, ctx.prover.lang.name());
+    let canaries = canary_theorems(theorems, ctx.prover.lang);
     let opts = EvalOptions {
         name: "canaries".into(),
         ..opts.clone()
@@ -118,27 +106,26 @@ pub fn run_canaries(
     Ok(check)
 }
 
-/// Why a canary root counts as accepted, if it does.
+/// Why a canary root counts as accepted, if it does ([`prod_prover::canary_alarm`]: the rule
+/// of every path that decides a root).
 fn accepted(ctx: &RunContext<'_>, n: &StoredNode, round: u32) -> anyhow::Result<Option<String>> {
     let store = ctx.store;
-    if let (Some(Verdict::Proved { .. }), Ok(p)) =
-        (store.verdict(n.id)?, ConditionalProof::parse(&n.completion))
-    {
-        if p.lemma_count() == 0 {
-            return Ok(Some("locally correct without proposing a lemma".into()));
-        }
-    }
-    if let Some((GlobalVerdict::Correct, _)) = store.global(n.id)? {
-        return Ok(Some("globally correct".into()));
-    }
-    if let Some(th) = n.theorem {
-        if let Some(v) = store.final_verdict(round, Phase::Canary, th, n.tree)? {
-            if v.is_proved() {
-                return Ok(Some("passed the final check".into()));
-            }
-        }
-    }
-    Ok(None)
+    let local = store.verdict(n.id)?;
+    let proposes = ConditionalProof::parse(&n.completion).map(|p| p.lemma_count() > 0);
+    let final_check = match n.theorem {
+        Some(th) => store.final_verdict(round, Phase::Canary, th, n.tree)?,
+        None => None,
+    };
+    let decision = RootDecision {
+        // A completion that is not a conditional proof proves nothing alone.
+        local: local
+            .as_ref()
+            .map(|v| (v.local_verdict(), proposes.unwrap_or(true))),
+        global: store.global(n.id)?.map(|(g, _)| g),
+        final_check: final_check.as_ref(),
+    };
+    let alarm = prod_prover::canary_alarm(ctx.prover.lang, &n.statement, &decision);
+    Ok(alarm.map(|a| a.accepted.to_string()))
 }
 
 /// `Err(CanaryAccepted)` when `check` has an alarm (its nodes are in `out`'s [`ALARM_FILE`]).
@@ -198,7 +185,7 @@ mod tests {
     #[test]
     fn canaries_live_in_the_run_s_contexts() {
         let ts = [theorem("a", "a"), theorem("b", "M.b")];
-        let c = canary_theorems(&ts, "coq");
+        let c = canary_theorems(&ts, &prod_coq::CoqLanguage);
         assert_eq!(c.len(), 3);
         assert_eq!(c[0].statement, "Lemma prod_canary_false : False.");
         assert_eq!(
@@ -211,9 +198,13 @@ mod tests {
             .iter()
             .all(|t| t.id.starts_with("canary/") && t.ground_truth.is_none()));
         assert_eq!(
-            canary_theorems(&ts, "isabelle")[0].statement,
+            canary_theorems(&ts, &prod_isar::IsarLanguage)[0].statement,
             "lemma prod_canary_false: \"False\""
         );
-        assert!(canary_theorems(&[], "coq").is_empty());
+        assert!(canary_theorems(&[], &prod_coq::CoqLanguage).is_empty());
+        // Each is a canary by the rule every path uses.
+        for t in &c {
+            assert!(prod_prover::canary_of(&prod_coq::CoqLanguage, &t.statement).is_some());
+        }
     }
 }

@@ -158,6 +158,22 @@ fn no_cheat_makes_a_canary_and_a_broken_checker_raises_the_alarm() {
     let check = run_canaries(&ctx, &mut Cheater::default(), &[theorem()], &options(), 0).unwrap();
     assert_eq!(check.alarms.len(), 12, "{check:?}");
     assert!(check.alarms.iter().all(|a| a.canary.starts_with("canary/")));
+    // Why each was accepted is prod-prover's one rule, the same on every path: a proof without
+    // a proposal is accepted locally, one through a lemma globally.
+    let why = |a: prod_prover::Accepted| {
+        check
+            .alarms
+            .iter()
+            .filter(|x| x.what == a.to_string())
+            .count()
+    };
+    assert!(why(prod_prover::Accepted::Locally) > 0, "{check:?}");
+    assert!(why(prod_prover::Accepted::Globally) > 0, "{check:?}");
+    assert_eq!(
+        why(prod_prover::Accepted::Locally) + why(prod_prover::Accepted::Globally),
+        12,
+        "{check:?}"
+    );
     let saved = std::fs::read_to_string(broken_run.path().join(ALARM_FILE)).unwrap();
     assert!(saved.lines().count() >= 12, "{saved}");
     let e = stop_on_alarm(&check, broken_run.path()).unwrap_err();

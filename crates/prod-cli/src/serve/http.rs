@@ -318,7 +318,15 @@ async fn check(
         return Ok(stream(adm, ids, requests, prover));
     }
     let results = judged(adm, requests.clone()).await?;
-    super::canary::watch_local(&app, &requests, &results);
+    super::canary::watch(
+        &app,
+        &super::canary::Decided {
+            requests: &requests,
+            verdicts: &results,
+            global: None,
+            final_check: None,
+        },
+    );
     let results: Vec<Value> = ids
         .iter()
         .zip(&results)
@@ -336,14 +344,26 @@ fn stream(
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let sender = tx.clone();
+    let (app, watched) = (adm.app.clone(), requests.clone());
     let task = judge(adm, requests, move |i, v, t| {
         let mut line = echo_json(&ids[i], v, t, Some(&prover));
         line["index"] = json!(i);
         let _ = sender.send(line);
     });
     tokio::spawn(async move {
-        if let Err(e) = task.await {
-            let _ = tx.send(json!({"error": format!("check failed: {e}")}));
+        match task.await {
+            Ok(verdicts) => super::canary::watch(
+                &app,
+                &super::canary::Decided {
+                    requests: &watched,
+                    verdicts: &verdicts,
+                    global: None,
+                    final_check: None,
+                },
+            ),
+            Err(e) => {
+                let _ = tx.send(json!({"error": format!("check failed: {e}")}));
+            }
         }
     });
     let lines = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -400,7 +420,15 @@ async fn tree(
     let prover = app.pipeline.prover().to_string();
     let verdicts = judged(adm, requests.clone()).await?;
     let global = super::tree::global_verdicts(app.prover, &requests, &verdicts);
-    super::canary::watch(&app, &requests, &global);
+    super::canary::watch(
+        &app,
+        &super::canary::Decided {
+            requests: &requests,
+            verdicts: &verdicts,
+            global: Some(&global),
+            final_check: None,
+        },
+    );
     let results = tree_results(&ids, &verdicts, &global, &prover);
     Ok(Json(json!({"results": results})).into_response())
 }
@@ -433,6 +461,15 @@ async fn assemble(
     let app2 = app.clone();
     let (verdicts, a) = tokio::task::spawn_blocking(move || {
         let a = super::tree::assemble_root(&app2.pipeline, app2.prover, &requests, &verdicts, root);
+        super::canary::watch(
+            &app2,
+            &super::canary::Decided {
+                requests: &requests,
+                verdicts: &verdicts,
+                global: Some(&a.global),
+                final_check: a.final_check.as_ref().map(|(v, _)| (root, v)),
+            },
+        );
         (verdicts, a)
     })
     .await
