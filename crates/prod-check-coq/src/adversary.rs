@@ -397,6 +397,22 @@ fn base_scenarios() -> Vec<Scenario> {
         node("Lemma root : False.", &format!("<use_invoke> <invoke> {universe_lemma} </invoke> destruct (h Type) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
         node(universe_lemma, "<no_invoke> intros A. exists A. reflexivity."),
     ]));
+    // A statement with one level of its own, tied by the child's proof to a level of the
+    // context (`A = Small`); and one with none, where the child's proof constrains the
+    // context's levels alone (`Big <= Small`) while the parent uses the proposal where
+    // `Small < Big`.
+    let small = "Definition Small := Type.";
+    let one_level = "Lemma h : forall A : Type, {B : Small & A = B}.";
+    out.push(attack("universe/hurkens-context-level", hurkens, small, vec![
+        node("Lemma root : False.", &format!("<use_invoke> <invoke> {one_level} </invoke> destruct (h Small) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
+        node(one_level, "<no_invoke> intros A. exists A. reflexivity."),
+    ]));
+    let big_small = "Definition Big := Type.\nDefinition Small := Type.";
+    let no_level = "Lemma h : forall A : Big, {B : Small & A = B}.";
+    out.push(attack("universe/hurkens-context-levels-only", hurkens, big_small, vec![
+        node("Lemma root : False.", &format!("<use_invoke> <invoke> {no_level} </invoke> destruct (h Type) as [B HB]. exact (Hurkens.TypeNeqSmallType.paradox B HB).")),
+        node(no_level, "<no_invoke> intros A. exists A. reflexivity."),
+    ]));
     // Honest look-alikes of the same shapes.
     for (id, context) in [
         ("honest/universe-levels-unconstrained", ""),

@@ -684,6 +684,7 @@ impl Session {
         } = closing;
         let step_limit = cfg.step_limit();
         let n = plan.steps.len();
+        let universes = self.proof_universes(plan, step_limit)?;
         let r = self.worker.run("Qed.", step_limit)?;
         if let Some(v) = self.failure(&r, n + 1, "Qed", step_limit) {
             return Ok(v);
@@ -697,7 +698,8 @@ impl Session {
         if let Some(v) = self.compare_with_anchors(anchors, base_name, n + 1, step_limit)? {
             return Ok(v);
         }
-        let universe_constraints = self.universe_constraints(plan, base_name, step_limit)?;
+        let universe_constraints =
+            self.universe_constraints(plan, universes, base_name, step_limit)?;
         let axioms = match self.assumptions(plan, n + 1, cfg, step_limit)? {
             Ok(a) => a,
             Err(v) => return Ok(v),
@@ -757,17 +759,95 @@ impl Session {
         }))
     }
 
-    /// The universe constraints the proof added among its statement's own levels: those `Print
-    /// Universes Subgraph` shows between the proved lemma's levels and not between the levels
-    /// of the same statement restated fresh (admitted) right after. A proposal is admitted with
-    /// its levels floating and its proposer may use it at any levels the statement allows; a
-    /// proof that holds only at some of them (`A ≤ B` in `forall A : Type, {B : Type & A = B}`)
-    /// must not prove another node's proposal (Hurkens' paradox would follow). Statements with
-    /// fewer than two levels of their own have no such constraint among them. Coq 8.16 and
-    /// Rocq 9 name a constant's levels `name.u0`, `name.u1`, …. A universe-polymorphic lemma
-    /// (a context with `Set Universe Polymorphism`) keeps its levels and its proof's
-    /// constraints in a context of its own instead ([`Session::added_polymorphic`]).
+    /// The plugin's first look at the proof's universe constraints, right before the checker's
+    /// `Qed` (`ProdProofUniverses`, `plugin/prod_audit.ml`): it keeps the universe graph without
+    /// them, the proof's own levels and constraints and the statement, and decides at once when
+    /// the statement has no level of its own. An answer it cannot read is conservative.
+    fn proof_universes(
+        &mut self,
+        plan: &Plan,
+        step_limit: Duration,
+    ) -> Result<ProofUniverses, Fault> {
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let name = &plan.statement.name;
+        let r = self
+            .worker
+            .run(&format!("ProdProofUniverses \"{nonce}\"."), step_limit)?;
+        if !ok_with(&r, name, &[name]) {
+            return Ok(ProofUniverses::Decided(vec![
+                "unknown (the plugin did not look at them)".into(),
+            ]));
+        }
+        Ok(ProofUniverses::read(
+            &r.output,
+            "ProdProofUniverses",
+            &nonce,
+        ))
+    }
+
+    /// The universe constraints the proof added to its statement's levels or to the context's,
+    /// beyond what the statement itself imposes: a proposal is admitted with its levels floating
+    /// and its proposer may use it at any levels the statement allows; a proof that holds only
+    /// at some of them (`A = Small` in `forall A : Type, {B : Small & A = B}`) must not prove
+    /// another node's proposal (Hurkens' paradox would follow), and nor may one that constrains
+    /// the context's levels. For a monomorphic statement with levels of its own, the statement
+    /// is restated under a fresh name and the plugin compares the two
+    /// (`ProdCompareUniverses`); a universe-polymorphic lemma keeps its levels and constraints in
+    /// a context of its own instead ([`Session::added_polymorphic`]).
     fn universe_constraints(
+        &mut self,
+        plan: &Plan,
+        universes: ProofUniverses,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Vec<String>, Fault> {
+        match universes {
+            ProofUniverses::Decided(added) => Ok(added),
+            ProofUniverses::Compare => self.compare_restated(plan, base_name, step_limit),
+            ProofUniverses::Polymorphic => self.polymorphic(plan, base_name, step_limit),
+        }
+    }
+
+    /// The statement restated (its proof opened, then aborted) and the plugin's comparison of
+    /// the proof's constraints with it.
+    fn compare_restated(
+        &mut self,
+        plan: &Plan,
+        base_name: &str,
+        step_limit: Duration,
+    ) -> Result<Vec<String>, Fault> {
+        let conservative = |why: &str| Ok(vec![format!("unknown ({why})")]);
+        let fresh = format!("prod_univ_{:016x}", rand::random::<u64>());
+        let Ok(parsed) = prod_coq::parse_statement(&plan.statement.text) else {
+            return conservative("the statement does not parse");
+        };
+        let r = self
+            .worker
+            .run(&parsed.renamed(&fresh).to_sentence(), step_limit)?;
+        if !ok_with(&r, &fresh, &[&fresh]) {
+            if !ok_with(&r, base_name, &[]) {
+                return Err(Fault::Protocol("a restated statement went astray".into()));
+            }
+            return conservative("the statement does not restate");
+        }
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let r = self
+            .worker
+            .run(&format!("ProdCompareUniverses \"{nonce}\"."), step_limit)?;
+        let added = match ProofUniverses::read(&r.output, "ProdCompareUniverses", &nonce) {
+            ProofUniverses::Decided(added) if r.ok() => added,
+            _ => vec!["unknown (the plugin did not compare them)".into()],
+        };
+        let r = self.worker.run("Abort.", step_limit)?;
+        if !ok_with(&r, base_name, &[]) {
+            return Err(Fault::Protocol("a restated statement did not abort".into()));
+        }
+        Ok(added)
+    }
+
+    /// [`Session::added_polymorphic`] on the proved lemma's universe context as `About` prints it
+    /// under `Printing Universes`.
+    fn polymorphic(
         &mut self,
         plan: &Plan,
         base_name: &str,
@@ -785,14 +865,7 @@ impl Session {
         let added = match poly_context(&about, &name) {
             Some(Ok(proved)) => self.added_polymorphic(plan, &proved, base_name, step_limit)?,
             Some(Err(why)) => vec![format!("unknown (its universe context: {why})")],
-            None => {
-                let own = own_levels(&about, &name);
-                if own.len() < 2 {
-                    vec![]
-                } else {
-                    self.added_constraints(plan, &name, &own, base_name, step_limit)?
-                }
-            }
+            None => vec!["unknown (no universe context printed)".into()],
         };
         self.worker.run("Unset Printing Universes.", step_limit)?;
         Ok(added)
@@ -821,49 +894,6 @@ impl Session {
             return Err(Fault::Protocol("a restated statement did not close".into()));
         }
         Ok(Ok(fresh))
-    }
-
-    /// [`Session::universe_constraints`] for a statement with levels `own`.
-    fn added_constraints(
-        &mut self,
-        plan: &Plan,
-        name: &str,
-        own: &[String],
-        base_name: &str,
-        step_limit: Duration,
-    ) -> Result<Vec<String>, Fault> {
-        let conservative = |why: &str| vec![format!("unknown ({why})")];
-        let fresh = match self.restate_admitted(plan, base_name, step_limit)? {
-            Ok(fresh) => fresh,
-            Err(why) => return Ok(conservative(why)),
-        };
-        let theirs = own_levels(
-            &self
-                .worker
-                .run(&format!("About {fresh}."), step_limit)?
-                .output,
-            &fresh,
-        );
-        if theirs.len() != own.len() {
-            return Ok(conservative("the restated statement has other levels"));
-        }
-        let mut subgraph = |levels: &[String], of: &str| -> Result<Vec<String>, Fault> {
-            let r = self.worker.run(
-                &format!("Print Universes Subgraph ({}).", levels.join(" ")),
-                step_limit,
-            )?;
-            Ok(if r.ok() {
-                constraints(&r.output, of)
-            } else {
-                vec![]
-            })
-        };
-        let proved = subgraph(own, name)?;
-        let stated = subgraph(&theirs, &fresh)?;
-        if proved.is_empty() && stated.is_empty() {
-            return Ok(conservative("no universe graph"));
-        }
-        Ok(proved.into_iter().filter(|c| !stated.contains(c)).collect())
     }
 
     /// [`Session::universe_constraints`] for a universe-polymorphic lemma whose context is
@@ -1686,53 +1716,41 @@ impl Session {
     }
 }
 
-/// The universe levels of constant `name` in `About name.` under `Printing Universes`: the
-/// `@{…}` names `…name.uK`, in order, each once.
-fn own_levels(output: &str, name: &str) -> Vec<String> {
-    let mut out: Vec<String> = vec![];
-    for group in output.split("@{").skip(1) {
-        let inner = group.split('}').next().unwrap_or("");
-        for level in inner.split(|c: char| c.is_whitespace() || c == '|' || c == ',') {
-            if level_index(level, name).is_some() && !out.iter().any(|l| l == level) {
-                out.push(level.to_string());
-            }
-        }
-    }
-    out
+/// What the plugin said of a proof's universe constraints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ProofUniverses {
+    /// Decided: the constraints added (`unknown (…)` when it could not tell).
+    Decided(Vec<String>),
+    /// The statement has levels of its own: compare with it restated.
+    Compare,
+    /// A universe-polymorphic lemma: compare its universe context.
+    Polymorphic,
 }
 
-/// `K` of a level `…name.uK`.
-fn level_index(level: &str, name: &str) -> Option<u32> {
-    let (owner, k) = level.rsplit_once(".u")?;
-    let owner_name = owner.rsplit('.').next().unwrap_or(owner);
-    (owner_name == name).then(|| k.parse().ok())?
-}
-
-/// The constraints `Print Universes Subgraph` printed, one per `left op right`, with the
-/// levels of constant `name` renamed `uK` (continuation lines repeat the left side; Rocq 9's
-/// `(because …)` explanations dropped).
-fn constraints(output: &str, name: &str) -> Vec<String> {
-    let rename = |l: &str| match level_index(l, name) {
-        Some(k) => format!("u{k}"),
-        None => l.to_string(),
-    };
-    let mut out = vec![];
-    let mut left = String::new();
-    for line in output.lines() {
-        let line = line.split(" (because").next().unwrap_or(line);
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let (l, op, r) = match words.as_slice() {
-            [op, r] if line.starts_with(char::is_whitespace) => (left.clone(), *op, *r),
-            [l, op, r] => (rename(l), *op, *r),
-            _ => continue,
+impl ProofUniverses {
+    /// The answer line `<command> <nonce> none|added: c1; c2|unknown: why|compare|polymorphic`
+    /// in `output`; anything else is an unknown.
+    fn read(output: &str, command: &str, nonce: &str) -> ProofUniverses {
+        let head = format!("{command} {nonce} ");
+        let Some(rest) = output
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(head.as_str()))
+        else {
+            return ProofUniverses::Decided(vec!["unknown (no answer)".into()]);
         };
-        if !matches!(op, "<" | "<=" | "=") {
-            continue;
+        match rest.trim() {
+            "none" => ProofUniverses::Decided(vec![]),
+            "compare" => ProofUniverses::Compare,
+            "polymorphic" => ProofUniverses::Polymorphic,
+            r => ProofUniverses::Decided(
+                match (r.strip_prefix("added: "), r.strip_prefix("unknown: ")) {
+                    (Some(cs), _) => cs.split("; ").map(str::to_string).collect(),
+                    (_, Some(why)) => vec![format!("unknown ({why})")],
+                    _ => vec![format!("unknown ({r})")],
+                },
+            ),
         }
-        left = l.clone();
-        out.push(format!("{l} {op} {}", rename(r)));
     }
-    out
 }
 
 /// `Locate Ltac Foo.` → `Ltac Some.Path.Foo` (first line) names the tactic `Foo`.
@@ -1806,20 +1824,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn universe_levels_and_constraints() {
-        let about = "h : forall A : Type@{h.u0}, {B : Type@{h.u1} & A = B}\n\nh is not universe polymorphic\n";
-        assert_eq!(own_levels(about, "h"), ["h.u0", "h.u1"]);
-        assert!(own_levels("x : nat", "x").is_empty());
-        let proved = "Set < h.u0\n    < h.u1\nh.u1 = h.u0 (because h.u1 =(from h) h.u0)\n";
-        let stated = "Set < p.u0\n    < p.u1\np.u1 <= p.u0\n";
+    fn the_plugins_universe_answers() {
+        use ProofUniverses::*;
+        let read = |out: &str| ProofUniverses::read(out, "ProdProofUniverses", "n1");
+        assert_eq!(read("ProdProofUniverses n1 none\n"), Decided(vec![]));
+        assert_eq!(read("ProdProofUniverses n1 compare\n"), Compare);
+        assert_eq!(read("ProdProofUniverses n1 polymorphic\n"), Polymorphic);
         assert_eq!(
-            constraints(proved, "h"),
-            ["Set < u0", "Set < u1", "u1 = u0"]
+            read("ProdProofUniverses n1 added: a.1 = b.2; a.1 < c.3\n"),
+            Decided(vec!["a.1 = b.2".into(), "a.1 < c.3".into()])
         );
         assert_eq!(
-            constraints(stated, "p"),
-            ["Set < u0", "Set < u1", "u1 <= u0"]
+            read("ProdProofUniverses n1 unknown: levels moved\n"),
+            Decided(vec!["unknown (levels moved)".into()])
         );
+        // Another nonce, or no answer, is never "none".
+        assert_ne!(read("ProdProofUniverses n2 none\n"), Decided(vec![]));
+        assert_ne!(read(""), Decided(vec![]));
     }
 
     #[test]

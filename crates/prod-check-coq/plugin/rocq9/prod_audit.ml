@@ -495,3 +495,157 @@ let audit_all nonce constructs =
       Environ.fold_constants (fun kn _ () ->
           if not (trusted_constant st.env0 kn) then constant st kn)
         (Global.env ()) ())
+
+(* ------------------------------------------------------------------------- *)
+(* The universe constraints a proof added.                                    *)
+
+(* A monomorphic proof may fix its statement's universe levels more than the statement does
+   (`forall A : Type, {B : Small & A = B}` proved with `A = Small`), or constrain the context's
+   levels: it then proves its statement only at some levels, and another node that proposed the
+   statement may use it at others (Hurkens' paradox proves `False`).  So:
+
+   - `ProdProofUniverses "nonce".`, in the checker's proof right before its `Qed`, keeps the
+     global universe graph (without this proof's constraints, which join it at `Qed`), the
+     proof's own universe levels and constraints (statement and proof), and the statement as
+     elaborated; it prints `polymorphic` (compared by the checker another way), `compare` when
+     the statement has levels of its own (then the checker restates it), or else the verdict:
+     `none`, `added: …`, `unknown: …` (without own levels, the restated statement is the
+     graph itself).
+   - `ProdCompareUniverses "nonce".`, in the proof of the same statement restated under a fresh
+     name (then aborted), compares: the proof's statement levels are mapped to the restated
+     statement's (the two statements' levels paired in one traversal order; a level of the
+     graph must stand for itself), the proof's constraints are added, so mapped, to the graph
+     with the restated statement's constraints (its other levels fresh), and every constraint
+     this implies among the restated statement's levels and the graph's levels that the proof
+     mentions must already hold with the statement's constraints alone.  Otherwise the proof
+     added it.  Prints `none`, `added: c1; c2` or `unknown: why`. *)
+
+let sort_levels s = match s with
+  | Sorts.Type u | Sorts.QSort (_, u) -> List.map fst (Univ.Universe.repr u)
+  | _ -> []
+
+let instance_levels u = Array.to_list (snd (UVars.Instance.to_array u))
+
+(* Every universe level of [t], in one traversal order. *)
+let levels_in_order t =
+  let rec go acc t =
+    let acc = match kind t with
+      | Sort s -> List.rev_append (sort_levels s) acc
+      | Const (_, u) | Ind (_, u) | Construct (_, u) | Case (_, u, _, _, _, _, _)
+      | Array (u, _, _, _) -> List.rev_append (instance_levels u) acc
+      | _ -> acc
+    in
+    Constr.fold go acc t
+  in
+  List.rev (go [] t)
+
+exception Unknown of string
+
+(* The proof's statement levels mapped to the restated statement's: the pairs of the two
+   traversals, where a level of the graph [dom] must stand for itself. *)
+let level_map dom th tr =
+  let lh = levels_in_order th and lr = levels_in_order tr in
+  if List.length lh <> List.length lr then raise (Unknown "the restated statement has other levels");
+  List.fold_left2 (fun m a b ->
+      if Univ.Level.Set.mem a dom || Univ.Level.Set.mem b dom then
+        if Univ.Level.equal a b then m else raise (Unknown "a level of the context moved")
+      else match Univ.Level.Map.find_opt a m with
+        | Some b' when Univ.Level.equal b b' -> m
+        | Some _ -> raise (Unknown "the levels do not correspond")
+        | None -> Univ.Level.Map.add a b m)
+    Univ.Level.Map.empty lh lr
+
+type captured = {
+  graph : UGraph.t;
+  levels : Univ.Level.Set.t;
+  constraints : Univ.UnivConstraints.t;
+  statement : Constr.t;
+}
+
+let captured_proof : captured option ref = ref None
+
+let capture pstate =
+  let p = Declare.Proof.get pstate in
+  let d = Proof.data p in
+  let statement = match Proofview.initial_goals d.Proof.entry with
+    | (_, _, ty) :: _ -> EConstr.to_constr ~abort_on_undefined_evars:false d.Proof.sigma ty
+    | [] -> CErrors.user_err (str "ProdUniverses: no statement.") in
+  let (levels, constraints) = Evd.universe_context_set d.Proof.sigma in
+  ({ graph = Environ.universes (Global.env ()); levels; constraints; statement },
+   PolyFlags.univ_poly d.Proof.poly)
+
+let declare levels g =
+  let dom = UGraph.domain g in
+  Univ.Level.Set.fold (fun l g ->
+      if Univ.Level.Set.mem l dom then g
+      else UGraph.add_universe l ~strict:false g) levels g
+
+let levels_of_constraints cs =
+  Univ.UnivConstraints.fold (fun (a, _, b) acc -> Univ.Level.Set.add a (Univ.Level.Set.add b acc))
+    cs Univ.Level.Set.empty
+
+let pr_constraint (a, d, b) =
+  let op = match d with
+    | Univ.UnivConstraint.Lt -> " < " | Univ.UnivConstraint.Le -> " <= "
+    | Univ.UnivConstraint.Eq -> " = " in
+  Univ.Level.to_string a ^ op ^ Univ.Level.to_string b
+
+(* The constraints proof [h] added beyond what the restated statement [r] imposes. *)
+let added_constraints h r =
+  let dom = UGraph.domain h.graph in
+  let sigma = level_map dom h.statement r.statement in
+  let map l = Option.default l (Univ.Level.Map.find_opt l sigma) in
+  let with_statement =
+    UGraph.merge_constraints r.constraints (declare r.levels h.graph) in
+  let internal = Univ.Level.Set.filter
+      (fun l -> not (Univ.Level.Map.mem l sigma) && not (Univ.Level.Set.mem l dom)) h.levels in
+  let mapped = Univ.UnivConstraints.fold (fun (a, d, b) acc ->
+      Univ.UnivConstraints.add (map a, d, map b) acc) h.constraints Univ.UnivConstraints.empty in
+  match UGraph.merge_constraints mapped (declare internal with_statement) with
+  | exception _ -> [ "inconsistent with the statement's own levels" ]
+  | with_proof ->
+    let kept = Univ.Level.Set.union
+        (Univ.Level.Map.fold (fun _ b acc -> Univ.Level.Set.add b acc) sigma Univ.Level.Set.empty)
+        (Univ.Level.Set.inter dom (levels_of_constraints h.constraints)) in
+    UGraph.constraints_for ~kept with_proof
+    |> Univ.UnivConstraints.elements
+    |> List.filter (fun c -> not (UGraph.check_constraint with_statement c))
+    |> List.map pr_constraint
+
+let report head = function
+  | [] -> head ++ str " none"
+  | cs -> head ++ str " added: " ++ str (String.concat "; " cs)
+
+let proof_universes ~pstate nonce =
+  let head = str "ProdProofUniverses " ++ str nonce in
+  match pstate with
+  | None -> CErrors.user_err (str "ProdProofUniverses: no proof.")
+  | Some p ->
+    let (c, poly) = capture p in
+    captured_proof := Some c;
+    let dom = UGraph.domain c.graph in
+    let own = List.exists (fun l -> not (Univ.Level.Set.mem l dom)) (levels_in_order c.statement) in
+    Feedback.msg_notice (
+      if poly then head ++ str " polymorphic"
+      else if Univ.UnivConstraints.is_empty c.constraints then head ++ str " none"
+      else if own then head ++ str " compare"
+      else
+        (* No level of its own: what the proof may not add is a constraint among the graph's
+           levels, which the statement restated would not change. *)
+        let same = { c with levels = Univ.Level.Set.empty; constraints = Univ.UnivConstraints.empty } in
+        match added_constraints c same with
+        | cs -> report head cs
+        | exception Unknown why -> head ++ str " unknown: " ++ str why)
+
+let compare_universes ~pstate nonce =
+  let head = str "ProdCompareUniverses " ++ str nonce in
+  let h = match !captured_proof with
+    | Some h -> h
+    | None -> CErrors.user_err (str "ProdCompareUniverses: no ProdProofUniverses before.") in
+  match pstate with
+  | None -> CErrors.user_err (str "ProdCompareUniverses: no proof.")
+  | Some p ->
+    let (r, _) = capture p in
+    Feedback.msg_notice (match added_constraints h r with
+        | cs -> report head cs
+        | exception Unknown why -> head ++ str " unknown: " ++ str why)
