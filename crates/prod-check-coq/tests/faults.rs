@@ -16,7 +16,7 @@ fn req(statement: &str, proof: &str) -> CheckRequest {
         IMPORTS,
         "",
         statement,
-        ConditionalProof::parse(proof).unwrap(),
+        ConditionalProof::parse_with(proof, &prod_coq::CoqLanguage).unwrap(),
     )
 }
 
@@ -154,7 +154,7 @@ fn broken_context_is_infra_at_once() {
             IMPORTS,
             context,
             statement,
-            ConditionalProof::parse("<no_invoke> exact I.").unwrap(),
+            ConditionalProof::parse_with("<no_invoke> exact I.", &prod_coq::CoqLanguage).unwrap(),
         )
     };
     let t = Instant::now();

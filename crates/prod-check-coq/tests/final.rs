@@ -167,7 +167,12 @@ fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
     let cfg = common::config(1);
     let checker = prod_check_coq::CoqChecker::new(cfg).unwrap();
     let req = |statement: &str, proof: &str| {
-        CheckRequest::new(HEAD, "", statement, ConditionalProof::parse(proof).unwrap())
+        CheckRequest::new(
+            HEAD,
+            "",
+            statement,
+            ConditionalProof::parse_with(proof, &prod_coq::CoqLanguage).unwrap(),
+        )
     };
     let v = checker.check_batch(
         &[

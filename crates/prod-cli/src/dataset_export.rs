@@ -475,7 +475,7 @@ fn verify(
     // The probe: a trivial lemma stated after the context, so that only the context decides
     // the verdict, never a rule about the row's own statement or proof (a context that shadows
     // `I` fails the proof, which still says the context loaded).
-    let probe = prod_core::ConditionalProof::parse(PROBE_PROOF)
+    let probe = prod_core::ConditionalProof::parse_with(PROBE_PROOF, &prod_coq::CoqLanguage)
         .map_err(|e| anyhow!("the probe proof: {e}"))?;
     let mut search: Vec<ContextSearch> = files
         .iter()

@@ -121,9 +121,10 @@ pub fn run_canaries(
 /// Why a canary root counts as accepted, if it does.
 fn accepted(ctx: &RunContext<'_>, n: &StoredNode, round: u32) -> anyhow::Result<Option<String>> {
     let store = ctx.store;
-    if let (Some(Verdict::Proved { .. }), Ok(p)) =
-        (store.verdict(n.id)?, ConditionalProof::parse(&n.completion))
-    {
+    if let (Some(Verdict::Proved { .. }), Ok(p)) = (
+        store.verdict(n.id)?,
+        ConditionalProof::parse_with(&n.completion, ctx.prover.lang),
+    ) {
         if p.lemma_count() == 0 {
             return Ok(Some("locally correct without proposing a lemma".into()));
         }
