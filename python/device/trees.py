@@ -5,9 +5,10 @@ For every theorem and each of `samples` independent trees: sample the root from
 (`<invoke> Lemma … </invoke>`) becomes a node of the next level with the same context, once per
 tree and level; at the depth limit `<no_invoke>` is appended to the prompt ids and sampling
 continues after it. This mirrors `prod_rl::generate_test_trees`; the lemma extraction is a port
-of `prod_core::ConditionalProof::parse` (prod's tests run both on the same texts). Levels of
-all theorems and of several trees are sampled together, a whole group of trees at a time, so a
-deadline leaves complete trees only.
+of `prod_core::ConditionalProof::parse_with` with Coq's lexer (markers only outside comments and
+strings; prod's tests run both on the same texts). Levels of all theorems and of several trees
+are sampled together, a whole group of trees at a time, so a deadline leaves complete trees
+only.
 
 The file (schema in docs/models.md, read by `prod eval --trees`): a header line, then one line
 per node with its tree, depth, parent, theorem, statement, forced `t0` and completion.
@@ -27,9 +28,61 @@ FORMAT = "prod-trees"
 VERSION = 1
 
 
+def coq_literals(text):
+    """The comments and string literals of `text` as Coq lexes them: [(start, end, closed)], the
+    outermost only. `prod_coq::lexer::literals` step for step: a comment nests and lexes the
+    strings inside it, a string ends at a `"` that is not `""`; an unclosed one runs to the end."""
+    out = []
+    i, n = 0, len(text)
+
+    def string_end(i):
+        i += 1
+        while i < n:
+            if text[i] == '"':
+                if text.startswith('"', i + 1):
+                    i += 2
+                else:
+                    return i + 1
+            else:
+                i += 1
+        return None
+
+    def comment_end(i):
+        depth = 0
+        while i < n:
+            if text.startswith("(*", i):
+                depth += 1
+                i += 2
+            elif text.startswith("*)", i):
+                depth -= 1
+                i += 2
+                if depth == 0:
+                    return i
+            elif text[i] == '"':
+                i = string_end(i)
+                if i is None:
+                    return None
+            else:
+                i += 1
+        return None
+
+    while i < n:
+        if text.startswith("(*", i):
+            end = comment_end(i)
+        elif text[i] == '"':
+            end = string_end(i)
+        else:
+            i += 1
+            continue
+        out.append((i, n if end is None else end, end is not None))
+        i = n if end is None else end
+    return out
+
+
 def parse_lemmas(text):
     """The proposed lemmas (trimmed) of a conditional proof, or None if `text` is not one:
-    `prod_core::ConditionalProof::parse` step for step."""
+    `prod_core::ConditionalProof::parse_with(text, &CoqLanguage)` step for step (markers only
+    outside Coq's comments and strings; a comment or string that never closes is an error)."""
     body = len(text) - len(text.lstrip(RUST_WS))
     rest = text[body:]
     if rest.startswith(USE_INVOKE):
@@ -38,13 +91,22 @@ def parse_lemmas(text):
         pos = body + len(NO_INVOKE)
     else:
         return None
+    literals = coq_literals(text)
+    if any(not closed for _, _, closed in literals):
+        return None
     lemmas = []
     seg_start = pos
     open_at = None
+    k = 0
     while True:
         at = text.find("<", pos)
         if at < 0:
             break
+        while k < len(literals) and literals[k][1] <= at:
+            k += 1
+        if k < len(literals) and literals[k][0] <= at:
+            pos = literals[k][1]
+            continue
         tok = next((t for t in SPECIAL_TOKENS if text.startswith(t, at)), None)
         if tok in (USE_INVOKE, NO_INVOKE, TRUE_TOKEN, FALSE_TOKEN):
             return None

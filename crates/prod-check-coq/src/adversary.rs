@@ -546,7 +546,7 @@ pub fn run(checker: &CoqChecker, s: &Scenario, final_timeout: Duration) -> Outco
         .nodes
         .iter()
         .map(|n| {
-            ConditionalProof::parse(&n.proof)
+            ConditionalProof::parse_with(&n.proof, &lang)
                 .map(|p| CheckRequest::new(&s.imports, &s.context, &n.statement, p))
                 .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")))
         })
@@ -566,7 +566,7 @@ pub fn run(checker: &CoqChecker, s: &Scenario, final_timeout: Duration) -> Outco
     let mut index = vec![];
     for (i, (r, v)) in requests.iter().zip(&local).enumerate() {
         let Ok(req) = r else { continue };
-        let (proof, _) = prod_check::proof_as_checked(&req.proof, Some(v));
+        let (proof, _) = prod_check::proof_as_checked(&req.proof, Some(v), &lang);
         nodes.push(Node {
             id: i.to_string(),
             context: format!("{}\n{}", s.imports, s.context),
@@ -655,7 +655,7 @@ mod tests {
         for s in &a {
             for n in &s.nodes {
                 assert!(
-                    ConditionalProof::parse(&n.proof).is_ok(),
+                    ConditionalProof::parse_with(&n.proof, &prod_coq::CoqLanguage).is_ok(),
                     "{}: {}",
                     s.id,
                     n.proof

@@ -99,6 +99,15 @@ fn strip_fetch_notices(output: &str) -> String {
 /// Parse `Print Assumptions` output. `Err` (with the offending line) for anything else: unsafe
 /// flags (`… is assumed to be guarded.`, `… relies on an unsafe hierarchy.`, `… is assumed to be
 /// positive.`), unknown headers, messages, errors.
+///
+/// A printed type can hold any line: a string term is printed with its characters as they are
+/// (`String (Ascii false true false true false false false false) "Axioms:"` prints a line
+/// break, then `Axioms:` at the start of a line), whatever the rules allow in literals. So a
+/// line of the output may be the proof's, and the parse may only ever read *more* axioms from
+/// such lines, never fewer: Coq prints `Section Variables:` before `Axioms:` and each once, so a
+/// header out of that order is refused (a forged `Section Variables:` after `Axioms:` would
+/// otherwise read every later axiom as a section variable), and a forged entry is one more
+/// axiom to justify.
 pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
     let text = strip_fetch_notices(output);
     let lines: Vec<&str> = text
@@ -112,10 +121,12 @@ pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
     if lines.is_empty() {
         return Err("Print Assumptions printed nothing".into());
     }
+    /// In the order Coq prints them.
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     enum Section {
         None,
-        Axioms,
         Variables,
+        Axioms,
     }
     let mut section = Section::None;
     let mut axioms = vec![];
@@ -128,17 +139,18 @@ pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
             }
             continue;
         }
-        match line {
-            "Axioms:" => {
-                section = Section::Axioms;
-                continue;
+        let header = match line {
+            "Axioms:" => Some(Section::Axioms),
+            "Section Variables:" => Some(Section::Variables),
+            _ => None,
+        };
+        if let Some(next) = header {
+            if next <= section {
+                return Err(format!("header {line:?} out of Coq's order"));
             }
-            "Section Variables:" => {
-                section = Section::Variables;
-                section_variables = true;
-                continue;
-            }
-            _ => {}
+            section = next;
+            section_variables |= next == Section::Variables;
+            continue;
         }
         match section {
             Section::Axioms => {
@@ -241,5 +253,25 @@ Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n"
             "Closed under the global context\nClosed under the global context"
         )
         .is_err());
+    }
+
+    /// A type may print any line (a string term prints its line breaks): a header out of
+    /// Coq's order is refused, so no printed line can move a later axiom out of `Axioms:`.
+    #[test]
+    fn forged_headers_hide_no_axiom() {
+        let forged = "Axioms:\np : \"\nSection Variables:\" = \"\" -> True\ncheat : False\n";
+        assert!(parse_assumptions(forged).is_err());
+        assert!(parse_assumptions("Axioms:\na : A\nAxioms:\nb : B\n").is_err());
+        assert!(parse_assumptions("Section Variables:\nA : Type\nSection Variables:\n").is_err());
+        // In Coq's order, a forged line only adds an axiom to justify.
+        let more =
+            "Section Variables:\nA : Type\nAxioms:\np : \"\nq : False\" = \"\"\ncheat : False\n";
+        assert_eq!(
+            parse_assumptions(more),
+            Ok(Assumptions::Axioms {
+                axioms: vec!["p".into(), "q".into(), "cheat".into()],
+                section_variables: true
+            })
+        );
     }
 }

@@ -74,7 +74,7 @@ fn plan(req: &CheckRequest, rules: &RuleSet) -> Result<Plan, Verdict> {
 /// What this checker accepts beyond its settings (the statement and proof rules, the sentences
 /// written around a node). Part of the fingerprint, so that a verification cache never answers
 /// with a verdict reached under other rules: raise it whenever a rule or those sentences change.
-pub const RULES_REVISION: u32 = 6;
+pub const RULES_REVISION: u32 = 7;
 
 fn coq_fingerprint(cfg: &CoqCheckConfig) -> Result<String, String> {
     // Run as the checker runs Coq (sandboxed, from the prover root if there is one), so the

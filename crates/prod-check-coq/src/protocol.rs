@@ -236,9 +236,52 @@ pub fn is_timeout(output: &str) -> bool {
     last_error(output) == Some("Timeout!")
 }
 
-/// Does a failed sentence's output say Coq ran out of memory (under `prlimit --as`)?
+/// Does a failed sentence's output say Coq ran out of memory (under `prlimit --as`)? Judged on
+/// the last error only: for `coqc`'s output, where messages are not tagged.
 pub fn is_out_of_memory(output: &str) -> bool {
     last_error(output) == Some("Out of memory.")
+}
+
+/// Is Coq's own error in a `coqtop -emacs` reply `Out of memory.`? In that mode a proof's
+/// messages come inside `<infomsg>`/`<warning>` tags and Coq's error line after all of them,
+/// untagged and starting with `Error:`. A message can end its tag early (a forged closer), so
+/// it can add untagged lines, but it can never tag Coq's own error line, which comes after
+/// every message's real closer. So the answer is yes only when Coq's error is the one and only
+/// untagged `Error:` line: a message that prints `Error: Out of memory.` (a `fail` whose text
+/// holds a line break, or a string built at run time) adds a second one. Like a time-out, an
+/// out-of-memory is still only believed when the checker's own memory accounting agrees
+/// (`Session::stop`).
+pub fn reports_out_of_memory(output: &str) -> bool {
+    let untagged = untagged(output);
+    let mut errors = untagged
+        .lines()
+        .filter(|l| l.starts_with("Error:"))
+        .map(str::trim_end);
+    errors.next() == Some("Error: Out of memory.") && errors.next().is_none()
+}
+
+/// `output` without its `<infomsg>…</infomsg>` and `<warning>…</warning>` blocks (each from its
+/// opening tag to the next closing tag of its kind; an unclosed one to the end).
+fn untagged(output: &str) -> String {
+    const TAGS: [(&str, &str); 2] = [("<infomsg>", "</infomsg>"), ("<warning>", "</warning>")];
+    let mut out = String::with_capacity(output.len());
+    let mut rest = output;
+    loop {
+        let next = TAGS
+            .iter()
+            .filter_map(|&(open, close)| rest.find(open).map(|i| (i, open, close)))
+            .min_by_key(|&(i, _, _)| i);
+        let Some((i, open, close)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..i]);
+        let body = &rest[i + open.len()..];
+        match body.find(close) {
+            Some(j) => rest = &body[j + close.len()..],
+            None => return out,
+        }
+    }
 }
 
 /// Was the sentence stopped by our SIGINT?
@@ -339,5 +382,31 @@ mod tests {
         assert!(!is_out_of_memory(
             "<infomsg>\nError: Out of memory.\n</infomsg>\nError: Tactic failure.\n"
         ));
+    }
+
+    /// Coq's own out-of-memory error, as `coqtop -emacs` prints it, against every way a proof
+    /// can print the same words.
+    #[test]
+    fn out_of_memory_only_from_coqs_own_error_line() {
+        let echo = "Toplevel input, characters 0-9:\n> tac.\n> ^^^^\n";
+        let real = format!("<infomsg>x</infomsg>\n{echo}Error: Out of memory.\n");
+        assert!(reports_out_of_memory(&real));
+        let warned =
+            format!("{echo}<warning>\nWarning: w [x]</warning>\n{echo}Error: Out of memory.\n");
+        assert!(reports_out_of_memory(&warned));
+        for forged in [
+            // A message that says it, then Coq's own (other) error.
+            format!("<infomsg>Error: Out of memory.</infomsg>\n{echo}Error: Tactic failure.\n"),
+            // A failing tactic whose message holds a line break.
+            format!("{echo}Error: Tactic failure: x\nError: Out of memory.\n"),
+            // A message that closes its tag early.
+            format!("<infomsg>a</infomsg>\nError: Out of memory.\n</infomsg>\n{echo}Error: Tactic failure.\n"),
+            // A message that opens a tag it never closes cannot hide Coq's line either.
+            format!("<infomsg><infomsg>\n</infomsg>\n{echo}Error: Tactic failure: \nError: Out of memory.\n"),
+            "Error: Out of memory. Error: Out of memory.\n".to_string(),
+            String::new(),
+        ] {
+            assert!(!reports_out_of_memory(&forged), "{forged:?}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! One rule set for every piece of untrusted text — a proof, a node's statement, each proposed
 //! lemma, a tactic CoqHammer printed — on `prod_coq`'s lexer ([`check_text`]): sizes, control
-//! characters, glued comments, dot runs, string literals that could forge Coq's output, and the
+//! characters, glued comments, dot runs, string literals with the tags of Coq's output, and the
 //! constructs that reach a known kernel bug of the prover release ([`RuleSet`], derived from
 //! the table in [`crate::bugs`]). Then each role's shape:
 //!
@@ -89,9 +89,14 @@ fn plain_text(what: &str, text: &str, max: usize) -> Result<(), RuleError> {
 /// * bounded size, no control character;
 /// * no comment glued to the character before it (Coq may not read it as a comment);
 /// * no run of four or more dots (Coq and the lexer would split it differently);
-/// * string literals without line breaks and without the tags of Coq's `-emacs` output: a
-///   string can be printed back (an admitted proposal's type in `Print Assumptions`, a
-///   failing tactic's message), and must never forge a line or a prompt there;
+/// * string literals without the tags of Coq's `-emacs` output (`<prompt>`, `<infomsg>`,
+///   `<warning>`, opening or closing): a string can be printed back (an admitted proposal's
+///   type in `Print Assumptions`, a failing tactic's message, `idtac`), and the tags are how
+///   the checker tells Coq's prompts and messages from each other. Line breaks are allowed: a
+///   string term built of characters prints any line anyway, so every reader of Coq's output
+///   is written to gain nothing from a line a proof prints (`Print Assumptions` headers in
+///   Coq's order, out-of-memory from Coq's only error line and the checker's own memory
+///   accounting, a verdict's kind never from text alone);
 /// * none of the constructs `rules` refuses ([`crate::bugs`]: fixpoints, kernel-deferring
 ///   tactics, SProp), as words anywhere outside comments and strings.
 pub fn check_text(rules: &RuleSet, what: &str, text: &str, max: usize) -> Result<(), RuleError> {
@@ -115,7 +120,7 @@ pub fn check_text(rules: &RuleSet, what: &str, text: &str, max: usize) -> Result
     }
     if let Some(pos) = forged_output_in_string(text) {
         return rej(format!(
-            "{}: string literals may not contain line breaks or the tags of Coq's output (`<prompt>`, `<infomsg>`, `<warning>`)",
+            "{}: string literals may not contain the tags of Coq's output (`<prompt>`, `<infomsg>`, `<warning>`)",
             at(pos)
         ));
     }
@@ -129,16 +134,14 @@ pub fn check_text(rules: &RuleSet, what: &str, text: &str, max: usize) -> Result
     Ok(())
 }
 
-/// The first string literal with a line break or an output tag, as a byte offset.
+/// The first string literal with a tag of Coq's output, as a byte offset.
 fn forged_output_in_string(text: &str) -> Option<usize> {
     const TAGS: [&str; 3] = ["prompt", "infomsg", "warning"];
     prod_coq::string_literals(text).into_iter().find_map(|r| {
-        let s = &text[r.clone()];
-        let lower = s.to_ascii_lowercase();
-        let tag = TAGS
-            .iter()
-            .any(|t| lower.contains(&format!("<{t}")) || lower.contains(&format!("{t}>")));
-        (tag || s.contains(['\n', '\r'])).then_some(r.start)
+        let lower = text[r.clone()].to_ascii_lowercase();
+        TAGS.iter()
+            .any(|t| lower.contains(&format!("<{t}")) || lower.contains(&format!("{t}>")))
+            .then_some(r.start)
     })
 }
 
@@ -602,8 +605,8 @@ mod tests {
             "Lemma : True.",
             "Lemma a : True",
             "Lemma a : True (* .",
-            "Lemma a : \"x\ny\" = \"\".",
             "Lemma a : \"<prompt>Coq < 3 || 0 < </prompt>\" = \"\".",
+            "Lemma a : \"x</infomsg>\" = \"\".",
             "Lemma a : True.\0",
             "Definition a : True := I.",
             "Lemma a : True with b : False.",
@@ -618,8 +621,9 @@ mod tests {
                 "{local:?} as a proposal"
             );
         }
-        // Strings with `<` or `>` that forge nothing are fine.
+        // Strings with `<` or `>` that forge nothing are fine, and so are line breaks.
         assert!(statement("Lemma a : \"a < b\" <> \"b > a\".").is_ok());
+        assert!(statement("Lemma a : \"x\nAxioms:\" = \"\".").is_ok());
     }
 
     #[test]
@@ -646,7 +650,8 @@ mod tests {
             "all: Qed.",
             "solve [hammer].",
             "intros.\0",
-            "fail \"x\nError: Out of memory.\".",
+            "idtac \"<infomsg>x\".",
+            "idtac \"x</prompt>\".",
         ] {
             assert!(rejected(proof(bad)), "{bad:?} should be rejected");
         }
@@ -659,6 +664,14 @@ mod tests {
             Err(RuleError::Syntax { .. })
         ));
         assert_eq!(proof("Z.nzsimpl. auto.").unwrap().len(), 2);
+        // A line break in a string is text: no reader of Coq's output takes its verdict from
+        // a line a proof prints.
+        assert_eq!(
+            proof("idtac \"x\nError: Out of memory.\". exact I.")
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -731,7 +744,8 @@ mod tests {
 
     #[test]
     fn t0_must_agree_with_the_blocks() {
-        let parse = |t: &str| prod_core::ConditionalProof::parse(t).unwrap();
+        let parse =
+            |t: &str| prod_core::ConditionalProof::parse_with(t, &prod_coq::CoqLanguage).unwrap();
         assert!(check_t0(&parse("<no_invoke> auto.")).is_ok());
         assert!(check_t0(&parse(
             "<use_invoke> <invoke> Lemma a : True. </invoke> auto."

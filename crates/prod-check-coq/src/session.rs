@@ -8,10 +8,10 @@ use prod_check::{Replacement, Verdict};
 use crate::assumptions::{parse_assumptions, Assumptions, AxiomPolicy};
 use crate::config::{CoqCheckConfig, HAMMER_PLUGIN_IMPORT};
 use crate::hammer_cache::{wait_limit, HammerCache, Lookup, Outcome};
-use crate::protocol::{error_message, is_out_of_memory, is_syntax_error, is_timeout, Prompt};
+use crate::protocol::{error_message, is_syntax_error, is_timeout, reports_out_of_memory, Prompt};
 use crate::rules::{self, Statement, Step};
 use crate::universes::{poly_context, PolyContext};
-use crate::worker::{Fault, Reply, Worker};
+use crate::worker::{Fault, Memory, Reply, Worker};
 
 /// Which context a worker holds: requests with equal specs share a loaded state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -1657,9 +1657,13 @@ fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
 }
 
 /// Why a sentence stopped, from what the checker itself knows: its watchdog fired, the
-/// sentence ran for its whole time limit, the process used the address space it is given.
-/// Coq's last error line is only a hint that must agree with that knowledge, since a tactic
-/// can print any text (`fail "Error: Out of memory."`).
+/// sentence ran for its whole time limit, the process held the address space it is given
+/// while the sentence ran. Coq's error is only a hint that must agree with that knowledge,
+/// since a tactic can print any text (`fail "x\nError: Out of memory."`, a string built at
+/// run time): for an out-of-memory, Coq's own error line must be the only one
+/// ([`crate::protocol::reports_out_of_memory`]) *and* this sentence must have held at least
+/// half the limit ([`crate::worker::Memory::sentence_peak_mb`]; a peak left by an earlier
+/// sentence or attempt does not count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
     /// Coq refused the sentence (a proof failure).
@@ -1683,9 +1687,9 @@ impl Session {
         if is_timeout(&r.output) && r.elapsed + TIMEOUT_SLACK >= limit {
             return Stop::TimedOut;
         }
-        if is_out_of_memory(&r.output) {
-            let limit_mb = self.memory_limit_mb;
-            if crate::worker::near_memory_limit(self.worker.vm_peak_mb(), limit_mb) {
+        if reports_out_of_memory(&r.output) {
+            let held = Memory::sentence_peak_mb(r.memory_before, self.worker.memory());
+            if crate::worker::near_memory_limit(held, self.memory_limit_mb) {
                 return Stop::OutOfMemory;
             }
         }

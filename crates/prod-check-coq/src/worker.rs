@@ -60,6 +60,35 @@ pub struct Reply {
     /// Prompts Coq printed before the sentinel: one per sentence it read (see
     /// [`crate::protocol::RawReply::prompts`]).
     pub prompts: usize,
+    /// coqtop's address space just before the sentence was sent (unknown for the sentences of
+    /// a pipelined batch, which Coq reads ahead).
+    pub memory_before: Memory,
+}
+
+/// coqtop's address space in MiB, from `/proc`: `VmSize` now and `VmPeak` so far (what
+/// `prlimit --as` bounds). What the checker itself knows about memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    pub size_mb: Option<u64>,
+    pub peak_mb: Option<u64>,
+}
+
+impl Memory {
+    /// The most address space one sentence can be shown to have held, from the snapshots
+    /// before and after it: the size at either end, and the peak after it when the sentence
+    /// raised the peak. A peak an earlier sentence (or an earlier attempt in the same process)
+    /// reached says nothing about this one; a snapshot not taken before counts its peak.
+    pub fn sentence_peak_mb(before: Memory, after: Memory) -> Option<u64> {
+        let raised = match (before.peak_mb, after.peak_mb) {
+            (Some(b), Some(a)) if a > b => Some(a),
+            (None, a) => a,
+            _ => None,
+        };
+        [before.size_mb, after.size_mb, raised]
+            .into_iter()
+            .flatten()
+            .max()
+    }
 }
 
 impl Reply {
@@ -386,10 +415,23 @@ impl Worker {
         Some(kb / 1024)
     }
 
-    /// Peak virtual memory of coqtop (`VmPeak`), in MiB: what `prlimit --as` bounds.
-    pub fn vm_peak_mb(&mut self) -> Option<u64> {
-        let pid = self.coq_pid()?;
-        vm_peak_mb(pid)
+    /// coqtop's address space now ([`Memory`]); unknown fields when `/proc` cannot tell.
+    pub fn memory(&mut self) -> Memory {
+        let Some(pid) = self.coq_pid() else {
+            return Memory::default();
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            return Memory::default();
+        };
+        let field = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb / 1024)
+        };
+        Memory {
+            size_mb: field("VmSize:"),
+            peak_mb: field("VmPeak:"),
+        }
     }
 
     /// Kill the whole process tree (the worker is unusable afterwards).
@@ -497,6 +539,7 @@ impl Worker {
             return Err(Fault::Lost("worker already broken".into()));
         }
         let before = self.state;
+        let memory_before = self.memory();
         let s = self.next_sentinel();
         // The sentence on its own line(s), then the sentinel query on its own line.
         self.send(&format!("{text}\nLocate {s}.\n"))?;
@@ -525,6 +568,7 @@ impl Worker {
                         elapsed: start.elapsed(),
                         interrupted,
                         prompts,
+                        memory_before,
                     });
                 }
             }
@@ -624,6 +668,7 @@ impl Worker {
                             elapsed: start.elapsed(),
                             interrupted: false,
                             prompts,
+                            memory_before: Memory::default(),
                         });
                         if stop_at_refusal && replies.last().is_some_and(|r| !r.ok()) {
                             self.kill();
@@ -655,5 +700,47 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Memory;
+
+    fn m(size: u64, peak: u64) -> Memory {
+        Memory {
+            size_mb: Some(size),
+            peak_mb: Some(peak),
+        }
+    }
+
+    /// A peak left by an earlier sentence says nothing about this one; what the sentence held
+    /// at either end, or a peak it raised, does.
+    #[test]
+    fn a_sentence_is_charged_only_what_it_held() {
+        // An earlier sentence peaked at 2,900 MiB and gave the memory back.
+        assert_eq!(
+            Memory::sentence_peak_mb(m(400, 2900), m(420, 2900)),
+            Some(420)
+        );
+        // This sentence raised the peak.
+        assert_eq!(
+            Memory::sentence_peak_mb(m(400, 2900), m(450, 3000)),
+            Some(3000)
+        );
+        // It failed to grow a heap that was already large.
+        assert_eq!(
+            Memory::sentence_peak_mb(m(2800, 2900), m(2800, 2900)),
+            Some(2800)
+        );
+        // Before unknown (a pipelined sentence): the peak after it counts.
+        assert_eq!(
+            Memory::sentence_peak_mb(Memory::default(), m(400, 2900)),
+            Some(2900)
+        );
+        assert_eq!(
+            Memory::sentence_peak_mb(Memory::default(), Memory::default()),
+            None
+        );
     }
 }

@@ -182,7 +182,12 @@ fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
     let cfg = common::config(1);
     let checker = prod_check_coq::CoqChecker::new(cfg).unwrap();
     let req = |statement: &str, proof: &str| {
-        CheckRequest::new(HEAD, "", statement, ConditionalProof::parse(proof).unwrap())
+        CheckRequest::new(
+            HEAD,
+            "",
+            statement,
+            ConditionalProof::parse_with(proof, &prod_coq::CoqLanguage).unwrap(),
+        )
     };
     let v = checker.check_batch(
         &[
@@ -221,7 +226,12 @@ fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
     // the context's levels constrained (`Big <= Small`): both recorded.
     let ctx = "Definition Small := Type.\nDefinition Big := Type.";
     let req = |statement: &str, proof: &str| {
-        CheckRequest::new(HEAD, ctx, statement, ConditionalProof::parse(proof).unwrap())
+        CheckRequest::new(
+            HEAD,
+            ctx,
+            statement,
+            ConditionalProof::parse(proof).unwrap(),
+        )
     };
     let v = checker.check_batch(
         &[

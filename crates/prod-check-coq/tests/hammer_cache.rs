@@ -39,7 +39,7 @@ fn req(context: &str, statement: &str, proof: &str) -> CheckRequest {
         "From Coq Require Import Arith.",
         context,
         statement,
-        ConditionalProof::parse(proof).unwrap(),
+        ConditionalProof::parse_with(proof, &prod_coq::CoqLanguage).unwrap(),
     )
 }
 

@@ -67,7 +67,11 @@ fn a_bound_library_loads_in_workers_and_the_final_check() {
         "",
         CONTEXT,
         "Lemma t : forall n, twice n = 2 * n.",
-        ConditionalProof::parse("<no_invoke> intros n. unfold twice. lia.").unwrap(),
+        ConditionalProof::parse_with(
+            "<no_invoke> intros n. unfold twice. lia.",
+            &prod_coq::CoqLanguage,
+        )
+        .unwrap(),
     );
     let bound = CoqChecker::new(config(Some(&lib))).unwrap();
     let v = bound.check_batch(std::slice::from_ref(&req), &|_, _| {});

@@ -110,7 +110,10 @@ pub fn final_check(cfg: &IsabelleCheckConfig, fin: &FinalTheory<'_>) -> Verdict 
         }
         proved.push(format!("{statement}\n{proof}"));
     }
-    let Ok(root) = ConditionalProof::parse(&format!("<no_invoke> {}", fin.proof)) else {
+    let Ok(root) = ConditionalProof::parse_with(
+        &format!("<no_invoke> {}", fin.proof),
+        &prod_isar::IsarLanguage,
+    ) else {
         return Verdict::rejected("the root's proof is not a proof without proposals");
     };
     let req = CheckRequest::new(fin.imports, fin.context, fin.statement, root);

@@ -30,7 +30,7 @@ fn req(statement: &str, proof: &str) -> CheckRequest {
         "Main",
         "",
         statement,
-        ConditionalProof::parse(proof).expect("conditional proof"),
+        ConditionalProof::parse_with(proof, &prod_isar::IsarLanguage).expect("conditional proof"),
     )
 }
 
@@ -475,7 +475,8 @@ fn a_context_with_its_header_takes_its_imports_from_it() {
         "",
         "theory T imports \"HOL-Library.Multiset\" begin\ndefinition f where \"f = (0::nat)\"\n",
         "lemma f0: \"f = 0\"",
-        ConditionalProof::parse("<no_invoke> by (simp add: f_def)").unwrap(),
+        ConditionalProof::parse_with("<no_invoke> by (simp add: f_def)", &prod_isar::IsarLanguage)
+            .unwrap(),
     ));
     assert!(v.is_proved(), "{v:?}");
     let seen = fake.shared.lock().unwrap().context_files_seen.clone();

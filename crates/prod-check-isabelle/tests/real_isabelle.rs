@@ -37,7 +37,7 @@ fn req(statement: &str, proof: &str) -> CheckRequest {
         "Main",
         "",
         statement,
-        ConditionalProof::parse(proof).unwrap(),
+        ConditionalProof::parse_with(proof, &prod_isar::IsarLanguage).unwrap(),
     )
 }
 

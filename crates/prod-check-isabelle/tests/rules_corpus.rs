@@ -50,7 +50,8 @@ fn request(c: &Case) -> CheckRequest {
         ),
         k => panic!("unknown case kind {k}"),
     };
-    let proof = ConditionalProof::parse(&proof).unwrap_or_else(|e| panic!("{}: {e:?}", c.name));
+    let proof = ConditionalProof::parse_with(&proof, &prod_isar::IsarLanguage)
+        .unwrap_or_else(|e| panic!("{}: {e:?}", c.name));
     CheckRequest::new("Main", "", &statement, proof)
 }
 

@@ -270,8 +270,11 @@ mod tests {
         r.statement = "Lemma a : False.".into();
         assert_ne!(k, cache_key("fp", &r));
         let r = CheckRequest {
-            proof: ConditionalProof::parse("<use_invoke> ok. <invoke>Lemma b : True.</invoke>")
-                .unwrap(),
+            proof: ConditionalProof::parse_with(
+                "<use_invoke> ok. <invoke>Lemma b : True.</invoke>",
+                &prod_core::language::tests_support::ToyLanguage,
+            )
+            .unwrap(),
             ..base.clone()
         };
         assert_ne!(k, cache_key("fp", &r));

@@ -178,10 +178,12 @@ impl Verdict {
 /// `hammer` steps) put in, so that an assembled proof needs no external prover. Returns the
 /// proof and whether anything was replaced. Replacements never cross a lemma proposal and
 /// assembly drops proposals, so the proposals go first, in order, and the replaced text after
-/// them: everything solving and assembly use is kept.
+/// them: everything solving and assembly use is kept. `lang` is the proof's language (the
+/// rebuilt proof must parse back as it does).
 pub fn proof_as_checked(
     proof: &prod_core::ConditionalProof,
     verdict: Option<&Verdict>,
+    lang: &dyn prod_core::ProofLanguage,
 ) -> (prod_core::ConditionalProof, bool) {
     let Some(Verdict::Proved { replacements, .. }) = verdict else {
         return (proof.clone(), false);
@@ -193,7 +195,7 @@ pub fn proof_as_checked(
     let mut segments = vec![String::new(); proof.lemma_count()];
     segments.push(text);
     let lemmas = proof.lemmas().map(|l| format!(" {l} ")).collect();
-    match prod_core::ConditionalProof::from_parts(proof.t0(), segments, lemmas) {
+    match prod_core::ConditionalProof::from_parts(proof.t0(), segments, lemmas, lang) {
         Some(q) => (q, true),
         None => (proof.clone(), true),
     }
@@ -236,9 +238,11 @@ mod tests {
 
     #[test]
     fn a_proof_as_its_check_closed_it() {
+        use prod_core::language::tests_support::ToyLanguage;
         use prod_core::ConditionalProof;
-        let p = ConditionalProof::parse(
+        let p = ConditionalProof::parse_with(
             "<use_invoke> intros. <invoke> Lemma a : True. </invoke> hammer. exact I.",
+            &ToyLanguage,
         )
         .unwrap();
         let text = p.proof_text();
@@ -253,7 +257,7 @@ mod tests {
             time: Duration::ZERO,
             universe_constraints: vec![],
         };
-        let (q, replaced) = proof_as_checked(&p, Some(&proved));
+        let (q, replaced) = proof_as_checked(&p, Some(&proved), &ToyLanguage);
         assert!(replaced);
         assert_eq!(q.lemmas().collect::<Vec<_>>(), ["Lemma a : True."]);
         assert!(q.proof_text().contains("intros.") && q.proof_text().contains("sauto. exact I."));
@@ -269,7 +273,10 @@ mod tests {
                 universe_constraints: vec![],
             }),
         ] {
-            assert_eq!(proof_as_checked(&p, v.as_ref()), (p.clone(), false));
+            assert_eq!(
+                proof_as_checked(&p, v.as_ref(), &ToyLanguage),
+                (p.clone(), false)
+            );
         }
     }
 

@@ -13,7 +13,7 @@ use clap::Args;
 use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerdictLine, VerificationCache};
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
-use prod_core::ConditionalProof;
+use prod_core::{ConditionalProof, ProofLanguage};
 use prod_prover::{CoqFinal, FinalCheck, FinalProof, IsabelleFinal, ProverKind};
 use serde::Deserialize;
 
@@ -188,9 +188,14 @@ type PrintState = (usize, Vec<Option<(Verdict, Duration)>>, std::io::Result<()>)
 /// model's fault, not unreadable input).
 pub(crate) type InputNode = (Echo, Result<CheckRequest, Verdict>);
 
-/// A node as `check` takes it (its `locally_correct`, if any, is `tree solve`'s to read).
-pub(crate) fn into_input(n: NodeLine) -> InputNode {
-    let req = ConditionalProof::parse(&n.proof)
+/// A node as `check` takes it (its `locally_correct`, if any, is `tree solve`'s to read), its
+/// proof parsed in the prover's language `lang` (markers only outside its strings and comments).
+pub(crate) fn node_input(n: NodeLine, lang: &dyn ProofLanguage) -> InputNode {
+    input_from(ConditionalProof::parse_with(&n.proof, lang), n)
+}
+
+fn input_from(parsed: Result<ConditionalProof, prod_core::ParseError>, n: NodeLine) -> InputNode {
+    let req = parsed
         .map(|p| CheckRequest::new(&n.imports, &n.context, &n.statement, p))
         .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
     (
@@ -210,7 +215,7 @@ pub(crate) fn load_section(explicit: Option<&Path>) -> anyhow::Result<CheckSecti
 }
 
 /// Parse the input; `Err` names the line.
-pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
+pub(crate) fn read_nodes(file: &Path, lang: &dyn ProofLanguage) -> anyhow::Result<Vec<InputNode>> {
     let reader: Box<dyn BufRead> = if file == Path::new("-") {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
@@ -222,7 +227,7 @@ pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
     for (i, line) in reader.split(b'\n').enumerate() {
         let bytes =
             line.with_context(|| format!("{}: cannot read line {}", file.display(), i + 1))?;
-        if let Some(node) = parse_line(file, i + 1, bytes, &mut seen)? {
+        if let Some(node) = parse_line((file, i + 1), bytes, &mut seen, lang)? {
             out.push(node);
         }
     }
@@ -231,10 +236,10 @@ pub(crate) fn read_nodes(file: &Path) -> anyhow::Result<Vec<InputNode>> {
 
 /// Line `n` of `file` as a node (`None` for a blank line); the error names the line.
 fn parse_line(
-    file: &Path,
-    n: usize,
+    (file, n): (&Path, usize),
     bytes: Vec<u8>,
     seen: &mut SeenIds,
+    lang: &dyn ProofLanguage,
 ) -> anyhow::Result<Option<InputNode>> {
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow!("{}: line {n} is not UTF-8", file.display()))?;
@@ -245,7 +250,7 @@ fn parse_line(
         .with_context(|| format!("{}: line {n} is not a node", file.display()))?;
     seen.admit(&node.id)
         .map_err(|e| anyhow!("{}: line {n}: {e}", file.display()))?;
-    Ok(Some(into_input(node)))
+    Ok(Some(node_input(node, lang)))
 }
 
 /// Where a verdict came from.
@@ -430,7 +435,7 @@ pub fn run(a: CheckArgs) -> i32 {
     if a.file == Path::new("-") {
         return run_stream(a);
     }
-    let nodes = match read_nodes(&a.file) {
+    let nodes = match read_nodes(&a.file, a.checker.prover.language()) {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };
@@ -461,13 +466,14 @@ fn run_stream(a: CheckArgs) -> i32 {
         Err(e) => return e.exit(),
     };
     let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<InputNode>>();
+    let lang = a.checker.prover.language();
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
         let mut seen = SeenIds::default();
         for (i, line) in stdin.lock().split(b'\n').enumerate() {
             let node = line
                 .map_err(anyhow::Error::from)
-                .and_then(|b| parse_line(Path::new("-"), i + 1, b, &mut seen));
+                .and_then(|b| parse_line((Path::new("-"), i + 1), b, &mut seen, lang));
             let stop = node.is_err();
             match node {
                 Ok(None) => continue,
@@ -607,6 +613,7 @@ pub(crate) fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+    const COQ: &dyn ProofLanguage = &prod_coq::CoqLanguage;
 
     #[test]
     fn input_errors_name_the_line_and_bad_proofs_are_rejected() {
@@ -618,7 +625,7 @@ mod tests {
              {\"id\":\"b\",\"statement\":\"Lemma b : True.\",\"proof\":\"exact I.\"}\n",
         )
         .unwrap();
-        let nodes = read_nodes(&p).unwrap();
+        let nodes = read_nodes(&p, COQ).unwrap();
         assert_eq!(nodes.len(), 2);
         assert!(nodes[0].1.is_ok());
         assert_eq!(nodes[1].1.as_ref().unwrap_err().kind().as_str(), "rejected");
@@ -627,7 +634,7 @@ mod tests {
             "{\"id\":\"a\",\"statement\":\"x\",\"proof\":\"<no_invoke>\"}\n{\"id\":\"b\"}\n",
         )
         .unwrap();
-        let e = format!("{:#}", read_nodes(&p).unwrap_err());
+        let e = format!("{:#}", read_nodes(&p, COQ).unwrap_err());
         assert!(e.contains("line 2"), "{e}");
         // A misspelt field is an error, never a silently empty context.
         std::fs::write(
@@ -635,7 +642,7 @@ mod tests {
             "{\"id\":\"a\",\"contxt\":\"x\",\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n",
         )
         .unwrap();
-        let e = format!("{:#}", read_nodes(&p).unwrap_err());
+        let e = format!("{:#}", read_nodes(&p, COQ).unwrap_err());
         assert!(
             e.contains("line 1") && e.contains("unknown field `contxt`, did you mean `context`?"),
             "{e}"
@@ -646,7 +653,7 @@ mod tests {
             "{\"id\":\"a\",\"custom_id\":\"k-7\",\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n",
         )
         .unwrap();
-        let nodes = read_nodes(&p).unwrap();
+        let nodes = read_nodes(&p, COQ).unwrap();
         let line = render(
             &nodes[0].0,
             &Verdict::infra("x"),
@@ -663,7 +670,7 @@ mod tests {
                 &serde_json::json!("infra")
             )
         );
-        assert!(read_nodes(&dir.path().join("missing.jsonl")).is_err());
+        assert!(read_nodes(&dir.path().join("missing.jsonl"), COQ).is_err());
         // Output lines and `tree solve --verdicts` are keyed by id: one id, one node.
         std::fs::write(
             &p,
@@ -671,7 +678,7 @@ mod tests {
              {\"id\":\"1\",\"statement\":\"t\",\"proof\":\"<no_invoke>\"}\n",
         )
         .unwrap();
-        let e = format!("{:#}", read_nodes(&p).unwrap_err());
+        let e = format!("{:#}", read_nodes(&p, COQ).unwrap_err());
         assert!(e.contains("line 2: duplicate node id '1'"), "{e}");
         // `tree solve`'s lines (with `locally_correct`) are `check`'s input as they are.
         std::fs::write(
@@ -679,7 +686,7 @@ mod tests {
             "{\"id\":\"a\",\"statement\":\"s\",\"proof\":\"<no_invoke>\",\"locally_correct\":true}\n",
         )
         .unwrap();
-        assert_eq!(read_nodes(&p).unwrap().len(), 1);
+        assert_eq!(read_nodes(&p, COQ).unwrap().len(), 1);
     }
 
     #[test]

@@ -692,8 +692,9 @@ pub(crate) fn check_sample(
 ) -> anyhow::Result<SampleOutcome> {
     let mut requests = Vec::with_capacity(chosen.len());
     for e in chosen {
-        let cp = prod_core::ConditionalProof::parse(&e.conditional_proof)
-            .map_err(|err| anyhow!("example {}: conditional proof: {err}", e.id))?;
+        let cp =
+            prod_core::ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage)
+                .map_err(|err| anyhow!("example {}: conditional proof: {err}", e.id))?;
         requests.push(prod_check::CheckRequest::new(
             "",
             &e.context,
@@ -822,7 +823,8 @@ fn check_tree(
     use prod_prover::{CheckedNode, CoqFinal, FinalCheck, FinalProof, Forest};
     let mut requests = Vec::new();
     for e in tree {
-        match prod_core::ConditionalProof::parse(&e.conditional_proof) {
+        match prod_core::ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage)
+        {
             Ok(cp) => requests.push(prod_check::CheckRequest::new(
                 "",
                 &root.context,

@@ -56,7 +56,10 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcom
     let mut unparsed = BTreeMap::new();
     for (i, c) in candidates.iter().enumerate() {
         let e = c.example;
-        match prod_core::ConditionalProof::parse(&e.conditional_proof_original) {
+        match prod_core::ConditionalProof::parse_with(
+            &e.conditional_proof_original,
+            &prod_coq::CoqLanguage,
+        ) {
             Ok(proof) => requests.push((i, CheckRequest::new("", &c.full, &e.statement, proof))),
             Err(err) => {
                 unparsed.insert(i, format!("the ground truth does not parse: {err}"));
@@ -206,7 +209,8 @@ fn contexts_load(
     // The probe: a trivial lemma stated after the context, so that only the context decides
     // the verdict, never a rule about the row's own statement or proof (a context that shadows
     // `I` fails the proof, which still says the context loaded).
-    let probe = prod_core::ConditionalProof::parse(PROBE_PROOF).expect("the probe proof parses");
+    let probe = prod_core::ConditionalProof::parse_with(PROBE_PROOF, &prod_coq::CoqLanguage)
+        .expect("the probe proof parses");
     let mut search: Vec<ContextSearch> = files
         .iter()
         .map(|(k, rows)| ContextSearch::new(k, rows))

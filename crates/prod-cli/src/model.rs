@@ -209,6 +209,10 @@ pub struct SampleArgs {
     /// Only the first N lines of --data.
     #[arg(long, value_parser = ranges::positive_usize)]
     pub limit: Option<usize>,
+    /// The proof language of --data's samples: whether a sample parses as a conditional proof
+    /// depends on where its strings and comments are.
+    #[arg(long, value_enum, default_value_t = prod_prover::ProverKind::Coq)]
+    pub prover: prod_prover::ProverKind,
     /// Force the first token (the paper forces <no_invoke> at the depth limit).
     #[arg(long, value_enum)]
     pub force_t0: Option<ForceT0>,
@@ -691,7 +695,7 @@ fn sample_dataset(
             if let Some(t0) = forced {
                 text = format!("{}{text}", t0.token());
             }
-            let ok = ConditionalProof::parse(&text).is_ok();
+            let ok = ConditionalProof::parse_with(&text, a.prover.language()).is_ok();
             total += 1;
             parsed += ok as usize;
             out.emit(

@@ -106,7 +106,8 @@ fn connect(a: &StoreArgs) -> anyhow::Result<Queue> {
 }
 
 fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
-    let nodes = match read_nodes(&a.file) {
+    // The queue's workers are Coq checkers: its proofs are read as Coq lexes them.
+    let nodes = match read_nodes(&a.file, &prod_coq::CoqLanguage) {
         Ok(n) => n,
         Err(e) => return Ok(exit::bad_input(e)),
     };

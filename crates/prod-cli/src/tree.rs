@@ -142,7 +142,11 @@ struct Given {
 
 /// Read nodes (and the ids as given); errors name the line (1-based) and, for proofs, the
 /// byte position.
-fn read_nodes(file: &PathBuf, verdicts: Option<&PathBuf>) -> anyhow::Result<Input> {
+fn read_nodes(
+    file: &PathBuf,
+    verdicts: Option<&PathBuf>,
+    lang: &dyn ProofLanguage,
+) -> anyhow::Result<Input> {
     let mut lines = match verdicts {
         Some(v) => Some(read_verdicts(v)?),
         None => None,
@@ -172,7 +176,7 @@ fn read_nodes(file: &PathBuf, verdicts: Option<&PathBuf>) -> anyhow::Result<Inpu
             }
             None => None,
         };
-        let (node, hammer_replaced) = solver_node(id, &n, checked)
+        let (node, hammer_replaced) = solver_node(id, &n, checked, lang)
             .with_context(|| format!("line {lineno}: node '{}'", id_text(&n.id)))?;
         input.nodes.push(node);
         input.given.push(Given {
@@ -209,6 +213,7 @@ fn solver_node(
     id: String,
     n: &NodeLine,
     checked: Option<Option<VerdictLine>>,
+    lang: &dyn ProofLanguage,
 ) -> anyhow::Result<(Node, bool)> {
     let (local, proved) = match &checked {
         Some(Some(line)) => (line.local_verdict(), line.proved()),
@@ -222,9 +227,9 @@ fn solver_node(
         proof,
         local,
     };
-    match ConditionalProof::parse(&n.proof) {
+    match ConditionalProof::parse_with(&n.proof, lang) {
         Ok(p) => {
-            let (proof, replaced) = prod_check::proof_as_checked(&p, proved.as_ref());
+            let (proof, replaced) = prod_check::proof_as_checked(&p, proved.as_ref(), lang);
             Ok((node(proof, local), replaced))
         }
         // Not a conditional proof: the model's fault (as prod check rejects it), so locally
@@ -253,7 +258,7 @@ pub fn run(cmd: TreeCommand) -> i32 {
 }
 
 fn run_solve(args: SolveArgs) -> i32 {
-    let input = match read_nodes(&args.file, args.verdicts.as_ref()) {
+    let input = match read_nodes(&args.file, args.verdicts.as_ref(), args.prover.language()) {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };

@@ -776,6 +776,14 @@ fn device_lemma_extraction_agrees_with_prods_parser() {
         "\u{1c}<no_invoke> auto.",
         "<use_invoke> a < b <invoke> Lemma l : x <inv y. </invoke> <invokes",
         "",
+        // Markers inside Coq's strings and comments are text; one that never closes is an error.
+        "<no_invoke> idtac \"(*\". exact I.",
+        "<no_invoke> idtac \"<invoke>\". (* </invoke> *) exact I.",
+        "<use_invoke> idtac \"a\"\"<invoke>\". <invoke> Lemma a : \"</invoke>\" = \"\". </invoke> auto.",
+        "<use_invoke> (* \"*)\" <invoke> *) <invoke> Lemma a : 1 = 1. </invoke> (* (* *) *) auto.",
+        "<use_invoke> <invoke> Lemma a : \"x. </invoke> auto.",
+        "<no_invoke> (* \" *) auto.",
+        "<no_invoke> ∀ é (* ü <true> *) ok.",
     ];
     let input: String = texts
         .iter()
@@ -803,7 +811,7 @@ fn device_lemma_extraction_agrees_with_prods_parser() {
     let want: Vec<Option<Vec<String>>> = texts
         .iter()
         .map(|t| {
-            prod_core::ConditionalProof::parse(t)
+            prod_core::ConditionalProof::parse_with(t, &prod_coq::CoqLanguage)
                 .ok()
                 .map(|p| p.lemmas().map(String::from).collect())
         })

@@ -287,6 +287,10 @@ impl ProofLanguage for CoqLanguage {
         "coq"
     }
 
+    fn literals(&self, text: &str) -> Vec<prod_core::Literal> {
+        crate::lexer::literals(text)
+    }
+
     fn lemma_name(&self, statement: &str) -> Option<String> {
         parts(statement).map(|p| statement[p.name].to_string())
     }
@@ -445,6 +449,74 @@ pub fn is_theorem_keyword(keyword: &str) -> bool {
 mod tests {
     use super::*;
     const L: CoqLanguage = CoqLanguage;
+
+    /// Conditional proofs as Coq lexes them: markers in strings and comments are text.
+    #[test]
+    fn conditional_proofs_are_parsed_as_coq_lexes_them() {
+        use prod_core::{ConditionalProof, ParseErrorKind};
+        let parse = |t: &str| ConditionalProof::parse_with(t, &L);
+        // (text, lemmas, proof text)
+        let table: &[(&str, &[&str], &str)] = &[
+            (
+                r#"<no_invoke> idtac "(*". exact I."#,
+                &[],
+                r#" idtac "(*". exact I."#,
+            ),
+            (
+                r#"<no_invoke> idtac "<invoke>". exact I."#,
+                &[],
+                r#" idtac "<invoke>". exact I."#,
+            ),
+            (
+                "<no_invoke> (* not </invoke> *) exact I.",
+                &[],
+                " (* not </invoke> *) exact I.",
+            ),
+            (
+                r#"<no_invoke> (* "*)" <invoke> *) exact I."#,
+                &[],
+                r#" (* "*)" <invoke> *) exact I."#,
+            ),
+            (
+                r#"<no_invoke> idtac """<invoke>""". exact I."#,
+                &[],
+                r#" idtac """<invoke>""". exact I."#,
+            ),
+            (
+                r#"<use_invoke> idtac "(*". <invoke> Lemma a : True. </invoke> exact a."#,
+                &["Lemma a : True."],
+                r#" idtac "(*".  exact a."#,
+            ),
+        ];
+        for &(text, lemmas, proof) in table {
+            let cp = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(cp.lemmas().collect::<Vec<_>>(), lemmas, "{text}");
+            assert_eq!(
+                (cp.proof_text(), cp.to_string()),
+                (proof.into(), text.into())
+            );
+        }
+        let kind = |t: &str| parse(t).unwrap_err().kind;
+        assert_eq!(
+            kind(r#"<no_invoke> idtac "x. exact I."#),
+            ParseErrorKind::UnclosedString
+        );
+        assert_eq!(
+            kind("<no_invoke> (* x. exact I."),
+            ParseErrorKind::UnclosedComment
+        );
+        assert_eq!(
+            kind(r#"<no_invoke> (* " *) exact I."#),
+            ParseErrorKind::UnclosedComment
+        );
+        // What the checker runs is lexed by the same lexer: the sentences of a proof text are
+        // the ones Coq reads, whatever markers its strings hold.
+        let cp = parse(r#"<no_invoke> idtac "<invoke>. </invoke>". exact I."#).unwrap();
+        let text = cp.proof_text();
+        let lexed = crate::sentences(&text);
+        assert!(lexed.errors.is_empty());
+        assert_eq!(lexed.sentences.len(), 2);
+    }
 
     #[test]
     fn normalize() {

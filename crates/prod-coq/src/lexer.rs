@@ -468,6 +468,34 @@ pub fn comments_blanked(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
+/// The comments and string literals of `text` as Coq's lexer reads them (outermost only, in
+/// order): a comment nests and lexes the strings inside it, a string ends at a `"` that is not
+/// `""`. An unclosed one runs to the end and is not `closed`. This is what
+/// [`crate::CoqLanguage`] gives the conditional-proof parser, which finds its markers only
+/// outside these.
+pub fn literals(text: &str) -> Vec<prod_core::Literal> {
+    let b = text.as_bytes();
+    let mut out = vec![];
+    let mut i = 0;
+    while i < b.len() {
+        let (kind, end) = if is_comment_start(b, i) {
+            (prod_core::LiteralKind::Comment, skip_comment(b, i))
+        } else if b[i] == b'"' {
+            (prod_core::LiteralKind::String, skip_string(b, i))
+        } else {
+            i += 1;
+            continue;
+        };
+        out.push(prod_core::Literal {
+            range: i..end.unwrap_or(b.len()),
+            kind,
+            closed: end.is_ok(),
+        });
+        i = end.unwrap_or(b.len());
+    }
+    out
+}
+
 /// Byte ranges of the string literals outside comments (quotes included; an unclosed one runs
 /// to the end), in order.
 pub fn string_literals(text: &str) -> Vec<Range<usize>> {

@@ -18,6 +18,8 @@
 //!   are unchanged; [`comments`]`(text) -> Vec<Range<usize>>`: where the comments are. Careful:
 //!   `x.(* c *)` is lexed by Coq as `.(` `*` …; removing a comment glued after a symbol can
 //!   create a sentence end, so never send stripped text to Coq without re-lexing it.
+//! * [`literals`]`(text) -> Vec<prod_core::Literal>`: the comments and strings as Coq lexes them
+//!   (closed or not); what `CoqLanguage` gives the conditional-proof parser.
 //! * [`identifiers`]`(text) -> Vec<Range<usize>>`: identifier tokens outside comments/strings.
 //!   A qualified name `M.foo` is ONE token, so it is not a reference to `foo` (it may be another
 //!   module's `foo`; ProD's lemmas are referred to unqualified). Scope keys (`%nat`), `_` and
@@ -63,8 +65,8 @@ pub use head::{first_word, sentence_head, Control, Head};
 pub use language::{collapse_layout, is_theorem_keyword, normalize_layout, CoqLanguage, GLUE_SAFE};
 pub use lexer::{
     ascii_words, code_mask, comments, comments_blanked, comments_stripped, glued_comment,
-    identifiers, is_identifier, line_col, long_dot_run, sentences, string_literals, term_quotation,
-    LexError, LexErrorKind, Lexed, Sentence, SentenceKind, TERM_QUOTATIONS,
+    identifiers, is_identifier, line_col, literals, long_dot_run, sentences, string_literals,
+    term_quotation, LexError, LexErrorKind, Lexed, Sentence, SentenceKind, TERM_QUOTATIONS,
 };
 pub use statement::{
     is_locality_attribute, parse_statement, Statement, StatementError, THEOREM_KEYWORDS,

@@ -1,5 +1,7 @@
 //! Property tests: the lexers never panic and return well-formed ranges; renaming round trips;
-//! normalisation ignores layout and names; reference removal removes every reference.
+//! normalisation ignores layout and names; reference removal removes every reference; a
+//! conditional proof is split only outside Coq's strings and comments, so a marker written
+//! inside one changes nothing about the sentences Coq and the checker read.
 
 use prod_coq::{
     comments_stripped, identifiers, parse_statement, sentences, CoqLanguage, SentenceKind,
@@ -35,6 +37,19 @@ fn coqish() -> impl Strategy<Value = String> {
         "[-+*(){}\\[\\]|<>=:;,.!?@'`0-9]{1,3}",
     ];
     prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+}
+
+/// Coq-like text with closed strings and comments in it (and `coqish` text, which may open more).
+fn with_literals() -> impl Strategy<Value = String> {
+    let plain =
+        || coqish().prop_map(|t| t.replace('"', "").replace("(*", "( *").replace("*)", "* )"));
+    let literal = prop_oneof![
+        plain().prop_map(|t| format!(" \"{}\" ", t.replace('"', "\"\""))),
+        plain().prop_map(|t| format!(" (* {t} *) ")),
+        (plain(), plain()).prop_map(|(a, b)| format!(" (* {a} \"*)\" (* {b} *) *) ")),
+    ];
+    prop::collection::vec((plain(), literal), 1..4)
+        .prop_map(|v| v.into_iter().map(|(a, b)| a + &b).collect())
 }
 
 fn any_text() -> impl Strategy<Value = String> {
@@ -183,5 +198,70 @@ proptest! {
                 prop_assert_ne!(l.normalize_statement(&plain), l.normalize_statement(&glued));
             }
         }
+    }
+
+    /// The literals the conditional-proof parser skips are the comments and strings every
+    /// other function of the lexer sees.
+    #[test]
+    fn literals_are_the_lexers_comments_and_strings(text in any_text()) {
+        let lits = prod_coq::literals(&text);
+        let comments: Vec<_> = lits.iter().filter(|l| l.kind == prod_core::LiteralKind::Comment).map(|l| l.range.clone()).collect();
+        let strings: Vec<_> = lits.iter().filter(|l| l.kind == prod_core::LiteralKind::String).map(|l| l.range.clone()).collect();
+        prop_assert_eq!(comments, prod_coq::comments(&text));
+        prop_assert_eq!(strings, prod_coq::string_literals(&text));
+        // Only the last can be open, and an open one is what the sentence lexer calls unclosed.
+        let open = lits.iter().filter(|l| !l.closed).count();
+        prop_assert!(open <= 1 && lits.last().is_none_or(|l| l.closed || l.range.end == text.len()));
+    }
+
+    /// Every piece of a parsed conditional proof is closed under Coq's lexer, and no literal
+    /// of the whole text crosses a marker.
+    #[test]
+    fn conditional_proofs_never_cut_a_coq_literal(
+        pieces in prop::collection::vec(prop_oneof![
+            coqish(),
+            Just("<invoke>".to_string()),
+            Just("</invoke>".to_string()),
+            Just("<use_invoke>".to_string()),
+        ], 0..8),
+    ) {
+        let text = format!("<use_invoke>{}", pieces.concat());
+        if let Ok(cp) = prod_core::ConditionalProof::parse_with(&text, &CoqLanguage) {
+            prop_assert_eq!(cp.to_string(), text.clone());
+            let mut n = 0;
+            for p in cp.segments().iter().map(String::as_str).chain(cp.lemmas()) {
+                let lits = prod_coq::literals(p);
+                prop_assert!(lits.iter().all(|l| l.closed), "{:?}", p);
+                n += lits.len();
+            }
+            prop_assert_eq!(n, prod_coq::literals(&text).len());
+        }
+    }
+
+    /// A marker written inside a string or comment of a proof is text: the proof keeps one
+    /// segment, the checker runs the text as written, and its sentences are the sentences of
+    /// the text without the marker, shifted (the marker holds no quote and no comment delimiter).
+    #[test]
+    fn a_marker_inside_a_literal_changes_no_sentence(
+        body in with_literals(),
+        marker in prop_oneof![Just("<invoke>"), Just("</invoke>"), Just("<use_invoke>"), Just("<true>")],
+        at in any::<prop::sample::Index>(),
+    ) {
+        let lits: Vec<_> = prod_coq::literals(&body).into_iter().filter(|l| l.closed && l.range.len() >= 2).collect();
+        prop_assume!(!lits.is_empty() && prod_core::ConditionalProof::parse_with(&format!("<no_invoke>{body}"), &CoqLanguage).is_ok());
+        let l = &lits[at.index(lits.len())];
+        // Just after the literal's opening delimiter: inside it, on a char boundary.
+        let pos = l.range.start + if body[l.range.start..].starts_with('"') { 1 } else { 2 };
+        let with = format!("{}{marker}{}", &body[..pos], &body[pos..]);
+        let cp = prod_core::ConditionalProof::parse_with(&format!("<no_invoke>{with}"), &CoqLanguage).unwrap();
+        prop_assert_eq!(cp.lemma_count(), 0);
+        prop_assert_eq!(cp.proof_text(), with.clone());
+        let shift = |r: std::ops::Range<usize>| {
+            let d = marker.len();
+            (if r.start > pos { r.start - d } else { r.start })..(if r.end > pos { r.end - d } else { r.end })
+        };
+        let before: Vec<_> = sentences(&body).sentences.into_iter().map(|s| (s.range, s.kind)).collect();
+        let after: Vec<_> = sentences(&with).sentences.into_iter().map(|s| (shift(s.range), s.kind)).collect();
+        prop_assert_eq!(before, after);
     }
 }

@@ -243,7 +243,7 @@ mod tests {
             id: id.into(),
             context: "ctx".into(),
             statement: stmt.into(),
-            proof: ConditionalProof::parse(proof).unwrap(),
+            proof: ConditionalProof::parse_with(proof, &ToyLanguage).unwrap(),
             local: crate::tree::LocalVerdict::Correct,
         }
     }
@@ -335,7 +335,7 @@ mod tests {
             Err(AssemblyError::NoSuchNode(7))
         ));
         nodes[0].statement = "Goal R.".into();
-        nodes[0].proof = ConditionalProof::parse("<no_invoke> x.").unwrap();
+        nodes[0].proof = ConditionalProof::parse_with("<no_invoke> x.", &ToyLanguage).unwrap();
         let s = solve(&nodes, &ToyLanguage);
         assert!(matches!(
             assemble(&nodes, &s, 0, &ToyLanguage),

@@ -3,13 +3,24 @@
 //! The text a policy writes is `t0 t1 <invoke> l1 </invoke> t2 … tk <invoke> lk </invoke> t(k+1)`,
 //! where `t0` is `<use_invoke>` or `<no_invoke>`, the `ti` are proof segments in the prover's own
 //! syntax and the `li` are proposed lemma statements. Parsing is lossless:
-//! `ConditionalProof::parse(x)?.to_string() == x` for every `x` that parses.
+//! `ConditionalProof::parse_with(x, lang)?.to_string() == x` for every `x` that parses.
+//!
+//! The markers are found as the prover reads the text: outside its string literals and comments,
+//! which the [`ProofLanguage`] lexes ([`ProofLanguage::literals`]). So each segment and each lemma
+//! starts and ends outside every literal, what the checker runs (`proof_text`) is the text the
+//! model wrote minus whole marker blocks, and a string or comment that never closes is a parse
+//! error, never a split. Every place that parses a proof must parse it with the same language:
+//! two parses of one text that disagreed on its lemmas would let the tree solver see other
+//! proposals than the checker admitted. [`ConditionalProof::parse`] (no language) is the
+//! conservative common part of all languages' parses, for the callers that do not know theirs.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::language::ProofLanguage;
+use std::ops::Range;
+
+use crate::language::{Literal, LiteralKind, ProofLanguage};
 
 pub const USE_INVOKE: &str = "<use_invoke>";
 pub const NO_INVOKE: &str = "<no_invoke>";
@@ -38,6 +49,15 @@ pub enum T0 {
 }
 
 impl T0 {
+    /// The `t0` a text opens with (after blanks), if any: the same in every language, since
+    /// only blanks may precede it.
+    pub fn leading(text: &str) -> Option<T0> {
+        let body = text.trim_start();
+        [T0::UseInvoke, T0::NoInvoke]
+            .into_iter()
+            .find(|t| body.starts_with(t.token()))
+    }
+
     pub fn token(self) -> &'static str {
         match self {
             T0::UseInvoke => USE_INVOKE,
@@ -64,6 +84,15 @@ pub enum ParseErrorKind {
     StrayEndInvoke,
     /// The value-model tokens `<true>`/`<false>` never belong in a proof.
     StrayValueToken,
+    /// A string literal (or Isabelle cartouche) that never closes: where the text's markers
+    /// are cannot be told.
+    UnclosedString,
+    /// A comment that never closes.
+    UnclosedComment,
+    /// Parsed without a language ([`ConditionalProof::parse`]): the text has markers and a
+    /// character that may open a string or a comment, so only its language can tell which
+    /// markers are text.
+    NeedsLanguage,
 }
 
 /// A parse error with the byte offset in the input where it was detected.
@@ -88,6 +117,11 @@ impl ParseError {
             ParseErrorKind::StrayEndInvoke => "</invoke> without an open <invoke>",
             ParseErrorKind::StrayValueToken => {
                 "<true>/<false> are value-model tokens, not proof text"
+            }
+            ParseErrorKind::UnclosedString => "string literal is never closed",
+            ParseErrorKind::UnclosedComment => "comment is never closed",
+            ParseErrorKind::NeedsLanguage => {
+                "markers beside a string or comment delimiter: parse with the proof's language"
             }
         };
         format!("{what} (byte {})", self.position)
@@ -121,6 +155,50 @@ fn token_at(text: &str, pos: usize) -> Option<&'static str> {
     .find(|t| rest.starts_with(t))
 }
 
+/// The characters that open a string, a comment or a cartouche in Coq or Isabelle: where
+/// [`ConditionalProof::parse`] cannot find markers without knowing the language.
+pub const LITERAL_OPENERS: [&str; 7] = ["\"", "`", "(*", "{*", "\\", "\u{2039}", "\u{2015}"];
+
+/// The literals of a text as sorted, disjoint byte ranges, for skipping them.
+struct Skips(Vec<Range<usize>>);
+
+impl Skips {
+    /// Clamp every range into `0..len`, sort, and keep each range that starts after the last
+    /// kept one ends (a well-behaved lexer reports only such).
+    fn new(len: usize, literals: &[Literal]) -> Self {
+        let mut ranges: Vec<Range<usize>> = literals
+            .iter()
+            .map(|l| {
+                let start = l.range.start.min(len);
+                start..l.range.end.clamp(start, len)
+            })
+            .filter(|r| !r.is_empty())
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        let mut kept: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            if kept.last().is_none_or(|k| k.end <= r.start) {
+                kept.push(r);
+            }
+        }
+        Skips(kept)
+    }
+
+    /// The end of the literal that holds byte `at`, if one does.
+    fn end_of_literal_at(&self, at: usize) -> Option<usize> {
+        let i = self.0.partition_point(|r| r.end <= at);
+        self.0.get(i).filter(|r| r.start <= at).map(|r| r.end)
+    }
+}
+
+/// The first char boundary of `text` at or after `pos` (the end of the text at most).
+fn char_boundary_from(text: &str, mut pos: usize) -> usize {
+    while pos < text.len() && !text.is_char_boundary(pos) {
+        pos += 1;
+    }
+    pos.min(text.len())
+}
+
 impl ConditionalProof {
     /// A conditional proof with no proposed lemmas.
     pub fn plain(t0: T0, proof: &str) -> Self {
@@ -133,8 +211,14 @@ impl ConditionalProof {
     }
 
     /// Build from parts: `segments.len()` must be `lemmas.len() + 1`; lemma texts are put between
-    /// the tags verbatim. Returns `None` if the parts would not print to a parseable proof.
-    pub fn from_parts(t0: T0, segments: Vec<String>, lemmas: Vec<String>) -> Option<Self> {
+    /// the tags verbatim. Returns `None` if the parts would not print to a proof that `lang`
+    /// parses back to the same parts.
+    pub fn from_parts(
+        t0: T0,
+        segments: Vec<String>,
+        lemmas: Vec<String>,
+        lang: &dyn ProofLanguage,
+    ) -> Option<Self> {
         if segments.len() != lemmas.len() + 1 {
             return None;
         }
@@ -144,46 +228,77 @@ impl ConditionalProof {
             segments,
             lemmas,
         };
-        // Round-trip guard: a segment must not smuggle in tags of its own.
-        (Self::parse(&cp.to_string()).ok()? == cp).then_some(cp)
+        // Round-trip guard: a segment must not smuggle in tags of its own, nor open a string or
+        // a comment that would swallow the tags after it.
+        (Self::parse_with(&cp.to_string(), lang).ok()? == cp).then_some(cp)
     }
 
-    /// Parse a conditional proof. Never panics; errors carry the byte position. The special
-    /// tokens inside a `(* … *)` comment are part of the comment, not of the structure.
+    /// Parse a conditional proof as `lang` lexes it. Never panics; errors carry the byte
+    /// position. The markers (`<invoke>`, `</invoke>`, `t0`, the value tokens) are found only
+    /// outside the language's string literals and comments ([`ProofLanguage::literals`]), as
+    /// the prover reads the text: `idtac "<invoke>"` proposes nothing, and a comment may
+    /// mention `</invoke>`. A string or comment that never closes is an error
+    /// ([`ParseErrorKind::UnclosedString`], [`ParseErrorKind::UnclosedComment`]), never a
+    /// split. Every segment and every lemma therefore starts and ends outside any literal.
+    pub fn parse_with(text: &str, lang: &dyn ProofLanguage) -> Result<Self, ParseError> {
+        Self::parse_outside(text, &lang.literals(text))
+    }
+
+    /// Parse without a language, for the callers that do not know theirs. Sound beside
+    /// [`ConditionalProof::parse_with`]: whatever this parses, every language parses the same
+    /// way (or refuses a string or comment that never closes). A text without markers after
+    /// `t0` has one segment in every language; a text with markers parses as if nothing were a
+    /// literal only when it holds no character that opens one in Coq or Isabelle
+    /// ([`LITERAL_OPENERS`]), and is refused otherwise ([`ParseErrorKind::NeedsLanguage`]).
     pub fn parse(text: &str) -> Result<Self, ParseError> {
+        let raw = Self::parse_outside(text, &[]);
+        let has_markers = match &raw {
+            Ok(cp) => cp.lemma_count() > 0,
+            Err(e) => e.kind != ParseErrorKind::MissingT0,
+        };
+        let opener = LITERAL_OPENERS.iter().filter_map(|o| text.find(o)).min();
+        match opener {
+            Some(position) if has_markers => Err(ParseError {
+                kind: ParseErrorKind::NeedsLanguage,
+                position,
+            }),
+            _ => raw,
+        }
+    }
+
+    /// The parse itself: markers are looked for outside `literals` (in any order; ranges that
+    /// do not fit the text are clamped), and a literal that never closes is an error.
+    fn parse_outside(text: &str, literals: &[Literal]) -> Result<Self, ParseError> {
         let err = |kind, position| Err(ParseError { kind, position });
+        let skip = Skips::new(text.len(), literals);
         let body_start = text.len() - text.trim_start().len();
         let leading = text[..body_start].to_string();
         let t0 = match token_at(text, body_start) {
-            Some(USE_INVOKE) => T0::UseInvoke,
-            Some(NO_INVOKE) => T0::NoInvoke,
+            Some(USE_INVOKE) if skip.end_of_literal_at(body_start).is_none() => T0::UseInvoke,
+            Some(NO_INVOKE) if skip.end_of_literal_at(body_start).is_none() => T0::NoInvoke,
             _ => return err(ParseErrorKind::MissingT0, body_start),
         };
+        if let Some(open) = literals
+            .iter()
+            .filter(|l| !l.closed)
+            .min_by_key(|l| l.range.start)
+        {
+            let kind = match open.kind {
+                LiteralKind::String => ParseErrorKind::UnclosedString,
+                LiteralKind::Comment => ParseErrorKind::UnclosedComment,
+            };
+            return err(kind, open.range.start.min(text.len()));
+        }
         let mut pos = body_start + t0.token().len();
         let mut segments = Vec::new();
         let mut lemmas = Vec::new();
         let mut seg_start = pos;
         let mut open: Option<usize> = None; // byte offset of the open <invoke>
-        let bytes = text.as_bytes();
-        // A token inside a comment `(* … *)` (nested, as Coq, Isabelle and ML nest them) is text
-        // of that comment: an honest proof may mention `<invoke>` in one. All tokens start with
-        // `<` and comments with `(`, so the scan stops only on ASCII bytes (char boundaries).
-        let mut depth = 0usize;
-        while let Some(off) = text[pos..].find(['<', '(', '*']) {
+                                            // Every marker starts with `<` (ASCII, so `at` is a char boundary).
+        while let Some(off) = text.get(pos..).and_then(|rest| rest.find('<')) {
             let at = pos + off;
-            let next = bytes.get(at + 1).copied();
-            if bytes[at] == b'(' && next == Some(b'*') {
-                depth += 1;
-                pos = at + 2;
-                continue;
-            }
-            if bytes[at] == b'*' && next == Some(b')') && depth > 0 {
-                depth -= 1;
-                pos = at + 2;
-                continue;
-            }
-            if bytes[at] != b'<' || depth > 0 {
-                pos = at + 1;
+            if let Some(end) = skip.end_of_literal_at(at) {
+                pos = char_boundary_from(text, end.max(at + 1));
                 continue;
             }
             match token_at(text, at) {
@@ -342,27 +457,24 @@ impl fmt::Display for ConditionalProof {
     }
 }
 
-impl std::str::FromStr for ConditionalProof {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::language::tests_support::ToyLanguage;
 
+    fn parse(s: &str) -> Result<ConditionalProof, ParseError> {
+        ConditionalProof::parse_with(s, &ToyLanguage)
+    }
+
     fn kind(s: &str) -> (ParseErrorKind, usize) {
-        let e = ConditionalProof::parse(s).unwrap_err();
+        let e = parse(s).unwrap_err();
         (e.kind, e.position)
     }
 
     #[test]
     fn parses_segments_and_lemmas() {
         let s = "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a. <invoke>Lemma b : P.</invoke>";
-        let cp = ConditionalProof::parse(s).unwrap();
+        let cp = parse(s).unwrap();
         assert_eq!(cp.t0(), T0::UseInvoke);
         assert_eq!(
             cp.lemmas().collect::<Vec<_>>(),
@@ -377,7 +489,7 @@ mod tests {
     #[test]
     fn leading_whitespace_round_trips() {
         let s = "\n  <no_invoke>auto.";
-        assert_eq!(ConditionalProof::parse(s).unwrap().to_string(), s);
+        assert_eq!(parse(s).unwrap().to_string(), s);
     }
 
     #[test]
@@ -418,33 +530,39 @@ mod tests {
     #[test]
     fn unicode_and_angle_brackets_are_text() {
         let s = "<no_invoke> rewrite (x < y) ‹ok› <invok <invoke_x>";
-        let cp = ConditionalProof::parse(s).unwrap();
+        let cp = parse(s).unwrap();
         assert_eq!(cp.to_string(), s);
         assert_eq!(cp.lemma_count(), 0);
     }
 
     #[test]
     fn from_parts_rejects_smuggled_tags() {
-        assert!(
-            ConditionalProof::from_parts(T0::NoInvoke, vec!["a <invoke> b".into()], vec![])
-                .is_none()
-        );
+        assert!(ConditionalProof::from_parts(
+            T0::NoInvoke,
+            vec!["a <invoke> b".into()],
+            vec![],
+            &ToyLanguage
+        )
+        .is_none());
         assert!(ConditionalProof::from_parts(
             T0::UseInvoke,
             vec!["a ".into(), " b".into()],
-            vec![" L x. ".into()]
+            vec![" L x. ".into()],
+            &ToyLanguage
         )
         .is_some());
-        assert!(
-            ConditionalProof::from_parts(T0::UseInvoke, vec!["a".into()], vec!["L".into()])
-                .is_none()
-        );
+        assert!(ConditionalProof::from_parts(
+            T0::UseInvoke,
+            vec!["a".into()],
+            vec!["L".into()],
+            &ToyLanguage
+        )
+        .is_none());
     }
 
     #[test]
     fn move_lemmas_to_context_builds_augmented_example() {
-        let cp = ConditionalProof::parse("<use_invoke> <invoke> Lemma a : T. </invoke> apply a.")
-            .unwrap();
+        let cp = parse("<use_invoke> <invoke> Lemma a : T. </invoke> apply a.").unwrap();
         let (ctx, proof) = cp.move_lemmas_to_context("Require Import X.", &ToyLanguage);
         assert_eq!(ctx, "Require Import X.\nLemma a : T. Admitted.\n");
         assert_eq!(proof.to_string(), "<no_invoke>  apply a.");
@@ -452,7 +570,7 @@ mod tests {
 
     #[test]
     fn remove_lemma_drops_references() {
-        let cp = ConditionalProof::parse(
+        let cp = parse(
             "<use_invoke> intros. <invoke> Lemma a : T. </invoke> apply a. <invoke> Lemma b : U. </invoke> apply b.",
         )
         .unwrap();
@@ -465,5 +583,214 @@ mod tests {
         assert_eq!(r2.t0(), T0::NoInvoke);
         assert_eq!(r2.lemma_count(), 0);
         assert!(cp.remove_lemma(2, &ToyLanguage).is_none());
+    }
+
+    /// (text, lemmas, proof text): markers inside strings and comments are text of the proof.
+    #[test]
+    fn markers_inside_strings_and_comments_are_text() {
+        let table: &[(&str, &[&str], &str)] = &[
+            (
+                r#"<no_invoke> idtac "(*". exact I."#,
+                &[],
+                r#" idtac "(*". exact I."#,
+            ),
+            (
+                r#"<no_invoke> idtac "<invoke>". exact I."#,
+                &[],
+                r#" idtac "<invoke>". exact I."#,
+            ),
+            (
+                r#"<no_invoke> idtac "</invoke> <use_invoke> <true>"."#,
+                &[],
+                r#" idtac "</invoke> <use_invoke> <true>"."#,
+            ),
+            (
+                "<no_invoke> (* see </invoke> *) exact I.",
+                &[],
+                " (* see </invoke> *) exact I.",
+            ),
+            (
+                "<no_invoke> (* (* <invoke> *) *) auto.",
+                &[],
+                " (* (* <invoke> *) *) auto.",
+            ),
+            // A string inside a comment is lexed: its `*)` does not close the comment.
+            (
+                r#"<no_invoke> (* "*)" <invoke> *) auto."#,
+                &[],
+                r#" (* "*)" <invoke> *) auto."#,
+            ),
+            // `""` is a quote inside a string, not its end.
+            (
+                r#"<no_invoke> idtac "a""<invoke>". auto."#,
+                &[],
+                r#" idtac "a""<invoke>". auto."#,
+            ),
+            // A string opener in one lemma proposal does not reach past its `</invoke>`...
+            (
+                r#"<use_invoke> idtac "(*". <invoke> Lemma a : "x" = "x". </invoke> apply a."#,
+                &[r#"Lemma a : "x" = "x"."#],
+                r#" idtac "(*".  apply a."#,
+            ),
+            // ... and a lemma may itself hold a marker in a string.
+            (
+                r#"<use_invoke> <invoke> Lemma a : "</invoke>" = "". </invoke> apply a."#,
+                &[r#"Lemma a : "</invoke>" = ""."#],
+                "  apply a.",
+            ),
+            // Outside literals, angle brackets and near misses stay text.
+            (
+                "<no_invoke> rewrite (x < y) <invok *) <invoke_x>",
+                &[],
+                " rewrite (x < y) <invok *) <invoke_x>",
+            ),
+        ];
+        for &(text, lemmas, proof) in table {
+            let cp = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(cp.to_string(), text);
+            assert_eq!(cp.lemmas().collect::<Vec<_>>(), lemmas, "{text}");
+            assert_eq!(cp.proof_text(), proof, "{text}");
+        }
+    }
+
+    #[test]
+    fn unclosed_strings_and_comments_are_errors_not_splits() {
+        assert_eq!(
+            kind(r#"<no_invoke> idtac "abc"#),
+            (ParseErrorKind::UnclosedString, 18)
+        );
+        assert_eq!(
+            kind("<no_invoke> (* abc"),
+            (ParseErrorKind::UnclosedComment, 12)
+        );
+        // A string that swallows `</invoke>` is named, not the `<invoke>` it left open.
+        assert_eq!(
+            kind(r#"<use_invoke> <invoke> Lemma a : "x. </invoke> apply a."#),
+            (ParseErrorKind::UnclosedString, 32)
+        );
+        // A comment that opens in a string never opens.
+        assert!(parse(r#"<no_invoke> idtac "(*" ; idtac "*)"."#).is_ok());
+        // Without `t0` the text is no conditional proof, whatever it holds.
+        assert_eq!(kind(r#"auto. "x"#), (ParseErrorKind::MissingT0, 0));
+        // An unclosed string inside a comment leaves the comment unclosed.
+        assert_eq!(
+            kind(r#"<no_invoke> (* " *) auto."#),
+            (ParseErrorKind::UnclosedComment, 12)
+        );
+        for e in [
+            ParseErrorKind::UnclosedString,
+            ParseErrorKind::UnclosedComment,
+            ParseErrorKind::NeedsLanguage,
+        ] {
+            let msg = ParseError {
+                kind: e,
+                position: 3,
+            }
+            .to_string();
+            assert!(msg.ends_with("(byte 3)") && msg.len() > 20, "{msg}");
+        }
+    }
+
+    #[test]
+    fn without_a_language_only_unambiguous_texts_parse() {
+        let neutral = ConditionalProof::parse;
+        // No marker after t0: one segment whatever the language.
+        for text in [
+            r#"<no_invoke> idtac "x". (* y *) exact I."#,
+            r"<no_invoke> by (simp add: \<open>a\<close>)",
+        ] {
+            let cp = neutral(text).unwrap();
+            assert_eq!((cp.lemma_count(), cp.to_string()), (0, text.to_string()));
+        }
+        // Markers without any literal opener: as every language parses them.
+        let text = "<use_invoke> intros. <invoke> Lemma a : True. </invoke> apply a.";
+        assert_eq!(neutral(text).unwrap(), parse(text).unwrap());
+        // Markers beside a literal opener: only the language can tell.
+        for text in [
+            r#"<use_invoke> idtac "(*". <invoke> Lemma a : True. </invoke> apply a."#,
+            r#"<use_invoke> idtac "<invoke>". exact I."#,
+            r"<use_invoke> (* x *) <invoke> lemma a: \<open>x\<close> </invoke> by simp",
+        ] {
+            assert_eq!(
+                neutral(text).unwrap_err().kind,
+                ParseErrorKind::NeedsLanguage,
+                "{text}"
+            );
+        }
+        assert_eq!(
+            neutral("auto.").unwrap_err().kind,
+            ParseErrorKind::MissingT0
+        );
+    }
+
+    #[test]
+    fn from_parts_refuses_a_segment_that_opens_a_literal() {
+        let parts = |seg: &str| {
+            ConditionalProof::from_parts(
+                T0::UseInvoke,
+                vec![seg.into(), " apply a.".into()],
+                vec![" Lemma a : True. ".into()],
+                &ToyLanguage,
+            )
+        };
+        assert!(parts(r#"idtac "x"."#).is_some());
+        assert!(parts(r#"idtac "x."#).is_none());
+        assert!(parts("(* x").is_none());
+    }
+
+    /// A language whose lexer reports ranges out of order, overlapping or past the end must
+    /// not make the parser panic.
+    #[test]
+    fn a_careless_lexer_cannot_make_the_parser_panic() {
+        struct Careless;
+        impl ProofLanguage for Careless {
+            fn name(&self) -> &'static str {
+                "careless"
+            }
+            fn literals(&self, text: &str) -> Vec<Literal> {
+                let n = text.len();
+                [(n + 5, n + 9), (3, 1), (14, 200), (13, 15), (0, 0)]
+                    .into_iter()
+                    .map(|(a, b)| Literal {
+                        range: a..b,
+                        kind: LiteralKind::String,
+                        closed: true,
+                    })
+                    .collect()
+            }
+            fn lemma_name(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn normalize_statement(&self, s: &str) -> String {
+                s.into()
+            }
+            fn rename_statement(&self, s: &str, _: &str) -> String {
+                s.into()
+            }
+            fn mentions(&self, _: &str, _: &str) -> bool {
+                false
+            }
+            fn rename_references(&self, s: &str, _: &[(String, String)]) -> String {
+                s.into()
+            }
+            fn remove_references(&self, s: &str, _: &str) -> String {
+                s.into()
+            }
+            fn render_admitted(&self, s: &str) -> String {
+                s.into()
+            }
+            fn render_proved(&self, s: &str, _: &str) -> String {
+                s.into()
+            }
+        }
+        for text in [
+            "<use_invoke> αβγ <invoke> x </invoke> é",
+            "<no_invoke>",
+            "  <no_invoke> <",
+        ] {
+            if let Ok(cp) = ConditionalProof::parse_with(text, &Careless) {
+                assert_eq!(cp.to_string(), text);
+            }
+        }
     }
 }

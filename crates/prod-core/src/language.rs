@@ -3,6 +3,31 @@
 //! The tree logic (children, global correctness, assembly) is written once; the Coq and Isabelle
 //! crates implement this trait so that the core can compare statements, name lemmas and print a
 //! complete proof without knowing either syntax.
+//!
+//! That includes where the language's string literals and comments are ([`ProofLanguage::literals`]):
+//! the conditional-proof markers are found only outside them, as the prover would read the text.
+
+use std::ops::Range;
+
+/// What kind of text a [`Literal`] is. A closed enum: the conditional-proof parser's error names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LiteralKind {
+    /// Quoted text the prover reads as one token: Coq's `"…"` strings; Isabelle's strings,
+    /// alt strings, cartouches and verbatim text.
+    String,
+    /// A comment: Coq's and Isabelle's nested `(* … *)`, Isabelle's formal comments.
+    Comment,
+}
+
+/// One string literal or comment of a text, as the language's own lexer finds it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Literal {
+    /// Byte range in the lexed text, delimiters included; an unclosed literal runs to the end.
+    pub range: Range<usize>,
+    pub kind: LiteralKind,
+    /// Did its closing delimiter come before the end of the text?
+    pub closed: bool,
+}
 
 /// Prover-specific text operations used by the core.
 ///
@@ -12,6 +37,14 @@
 pub trait ProofLanguage: Send + Sync {
     /// Short name for messages ("coq", "isabelle").
     fn name(&self) -> &'static str;
+
+    /// The string literals and comments of `text` (outermost only, in order, not overlapping),
+    /// lexed as the prover lexes a proof: strings inside comments, nesting and escapes as the
+    /// prover has them. [`crate::ConditionalProof::parse_with`] finds its markers only outside
+    /// these, so a marker written inside a string or a comment is text of the proof, and a
+    /// literal that never closes is an error there rather than a silent split. An
+    /// implementation must be the lexer its checker splits and sends the text with.
+    fn literals(&self, text: &str) -> Vec<Literal>;
 
     /// The declared name of a statement (`foo` in `Lemma foo : …`), if it has one.
     fn lemma_name(&self, statement: &str) -> Option<String>;
@@ -95,7 +128,8 @@ mod tests {
 }
 
 /// A deliberately tiny language for the core's own tests and property tests: statements are
-/// `Lemma NAME : BODY.`, identifiers are `[A-Za-z0-9_']+`, sentences end at `.`.
+/// `Lemma NAME : BODY.`, identifiers are `[A-Za-z0-9_']+`, sentences end at `.`, literals are
+/// `"…"` strings (`""` a quote) and nested `(* … *)` comments with strings inside read as strings.
 /// Not a prover: real languages live in `prod-coq` and the Isabelle crate.
 #[doc(hidden)]
 pub mod tests_support {
@@ -127,9 +161,67 @@ pub mod tests_support {
         out
     }
 
+    /// End of the string opening at `i` (just after its closing quote), or `None`.
+    fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+        i += 1;
+        while i < b.len() {
+            match (b[i], b.get(i + 1)) {
+                (b'"', Some(b'"')) => i += 2,
+                (b'"', _) => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+        None
+    }
+
+    /// End of the comment opening at `i` (just after its `*)`), or `None`.
+    fn comment_end(b: &[u8], mut i: usize) -> Option<usize> {
+        let mut depth = 0usize;
+        while i < b.len() {
+            match (b[i], b.get(i + 1)) {
+                (b'(', Some(b'*')) => {
+                    depth += 1;
+                    i += 2;
+                }
+                (b'*', Some(b')')) => {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        return Some(i);
+                    }
+                }
+                (b'"', _) => i = string_end(b, i)?,
+                _ => i += 1,
+            }
+        }
+        None
+    }
+
     impl ProofLanguage for ToyLanguage {
         fn name(&self) -> &'static str {
             "toy"
+        }
+        fn literals(&self, text: &str) -> Vec<Literal> {
+            let b = text.as_bytes();
+            let mut out = vec![];
+            let mut i = 0;
+            while i < b.len() {
+                let (kind, end) = match (b[i], b.get(i + 1)) {
+                    (b'(', Some(b'*')) => (LiteralKind::Comment, comment_end(b, i)),
+                    (b'"', _) => (LiteralKind::String, string_end(b, i)),
+                    _ => {
+                        i += 1;
+                        continue;
+                    }
+                };
+                out.push(Literal {
+                    range: i..end.unwrap_or(b.len()),
+                    kind,
+                    closed: end.is_some(),
+                });
+                i = end.unwrap_or(b.len());
+            }
+            out
         }
         fn lemma_name(&self, statement: &str) -> Option<String> {
             let rest = statement.trim().strip_prefix("Lemma")?;

@@ -6,8 +6,8 @@
 //! * [`pass_at_k`] — the unbiased estimator, bootstrap confidence intervals, per-depth tables.
 //! * [`range`] — the ranges numbers of a command line or config file must lie in, one rule each.
 //! * [`Sampling`] — what to sample (temperature, top-p, new tokens, context tokens), one default each.
-//! * [`ProofLanguage`] — everything prover-specific the core needs (statement normalisation,
-//!   names, rendering), implemented by `prod-coq` and later by the Isabelle crate.
+//! * [`ProofLanguage`] — everything prover-specific the core needs (where strings and comments
+//!   are, statement normalisation, names, rendering), implemented by `prod-coq` and `prod-isar`.
 //!
 //! Architecture invariant: this crate is pure. It never spawns a process, touches the file
 //! system or the network; it depends on no other ProD crate.
@@ -22,7 +22,7 @@ pub mod tree;
 
 pub use assembly::{assemble, AssembledLemma, AssembledProof, AssemblyError};
 pub use conditional::{ConditionalProof, ParseError, ParseErrorKind, T0};
-pub use language::{collapse_whitespace, ProofLanguage};
+pub use language::{collapse_whitespace, Literal, LiteralKind, ProofLanguage};
 pub use pass_at_k::{
     estimate as estimate_pass_at_k, pass_at_k, DepthTable, PassAtK, TheoremOutcome,
 };

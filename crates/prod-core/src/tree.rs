@@ -296,7 +296,7 @@ mod tests {
             id: id.into(),
             context: "ctx".into(),
             statement: stmt.into(),
-            proof: ConditionalProof::parse(proof).unwrap(),
+            proof: ConditionalProof::parse_with(proof, &ToyLanguage).unwrap(),
             local: local.into(),
         }
     }

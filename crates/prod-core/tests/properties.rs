@@ -10,8 +10,63 @@ use proptest::prelude::*;
 
 // ---------- conditional proofs ----------
 
+fn parse(s: &str) -> Result<ConditionalProof, prod_core::ParseError> {
+    ConditionalProof::parse_with(s, &ToyLanguage)
+}
+
+/// A marker, or a near miss of one.
+fn marker_like() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("<use_invoke>"),
+        Just("<no_invoke>"),
+        Just("<invoke>"),
+        Just("</invoke>"),
+        Just("<true>"),
+        Just("<false>"),
+        Just("<invok"),
+        Just("< invoke>"),
+    ]
+    .prop_map(String::from)
+}
+
+/// A closed string literal or comment of the toy language (Coq's lexical rules), holding
+/// markers, escaped quotes (`""`), comment delimiters in strings, nested comments and strings
+/// inside comments.
+fn literal() -> impl Strategy<Value = String> {
+    let words = || {
+        prop::collection::vec(prop_oneof!["[a-z .<>/]{0,5}", marker_like()], 0..4)
+            .prop_map(|v| v.concat())
+    };
+    let string = prop::collection::vec(
+        prop_oneof![
+            words(),
+            Just("\"".into()),
+            Just("(*".into()),
+            Just("*)".into())
+        ],
+        0..5,
+    )
+    .prop_map(|v| format!("\"{}\"", v.concat().replace('"', "\"\"")));
+    let comment = (
+        words(),
+        prop::option::of(string.clone()),
+        words(),
+        any::<bool>(),
+    )
+        .prop_map(|(a, st, b, nest)| {
+            let st = st.unwrap_or_default();
+            if nest {
+                format!("(* {a} (* {st} *) {b} *)")
+            } else {
+                format!("(* {a} {st} {b} *)")
+            }
+        });
+    prop_oneof![string, comment]
+}
+
 fn text_piece() -> impl Strategy<Value = String> {
-    // Text that may contain '<', '>' and near-miss tags, but never a real special token.
+    // Text that may contain '<', '>' and near-miss tags, closed strings and comments holding
+    // markers, but never a real special token outside a literal.
     prop::collection::vec(
         prop_oneof![
             "[a-z .;:()\n\t]{0,8}".prop_map(|s| s),
@@ -19,12 +74,13 @@ fn text_piece() -> impl Strategy<Value = String> {
             Just("<invok".to_string()),
             Just("< invoke>".to_string()),
             Just("‹α›".to_string()),
+            literal().prop_map(|l| format!(" {l} ")),
         ],
         0..6,
     )
     .prop_map(|v| v.concat())
     .prop_filter("no special token", |s| {
-        ConditionalProof::parse(&format!("<no_invoke>{s}")).is_ok()
+        parse(&format!("<no_invoke>{s}")).is_ok()
     })
 }
 
@@ -32,17 +88,82 @@ fn lemma_text() -> impl Strategy<Value = String> {
     text_piece().prop_filter("non-empty lemma", |s| !s.trim().is_empty())
 }
 
+/// Any mix of markers, literals (closed or cut short) and other text.
+fn soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            marker_like(),
+            literal(),
+            literal().prop_map(|l| l[..l.len() / 2].to_string()),
+            "[a-z <>/.\"()*]{0,6}",
+        ],
+        0..12,
+    )
+    .prop_map(|v| v.concat())
+}
+
+/// A `t0` (after optional blanks), then [`soup`]: mostly texts whose parse gets past `t0`.
+fn proofish() -> impl Strategy<Value = String> {
+    (
+        "[ \n]{0,1}",
+        prop_oneof![Just("<use_invoke>"), Just("<no_invoke>")],
+        soup(),
+    )
+        .prop_map(|(lead, t0, rest)| format!("{lead}{t0}{rest}"))
+}
+
 proptest! {
     #[test]
-    fn any_parseable_text_round_trips(s in "(<use_invoke>|<no_invoke>|<invoke>|</invoke>|<true>|[a-z <>/.]){0,40}") {
-        if let Ok(cp) = ConditionalProof::parse(&s) {
+    fn any_parseable_text_round_trips(s in prop_oneof![soup(), proofish()]) {
+        if let Ok(cp) = parse(&s) {
             prop_assert_eq!(cp.to_string(), s);
             prop_assert_eq!(cp.segments().len(), cp.lemma_count() + 1);
         }
     }
 
+    /// Every segment and every lemma starts and ends outside the literals: lexed alone, each
+    /// has only closed literals, and the literals of the whole text are those of its pieces.
+    #[test]
+    fn pieces_never_cut_a_literal(s in proofish()) {
+        if let Ok(cp) = parse(&s) {
+            let pieces: Vec<&str> = cp.segments().iter().map(String::as_str)
+                .chain(cp.lemmas()).collect();
+            for p in pieces {
+                prop_assert!(ToyLanguage.literals(p).iter().all(|l| l.closed), "{:?}", p);
+            }
+            let whole: usize = ToyLanguage.literals(&s).len();
+            let parts: usize = cp.segments().iter().map(|p| ToyLanguage.literals(p).len()).sum::<usize>()
+                + cp.lemmas().map(|l| ToyLanguage.literals(l).len()).sum::<usize>();
+            prop_assert_eq!(whole, parts);
+        }
+    }
+
+    /// A text with a literal that never closes never parses.
+    #[test]
+    fn an_unclosed_literal_is_an_error(s in proofish()) {
+        if ToyLanguage.literals(&s).iter().any(|l| !l.closed) {
+            prop_assert!(parse(&s).is_err());
+        }
+    }
+
+    /// The language-less parse never disagrees with a language's: what it parses, the
+    /// language parses the same, or refuses for a literal that never closes.
+    #[test]
+    fn the_neutral_parse_is_a_safe_subset(s in proofish()) {
+        if let Ok(cp) = ConditionalProof::parse(&s) {
+            match parse(&s) {
+                Ok(q) => prop_assert_eq!(q, cp),
+                Err(e) => prop_assert!(matches!(
+                    e.kind,
+                    prod_core::ParseErrorKind::UnclosedString | prod_core::ParseErrorKind::UnclosedComment
+                ), "{}", e),
+            }
+        }
+    }
+
     #[test]
     fn parser_never_panics(s in any::<String>()) {
+        let _ = parse(&s);
         let _ = ConditionalProof::parse(&s);
     }
 
@@ -62,7 +183,7 @@ proptest! {
             s.push_str("</invoke>");
         }
         s.push_str(&last);
-        let cp = ConditionalProof::parse(&s).unwrap();
+        let cp = parse(&s).unwrap();
         prop_assert_eq!(cp.to_string(), s.clone());
         prop_assert_eq!(cp.t0(), if use_invoke { T0::UseInvoke } else { T0::NoInvoke });
         let lemmas: Vec<&str> = cp.lemmas().collect();
@@ -70,6 +191,14 @@ proptest! {
         prop_assert_eq!(lemmas, want);
         let proof: String = parts.iter().map(|(s, _)| s.as_str()).chain([last.as_str()]).collect();
         prop_assert_eq!(cp.proof_text(), proof);
+        let segments: Vec<String> = parts.iter().map(|(s, _)| s.clone()).chain([last.clone()]).collect();
+        let rebuilt = ConditionalProof::from_parts(
+            cp.t0(),
+            segments,
+            parts.iter().map(|(_, l)| l.clone()).collect(),
+            &ToyLanguage,
+        );
+        prop_assert_eq!(rebuilt.map(|r| r.to_string()), Some(s.trim_start().to_string()));
     }
 }
 
@@ -109,7 +238,7 @@ fn build(spec: &[(u8, Vec<u8>, Option<bool>)]) -> Vec<Node> {
                 id: format!("node{i}"),
                 context: "c".into(),
                 statement: format!("Lemma t{i} :  A{atom}."),
-                proof: ConditionalProof::parse(&proof).unwrap(),
+                proof: parse(&proof).unwrap(),
                 local: (*local).into(),
             }
         })
@@ -258,7 +387,7 @@ fn hundred_thousand_nodes() {
             id: k.to_string(),
             context: "ctx".into(),
             statement,
-            proof: ConditionalProof::parse(&proof).unwrap(),
+            proof: parse(&proof).unwrap(),
             local: if ok {
                 LocalVerdict::Correct
             } else {

@@ -385,6 +385,10 @@ impl ProofLanguage for IsarLanguage {
         "isabelle"
     }
 
+    fn literals(&self, text: &str) -> Vec<prod_core::Literal> {
+        crate::lexer::literals(text)
+    }
+
     fn lemma_name(&self, statement: &str) -> Option<String> {
         let (tokens, _) = lex(statement);
         let toks = proper(&tokens);
@@ -502,6 +506,81 @@ fn keyword_table() -> &'static KeywordTable {
 mod tests {
     use super::*;
     const L: IsarLanguage = IsarLanguage;
+
+    /// Conditional proofs as Isabelle lexes them: markers in strings, alt strings, cartouches,
+    /// verbatim text and comments are text; `\"` escapes a quote (Coq's `""` does not).
+    #[test]
+    fn conditional_proofs_are_parsed_as_isabelle_lexes_them() {
+        use prod_core::{ConditionalProof, ParseErrorKind};
+        let parse = |t: &str| ConditionalProof::parse_with(t, &L);
+        // (text, lemmas, proof text)
+        let table: &[(&str, &[&str], &str)] = &[
+            (
+                r#"<no_invoke> using "x <invoke> y" by simp"#,
+                &[],
+                r#" using "x <invoke> y" by simp"#,
+            ),
+            (
+                r#"<no_invoke> by (simp add: \<open></invoke>\<close>)"#,
+                &[],
+                r#" by (simp add: \<open></invoke>\<close>)"#,
+            ),
+            (
+                "<no_invoke> by simp (* see </invoke> *)",
+                &[],
+                " by simp (* see </invoke> *)",
+            ),
+            (
+                "<no_invoke> by simp \u{2015} \u{2039}<invoke>\u{203a}",
+                &[],
+                " by simp \u{2015} \u{2039}<invoke>\u{203a}",
+            ),
+            (
+                r#"<no_invoke> using `<invoke>` by simp"#,
+                &[],
+                r#" using `<invoke>` by simp"#,
+            ),
+            (
+                r#"<no_invoke> have "a\"<invoke>" by simp"#,
+                &[],
+                r#" have "a\"<invoke>" by simp"#,
+            ),
+            (
+                r#"<use_invoke> <invoke> lemma a: "x < (y::nat) \<Longrightarrow> x \<le> y" </invoke> using a by simp"#,
+                &[r#"lemma a: "x < (y::nat) \<Longrightarrow> x \<le> y""#],
+                "  using a by simp",
+            ),
+        ];
+        for &(text, lemmas, proof) in table {
+            let cp = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(cp.lemmas().collect::<Vec<_>>(), lemmas, "{text}");
+            assert_eq!(
+                (cp.proof_text(), cp.to_string()),
+                (proof.into(), text.into())
+            );
+        }
+        let kind = |t: &str| parse(t).unwrap_err().kind;
+        assert_eq!(
+            kind(r#"<no_invoke> have "x by simp"#),
+            ParseErrorKind::UnclosedString
+        );
+        assert_eq!(
+            kind("<no_invoke> by (simp add: \\<open>x)"),
+            ParseErrorKind::UnclosedString
+        );
+        assert_eq!(
+            kind("<no_invoke> by simp (* x"),
+            ParseErrorKind::UnclosedComment
+        );
+        assert_eq!(
+            kind("<no_invoke> by simp \\<comment> \\<open>x"),
+            ParseErrorKind::UnclosedComment
+        );
+        // Coq's doubled quote is two Isabelle strings: the marker between them is structure.
+        let cp =
+            parse(r#"<use_invoke> have "a""b" <invoke> lemma x: "P" </invoke> by simp"#).unwrap();
+        assert_eq!(cp.lemma_count(), 1);
+    }
 
     #[test]
     fn names_and_keys() {

@@ -13,9 +13,12 @@
 //!
 //! `lex` never fails: the tokens cover the input exactly, in order, and every problem (unclosed
 //! comment, stray `\<close>`, unknown character) yields an [`TokenKind::Error`] token plus a
-//! [`LexError`] naming the position.
+//! [`LexError`] naming the position. [`literals`] is the same lexing seen as the strings and
+//! comments of a text, closed or not (what the conditional-proof parser skips).
 
 use std::ops::Range;
+
+use prod_core::{Literal, LiteralKind};
 
 /// What a token is. See the module documentation for the exact rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,9 +123,52 @@ pub fn lex_prefix(
         b: text.as_bytes(),
         tokens: Vec::new(),
         errors: Vec::new(),
+        literal_errors: Vec::new(),
     };
     lx.run(&mut stop);
     (lx.tokens, lx.errors)
+}
+
+/// The strings, alt strings, cartouches, verbatim texts, comments and formal comments of `text`
+/// (in order, the outermost only), as [`lex`] finds them; one that never closes runs to the end
+/// and is not `closed`. This is what `IsarLanguage` gives the conditional-proof parser, which
+/// finds its markers only outside these.
+pub fn literals(text: &str) -> Vec<Literal> {
+    let mut lx = Lexer {
+        src: text,
+        b: text.as_bytes(),
+        tokens: Vec::new(),
+        errors: Vec::new(),
+        literal_errors: Vec::new(),
+    };
+    lx.run(&mut |_, _| false);
+    let mut errors = lx.literal_errors.iter().peekable();
+    let mut out = vec![];
+    for t in &lx.tokens {
+        let (kind, closed) = match t.kind {
+            TokenKind::String
+            | TokenKind::AltString
+            | TokenKind::Cartouche
+            | TokenKind::Verbatim => (LiteralKind::String, true),
+            TokenKind::Comment | TokenKind::FormalComment => (LiteralKind::Comment, true),
+            TokenKind::Error => {
+                while errors.peek().is_some_and(|e| e.0 < t.range.start) {
+                    errors.next();
+                }
+                match errors.peek() {
+                    Some(&&(start, kind, closed)) if start == t.range.start => (kind, closed),
+                    _ => continue,
+                }
+            }
+            _ => continue,
+        };
+        out.push(Literal {
+            range: t.range.clone(),
+            kind,
+            closed,
+        });
+    }
+    out
 }
 
 /// Symbolic minor keywords of Pure's bootstrap and `Pure.thy` header (plus the command keywords
@@ -193,6 +239,9 @@ struct Lexer<'a> {
     b: &'a [u8],
     tokens: Vec<Token>,
     errors: Vec<LexError>,
+    /// The error tokens that are literals (by start offset): a string with a bad escape
+    /// (closed), or quoted text, a cartouche, verbatim text or a comment that never closes.
+    literal_errors: Vec<(usize, LiteralKind, bool)>,
 }
 
 /// The symbol `\<...>` starting at `i`: its end and name (with a leading `^` for control symbols).
@@ -394,6 +443,7 @@ impl<'a> Lexer<'a> {
         match self.quoted_end(start, q) {
             Ok((end, None)) => self.push(kind, start, end),
             Ok((end, Some(at))) => {
+                self.literal_errors.push((start, LiteralKind::String, true));
                 let (line, col) = line_col(self.src, at);
                 self.error(
                     start,
@@ -403,7 +453,11 @@ impl<'a> Lexer<'a> {
                     ),
                 )
             }
-            Err(end) => self.error(start, end, format!("unclosed {what}")),
+            Err(end) => {
+                self.literal_errors
+                    .push((start, LiteralKind::String, false));
+                self.error(start, end, format!("unclosed {what}"))
+            }
         }
     }
 
@@ -442,7 +496,14 @@ impl<'a> Lexer<'a> {
     fn delimited(&mut self, kind: TokenKind, start: usize, r: Result<usize, usize>, what: &str) {
         match r {
             Ok(end) => self.push(kind, start, end),
-            Err(end) => self.error(start, end, format!("unclosed {what}")),
+            Err(end) => {
+                let literal = match kind {
+                    TokenKind::Comment | TokenKind::FormalComment => LiteralKind::Comment,
+                    _ => LiteralKind::String,
+                };
+                self.literal_errors.push((start, literal, false));
+                self.error(start, end, format!("unclosed {what}"))
+            }
         }
     }
 

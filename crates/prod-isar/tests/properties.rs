@@ -1,4 +1,5 @@
-//! Property tests: lexing never panics, is lossless, and errors always come with an Error token.
+//! Property tests: lexing never panics, is lossless, and errors always come with an Error token;
+//! a conditional proof is split only outside Isabelle's strings, cartouches and comments.
 
 use prod_core::ProofLanguage;
 use prod_isar::{fact_references, lex, segment_theory, IsarLanguage, KeywordTable, TokenKind};
@@ -49,6 +50,33 @@ proptest! {
     #[test]
     fn lexing_is_lossless_on_any_string(s in any::<String>()) {
         check(&s)?;
+    }
+
+    /// The literals the conditional-proof parser skips are the lexer's literal tokens, and
+    /// every piece of a parsed conditional proof has only closed ones.
+    #[test]
+    fn conditional_proofs_never_cut_an_isabelle_literal(
+        parts in proptest::collection::vec(prop_oneof![
+            isar_fragment(),
+            Just("<invoke>".to_string()),
+            Just("</invoke>".to_string()),
+        ], 0..30),
+    ) {
+        let text = format!("<use_invoke>{}", parts.concat());
+        let lits = prod_isar::lexer::literals(&text);
+        let (tokens, _) = lex(&text);
+        for l in &lits {
+            prop_assert!(tokens.iter().any(|t| t.range == l.range), "{:?} is no token", l);
+        }
+        prop_assert!(lits.iter().filter(|l| !l.closed).count() <= 1);
+        if let Ok(cp) = prod_core::ConditionalProof::parse_with(&text, &IsarLanguage) {
+            prop_assert_eq!(cp.to_string(), text.clone());
+            prop_assert!(lits.iter().all(|l| l.closed));
+            for p in cp.segments().iter().map(String::as_str).chain(cp.lemmas()) {
+                let inner = prod_isar::lexer::literals(p);
+                prop_assert!(inner.iter().all(|l| l.closed), "{:?}", p);
+            }
+        }
     }
 
     #[test]

@@ -785,6 +785,9 @@ impl LibrarySource for CoqSource<'_> {
     fn language(&self) -> Option<&dyn ProofLanguage> {
         self.language
     }
+    fn proof_language(&self) -> &dyn ProofLanguage {
+        &prod_coq::CoqLanguage
+    }
     fn context_axioms(&self, context: &str) -> Vec<String> {
         prod_coq::admitted_constants(context)
     }
@@ -891,7 +894,12 @@ mod tests {
         ]), 0..40)) {
             let src = parts.join(" ");
             let f = segment(&src, None);
-            crate::examples::check_segmented(&src, &f.segments, &crate::hammer::replace_step)?;
+            crate::examples::check_segmented(
+                &src,
+                &f.segments,
+                &crate::hammer::replace_step,
+                &prod_coq::CoqLanguage,
+            )?;
         }
     }
 

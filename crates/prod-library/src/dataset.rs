@@ -261,7 +261,7 @@ fn process_file(
     let no_rewrite = |_: &[crate::segment::Step], _: usize| None;
     let hammer_rule = |steps: &[crate::segment::Step], k: usize| src.rewrite_step(steps, k);
     let rewriter: &Rewriter<'_> = if hammer { &hammer_rule } else { &no_rewrite };
-    let (examples, failed) = build_examples(seg, &peeling, rewriter);
+    let (examples, failed) = build_examples(seg, &peeling, rewriter, src.proof_language());
     out.blocks = seg.theorems.len();
     out.reduced = crate::examples::reduced_source(seg, &peeling);
     out.qed = seg
@@ -1129,11 +1129,12 @@ fn with_lemmas_example(
         context_end: end,
         context_axioms: rc.src.context_axioms(r.source.get(..end).unwrap_or("")),
         conditional_proof: ex.plain_proof.clone(),
-        conditional_proof_original: ConditionalProof::parse(&ex.conditional_proof_original)
-            .map(|cp| {
-                ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string()
-            })
-            .unwrap_or_default(),
+        conditional_proof_original: ConditionalProof::parse_with(
+            &ex.conditional_proof_original,
+            rc.src.proof_language(),
+        )
+        .map(|cp| ConditionalProof::plain(prod_core::T0::NoInvoke, &cp.proof_text()).to_string())
+        .unwrap_or_default(),
         proposed_lemmas: vec![],
         proposed_names: vec![],
         variant: "w_lemmas".into(),
@@ -1143,7 +1144,7 @@ fn with_lemmas_example(
 
 /// The `augmented` copy of a train example: its proposed lemmas moved into the context.
 fn augmented_example(base: &Example, lang: &dyn ProofLanguage) -> Option<Example> {
-    let cp = ConditionalProof::parse(&base.conditional_proof).ok()?;
+    let cp = ConditionalProof::parse_with(&base.conditional_proof, lang).ok()?;
     // Only the admitted lemmas are new: they follow the file prefix.
     let (extra, proof) = cp.move_lemmas_to_context("", lang);
     let extra = format!("\n{extra}");

@@ -4,7 +4,7 @@
 //! that uses each peeled `s_j`, and `t0` is `<use_invoke>` iff it proposes a lemma.
 //! Prover-neutral; the prover supplies the step rewriter (hammer replacement).
 
-use prod_core::{ConditionalProof, T0};
+use prod_core::{ConditionalProof, ProofLanguage, T0};
 use serde::Serialize;
 
 use crate::peel::Peeling;
@@ -100,8 +100,8 @@ fn rewrite_steps(t: &Theorem, rewrite: &Rewriter<'_>) -> (Vec<String>, usize) {
 fn conditional(
     f: &(impl SegmentedFile + ?Sized),
     peeling: &Peeling,
-    i: usize,
-    steps: &[String],
+    (i, steps): (usize, &[String]),
+    lang: &dyn ProofLanguage,
 ) -> Option<(ConditionalProof, Vec<usize>)> {
     let ths = f.theorems();
     let t = &ths[i];
@@ -131,7 +131,7 @@ fn conditional(
         T0::UseInvoke
     };
     // Leading space after t0 for readability (the first step carries its own whitespace too).
-    ConditionalProof::from_parts(t0, segments, lemmas).map(|cp| (cp, proposed))
+    ConditionalProof::from_parts(t0, segments, lemmas, lang).map(|cp| (cp, proposed))
 }
 
 /// Test support: what every segmenter must give on any text — theorems in order and on char
@@ -141,6 +141,7 @@ pub(crate) fn check_segmented(
     src: &str,
     f: &(impl SegmentedFile + ?Sized),
     rewrite: &Rewriter<'_>,
+    lang: &dyn ProofLanguage,
 ) -> Result<(), proptest::test_runner::TestCaseError> {
     let mut last = 0;
     for t in f.theorems() {
@@ -149,10 +150,10 @@ pub(crate) fn check_segmented(
         last = t.end_byte;
     }
     let p = crate::peel::peel(f);
-    let (ex, _) = build_examples(f, &p, rewrite);
+    let (ex, _) = build_examples(f, &p, rewrite, lang);
     let reduced = reduced_source(f, &p);
     for e in ex {
-        let cp = prod_core::ConditionalProof::parse(&e.conditional_proof).unwrap();
+        let cp = prod_core::ConditionalProof::parse_with(&e.conditional_proof, lang).unwrap();
         proptest::prop_assert_eq!(cp.to_string(), e.conditional_proof.clone());
         proptest::prop_assert!(
             reduced.is_char_boundary(e.context_end) && e.context_end <= reduced.len()
@@ -161,13 +162,15 @@ pub(crate) fn check_segmented(
     Ok(())
 }
 
-/// Build the examples of every non-skipped theorem of a file. Returns the examples and the
-/// indices of theorems whose conditional proof could not be built (a step contains a special
-/// token, for instance), which the caller reports as skipped.
+/// Build the examples of every non-skipped theorem of a file, its proofs lexed by `lang`.
+/// Returns the examples and the indices of theorems whose conditional proof could not be built
+/// (a step holds a special token outside strings and comments, for instance), which the caller
+/// reports as skipped.
 pub fn build_examples(
     f: &(impl SegmentedFile + ?Sized),
     peeling: &Peeling,
     rewrite: &Rewriter<'_>,
+    lang: &dyn ProofLanguage,
 ) -> (Vec<TheoremExample>, Vec<usize>) {
     let mut out = Vec::new();
     let mut failed = Vec::new();
@@ -178,14 +181,14 @@ pub fn build_examples(
         let (rewritten, replaced) = rewrite_steps(t, rewrite);
         let original: Vec<String> = t.steps.iter().map(|s| s.text.clone()).collect();
         let (Some((cp, proposed)), Some((cp_orig, _))) = (
-            conditional(f, peeling, i, &rewritten),
-            conditional(f, peeling, i, &original),
+            conditional(f, peeling, (i, &rewritten), lang),
+            conditional(f, peeling, (i, &original), lang),
         ) else {
             failed.push(i);
             continue;
         };
         let Some(plain) =
-            ConditionalProof::from_parts(T0::NoInvoke, vec![rewritten.concat()], vec![])
+            ConditionalProof::from_parts(T0::NoInvoke, vec![rewritten.concat()], vec![], lang)
         else {
             failed.push(i);
             continue;
@@ -276,7 +279,7 @@ mod tests {
         let p = peel(&f);
         let rw =
             |s: &[Step], k: usize| (s[k].text.trim() == "lia.").then(|| " hammer.".to_string());
-        let (ex, failed) = build_examples(&f, &p, &rw);
+        let (ex, failed) = build_examples(&f, &p, &rw, &prod_coq::CoqLanguage);
         assert!(failed.is_empty());
         assert_eq!(ex.len(), 3);
         // Every peeled pair is gone from the context; content stays.
@@ -306,7 +309,8 @@ mod tests {
         assert_eq!(ex[0].conditional_proof, "<no_invoke> exact I.");
         assert!(f.source[..ex[2].context_with_lemmas_end].contains("Lemma b"));
         for e in &ex {
-            let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
+            let cp =
+                ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage).unwrap();
             assert_eq!(cp.to_string(), e.conditional_proof);
             assert!(cp.t0_consistent());
         }
@@ -317,10 +321,21 @@ mod tests {
         let mut f = file(&[
             ("", "a", &[(" exact <invoke>.", &[])]),
             ("", "b", &[(" auto.", &[])]),
+            (
+                "",
+                "c",
+                &[(" idtac \"<invoke>\". (* </invoke> *) auto.", &[])],
+            ),
         ]);
         f.theorems[1].skip = Some(crate::segment::SkipReason::Admitted);
-        let (ex, failed) = build_examples(&f, &peel(&f), &|_: &[Step], _: usize| None);
-        assert!(ex.is_empty());
+        let none = |_: &[Step], _: usize| None;
+        let (ex, failed) = build_examples(&f, &peel(&f), &none, &prod_coq::CoqLanguage);
         assert_eq!(failed, vec![0]);
+        // A marker inside a string or a comment is the step's text.
+        let [c] = ex.as_slice() else { panic!("{ex:?}") };
+        assert_eq!(
+            c.conditional_proof,
+            "<no_invoke> idtac \"<invoke>\". (* </invoke> *) auto."
+        );
     }
 }

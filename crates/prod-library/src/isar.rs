@@ -407,6 +407,9 @@ impl LibrarySource for AfpSource {
     fn language(&self) -> Option<&dyn ProofLanguage> {
         Some(&prod_isar::IsarLanguage)
     }
+    fn proof_language(&self) -> &dyn ProofLanguage {
+        &prod_isar::IsarLanguage
+    }
     fn split_plan(&self, cfg: &DatasetConfig, sizes: &crate::split::UnitSizes) -> SplitPlan {
         let index: HashMap<&str, usize> = self
             .entries
@@ -1048,7 +1051,12 @@ mod tests {
         ]), 0..40)) {
             let src = parts.join(" ");
             let f = segment_isar(&src, &KeywordTable::hol());
-            crate::examples::check_segmented(&src, &f.segments, &replace_step)?;
+            crate::examples::check_segmented(
+                &src,
+                &f.segments,
+                &replace_step,
+                &prod_isar::IsarLanguage,
+            )?;
         }
     }
 

@@ -74,6 +74,10 @@ pub trait LibrarySource: Sync {
     /// The language used to move proposed lemmas into the context (augmented SFT copies);
     /// `None`: no augmented copies (a note says so).
     fn language(&self) -> Option<&dyn ProofLanguage>;
+    /// The language the library's proofs are written in: conditional proofs are built and read
+    /// back with its lexer (markers only outside its strings and comments), as the checker
+    /// will read them. Always known, unlike [`LibrarySource::language`].
+    fn proof_language(&self) -> &dyn ProofLanguage;
     /// The constants `context` (a file's text before a theorem) admits without a proof, named
     /// relative to the file: recorded with each example, since the checker excuses none of
     /// them unless the user allows it by name. Empty where the prover's segmenter does not

@@ -55,8 +55,8 @@ fn check_dataset(dir: &Path, stats: &Stats) -> Vec<Example> {
             assert_eq!(keys, schema, "{split}.jsonl:{}", n + 1);
             let e: Example = serde_json::from_value(v).unwrap();
             for text in [&e.conditional_proof, &e.conditional_proof_original] {
-                let cp =
-                    ConditionalProof::parse(text).unwrap_or_else(|err| panic!("{}: {err}", e.id));
+                let cp = ConditionalProof::parse_with(text, &prod_isar::IsarLanguage)
+                    .unwrap_or_else(|err| panic!("{}: {err}", e.id));
                 assert!(cp.t0_consistent(), "{}", e.id);
             }
             assert!(
@@ -292,7 +292,8 @@ fn real_afp_holdout_entries() {
     // Test files only: check_dataset needs a train example for the schema; read test instead.
     let sources = read_sources(out.path()).unwrap();
     for e in read_examples(&out.path().join("test.jsonl")).unwrap() {
-        let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
+        let cp =
+            ConditionalProof::parse_with(&e.conditional_proof, &prod_isar::IsarLanguage).unwrap();
         assert!(cp.t0_consistent());
         let src = &sources[&e.logical_path];
         let header = &src.source[..src.body_start];

@@ -54,7 +54,12 @@ fn build(path: &Path, glob: Option<&glob::Glob>) -> Built {
     let cf = segment(&source, glob);
     let seg = &cf.segments;
     let p = peel(seg);
-    let (examples, failed) = build_examples(seg, &p, &prod_library::hammer::replace_step);
+    let (examples, failed) = build_examples(
+        seg,
+        &p,
+        &prod_library::hammer::replace_step,
+        &prod_coq::CoqLanguage,
+    );
     let mut d = String::new();
     writeln!(
         d,
@@ -142,7 +147,8 @@ fn segmentation_matches_expected() {
         let b = build(&f, None);
         check_expected(&f.with_extension("expected"), &b.dump);
         for e in &b.examples {
-            let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
+            let cp =
+                ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage).unwrap();
             assert_eq!(cp.to_string(), e.conditional_proof);
             assert!(cp.t0_consistent());
             assert!(b.source.is_char_boundary(e.context_with_lemmas_end));
@@ -210,7 +216,9 @@ fn reduced_files_and_examples_compile_with_real_coq() {
         coqc(tmp.path(), &format!("{name}_reduced"), &b.reduced, false)
             .unwrap_or_else(|e| panic!("{name}: reduced file fails:\n{e}"));
         for e in &b.examples {
-            let cp = ConditionalProof::parse(&e.conditional_proof_original).unwrap();
+            let cp =
+                ConditionalProof::parse_with(&e.conditional_proof_original, &prod_coq::CoqLanguage)
+                    .unwrap();
             let mut text = prod_library::examples::context(&b.reduced, e).to_string();
             for l in cp.lemmas() {
                 writeln!(text, "\n{l}\nAdmitted.").unwrap();

@@ -69,7 +69,7 @@ fn build(path: &Path) -> Built {
     let seg = segment_isar(&source, &KeywordTable::hol());
     let s = &seg.segments;
     let peeling = peel(s);
-    let (examples, failed) = build_examples(s, &peeling, &replace_step);
+    let (examples, failed) = build_examples(s, &peeling, &replace_step, &prod_isar::IsarLanguage);
     let mut d = String::new();
     writeln!(
         d,
@@ -166,7 +166,8 @@ fn segmentation_matches_expected() {
             );
         }
         for e in &b.examples {
-            let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
+            let cp = ConditionalProof::parse_with(&e.conditional_proof, &prod_isar::IsarLanguage)
+                .unwrap();
             assert_eq!(cp.to_string(), e.conditional_proof);
             assert!(cp.t0_consistent());
             assert!(b.reduced.is_char_boundary(e.context_end));

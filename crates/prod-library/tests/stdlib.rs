@@ -59,12 +59,13 @@ fn stdlib_dataset_invariants() {
     ] {
         for e in read_examples(&dir.path().join(format!("{split}.jsonl"))).unwrap() {
             for text in [&e.conditional_proof, &e.conditional_proof_original] {
-                let cp =
-                    ConditionalProof::parse(text).unwrap_or_else(|err| panic!("{}: {err}", e.id));
+                let cp = ConditionalProof::parse_with(text, &prod_coq::CoqLanguage)
+                    .unwrap_or_else(|err| panic!("{}: {err}", e.id));
                 assert_eq!(&cp.to_string(), text);
                 assert!(cp.t0_consistent(), "{}", e.id);
             }
-            let cp = ConditionalProof::parse(&e.conditional_proof).unwrap();
+            let cp =
+                ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage).unwrap();
             assert_eq!(cp.lemmas().collect::<Vec<_>>(), e.proposed_lemmas);
             // Proposed lemmas are never in the context (they were peeled).
             // (Statements that occur twice in the file, e.g. in two modules, cannot be told apart here.)

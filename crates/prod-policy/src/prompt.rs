@@ -14,7 +14,7 @@
 //! long proofs (which are more often the ones proposing lemmas) are not lost to a context
 //! that could have been shortened.
 
-use prod_core::{ConditionalProof, T0};
+use prod_core::{ConditionalProof, ParseErrorKind, T0};
 
 use crate::model::Llama;
 use crate::tokenizer::ProdTokenizer;
@@ -177,7 +177,9 @@ impl BuiltExample {
 }
 
 /// `(x, t0 + conditional proof + end, weight)`. The target must parse as a conditional proof
-/// (starts with `t0`, balanced `<invoke>`s), so malformed data never trains the policy.
+/// (starts with `t0`, balanced `<invoke>`s; [`ConditionalProof::parse`], which leaves the
+/// markers beside strings and comments to the prover's language), so malformed data never
+/// trains the policy.
 pub fn policy_example(
     tok: &ProdTokenizer,
     context: &str,
@@ -207,12 +209,18 @@ pub fn build_policy_example(
 ) -> std::result::Result<BuiltExample, Dropped> {
     let drop = |reason, message: String| Dropped { reason, message };
     let tokenizer = |e: PolicyError| drop(DropReason::Tokenizer, e.to_string());
-    ConditionalProof::parse(conditional_proof).map_err(|e| {
-        drop(
-            DropReason::BadTarget,
-            format!("target is not a conditional proof: {e}"),
-        )
-    })?;
+    // The policy does not know the prover: the language-less parse refuses only what no
+    // language parses, except where markers stand beside string or comment delimiters, which
+    // only the proof's language can place (training data is written from proofs parsed in it).
+    match ConditionalProof::parse(conditional_proof) {
+        Err(e) if e.kind != ParseErrorKind::NeedsLanguage => {
+            return Err(drop(
+                DropReason::BadTarget,
+                format!("target is not a conditional proof: {e}"),
+            ))
+        }
+        _ => {}
+    }
     if !weight.is_finite() {
         return Err(drop(
             DropReason::BadWeight,

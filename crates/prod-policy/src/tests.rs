@@ -945,6 +945,17 @@ fn prompts_truncate_the_context_and_targets_end_with_the_end_token() {
             "{bad}"
         );
     }
+    // Markers beside a string or comment: only the prover's language places them, so the
+    // language-less check lets them through (the data was written from parsed proofs).
+    for good in [
+        "<use_invoke> idtac \"(*\". <invoke> Lemma a : True. </invoke> exact a.",
+        "<no_invoke> idtac \"<invoke>\". exact I.",
+    ] {
+        assert!(
+            prompt::policy_example(&tok, context, statement, good, 1.0, &opts).is_ok(),
+            "{good}"
+        );
+    }
     assert!(prompt::policy_example(
         &tok,
         context,

@@ -53,7 +53,7 @@ impl<'l> Forest<'l> {
     ) -> Self {
         let (mut nodes, mut hammer) = (Vec::new(), Vec::new());
         for c in checked {
-            let (proof, replaced) = prod_check::proof_as_checked(c.proof, c.verdict);
+            let (proof, replaced) = prod_check::proof_as_checked(c.proof, c.verdict, lang);
             nodes.push(Node {
                 id: c.id,
                 context: c.context,
@@ -154,10 +154,13 @@ mod tests {
 
     #[test]
     fn infra_and_unchecked_are_unknown_and_a_root_assembles_through_its_lemma() {
-        let root =
-            ConditionalProof::parse("<use_invoke> <invoke> Lemma b : 1 = 1. </invoke> exact I.")
-                .unwrap();
-        let lemma = ConditionalProof::parse("<no_invoke> hammer.").unwrap();
+        let lang = &prod_coq::CoqLanguage;
+        let root = ConditionalProof::parse_with(
+            "<use_invoke> <invoke> Lemma b : 1 = 1. </invoke> exact I.",
+            lang,
+        )
+        .unwrap();
+        let lemma = ConditionalProof::parse_with("<no_invoke> hammer.", lang).unwrap();
         let v_root = proved(vec![]);
         let text = lemma.proof_text();
         let at = text.find("hammer.").unwrap();
@@ -167,7 +170,6 @@ mod tests {
             tactic: "reflexivity.".into(),
         }]);
         let infra = Verdict::infra("lost worker");
-        let lang = &prod_coq::CoqLanguage;
         let f = Forest::solve(
             [
                 CheckedNode {

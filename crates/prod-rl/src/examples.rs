@@ -33,9 +33,9 @@ pub struct WeightedExample {
 }
 
 impl WeightedExample {
-    /// Whether the target is a conditional proof that begins with `<use_invoke>`.
+    /// Whether the target begins with `<use_invoke>` (targets are written from parsed proofs).
     pub fn proposes_lemmas(&self) -> bool {
-        ConditionalProof::parse(&self.target).is_ok_and(|p| p.t0() == T0::UseInvoke)
+        T0::leading(&self.target) == Some(T0::UseInvoke)
     }
 }
 
@@ -148,7 +148,7 @@ mod tests {
             forced_t0: None,
             origin,
             completion: text.into(),
-            proof: ConditionalProof::parse(text),
+            proof: ConditionalProof::parse_with(text, &ToyLanguage),
             truncated: false,
         }
     }

@@ -34,8 +34,9 @@ mod tests {
 
     #[test]
     fn trivial_when_a_lemma_restates_the_theorem() {
-        let p = ConditionalProof::parse(
+        let p = ConditionalProof::parse_with(
             "<use_invoke> <invoke> Lemma other :  T. </invoke> apply other.",
+            &ToyLanguage,
         )
         .unwrap();
         assert!(is_trivial_proposal("Lemma t : T.", &p, &ToyLanguage));
@@ -44,7 +45,7 @@ mod tests {
 
     #[test]
     fn one_candidate_per_lemma() {
-        let p = ConditionalProof::parse("<use_invoke> <invoke> Lemma a : A. </invoke> x a. <invoke> Lemma b : B. </invoke> y b.").unwrap();
+        let p = ConditionalProof::parse_with("<use_invoke> <invoke> Lemma a : A. </invoke> x a. <invoke> Lemma b : B. </invoke> y b.", &ToyLanguage).unwrap();
         let c = without_each_lemma(&p, &ToyLanguage);
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].1.lemmas().collect::<Vec<_>>(), ["Lemma b : B."]);

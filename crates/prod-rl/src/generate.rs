@@ -126,8 +126,8 @@ fn sample_level(
     policy: &mut dyn Policy,
     goals: &[(String, String)],
     forced: &[Option<T0>],
-    depth: u32,
-    tree: u32,
+    (depth, tree): (u32, u32),
+    lang: &dyn ProofLanguage,
 ) -> Result<Vec<GeneratedNode>, PolicyError> {
     let requests: Vec<SampleRequest<'_>> = goals
         .iter()
@@ -159,7 +159,7 @@ fn sample_level(
                 tree,
                 forced_t0: f,
                 origin: Origin::Sampled,
-                proof: ConditionalProof::parse(&completion),
+                proof: ConditionalProof::parse_with(&completion, lang),
                 completion,
                 truncated: sampled.truncated,
             }
@@ -204,7 +204,7 @@ pub fn generate_test_trees(
                 break;
             }
             let forced = vec![(depth == max_depth).then_some(T0::NoInvoke); level.len()];
-            let nodes = sample_level(policy, &level, &forced, depth, tree)?;
+            let nodes = sample_level(policy, &level, &forced, (depth, tree), lang)?;
             level = proposed_goals(&nodes, lang);
             all.extend(nodes);
         }
@@ -269,7 +269,7 @@ pub fn generate_train_trees(
                 }
             }
         }
-        let mut nodes = sample_level(policy, &goals, &forced, depth, 0)?;
+        let mut nodes = sample_level(policy, &goals, &forced, (depth, 0), lang)?;
         if depth == 0 {
             for t in theorems {
                 if let Some(gt) = &t.ground_truth {
@@ -387,7 +387,8 @@ mod tests {
     fn algorithm_2_forces_use_invoke_above_the_median_and_adds_ground_truth() {
         let mut p = Scripted { calls: vec![] };
         let mut a = TreeGoal::new("c", "Lemma a : A0.");
-        a.ground_truth = Some(ConditionalProof::parse("<no_invoke> gt.").unwrap());
+        a.ground_truth =
+            Some(ConditionalProof::parse_with("<no_invoke> gt.", &ToyLanguage).unwrap());
         let theorems = [
             a,
             TreeGoal::new("c", "Lemma b : A1."),

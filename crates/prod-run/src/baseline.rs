@@ -229,7 +229,8 @@ mod tests {
         ];
         let out = p.sample_at(&reqs, 7).unwrap();
         assert_eq!(out, vec![Completion::ended(HAMMER_PROOF); 2]);
-        let parsed = prod_core::ConditionalProof::parse(&out[0].text).unwrap();
+        let parsed =
+            prod_core::ConditionalProof::parse_with(&out[0].text, &prod_coq::CoqLanguage).unwrap();
         assert_eq!(parsed.t0(), prod_core::T0::NoInvoke);
         assert_eq!(parsed.lemma_count(), 0);
         assert_eq!(p.p_use_invoke(&[("c", "s")]).unwrap(), vec![0.0]);

@@ -111,7 +111,8 @@ pub fn run_canaries(
 fn accepted(ctx: &RunContext<'_>, n: &StoredNode, round: u32) -> anyhow::Result<Option<String>> {
     let store = ctx.store;
     let local = store.verdict(n.id)?;
-    let proposes = ConditionalProof::parse(&n.completion).map(|p| p.lemma_count() > 0);
+    let proposes =
+        ConditionalProof::parse_with(&n.completion, ctx.prover.lang).map(|p| p.lemma_count() > 0);
     let final_check = match n.theorem {
         Some(th) => store.final_verdict(round, Phase::Canary, th, n.tree)?,
         None => None,

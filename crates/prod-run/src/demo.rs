@@ -330,9 +330,10 @@ fn sft_lines(
     Vec<prod_library::dataset::Example>,
     Vec<prod_library::dataset::Example>,
 )> {
+    // A dataset writes `<no_invoke>` exactly before the proofs that propose nothing (it builds
+    // each line from a parsed proof), so the leading token tells, in any proof language.
     let no_invoke = |e: &prod_library::dataset::Example| {
-        prod_core::ConditionalProof::parse(&e.conditional_proof)
-            .is_ok_and(|p| p.t0() == prod_core::T0::NoInvoke && p.lemma_count() == 0)
+        prod_core::T0::leading(&e.conditional_proof) == Some(prod_core::T0::NoInvoke)
     };
     Ok(match which {
         SftData::Sft => (

@@ -138,17 +138,18 @@ pub(crate) fn to_stored(
 }
 
 /// Check every stored node of (round, phase) that has no verdict yet. Completions that are not
-/// conditional proofs are judged here (`Rejected`), without the checker.
+/// conditional proofs (in the prover's language) are judged here (`Rejected`), without the
+/// checker.
 pub(crate) fn check_phase(
     store: &RunStore,
     nodes: &[StoredNode],
-    checker: &dyn Checker,
+    (checker, lang): (&dyn Checker, &dyn ProofLanguage),
     bars: &Bars,
 ) -> crate::store::Result<crate::check::CheckStats> {
     let mut contexts: HashMap<String, String> = HashMap::new();
     let mut items = Vec::new();
     for n in nodes {
-        match ConditionalProof::parse(&n.completion) {
+        match ConditionalProof::parse_with(&n.completion, lang) {
             Err(e) => {
                 if store.verdict(n.id)?.is_none() {
                     store.put_verdict(
@@ -190,7 +191,7 @@ pub(crate) fn solve_stored<'l>(
 ) -> crate::store::Result<(Forest<'l>, Vec<i64>)> {
     let (mut parsed, mut ids) = (Vec::new(), Vec::new());
     for n in nodes {
-        let Ok(p) = ConditionalProof::parse(&n.completion) else {
+        let Ok(p) = ConditionalProof::parse_with(&n.completion, lang) else {
             continue;
         };
         parsed.push((p, store.verdict(n.id)?, *n));
@@ -277,7 +278,8 @@ fn judge_and_score(
 ) -> anyhow::Result<EvalResult> {
     // Always: infra nodes are asked again.
     let t = Instant::now();
-    let stats = check_phase(ctx.store, nodes, ctx.prover.checker, ctx.bars)?;
+    let prover = (ctx.prover.checker, ctx.prover.lang);
+    let stats = check_phase(ctx.store, nodes, prover, ctx.bars)?;
     times.checked_now = stats.asked;
     times.check_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -587,7 +589,7 @@ fn score(
     for (t, o) in theorems.iter().zip(counts) {
         table.add(t.depth, if o.1 > 0 { o.2 } else { None });
     }
-    let n = node_verdicts(ctx.store, nodes)?;
+    let n = node_verdicts(ctx.store, nodes, ctx.prover.lang)?;
     let judged: Vec<(usize, usize)> = counts.iter().map(|o| (o.0, o.1)).collect();
     let details = crate::outcomes::details(&crate::outcomes::Inputs {
         theorems,
@@ -664,7 +666,11 @@ struct NodeVerdicts {
     correct: usize,
 }
 
-fn node_verdicts(store: &RunStore, nodes: &[StoredNode]) -> anyhow::Result<NodeVerdicts> {
+fn node_verdicts(
+    store: &RunStore,
+    nodes: &[StoredNode],
+    lang: &dyn ProofLanguage,
+) -> anyhow::Result<NodeVerdicts> {
     let mut out = NodeVerdicts {
         verdicts: HashMap::with_capacity(nodes.len()),
         checked: 0,
@@ -678,7 +684,7 @@ fn node_verdicts(store: &RunStore, nodes: &[StoredNode]) -> anyhow::Result<NodeV
             Some(_) => out.checked += 1,
             None => out.infra += 1,
         }
-        if ConditionalProof::parse(&n.completion).is_ok() {
+        if ConditionalProof::parse_with(&n.completion, lang).is_ok() {
             out.parsed += 1;
         }
         if local_verdict(v.as_ref()).is_correct() {

@@ -165,7 +165,7 @@ fn walk(inp: &Inputs<'_>, index: &HashMap<u32, GoalIndex<'_>>, roots: &[usize]) 
         }
         out.push(i);
         let n = &inp.nodes[i];
-        let Ok(p) = ConditionalProof::parse(&n.completion) else {
+        let Ok(p) = ConditionalProof::parse_with(&n.completion, inp.lang) else {
             continue;
         };
         let Some(goals) = index.get(&n.tree) else {
@@ -202,7 +202,7 @@ fn example(inp: &Inputs<'_>, kind: &str, th: usize, tree: u32, members: &[usize]
                     .globals
                     .get(&n.id)
                     .map_or_else(String::new, |&g| name(g)),
-                lemmas: ConditionalProof::parse(&n.completion)
+                lemmas: ConditionalProof::parse_with(&n.completion, inp.lang)
                     .map(|p| p.lemmas().map(|l| cut(l.trim(), STATEMENT_CHARS)).collect())
                     .unwrap_or_default(),
             }
@@ -256,7 +256,7 @@ fn hammer_child(inp: &Inputs<'_>, i: usize) -> bool {
     n.depth > 0
         && n.origin == Origin::Sampled
         && locally_proved(inp, i)
-        && ConditionalProof::parse(&n.completion).is_ok_and(|p| is_hammer_only(&p))
+        && ConditionalProof::parse_with(&n.completion, inp.lang).is_ok_and(|p| is_hammer_only(&p))
 }
 
 /// The proposed lemmas, counted once per tree (by context and normalised statement), that a
@@ -275,7 +275,7 @@ fn lemmas_closed_by_hammer(inp: &Inputs<'_>) -> usize {
         .collect();
     let mut proposed: HashSet<(u32, &str, String)> = HashSet::new();
     for n in inp.nodes {
-        if let Ok(p) = ConditionalProof::parse(&n.completion) {
+        if let Ok(p) = ConditionalProof::parse_with(&n.completion, inp.lang) {
             for l in p.lemmas() {
                 proposed.insert((
                     n.tree,
@@ -326,7 +326,7 @@ fn node_counts(inp: &Inputs<'_>) -> NodeCounts {
         if inp.globals.get(&n.id) == Some(&GlobalVerdict::Correct) {
             o.globally_correct += 1;
         }
-        if let Ok(p) = ConditionalProof::parse(&n.completion) {
+        if let Ok(p) = ConditionalProof::parse_with(&n.completion, inp.lang) {
             proposals += p.lemma_count();
         }
         if n.depth == 0 && n.theorem.is_some() {
@@ -483,7 +483,8 @@ fn examples(inp: &Inputs<'_>, members: &Members) -> Vec<ExampleTree> {
         examples.push(example(inp, "proved by a flat proof", th, tree, &m));
     }
     let proposes = |i: usize| {
-        ConditionalProof::parse(&inp.nodes[i].completion).is_ok_and(|p| p.lemma_count() > 0)
+        ConditionalProof::parse_with(&inp.nodes[i].completion, inp.lang)
+            .is_ok_and(|p| p.lemma_count() > 0)
     };
     // A failed tree whose root proposes lemmas: preferably one whose root itself checked, so
     // that the failure is in a lemma.

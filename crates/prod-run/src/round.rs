@@ -146,7 +146,7 @@ pub(crate) fn run_round(
     check_phase(
         r.env.store,
         &sampled.nodes,
-        r.env.prover.checker,
+        (r.env.prover.checker, r.env.prover.lang),
         r.env.bars,
     )?;
     let check_s = t.elapsed().as_secs_f64();
@@ -231,7 +231,7 @@ fn sample(
                 g.ground_truth = t
                     .ground_truth
                     .as_deref()
-                    .and_then(|p| ConditionalProof::parse(p).ok());
+                    .and_then(|p| ConditionalProof::parse_with(p, r.env.prover.lang).ok());
             }
             g
         })
@@ -307,7 +307,7 @@ fn filter(r: &Round<'_>, nodes: &[StoredNode]) -> anyhow::Result<Filtered> {
         if !f.local[i].is_correct() || n.origin == Origin::GroundTruth {
             continue;
         }
-        let Ok(proof) = ConditionalProof::parse(&f.completions[i]) else {
+        let Ok(proof) = ConditionalProof::parse_with(&f.completions[i], r.env.prover.lang) else {
             continue;
         };
         if proof.lemma_count() == 0 {
@@ -349,7 +349,7 @@ fn solve_round(
         if f.trivial[i] {
             continue;
         }
-        if let Ok(p) = ConditionalProof::parse(&f.completions[i]) {
+        if let Ok(p) = ConditionalProof::parse_with(&f.completions[i], r.env.prover.lang) {
             solver.push(Node {
                 id: n.id.to_string(),
                 context: n.context_key.clone(),
@@ -406,6 +406,7 @@ fn weigh(
             r.env.store,
             &nodes[i],
             &f.completions[i],
+            lang,
         )?);
     }
     let kept_local: Vec<LocalVerdict> = kept.iter().map(|&i| f.local[i]).collect();
@@ -506,7 +507,7 @@ fn ground_truth_without_lemmas(
         let Some(gt) = t
             .ground_truth
             .as_deref()
-            .and_then(|p| ConditionalProof::parse(p).ok())
+            .and_then(|p| ConditionalProof::parse_with(p, lang).ok())
         else {
             continue;
         };
@@ -841,7 +842,7 @@ fn record(r: &Round<'_>, s: &Summary<'_>) -> anyhow::Result<RoundRecord> {
     let env = r.env;
     let (sample_s, check_s, filter_s, train_s) = s.seconds;
     let batch = &s.weighed.batch;
-    let replay_lemmas: Vec<String> = replay_lemma_statements(s.replay);
+    let replay_lemmas: Vec<String> = replay_lemma_statements(s.replay, env.prover.lang);
     let novel = replay_lemmas
         .iter()
         .filter(|l| {

@@ -59,6 +59,7 @@ pub(crate) fn stored_to_generated(
     store: &RunStore,
     n: &StoredNode,
     completion: &str,
+    lang: &dyn ProofLanguage,
 ) -> anyhow::Result<GeneratedNode> {
     let context = store.context(&n.context_key)?.unwrap_or_default();
     Ok(GeneratedNode {
@@ -69,7 +70,7 @@ pub(crate) fn stored_to_generated(
         forced_t0: n.forced_t0,
         origin: n.origin,
         completion: completion.to_string(),
-        proof: ConditionalProof::parse(completion),
+        proof: ConditionalProof::parse_with(completion, lang),
         truncated: n.truncated,
     })
 }
@@ -181,9 +182,8 @@ pub fn filter_proposals(
                 continue;
             };
             let tactic = cfg.trivial_tactic().replace("{lemma}", &name);
-            let Ok(p) =
-                ConditionalProof::parse(&format!("<use_invoke> <invoke> {l} </invoke> {tactic}"))
-            else {
+            let text = format!("<use_invoke> <invoke> {l} </invoke> {tactic}");
+            let Ok(p) = ConditionalProof::parse_with(&text, lang) else {
                 continue;
             };
             checks += 1;
@@ -205,13 +205,16 @@ pub fn filter_proposals(
 }
 
 /// Lemma statements proposed in the replay buffer's targets (for the novel-lemma share).
-pub(crate) fn replay_lemma_statements(replay: &ReplayBuffer<StoredExample>) -> Vec<String> {
+pub(crate) fn replay_lemma_statements(
+    replay: &ReplayBuffer<StoredExample>,
+    lang: &dyn ProofLanguage,
+) -> Vec<String> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
     replay
         .draw(replay.len(), &mut rng)
         .into_iter()
         .filter(|e| e.weight > 0.0)
-        .filter_map(|e| ConditionalProof::parse(&e.target).ok())
+        .filter_map(|e| ConditionalProof::parse_with(&e.target, lang).ok())
         .flat_map(|p| p.lemmas().map(str::to_string).collect::<Vec<_>>())
         .collect()
 }

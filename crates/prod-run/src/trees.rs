@@ -223,14 +223,14 @@ pub fn read_trees(
     let header = parse_header(path, hl, htext)?;
     let by_id: HashMap<&str, &Theorem> =
         split_theorems.iter().map(|t| (t.id.as_str(), t)).collect();
-    let mut read = NodeLines::new(path, &header, &by_id);
+    let mut read = NodeLines::new(path, &header, &by_id, lang);
     for (ln, l) in lines {
         read.push(ln, l)?;
     }
     let NodeLines { nodes, roots, .. } = read;
     let theorems = theorems_with_trees(path, hl, &header, split_theorems, &nodes, &roots)?;
     let (kept, left_out) = algorithm1_nodes(&nodes, &header, &by_id, lang, path)?;
-    let generated = generated_nodes(&nodes, kept, &theorems, &by_id);
+    let generated = generated_nodes(&nodes, kept, (&theorems, &by_id), lang);
     let cut = nodes
         .iter()
         .filter(|(_, n)| n.stop.as_deref() == Some("length"))
@@ -293,6 +293,8 @@ struct NodeLines<'a> {
     path: &'a Path,
     header: &'a TreesHeader,
     by_id: &'a HashMap<&'a str, &'a Theorem>,
+    /// The proofs' language: which lemmas a completion proposes.
+    lang: &'a dyn ProofLanguage,
     nodes: Vec<(usize, NodeLine)>,
     /// A node id's index in `nodes`.
     index: HashMap<u64, usize>,
@@ -304,11 +306,13 @@ impl<'a> NodeLines<'a> {
         path: &'a Path,
         header: &'a TreesHeader,
         by_id: &'a HashMap<&'a str, &'a Theorem>,
+        lang: &'a dyn ProofLanguage,
     ) -> Self {
         NodeLines {
             path,
             header,
             by_id,
+            lang,
             nodes: Vec::new(),
             index: HashMap::new(),
             roots: HashSet::new(),
@@ -438,7 +442,7 @@ impl<'a> NodeLines<'a> {
                 ),
             ));
         }
-        let proposed = ConditionalProof::parse(&parent.completion)
+        let proposed = ConditionalProof::parse_with(&parent.completion, self.lang)
             .map(|c| c.lemmas().any(|l| l == n.statement))
             .unwrap_or(false);
         if !proposed {
@@ -497,8 +501,8 @@ fn theorems_with_trees(
 fn generated_nodes(
     nodes: &[(usize, NodeLine)],
     kept: Vec<usize>,
-    theorems: &[Theorem],
-    by_id: &HashMap<&str, &Theorem>,
+    (theorems, by_id): (&[Theorem], &HashMap<&str, &Theorem>),
+    lang: &dyn ProofLanguage,
 ) -> Vec<GeneratedNode> {
     let root_order: HashMap<&str, usize> = theorems
         .iter()
@@ -530,7 +534,7 @@ fn generated_nodes(
                 tree: n.tree,
                 forced_t0: n.forced_t0,
                 origin: Origin::Sampled,
-                proof: ConditionalProof::parse(&n.completion),
+                proof: ConditionalProof::parse_with(&n.completion, lang),
                 completion: n.completion.clone(),
                 truncated: n.stop.as_deref() == Some("length"),
             }
@@ -568,7 +572,7 @@ fn algorithm1_nodes(
         let mut seen: HashSet<(u32, &str, String)> = HashSet::new();
         for &i in &level {
             let (ln, n) = &nodes[i];
-            let Ok(p) = ConditionalProof::parse(&n.completion) else {
+            let Ok(p) = ConditionalProof::parse_with(&n.completion, lang) else {
                 continue;
             };
             for l in p.lemmas() {

@@ -318,8 +318,9 @@ fn filters_remove_unnecessary_lemmas_and_spot_trivial_proposals_with_real_coq() 
     let lang = prod_coq::CoqLanguage;
     let cfg = RlConfig::default();
     // `u` is never needed; `k` states the theorem itself up to names: trivial.
-    let p = ConditionalProof::parse(
+    let p = ConditionalProof::parse_with(
         "<use_invoke> <invoke> Lemma u : 0 = 0. </invoke> <invoke> Lemma k : forall m : nat, m + 0 = m. </invoke> intros n. rewrite u. apply k.",
+        &lang,
     )
     .unwrap();
     let f = filter_proposals(
@@ -337,8 +338,9 @@ fn filters_remove_unnecessary_lemmas_and_spot_trivial_proposals_with_real_coq() 
     );
     assert!(f.trivial);
     // A real decomposition: `dbl` is needed and does not close the theorem by itself.
-    let p = ConditionalProof::parse(
+    let p = ConditionalProof::parse_with(
         "<use_invoke> <invoke> Lemma dbl : forall n : nat, double n = n + n. </invoke> intros n. rewrite dbl. lia.",
+        &lang,
     )
     .unwrap();
     let f = filter_proposals(

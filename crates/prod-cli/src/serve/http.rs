@@ -18,11 +18,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use prod_check::{CheckRequest, Verdict};
+use prod_core::ProofLanguage;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::App;
-use crate::check::{echo_json, into_input, verdict_json, InputNode};
+use crate::check::{echo_json, node_input, verdict_json, InputNode};
 use crate::node::Echo;
 use crate::node::NodeLine;
 
@@ -167,13 +168,23 @@ fn read_body(body: Result<Bytes, BytesRejection>, app: &App) -> Result<Bytes, Ap
 
 /// The nodes of a body, each parsed on its own: an error names the node's index (and the
 /// unknown field, if that is what is wrong).
-fn parse_nodes(bytes: Bytes, max: usize) -> Result<Vec<InputNode>, ApiError> {
+fn parse_nodes(
+    bytes: Bytes,
+    max: usize,
+    lang: &dyn ProofLanguage,
+) -> Result<Vec<InputNode>, ApiError> {
     let body: Body_ = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad(format!("the body is not {{\"nodes\": [...]}}: {e}")))?;
-    node_values(body.nodes, max)
+    node_values(body.nodes, max, lang)
 }
 
-fn node_values(nodes: Vec<Value>, max: usize) -> Result<Vec<InputNode>, ApiError> {
+/// Each node's proof is parsed in the prover's language `lang` (markers only outside its
+/// strings and comments).
+fn node_values(
+    nodes: Vec<Value>,
+    max: usize,
+    lang: &dyn ProofLanguage,
+) -> Result<Vec<InputNode>, ApiError> {
     let body = Body_ { nodes };
     if body.nodes.len() > max {
         return Err(ApiError::new(
@@ -189,7 +200,7 @@ fn node_values(nodes: Vec<Value>, max: usize) -> Result<Vec<InputNode>, ApiError
         .enumerate()
         .map(|(i, v)| {
             serde_json::from_value::<NodeLine>(v)
-                .map(into_input)
+                .map(|n| node_input(n, lang))
                 .map_err(|e| node_error(i, &e))
         })
         .collect()
@@ -310,7 +321,11 @@ async fn check(
             e.body_text()
         )));
     }
-    let nodes = parse_nodes(read_body(body, &app)?, app.limits.max_nodes)?;
+    let nodes = parse_nodes(
+        read_body(body, &app)?,
+        app.limits.max_nodes,
+        app.prover.language(),
+    )?;
     let adm = Admission::new(&app, nodes.len())?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
@@ -414,7 +429,11 @@ async fn tree(
     State(app): State<Arc<App>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let nodes = parse_nodes(read_body(body, &app)?, app.limits.max_nodes)?;
+    let nodes = parse_nodes(
+        read_body(body, &app)?,
+        app.limits.max_nodes,
+        app.prover.language(),
+    )?;
     let adm = Admission::new(&app, nodes.len())?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
@@ -447,7 +466,7 @@ async fn assemble(
         ))
     })?;
     let root = body.root;
-    let nodes = node_values(body.nodes, app.limits.max_nodes)?;
+    let nodes = node_values(body.nodes, app.limits.max_nodes, app.prover.language())?;
     if root >= nodes.len() {
         return Err(ApiError::bad(format!(
             "root {root}: there are {} nodes",
@@ -512,13 +531,15 @@ async fn assemble(
 mod tests {
     use super::*;
 
+    const COQ: &dyn ProofLanguage = &prod_coq::CoqLanguage;
+
     #[test]
     fn node_errors_name_index_and_field() {
         let body = Bytes::from(
             r#"{"nodes": [{"id": 1, "statement": "s", "proof": "<no_invoke>"},
                           {"id": 2, "statement": "s", "proof": "p", "contxt": ""}]}"#,
         );
-        let e = parse_nodes(body, 10).unwrap_err();
+        let e = parse_nodes(body, 10, COQ).unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert_eq!(e.body["index"], 1);
         assert_eq!(e.body["field"], "contxt");
@@ -534,7 +555,7 @@ mod tests {
         let body = Bytes::from(
             r#"{"nodes": [{"id": 1, "statement": "s", "proof": "<no_invoke>", "custom_id": "c"}]}"#,
         );
-        let nodes = parse_nodes(body, 10).unwrap();
+        let nodes = parse_nodes(body, 10, COQ).unwrap();
         assert_eq!(nodes[0].0.extra["custom_id"], "c");
         for bad in [
             &b"\xff\x00"[..],
@@ -544,7 +565,7 @@ mod tests {
             b"{\"nodes\": [{\"id\": 1, \"statement\": 5, \"proof\": \"\"}]}",
             b"{\"nodes\": [], \"x\": 1}",
         ] {
-            let e = parse_nodes(Bytes::from_static(bad), 10).unwrap_err();
+            let e = parse_nodes(Bytes::from_static(bad), 10, COQ).unwrap_err();
             assert_eq!(
                 e.status,
                 StatusCode::BAD_REQUEST,
@@ -553,7 +574,7 @@ mod tests {
             );
         }
         let many = format!("{{\"nodes\": [{}]}}", ["{}"; 11].join(","));
-        let e = parse_nodes(Bytes::from(many), 10).unwrap_err();
+        let e = parse_nodes(Bytes::from(many), 10, COQ).unwrap_err();
         assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 
@@ -570,7 +591,7 @@ mod tests {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             for body in [bytes.clone(), shape.replace('X', &text).into_bytes(),
                          shape.replace('X', &serde_json::to_string(&text).unwrap()).into_bytes()] {
-                match parse_nodes(Bytes::from(body), 4) {
+                match parse_nodes(Bytes::from(body), 4, COQ) {
                     Ok(nodes) => proptest::prop_assert!(nodes.len() <= 4),
                     Err(e) => proptest::prop_assert!(e.status.is_client_error()),
                 }
