@@ -19,7 +19,6 @@
 //!   library constants remembered across checks (same output; built once when OCaml and Coq's
 //!   development files are installed, else the checker uses `Print Assumptions`).
 
-pub mod adversary;
 pub mod assumptions;
 pub mod bugs;
 pub mod config;

@@ -49,6 +49,8 @@ pub fn cache_key(fingerprint: &str, request: &CheckRequest) -> String {
 /// A persistent map from cache keys to verdicts.
 pub struct VerificationCache {
     conn: Mutex<Connection>,
+    /// Keep at most this many entries, the newest (`None`: unbounded).
+    max_entries: Option<u32>,
 }
 
 impl VerificationCache {
@@ -60,6 +62,15 @@ impl VerificationCache {
     /// A cache that lives only as long as this value (tests, one-off runs).
     pub fn in_memory() -> Result<Self, CacheError> {
         Self::init(Connection::open_in_memory()?)
+    }
+
+    /// [`VerificationCache::in_memory`] that keeps only the `max_entries` newest verdicts, so a
+    /// long-running service's memory stays bounded (a verdict stored again counts as new).
+    pub fn in_memory_bounded(max_entries: u32) -> Result<Self, CacheError> {
+        Ok(VerificationCache {
+            max_entries: Some(max_entries),
+            ..Self::in_memory()?
+        })
     }
 
     fn init(conn: Connection) -> Result<Self, CacheError> {
@@ -75,6 +86,7 @@ impl VerificationCache {
         )?;
         Ok(VerificationCache {
             conn: Mutex::new(conn),
+            max_entries: None,
         })
     }
 
@@ -106,10 +118,19 @@ impl VerificationCache {
             return Ok(false);
         }
         let text = serde_json::to_string(verdict)?;
-        self.conn().execute(
+        let conn = self.conn();
+        conn.execute(
             "INSERT OR REPLACE INTO verdicts (key, verdict) VALUES (?1, ?2)",
             params![key, text],
         )?;
+        if let Some(max) = self.max_entries {
+            // Rows get increasing row ids (a replaced key is a new row), so the newest `max`
+            // are those within `max` of the last one.
+            conn.execute(
+                "DELETE FROM verdicts WHERE rowid <= last_insert_rowid() - ?1",
+                params![max],
+            )?;
+        }
         Ok(true)
     }
 
@@ -282,6 +303,28 @@ mod tests {
         let a = CheckRequest::new("ab", "", "s", ConditionalProof::plain(T0::NoInvoke, ""));
         let b = CheckRequest::new("a", "b", "s", ConditionalProof::plain(T0::NoInvoke, ""));
         assert_ne!(cache_key("", &a), cache_key("", &b));
+    }
+
+    #[test]
+    fn a_bounded_cache_keeps_the_newest_verdicts() {
+        let c = VerificationCache::in_memory_bounded(3).unwrap();
+        let failed = Verdict::Failed {
+            step: 1,
+            message: "no".into(),
+        };
+        for k in ["a", "b", "c", "d"] {
+            assert!(c.put(k, &failed).unwrap());
+        }
+        assert_eq!(c.len().unwrap(), 3);
+        assert!(c.get("a").unwrap().is_none());
+        assert!(c.get("d").unwrap().is_some());
+        // A key stored again is new: the oldest other one goes.
+        c.put("b", &failed).unwrap();
+        c.put("e", &failed).unwrap();
+        assert!(c.get("c").unwrap().is_none());
+        assert!(c.get("b").unwrap().is_some());
+        assert_eq!(c.len().unwrap(), 3);
+        assert!(!c.put("f", &Verdict::infra("lost")).unwrap());
     }
 
     #[test]

@@ -128,7 +128,7 @@ pub fn run(cmd: BenchCommand) -> i32 {
 
 /// `prod bench adversary`: the scenarios, their outcomes by family, and any accepted attack.
 fn bench_adversary(a: BenchAdversaryArgs) -> anyhow::Result<i32> {
-    use prod_check_coq::adversary::{run, scenarios};
+    use prod_prover::adversary::{run, scenarios};
     let mut cfg = CoqCheckConfig {
         workers: a.workers,
         ..Default::default()

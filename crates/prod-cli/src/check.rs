@@ -14,7 +14,7 @@ use prod_check::{cache_key, CheckRequest, Checker, Verdict, VerdictLine, Verific
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_check_isabelle::{IsabelleCheckConfig, IsabelleChecker};
 use prod_core::{ConditionalProof, ProofLanguage};
-use prod_prover::{CoqFinal, FinalCheck, FinalProof, IsabelleFinal, ProverKind};
+use prod_prover::{CoqFinal, FinalCheck, IsabelleFinal, ProverKind};
 use serde::Deserialize;
 
 use crate::{exit, ranges};
@@ -394,29 +394,25 @@ impl Pipeline {
         c.get(&cache_key(&self.fingerprint, r)).ok().flatten()
     }
 
-    /// The cold re-check of an assembled proof whose root is `root` (its imports and context):
-    /// Coq compiles the whole file in a fresh sandbox, Isabelle builds the assembled theory in a
-    /// fresh session. Returns the verdict and the file or theory as checked.
-    pub(crate) fn final_check(
-        &self,
-        root: &CheckRequest,
-        assembled: &prod_core::AssembledProof,
-        hammer_replaced: bool,
-    ) -> (Verdict, String) {
-        let proof = FinalProof {
-            imports: &root.imports,
-            context: &root.context,
-            scope: &[],
-            qualified_name: "",
-            statement: &root.statement,
-            assembled,
-            hammer_replaced,
-            timeout: prod_check::TimeLimits::single_final(),
-        };
+    /// The cold re-check of assembled proofs: Coq compiles the whole file in a fresh sandbox,
+    /// Isabelle builds the assembled theory in a fresh session.
+    pub(crate) fn final_checker(&self) -> Box<dyn FinalCheck> {
         match &self.backend {
-            Backend::Coq(c) => CoqFinal(c.config().clone()).final_check(&proof),
-            Backend::Isabelle(c) => IsabelleFinal(c.config().clone()).final_check(&proof),
+            Backend::Coq(c) => Box::new(CoqFinal(c.config().clone())),
+            Backend::Isabelle(c) => Box::new(IsabelleFinal(c.config().clone())),
         }
+    }
+
+    /// Without a cache file, keep the newest `max` verdicts in memory (the cache is keyed and
+    /// filled as a file's is: never an infra verdict).
+    pub(crate) fn keep_verdicts_in_memory(
+        &mut self,
+        max: u32,
+    ) -> Result<(), prod_check::CacheError> {
+        if self.cache.is_none() {
+            self.cache = Some(VerificationCache::in_memory_bounded(max)?);
+        }
+        Ok(())
     }
 
     /// After the last check: stop the Isabelle session unless asked to keep it.

@@ -13,19 +13,27 @@
 //! * [`FinalCheck`] — the cold re-check of an assembled proof from nothing but the root's
 //!   context: [`CoqFinal`] compiles the file, [`IsabelleFinal`] builds the theory;
 //!   [`complete_text`] is that file or theory, for a person to read or compile.
+//! * [`judge`] — one tree judged end to end (check → solve → assembly → cold re-check →
+//!   canaries), as every path that decides a root judges it; [`decided_node`] reads a node
+//!   checked elsewhere from its verdict line.
+//! * [`adversary`] — seeded attack scenarios and honest look-alikes, judged by [`judge`]
+//!   and by the two-step command-line path, for the test suite and `prod bench adversary`.
 //! * [`canary_alarm`] — whether a root that states a canary (`False`, `0 = 1`, …) was
 //!   accepted: the one soundness alarm every path that decides a root raises.
 //!
 //! Coq and Isabelle differ only behind [`ProverKind`] and [`FinalCheck`] (and in their crates).
 
+pub mod adversary;
 mod canary;
 mod final_check;
 mod forest;
+mod judge;
 mod kind;
 mod start;
 
 pub use canary::{canary_alarm, canary_of, Accepted, Canary, CanaryAlarm, RootDecision, CANARIES};
 pub use final_check::{complete_text, CoqFinal, FinalCheck, FinalProof, IsabelleFinal};
 pub use forest::{local_verdict, CheckedNode, Forest, RootAssembly};
+pub use judge::{decided_node, judge, judge_checked, Judgement, RootJudgement, Tree};
 pub use kind::ProverKind;
 pub use start::{prover_name, start_coq, start_isabelle};

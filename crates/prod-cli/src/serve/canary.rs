@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prod_check::{CheckRequest, Verdict};
-use prod_core::tree::GlobalVerdict;
 use prod_prover::RootDecision;
 
 use super::App;
@@ -26,8 +25,8 @@ pub fn start_self_check(app: Arc<App>) {
             let Some(checker) = app.pipeline.coq_checker() else {
                 return;
             };
-            for s in prod_check_coq::adversary::self_check_scenarios() {
-                let out = prod_check_coq::adversary::run(checker, &s, Duration::from_secs(120));
+            for s in prod_prover::adversary::self_check_scenarios() {
+                let out = prod_prover::adversary::run(checker, &s, Duration::from_secs(120));
                 app.metrics.canary_checks.fetch_add(1, Ordering::Relaxed);
                 if let Some(p) = out.problem(&s).filter(|p| p.starts_with("ATTACK ACCEPTED")) {
                     app.metrics.canary_alarms.fetch_add(1, Ordering::Relaxed);
@@ -40,33 +39,36 @@ pub fn start_self_check(app: Arc<App>) {
     }
 }
 
-/// What a request decided about its nodes, for the canary watch: each node's check, and the
-/// global verdicts (`/v1/tree`, `/v1/assemble`) and the root's cold re-check (`/v1/assemble`)
-/// where the route decided them.
-pub struct Decided<'a> {
-    pub requests: &'a [Result<CheckRequest, Verdict>],
-    pub verdicts: &'a [(Verdict, Duration)],
-    /// Per node: `Some(true)` globally correct, `Some(false)` not, `None` undetermined.
-    pub global: Option<&'a [Option<bool>]>,
-    /// The root's index and its final check's verdict.
-    pub final_check: Option<(usize, &'a Verdict)>,
+/// Count the alarms a judged tree raised ([`prod_prover::judge`]: every node that states a
+/// canary and was accepted, by the same rule as [`watch`]).
+pub fn raise(
+    app: &App,
+    requests: &[Result<CheckRequest, Verdict>],
+    alarms: &[(usize, prod_prover::CanaryAlarm)],
+) {
+    for (i, alarm) in alarms {
+        app.metrics.canary_alarms.fetch_add(1, Ordering::Relaxed);
+        match requests.get(*i) {
+            Some(Ok(r)) => eprintln!("{alarm}: {} {}", r.statement, r.proof),
+            _ => eprintln!("{alarm}: node {i}"),
+        }
+    }
 }
 
-/// Count every node of a request that states a canary and was accepted
-/// ([`prod_prover::canary_alarm`], the rule every path that decides a root uses).
-pub fn watch(app: &App, d: &Decided<'_>) {
+/// `/v1/check`: count every node that states a canary and was accepted by its check alone
+/// (locally correct without proposing a lemma), by prod-prover's one rule
+/// ([`prod_prover::canary_alarm`]); the tree routes raise [`prod_prover::judge`]'s alarms.
+pub fn watch(
+    app: &App,
+    requests: &[Result<CheckRequest, Verdict>],
+    verdicts: &[(Verdict, Duration)],
+) {
     let lang = app.prover.language();
-    for (i, (r, (v, _))) in d.requests.iter().zip(d.verdicts).enumerate() {
+    for (r, (v, _)) in requests.iter().zip(verdicts) {
         let Ok(r) = r else { continue };
-        let global = d.global.and_then(|g| g.get(i)).map(|g| match g {
-            Some(true) => GlobalVerdict::Correct,
-            Some(false) => GlobalVerdict::Incorrect,
-            None => GlobalVerdict::Undetermined,
-        });
         let decision = RootDecision {
             local: Some((v.local_verdict(), r.proof.lemma_count() > 0)),
-            global,
-            final_check: d.final_check.filter(|(root, _)| *root == i).map(|(_, v)| v),
+            ..RootDecision::default()
         };
         if let Some(alarm) = prod_prover::canary_alarm(lang, &r.statement, &decision) {
             app.metrics.canary_alarms.fetch_add(1, Ordering::Relaxed);

@@ -333,15 +333,7 @@ async fn check(
         return Ok(stream(adm, ids, requests, prover));
     }
     let results = judged(adm, requests.clone()).await?;
-    super::canary::watch(
-        &app,
-        &super::canary::Decided {
-            requests: &requests,
-            verdicts: &results,
-            global: None,
-            final_check: None,
-        },
-    );
+    super::canary::watch(&app, &requests, &results);
     let results: Vec<Value> = ids
         .iter()
         .zip(&results)
@@ -367,15 +359,7 @@ fn stream(
     });
     tokio::spawn(async move {
         match task.await {
-            Ok(verdicts) => super::canary::watch(
-                &app,
-                &super::canary::Decided {
-                    requests: &watched,
-                    verdicts: &verdicts,
-                    global: None,
-                    final_check: None,
-                },
-            ),
+            Ok(verdicts) => super::canary::watch(&app, &watched, &verdicts),
             Err(e) => {
                 let _ = tx.send(json!({"error": format!("check failed: {e}")}));
             }
@@ -438,16 +422,10 @@ async fn tree(
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let prover = app.pipeline.prover().to_string();
     let verdicts = judged(adm, requests.clone()).await?;
-    let global = super::tree::global_verdicts(app.prover, &requests, &verdicts);
-    super::canary::watch(
-        &app,
-        &super::canary::Decided {
-            requests: &requests,
-            verdicts: &verdicts,
-            global: Some(&global),
-            final_check: None,
-        },
-    );
+    let fin = app.pipeline.final_checker();
+    let j = super::tree::judge_request(app.prover, fin.as_ref(), &requests, &verdicts, None);
+    super::canary::raise(&app, &requests, &j.alarms);
+    let global = j.global_bools();
     let results = tree_results(&ids, &verdicts, &global, &prover);
     Ok(Json(json!({"results": results})).into_response())
 }
@@ -478,18 +456,12 @@ async fn assemble(
     let prover = app.pipeline.prover().to_string();
     let verdicts = judged(adm, requests.clone()).await?;
     let app2 = app.clone();
-    let (verdicts, a) = tokio::task::spawn_blocking(move || {
-        let a = super::tree::assemble_root(&app2.pipeline, app2.prover, &requests, &verdicts, root);
-        super::canary::watch(
-            &app2,
-            &super::canary::Decided {
-                requests: &requests,
-                verdicts: &verdicts,
-                global: Some(&a.global),
-                final_check: a.final_check.as_ref().map(|(v, _)| (root, v)),
-            },
-        );
-        (verdicts, a)
+    let (verdicts, j) = tokio::task::spawn_blocking(move || {
+        let fin = app2.pipeline.final_checker();
+        let j =
+            super::tree::judge_request(app2.prover, fin.as_ref(), &requests, &verdicts, Some(root));
+        super::canary::raise(&app2, &requests, &j.alarms);
+        (verdicts, j)
     })
     .await
     .map_err(|e| {
@@ -498,8 +470,16 @@ async fn assemble(
             format!("assembly failed: {e}"),
         )
     })?;
-    let results = tree_results(&ids, &verdicts, &a.global, &prover);
-    let (final_json, proved, file) = match &a.final_check {
+    let global = j.global_bools();
+    let (assembled, final_check, why_not) = match j.root {
+        Some(r) => match r.assembled {
+            Ok(text) => (Some(text), r.final_check, None),
+            Err(why) => (None, None, Some(why)),
+        },
+        None => (None, None, None),
+    };
+    let results = tree_results(&ids, &verdicts, &global, &prover);
+    let (final_json, proved, file) = match &final_check {
         Some((v, file)) => (
             verdict_json(&ids[root].id, v, Duration::ZERO, Some(&prover)),
             match v {
@@ -511,18 +491,18 @@ async fn assemble(
         // An undetermined root (an infra verdict below it) is not a failed proof.
         None => (
             Value::Null,
-            a.global[root].map_or(Value::Null, |_| json!(false)),
+            global[root].map_or(Value::Null, |_| json!(false)),
             Value::Null,
         ),
     };
     Ok(Json(json!({
         "results": results,
         "root": root,
-        "assembled": a.assembled,
+        "assembled": assembled,
         "checked_text": file,
         "final": final_json,
         "proved": proved,
-        "why_not": a.why_not,
+        "why_not": why_not,
     }))
     .into_response())
 }

@@ -60,9 +60,17 @@ pub struct ServeArgs {
     /// Most nodes admitted and not yet judged, over all requests; beyond it: 429.
     #[arg(long, default_value_t = 1024, value_parser = ranges::positive_usize)]
     pub max_queued: usize,
+    /// Keep no verdicts. Without --cache (or `[check] cache`) the service keeps the newest
+    /// 100,000 verdicts in memory and answers a node it checked before from them (an RL
+    /// trainer samples the same completion many times); infra verdicts are never kept.
+    #[arg(long, conflicts_with = "cache")]
+    pub no_cache: bool,
     #[command(flatten)]
     pub checker: CheckerArgs,
 }
+
+/// How many verdicts the service keeps in memory when no cache file is given: about 50 MB.
+pub const MEMORY_CACHE_ENTRIES: u32 = 100_000;
 
 /// The request bounds.
 #[derive(Clone, Copy, Debug)]
@@ -118,10 +126,15 @@ pub fn run(a: ServeArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return exit::bad_input(e),
     };
-    let pipeline = match Pipeline::open(&a.checker) {
+    let mut pipeline = match Pipeline::open(&a.checker) {
         Ok(p) => p,
         Err(e) => return e.exit(),
     };
+    if !a.no_cache {
+        if let Err(e) = pipeline.keep_verdicts_in_memory(MEMORY_CACHE_ENTRIES) {
+            return exit::failure(anyhow!(e));
+        }
+    }
     let app = Arc::new(App {
         pipeline,
         prover: a.checker.prover,

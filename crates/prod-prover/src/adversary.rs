@@ -2,8 +2,11 @@
 //! constructs between the places untrusted text can hold them (a proof, a proposed lemma, a
 //! node's statement, a let-binder of either, the context's admitted constants) and vary their
 //! layout (blanks, line breaks, comments, Unicode in comments, qualified names), each run
-//! through the whole path a reward takes: every node checked by the real Coq, the proof tree
-//! solved, a globally correct root assembled and re-checked cold.
+//! through the pipeline the product runs ([`crate::judge`], as `prod serve`'s `/v1/assemble`
+//! runs it): every node checked by the real Coq, the proof tree solved, a globally correct
+//! root assembled and re-checked cold, the canary alarm; and again through the two-step
+//! command-line path (verdict lines as `prod check --json` prints them, solved as `prod tree
+//! solve --verdicts` reads them).
 //!
 //! Every attack's root is a *canary* (a statement that is false, or unprovable without an
 //! axiom: `False`, `0 = 1`, `forall n, n = S n`, an equation between functions out of an empty
@@ -15,15 +18,15 @@
 
 use std::time::Duration;
 
-use prod_check::{CheckRequest, Checker, Verdict};
-use prod_core::tree::{solve, GlobalVerdict, Node};
-use prod_core::{assemble, ConditionalProof, ProofLanguage};
+use prod_check::{CheckRequest, Verdict, VerdictLine};
+use prod_check_coq::CoqChecker;
+use prod_core::tree::GlobalVerdict;
+use prod_core::ConditionalProof;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::final_check::{final_check, AssembledFile};
-use crate::pool::CoqChecker;
+use crate::{decided_node, judge, CoqFinal, Forest, ProverKind, Tree};
 
 /// The imports every scenario starts from.
 const IMPORTS: &str = "From Coq Require Import Arith List Lia.";
@@ -90,6 +93,10 @@ pub struct Outcome {
     pub root: GlobalVerdict,
     /// The cold re-check, when the root was globally correct.
     pub final_check: Option<Verdict>,
+    /// The root's global verdict through the two-step command-line path (verdict lines).
+    pub two_step: GlobalVerdict,
+    /// How many nodes raised the canary alarm.
+    pub alarms: usize,
 }
 
 impl Outcome {
@@ -102,19 +109,20 @@ impl Outcome {
     /// What is wrong with this outcome for `s`, if anything.
     pub fn problem(&self, s: &Scenario) -> Option<String> {
         if s.honest {
-            return (!self.proved()).then(|| {
+            return (!self.proved() || self.two_step != GlobalVerdict::Correct).then(|| {
                 format!(
-                    "honest look-alike {} not proved: local {:?}, root {:?}, final {:?}",
-                    s.id, self.local, self.root, self.final_check
+                    "honest look-alike {} not proved: local {:?}, root {:?}, two-step root {:?}, final {:?}",
+                    s.id, self.local, self.root, self.two_step, self.final_check
                 )
             });
         }
         if self.root == GlobalVerdict::Correct
+            || self.two_step == GlobalVerdict::Correct
             || self.final_check.as_ref().is_some_and(Verdict::is_proved)
         {
             return Some(format!(
-                "ATTACK ACCEPTED {}: local {:?}, root {:?}, final {:?}\n{:#?}",
-                s.id, self.local, self.root, self.final_check, s.nodes
+                "ATTACK ACCEPTED {}: local {:?}, root {:?}, two-step root {:?}, final {:?}\n{:#?}",
+                s.id, self.local, self.root, self.two_step, self.final_check, s.nodes
             ));
         }
         if let Some(v) = self
@@ -465,6 +473,12 @@ fn base_scenarios() -> Vec<Scenario> {
     out
 }
 
+/// Every attack family in every placement it has, and the honest look-alikes, each once in
+/// its own layout: the first scenarios of [`scenarios`].
+pub fn base() -> Vec<Scenario> {
+    base_scenarios()
+}
+
 /// A quick self-check (a long-running service's canaries): every attack family once, on the
 /// `False` canary, without the scenarios that wait for a time-out.
 pub fn self_check_scenarios() -> Vec<Scenario> {
@@ -539,84 +553,73 @@ fn vary_text(text: &str, rng: &mut StdRng, honest: bool, is_proof: bool) -> Stri
     out
 }
 
-/// Check a scenario's nodes, solve its tree, and assemble and re-check a correct root.
+/// Judge a scenario as the product does ([`judge`]: check, solve, assemble, re-check cold,
+/// canaries), and again as the two-step command-line path does: each verdict written as
+/// `prod check --json` writes its line, read back as `prod tree solve --verdicts` reads it
+/// ([`decided_node`]), and the tree solved from those.
 pub fn run(checker: &CoqChecker, s: &Scenario, final_timeout: Duration) -> Outcome {
-    let lang = prod_coq::CoqLanguage;
+    let kind = ProverKind::Coq;
     let requests: Vec<Result<CheckRequest, Verdict>> = s
         .nodes
         .iter()
         .map(|n| {
-            ConditionalProof::parse_with(&n.proof, &lang)
+            ConditionalProof::parse_with(&n.proof, kind.language())
                 .map(|p| CheckRequest::new(&s.imports, &s.context, &n.statement, p))
                 .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")))
         })
         .collect();
-    let parsed: Vec<CheckRequest> = requests.iter().filter_map(|r| r.clone().ok()).collect();
-    let mut checked = checker.check_batch(&parsed, &|_, _| {}).into_iter();
-    let local: Vec<Verdict> = requests
-        .iter()
-        .map(|r| match r {
-            Ok(_) => checked
-                .next()
-                .unwrap_or_else(|| Verdict::infra("no verdict")),
-            Err(v) => v.clone(),
-        })
-        .collect();
-    let mut nodes = vec![];
-    let mut index = vec![];
-    for (i, (r, v)) in requests.iter().zip(&local).enumerate() {
-        let Ok(req) = r else { continue };
-        let (proof, _) = prod_check::proof_as_checked(&req.proof, Some(v), &lang);
-        nodes.push(Node {
-            id: i.to_string(),
-            context: format!("{}\n{}", s.imports, s.context),
-            statement: req.statement.clone(),
-            proof,
-            local: v.local_verdict(),
-        });
-        index.push(i);
-    }
-    let Some(root) = index.iter().position(|&i| i == 0) else {
-        return Outcome {
-            local,
-            root: GlobalVerdict::Incorrect,
-            final_check: None,
-        };
+    let tree = Tree {
+        nodes: &requests,
+        root: Some(0),
+        scope: &[],
+        qualified_name: "",
+        final_timeout,
     };
-    let solution = solve(&nodes, &lang as &dyn ProofLanguage);
-    let verdict = solution.verdict(root);
-    let final_check = (verdict == GlobalVerdict::Correct).then(|| {
-        let hammer_replaced = local
-            .iter()
-            .any(|v| matches!(v, Verdict::Proved { replacements, .. } if !replacements.is_empty()));
-        match assemble(&nodes, &solution, root, &lang) {
-            Err(e) => Verdict::Failed {
-                step: 0,
-                message: format!("assembly: {e}"),
-            },
-            Ok(a) => {
-                let context = format!("{}\n{}", s.imports, s.context);
-                let file = AssembledFile {
-                    context: &context,
-                    scope: &[],
-                    qualified_name: &a.root().name,
-                    root_statement: &s.nodes[0].statement,
-                    assembled: &a.text,
-                    root: &a.root().name,
-                    hammer_replaced,
-                }
-                .render();
-                match file {
-                    Ok(file) => final_check(&file, checker.config(), final_timeout),
-                    Err(e) => Verdict::rejected(e),
-                }
-            }
-        }
-    });
+    let j = judge(checker, kind, &CoqFinal(checker.config().clone()), &tree);
+    let two_step = two_step_root(&requests, &j.local);
     Outcome {
-        local,
-        root: verdict,
-        final_check,
+        root: j
+            .global
+            .first()
+            .copied()
+            .unwrap_or(GlobalVerdict::Incorrect),
+        final_check: j.root.and_then(|r| r.final_check).map(|(v, _)| v),
+        alarms: j.alarms.len(),
+        local: j.local,
+        two_step,
+    }
+}
+
+/// The root's global verdict through verdict lines: every verdict serialized as `prod check
+/// --json` prints it, parsed back, and solved as `prod tree solve --verdicts` solves it.
+fn two_step_root(requests: &[Result<CheckRequest, Verdict>], local: &[Verdict]) -> GlobalVerdict {
+    let kind = ProverKind::Coq;
+    let mut nodes = vec![];
+    let mut hammer = vec![];
+    let mut root = None;
+    for (i, (r, v)) in requests.iter().zip(local).enumerate() {
+        let Ok(r) = r else { continue };
+        let printed = VerdictLine::new(i.into(), v, Duration::ZERO, Some("coq")).to_json();
+        let line = serde_json::from_str::<serde_json::Value>(&printed.to_string())
+            .ok()
+            .and_then(|j| VerdictLine::from_json(j).ok());
+        let (node, replaced) = decided_node(
+            i.to_string(),
+            r.context_key(),
+            r.statement.clone(),
+            &r.proof,
+            line.as_ref(),
+            kind,
+        );
+        if i == 0 {
+            root = Some(nodes.len());
+        }
+        nodes.push(node);
+        hammer.push(replaced);
+    }
+    match root {
+        Some(r) => Forest::solve_decided(nodes, hammer, kind.language()).verdict(r),
+        None => GlobalVerdict::Incorrect,
     }
 }
 
