@@ -145,7 +145,7 @@ struct Given {
 fn read_nodes(
     file: &PathBuf,
     verdicts: Option<&PathBuf>,
-    lang: &dyn ProofLanguage,
+    kind: ProverKind,
 ) -> anyhow::Result<Input> {
     let mut lines = match verdicts {
         Some(v) => Some(read_verdicts(v)?),
@@ -176,7 +176,7 @@ fn read_nodes(
             }
             None => None,
         };
-        let (node, hammer_replaced) = solver_node(id, &n, checked, lang)
+        let (node, hammer_replaced) = solver_node(id, &n, checked, kind)
             .with_context(|| format!("line {lineno}: node '{}'", id_text(&n.id)))?;
         input.nodes.push(node);
         input.given.push(Given {
@@ -213,33 +213,43 @@ fn solver_node(
     id: String,
     n: &NodeLine,
     checked: Option<Option<VerdictLine>>,
-    lang: &dyn ProofLanguage,
+    kind: ProverKind,
 ) -> anyhow::Result<(Node, bool)> {
-    let (local, proved) = match &checked {
-        Some(Some(line)) => (line.local_verdict(), line.proved()),
-        Some(None) => (LocalVerdict::Unknown, None),
-        None => (n.locally_correct.into(), None),
+    let context = context_key(&n.imports, &n.context);
+    let local = match &checked {
+        Some(Some(line)) => line.local_verdict(),
+        Some(None) => LocalVerdict::Unknown,
+        None => n.locally_correct.into(),
     };
-    let node = |proof, local| Node {
-        id,
-        context: context_key(&n.imports, &n.context),
-        statement: n.statement.clone(),
-        proof,
-        local,
-    };
-    match ConditionalProof::parse_with(&n.proof, lang) {
-        Ok(p) => {
-            let (proof, replaced) = prod_check::proof_as_checked(&p, proved.as_ref(), lang);
-            Ok((node(proof, local), replaced))
-        }
+    match ConditionalProof::parse_with(&n.proof, kind.language()) {
+        // Read from its verdict line as every two-step path reads one.
+        Ok(p) => Ok(match &checked {
+            Some(line) => {
+                let s = n.statement.clone();
+                prod_prover::decided_node(id, context, s, &p, line.as_ref(), kind)
+            }
+            None => (
+                Node {
+                    id,
+                    context,
+                    statement: n.statement.clone(),
+                    proof: p,
+                    local,
+                },
+                false,
+            ),
+        }),
         // Not a conditional proof: the model's fault (as prod check rejects it), so locally
         // incorrect; it proves nothing, so its placeholder proof is never read. A node said
         // to be correct with such a proof is contradictory input.
         Err(_) if !local.is_correct() => Ok((
-            node(
-                ConditionalProof::plain(prod_core::T0::NoInvoke, ""),
-                LocalVerdict::Incorrect,
-            ),
+            Node {
+                id,
+                context,
+                statement: n.statement.clone(),
+                proof: ConditionalProof::plain(prod_core::T0::NoInvoke, ""),
+                local: LocalVerdict::Incorrect,
+            },
             false,
         )),
         Err(e) => Err(anyhow::Error::new(e).context("bad conditional proof")),
@@ -258,7 +268,7 @@ pub fn run(cmd: TreeCommand) -> i32 {
 }
 
 fn run_solve(args: SolveArgs) -> i32 {
-    let input = match read_nodes(&args.file, args.verdicts.as_ref(), args.prover.language()) {
+    let input = match read_nodes(&args.file, args.verdicts.as_ref(), args.prover) {
         Ok(n) => n,
         Err(e) => return exit::bad_input(e),
     };

@@ -201,6 +201,8 @@ fn serve_checks_streams_refuses_bad_bodies_and_stops() {
         "{body}"
     );
     assert!(body.contains("prod_queued_nodes 0"), "{body}");
+    // The verdict cache is on by default (in memory): the streamed batch repeated the first.
+    assert!(body.contains("prod_cache_hits_total 2"), "{body}");
 
     // The tree endpoint: a root proved through its proposed lemma.
     let tree = serde_json::json!({"nodes": [

@@ -112,7 +112,7 @@ fn references(m: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<Strin
 }
 
 /// Every path `a::b::c` in `code`, with `use` groups (`crate::{a, b::c}`) expanded.
-fn paths(code: &str) -> Vec<String> {
+pub(crate) fn paths(code: &str) -> Vec<String> {
     let chars: Vec<char> = code.chars().collect();
     let ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = vec![];

@@ -172,6 +172,46 @@ fn prod_core_spawns_nothing_and_reads_nothing() {
     assert!(workspace_dependencies(&read(&dir.join("Cargo.toml"))).is_empty());
 }
 
+/// The tree pipeline (solve, assemble, the cold final check) is prod-prover's: the crates above
+/// it go through `Forest`, `FinalCheck` and `judge`, so that no two paths judge a tree
+/// differently. The only exception is the solver's own benchmark (`prod bench tree`), which
+/// times `solve` on synthetic nodes and decides nothing.
+#[test]
+fn the_tree_pipeline_is_prod_provers() {
+    const ABOVE: &[&str] = &["prod-run", "prod-cli"];
+    const PATHS: &[&str] = &[
+        "prod_core::tree::solve",
+        "prod_core::assemble",
+        "prod_check_coq::AssembledFile",
+        "prod_check_coq::final_check",
+        "prod_check_isabelle::final_check_assembled",
+    ];
+    const BENCHMARK: (&str, &str) = ("crates/prod-cli/src/tree.rs", "prod_core::tree::solve");
+    // The paths are read with `use` groups expanded, as the benchmark imports `solve`.
+    let grouped = modules::paths("use prod_core::tree::{solve, Node};");
+    assert!(grouped.iter().any(|p| p == "prod_core::tree::solve"));
+    let root = workspace();
+    let mut found = vec![];
+    for krate in ABOVE {
+        for f in rust_files(&root.join("crates").join(krate).join("src")) {
+            let rel = f.strip_prefix(&root).unwrap_or(&f).display().to_string();
+            for p in modules::paths(&source::code(&read(&f))) {
+                let hit = PATHS
+                    .iter()
+                    .find(|w| p == **w || p.starts_with(&format!("{w}::")));
+                if let Some(w) = hit.filter(|w| (rel.as_str(), **w) != BENCHMARK) {
+                    found.push(format!("{rel}: {w}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the tree pipeline is called outside prod-prover (use prod_prover::judge, Forest or \
+         FinalCheck): {found:?}"
+    );
+}
+
 #[test]
 fn the_architecture_map_names_every_crate_and_only_files_that_exist() {
     let arch = read(&workspace().join("ARCHITECTURE.md"));

@@ -3,9 +3,9 @@
 $ prod check nodes.jsonl --json --workers 1 > verdicts.jsonl
 
 $ cat verdicts.jsonl
-{"id":"mono_root","verdict":"proved","message":"assumes h","time_ms":_,"prover":_,"axioms":["h"],"replacements":[],"universe_constraints":[]}
-{"id":"mono_h","verdict":"proved","message":"","time_ms":_,"prover":_,"axioms":[],"replacements":[],"universe_constraints":["u1 = u0"]}
-{"id":"mono_honest","verdict":"proved","message":"assumes rr","time_ms":_,"prover":_,"axioms":["rr"],"replacements":[],"universe_constraints":[]}
+{"id":"mono_root","verdict":"proved","message":"assumes h","time_ms":_,"prover":_,"axioms":["h"],"replacements":[],"universe_constraints":["Top.2 <= Coq.Logic.Hurkens.87","Top.2 <= Coq.Logic.Hurkens.88","Top.1 = Coq.Logic.Hurkens.88"]}
+{"id":"mono_h","verdict":"proved","message":"","time_ms":_,"prover":_,"axioms":[],"replacements":[],"universe_constraints":["Top.8 < Coq.Init.Specif.7","Top.9 = Top.8"]}
+{"id":"mono_honest","verdict":"proved","message":"assumes rr","time_ms":_,"prover":_,"axioms":["rr"],"replacements":[],"universe_constraints":["Top.14 = Top.11"]}
 {"id":"mono_rr","verdict":"proved","message":"","time_ms":_,"prover":_,"axioms":[],"replacements":[],"universe_constraints":[]}
 {"id":"poly_root","verdict":"proved","message":"assumes h","time_ms":_,"prover":_,"axioms":["h"],"replacements":[],"universe_constraints":[]}
 {"id":"poly_h","verdict":"proved","message":"","time_ms":_,"prover":_,"axioms":[],"replacements":[],"universe_constraints":["u < sigT.u0","u = u0"]}
@@ -14,9 +14,9 @@ $ cat verdicts.jsonl
 
 $ prod tree solve nodes.jsonl --verdicts verdicts.jsonl
 id           local          global     depth
-mono_root    correct        incorrect  -
+mono_root    correct_alone  incorrect  -
 mono_h       correct_alone  correct    0
-mono_honest  correct        correct    1
+mono_honest  correct_alone  correct    1
 mono_rr      correct        correct    0
 poly_root    correct        incorrect  -
 poly_h       correct_alone  correct    0
