@@ -81,6 +81,9 @@ pub struct ExperimentArgs {
     /// Leave out CoqHammer alone (the eval-hammer stage and the comparisons with it).
     #[arg(long)]
     pub no_hammer_baseline: bool,
+    /// Off over the config's `hammer_leaves`.
+    #[command(flatten)]
+    pub hammer_leaves: crate::eval::HammerLeavesArg,
     /// Print experiment.json's table as one JSON line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -150,6 +153,9 @@ pub fn run(a: ExperimentArgs) -> i32 {
     }
     if a.no_hammer_baseline {
         cfg.hammer_baseline = false;
+    }
+    if a.hammer_leaves.no_hammer_leaves {
+        cfg.hammer_leaves = false;
     }
     let bars = Bars::for_stderr(a.json);
     let job = ExperimentJob {
