@@ -121,7 +121,7 @@ pub fn run(a: CeilingArgs) -> i32 {
         Err(e) => return crate::eval::error_code(e.into()),
     };
     match run_ceiling_job(&job, &bars) {
-        Ok(report) => {
+        Ok((report, _)) => {
             let path = a.out.join("run.json");
             let out = if a.json {
                 format!("{}\n", crate::eval::summary_json(&report, &path))

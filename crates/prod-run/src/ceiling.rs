@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use prod_check::{CachedChecker, Checker, Verdict};
+use prod_core::pass_at_k::{Bootstrap, TheoremOutcome};
 use prod_core::{ConditionalProof, ProofLanguage};
-use prod_report::{Comparison, DatasetInfo, Evaluation, ModelInfo, RunReport};
+use prod_report::{Comparison, DatasetInfo, Evaluation, ModelInfo, RunReport, TheoremDetail};
 use prod_rl::{GeneratedNode, Origin};
 use serde::{Deserialize, Serialize};
 
@@ -134,8 +135,8 @@ pub struct Ceiling {
 }
 
 /// `prod ceiling`: the rows and CoqHammer alone in `job.out` (resumed when it exists), then
-/// `run.json`, `report.html` and `summary.md` there.
-pub fn run_ceiling_job(job: &CeilingJob, bars: &Bars) -> anyhow::Result<RunReport> {
+/// `run.json`, `report.html` and `summary.md` there; the report and what it was made of.
+pub fn run_ceiling_job(job: &CeilingJob, bars: &Bars) -> anyhow::Result<(RunReport, Ceiling)> {
     job.coq
         .validate()
         .map_err(|e| BadInput(format!("coq.{e}")))?;
@@ -174,7 +175,7 @@ pub fn run_ceiling_job(job: &CeilingJob, bars: &Bars) -> anyhow::Result<RunRepor
         job.out.join("summary.md"),
         prod_report::render_markdown(&report),
     )?;
-    Ok(report)
+    Ok((report, c))
 }
 
 /// The theorems an evaluation of `job.theorems` draws from the split, of ground-truth depth at
@@ -362,6 +363,9 @@ pub fn ceiling_report(job: &CeilingJob, c: &Ceiling, prover: &str) -> anyhow::Re
             .iter()
             .map(|x| crate::baseline::summary_line(x, None)),
     );
+    for row in &rows {
+        notes.extend(depth_lines(row, hammer, boot));
+    }
     notes.push(format!(
         "{:.0} s this invocation (CoqHammer alone {:.0} s); every check also through the cross-run cache of CoqHammer alone",
         c.seconds, c.hammer.seconds
@@ -415,4 +419,90 @@ pub fn root_line(c: &Ceiling, vs: &Comparison) -> String {
         vs.both + vs.baseline_only,
         e.theorems
     )
+}
+
+/// `e` on the theorems of ground-truth depth `depth` only: their details and pass@1 with its
+/// 95% interval, recomputed from their outcomes.
+fn at_depth(e: &Evaluation, depth: Option<u32>, boot: Bootstrap) -> Evaluation {
+    let theorems_detail: Vec<TheoremDetail> = e
+        .theorems_detail
+        .iter()
+        .filter(|t| t.ground_truth_depth == depth)
+        .cloned()
+        .collect();
+    let outcomes: Vec<TheoremOutcome> = theorems_detail
+        .iter()
+        .map(|t| TheoremOutcome {
+            samples: t.trees,
+            correct: t.proved_trees,
+        })
+        .collect();
+    Evaluation {
+        name: e.name.clone(),
+        split: e.split.clone(),
+        theorems: theorems_detail.len(),
+        samples_per_theorem: e.samples_per_theorem,
+        pass_at_k: prod_core::pass_at_k::estimate(&outcomes, 1, boot)
+            .map(|p| prod_report::PassAtK::from_estimate(&p))
+            .into_iter()
+            .collect(),
+        theorems_detail,
+        ..Evaluation::default()
+    }
+}
+
+/// `row` against CoqHammer alone at each ground-truth depth, a line each: pass@1 of both with
+/// their 95% intervals, the paired difference, and who proved what.
+pub fn depth_lines(row: &Evaluation, hammer: &Evaluation, boot: Bootstrap) -> Vec<String> {
+    let depths: std::collections::BTreeSet<Option<u32>> = row
+        .theorems_detail
+        .iter()
+        .map(|t| t.ground_truth_depth)
+        .collect();
+    let pct = |p: Option<&prod_report::PassAtK>| {
+        p.map_or_else(
+            || "–".to_string(),
+            |p| {
+                format!(
+                    "{:.1}% [{:.1}, {:.1}]",
+                    100.0 * p.estimate,
+                    100.0 * p.ci_low,
+                    100.0 * p.ci_high
+                )
+            },
+        )
+    };
+    depths
+        .into_iter()
+        .map(|d| {
+            let (a, b) = (at_depth(row, d, boot), at_depth(hammer, d, boot));
+            let c = crate::baseline::compare(&a, &b, &[1], boot);
+            let r = c.rows.first();
+            let delta = r.and_then(|r| r.difference.as_ref()).map_or_else(
+                || "–".to_string(),
+                |x| {
+                    format!(
+                        "{:+.1} [{:+.1}, {:+.1}]",
+                        100.0 * x.estimate,
+                        100.0 * x.ci_low,
+                        100.0 * x.ci_high
+                    )
+                },
+            );
+            format!(
+                "ground-truth depth {}: {} theorems; {} {}, {} {}, Δ {delta} points (paired); proved by both {}, only by the first {}, only by {} {}, by neither {}",
+                d.map_or_else(|| "unknown".to_string(), |d| d.to_string()),
+                a.theorems,
+                row.name,
+                pct(r.and_then(|r| r.method.as_ref())),
+                hammer.name,
+                pct(r.and_then(|r| r.baseline.as_ref())),
+                c.both,
+                c.method_only,
+                hammer.name,
+                c.baseline_only,
+                c.neither
+            )
+        })
+        .collect()
 }

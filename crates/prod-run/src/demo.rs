@@ -777,7 +777,7 @@ fn add_ceiling(
         "[3/4] the ceiling: the ground truth at the root with hammer leaves → {}",
         cj.out.display()
     ));
-    let ceiling = crate::ceiling::run_ceiling_job(&cj, bars)?;
+    let (ceiling, _) = crate::ceiling::run_ceiling_job(&cj, bars)?;
     report
         .evaluations
         .extend(ceiling.evaluations.into_iter().take(1));
