@@ -163,32 +163,35 @@ pub fn run(a: ExperimentArgs) -> i32 {
         config: cfg,
     };
     match prod_run::run_experiment(&job, &bars) {
-        Ok(o) => {
-            if a.json {
-                let methods: Vec<serde_json::Value> = o
-                    .result
-                    .methods
-                    .iter()
-                    .map(|m| {
-                        serde_json::json!({
-                            "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
-                            "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
-                        })
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"experiment": o.json, "table": o.table, "theorems": o.result.theorems,
-                        "samples": o.result.samples, "methods": methods, "hammer": o.result.hammer, "ran": o.result.ran, "seconds": o.result.seconds})
-                );
-            } else {
-                match std::fs::read_to_string(&o.table) {
-                    Ok(t) => print!("{t}"),
-                    Err(e) => eprintln!("warning: {}: {e}", o.table.display()),
-                }
-            }
-            0
-        }
+        Ok(o) => print_outcome(&o, a.json),
         Err(e) => crate::eval::error_code(e),
     }
+}
+
+/// The table on stdout: `table.md`, or with `json` one JSON line.
+fn print_outcome(o: &prod_run::experiment::ExperimentOutcome, json: bool) -> i32 {
+    if json {
+        let methods: Vec<serde_json::Value> = o
+            .result
+            .methods
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
+                    "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"experiment": o.json, "table": o.table, "theorems": o.result.theorems,
+                "samples": o.result.samples, "methods": methods, "hammer": o.result.hammer, "ran": o.result.ran, "seconds": o.result.seconds})
+        );
+    } else {
+        match std::fs::read_to_string(&o.table) {
+            Ok(t) => print!("{t}"),
+            Err(e) => eprintln!("warning: {}: {e}", o.table.display()),
+        }
+    }
+    0
 }

@@ -7,9 +7,12 @@
 //!
 //! * round 0, **the ground truth at the root**: each theorem's human conditional proof as its
 //!   only root, every lemma it proposes a hammer leaf;
-//! * round 1, **the ground-truth tree to depth d**: the same, with the human proof of every
-//!   lemma down to level d (the split's example of the same file and statement; a lemma the
-//!   split has no example of keeps only its leaf), every proposed lemma a hammer leaf.
+//! * round 1, **the ground-truth tree to depth d**: the human decomposition of every lemma
+//!   down to level d (the split's example of the same file and statement, where that example
+//!   itself proposes lemmas), every proposed lemma a hammer leaf. A lemma whose human proof is
+//!   flat (proposes nothing) keeps only its leaf, as does one the split has no example of: with
+//!   the human's flat proofs the tree would be the human proof itself, which proves nearly
+//!   every theorem by construction and says nothing about the room over the hammer.
 //!
 //! The theorems are those `prod eval --theorems N --seed S` draws from the split, kept when
 //! their ground-truth depth is at least `min_depth` (default 1: at depth 0 the ground truth is
@@ -129,8 +132,8 @@ pub struct Ceiling {
     pub hammer: crate::baseline::BaselineRun,
     /// Roots (the ground truth of each theorem) the checker found locally correct.
     pub roots_correct: usize,
-    /// Lemmas of the second row's tree that the split has no example of (only a leaf).
-    pub lemmas_without_ground_truth: usize,
+    /// The lemmas of the second row's tree, by what it has of their ground truth.
+    pub tree_lemmas: TreeLemmas,
     pub seconds: f64,
 }
 
@@ -229,13 +232,13 @@ pub fn run_ceiling(
     let (nodes, _) = gt.nodes(theorems, 0, lang);
     let opts = job.options(ROOT_ROW.to_string(), 0);
     let root = run_eval_given(&sub, &nodes, theorems, &opts, 0, Phase::Ceiling)?;
-    let (tree, missing) = if job.depth > 0 {
+    let (tree, tree_lemmas) = if job.depth > 0 {
         let (nodes, missing) = gt.nodes(theorems, job.depth, lang);
         let opts = job.options(tree_row(job.depth), job.depth);
         let r = run_eval_given(&sub, &nodes, theorems, &opts, 1, Phase::Ceiling)?;
         (Some(r), missing)
     } else {
-        (None, 0)
+        (None, TreeLemmas::default())
     };
     let base = job.options(crate::baseline::HAMMER_BASELINE.to_string(), 0);
     let hammer = crate::baseline::run_hammer_baseline(&sub, theorems, &base, None)?;
@@ -244,7 +247,7 @@ pub fn run_ceiling(
         root,
         tree,
         hammer,
-        lemmas_without_ground_truth: missing,
+        tree_lemmas,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
@@ -258,6 +261,19 @@ fn roots_correct(store: &RunStore) -> anyhow::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// The distinct lemmas of the ground-truth trees (per theorem) down to the depth limit, by what
+/// the tree has of them: their human decomposition, or only their hammer leaf because their
+/// human proof is flat or the split has no example of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeLemmas {
+    /// Their human conditional proof proposes lemmas: it is a node of the tree.
+    pub decomposed: usize,
+    /// Their human proof is flat (or not readable as a conditional proof): a leaf only.
+    pub flat: usize,
+    /// The split has no example of them: a leaf only.
+    pub without_example: usize,
 }
 
 /// The split's ground-truth conditional proofs by file and statement: each theorem's own, and
@@ -288,15 +304,15 @@ impl GroundTruth {
     }
 
     /// One tree per theorem (tree 0): every theorem's ground truth as its root (in the order
-    /// of `theorems`), then below each root the ground truth of every lemma it proposes, level
-    /// by level down to `depth`, each lemma once per theorem. Also how many lemmas had no
-    /// ground truth in the split.
+    /// of `theorems`), then below each root the ground truth of every lemma it proposes that
+    /// proposes lemmas itself, level by level down to `depth`, each lemma once per theorem;
+    /// and the lemmas by what they got.
     fn nodes(
         &self,
         theorems: &[Theorem],
         depth: u32,
         lang: &dyn ProofLanguage,
-    ) -> (Vec<GeneratedNode>, usize) {
+    ) -> (Vec<GeneratedNode>, TreeLemmas) {
         let node = |t: &Theorem, statement: &str, depth: u32, text: &str| GeneratedNode {
             context: t.context.clone(),
             statement: statement.to_string(),
@@ -308,7 +324,8 @@ impl GroundTruth {
             proof: ConditionalProof::parse(text),
             truncated: false,
         };
-        let (mut roots, mut below, mut missing) = (Vec::new(), Vec::new(), 0);
+        let (mut roots, mut below) = (Vec::new(), Vec::new());
+        let mut counts = TreeLemmas::default();
         for t in theorems {
             let text = t.ground_truth.as_deref().unwrap_or_default();
             roots.push(node(t, &t.statement, 0, text));
@@ -323,19 +340,23 @@ impl GroundTruth {
                     if !seen.insert(key.clone()) {
                         continue;
                     }
-                    match file.and_then(|f| self.by_goal.get(&(f.clone(), key))) {
-                        Some(text) => {
+                    let human = file.and_then(|f| self.by_goal.get(&(f.clone(), key)));
+                    let parsed = human.map(|text| (text, ConditionalProof::parse(text)));
+                    match parsed {
+                        Some((text, Ok(p))) if p.lemma_count() > 0 => {
+                            counts.decomposed += 1;
                             below.push(node(t, l, level, text));
-                            next.extend(ConditionalProof::parse(text));
+                            next.push(p);
                         }
-                        None => missing += 1,
+                        Some(_) => counts.flat += 1,
+                        None => counts.without_example += 1,
                     }
                 }
                 frontier = next;
             }
         }
         roots.extend(below);
-        (roots, missing)
+        (roots, counts)
     }
 }
 
@@ -354,8 +375,8 @@ pub fn ceiling_report(job: &CeilingJob, c: &Ceiling, prover: &str) -> anyhow::Re
     let mut notes = vec![root_line(c, &comparisons[0])];
     if c.tree.is_some() {
         notes.push(format!(
-            "the ground-truth tree to depth {}: lemmas the split has no example of (a leaf only): {}",
-            job.depth, c.lemmas_without_ground_truth
+            "the ground-truth tree to depth {}: {} lemmas with their human decomposition; a hammer leaf only: {} whose human proof is flat, {} the split has no example of",
+            job.depth, c.tree_lemmas.decomposed, c.tree_lemmas.flat, c.tree_lemmas.without_example
         ));
     }
     notes.extend(

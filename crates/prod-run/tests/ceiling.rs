@@ -30,7 +30,8 @@ const DBL_PLUS: &str = "Lemma dbl_plus : forall n : nat, dbl n = n + n.";
 
 /// t_add through `aux` (the hammer closes both); dbl_plus by induction through `dbl_S` (a leaf
 /// closes it; the hammer alone cannot do the induction); t_dbl2 through `dbl_plus` (its leaf
-/// fails; its own ground truth, one level down, proves it); t_zero of depth 0.
+/// fails; its own human decomposition, one level down, proves it with dbl_S's leaf); t_zero
+/// and aux of depth 0.
 fn examples() -> Vec<Example> {
     let aux = "Lemma aux : forall m : nat, m + 0 = m.";
     vec![
@@ -56,6 +57,8 @@ fn examples() -> Vec<Example> {
             2,
         ),
         example("t_zero", "Lemma t_zero : 0 + 0 = 0.", "<no_invoke> reflexivity.", &[], 0),
+        // aux's own human proof is flat: the tree row leaves it to its hammer leaf.
+        example("aux", aux, "<no_invoke> intros m. lia.", &[], 0),
     ]
 }
 
@@ -133,9 +136,15 @@ fn the_ceiling_proves_through_the_ground_truth_beside_coqhammer_alone_and_resume
         names(&[("t_add", 1), ("dbl_plus", 0), ("t_dbl2", 0)])
     );
     assert_eq!(c.roots_correct, 3, "every human root is locally correct");
+    // To depth 1: dbl_plus under t_dbl2 with its human decomposition; aux (its human proof
+    // flat) and dbl_S under the theorem dbl_plus (no example) with their leaves only.
     assert_eq!(
-        c.lemmas_without_ground_truth, 2,
-        "aux, and dbl_S under dbl_plus"
+        c.tree_lemmas,
+        prod_run::ceiling::TreeLemmas {
+            decomposed: 1,
+            flat: 1,
+            without_example: 1
+        }
     );
     // The leaves: aux, dbl_S (closed) and dbl_plus (not) at the root.
     let l = c.root.evaluation.hammer_leaves.as_ref().expect("leaves");
