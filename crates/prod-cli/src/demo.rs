@@ -12,14 +12,16 @@ use crate::ranges;
 /// End to end with real Coq: build the Coq stdlib dataset, fine-tune a pretrained policy
 /// (SmolLM2-135M, imported by scripts/fetch-model.sh) with ProD-SFT for what the budget leaves,
 /// generate 4 proof trees (depth 2) for each of 50 held-out test theorems, check every node with
-/// Coq (`hammer.` steps: the fixed tactic list, then CoqHammer's provers), re-check assembled
-/// proofs cold, evaluate CoqHammer alone on the same theorems with the same checker, and write the
-/// report (run.json, report.html, summary.md) with ProD against CoqHammer alone (pass@k, the
-/// paired difference, who proved what).
+/// Coq (`hammer.` steps: the fixed tactic list, then CoqHammer's provers; every proposed lemma
+/// also a `hammer.` leaf), re-check assembled proofs cold, evaluate CoqHammer alone on the same
+/// theorems with the same checker and the ceiling (the ground truth at the root with hammer
+/// leaves, on those of ground-truth depth ≥ 1; OUT/ceiling), and write the report (run.json,
+/// report.html, summary.md) with ProD, ProD without hammer leaves and the ceiling against
+/// CoqHammer alone (pass@k, the paired difference, who proved what).
 ///
-/// Budget: ≈ `--minutes` on 2 cores: the evaluation and the CoqHammer baseline get what they
-/// are expected to need (about 15 minutes for 50 theorems × 4 trees), training the rest (at
-/// least a minute). Rerunning with the same --out reuses each finished step; the baseline's
+/// Budget: ≈ `--minutes` on 2 cores: the evaluation, the CoqHammer baseline and the ceiling get
+/// what they are expected to need (about 20 minutes for 50 theorems × 4 trees), training the
+/// rest (at least a minute). Rerunning with the same --out reuses each finished step; the baseline's
 /// checks are also cached across runs. `--from-scratch` trains a ~1.3 M-parameter model
 /// instead (no download; it proves nothing).
 ///
@@ -61,6 +63,8 @@ pub struct DemoArgs {
     /// $PROD_CACHE/hammer-baseline.sqlite).
     #[arg(long)]
     pub hammer_baseline_cache: Option<PathBuf>,
+    #[command(flatten)]
+    pub hammer_leaves: crate::eval::HammerLeavesArg,
     /// Print one JSON summary line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -82,6 +86,7 @@ pub fn run(a: DemoArgs) -> i32 {
         workers: a.workers,
         seed: a.seed,
         hammer_cache: a.hammer_baseline_cache.clone(),
+        hammer_leaves: !a.hammer_leaves.no_hammer_leaves,
     };
     match prod_run::run_demo(&job, &bars) {
         Ok(o) => {

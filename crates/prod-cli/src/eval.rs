@@ -112,6 +112,8 @@ pub struct EvalArgs {
     /// $PROD_CACHE/hammer-baseline.sqlite, PROD_CACHE defaulting to ~/.cache/prod).
     #[arg(long)]
     pub hammer_baseline_cache: Option<PathBuf>,
+    #[command(flatten)]
+    pub hammer_leaves: HammerLeavesArg,
     /// Beside the dataset's own bindings (its stats.json), which are always used.
     #[command(flatten)]
     pub load_paths: crate::prover::LoadPathArgs,
@@ -137,6 +139,14 @@ pub struct EvalArgs {
     pub remote_model: String,
     #[command(flatten)]
     pub shared: SharedStoreArgs,
+}
+
+/// Hammer leaves (`prod_run::leaves`): on unless turned off; the help and the default are
+/// declared there once.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct HammerLeavesArg {
+    #[arg(long, help = prod_run::leaves::OFF_HELP)]
+    pub no_hammer_leaves: bool,
 }
 
 /// Scale-out: keep the run store in PostgreSQL and let `prod queue work` processes on other
@@ -240,6 +250,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             bootstrap: a.bootstrap,
             seed: a.seed,
             temperature: a.sampling.temperature,
+            hammer_leaves: !a.hammer_leaves.no_hammer_leaves,
         },
         sampling: NativeParams {
             sampling: a.sampling.sampling(),
@@ -410,6 +421,13 @@ fn policy_measure_lines(o: &mut String, e: &prod_run::prod_report::Evaluation) {
         let _ = writeln!(
             o,
             "  proposed lemmas closed by a sampled hammer. child: {n}"
+        );
+    }
+    if let Some(l) = &e.hammer_leaves {
+        let _ = writeln!(
+            o,
+            "  hammer leaves: {}",
+            prod_run::prod_report::tables::leaves_line(l)
         );
     }
     if let Some(h) = &e.hammer {

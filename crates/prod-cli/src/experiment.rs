@@ -81,6 +81,9 @@ pub struct ExperimentArgs {
     /// Leave out CoqHammer alone (the eval-hammer stage and the comparisons with it).
     #[arg(long)]
     pub no_hammer_baseline: bool,
+    /// Off over the config's `hammer_leaves`.
+    #[command(flatten)]
+    pub hammer_leaves: crate::eval::HammerLeavesArg,
     /// Print experiment.json's table as one JSON line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -151,38 +154,44 @@ pub fn run(a: ExperimentArgs) -> i32 {
     if a.no_hammer_baseline {
         cfg.hammer_baseline = false;
     }
+    if a.hammer_leaves.no_hammer_leaves {
+        cfg.hammer_leaves = false;
+    }
     let bars = Bars::for_stderr(a.json);
     let job = ExperimentJob {
         out: a.out,
         config: cfg,
     };
     match prod_run::run_experiment(&job, &bars) {
-        Ok(o) => {
-            if a.json {
-                let methods: Vec<serde_json::Value> = o
-                    .result
-                    .methods
-                    .iter()
-                    .map(|m| {
-                        serde_json::json!({
-                            "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
-                            "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
-                        })
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"experiment": o.json, "table": o.table, "theorems": o.result.theorems,
-                        "samples": o.result.samples, "methods": methods, "hammer": o.result.hammer, "ran": o.result.ran, "seconds": o.result.seconds})
-                );
-            } else {
-                match std::fs::read_to_string(&o.table) {
-                    Ok(t) => print!("{t}"),
-                    Err(e) => eprintln!("warning: {}: {e}", o.table.display()),
-                }
-            }
-            0
-        }
+        Ok(o) => print_outcome(&o, a.json),
         Err(e) => crate::eval::error_code(e),
     }
+}
+
+/// The table on stdout: `table.md`, or with `json` one JSON line.
+fn print_outcome(o: &prod_run::experiment::ExperimentOutcome, json: bool) -> i32 {
+    if json {
+        let methods: Vec<serde_json::Value> = o
+            .result
+            .methods
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
+                    "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"experiment": o.json, "table": o.table, "theorems": o.result.theorems,
+                "samples": o.result.samples, "methods": methods, "hammer": o.result.hammer, "ran": o.result.ran, "seconds": o.result.seconds})
+        );
+    } else {
+        match std::fs::read_to_string(&o.table) {
+            Ok(t) => print!("{t}"),
+            Err(e) => eprintln!("warning: {}: {e}", o.table.display()),
+        }
+    }
+    0
 }

@@ -8,6 +8,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod bench;
 mod bench_libraries;
 mod bench_serve;
+#[cfg(feature = "policy")]
+mod ceiling;
 mod check;
 mod check_progress;
 mod config;
@@ -96,6 +98,8 @@ enum Command {
     #[cfg(feature = "policy")]
     Experiment(experiment::ExperimentArgs),
     #[cfg(feature = "policy")]
+    Ceiling(ceiling::CeilingArgs),
+    #[cfg(feature = "policy")]
     Rl(rl::RlArgs),
     Report(report::ReportArgs),
     /// A run's store: `export` every node with its local and global verdicts as JSONL.
@@ -132,6 +136,8 @@ fn main() {
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "policy")]
         Command::Experiment(args) => experiment::run(args),
+        #[cfg(feature = "policy")]
+        Command::Ceiling(args) => ceiling::run(args),
         #[cfg(feature = "policy")]
         Command::Rl(args) => rl::run(args),
         Command::Report(args) => report::run(args),

@@ -24,8 +24,8 @@ pub use html::render_html;
 pub use markdown::render_markdown;
 pub use model::{
     CanaryAlarm, CanaryCheck, DatasetInfo, DepthCell, Evaluation, ExampleNode, ExampleTally,
-    ExampleTree, FailureCount, HammerUse, ModelInfo, NodeOutcomes, PassAtK, Reinforced,
-    RoundMetrics, RunReport, TheoremDetail,
+    ExampleTree, FailureCount, HammerLeaves, HammerUse, ModelInfo, NodeOutcomes, PassAtK,
+    Reinforced, RoundMetrics, RunReport, TheoremDetail,
 };
 pub use tables::warnings;
 

@@ -141,6 +141,31 @@ pub struct Evaluation {
     /// invocation made; answers of the verification cache run no hammer).
     #[serde(default)]
     pub hammer: Option<HammerUse>,
+    /// What the hammer leaves did (None: the evaluation had none).
+    #[serde(default)]
+    pub hammer_leaves: Option<HammerLeaves>,
+}
+
+/// Hammer leaves: every distinct lemma a tree proposed also got a `<no_invoke> hammer.` node
+/// (never the root). What they proved, and which theorems needed them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct HammerLeaves {
+    /// Leaf nodes (one per distinct proposed lemma and tree) and those the hammer proved.
+    pub leaves: usize,
+    pub proved: usize,
+    /// Proved trees whose proof needed a hammer leaf (the tree's other nodes alone did not
+    /// prove the theorem). None in an RL round.
+    #[serde(default)]
+    pub trees_with_leaves: Option<usize>,
+    /// Theorems some tree proved without any hammer leaf, and theorems proved only by trees
+    /// that needed one. None in an RL round.
+    #[serde(default)]
+    pub theorems_without_leaves: Option<usize>,
+    #[serde(default)]
+    pub theorems_only_with_leaves: Option<usize>,
+    /// The evaluation of the same trees without their leaves (pass@k, depth table), by name.
+    #[serde(default)]
+    pub without: Option<String>,
 }
 
 /// The `hammer.` steps of one phase: calls, how they were closed, the per-goal memory's answers
@@ -413,6 +438,9 @@ pub struct RoundMetrics {
     /// The `hammer.` steps of the round's checks and filters (None when not counted).
     #[serde(default)]
     pub hammer: Option<HammerUse>,
+    /// The round's hammer leaves and how many the hammer proved (None: the round had none).
+    #[serde(default)]
+    pub hammer_leaves: Option<HammerLeaves>,
 }
 
 /// A round's training batch by origin (paper §3.2, Step 3): the round's own conditional proofs,

@@ -62,6 +62,8 @@ const PASS_AT_K_MD: &str = "pass@k: unbiased estimator from n samples per theore
      interval (percentage points; the hull of the bootstrap over theorems and Wilson's score interval, so it stays open at 0 and n). Theorems whose samples were lost to infrastructure failures are left \
      out (\"judged\"), never counted as failures.\n\n";
 const HAMMER_HTML: &str = "<p>Fixed tactic list first, then the automated provers; a goal met before in the same environment is answered from the checker\u{2019}s per-goal memory (a remembered tactic is re-run by the prover, never trusted). Checks answered by the verification cache run no hammer.</p>\n";
+const LEAVES_HTML: &str = "<p>Every distinct lemma a tree proposed also got a <code>&lt;no_invoke&gt; hammer.</code> node (never the root itself). A theorem counts as proved without leaves when some tree proved it with the policy\u{2019}s own nodes; the evaluation of the same trees without their leaves is its own row above, set against CoqHammer alone like the others.</p>\n";
+const LEAVES_MD: &str = "Every distinct lemma a tree proposed also got a `<no_invoke> hammer.` node (never the root itself). A theorem counts as proved without leaves when some tree proved it with the policy's own nodes; the evaluation of the same trees without their leaves is its own row above.\n\n";
 const REINFORCED_HTML: &str = "<h3>What each round reinforced</h3>\n<p>Training examples by origin: with weight &gt; 0 / all, and their summed weight Σw.</p>\n";
 const REINFORCED_MD: &str = "What each round reinforced (training examples by origin: with weight > 0 / all, and their summed weight Σw):\n\n";
 
@@ -93,6 +95,14 @@ pub(crate) fn outline<'a>(r: &'a RunReport, figs: &'a [Figure]) -> Vec<Block<'a>
         out.extend(fig("pass-at-k"));
     }
     comparisons(r, &mut out);
+    if let Some(t) = tables::hammer_leaves(r) {
+        out.push(section("hammer-leaves", "Hammer leaves"));
+        out.push(Block::Note {
+            html: LEAVES_HTML,
+            md: LEAVES_MD,
+        });
+        out.push(Block::Table(t));
+    }
     if let Some(t) = tables::hammer_phases(r) {
         out.push(section("hammer", "hammer. steps per phase"));
         out.push(Block::Note {

@@ -639,6 +639,7 @@ pub fn has_details(e: &Evaluation) -> bool {
         || e.use_invoke_share_root.is_some()
         || e.sampled_trees_height_ge1.is_some()
         || e.hammer.is_some()
+        || e.hammer_leaves.is_some()
 }
 
 fn opt_count(x: Option<usize>) -> String {
@@ -672,6 +673,9 @@ pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
             opt_count(e.lemmas_closed_by_hammer),
         ));
     }
+    if let Some(l) = &e.hammer_leaves {
+        v.push(("Hammer leaves".to_string(), leaves_line(l)));
+    }
     if let Some(h) = &e.hammer {
         v.push(("hammer. steps".to_string(), hammer_line(h)));
     }
@@ -693,6 +697,27 @@ pub fn measures(e: &Evaluation) -> Vec<(String, String)> {
     v
 }
 
+/// What the hammer leaves did, in a line: leaves and those proved, then (evaluations) the
+/// theorems proved without them and only with them.
+pub fn leaves_line(l: &crate::model::HammerLeaves) -> String {
+    let mut s = format!(
+        "{} (one per distinct proposed lemma and tree), {} proved by the hammer",
+        l.leaves, l.proved
+    );
+    if let (Some(a), Some(b)) = (l.theorems_without_leaves, l.theorems_only_with_leaves) {
+        s.push_str(&format!(
+            "; theorems proved without hammer leaves {a}, only with them {b}"
+        ));
+    }
+    if let Some(t) = l.trees_with_leaves {
+        s.push_str(&format!("; proved trees that needed a leaf {t}"));
+    }
+    if let Some(w) = &l.without {
+        s.push_str(&format!(" (the trees without leaves: \u{201c}{w}\u{201d})"));
+    }
+    s
+}
+
 /// One phase's `hammer.` steps in a line.
 pub fn hammer_line(h: &crate::model::HammerUse) -> String {
     if h.calls == 0 {
@@ -710,6 +735,57 @@ pub fn hammer_line(h: &crate::model::HammerUse) -> String {
         h.cache_failed,
         h.cache_stale
     )
+}
+
+/// The hammer leaves per phase (each evaluation, each RL round that had them): leaves, those the
+/// hammer proved, and the theorems proved without leaves and only with them. `None` when no
+/// phase had leaves.
+pub fn hammer_leaves(r: &RunReport) -> Option<Table> {
+    let opt = |x: Option<usize>| x.map_or_else(|| "–".to_string(), |n| n.to_string());
+    let mut rows = Vec::new();
+    for e in &r.evaluations {
+        if let Some(l) = &e.hammer_leaves {
+            rows.push(vec![
+                e.name.clone(),
+                l.leaves.to_string(),
+                l.proved.to_string(),
+                opt(l.theorems_without_leaves),
+                opt(l.theorems_only_with_leaves),
+                opt(l.trees_with_leaves),
+            ]);
+        }
+    }
+    for m in &r.rounds {
+        if let Some(l) = &m.hammer_leaves {
+            rows.push(vec![
+                format!("RL round {}", m.round),
+                l.leaves.to_string(),
+                l.proved.to_string(),
+                opt(l.theorems_without_leaves),
+                opt(l.theorems_only_with_leaves),
+                opt(l.trees_with_leaves),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let header = [
+        "Phase",
+        "Hammer leaves",
+        "Proved by the hammer",
+        "Theorems proved without leaves",
+        "Theorems proved only with leaves",
+        "Proved trees that needed a leaf",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    Some(Table {
+        header,
+        rows,
+        text_columns: 1,
+    })
 }
 
 /// The `hammer.` steps per phase (each evaluation, each RL round): calls, how they were closed,

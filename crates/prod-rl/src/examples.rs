@@ -47,6 +47,9 @@ pub struct RoundOutcome<'a> {
 }
 
 /// Build the round's examples.
+/// * Hammer leaves ([`Origin::HammerLeaf`]) are no examples: the policy did not write them. What
+///   they earn reaches the node that proposed their lemma, through its global verdict and the
+///   lemma's value (the caller's `value`).
 /// * Trivial proposals (a lemma restating the theorem) are discarded (paper §3.2 filter (a)).
 /// * Nodes whose local verdict is `Unknown` (infra) are skipped, never given weight 0 as if wrong:
 ///   they are retried by the caller or left out of the round.
@@ -61,6 +64,9 @@ pub fn round_examples(
 ) -> Vec<WeightedExample> {
     let mut out = Vec::new();
     for ((node, &local), &global) in round.nodes.iter().zip(round.local).zip(round.global) {
+        if node.origin == Origin::HammerLeaf {
+            continue;
+        }
         let Ok(proof) = &node.proof else {
             // Unparseable output is a locally incorrect node: weight 0 under REINFORCE.
             if local != LocalVerdict::Unknown {
@@ -170,10 +176,13 @@ mod tests {
             node("Lemma t : T.", "garbage", Origin::Sampled),
             node("Lemma t : T.", "<no_invoke> lost.", Origin::Sampled),
             node("Lemma t : T.", "<no_invoke> human.", Origin::GroundTruth),
+            node("Lemma a : A.", "<no_invoke> hammer.", Origin::HammerLeaf),
         ];
         use LocalVerdict::*;
-        let local = [Correct, Incorrect, Correct, Incorrect, Unknown, Correct];
-        let global = [GlobalVerdict::Undetermined; 6];
+        let local = [
+            Correct, Incorrect, Correct, Incorrect, Unknown, Correct, Correct,
+        ];
+        let global = [GlobalVerdict::Undetermined; 7];
         let round = RoundOutcome {
             nodes: &nodes,
             local: &local,

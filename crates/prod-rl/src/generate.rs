@@ -87,6 +87,10 @@ pub enum Origin {
     Sampled,
     /// A dataset's human-written conditional proof (added at depth 0 in training).
     GroundTruth,
+    /// A hammer leaf: the prover's hammer step alone, added by [`hammer_leaves`] for a lemma
+    /// the tree proposed. Never a sample of the policy: it is no training example, and it
+    /// counts for global correctness like any node.
+    HammerLeaf,
 }
 
 /// A node produced by tree generation (not yet checked).
@@ -178,6 +182,50 @@ fn proposed_goals(nodes: &[GeneratedNode], lang: &dyn ProofLanguage) -> Vec<(Str
                 if seen.insert((n.context.clone(), lang.normalize_statement(l))) {
                     out.push((n.context.clone(), l.to_string()));
                 }
+            }
+        }
+    }
+    out
+}
+
+/// Hammer leaves: one node whose proof is `proof` (the prover's hammer step alone, for Coq
+/// `<no_invoke> hammer.`) for every distinct lemma a tree proposes, at every level, the depth
+/// limit included. A lemma is distinct per tree, by context and normalised statement; its leaf
+/// sits one level below the first node that proposes it. Left out: a lemma that states one of
+/// its tree's roots (the root itself is never hammered on the policy's behalf, so a comparison
+/// with the hammer alone stays honest) and a lemma that already has a leaf, so that calling
+/// this again on nodes that hold leaves adds none. The leaves come level by level, each
+/// level in the order of its proposers.
+pub fn hammer_leaves(
+    nodes: &[GeneratedNode],
+    proof: &str,
+    lang: &dyn ProofLanguage,
+) -> Vec<GeneratedNode> {
+    let key = |n: &GeneratedNode, s: &str| (n.tree, n.context.clone(), lang.normalize_statement(s));
+    let mut done: HashSet<(u32, String, String)> = nodes
+        .iter()
+        .filter(|n| n.depth == 0 || n.origin == Origin::HammerLeaf)
+        .map(|n| key(n, &n.statement))
+        .collect();
+    let mut order: Vec<&GeneratedNode> = nodes.iter().collect();
+    // Shallow proposers first: a lemma's leaf goes one level below its first proposer.
+    order.sort_by_key(|n| n.depth);
+    let mut out = Vec::new();
+    for n in order {
+        let Ok(p) = &n.proof else { continue };
+        for l in p.lemmas() {
+            if done.insert(key(n, l)) {
+                out.push(GeneratedNode {
+                    context: n.context.clone(),
+                    statement: l.to_string(),
+                    depth: n.depth + 1,
+                    tree: n.tree,
+                    forced_t0: None,
+                    origin: Origin::HammerLeaf,
+                    completion: proof.to_string(),
+                    proof: ConditionalProof::parse_with(proof, lang),
+                    truncated: false,
+                });
             }
         }
     }
@@ -409,6 +457,45 @@ mod tests {
         assert_eq!(level1.len(), 3);
         assert!(level1.iter().all(|n| n.forced_t0 == Some(T0::NoInvoke)));
         assert!(p.calls.len() == 9);
+    }
+
+    #[test]
+    fn hammer_leaves_one_per_distinct_lemma_per_tree_never_the_root() {
+        let mut p = Scripted { calls: vec![] };
+        let roots = [TreeGoal::new("c", "Lemma t : A0.")];
+        let mut nodes = generate_test_trees(&mut p, &roots, 2, 2, &ToyLanguage).unwrap();
+        // A second depth-1 node of tree 0 proposes A2 again (same goal, other spacing) and the
+        // root's own statement: neither gets a second leaf or a leaf at all.
+        let mut again = nodes.iter().find(|n| n.depth == 1).unwrap().clone();
+        again.completion =
+            "<use_invoke> <invoke> Lemma l2 :  A2. </invoke> <invoke> Lemma t : A0. </invoke> x."
+                .into();
+        again.proof = ConditionalProof::parse_with(&again.completion, &ToyLanguage);
+        assert!(again.proof.is_ok());
+        nodes.push(again);
+        let leaves = hammer_leaves(&nodes, "<no_invoke> hammer.", &ToyLanguage);
+        let got: Vec<_> = leaves
+            .iter()
+            .map(|n| (n.tree, n.depth, n.statement.as_str(), n.origin))
+            .collect();
+        // Level by level: A1 at depth 1 (both trees), then A2 at depth 2 (both trees); the
+        // depth limit's lemmas get leaves too.
+        assert_eq!(
+            got,
+            [
+                (0, 1, "Lemma l1 : A1.", Origin::HammerLeaf),
+                (1, 1, "Lemma l1 : A1.", Origin::HammerLeaf),
+                (0, 2, "Lemma l2 : A2.", Origin::HammerLeaf),
+                (1, 2, "Lemma l2 : A2.", Origin::HammerLeaf),
+            ]
+        );
+        assert!(leaves.iter().all(|n| n.completion == "<no_invoke> hammer."
+            && n.proof.as_ref().is_ok_and(|p| p.lemma_count() == 0)
+            && n.forced_t0.is_none()
+            && !n.truncated));
+        // Nodes that hold their leaves get none again.
+        nodes.extend(leaves);
+        assert!(hammer_leaves(&nodes, "<no_invoke> hammer.", &ToyLanguage).is_empty());
     }
 
     #[test]

@@ -15,8 +15,8 @@ pub mod replay;
 pub mod weights;
 
 pub use generate::{
-    generate_test_trees, generate_train_trees, Completion, GeneratedNode, Origin, Policy,
-    PolicyError, SampleRequest, TreeGoal,
+    generate_test_trees, generate_train_trees, hammer_leaves, Completion, GeneratedNode, Origin,
+    Policy, PolicyError, SampleRequest, TreeGoal,
 };
 pub use replay::ReplayBuffer;
 pub use weights::{example_weight, Weighting, GAMMA_PAPER};

@@ -31,8 +31,8 @@ use crate::store::Phase;
 /// The baseline's name in reports.
 pub const HAMMER_BASELINE: &str = "CoqHammer alone";
 
-/// The one proof the baseline writes for every theorem.
-pub const HAMMER_PROOF: &str = "<no_invoke> hammer.";
+/// The one proof the baseline writes for every theorem (a hammer leaf's proof too).
+pub use crate::leaves::HAMMER_PROOF;
 
 /// A "policy" that answers every request with [`HAMMER_PROOF`].
 struct HammerOnly;
@@ -70,6 +70,21 @@ pub fn default_cache() -> PathBuf {
     base.join("hammer-baseline.sqlite")
 }
 
+/// `checker` behind the cross-run cache file `path` (its folder created).
+pub(crate) fn shared_cache<'a>(
+    checker: &'a dyn Checker,
+    path: &Path,
+) -> anyhow::Result<CachedChecker<&'a dyn Checker>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    Ok(CachedChecker::new(
+        checker,
+        VerificationCache::open(path)
+            .with_context(|| format!("hammer baseline cache {}", path.display()))?,
+    ))
+}
+
 /// The hammer work between two snapshots of a checker, for the report.
 pub fn hammer_use(before: Option<HammerStats>, after: Option<HammerStats>) -> Option<HammerUse> {
     let d = after?.since(&before.unwrap_or_default());
@@ -104,17 +119,7 @@ pub fn run_hammer_baseline(
 ) -> anyhow::Result<BaselineRun> {
     let start = Instant::now();
     let shared = match cache {
-        Some(path) => {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("create {}", dir.display()))?;
-            }
-            Some(CachedChecker::new(
-                ctx.prover.checker,
-                VerificationCache::open(path)
-                    .with_context(|| format!("hammer baseline cache {}", path.display()))?,
-            ))
-        }
+        Some(path) => Some(shared_cache(ctx.prover.checker, path)?),
         None => None,
     };
     let checker: &dyn Checker = match &shared {
@@ -138,6 +143,9 @@ pub fn run_hammer_baseline(
         depth: 0,
         // Nothing is sampled: the one attempt is the same every time.
         temperature: 0.0,
+        // The root is never hammered on a method's behalf, and the hammer alone proposes
+        // nothing: no leaves.
+        hammer_leaves: false,
         ..opts.clone()
     };
     ctx.bars.say(&format!(

@@ -46,6 +46,11 @@ pub struct EvalOptions {
     pub bootstrap: usize,
     pub seed: u64,
     pub temperature: f64,
+    /// Hammer leaves ([`crate::leaves`]): every distinct lemma a tree proposes also gets a
+    /// `<no_invoke> hammer.` node. Left out of a run store's identity when off (as every run
+    /// was before the setting existed).
+    #[serde(default = "crate::leaves::default_on")]
+    pub hammer_leaves: bool,
 }
 
 impl Default for EvalOptions {
@@ -60,6 +65,7 @@ impl Default for EvalOptions {
             bootstrap: Bootstrap::DEFAULT_RESAMPLES,
             seed: 0,
             temperature: prod_core::PAPER_TEMPERATURE,
+            hammer_leaves: crate::leaves::DEFAULT,
         }
     }
 }
@@ -92,6 +98,10 @@ pub struct PhaseTimes {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EvalResult {
     pub evaluation: Evaluation,
+    /// With hammer leaves: the same trees without them ([`without_leaves_name`]): what the
+    /// policy's own nodes proved (pass@k, depth table, per-theorem counts), from the same
+    /// checks.
+    pub without_leaves: Option<Evaluation>,
     pub times: PhaseTimes,
     /// Per theorem: (id, judged trees, proved trees, lowest proving depth).
     pub per_theorem: Vec<(String, usize, usize, Option<u32>)>,
@@ -260,7 +270,7 @@ pub fn run_eval_given(
     let nodes = if store.is_done(round, phase, Step::Sample)? {
         store.nodes(round, phase)?
     } else {
-        store_generated(ctx, generated, theorems.len(), (round, phase), t)?
+        store_generated(ctx, generated, theorems.len(), opts, (round, phase), t)?
     };
     times.sample_s = t.elapsed().as_secs_f64();
     judge_and_score(ctx, theorems, opts, (round, phase), &nodes, times)
@@ -325,19 +335,28 @@ fn sample_trees(
     times.sampled_fresh = logged.fresh;
     times.sampled_replayed = logged.replayed;
     pb.finish();
-    store_generated(ctx, &generated, roots.len(), (round, phase), t)
+    store_generated(ctx, &generated, roots.len(), opts, (round, phase), t)
 }
 
-/// Stores the generated nodes as (round, phase)'s nodes and marks sampling done. Depth-0
-/// nodes of each tree come in the order of the roots: they are tied to their theorem.
+/// Stores the generated nodes, with their hammer leaves when `opts` asks for them, as (round,
+/// phase)'s nodes and marks sampling done. Depth-0 nodes of each tree come in the order of the
+/// roots: they are tied to their theorem.
 fn store_generated(
     ctx: &RunContext<'_>,
     generated: &[GeneratedNode],
     per_tree: usize,
+    opts: &EvalOptions,
     (round, phase): (u32, Phase),
     started: Instant,
 ) -> anyhow::Result<Vec<StoredNode>> {
     let store = ctx.store;
+    let with;
+    let generated = if opts.hammer_leaves {
+        with = crate::leaves::with_leaves(generated, ctx.prover.lang);
+        &with[..]
+    } else {
+        generated
+    };
     let mut depth0_seen: HashMap<u32, usize> = HashMap::new();
     let mut root_of = Vec::with_capacity(generated.len());
     for g in generated {
@@ -371,6 +390,9 @@ struct FinalJob {
 /// What solving every tree found.
 struct Solved {
     counts: Vec<TheoremCount>,
+    /// Per theorem: the trees proved without hammer leaves (count, lowest height); judged as in
+    /// `counts`.
+    without: Vec<(usize, Option<u32>)>,
     /// (novel, all) lemmas proposed by globally correct nodes.
     novel: (usize, usize),
     globals: HashMap<i64, GlobalVerdict>,
@@ -387,6 +409,7 @@ fn solve_trees(
 ) -> anyhow::Result<Solved> {
     let mut out = Solved {
         counts: vec![(0, 0, None); theorems.len()],
+        without: vec![(0, None); theorems.len()],
         novel: (0, 0),
         globals: HashMap::new(),
         finals: Vec::new(),
@@ -395,6 +418,7 @@ fn solve_trees(
     for tree in 0..opts.samples {
         let in_tree: Vec<&StoredNode> = nodes.iter().filter(|n| n.tree == tree).collect();
         let solved = solve_tree(ctx, &in_tree, &mut out)?;
+        let plain = without_leaves(ctx, &in_tree)?;
         count_novel(ctx, &solved, &mut out.novel);
         for n in &in_tree {
             let Some(th) = n
@@ -404,7 +428,8 @@ fn solve_trees(
             else {
                 continue;
             };
-            judge_root(&solved, n.id, (th, tree), theorems, &origin_of, &mut out);
+            let trees = (&solved, plain.as_ref());
+            judge_root(trees, n.id, (th, tree), theorems, &origin_of, &mut out);
         }
     }
     Ok(out)
@@ -431,6 +456,24 @@ fn solve_tree<'l>(
     Ok(SolvedTree { forest, ids })
 }
 
+/// The tree without its hammer leaves, solved (and not stored): what the other nodes prove
+/// alone. `None` when the tree has no leaf.
+fn without_leaves<'l>(
+    ctx: &RunContext<'l>,
+    in_tree: &[&StoredNode],
+) -> anyhow::Result<Option<SolvedTree<'l>>> {
+    if !in_tree.iter().any(|n| n.origin == Origin::HammerLeaf) {
+        return Ok(None);
+    }
+    let plain: Vec<&StoredNode> = in_tree
+        .iter()
+        .copied()
+        .filter(|n| n.origin != Origin::HammerLeaf)
+        .collect();
+    let (forest, ids) = solve_stored(ctx.store, &plain, ctx.prover.lang)?;
+    Ok(Some(SolvedTree { forest, ids }))
+}
+
 /// Count the lemmas proposed by globally correct nodes: (novel, all).
 fn count_novel(ctx: &RunContext<'_>, t: &SolvedTree, novel: &mut (usize, usize)) {
     let lang = ctx.prover.lang;
@@ -449,11 +492,13 @@ fn count_novel(ctx: &RunContext<'_>, t: &SolvedTree, novel: &mut (usize, usize))
     }
 }
 
-/// A root of theorem `th` in `tree`: an incorrect (or unparsable, or unassemblable) one counts
-/// as a failed sample, a correct one is assembled for the final check, an undetermined one is
-/// not judged.
+/// A root of theorem `th` in `tree` (the tree, and the tree without its hammer leaves when it
+/// has any): an incorrect (or unparsable, or unassemblable) one counts as a failed sample, a
+/// correct one is assembled for the final check, an undetermined one is not judged. A root the
+/// tree's nodes prove without the leaves is assembled from them alone, so that a proof counts
+/// as one with hammer leaves only when it needs them.
 fn judge_root(
-    t: &SolvedTree,
+    (t, plain): (&SolvedTree, Option<&SolvedTree>),
     id: i64,
     (th, tree): (usize, u32),
     theorems: &[Theorem],
@@ -468,17 +513,29 @@ fn judge_root(
     match t.forest.verdict(si) {
         GlobalVerdict::Incorrect => out.counts[th].0 += 1,
         GlobalVerdict::Undetermined => {}
-        GlobalVerdict::Correct => match final_job(t, si, (th, tree), origin_of) {
-            Ok(job) => out.finals.push(job),
-            Err(e) => {
-                // Cannot be assembled (no name): judged as not proved, said loudly.
-                eprintln!(
-                    "warning: theorem {}: tree {tree}: cannot assemble: {e}",
-                    theorems[th].id
-                );
-                out.counts[th].0 += 1;
+        GlobalVerdict::Correct => {
+            // Proved without the leaves: that proof (the solutions only grow with nodes, so a
+            // root the leaves are needed for is not correct without them).
+            let alone = plain.and_then(|p| {
+                let pi = p.ids.iter().position(|&x| x == id)?;
+                (p.forest.verdict(pi) == GlobalVerdict::Correct).then_some((p, pi))
+            });
+            let (from, at, with_leaves) = match alone {
+                Some((p, pi)) => (p, pi, false),
+                None => (t, si, plain.is_some()),
+            };
+            match final_job(from, at, (th, tree), origin_of, with_leaves) {
+                Ok(job) => out.finals.push(job),
+                Err(e) => {
+                    // Cannot be assembled (no name): judged as not proved, said loudly.
+                    eprintln!(
+                        "warning: theorem {}: tree {tree}: cannot assemble: {e}",
+                        theorems[th].id
+                    );
+                    out.counts[th].0 += 1;
+                }
             }
-        },
+        }
     }
 }
 
@@ -488,6 +545,7 @@ fn final_job(
     si: usize,
     (theorem, tree): (usize, u32),
     origin_of: &HashMap<i64, Origin>,
+    with_leaves: bool,
 ) -> Result<FinalJob, prod_core::AssemblyError> {
     let RootAssembly {
         proof: assembled,
@@ -506,6 +564,7 @@ fn final_job(
             height: t.forest.height(si),
             assembled: assembled.text.clone(),
             sampled_only,
+            with_leaves,
         },
         assembled,
     })
@@ -549,10 +608,12 @@ fn final_checks(
             Verdict::Proved { .. } => {
                 count.0 += 1;
                 count.1 += 1;
-                count.2 = match (count.2, job.proved.height) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                count.2 = lower(count.2, job.proved.height);
+                if !job.proved.with_leaves {
+                    let w = &mut solved.without[th];
+                    w.0 += 1;
+                    w.1 = lower(w.1, job.proved.height);
+                }
                 proved_trees.insert((th, tree), job.proved);
             }
             Verdict::Infra { message } => eprintln!(
@@ -574,7 +635,16 @@ fn final_checks(
     Ok(proved_trees)
 }
 
-/// pass@k with 95% CIs, the depth table, node counts and the report's details.
+/// The lower of two heights (a missing one left out).
+fn lower(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// pass@k with 95% CIs, the depth table, node counts and the report's details; with hammer
+/// leaves, also the same trees without them.
 fn score(
     ctx: &RunContext<'_>,
     theorems: &[Theorem],
@@ -585,13 +655,9 @@ fn score(
     times: PhaseTimes,
 ) -> anyhow::Result<EvalResult> {
     let counts = &solved.counts;
-    let mut table = DepthTable::default();
-    for (t, o) in theorems.iter().zip(counts) {
-        table.add(t.depth, if o.1 > 0 { o.2 } else { None });
-    }
     let n = node_verdicts(ctx.store, nodes, ctx.prover.lang)?;
     let judged: Vec<(usize, usize)> = counts.iter().map(|o| (o.0, o.1)).collect();
-    let details = crate::outcomes::details(&crate::outcomes::Inputs {
+    let inputs = crate::outcomes::Inputs {
         theorems,
         nodes,
         verdicts: &n.verdicts,
@@ -599,19 +665,22 @@ fn score(
         proved,
         judged: &judged,
         lang: ctx.prover.lang,
-        // CoqHammer alone writes one fixed proof: no token limit applies to its nodes.
+        // CoqHammer alone and the ceiling write fixed proofs: no token limit applies to them.
         truncation_recorded: ctx.store.records_truncation()?
-            && nodes.iter().all(|n| n.phase != Phase::HammerBaseline),
-    });
+            && nodes
+                .iter()
+                .all(|n| !matches!(n.phase, Phase::HammerBaseline | Phase::Ceiling)),
+    };
+    let details = crate::outcomes::details(&inputs);
     let novel = solved.novel;
-    let evaluation = Evaluation {
+    let mut evaluation = Evaluation {
         name: opts.name.clone(),
         split: opts.split.clone(),
         temperature: opts.temperature,
         samples_per_theorem: opts.samples as usize,
         theorems: theorems.len(),
         pass_at_k: pass_at_ks(opts, counts),
-        depth_table: DepthCell::from_table(&table),
+        depth_table: depth_table(theorems, counts),
         infra_nodes: n.infra,
         checked_nodes: n.checked,
         novel_lemma_share: (novel.1 > 0).then(|| novel.0 as f64 / novel.1 as f64),
@@ -623,7 +692,11 @@ fn score(
         examples: details.examples,
         lemmas_closed_by_hammer: Some(details.lemmas_closed_by_hammer),
         hammer: None,
+        hammer_leaves: None,
     };
+    let without_leaves = opts
+        .hammer_leaves
+        .then(|| without_leaves_evaluation(opts, &inputs, solved, &mut evaluation));
     let per_theorem = theorems
         .iter()
         .zip(counts)
@@ -631,12 +704,91 @@ fn score(
         .collect();
     Ok(EvalResult {
         evaluation,
+        without_leaves,
         times,
         per_theorem,
         nodes: nodes.len(),
         parsed_nodes: n.parsed,
         locally_correct: n.correct,
     })
+}
+
+/// The name of an evaluation's trees without their hammer leaves.
+pub fn without_leaves_name(name: &str) -> String {
+    format!("{name}, no hammer leaves")
+}
+
+/// The Fig. 5 table of per-theorem counts.
+fn depth_table(theorems: &[Theorem], counts: &[TheoremCount]) -> Vec<DepthCell> {
+    let mut table = DepthTable::default();
+    for (t, o) in theorems.iter().zip(counts) {
+        table.add(t.depth, if o.1 > 0 { o.2 } else { None });
+    }
+    DepthCell::from_table(&table)
+}
+
+/// The trees of an evaluation with hammer leaves, scored without them (the same judged trees;
+/// proved: those whose proof needed no leaf), and what the leaves did, on `evaluation`.
+fn without_leaves_evaluation(
+    opts: &EvalOptions,
+    inputs: &crate::outcomes::Inputs<'_>,
+    solved: &Solved,
+    evaluation: &mut Evaluation,
+) -> Evaluation {
+    let counts: Vec<TheoremCount> = solved
+        .counts
+        .iter()
+        .zip(&solved.without)
+        .map(|(c, w)| (c.0, w.0, w.1))
+        .collect();
+    let proved: HashMap<(usize, u32), ProvedTree> = inputs
+        .proved
+        .iter()
+        .filter(|(_, p)| !p.with_leaves)
+        .map(|(k, p)| (*k, p.clone()))
+        .collect();
+    let judged: Vec<(usize, usize)> = counts.iter().map(|o| (o.0, o.1)).collect();
+    let theorems_detail = crate::outcomes::details(&crate::outcomes::Inputs {
+        proved: &proved,
+        judged: &judged,
+        ..*inputs
+    })
+    .theorems;
+    let name = without_leaves_name(&opts.name);
+    let leaves: Vec<&StoredNode> = inputs
+        .nodes
+        .iter()
+        .filter(|n| n.origin == Origin::HammerLeaf)
+        .collect();
+    let with = solved.counts.iter().filter(|c| c.1 > 0).count();
+    let alone = counts.iter().filter(|c| c.1 > 0).count();
+    evaluation.hammer_leaves = Some(prod_report::HammerLeaves {
+        leaves: leaves.len(),
+        proved: leaves
+            .iter()
+            .filter(|n| {
+                matches!(
+                    inputs.verdicts.get(&n.id),
+                    Some(Some(Verdict::Proved { .. }))
+                )
+            })
+            .count(),
+        trees_with_leaves: Some(inputs.proved.values().filter(|p| p.with_leaves).count()),
+        theorems_without_leaves: Some(alone),
+        theorems_only_with_leaves: Some(with.saturating_sub(alone)),
+        without: Some(name.clone()),
+    });
+    Evaluation {
+        name,
+        split: opts.split.clone(),
+        temperature: opts.temperature,
+        samples_per_theorem: opts.samples as usize,
+        theorems: inputs.theorems.len(),
+        pass_at_k: pass_at_ks(opts, &counts),
+        depth_table: depth_table(inputs.theorems, &counts),
+        theorems_detail,
+        ..Evaluation::default()
+    }
 }
 
 /// pass@k with 95% CIs for every asked k up to the samples per theorem.

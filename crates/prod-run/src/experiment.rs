@@ -127,6 +127,9 @@ pub struct ExperimentConfig {
     /// machine, [`crate::baseline::default_cache`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hammer_cache: Option<PathBuf>,
+    /// Hammer leaves ([`crate::leaves`]) in every evaluation and RL round (overrides
+    /// `rl.hammer_leaves`).
+    pub hammer_leaves: bool,
 }
 
 /// `[sft_models]`: the ProD-SFT model and the SFT w/o lemma proposal model, trained elsewhere.
@@ -194,6 +197,7 @@ impl Default for ExperimentConfig {
             rl,
             hammer_baseline: true,
             hammer_cache: None,
+            hammer_leaves: crate::leaves::DEFAULT,
         }
     }
 }
@@ -304,6 +308,7 @@ impl ExperimentConfig {
         rl.prover = self.prover;
         rl.isabelle = self.isabelle.clone();
         rl.seed = self.seed;
+        rl.hammer_leaves = self.hammer_leaves;
         rl.eval = RlEvalConfig {
             theorems: self.curve_theorems,
             split: self.split.clone(),
@@ -980,6 +985,7 @@ fn eval_job(cfg: &ExperimentConfig, key: &str, model: &Path, data: &Path, dir: &
             bootstrap: cfg.bootstrap,
             seed: cfg.seed,
             temperature: cfg.sampling.sampling.temperature,
+            hammer_leaves: cfg.hammer_leaves,
         },
         sampling: NativeParams {
             seed: cfg.seed,

@@ -440,7 +440,8 @@ pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, Ev
         ));
     }
     if let Some(b) = hammer_baseline(job, &prover, &ctx, &theorems)? {
-        add_baseline(&mut report, &result.evaluation, b, &job.options);
+        let methods: Vec<prod_report::Evaluation> = report.evaluations.clone();
+        add_baseline(&mut report, &methods, b, &job.options);
     }
     write_report(&job.out, &report)?;
     crate::canary::stop_on_alarm(&canaries, &job.out)?;
@@ -454,7 +455,10 @@ fn open_eval_store(
     given: Option<&crate::trees::TreesFile>,
 ) -> anyhow::Result<RunStore> {
     let store = open_store(&job.out, job.postgres.as_ref())?;
-    store.ensure_meta("eval_job", &serde_json::to_string(&job.identity())?)?;
+    store.ensure_meta(
+        "eval_job",
+        &crate::leaves::identity_text(&job.identity(), &["options", "hammer_leaves"])?,
+    )?;
     if let Some(t) = given {
         store.ensure_meta("eval_trees_sha256", &t.sha256)?;
         if !t.stops_given {
@@ -497,10 +501,12 @@ fn job_with_trees(
             Some(t)
         }
     };
-    let job = match &given {
+    let mut job = match &given {
         Some(t) => job.with_trees_header(t)?,
         None => job.clone(),
     };
+    job.options.hammer_leaves =
+        crate::leaves::in_effect(job.options.hammer_leaves, job.prover, job.coq.hammer);
     Ok((job, theorems, given))
 }
 
@@ -537,19 +543,22 @@ fn hammer_baseline(
     crate::baseline::run_hammer_baseline(ctx, theorems, &job.options, Some(&cache)).map(Some)
 }
 
-/// The baseline's evaluation as the report's second row, the comparison, and a note.
-fn add_baseline(
+/// The baseline's evaluation as the report's last row, each method's comparison with it (the
+/// policy's trees, and the same trees without hammer leaves), and a note each.
+pub(crate) fn add_baseline(
     report: &mut RunReport,
-    method: &prod_report::Evaluation,
+    methods: &[prod_report::Evaluation],
     b: crate::baseline::BaselineRun,
     opts: &EvalOptions,
 ) {
-    let c = crate::baseline::compare(method, &b.result.evaluation, &opts.ks, opts.intervals());
-    report
-        .notes
-        .push(crate::baseline::summary_line(&c, Some(b.seconds)));
+    for method in methods {
+        let c = crate::baseline::compare(method, &b.result.evaluation, &opts.ks, opts.intervals());
+        report
+            .notes
+            .push(crate::baseline::summary_line(&c, Some(b.seconds)));
+        report.comparisons.push(c);
+    }
     report.evaluations.push(b.result.evaluation);
-    report.comparisons.push(c);
 }
 
 /// CoqHammer alone on the job's theorems, nothing else (no model is loaded): `prod experiment`'s
@@ -566,7 +575,12 @@ pub fn run_hammer_baseline_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<Run
     id.model = PathBuf::new();
     id.sampling = NativeParams::default();
     id.options.name = crate::baseline::HAMMER_BASELINE.to_string();
-    store.ensure_meta("hammer_baseline_job", &serde_json::to_string(&id)?)?;
+    // One `hammer.` root per theorem: nothing is proposed, so there is nothing to add leaves to.
+    id.options.hammer_leaves = false;
+    store.ensure_meta(
+        "hammer_baseline_job",
+        &crate::leaves::identity_text(&id, &["options", "hammer_leaves"])?,
+    )?;
     let cache = job
         .cache
         .clone()
@@ -755,7 +769,9 @@ fn eval_report(
             params: native.map(|n| n.model.num_params() as u64),
         },
         config: serde_json::to_value(job)?,
-        evaluations: vec![result.evaluation.clone()],
+        evaluations: std::iter::once(result.evaluation.clone())
+            .chain(result.without_leaves.clone())
+            .collect(),
         rounds: vec![],
         canaries: vec![],
         notes: vec![

@@ -21,14 +21,20 @@
 //!   filters, training files, external commands).
 //! * [`baseline`] — CoqHammer alone on an evaluation's theorems (one `hammer.` root each, the
 //!   same checker), and the paired comparison of a method with it.
+//! * [`leaves`] — hammer leaves: the setting (default, help, identity) and the leaves added
+//!   to generated trees.
+//! * [`ceiling`] — the dataset's ground-truth decomposition with hammer leaves, as an
+//!   evaluation beside CoqHammer alone: the room decomposition leaves over the hammer.
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
 //!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
 pub mod baseline;
 pub mod canary;
+pub mod ceiling;
 pub mod check;
 pub mod context;
 pub mod eval;
+pub mod leaves;
 pub mod policy;
 pub mod progress;
 pub mod prover;

@@ -36,8 +36,11 @@ const MESSAGE_CHARS: usize = 1500;
 pub(crate) struct ProvedTree {
     pub height: Option<u32>,
     pub assembled: String,
-    /// Every node of the assembled proof was sampled (none from the ground truth).
+    /// Every node of the assembled proof was sampled (none from the ground truth, no hammer
+    /// leaf).
     pub sampled_only: bool,
+    /// The proof needed a hammer leaf: the tree's other nodes alone did not prove it.
+    pub with_leaves: bool,
 }
 
 /// Everything the details need, as the evaluation has it after its final phase.

@@ -250,7 +250,10 @@ pub fn run_rl_job(
     use crate::job::{open_store, run_theorems, write_report};
     let theorems = run_theorems(&cfg.dataset, &cfg.split, None, cfg.seed)?;
     let store = open_store(out, cfg.postgres.as_ref())?;
-    store.ensure_meta("rl_config", &serde_json::to_string(&cfg.identity())?)?;
+    store.ensure_meta(
+        "rl_config",
+        &crate::leaves::identity_text(&cfg.identity(), &["hammer_leaves"])?,
+    )?;
     let prover = cfg.prover_choice().start(
         &cfg.dataset,
         &out.join("cache.sqlite"),

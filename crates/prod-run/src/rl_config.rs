@@ -150,6 +150,11 @@ pub struct RlConfig {
     pub value_model: ValueModel,
     /// Remove unnecessary lemmas (one cached check per lemma).
     pub unnecessary_lemma_filter: bool,
+    /// Hammer leaves ([`crate::leaves`]; default on): every distinct lemma a round's trees
+    /// propose also gets a `<no_invoke> hammer.` node. It is no training example; a lemma it
+    /// proves counts as proved for the node that proposed it (global correctness, and V(l) = 1
+    /// in the weight). Coq with the hammer on only. Also the per-round evaluation's.
+    pub hammer_leaves: bool,
     /// The prover: `"coq"` (the `[coq]` section) or `"isabelle"` (the `[isabelle]` section: a
     /// running Isabelle server, the keys of `[check.isabelle]` in `prod.toml`).
     #[serde(skip_serializing_if = "ProverKind::is_coq")]
@@ -207,6 +212,7 @@ impl Default for RlConfig {
             gamma: GAMMA_PAPER,
             value_model: ValueModel::Separate,
             unnecessary_lemma_filter: true,
+            hammer_leaves: crate::leaves::DEFAULT,
             prover: ProverKind::Coq,
             trivial_tactic: None,
             replay_capacity: 20_000,
@@ -300,7 +306,14 @@ impl RlConfig {
         let mut fixed = self.clone();
         crate::job::leave_out_where(&mut fixed.coq, &mut fixed.isabelle, &mut fixed.postgres);
         fixed.trivial_tactic = Some(self.trivial_tactic().to_string());
+        fixed.hammer_leaves = self.hammer_leaves_in_effect();
         fixed
+    }
+
+    /// Whether the rounds and their evaluations add hammer leaves: asked for, and the prover
+    /// has a hammer.
+    pub(crate) fn hammer_leaves_in_effect(&self) -> bool {
+        crate::leaves::in_effect(self.hammer_leaves, self.prover, self.coq.hammer)
     }
 
     /// The evaluation settings of the fixed subset (`[eval]`), under `name`: the per-round
@@ -316,6 +329,7 @@ impl RlConfig {
             bootstrap: self.eval.bootstrap,
             seed: self.seed,
             temperature: self.sampling.sampling.temperature,
+            hammer_leaves: self.hammer_leaves_in_effect(),
         }
     }
 }

@@ -179,8 +179,21 @@ pub(crate) fn run_round(
             replay,
             canaries,
             hammer,
+            leaves: leaf_counts(&sampled.nodes, &filtered.local),
         },
     )
+}
+
+/// The round's hammer leaves and those the hammer proved (None: it had none).
+fn leaf_counts(nodes: &[StoredNode], local: &[LocalVerdict]) -> Option<prod_report::HammerLeaves> {
+    let leaves: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].origin == Origin::HammerLeaf)
+        .collect();
+    (!leaves.is_empty()).then(|| prod_report::HammerLeaves {
+        leaves: leaves.len(),
+        proved: leaves.iter().filter(|&&i| local[i].is_correct()).count(),
+        ..Default::default()
+    })
 }
 
 /// Round `round`'s canaries, in the contexts of its theorems, sampled from its policy before
@@ -244,8 +257,12 @@ fn sample(
     let mut rng = SmallRng::seed_from_u64(mix_seed(cfg.seed, round as u64));
     // Depth 0 = the depth limit: every goal gets only a `<no_invoke>` sample.
     let depth = if no_lemmas { 0 } else { cfg.depth };
-    let generated = generate_train_trees(&mut logged, &goals, depth, &mut rng, r.env.prover.lang)?;
+    let mut generated =
+        generate_train_trees(&mut logged, &goals, depth, &mut rng, r.env.prover.lang)?;
     pb.finish();
+    if cfg.hammer_leaves_in_effect() {
+        generated = crate::leaves::with_leaves(&generated, r.env.prover.lang);
+    }
     let tokens = match &*policy {
         RoundPolicy::Native(p) => Some(p.generated_tokens),
         RoundPolicy::Remote { .. } => None,
@@ -416,8 +433,12 @@ fn weigh(
         ValueModel::Separate => Some(load_policy_from(r.value_start, &cfg.sampling)?),
         _ => None,
     };
+    let by_leaf = proved_by_leaves(lang, &generated, &kept_global);
     let value_of = lemma_values(cfg, &generated, &kept_local, &value_policy, policy)?;
     let mut value = |c: &str, l: &str| {
+        if by_leaf.contains(&goal_key(lang, c, l)) {
+            return 1.0;
+        }
         value_of
             .get(&(c.to_string(), l.to_string()))
             .copied()
@@ -461,6 +482,22 @@ fn weigh(
         value_policy,
         rng,
     })
+}
+
+/// The goals a hammer leaf proved this round. A lemma among them is proved with certainty for
+/// the node that proposed it: its V(l) is 1 (what the proposal earned), not the value model's
+/// estimate (the hammer is deterministic, and every tree that proposes the lemma gets the leaf).
+fn proved_by_leaves(
+    lang: &dyn prod_core::ProofLanguage,
+    generated: &[prod_rl::GeneratedNode],
+    global: &[GlobalVerdict],
+) -> std::collections::HashSet<(String, String)> {
+    generated
+        .iter()
+        .zip(global)
+        .filter(|(g, v)| g.origin == Origin::HammerLeaf && **v == GlobalVerdict::Correct)
+        .map(|(g, _)| goal_key(lang, &g.context, &g.statement))
+        .collect()
 }
 
 /// V(l) for every lemma of a locally correct node, scored in batches up front (1 when the
@@ -835,6 +872,8 @@ struct Summary<'a> {
     canaries: prod_report::CanaryCheck,
     /// The `hammer.` steps of the check and filter phases.
     hammer: Option<prod_report::HammerUse>,
+    /// The round's hammer leaves, and those proved.
+    leaves: Option<prod_report::HammerLeaves>,
 }
 
 /// The round's metrics and its checkpoint in the run store: from here on the round is done.
@@ -873,6 +912,7 @@ fn record(r: &Round<'_>, s: &Summary<'_>) -> anyhow::Result<RoundRecord> {
         tokens_per_s: s.tokens_per_s,
         reinforced: Some(reinforced(batch)),
         hammer: s.hammer,
+        hammer_leaves: s.leaves.clone(),
         ..RoundMetrics::default()
     };
     let rec = RoundRecord {

@@ -89,6 +89,10 @@ pub enum Phase {
     /// CoqHammer alone on the evaluation's theorems: one `<no_invoke> hammer.` root each.
     #[serde(rename = "hammer-baseline")]
     HammerBaseline,
+    /// The ceiling (`crate::ceiling`): the dataset's ground-truth decomposition with hammer
+    /// leaves; round 0 the ground truth at the root, round 1 the ground-truth tree to depth d.
+    #[serde(rename = "ceiling")]
+    Ceiling,
 }
 
 /// A finished step of a phase; the `phases` table holds `<phase>/<step>` (`eval/sample`,
@@ -1427,6 +1431,7 @@ mod tests {
             (Phase::Rl, "rl"),
             (Phase::RlEval, "rl-eval"),
             (Phase::HammerBaseline, "hammer-baseline"),
+            (Phase::Ceiling, "ceiling"),
         ]);
         check(&[(Step::Sample, "sample"), (Step::Round, "round")]);
         assert_eq!(mark(Phase::RlEval, Step::Sample), "rl-eval/sample");
@@ -1434,6 +1439,7 @@ mod tests {
         check(&[
             (Origin::Sampled, "sampled"),
             (Origin::GroundTruth, "ground_truth"),
+            (Origin::HammerLeaf, "hammer_leaf"),
         ]);
         check(&[
             (GlobalVerdict::Correct, "correct"),

@@ -81,6 +81,8 @@ fn eval_samples_from_a_remote_server_and_checks_with_real_coq() {
         depth: 1,
         bootstrap: 100,
         final_timeout_s: 60,
+        // The tests' checker has no hammer: no hammer leaves.
+        hammer_leaves: false,
         ..Default::default()
     };
     let r = run_eval(

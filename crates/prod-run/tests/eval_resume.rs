@@ -102,6 +102,8 @@ fn opts() -> EvalOptions {
         depth: 2,
         bootstrap: 200,
         final_timeout_s: 60,
+        // The tests' checker has no hammer: no hammer leaves.
+        hammer_leaves: false,
         ..Default::default()
     }
 }
@@ -502,6 +504,8 @@ fn eval_by_count(theorems: &[Theorem]) -> prod_run::EvalResult {
         depth: 1,
         bootstrap: 50,
         final_timeout_s: 60,
+        // The tests' checker has no hammer: no hammer leaves.
+        hammer_leaves: false,
         ..Default::default()
     };
     run_eval(

@@ -185,6 +185,8 @@ fn eval_on_isabelle_proves_through_a_lemma_and_resumes_without_checking_again() 
         depth: 1,
         bootstrap: 100,
         final_timeout_s: 20,
+        // Hammer leaves are Coq's.
+        hammer_leaves: false,
         ..Default::default()
     };
     let store = RunStore::open_dir(run.path()).unwrap();

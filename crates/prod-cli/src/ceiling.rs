@@ -1,0 +1,142 @@
+//! `prod ceiling`: the dataset's ground-truth decomposition with hammer leaves, beside
+//! CoqHammer alone (`prod_run::ceiling`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use prod_run::ceiling::{run_ceiling_job, CeilingJob};
+use prod_run::{Bars, CoqJobConfig};
+
+use crate::{exit, ranges};
+
+/// The ceiling: how much room decomposition leaves over the hammer.
+///
+/// If the policy proposed the lemmas the library's authors did, how many theorems would a
+/// proof tree prove with CoqHammer closing the lemmas? Evaluated like `prod eval` (checked,
+/// solved, assembled proofs re-checked cold; pass@1 with 95% CIs, the Fig. 5 table by
+/// ground-truth depth), with the dataset's ground truth as the nodes: first row, each
+/// theorem's ground truth at the root and every lemma it proposes a `<no_invoke> hammer.` leaf;
+/// second row, the ground-truth tree to depth --depth (the human proof of every lemma down to
+/// that level, where the split has it), every proposed lemma a hammer leaf. CoqHammer alone
+/// on the same theorems beside them, paired theorem by theorem.
+///
+/// The theorems are those `prod eval --theorems N --seed S` draws, kept when their
+/// ground-truth depth is at least --min-depth. Everything goes into RUN_DIR/run.sqlite
+/// (rerunning resumes); results: RUN_DIR/run.json, report.html and summary.md.
+///
+/// Example:
+///
+///   prod ceiling --dataset data/stdlib --split test --theorems 100 --out runs/ceiling
+#[derive(Args)]
+pub struct CeilingArgs {
+    /// Dataset directory written by `prod dataset build`.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Which split file of --dataset holds the theorems.
+    #[arg(long, default_value_t = CeilingJob::default().split)]
+    pub split: String,
+    /// The theorems `prod eval --theorems N` draws with --seed (default: all of the split).
+    #[arg(long, value_parser = ranges::positive_usize)]
+    pub theorems: Option<usize>,
+    /// Keep the theorems whose ground-truth proof tree is at least this deep (at depth 0 the
+    /// ground truth is a whole human proof: nothing is decomposed).
+    #[arg(long, default_value_t = CeilingJob::default().min_depth)]
+    pub min_depth: u32,
+    /// d of the second row, the ground-truth tree to depth d (0: the first row only).
+    #[arg(long, default_value_t = CeilingJob::default().depth)]
+    pub depth: u32,
+    /// Seed of the theorem draw and of the bootstrap.
+    #[arg(long, default_value_t = CeilingJob::default().seed)]
+    pub seed: u64,
+    /// Bootstrap rounds of each 95% interval.
+    #[arg(long, default_value_t = CeilingJob::default().bootstrap, value_parser = ranges::positive_usize)]
+    pub bootstrap: usize,
+    /// Reads `[check.coq]` (`workers`, `step_timeout_s`, `root`, `load_paths`).
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
+    #[command(flatten)]
+    pub prover_root: crate::prover::ProverArgs,
+    /// Coq workers [default: the config file's, else 2].
+    #[arg(long, value_parser = ranges::positive_usize)]
+    pub workers: Option<usize>,
+    /// Time limit of one proof step, seconds [default: the config file's, else 10].
+    #[arg(long, value_parser = ranges::positive_u32)]
+    pub timeout: Option<u32>,
+    /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
+    #[arg(long, default_value_t = CeilingJob::default().final_timeout_s, value_parser = ranges::positive_u64)]
+    pub final_timeout: u64,
+    /// Expand `hammer.` with the fixed tactic list only, without CoqHammer's provers.
+    #[arg(long)]
+    pub no_atp: bool,
+    /// Cross-run cache shared with CoqHammer alone (default
+    /// $PROD_CACHE/hammer-baseline.sqlite, PROD_CACHE defaulting to ~/.cache/prod).
+    #[arg(long)]
+    pub hammer_baseline_cache: Option<PathBuf>,
+    /// Verification cache file (default RUN_DIR/cache.sqlite).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Run directory (created; an existing one is resumed).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print one JSON summary line on stdout (no progress bars).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The job of the flags over `[check.coq]` of the config file.
+fn job_of(a: &CeilingArgs) -> anyhow::Result<CeilingJob> {
+    let file = a.config.coq_config(&a.prover_root)?;
+    let defaults = CoqJobConfig::default();
+    let coq = CoqJobConfig {
+        workers: a.workers.unwrap_or(match file.workers {
+            0 => defaults.workers,
+            n => n,
+        }),
+        step_timeout_s: a.timeout.unwrap_or(file.step_timeout_s),
+        hammer: true,
+        hammer_atp: !a.no_atp,
+        load_paths: file.load_paths,
+        root: file.root,
+    };
+    Ok(CeilingJob {
+        dataset: a.dataset.clone(),
+        split: a.split.clone(),
+        theorems: a.theorems,
+        min_depth: a.min_depth,
+        depth: a.depth,
+        coq,
+        out: a.out.clone(),
+        cache: a.cache.clone(),
+        hammer_cache: a.hammer_baseline_cache.clone(),
+        seed: a.seed,
+        bootstrap: a.bootstrap,
+        final_timeout_s: a.final_timeout,
+    })
+}
+
+pub fn run(a: CeilingArgs) -> i32 {
+    let bars = Bars::for_stderr(a.json);
+    let job = match job_of(&a).map_err(|e| prod_run::BadInput(format!("{e:#}"))) {
+        Ok(j) => j,
+        Err(e) => return crate::eval::error_code(e.into()),
+    };
+    match run_ceiling_job(&job, &bars) {
+        Ok((report, _)) => {
+            let path = a.out.join("run.json");
+            let out = if a.json {
+                format!("{}\n", crate::eval::summary_json(&report, &path))
+            } else {
+                eprintln!(
+                    "wrote {}, {} and {}",
+                    path.display(),
+                    a.out.join("report.html").display(),
+                    a.out.join("summary.md").display()
+                );
+                crate::eval::human(&report)
+            };
+            use std::io::Write as _;
+            exit::written(std::io::stdout().lock().write_all(out.as_bytes()))
+        }
+        Err(e) => crate::eval::error_code(e),
+    }
+}
