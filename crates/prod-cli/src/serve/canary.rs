@@ -64,15 +64,16 @@ pub fn watch(
     verdicts: &[(Verdict, Duration)],
 ) {
     let lang = app.prover.language();
-    for (r, (v, _)) in requests.iter().zip(verdicts) {
+    let mut alarms = vec![];
+    for (i, (r, (v, _))) in requests.iter().zip(verdicts).enumerate() {
         let Ok(r) = r else { continue };
         let decision = RootDecision {
             local: Some((v.local_verdict(), r.proof.lemma_count() > 0)),
             ..RootDecision::default()
         };
         if let Some(alarm) = prod_prover::canary_alarm(lang, &r.statement, &decision) {
-            app.metrics.canary_alarms.fetch_add(1, Ordering::Relaxed);
-            eprintln!("{alarm}: {} {}", r.statement, r.proof);
+            alarms.push((i, alarm));
         }
     }
+    raise(app, requests, &alarms);
 }
