@@ -64,7 +64,7 @@ case "${1:-}" in
     serve
     trap stop EXIT
     PROD_LLAMA_URL="http://127.0.0.1:$port" PROD_LLAMA_GGUF="$(gguf)" \
-      cargo test --locked -p prod-remote --test llama_cpp -- --nocapture
+      cargo test --locked -p prod-remote --test remote llama_cpp:: -- --nocapture
     ;;
   bench)
     setup

@@ -8,13 +8,21 @@
 # numbers; a test that skipped a part of itself (Rocq 9.2 where its root is missing) is too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where the time goes: each phase's wall seconds, printed at the end ("time: …").
+phases=""
+phase_start=$SECONDS
+phase() {
+  phases="$phases $1 $((SECONDS - phase_start))s,"
+  phase_start=$SECONDS
+}
 scripts/install-deps.sh --with-python
 # The second supported prover version (Rocq 9.2) in its own Debian root; the corpus tests run on
 # both versions (once built, this takes no time).
 scripts/install-rocq.sh >/dev/null
-# python/train_weighted.py's test runs with this interpreter (crates/prod-run/tests/python_trainer.rs).
+phase install
+# python/train_weighted.py's test runs with this interpreter (crates/prod-run/tests/run/python_trainer.rs).
 export PROD_PYTHON="${PROD_PYTHON:-${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}/bin/python}"
-# ProD's rewards inside TRL, verl and OpenRLHF (crates/prod-cli/tests/cli_rl_frameworks.rs).
+# ProD's rewards inside TRL, verl and OpenRLHF (crates/prod-cli/tests/cli/cli_rl_frameworks.rs).
 export PROD_RL_PYTHON="${PROD_RL_PYTHON:-${PROD_RLVENV:-$HOME/.cache/prod/rlvenv}/bin/python}"
 # CoqHammer's helper programs (htimeout, predict) live here on Debian.
 export PATH="$PATH:/usr/libexec/coq-hammer"
@@ -31,15 +39,23 @@ if [ "$free_kb" -lt $((6 * 1048576)) ]; then
 fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+phase lint
 log=$(mktemp)
 # Each skipped test appends one line here: cargo does not show a passing test's stderr.
 PROD_SKIP_LOG=$(mktemp)
 export PROD_SKIP_LOG
 trap 'rm -f "$log" "$PROD_SKIP_LOG"' EXIT
 set +e
-cargo test --workspace --all-features --locked "$@" 2>&1 | tee "$log"
+cargo test --workspace --all-features --locked --no-run "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+phase build
+if [ "$status" -eq 0 ]; then
+  cargo test --workspace --all-features --locked "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+fi
+phase tests
 set -e
+echo "time:${phases%,} (wall seconds per phase)"
 awk -v logged="$(wc -l <"$PROD_SKIP_LOG")" '/^test result:/ {p += $4; f += $6; s += $8}
      END {printf "tests: %d passed, %d failed, %d skipped\n", p, f, s + logged}' "$log"
 exit "$status"

@@ -1,5 +1,5 @@
 """prod_client against a live `prod serve` (PROD_SERVE_URL, PROD_API_KEY); run by
-crates/prod-cli/tests/cli_serve.rs, which starts the server with the real Coq."""
+crates/prod-cli/tests/cli/cli_serve.rs, which starts the server with the real Coq."""
 
 import json
 import os

@@ -7,7 +7,7 @@ OpenRLHF's flags against the argument parser of the installed `openrlhf.cli.trai
 (read from its source: importing it needs DeepSpeed and CUDA); the TRL block's `GRPOConfig(…)`
 built; `python -m prod_client.openrlhf`'s flags parsed; and, when `PROD_BIN` names the `prod`
 binary, each `prod …` command's flags looked up in its `--help`. Run by
-crates/prod-cli/tests/cli_rl_frameworks.rs.
+crates/prod-cli/tests/cli/cli_rl_frameworks.rs.
 """
 
 import ast

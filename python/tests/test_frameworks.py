@@ -1,6 +1,6 @@
 """ProD's rewards inside the real RL frameworks, against live `prod serve` servers (real Coq).
 
-Run by crates/prod-cli/tests/cli_rl_frameworks.rs with the interpreter of the RL venv
+Run by crates/prod-cli/tests/cli/cli_rl_frameworks.rs with the interpreter of the RL venv
 (python/requirements-rl.txt: torch, transformers, TRL, verl, OpenRLHF), which starts two
 servers and sets PROD_SERVE_URL / PROD_API_KEY (the first) and PROD_SERVE_URL_B /
 PROD_SERVE_PID_B (the second, which one test kills).

@@ -1,7 +1,7 @@
 """prod_client without a checker: where a completion starts and what is checked of it, and the
 client's scheduling over several servers against fake `prod serve` servers (stdlib HTTP
 servers that answer /v1/check as told: a verdict, 429, 503, or nothing). Standard library
-only; run by crates/prod-cli/tests/cli_serve.rs (with tests.test_client) and on its own:
+only; run by crates/prod-cli/tests/cli/cli_serve.rs (with tests.test_client) and on its own:
 `python -m unittest tests.test_offline`."""
 
 import asyncio

@@ -57,12 +57,14 @@
 pub mod declarations;
 pub mod head;
 pub mod language;
+pub mod layout;
 pub mod lexer;
 pub mod statement;
 
 pub use declarations::admitted_constants;
 pub use head::{first_word, sentence_head, Control, Head};
-pub use language::{collapse_layout, is_theorem_keyword, normalize_layout, CoqLanguage, GLUE_SAFE};
+pub use language::{is_theorem_keyword, CoqLanguage};
+pub use layout::{collapse_layout, normalize_layout, GLUE_SAFE};
 pub use lexer::{
     ascii_words, code_mask, comments, comments_blanked, comments_stripped, glued_comment,
     identifiers, is_identifier, line_col, literals, long_dot_run, sentences, string_literals,

@@ -136,7 +136,7 @@ pub fn parse_statement(text: &str) -> Result<Statement, StatementError> {
     let statement = Statement {
         keyword: keyword.to_string(),
         name: name.to_string(),
-        binders_and_type: crate::language::collapse_layout(rest),
+        binders_and_type: crate::layout::collapse_layout(rest),
     };
     check_rendering(&statement)?;
     Ok(statement)

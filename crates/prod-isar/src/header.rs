@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use crate::keywords::KeywordKind;
+use crate::keyword_kind::KeywordKind;
 use crate::lexer::{lex, Token, TokenKind};
 
 /// One keyword declared by a header: minor when `kind` is `None`.

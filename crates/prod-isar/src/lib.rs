@@ -15,6 +15,7 @@
 pub mod afp;
 pub mod defs;
 pub mod header;
+pub mod keyword_kind;
 pub mod keywords;
 pub mod language;
 pub mod lexer;

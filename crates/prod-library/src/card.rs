@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use crate::dataset::{BuildError, Stats};
-use crate::parquet::{ColumnType as Type, Columns};
+use crate::schema::{BuildError, Stats};
+use crate::schema::{ColumnType as Type, Columns};
 
 /// The card's file name in the dataset folder.
 pub const CARD: &str = "README.md";

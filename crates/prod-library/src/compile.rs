@@ -395,7 +395,7 @@ pub fn dataset_bindings(
         // Hand-made datasets (tests, converted data) have no stats and no bindings.
         return Ok(vec![]);
     }
-    let stats = crate::dataset::read_stats(dataset_dir)?;
+    let stats = crate::schema::read_stats(dataset_dir)?;
     let base = dataset_dir
         .canonicalize()
         .map_err(|e| format!("{}: {e}", dataset_dir.display()))?;

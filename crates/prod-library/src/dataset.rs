@@ -7,204 +7,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use prod_core::{ConditionalProof, ProofLanguage};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::discovery::{self, LibrarySpec};
+use crate::discovery::LibrarySpec;
 use crate::examples::{build_examples, Rewriter, TheoremExample};
 use crate::peel::peel;
+pub use crate::schema::{
+    read_stats, BuildError, DatasetConfig, Example, Skipped, SourceRecord, SplitUnit, Stats,
+};
 use crate::segment::{ProofEnd, SkipReason};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource};
-
-/// The dataset builder's settings (`prod dataset build`'s flags).
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default)]
-pub struct DatasetConfig {
-    /// Coq installation root (`coqc -where`).
-    pub coqlib: PathBuf,
-    /// Share of the dependency sinks held out as test units.
-    pub test_fraction: f64,
-    /// Share of the remaining examples drawn for validation.
-    pub val_fraction: f64,
-    /// More test units are drawn until the test split has this many theorems (after the cap).
-    pub test_min_theorems: usize,
-    /// No file holds more than this share of the test theorems: a file's T_tree theorems
-    /// beyond the cap are left out of every split (≥ 1 or 0: no cap).
-    pub test_file_cap: f64,
-    pub seed: u64,
-    /// Split unit: `auto` (package when the library has several, else file), `package`, `file`.
-    pub unit: SplitUnit,
-    /// Replace hammer-findable steps by `hammer.` (Appendix A.3).
-    pub hammer: bool,
-    /// Worker threads (0: all cores).
-    pub threads: usize,
-    /// Keep at most this many bytes of each context inline (0: the whole context). The full
-    /// context is always recoverable from `sources.jsonl` (see [`Example::context`]).
-    pub context_bytes: usize,
-    /// The `coqc` that compiles a user's own project into the dataset's `lib/` (see
-    /// [`crate::compile`]); it must be the checker's Coq, whose `.vo` files it loads.
-    pub coqc: PathBuf,
-}
-
-impl Default for DatasetConfig {
-    fn default() -> Self {
-        DatasetConfig {
-            coqlib: PathBuf::from(discovery::DEFAULT_COQLIB),
-            test_fraction: 0.1,
-            val_fraction: 0.05,
-            test_min_theorems: crate::split::MIN_TEST_THEOREMS,
-            test_file_cap: crate::split::TEST_FILE_CAP,
-            seed: 0,
-            unit: SplitUnit::Auto,
-            hammer: true,
-            threads: 0,
-            context_bytes: 16 * 1024,
-            coqc: PathBuf::from("coqc"),
-        }
-    }
-}
-
-impl DatasetConfig {
-    /// What the test split aims for (minimum and per-file cap).
-    pub fn test_target(&self) -> crate::split::TestTarget {
-        crate::split::TestTarget {
-            min_theorems: self.test_min_theorems,
-            file_cap: self.test_file_cap,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SplitUnit {
-    #[default]
-    Auto,
-    Package,
-    File,
-}
-
-/// One line of a dataset JSONL file (every file has the same schema).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Example {
-    /// `<logical path>:<theorem index>:<name>`; unique within a dataset directory and variant.
-    pub id: String,
-    pub library: String,
-    pub package: String,
-    /// Path of the source file.
-    pub file: String,
-    pub logical_path: String,
-    /// 1-based line of the statement.
-    pub line: usize,
-    /// Index of the theorem among the file's theorem blocks.
-    pub position: usize,
-    /// Enclosing Section/Module names, outermost first (the context ends inside them).
-    pub scope: Vec<String>,
-    /// The theorem's name once every scope is closed (`M.N.name` inside modules `M`, `N`).
-    pub qualified_name: String,
-    pub name: String,
-    /// `Require` sentences of the context.
-    pub imports: Vec<String>,
-    /// `coqc` flags the context needs (empty for the stdlib world).
-    pub flags: Vec<String>,
-    /// The context to show a model: the last `context_bytes` of the full context (from a line
-    /// start), or all of it. Full context = `base[..context_end] + context_extra`, where `base` is
-    /// the file's `reduced` (variants `wo_lemmas`, `augmented`) or `source` (`w_lemmas`) text in
-    /// `sources.jsonl`; `context` = `base[context_start..context_end] + context_extra`.
-    pub context: String,
-    pub context_start: usize,
-    pub context_end: usize,
-    /// Text after the file prefix: the admitted lemmas of an augmented example, else empty.
-    pub context_extra: String,
-    /// The constants the full context admits without proof (`Axiom`, `Parameter`,
-    /// `Conjecture`, a lemma closed by `Admitted`, …), named relative to the file. The checker
-    /// excuses none of them unless the user allows it by name (`allowed_axioms`).
-    #[serde(default)]
-    pub context_axioms: Vec<String>,
-    pub statement: String,
-    /// Ground truth: `t0` + proof steps with `<invoke>`s (and `hammer.` replacements).
-    pub conditional_proof: String,
-    /// The same before hammer replacement.
-    pub conditional_proof_original: String,
-    pub proposed_lemmas: Vec<String>,
-    pub proposed_names: Vec<String>,
-    /// Depth of the ground-truth proof tree (0: proposes nothing).
-    pub depth: u32,
-    /// Is the theorem in T_tree (peeled)?
-    pub in_tree: bool,
-    /// `qed` or `defined`.
-    pub proof_end: String,
-    pub replaced_steps: usize,
-    /// `train`, `val` or `test`.
-    pub split: String,
-    /// `wo_lemmas` (our setup), `w_lemmas` (§4.2 D^{w/ l}) or `augmented` (lemmas moved to context).
-    pub variant: String,
-}
-
-/// A block that yields no example, with its reason.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Skipped {
-    pub file: String,
-    pub line: usize,
-    pub name: String,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Stats {
-    pub library: String,
-    /// `coq` or `isabelle`.
-    pub prover: String,
-    pub files: usize,
-    pub files_with_glob_refs: usize,
-    pub files_failed: usize,
-    /// Every proof-opening block the segmenter found (Isabelle: also `instance`, `function`,
-    /// `termination`, … proofs, which stay content; Coq: the theorem blocks).
-    pub goal_blocks: usize,
-    /// Blocks whose proof never closes (skipped as `unterminated`).
-    pub unclosed_blocks: usize,
-    /// Theorem blocks (`Lemma …`/`lemma …`): the candidates for examples.
-    pub blocks: usize,
-    pub blocks_qed: usize,
-    pub blocks_defined: usize,
-    pub examples_per_split: BTreeMap<String, usize>,
-    /// Lines per output file.
-    pub files_written: BTreeMap<String, usize>,
-    /// Theorems peeled (T_tree) / theorems with an example.
-    pub peeled: usize,
-    pub peeled_share: f64,
-    pub depth_histogram: BTreeMap<u32, usize>,
-    pub replaced_steps: usize,
-    pub examples_with_replacement: usize,
-    pub skipped_by_reason: BTreeMap<String, usize>,
-    pub split_unit: String,
-    pub units: usize,
-    pub test_units: Vec<String>,
-    /// Theorem blocks in each test unit (examples or not).
-    pub blocks_per_test_unit: BTreeMap<String, usize>,
-    /// Theorems in the test split (after the per-file cap).
-    pub test_theorems: usize,
-    /// The largest share of the test theorems one file holds, and that file.
-    pub test_max_file_share: f64,
-    pub test_max_file: String,
-    /// Most test theorems one file keeps (`None`: no file needed capping, or the cap was off
-    /// or could not be met; a note says which).
-    pub test_file_cap: Option<usize>,
-    /// T_tree theorems of test files beyond the cap: in no split.
-    pub test_dropped_by_cap: usize,
-    /// Units left out of every split because they depend on a test unit (date split only).
-    pub excluded_units: Vec<String>,
-    /// Examples of the excluded units (not written).
-    pub examples_excluded: usize,
-    pub dependency_sources: BTreeMap<String, usize>,
-    /// The library's logical-root bindings (`-R`/`-Q dir Root`). Imports are qualified
-    /// (`From Root Require …`). An installed library's are absolute (its directory under
-    /// `coqc -where`; the checker needs no binding). A user's own project's are its compiled
-    /// copy, relative to the dataset directory (`lib/MyLib`, see [`crate::compile`]): the checker
-    /// binds exactly these with `-Q`, and only inside the dataset.
-    pub load_paths: Vec<discovery::LoadPath>,
-    pub notes: Vec<String>,
-    pub seconds: f64,
-}
 
 /// An example with its theorem's name, scope, line, imports and proof end.
 type FileExample = (
@@ -346,60 +158,6 @@ fn context_start(base: &str, end: usize, max: usize) -> usize {
         None => (from..end)
             .find(|&i| base.is_char_boundary(i))
             .unwrap_or(end),
-    }
-}
-
-/// One line of `sources.jsonl`: the texts contexts are slices of.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SourceRecord {
-    pub logical_path: String,
-    pub file: String,
-    pub package: String,
-    pub flags: Vec<String>,
-    /// The file as it is (base of `w_lemmas` contexts).
-    pub source: String,
-    /// The file with every peeled pair removed (base of `wo_lemmas`/`augmented` contexts).
-    pub reduced: String,
-    /// Isabelle: the byte after the theory header's `begin` (the same in `source` and
-    /// `reduced`); a checker's context is the text from here. Absent (0) for Coq.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub body_start: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-impl Example {
-    /// The full, checkable context of this example, from its file's record.
-    pub fn full_context(&self, src: &SourceRecord) -> Option<String> {
-        let base = if self.variant == "w_lemmas" {
-            &src.source
-        } else {
-            &src.reduced
-        };
-        Some(format!(
-            "{}{}",
-            base.get(..self.context_end)?,
-            self.context_extra
-        ))
-    }
-
-    /// The context as a checker takes it: the full context from the file's `body_start` (for
-    /// Isabelle the text after the theory header's `begin`, the imports being in `imports`;
-    /// for Coq the same as [`Example::full_context`]).
-    pub fn checker_context(&self, src: &SourceRecord) -> Option<String> {
-        let base = if self.variant == "w_lemmas" {
-            &src.source
-        } else {
-            &src.reduced
-        };
-        let start = src.body_start.min(self.context_end);
-        Some(format!(
-            "{}{}",
-            base.get(start..self.context_end)?,
-            self.context_extra
-        ))
     }
 }
 
@@ -960,7 +718,7 @@ struct SourceRecordRef<'a> {
     flags: &'a [String],
     source: &'a str,
     reduced: &'a str,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::schema::is_zero")]
     body_start: usize,
 }
 
@@ -1237,16 +995,6 @@ impl Writers {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error(transparent)]
-    Discovery(#[from] discovery::DiscoveryError),
-    #[error("{0}: {1}")]
-    Io(PathBuf, std::io::Error),
-    #[error("a worker thread panicked (bug): the dataset was not written completely")]
-    Worker,
-}
-
 /// Read a JSONL split file. Errors name the line. A file of a built dataset must have the line
 /// count its `stats.json` records, and a folder left by an interrupted build is refused
 /// ([`crate::output::check_file`]).
@@ -1260,13 +1008,6 @@ pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
             serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
         })
         .collect()
-}
-
-/// Read `stats.json`.
-pub fn read_stats(dir: &Path) -> Result<Stats, String> {
-    let path = dir.join("stats.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Unused-variant guard: keep SkipReason in the public surface for stats consumers.

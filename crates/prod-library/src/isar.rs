@@ -37,8 +37,8 @@ use prod_isar::{
     fact_references, lex, segment_theory, KeywordKind, KeywordTable, Token, TokenKind,
 };
 
-use crate::dataset::DatasetConfig;
 use crate::discovery::{DiscoveryError, Library, SourceFile};
+use crate::schema::DatasetConfig;
 use crate::segment::{ProofEnd, Segments, SkipReason, Step, Theorem};
 use crate::source::{FileSegmenter, LibrarySource, SegmentedSource, SplitPlan};
 

@@ -25,6 +25,7 @@ pub mod isar;
 pub mod output;
 pub mod parquet;
 pub mod peel;
+pub mod schema;
 pub mod segment;
 pub mod source;
 pub mod split;

@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::dataset::{BuildError, Stats};
+use crate::schema::{BuildError, Stats};
 
 /// Present in a dataset folder from the start of a build until its `stats.json` is in place.
 pub const BUILD_MARKER: &str = ".prod-build-in-progress";
@@ -137,7 +137,7 @@ fn stats_if_complete(dir: &Path) -> Result<Option<Stats>, String> {
         }
         return Ok(None);
     }
-    crate::dataset::read_stats(dir).map(Some)
+    crate::schema::read_stats(dir).map(Some)
 }
 
 fn interrupted(dir: &Path) -> String {
@@ -167,7 +167,7 @@ pub fn verify(dir: &Path) -> Result<Stats, String> {
             dir.display()
         ));
     }
-    let stats = crate::dataset::read_stats(dir)?;
+    let stats = crate::schema::read_stats(dir)?;
     for (name, &want) in &stats.files_written {
         let path = dir.join(format!("{name}.jsonl"));
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;

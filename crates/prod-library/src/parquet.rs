@@ -19,21 +19,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::dataset::{BuildError, Stats};
-
-/// A column's type, as the card names it and as Parquet stores it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ColumnType {
-    String,
-    Int,
-    Float,
-    Bool,
-    /// A list of strings.
-    Strings,
-}
-
-/// A table's columns: (name, type), in the order they are written.
-pub type Columns = [(&'static str, ColumnType)];
+use crate::schema::{BuildError, Stats};
+pub use crate::schema::{ColumnType, Columns};
 
 fn schema(columns: &Columns) -> Arc<Schema> {
     let fields: Vec<Field> = columns

@@ -10,8 +10,8 @@
 
 use prod_core::ProofLanguage;
 
-use crate::dataset::{DatasetConfig, SplitUnit};
 use crate::discovery::Library;
+use crate::schema::{DatasetConfig, SplitUnit};
 use crate::segment::{Segments, Step};
 use crate::split::UnitSizes;
 

@@ -27,6 +27,7 @@ mod hf;
 pub mod lora;
 pub mod model;
 pub mod ops;
+mod packing;
 mod pool;
 pub mod prompt;
 pub mod quant;

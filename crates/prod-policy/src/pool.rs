@@ -208,7 +208,7 @@ fn worker(shared: &'static Shared, w: usize) {
 pub(crate) fn pool() -> &'static SpinPool {
     static POOL: OnceLock<SpinPool> = OnceLock::new();
     POOL.get_or_init(|| {
-        crate::ops::pack_for_training();
+        crate::packing::pack_for_training();
         let cores = std::env::var("RAYON_NUM_THREADS")
             .ok()
             .and_then(|s| s.parse::<usize>().ok())

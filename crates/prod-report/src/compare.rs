@@ -5,40 +5,27 @@
 //! the difference tells whether one is better on these theorems.
 
 use prod_core::pass_at_k::{paired_difference, Bootstrap, PairedDifference, TheoremOutcome};
-use serde::{Deserialize, Serialize};
 
+pub use crate::model::{Comparison, ComparisonRow, PassAtKDifference, TheoremPair};
 use crate::model::{Evaluation, PassAtK};
 
-/// pass@k of `method` minus pass@k of `baseline` on the theorems both evaluated.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct PassAtKDifference {
-    pub method: String,
-    pub baseline: String,
-    pub k: usize,
-    pub estimate: f64,
-    /// Paired 95% interval of the difference (bootstrap ∪ Newcombe).
-    pub ci_low: f64,
-    pub ci_high: f64,
-    /// Theorems in both evaluations with at least k judged trees in each.
-    pub theorems: usize,
-    /// Theorems of the baseline left out (missing from `method`, or fewer than k judged trees).
-    pub skipped: usize,
-}
-
-impl PassAtKDifference {
-    /// `d` (method − baseline) under the two evaluations' names; `of` is how many theorems the
-    /// side the pairing started from has (those not paired are `skipped`).
-    fn named(method: &Evaluation, baseline: &Evaluation, d: PairedDifference, of: usize) -> Self {
-        PassAtKDifference {
-            method: method.name.clone(),
-            baseline: baseline.name.clone(),
-            k: d.k,
-            estimate: d.estimate,
-            ci_low: d.ci_low,
-            ci_high: d.ci_high,
-            theorems: d.theorems,
-            skipped: of - d.theorems,
-        }
+/// `d` (method − baseline) under the two evaluations' names; `of` is how many theorems the side
+/// the pairing started from has (those not paired are `skipped`).
+fn named(
+    method: &Evaluation,
+    baseline: &Evaluation,
+    d: PairedDifference,
+    of: usize,
+) -> PassAtKDifference {
+    PassAtKDifference {
+        method: method.name.clone(),
+        baseline: baseline.name.clone(),
+        k: d.k,
+        estimate: d.estimate,
+        ci_low: d.ci_low,
+        ci_high: d.ci_high,
+        theorems: d.theorems,
+        skipped: of - d.theorems,
     }
 }
 
@@ -75,72 +62,7 @@ pub fn pass_at_k_difference(
         }
     }
     let d = paired_difference(&a, &b, k, boot)?;
-    Some(PassAtKDifference::named(
-        method,
-        baseline,
-        d,
-        baseline.theorems_detail.len(),
-    ))
-}
-
-/// A method set against a baseline on the same theorems: pass@k of both, the paired difference
-/// (method − baseline) and, per theorem, which of the two proved it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct Comparison {
-    /// The evaluations' names.
-    pub method: String,
-    pub baseline: String,
-    /// The baseline made one deterministic attempt per theorem (CoqHammer alone): k attempts
-    /// are k copies of it, so its pass@k is its pass@1 for every k.
-    pub baseline_single_attempt: bool,
-    pub rows: Vec<ComparisonRow>,
-    /// Theorems judged by both, by who proved them.
-    pub both: usize,
-    pub method_only: usize,
-    pub baseline_only: usize,
-    pub neither: usize,
-    /// Theorems of the method that the baseline has no judged attempt for, or the other way
-    /// round (infrastructure failures): left out of the counts and the differences.
-    pub unpaired: usize,
-    /// Per theorem, in the method's order.
-    pub theorems: Vec<TheoremPair>,
-}
-
-/// One k of a [`Comparison`].
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct ComparisonRow {
-    pub k: usize,
-    pub method: Option<PassAtK>,
-    pub baseline: Option<PassAtK>,
-    /// method − baseline, paired 95% CI (bootstrap ∪ Newcombe).
-    pub difference: Option<PassAtKDifference>,
-}
-
-/// One theorem in both evaluations.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
-pub struct TheoremPair {
-    pub id: String,
-    #[serde(default)]
-    pub name: String,
-    pub method_trees: usize,
-    pub method_proved: usize,
-    /// `None`: the baseline has no row for it.
-    pub baseline_trees: Option<usize>,
-    pub baseline_proved: Option<usize>,
-}
-
-impl TheoremPair {
-    /// Proved by the method / by the baseline; `None` when that side judged no attempt.
-    pub fn method_proved(&self) -> Option<bool> {
-        (self.method_trees > 0).then_some(self.method_proved > 0)
-    }
-
-    pub fn baseline_proved(&self) -> Option<bool> {
-        match (self.baseline_trees, self.baseline_proved) {
-            (Some(t), Some(p)) if t > 0 => Some(p > 0),
-            _ => None,
-        }
-    }
+    Some(named(method, baseline, d, baseline.theorems_detail.len()))
 }
 
 /// `method` against `baseline` for each of `ks`, theorems matched by id. With
@@ -170,7 +92,7 @@ pub fn compare(
     for &k in ks {
         let base = baseline_outcomes(&a, k, baseline_single_attempt);
         let difference = paired_difference(&base, &b, k, boot)
-            .map(|d| PassAtKDifference::named(method, baseline, d, method.theorems_detail.len()));
+            .map(|d| named(method, baseline, d, method.theorems_detail.len()));
         c.rows.push(ComparisonRow {
             k,
             method: method.pass_at_k.iter().find(|p| p.k == k).cloned(),

@@ -106,23 +106,6 @@ fn details(out: &mut String, e: &crate::model::Evaluation) {
     }
 }
 
-/// What a comparison's table shows, in one paragraph.
-pub(crate) fn comparison_text(c: &crate::compare::Comparison) -> String {
-    let mut s = format!(
-        "The same theorems, the same checker. Δ: {m}'s pass@k minus {b}'s, theorem by theorem, with a paired \
-         95% CI (the paired bootstrap, theorems resampled jointly, ∪ Newcombe's score interval).",
-        m = c.method,
-        b = c.baseline
-    );
-    if c.baseline_single_attempt {
-        s.push_str(&format!(
-            " {} makes one deterministic attempt per theorem: k attempts are k copies of it, so its pass@k is its pass@1.",
-            c.baseline
-        ));
-    }
-    s
-}
-
 /// The report in Markdown: the title, then the [`outline`]'s blocks (no figures).
 pub fn render_markdown(r: &RunReport) -> String {
     let title = if r.title.trim().is_empty() {

@@ -34,7 +34,7 @@ pub struct RunReport {
     pub notes: Vec<String>,
     /// Methods set against a baseline on the same theorems (ProD against CoqHammer alone).
     #[serde(default)]
-    pub comparisons: Vec<crate::compare::Comparison>,
+    pub comparisons: Vec<Comparison>,
     /// The canary checks of the run (one per evaluation or RL round that ran them).
     #[serde(default)]
     pub canaries: Vec<CanaryCheck>,
@@ -499,5 +499,83 @@ impl Reinforced {
             (w + t.weight, u + t.use_invoke_weight)
         });
         (w > 0.0).then(|| u / w)
+    }
+}
+
+// The comparison's data, computed by `crate::compare`.
+
+/// pass@k of `method` minus pass@k of `baseline` on the theorems both evaluated.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct PassAtKDifference {
+    pub method: String,
+    pub baseline: String,
+    pub k: usize,
+    pub estimate: f64,
+    /// Paired 95% interval of the difference (bootstrap ∪ Newcombe).
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Theorems in both evaluations with at least k judged trees in each.
+    pub theorems: usize,
+    /// Theorems of the baseline left out (missing from `method`, or fewer than k judged trees).
+    pub skipped: usize,
+}
+
+/// A method set against a baseline on the same theorems: pass@k of both, the paired difference
+/// (method − baseline) and, per theorem, which of the two proved it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Comparison {
+    /// The evaluations' names.
+    pub method: String,
+    pub baseline: String,
+    /// The baseline made one deterministic attempt per theorem (CoqHammer alone): k attempts
+    /// are k copies of it, so its pass@k is its pass@1 for every k.
+    pub baseline_single_attempt: bool,
+    pub rows: Vec<ComparisonRow>,
+    /// Theorems judged by both, by who proved them.
+    pub both: usize,
+    pub method_only: usize,
+    pub baseline_only: usize,
+    pub neither: usize,
+    /// Theorems of the method that the baseline has no judged attempt for, or the other way
+    /// round (infrastructure failures): left out of the counts and the differences.
+    pub unpaired: usize,
+    /// Per theorem, in the method's order.
+    pub theorems: Vec<TheoremPair>,
+}
+
+/// One k of a [`Comparison`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ComparisonRow {
+    pub k: usize,
+    pub method: Option<PassAtK>,
+    pub baseline: Option<PassAtK>,
+    /// method − baseline, paired 95% CI (bootstrap ∪ Newcombe).
+    pub difference: Option<PassAtKDifference>,
+}
+
+/// One theorem in both evaluations.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct TheoremPair {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub method_trees: usize,
+    pub method_proved: usize,
+    /// `None`: the baseline has no row for it.
+    pub baseline_trees: Option<usize>,
+    pub baseline_proved: Option<usize>,
+}
+
+impl TheoremPair {
+    /// Proved by the method / by the baseline; `None` when that side judged no attempt.
+    pub fn method_proved(&self) -> Option<bool> {
+        (self.method_trees > 0).then_some(self.method_proved > 0)
+    }
+
+    pub fn baseline_proved(&self) -> Option<bool> {
+        match (self.baseline_trees, self.baseline_proved) {
+            (Some(t), Some(p)) if t > 0 => Some(p > 0),
+            _ => None,
+        }
     }
 }

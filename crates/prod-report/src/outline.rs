@@ -143,7 +143,7 @@ fn comparisons<'a>(r: &'a RunReport, out: &mut Vec<Block<'a>>) {
             method: c.method.clone(),
             baseline: c.baseline.clone(),
         });
-        out.push(Block::Para(crate::markdown::comparison_text(c)));
+        out.push(Block::Para(comparison_text(c)));
         out.push(Block::Table(tables::comparison(c)));
         out.push(Block::Table(tables::comparison_counts(c)));
         let t = tables::comparison_theorems(c);
@@ -214,4 +214,21 @@ fn rounds<'a>(r: &'a RunReport, figs: &'a [Figure], out: &mut Vec<Block<'a>>) {
             .filter(|f| f.id.starts_with("rounds-"))
             .map(Block::Figure),
     );
+}
+
+/// What a comparison's table shows, in one paragraph.
+fn comparison_text(c: &crate::model::Comparison) -> String {
+    let mut s = format!(
+        "The same theorems, the same checker. Δ: {m}'s pass@k minus {b}'s, theorem by theorem, with a paired \
+         95% CI (the paired bootstrap, theorems resampled jointly, ∪ Newcombe's score interval).",
+        m = c.method,
+        b = c.baseline
+    );
+    if c.baseline_single_attempt {
+        s.push_str(&format!(
+            " {} makes one deterministic attempt per theorem: k attempts are k copies of it, so its pass@k is its pass@1.",
+            c.baseline
+        ));
+    }
+    s
 }

@@ -5,8 +5,9 @@
 //! * [`source`] — a Rust file's code without comments, literals and test items;
 //! * [`functions`] — every function's length, and whether a comment above it says why it is long;
 //! * [`modules`] — each crate's modules and the references between them (for circles);
-//! * the tests (`tests.rs`): function length, crate layering, no module circles, the proof
-//!   pipeline only in prod-prover, `prod-core`'s purity, and the architecture document's map.
+//! * the tests (`tests.rs`): function length, crate layering, no module circles, one
+//!   integration-test binary per crate, the proof pipeline only in prod-prover, `prod-core`'s
+//!   purity, and the architecture document's map.
 
 pub mod functions;
 pub mod modules;

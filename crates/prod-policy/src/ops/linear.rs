@@ -2,6 +2,7 @@
 //! training pass splits over its pool, and the products the block ops share.
 
 use super::*;
+use crate::packing::{packing, set_packing, DEFAULT_PACKING, TRAINING_PACKING};
 
 // ---------------------------------------------------------------------------------------------
 // Linear: y = x · wᵀ with w in Hugging Face's [out, in] layout.
@@ -213,37 +214,6 @@ pub(super) unsafe fn gemm_f32_on(
         false,
         parallelism,
     )
-}
-
-/// gemm's packing thresholds (process-wide): (lhs single-threaded, rhs).
-type Packing = (usize, usize);
-
-/// gemm 0.19's defaults on x86-64.
-const DEFAULT_PACKING: Packing = (8, 2);
-
-/// Operands already laid out along the microkernel's vectors are not copied into packed
-/// panels first. Why: a training pass's products are skinny (one side is the micro-batch's
-/// tokens), every weight comes from memory rather than cache, and copying it into panels cost
-/// more than it saved: with these thresholds a step at SmolLM2-135M's shape took 2–3% less at
-/// 256 tokens, and as long or less at 2,048; sampling and a 1,000-token prefill were unchanged.
-const TRAINING_PACKING: Packing = (256, 256);
-
-fn set_packing((lhs, rhs): Packing) {
-    gemm::set_lhs_packing_threshold_single_thread(lhs);
-    gemm::set_rhs_packing_threshold(rhs);
-}
-
-fn packing() -> Packing {
-    (
-        gemm::get_lhs_packing_threshold_single_thread(),
-        gemm::get_rhs_packing_threshold(),
-    )
-}
-
-/// Sets gemm's packing for training products ([`TRAINING_PACKING`]); called when the training
-/// pool starts. It changes speed only, never results.
-pub(crate) fn pack_for_training() {
-    set_packing(TRAINING_PACKING);
 }
 
 /// This machine's f32 matrix-product rate in GFLOP/s: an `n`×`n`×`n` product, best of `reps`, run
