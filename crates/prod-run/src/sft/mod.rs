@@ -469,3 +469,151 @@ fn run_steps(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 12 policy lines (every third proposes a lemma) and 2 value lines; a tokenizer on them.
+    fn files() -> (tempfile::TempDir, PathBuf, ProdTokenizer) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for i in 0..12 {
+            let cp = if i % 3 == 0 {
+                format!("<use_invoke> intros. <invoke> Lemma h{i} : True. </invoke> exact I.")
+            } else {
+                "<no_invoke> lia.".to_string()
+            };
+            let variant = if i % 2 == 0 { "augmented" } else { "wo_lemmas" };
+            let line = serde_json::json!({"statement": format!("Lemma l{i} : {i} + 0 = {i}."),
+                "conditional_proof": cp, "variant": variant});
+            text.push_str(&format!("{line}\n"));
+        }
+        text.push_str("{\"statement\": \"Lemma v : True.\", \"proved\": true}\n\n");
+        text.push_str("{\"statement\": \"Lemma w : False.\", \"proved\": false}\n");
+        let path = dir.path().join("data.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let tok = ProdTokenizer::train_bpe(text.lines(), 300, 2).unwrap();
+        (dir, path, tok)
+    }
+
+    fn settings(path: &Path) -> SftSettings {
+        SftSettings {
+            source: SftSource::Files {
+                train: path.to_path_buf(),
+                eval: None,
+            },
+            targets: Targets::Any,
+            trainer: PolicyConfig::default(),
+            seed: 7,
+            shuffle: ShuffleRng::Std,
+            limit: None,
+            eval_limit: 10,
+            oversample_use_invoke: 1,
+            steps: Steps::OneEpoch,
+            deadline: None,
+            save_every: None,
+            resume: false,
+        }
+    }
+
+    fn ids(lines: &SftLines) -> Vec<String> {
+        lines.lines.iter().map(|l| l.id.clone()).collect()
+    }
+
+    #[test]
+    fn the_shuffle_is_seeded_by_generator_and_comes_before_the_limit() {
+        let (_dir, path, _) = files();
+        let s = settings(&path);
+        let all = read_train_lines(&s).unwrap();
+        assert_eq!(all.lines.len(), 14);
+        assert_eq!(ids(&all), ids(&read_train_lines(&s).unwrap()));
+        let small = SftSettings {
+            shuffle: ShuffleRng::Small,
+            ..s.clone()
+        };
+        assert_ne!(ids(&all), ids(&read_train_lines(&small).unwrap()));
+        let limited = read_train_lines(&SftSettings {
+            limit: Some(5),
+            ..s
+        })
+        .unwrap();
+        assert_eq!(ids(&limited), ids(&all)[..5]);
+    }
+
+    #[test]
+    fn targets_select_lines_and_oversampling_repeats_use_invoke_examples() {
+        let (_dir, path, tok) = files();
+        let count = |s: &SftSettings| {
+            let lines = read_train_lines(s).unwrap();
+            training_set(s, &tok, &lines, &mut |_| {}).unwrap()
+        };
+        let s = settings(&path);
+        let any = count(&s);
+        assert_eq!(any.examples.len(), 14);
+        let policy = count(&SftSettings {
+            targets: Targets::Policy,
+            ..s.clone()
+        });
+        assert_eq!(policy.examples.len(), 12);
+        assert_eq!(policy.dropped.get("no_target"), Some(&2));
+        assert_eq!(
+            data::use_invoke_share(&tok, &policy.examples),
+            Some(4.0 / 12.0)
+        );
+        let value = count(&SftSettings {
+            targets: Targets::Value,
+            ..s.clone()
+        });
+        assert_eq!(value.examples.len(), 2);
+        let over = count(&SftSettings {
+            targets: Targets::Policy,
+            oversample_use_invoke: 3,
+            ..s
+        });
+        assert_eq!(over.examples.len(), 12 + 2 * 4);
+        assert_eq!(
+            data::use_invoke_share(&tok, &over.examples),
+            Some(12.0 / 20.0)
+        );
+    }
+
+    #[test]
+    fn data_stats_count_each_variant_and_the_total() {
+        let (_dir, path, tok) = files();
+        let lines = read_data_lines(&path, None).unwrap();
+        let opts = settings(&path).example_options();
+        let stats = data_stats(&tok, &lines, &opts).unwrap();
+        assert_eq!(stats.total.lines, 14);
+        assert_eq!(stats.total.examples, 14);
+        assert_eq!(stats.total.use_invoke_lines, 4);
+        let keys: Vec<&str> = stats.by_variant.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["(none)", "augmented", "wo_lemmas"]);
+        assert_eq!(stats.by_variant["augmented"].use_invoke_lines, 2);
+        assert_eq!(stats.by_variant["(none)"].lines, 2);
+    }
+
+    #[test]
+    fn a_file_without_a_usable_line_is_the_users_error() {
+        let (dir, _, tok) = files();
+        let path = dir.path().join("values.jsonl");
+        std::fs::write(
+            &path,
+            "{\"statement\": \"Lemma v : True.\", \"proved\": true}\n",
+        )
+        .unwrap();
+        let s = SftSettings {
+            targets: Targets::Policy,
+            ..settings(&path)
+        };
+        let lines = read_train_lines(&s).unwrap();
+        let e = training_set(&s, &tok, &lines, &mut |_| {}).err().unwrap();
+        assert!(e.downcast_ref::<BadInput>().is_some(), "{e}");
+        std::fs::write(&path, "{\"context\": \"\"}\n").unwrap();
+        let e = read_train_lines(&s).err().unwrap();
+        assert!(
+            e.downcast_ref::<BadInput>().is_some() && e.to_string().contains(":1:"),
+            "{e}"
+        );
+    }
+}
