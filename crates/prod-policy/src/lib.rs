@@ -20,6 +20,7 @@
 //! - [`lora`]: PEFT LoRA adapters merged into a model (a policy fine-tuned elsewhere).
 //! - [`sample`]: seeded batched sampling (temperature, top-p, stop on the end token).
 
+pub mod bench;
 pub mod config;
 pub mod decode;
 pub mod gguf;
@@ -124,6 +125,22 @@ pub fn load_model_dir(
 pub fn save_model_dir(dir: &std::path::Path, model: &mut Llama, tok: &ProdTokenizer) -> Result<()> {
     model.set_eos_token_id(tok.end_id());
     model.save(dir)?;
+    tok.save(&dir.join("tokenizer.json"))?;
+    hf::write_configs(dir, model.config(), tok)
+}
+
+/// A training checkpoint that is also a complete model directory ([`save_model_dir`]'s files):
+/// the weights once, the trainer's state and optimizer moments beside them
+/// ([`train::Trainer::save_checkpoint`]), so that a run resumes from it and a loader serves it.
+pub fn save_checkpoint_dir(
+    dir: &std::path::Path,
+    model: &mut Llama,
+    tok: &ProdTokenizer,
+    trainer: &train::Trainer,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+    model.set_eos_token_id(tok.end_id());
+    trainer.save_checkpoint(model, dir)?;
     tok.save(&dir.join("tokenizer.json"))?;
     hf::write_configs(dir, model.config(), tok)
 }

@@ -27,17 +27,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use prod_policy::model::Llama;
-use prod_policy::prompt::{self, ExampleOptions, TrainExample};
-use prod_policy::train::{eval_loss, Trainer};
 use prod_policy::{LlamaConfig, PolicyConfig, ProdTokenizer};
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::eval::EvalOptions;
 use crate::job::{run_eval_job, write_report, CoqJobConfig, EvalJob};
 use crate::policy::NativeParams;
 use crate::progress::Bars;
+pub use crate::sft::SftData;
+use crate::sft::{self, DataLine, SftEvent, SftSettings, SftSource, ShuffleRng, Steps, Targets};
 
 /// Where the demo's policy starts.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -141,38 +139,6 @@ const MAX_SEQ_LEN: usize = 448;
 const PRETRAINED_CONTEXT_TOKENS: usize = 64;
 const PRETRAINED_MAX_SEQ_LEN: usize = 192;
 
-fn read_lines(path: &Path) -> anyhow::Result<Vec<prod_library::dataset::Example>> {
-    prod_library::dataset::read_examples(path).map_err(|e| anyhow::anyhow!(e))
-}
-
-/// Training examples of `es` (the paper's prompt: last context tokens, statement, proof); the
-/// lines that cannot be one are counted in `skipped`.
-fn tokenise(
-    tok: &ProdTokenizer,
-    es: &[prod_library::dataset::Example],
-    opts: &ExampleOptions,
-    skipped: &mut usize,
-) -> Vec<TrainExample> {
-    es.iter()
-        .filter_map(|e| {
-            match prompt::policy_example(
-                tok,
-                &e.context,
-                &e.statement,
-                &e.conditional_proof,
-                1.0,
-                opts,
-            ) {
-                Ok(x) => Some(x),
-                Err(_) => {
-                    *skipped += 1;
-                    None
-                }
-            }
-        })
-        .collect()
-}
-
 /// Train a tokenizer and a small model from scratch on `dir/sft.jsonl` for at most `budget`.
 pub fn train_small_model(
     data: &Path,
@@ -182,51 +148,61 @@ pub fn train_small_model(
     bars: &Bars,
 ) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
-    let (mut train, val) = sft_lines(data, SftData::Sft)?;
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    train.shuffle(&mut rng);
-    let tok = train_tokenizer(&train)?;
+    let settings = SftSettings {
+        trainer: PolicyConfig {
+            learning_rate: 1e-3,
+            warmup_steps: 10,
+            macro_batch: 16,
+            micro_batch: 8,
+            max_grad_norm: 1.0,
+            max_seq_len: MAX_SEQ_LEN,
+            context_tokens: DEMO_CONTEXT_TOKENS,
+            ..PolicyConfig::default()
+        },
+        // Enough examples for the budget (a CPU step takes ~1 s); tokenising all would waste
+        // time. Leave time for the final eval loss and the save.
+        limit: Some(6000),
+        eval_limit: 48,
+        ..demo_settings(
+            (data, SftData::Sft),
+            start + budget.saturating_sub(Duration::from_secs(15)),
+            seed,
+        )
+    };
+    let lines = sft::read_train_lines(&settings)?;
+    let tok = train_tokenizer(&lines.lines)?;
     let device = prod_policy::candle_core::Device::Cpu;
     let model = Llama::random(&small_config(tok.vocab_size()), seed, &device)?;
-    let opts = ExampleOptions {
-        context_tokens: DEMO_CONTEXT_TOKENS,
-        max_seq_len: MAX_SEQ_LEN,
-        statement_in_loss: false,
-    };
-    // Enough examples for the budget (a CPU step takes ~1 s); tokenising all would waste time.
-    let (examples, val_examples, skipped) =
-        sft_examples(&tok, data, (&train, 6000), (&val, 48), &opts)?;
-    let pcfg = PolicyConfig {
-        learning_rate: 1e-3,
-        warmup_steps: 10,
-        macro_batch: 16,
-        micro_batch: 8,
-        max_grad_norm: 1.0,
-        max_seq_len: MAX_SEQ_LEN,
-        context_tokens: DEMO_CONTEXT_TOKENS,
-        ..PolicyConfig::default()
-    };
-    let sft = Sft {
-        model,
-        tok,
-        examples,
-        val_examples,
-        skipped,
-        config: pcfg,
-        max_steps: None,
-    };
-    // Leave time for the final eval loss and the save.
-    sft.run(
-        out,
-        start,
-        budget.saturating_sub(Duration::from_secs(15)),
-        bars,
-    )
+    demo_sft(&settings, &lines, (model, tok), out, start, bars)
+}
+
+/// The demo's and the experiment's SFT settings: the policy lines of the dataset `dir` that
+/// `which` selects, the `SmallRng` shuffle of `seed` (the order their seeded runs have always
+/// had), no resume (an unfinished stage restarts), no checkpoint before the end, stopped at
+/// `deadline`.
+fn demo_settings((dir, which): (&Path, SftData), deadline: Instant, seed: u64) -> SftSettings {
+    SftSettings {
+        source: SftSource::Dataset {
+            dir: dir.to_path_buf(),
+            which,
+        },
+        targets: Targets::Policy,
+        trainer: PolicyConfig::default(),
+        seed,
+        shuffle: ShuffleRng::Small,
+        limit: None,
+        eval_limit: usize::MAX,
+        oversample_use_invoke: 1,
+        steps: Steps::Unbounded,
+        deadline: Some(deadline),
+        save_every: None,
+        resume: false,
+    }
 }
 
 /// A byte-level BPE tokenizer of 2,000 tokens on what the model will see: context tails,
 /// statements, proofs (of the first 4,000 lines).
-fn train_tokenizer(train: &[prod_library::dataset::Example]) -> anyhow::Result<ProdTokenizer> {
+fn train_tokenizer(train: &[DataLine]) -> anyhow::Result<ProdTokenizer> {
     let tail = |s: &str| {
         let mut i = s.len().saturating_sub(2048);
         while !s.is_char_boundary(i) {
@@ -242,7 +218,7 @@ fn train_tokenizer(train: &[prod_library::dataset::Example]) -> anyhow::Result<P
                 "{}\n{}\n{}",
                 tail(&e.context),
                 e.statement,
-                e.conditional_proof
+                e.conditional_proof.as_deref().unwrap_or_default()
             )
         })
         .collect();
@@ -259,40 +235,6 @@ fn small_config(vocab: usize) -> LlamaConfig {
     cfg.intermediate_size = 384;
     cfg.max_position_embeddings = 1024;
     cfg
-}
-
-/// The training examples of the first `n_train` lines and the validation examples of the first
-/// `n_val` ones, and how many lines could not be an example; no training example is an error.
-fn sft_examples(
-    tok: &ProdTokenizer,
-    data: &Path,
-    (train, n_train): (&[prod_library::dataset::Example], usize),
-    (val, n_val): (&[prod_library::dataset::Example], usize),
-    opts: &ExampleOptions,
-) -> anyhow::Result<(Vec<TrainExample>, Vec<TrainExample>, usize)> {
-    let mut skipped = 0;
-    let examples = tokenise(tok, &train[..train.len().min(n_train)], opts, &mut skipped);
-    let val_examples = tokenise(tok, &val[..val.len().min(n_val)], opts, &mut skipped);
-    if examples.is_empty() {
-        anyhow::bail!("{}: no usable training example", data.display());
-    }
-    Ok((examples, val_examples, skipped))
-}
-
-/// Which lines of a dataset [`fine_tune_pretrained`] trains on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SftData {
-    /// ProD-SFT: `sft.jsonl` (else `train.jsonl`), both the w/o lemma lines (which propose) and
-    /// their augmented copies (lemmas admitted in the context); validation on `val.jsonl`.
-    #[default]
-    Sft,
-    /// The paper's "SFT w/o lemma proposal" baseline (§5): D^{w/ l}, `train_wl.jsonl` — every
-    /// human lemma kept in the context, proofs that propose nothing; validation `val_wl.jsonl`.
-    WithLemmas,
-    /// The lines of `sft.jsonl` whose proof starts with `<no_invoke>` and proposes nothing (the
-    /// augmented copies and the lines that never proposed); validation likewise from `val.jsonl`.
-    NoInvoke,
 }
 
 /// How [`fine_tune_pretrained`] trains: a wall-clock budget, optionally a step count, the data.
@@ -326,41 +268,6 @@ pub fn pretrained_max_seq_len() -> usize {
     PRETRAINED_MAX_SEQ_LEN
 }
 
-/// The training and validation lines of `data` that `which` selects.
-fn sft_lines(
-    data: &Path,
-    which: SftData,
-) -> anyhow::Result<(
-    Vec<prod_library::dataset::Example>,
-    Vec<prod_library::dataset::Example>,
-)> {
-    // A dataset writes `<no_invoke>` exactly before the proofs that propose nothing (it builds
-    // each line from a parsed proof), so the leading token tells, in any proof language.
-    let no_invoke = |e: &prod_library::dataset::Example| {
-        prod_core::T0::leading(&e.conditional_proof) == Some(prod_core::T0::NoInvoke)
-    };
-    Ok(match which {
-        SftData::Sft => (
-            read_lines(&data.join("sft.jsonl"))
-                .or_else(|_| read_lines(&data.join("train.jsonl")))?,
-            read_lines(&data.join("val.jsonl")).unwrap_or_default(),
-        ),
-        SftData::WithLemmas => (
-            read_lines(&data.join("train_wl.jsonl"))?,
-            read_lines(&data.join("val_wl.jsonl")).unwrap_or_default(),
-        ),
-        SftData::NoInvoke => {
-            let train = read_lines(&data.join("sft.jsonl"))
-                .or_else(|_| read_lines(&data.join("train.jsonl")))?;
-            let val = read_lines(&data.join("val.jsonl")).unwrap_or_default();
-            (
-                train.into_iter().filter(no_invoke).collect(),
-                val.into_iter().filter(no_invoke).collect(),
-            )
-        }
-    })
-}
-
 /// ProD-SFT of the pretrained model in `base` on the lines of `data` that `opts.data` selects
 /// (by default `sft.jsonl`: both the w/ and w/o lemma variants, as in the paper) for at most
 /// `opts.budget` (and `opts.max_steps`).
@@ -373,127 +280,79 @@ pub fn fine_tune_pretrained(
     bars: &Bars,
 ) -> anyhow::Result<TrainSummary> {
     let start = Instant::now();
-    let (budget, max_steps) = (opts.budget, opts.max_steps);
     let device = prod_policy::candle_core::Device::Cpu;
     let (model, tok) = prod_policy::load_model_dir(base, &device)
         .with_context(|| format!("load the pretrained model {}", base.display()))?;
-    let (mut train, val) = sft_lines(data, opts.data)?;
-    train.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
-    let opts = ExampleOptions {
-        context_tokens: PRETRAINED_CONTEXT_TOKENS,
-        max_seq_len: PRETRAINED_MAX_SEQ_LEN,
-        statement_in_loss: false,
+    let settings = SftSettings {
+        // Minutes of CPU training are a few dozen steps: a higher rate than the paper's
+        // fine-tuning (1e-5 over far more steps) and a short warm-up, so that the format is
+        // learnt in them.
+        trainer: PolicyConfig {
+            learning_rate: 3e-4,
+            warmup_steps: 3,
+            macro_batch: 8,
+            micro_batch: 4,
+            max_grad_norm: 1.0,
+            max_seq_len: PRETRAINED_MAX_SEQ_LEN,
+            context_tokens: PRETRAINED_CONTEXT_TOKENS,
+            ..PolicyConfig::default()
+        },
+        // A CPU step of 8 examples takes several seconds: a few thousand examples cover any
+        // budget this job is given, and tokenising all of them would waste it.
+        limit: Some(4000),
+        eval_limit: 24,
+        steps: opts.max_steps.map_or(Steps::Unbounded, Steps::Total),
+        // Two eval-loss passes and the save of a 135M model take about a minute on 2 cores.
+        ..demo_settings(
+            (data, opts.data),
+            start + opts.budget.saturating_sub(Duration::from_secs(60)),
+            seed,
+        )
     };
-    // A CPU step of 8 examples takes several seconds: a few thousand examples cover any budget
-    // this job is given, and tokenising all of them would waste it.
-    let (examples, val_examples, skipped) =
-        sft_examples(&tok, data, (&train, 4000), (&val, 24), &opts)?;
-    // Minutes of CPU training are a few dozen steps: a higher rate than the paper's fine-tuning
-    // (1e-5 over far more steps) and a short warm-up, so that the format is learnt in them.
-    let config = PolicyConfig {
-        learning_rate: 3e-4,
-        warmup_steps: 3,
-        macro_batch: 8,
-        micro_batch: 4,
-        max_grad_norm: 1.0,
-        max_seq_len: PRETRAINED_MAX_SEQ_LEN,
-        context_tokens: PRETRAINED_CONTEXT_TOKENS,
-        ..PolicyConfig::default()
-    };
-    let sft = Sft {
-        model,
-        tok,
-        examples,
-        val_examples,
-        skipped,
-        config,
-        max_steps,
-    };
-    // Two eval-loss passes and the save of a 135M model take about a minute on 2 cores.
-    sft.run(
-        out,
-        start,
-        budget.saturating_sub(Duration::from_secs(60)),
-        bars,
-    )
+    let lines = sft::read_train_lines(&settings)?;
+    demo_sft(&settings, &lines, (model, tok), out, start, bars)
 }
 
-/// A model, its tokenizer and tokenised data, ready for a wall-clock-bounded SFT.
-struct Sft {
-    model: Llama,
-    tok: ProdTokenizer,
-    examples: Vec<TrainExample>,
-    val_examples: Vec<TrainExample>,
-    skipped: usize,
-    config: PolicyConfig,
-    /// Stop after this many steps even when time is left.
-    max_steps: Option<usize>,
-}
-
-impl Sft {
-    /// Train macro batches until `start + train_budget`, then save the model and checkpoint to
-    /// `out` with `demo_train.json`.
-    fn run(
-        self,
-        out: &Path,
-        start: Instant,
-        train_budget: Duration,
-        bars: &Bars,
-    ) -> anyhow::Result<TrainSummary> {
-        let Sft {
-            mut model,
-            tok,
-            examples,
-            val_examples,
-            skipped,
-            config,
-            max_steps,
-        } = self;
-        let micro = config.micro_batch;
-        let macro_batch = config.macro_batch;
-        let loss = |m: &Llama| -> anyhow::Result<f64> {
-            Ok(if val_examples.is_empty() {
-                f64::NAN
-            } else {
-                eval_loss(m, &val_examples, micro)?
-            })
-        };
-        let before = loss(&model)?;
-        let mut trainer = Trainer::new(config);
-        let pb = bars.bar("train", "steps", max_steps);
-        let (mut pos, mut steps) = (0, 0);
-        while start.elapsed() < train_budget && max_steps.is_none_or(|m| steps < m) {
-            let batch: Vec<TrainExample> = (0..macro_batch)
-                .map(|i| examples[(pos + i) % examples.len()].clone())
-                .collect();
-            pos += batch.len();
-            let s = trainer.step(&model, &batch)?;
-            steps += 1;
-            pb.inc(1);
-            pb.set_message(format!("loss {:.3}", s.loss));
+/// The SFT of `settings` on `lines` into `out` (the progress on `bars`), summarised in
+/// `out/demo_train.json`.
+fn demo_sft(
+    settings: &SftSettings,
+    lines: &sft::SftLines,
+    (model, tok): (Llama, ProdTokenizer),
+    out: &Path,
+    start: Instant,
+    bars: &Bars,
+) -> anyhow::Result<TrainSummary> {
+    let mut pb = None;
+    let mut on_event = |e: SftEvent<'_>| match e {
+        SftEvent::Started(s) => pb = Some(bars.bar("train", "steps", s.steps)),
+        SftEvent::Step { stats, .. } => {
+            if let Some(pb) = &pb {
+                pb.inc(1);
+                pb.set_message(format!("loss {:.3}", stats.loss));
+            }
         }
-        pb.finish();
-        let after = loss(&model)?;
-        std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
-        trainer.save_checkpoint(&model, out)?;
-        prod_policy::save_model_dir(out, &mut model, &tok)?;
-        let summary = TrainSummary {
-            params: model.num_params(),
-            vocab: tok.vocab_size(),
-            train_examples: examples.len(),
-            skipped_examples: skipped,
-            steps,
-            examples_seen: pos,
-            eval_loss_before: before,
-            eval_loss_after: after,
-            seconds: start.elapsed().as_secs_f64(),
-        };
-        std::fs::write(
-            out.join("demo_train.json"),
-            serde_json::to_string_pretty(&summary)? + "\n",
-        )?;
-        Ok(summary)
-    }
+        SftEvent::StepsDone => pb.iter().for_each(|pb| pb.finish()),
+        SftEvent::Dropped { .. } => {}
+    };
+    let set = sft::training_set(settings, &tok, lines, &mut on_event)?;
+    let r = sft::train(settings, set, model, tok, out, &mut on_event)?;
+    let summary = TrainSummary {
+        params: r.params,
+        vocab: r.vocab,
+        train_examples: r.start.examples,
+        skipped_examples: r.start.dropped.values().sum::<usize>() + r.start.eval_dropped,
+        steps: r.steps_run(),
+        examples_seen: r.examples_seen,
+        eval_loss_before: r.start.eval_loss_before.unwrap_or(f64::NAN),
+        eval_loss_after: r.eval_loss_after.unwrap_or(f64::NAN),
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    std::fs::write(
+        out.join("demo_train.json"),
+        serde_json::to_string_pretty(&summary)? + "\n",
+    )?;
+    Ok(summary)
 }
 
 /// The whole demo; every step resumes from what `job.out` already holds.

@@ -25,6 +25,10 @@
 //!   to generated trees.
 //! * [`ceiling`] — the dataset's ground-truth decomposition with hammer leaves, as an
 //!   evaluation beside CoqHammer alone: the room decomposition leaves over the hammer.
+//! * [`sft`] — the one SFT loop (`prod train`, `prod model train`, the demo's and the
+//!   experiment's SFT stages): data lines to examples, the data statistics, the steps.
+//! * [`sample_bench`] — sampling timed as an evaluation asks for it (`prod model
+//!   bench-sample`): one prompt at a time against the native policy's batches.
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
 //!   lemma proposal, ProD-RL, RL w/o lemma proposal), resumable stage by stage.
 
@@ -43,6 +47,8 @@ pub mod rl;
 mod rl_config;
 mod round;
 mod round_steps;
+pub mod sample_bench;
+pub mod sft;
 pub mod store;
 pub mod theorem;
 pub mod trees;

@@ -1,0 +1,104 @@
+//! What a training run would actually train on (`prod model data-stats`): every line through
+//! [`super::build_line`], counted in total and per `variant` — lines kept and dropped (by
+//! reason), the `<use_invoke>` share before and after, contexts cut to fit.
+
+use std::collections::BTreeMap;
+
+use prod_policy::prompt::ExampleOptions;
+use prod_policy::ProdTokenizer;
+
+use super::data::{build_lines_in_parallel, DataLine, LineOutcome};
+
+/// Counts for one group of lines.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct DataCounts {
+    pub lines: usize,
+    pub use_invoke_lines: usize,
+    pub use_invoke_share_lines: f64,
+    pub examples: usize,
+    pub use_invoke_examples: usize,
+    pub use_invoke_share_examples: f64,
+    pub dropped_by_reason: BTreeMap<&'static str, usize>,
+    /// Examples whose context was cut below `context_tokens` so that they fit.
+    pub context_cut_for_length: usize,
+    /// What the older rule kept (context cut to `context_tokens` only, an example still too
+    /// long dropped).
+    pub kept_if_dropped_not_cut: usize,
+    pub use_invoke_if_dropped_not_cut: usize,
+    pub use_invoke_share_if_dropped_not_cut: f64,
+    /// Mean tokens per kept example, and of its context.
+    pub mean_tokens: f64,
+    pub mean_context_tokens: f64,
+}
+
+impl DataCounts {
+    fn add(&mut self, use_invoke: bool, outcome: &LineOutcome, opts: &ExampleOptions) {
+        self.lines += 1;
+        self.use_invoke_lines += use_invoke as usize;
+        match outcome {
+            LineOutcome::Kept(b) => {
+                self.examples += 1;
+                self.use_invoke_examples += use_invoke as usize;
+                self.context_cut_for_length += b.cut_for_length(opts) as usize;
+                let body = b.example.ids.len() - b.context_tokens_kept;
+                if b.context_tokens_full.min(opts.context_tokens) + body <= opts.max_seq_len {
+                    self.kept_if_dropped_not_cut += 1;
+                    self.use_invoke_if_dropped_not_cut += use_invoke as usize;
+                }
+                self.mean_tokens += b.example.ids.len() as f64;
+                self.mean_context_tokens += b.context_tokens_kept as f64;
+            }
+            LineOutcome::KeptValue(e) => {
+                self.examples += 1;
+                self.kept_if_dropped_not_cut += 1;
+                self.mean_tokens += e.ids.len() as f64;
+            }
+            LineOutcome::Dropped(reason, _) => {
+                *self.dropped_by_reason.entry(reason).or_insert(0) += 1
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let share = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        self.use_invoke_share_lines = share(self.use_invoke_lines, self.lines);
+        self.use_invoke_share_examples = share(self.use_invoke_examples, self.examples);
+        self.use_invoke_share_if_dropped_not_cut = share(
+            self.use_invoke_if_dropped_not_cut,
+            self.kept_if_dropped_not_cut,
+        );
+        let n = self.examples.max(1) as f64;
+        self.mean_tokens /= n;
+        self.mean_context_tokens /= n;
+    }
+}
+
+/// The counts of a set of lines: in total and per variant (`(none)` for lines without one).
+#[derive(Clone, Debug, Default)]
+pub struct DataStats {
+    pub total: DataCounts,
+    pub by_variant: BTreeMap<String, DataCounts>,
+}
+
+/// Every line built into an example as training would (in parallel), counted.
+pub fn data_stats(
+    tok: &ProdTokenizer,
+    lines: &[DataLine],
+    opts: &ExampleOptions,
+) -> anyhow::Result<DataStats> {
+    let outcomes = build_lines_in_parallel(tok, lines, opts)?;
+    let mut stats = DataStats::default();
+    for (l, o) in lines.iter().zip(&outcomes) {
+        let use_invoke = l.uses_invoke();
+        stats.total.add(use_invoke, o, opts);
+        let variant = l.variant.clone().unwrap_or_else(|| "(none)".into());
+        stats
+            .by_variant
+            .entry(variant)
+            .or_default()
+            .add(use_invoke, o, opts);
+    }
+    stats.total.finish();
+    stats.by_variant.values_mut().for_each(DataCounts::finish);
+    Ok(stats)
+}
