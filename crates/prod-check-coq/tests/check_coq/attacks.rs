@@ -52,6 +52,7 @@ fn is_honest(c: &common::Case) -> bool {
 
 #[test]
 fn no_attack_is_proved_and_every_look_alike_is() {
+    let _machine = common::shared_machine();
     let all = common::load("attacks.jsonl");
     let only: Option<Vec<String>> = std::env::var("PROD_ATTACKS_ONLY")
         .ok()

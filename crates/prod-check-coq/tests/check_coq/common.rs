@@ -1,6 +1,8 @@
 //! Shared helpers for the tests that run the real Coq.
 #![allow(dead_code)]
 
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use prod_check::CheckRequest;
 use prod_check_coq::CoqCheckConfig;
 use prod_core::ConditionalProof;
@@ -152,4 +154,19 @@ pub fn check_cases(
         }
     }
     verdicts.into_iter().map(Option::unwrap).collect()
+}
+
+/// The tests of this binary share one machine. The corpus times CoqHammer's provers (a few
+/// seconds each): it takes the machine to itself, every other test here shares it, as when
+/// each file was a test binary of its own.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// The machine to this test alone (no other test of this binary runs meanwhile).
+pub fn whole_machine() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The machine shared with the other tests (but never with one that holds it whole).
+pub fn shared_machine() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }

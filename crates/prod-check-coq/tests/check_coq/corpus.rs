@@ -11,6 +11,7 @@ use prod_check_coq::CoqChecker;
 
 #[test]
 fn no_cheat_is_proved_and_every_honest_proof_is() {
+    let _machine = common::whole_machine();
     for (version, root) in common::provers() {
         check_corpus(version, &root);
     }

@@ -35,6 +35,7 @@ fn plan(statement: &str, lemmas: &[&str], steps: &[&str]) -> Plan {
 
 #[test]
 fn smuggled_commands_are_caught_by_coqs_own_record() {
+    let _machine = common::shared_machine();
     let mut cfg = common::config_with_plugin(1);
     // The context's axiom is allowed by name, so the honest proof after each case may use it.
     cfg.allowed_axioms = vec!["ctx_ax".into()];
@@ -181,6 +182,7 @@ fn smuggled_commands_are_caught_by_coqs_own_record() {
 
 #[test]
 fn the_sandbox_keeps_files_in() {
+    let _machine = common::shared_machine();
     let cfg = common::config_with_plugin(1);
     let mut s = Session::start(&cfg).unwrap();
     let ctx = PreparedContext::new(ContextSpec {
@@ -222,6 +224,7 @@ fn the_sandbox_keeps_files_in() {
 /// proofs that unfold library fixpoints (`unfold`, `cbv`) pass.
 #[test]
 fn built_fixpoints_are_refused_by_the_term_audit() {
+    let _machine = common::shared_machine();
     let cfg = common::config_with_plugin(1);
     let mut s = Session::start(&cfg).unwrap();
     let ctx = PreparedContext::new(ContextSpec {

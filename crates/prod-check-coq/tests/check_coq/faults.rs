@@ -60,6 +60,7 @@ fn warm(c: &CoqChecker) {
 
 #[test]
 fn endless_tactics_time_out_and_the_pool_goes_on() {
+    let _machine = common::shared_machine();
     let _serial = serial();
     let c = checker(2, 3000, 3);
     warm(&c);
@@ -100,6 +101,7 @@ fn endless_tactics_time_out_and_the_pool_goes_on() {
 /// list too slowly to reach the limit within the step; the printed words run on every release.)
 #[test]
 fn memory_blow_up_is_infra_and_the_pool_goes_on() {
+    let _machine = common::shared_machine();
     let _serial = serial();
     for (version, root) in common::provers() {
         let c = checker_on(&root, 20, 1500, 1);
@@ -133,6 +135,7 @@ fn memory_blow_up_is_infra_and_the_pool_goes_on() {
 
 #[test]
 fn killed_worker_is_infra_then_retried_and_the_pool_goes_on() {
+    let _machine = common::shared_machine();
     let _serial = serial();
     // Without retries: the kill shows as Infra, never as a proof verdict.
     let c = checker(5, 3000, 1);
@@ -177,6 +180,7 @@ fn killed_worker_is_infra_then_retried_and_the_pool_goes_on() {
 /// attempt). The broken context is then never loaded again.
 #[test]
 fn broken_context_is_infra_at_once() {
+    let _machine = common::shared_machine();
     let _serial = serial();
     let c = checker(5, 3000, 3);
     let context = "Require Import NoSuchLibraryProd.\nLemma c1 : no_such_constant = 0.\nProof.\n  2 : {\n  reflexivity.\n  }\nQed.\nLemma c2 : True.\nProof. exact I. Qed.\n";

@@ -25,6 +25,7 @@ fn run_in(context: &str, body: &str, root: &str, allowed: &[&str]) -> prod_check
 
 #[test]
 fn assembled_files() {
+    let _machine = common::shared_machine();
     // Child first, then the root that uses it: closed.
     let good = "Lemma child : forall n, n + 0 = n.\nProof. intros; lia. Qed.\n\
                 Lemma root : forall n, (n + 0) + 0 = n.\nProof. intros n. rewrite !child. reflexivity. Qed.\n";
@@ -70,6 +71,7 @@ fn assembled_files() {
 /// `hammer.` step (or a written-out hammer tactic) needs it.
 #[test]
 fn assembled_file_closes_scopes_and_loads_hammer_tactics_when_used() {
+    let _machine = common::shared_machine();
     let context = format!("{HEAD}Module M.\nSection S.\nVariable k : nat.\n");
     let scope = vec!["M".to_string(), "S".to_string()];
     let assembled = "Lemma child : forall n, n + 0 = n.\nProof. intros; lia. Qed.\n\
@@ -116,6 +118,7 @@ fn assembled_file_closes_scopes_and_loads_hammer_tactics_when_used() {
 /// root's type is compared with the statement as it reads in the bare context.
 #[test]
 fn a_captured_root_statement_fails_the_final_check() {
+    let _machine = common::shared_machine();
     let cfg = common::config(1);
     let check = |statement: &str, assembled: &str| {
         let rendered = prod_check_coq::AssembledFile {
@@ -161,6 +164,7 @@ fn a_captured_root_statement_fails_the_final_check() {
 /// prover's library axioms do.
 #[test]
 fn context_axioms_excuse_nothing_unless_allowed() {
+    let _machine = common::shared_machine();
     let admitted = "Lemma oracle : forall n : nat, n = S n.\nAdmitted.\n\
                     Lemma root : 0 = 1.\nProof. exact (oracle 0). Qed.\n";
     let v = run(admitted, "root", &[]);
@@ -177,6 +181,7 @@ fn context_axioms_excuse_nothing_unless_allowed() {
 /// proof adds to its statement's levels, and an unconstrained proof records none.
 #[test]
 fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
+    let _machine = common::shared_machine();
     use prod_check::{CheckRequest, Checker, Verdict};
     use prod_core::ConditionalProof;
     let cfg = common::config(1);
@@ -262,6 +267,7 @@ fn a_proof_that_constrains_its_statement_s_universes_is_recorded() {
 /// that fixes its level to a library's (`rev_length` is monomorphic) records that.
 #[test]
 fn a_proof_that_constrains_a_polymorphic_statement_s_universes_is_recorded() {
+    let _machine = common::shared_machine();
     use prod_check::{CheckRequest, Checker, Verdict};
     use prod_core::tree::LocalVerdict;
     use prod_core::ConditionalProof;

@@ -52,6 +52,7 @@ fn replacement(v: &Verdict) -> Option<String> {
 
 #[test]
 fn the_same_goal_is_expanded_once_and_answered_from_memory() {
+    let _machine = common::shared_machine();
     if !coq_here() {
         return;
     }
@@ -98,6 +99,7 @@ fn the_same_goal_is_expanded_once_and_answered_from_memory() {
 
 #[test]
 fn other_contexts_and_other_admitted_lemmas_are_other_goals() {
+    let _machine = common::shared_machine();
     if !coq_here() {
         return;
     }
@@ -127,6 +129,7 @@ fn other_contexts_and_other_admitted_lemmas_are_other_goals() {
 
 #[test]
 fn a_wrong_memory_never_proves_and_a_refused_tactic_is_expanded_afresh() {
+    let _machine = common::shared_machine();
     if !coq_here() {
         return;
     }

@@ -56,6 +56,7 @@ const CONTEXT: &str = "From MyLib Require Import Base.\nRequire Import Lia.\n";
 
 #[test]
 fn a_bound_library_loads_in_workers_and_the_final_check() {
+    let _machine = common::shared_machine();
     let tmp = tempfile::tempdir().unwrap();
     let Some(lib) = compiled_library(
         tmp.path(),
@@ -101,6 +102,7 @@ fn a_bound_library_loads_in_workers_and_the_final_check() {
 
 #[test]
 fn bindings_that_shadow_or_do_not_exist_are_refused() {
+    let _machine = common::shared_machine();
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = config(Some(tmp.path()));
     cfg.load_paths[0].logical = "Coq".into();

@@ -7,6 +7,8 @@
 //! Figures: `cargo test -p prod-check-coq --test check_coq plugin:: -- --nocapture` prints the per-lemma
 //! times of both commands (each includes one sentinel round trip, the same for both).
 
+use crate::common;
+
 use prod_check_coq::plugin;
 
 use std::path::PathBuf;
@@ -289,6 +291,7 @@ fn report_pass(label: &str, print_ms: &[(String, f64)], prod_ms: &[(String, f64)
 
 #[test]
 fn stdlib_lists_in_place() {
+    let _machine = common::shared_machine();
     let mut total = 0;
     let mut r = in_place("Lists/List.v");
     total += r.compared;
@@ -308,6 +311,7 @@ fn stdlib_lists_in_place() {
 
 #[test]
 fn stdlib_modules_and_axioms_in_place() {
+    let _machine = common::shared_machine();
     // PeanoNat: module Nat built by Include of functors; Classical_Prop / ClassicalFacts:
     // axioms and section hypotheses; Eqdep_dec: Defined lemmas.
     for f in [
@@ -325,6 +329,7 @@ fn stdlib_modules_and_axioms_in_place() {
 /// A fresh cache directory gets a build; the second call reuses it (same paths, no build).
 #[test]
 fn build_is_cached() {
+    let _machine = common::shared_machine();
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
@@ -351,6 +356,7 @@ fn build_is_cached() {
 
 #[test]
 fn repeated_calls_use_the_memo() {
+    let _machine = common::shared_machine();
     let mut w = start();
     run_ok(&mut w, "Require Import List Arith.");
     for name in [
@@ -389,6 +395,7 @@ fn repeated_calls_use_the_memo() {
 /// Hand-written cases: every kind of assumption `Print Assumptions` reports.
 #[test]
 fn unsafe_cases_agree() {
+    let _machine = common::shared_machine();
     let mut w = start();
     let check = |w: &mut Worker, sentences: &[&str], name: &str, must: &[&str]| {
         for s in sentences {
@@ -602,6 +609,7 @@ fn unsafe_cases_agree() {
 /// implementation), queries inside an open module.
 #[test]
 fn modules_agree() {
+    let _machine = common::shared_machine();
     let mut w = start();
     for s in [
         "Lemma madm : 0 = 1.",
@@ -673,6 +681,7 @@ fn modules_agree() {
 /// admitted, in turn; `mid` and `user` (same text every round) must follow.
 #[test]
 fn backto_redefinition_is_seen() {
+    let _machine = common::shared_machine();
     let mut w = start();
     run_ok(&mut w, "Require Import List.");
     run_ok(&mut w, "Lemma adm0 : length (1 :: nil) = 1.");
