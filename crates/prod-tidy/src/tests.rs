@@ -33,14 +33,13 @@ const LAYERS: &[&[&str]] = &[
         "prod-remote",
     ],
     &["prod-prover"],
-    &["prod-run"],
+    &["prod-run", "prod-serve"],
     &["prod-cli"],
 ];
 
 /// Module circles that are known and not yet broken: this list may only shrink (a circle that
 /// is gone must be taken off it, a new one fails the test).
 const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
-    ("prod-cli", &["check", "config"]),
     ("prod-coq", &["language", "statement"]),
     ("prod-isar", &["header", "keywords"]),
     (
@@ -178,7 +177,7 @@ fn prod_core_spawns_nothing_and_reads_nothing() {
 /// times `solve` on synthetic nodes and decides nothing.
 #[test]
 fn the_tree_pipeline_is_prod_provers() {
-    const ABOVE: &[&str] = &["prod-run", "prod-cli"];
+    const ABOVE: &[&str] = &["prod-run", "prod-serve", "prod-cli"];
     const PATHS: &[&str] = &[
         "prod_core::tree::solve",
         "prod_core::assemble",
