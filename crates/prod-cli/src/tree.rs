@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -142,11 +142,7 @@ struct Given {
 
 /// Read nodes (and the ids as given); errors name the line (1-based) and, for proofs, the
 /// byte position.
-fn read_nodes(
-    file: &PathBuf,
-    verdicts: Option<&PathBuf>,
-    kind: ProverKind,
-) -> anyhow::Result<Input> {
+fn read_nodes(file: &Path, verdicts: Option<&PathBuf>, kind: ProverKind) -> anyhow::Result<Input> {
     let mut lines = match verdicts {
         Some(v) => Some(read_verdicts(v)?),
         None => None,
