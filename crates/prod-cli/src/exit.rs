@@ -28,3 +28,11 @@ pub fn written(r: std::io::Result<()>) -> i32 {
         Err(e) => failure(e.into()),
     }
 }
+
+/// A checker that could not be set up: exit 2 for the user's input, 1 for anything else.
+pub fn setup(e: prod_prover::SetupError) -> i32 {
+    match e {
+        prod_prover::SetupError::BadInput(e) => bad_input(anyhow::anyhow!(e)),
+        prod_prover::SetupError::Failure(e) => failure(anyhow::anyhow!(e)),
+    }
+}

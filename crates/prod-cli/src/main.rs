@@ -28,7 +28,6 @@ mod export_verify;
 mod merge_lora;
 #[cfg(feature = "policy")]
 mod model;
-mod node;
 #[cfg(feature = "policy")]
 mod prompts;
 mod prover;

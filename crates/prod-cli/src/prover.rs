@@ -31,23 +31,9 @@ pub struct LoadPathArgs {
 
 impl LoadPathArgs {
     /// Put the `--load-path` bindings and those of `dataset` (if any) into `cfg` and check them
-    /// (existing directories, inside the dataset, no shadowing). Call after the prover root is
-    /// set: the installed libraries are that prover's.
+    /// ([`prod_prover::add_load_paths`]). Call after the prover root is set.
     pub fn apply(&self, cfg: &mut CoqCheckConfig, dataset: Option<&Path>) -> Result<(), String> {
-        cfg.load_paths.extend(self.load_path.iter().cloned());
-        if let Some(dir) = dataset {
-            let installed = prod_check_coq::installed_root(cfg);
-            let found = prod_library::compile::dataset_bindings(dir, &installed)?;
-            cfg.load_paths
-                .extend(found.into_iter().map(|b| LoadPathBinding {
-                    dir: b.dir,
-                    logical: b.logical,
-                }));
-        }
-        for lp in &cfg.load_paths {
-            lp.validate()?;
-        }
-        prod_check_coq::check_load_paths(cfg).map(|_| ())
+        prod_prover::add_load_paths(cfg, &self.load_path, dataset)
     }
 }
 
@@ -78,33 +64,27 @@ pub struct IsabelleArgs {
 }
 
 impl IsabelleArgs {
+    /// The flags as the checker's Isabelle settings.
+    pub fn settings(&self) -> prod_prover::IsabelleServer {
+        prod_prover::IsabelleServer {
+            server: self.server.clone(),
+            password: self.password.clone(),
+            session: self.session.clone(),
+            dirs: self.dirs.clone(),
+            server_command: self.server_command.clone(),
+        }
+    }
+
     /// The flags over `cfg` (the config file's `[check.isabelle]` or the defaults).
     pub fn apply(&self, cfg: &mut IsabelleCheckConfig) {
-        if let Some(s) = &self.server {
-            cfg.server = s.clone();
-        }
-        if let Some(p) = &self.password {
-            cfg.password = p.clone();
-        }
-        if let Some(s) = &self.session {
-            cfg.session = s.clone();
-        }
-        if !self.dirs.is_empty() {
-            cfg.dirs = self.dirs.clone();
-        }
-        if let Some(c) = &self.server_command {
-            cfg.server_command = c.split_whitespace().map(String::from).collect();
-        }
+        self.settings().apply(cfg);
     }
 }
 
 impl ProverArgs {
     /// Put the root (if any) into `cfg` and check the result.
     pub fn apply(&self, cfg: &mut CoqCheckConfig) -> Result<(), String> {
-        if let Some(r) = &self.coq_root {
-            cfg.root = Some(r.clone());
-        }
-        cfg.validate().map_err(|e| format!("--coq-root: {e}"))
+        prod_prover::set_root(cfg, self.coq_root.as_deref())
     }
 
     /// The prover's library directory (`coqc -where`) as a path on this machine.

@@ -10,8 +10,10 @@ use prod_check::Verdict;
 use prod_check_coq::CoqChecker;
 use prod_queue::{Queue, WorkOptions};
 
-use crate::check::{load_section, read_nodes, render};
+use crate::check::render;
 use crate::{exit, ranges};
+use prod_prover::node::{read_nodes, Echo};
+use prod_prover::{CheckSection, Overrides};
 
 #[derive(Subcommand, Debug)]
 pub enum QueueCommand {
@@ -109,7 +111,7 @@ fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
     // The queue's workers are Coq checkers: its proofs are read as Coq lexes them.
     let nodes = match read_nodes(&a.file, &prod_coq::CoqLanguage) {
         Ok(n) => n,
-        Err(e) => return Ok(exit::bad_input(e)),
+        Err(e) => return Ok(exit::bad_input(anyhow!(e))),
     };
     let mut jobs = vec![];
     for (echo, req) in nodes {
@@ -143,9 +145,9 @@ fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
 }
 
 fn work(a: WorkArgs) -> anyhow::Result<i32> {
-    let section = match load_section(a.config.as_deref()) {
+    let section = match CheckSection::load(a.config.as_deref()) {
         Ok(s) => s,
-        Err(e) => return Ok(exit::bad_input(e)),
+        Err(e) => return Ok(exit::bad_input(anyhow!(e))),
     };
     let mut q = connect(&a.store)?;
     let mut cfg = section.coq;
@@ -159,12 +161,12 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
             cfg.workers = workers;
         }
     }
-    if let Some(w) = a.workers {
-        cfg.workers = w;
-    }
-    if let Some(t) = a.timeout {
-        cfg.step_timeout_s = t;
-    }
+    let flags = Overrides {
+        workers: a.workers,
+        step_timeout_s: a.timeout,
+        ..Overrides::default()
+    };
+    flags.coq(&mut cfg);
     let checker = CoqChecker::new(cfg).map_err(|e| anyhow!(e))?;
     let name = a
         .name
@@ -219,7 +221,7 @@ fn results(a: StoreArgs) -> anyhow::Result<i32> {
     for (item, v, attempts, completions) in connect(&a)?.results()? {
         let v = v.unwrap_or_else(|| Verdict::infra("not checked yet"));
         let line = render(
-            &crate::node::Echo {
+            &Echo {
                 id: serde_json::Value::String(item),
                 ..Default::default()
             },

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -11,8 +11,8 @@ use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
 use prod_core::{ConditionalProof, ProofLanguage};
 use prod_prover::{FinalProof, Forest, ProverKind, RootDecision};
 
-use crate::node::{id_key, NodeLine, SeenIds};
 use crate::{exit, ranges};
+use prod_prover::node::{id_key, read_node_lines, NodeLine};
 
 #[derive(Subcommand)]
 pub enum TreeCommand {
@@ -142,11 +142,7 @@ struct Given {
 
 /// Read nodes (and the ids as given); errors name the line (1-based) and, for proofs, the
 /// byte position.
-fn read_nodes(
-    file: &PathBuf,
-    verdicts: Option<&PathBuf>,
-    kind: ProverKind,
-) -> anyhow::Result<Input> {
+fn read_nodes(file: &Path, verdicts: Option<&PathBuf>, kind: ProverKind) -> anyhow::Result<Input> {
     let mut lines = match verdicts {
         Some(v) => Some(read_verdicts(v)?),
         None => None,
@@ -155,18 +151,8 @@ fn read_nodes(
         nodes: vec![],
         given: vec![],
     };
-    let mut seen = SeenIds::default();
-    for (i, line) in open_lines(file)?.lines().enumerate() {
-        let lineno = i + 1;
-        let line = line.with_context(|| format!("line {lineno}: cannot read (not UTF-8?)"))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let n: NodeLine = serde_json::from_str(&line)
-            .with_context(|| format!("line {lineno}: not a node object"))?;
-        let id = seen
-            .admit(&n.id)
-            .map_err(|e| anyhow::anyhow!("line {lineno}: {e}"))?;
+    for (lineno, n) in read_node_lines(file).map_err(|e| anyhow::anyhow!(e))? {
+        let id = id_text(&n.id);
         let checked = match &mut lines {
             Some(g) => {
                 if n.locally_correct.is_some() {

@@ -1,10 +1,19 @@
 //! The prover level of ProD, between the checkers (prod-check-coq, prod-check-isabelle) and the
-//! programs that use them (prod-run's evaluation and ProD-RL, prod-cli's `check`, `serve`,
-//! `tree solve` and `dataset validate --trees`). Nothing here samples or trains, so the CLI
-//! uses it without the model code.
+//! programs that use them (prod-run's evaluation and ProD-RL, prod-serve's HTTP service,
+//! prod-cli's `check`, `queue`, `tree solve` and `dataset validate --trees`). Nothing here
+//! samples or trains, so the CLI and the service use it without the model code.
 //!
 //! * [`ProverKind`] — which prover: its proof language, its defaults, its name on the command
 //!   line and in configuration files.
+//! * [`config`] — the config file `prod.toml` and its `[check]` section ([`CheckSection`]).
+//! * [`CheckerSettings`] — how a command wants its checker (prover, workers, limits, cache,
+//!   prover root, load paths, dataset, Isabelle server), merged with `[check]` in one place
+//!   ([`CheckerSettings::resolve`]).
+//! * [`Pipeline`] — the checking pipeline of `prod check`, `prod serve` and `prod bench
+//!   serve`: verdicts known from the input, cache hits, then the prover ([`Origin`] says
+//!   which); [`SetupError`] is closed: bad input or failure.
+//! * [`node`] — the JSON node line every command and the service read (`NodeLine`, misspelt
+//!   fields refused, ids unique) and the output line they write (`echo_json`).
 //! * [`Forest`] — checked nodes as the solver sees them (a proof as its check closed it, the
 //!   local verdict from the checker's own verdict, `Infra` and unchecked as unknown), their
 //!   global verdicts, and a correct root's assembled proof.
@@ -25,15 +34,25 @@
 
 pub mod adversary;
 mod canary;
+pub mod config;
 mod final_check;
 mod forest;
 mod judge;
 mod kind;
+pub mod node;
+mod pipeline;
+mod settings;
 mod start;
 
 pub use canary::{canary_alarm, canary_of, Accepted, Canary, CanaryAlarm, RootDecision, CANARIES};
+pub use config::CheckSection;
 pub use final_check::{complete_text, CoqFinal, FinalCheck, FinalProof, IsabelleFinal};
 pub use forest::{local_verdict, CheckedNode, Forest, RootAssembly};
 pub use judge::{decided_node, judge, judge_checked, Judgement, RootJudgement, Tree};
 pub use kind::ProverKind;
+pub use pipeline::{Done, Origin, Pipeline};
+pub use settings::{
+    add_load_paths, set_root, CheckerConfig, CheckerSettings, IsabelleServer, Overrides,
+    ProverConfig, SetupError,
+};
 pub use start::{prover_name, start_coq, start_isabelle};

@@ -1,4 +1,4 @@
-//! `prod serve`'s routes: request parsing and bounds, admission to the queue, JSON errors.
+//! The service's routes: request parsing and bounds, admission to the queue, JSON errors.
 //!
 //! Every refused request gets a 4xx status and a JSON body `{"error": "...", ...}`; nothing a
 //! client sends can panic a handler (bodies are parsed into `serde_json::Value` first, each
@@ -23,9 +23,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::App;
-use crate::check::{echo_json, node_input, verdict_json, InputNode};
-use crate::node::Echo;
-use crate::node::NodeLine;
+use prod_prover::node::{echo_json, node_input, verdict_json, Echo, InputNode, NodeLine};
 
 pub fn router(app: Arc<App>) -> Router {
     let protected = Router::new()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use prod_check::{Verdict, VerdictKind};
 
-use crate::check::Origin;
+use prod_prover::Origin;
 
 /// Every verdict kind, in the order the metrics list them.
 const KINDS: [VerdictKind; 5] = [

@@ -1,8 +1,9 @@
-//! `prod serve`: the checker as an HTTP service, for RL trainers (verl, OpenRLHF, TRL) whose
-//! reward is an HTTP endpoint or a Python function calling one.
+//! The checker as an HTTP service (`prod serve`), for RL trainers (verl, OpenRLHF, TRL) whose
+//! reward is an HTTP endpoint or a Python function calling one, and its load benchmark
+//! ([`bench`], `prod bench serve`).
 //!
-//! The service is a thin shell around `prod check`'s [`Pipeline`] (same node schema, same rules,
-//! same cache, same verdict JSON): `POST /v1/check` and `POST /v1/tree` (nodes → verdicts, or
+//! The service is a thin shell around prod-prover's [`Pipeline`], the one `prod check` runs
+//! (same node schema, same rules, same cache, same verdict JSON): `POST /v1/check` and `POST /v1/tree` (nodes → verdicts, or
 //! global verdicts through the tree solver), `POST /v1/assemble` (a root's complete proof,
 //! re-checked cold), `GET /health`, `GET /metrics` (Prometheus text).
 //! Bounds: body size, nodes per request, nodes queued (429 with `Retry-After` when full); the
@@ -10,6 +11,7 @@
 //! API key is set (`Authorization: Bearer KEY` on every route but `/health`). SIGINT/SIGTERM stop
 //! accepting and finish the accepted checks. Endpoints and examples: docs/serve.md.
 
+pub mod bench;
 mod canary;
 mod http;
 mod metrics;
@@ -19,54 +21,53 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use clap::Args;
-
-use crate::check::{CheckerArgs, Pipeline};
-use crate::{exit, ranges};
-use prod_prover::ProverKind;
+use prod_prover::{CheckerSettings, Pipeline, ProverKind, SetupError};
 
 pub use metrics::Metrics;
 
-/// Serve the checker over HTTP (reward endpoint for RL trainers): /v1/check, /v1/tree, /v1/assemble.
-///
-/// Routes: POST /v1/check, POST /v1/tree, POST /v1/assemble, GET /health, GET /metrics.
-///
-/// `POST /v1/check` takes {"nodes": [NODE, …]} where NODE is a line of `prod check`'s input
-/// and answers {"results": [VERDICT, …]} in the same order (`prod check --json`'s lines, with
-/// the node's own extra fields); with `Accept: application/x-ndjson` or `?stream=1` one line
-/// per node as it finishes, with its "index". `POST /v1/tree` adds "globally_correct" (the
-/// tree solver); `POST /v1/assemble` {"nodes": […], "root": INDEX} adds the root's complete
-/// proof and its cold re-check ("proved"). Only loopback addresses without an API key.
-/// Details: docs/serve.md.
-///
-/// Example: prod serve --workers 4 --cache verdicts.sqlite
-/// Example: PROD_API_KEY=secret prod serve --addr 0.0.0.0:8537
-#[derive(Args, Debug)]
-#[command(verbatim_doc_comment)]
-pub struct ServeArgs {
+/// How the service runs (`prod serve`'s flags): where it listens, who may call it, its bounds,
+/// and the checker behind it.
+#[derive(Clone, Debug)]
+pub struct ServeSettings {
     /// Address to listen on (port 0: any free port; the bound address is printed on stderr).
-    #[arg(long, default_value = "127.0.0.1:8537")]
     pub addr: SocketAddr,
-    /// Require `Authorization: Bearer KEY` (all routes but /health). Needed for an address
+    /// Require `Authorization: Bearer KEY` (all routes but /health); needed for an address
     /// that is not loopback.
-    #[arg(long, env = "PROD_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Largest request body, MiB.
-    #[arg(long, default_value_t = 8, value_parser = ranges::positive_usize)]
     pub max_body_mb: usize,
     /// Most nodes in one request.
-    #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
     pub max_nodes: usize,
     /// Most nodes admitted and not yet judged, over all requests; beyond it: 429.
-    #[arg(long, default_value_t = 1024, value_parser = ranges::positive_usize)]
     pub max_queued: usize,
-    /// Keep no verdicts. Without --cache (or `[check] cache`) the service keeps the newest
-    /// 100,000 verdicts in memory and answers a node it checked before from them (an RL
-    /// trainer samples the same completion many times); infra verdicts are never kept.
-    #[arg(long, conflicts_with = "cache")]
+    /// Keep no verdicts (else, without a cache file, the newest [`MEMORY_CACHE_ENTRIES`] in
+    /// memory).
     pub no_cache: bool,
-    #[command(flatten)]
-    pub checker: CheckerArgs,
+    /// The checker.
+    pub checker: CheckerSettings,
+}
+
+/// The address the service listens on unless told otherwise.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8537";
+/// The default of [`ServeSettings::max_body_mb`].
+pub const DEFAULT_MAX_BODY_MB: usize = 8;
+/// The default of [`ServeSettings::max_nodes`].
+pub const DEFAULT_MAX_NODES: usize = 256;
+/// The default of [`ServeSettings::max_queued`].
+pub const DEFAULT_MAX_QUEUED: usize = 1024;
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        ServeSettings {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8537)),
+            api_key: None,
+            max_body_mb: DEFAULT_MAX_BODY_MB,
+            max_nodes: DEFAULT_MAX_NODES,
+            max_queued: DEFAULT_MAX_QUEUED,
+            no_cache: false,
+            checker: CheckerSettings::default(),
+        }
+    }
 }
 
 /// How many verdicts the service keeps in memory when no cache file is given: about 50 MB.
@@ -89,8 +90,8 @@ pub struct App {
     pub metrics: Metrics,
 }
 
-/// The settings, checked before any prover starts: `Err` is bad input (exit 2).
-fn settings(a: &ServeArgs) -> anyhow::Result<(Option<String>, Limits)> {
+/// The settings, checked before any prover starts: `Err` is bad input.
+fn settings(a: &ServeSettings) -> anyhow::Result<(Option<String>, Limits)> {
     let key = a.api_key.clone();
     if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
         return Err(anyhow!("--api-key (or PROD_API_KEY) is empty"));
@@ -121,19 +122,15 @@ fn settings(a: &ServeArgs) -> anyhow::Result<(Option<String>, Limits)> {
     Ok((key, limits))
 }
 
-pub fn run(a: ServeArgs) -> i32 {
-    let (api_key, limits) = match settings(&a) {
-        Ok(s) => s,
-        Err(e) => return exit::bad_input(e),
-    };
-    let mut pipeline = match Pipeline::open(&a.checker) {
-        Ok(p) => p,
-        Err(e) => return e.exit(),
-    };
+/// Serve until SIGINT or SIGTERM, then answer the accepted requests and stop. `Err`: the
+/// settings are bad input, or the checker, the runtime or the listener would not start.
+pub fn run(a: ServeSettings) -> Result<(), SetupError> {
+    let (api_key, limits) = settings(&a).map_err(|e| SetupError::BadInput(format!("{e:#}")))?;
+    let mut pipeline = Pipeline::open(&a.checker)?;
     if !a.no_cache {
-        if let Err(e) = pipeline.keep_verdicts_in_memory(MEMORY_CACHE_ENTRIES) {
-            return exit::failure(anyhow!(e));
-        }
+        pipeline
+            .keep_verdicts_in_memory(MEMORY_CACHE_ENTRIES)
+            .map_err(|e| SetupError::Failure(e.to_string()))?;
     }
     let app = Arc::new(App {
         pipeline,
@@ -143,22 +140,18 @@ pub fn run(a: ServeArgs) -> i32 {
         metrics: Metrics::default(),
     });
     canary::start_self_check(app.clone());
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return exit::failure(anyhow!("cannot start the runtime: {e}")),
-    };
+        .map_err(|e| SetupError::Failure(format!("cannot start the runtime: {e}")))?;
     let served = rt.block_on(serve(app.clone(), a.addr));
     // Dropping the runtime waits for the checks still running (a streamed request's client
     // may have gone; its verdicts still reach the cache).
     drop(rt);
-    app.pipeline.close();
-    match served {
-        Ok(()) => 0,
-        Err(e) => exit::failure(e),
+    if let Err(e) = app.pipeline.close() {
+        eprintln!("warning: {e}");
     }
+    served.map_err(|e| SetupError::Failure(format!("{e:#}")))
 }
 
 async fn serve(app: Arc<App>, addr: SocketAddr) -> anyhow::Result<()> {
@@ -183,7 +176,7 @@ async fn serve(app: Arc<App>, addr: SocketAddr) -> anyhow::Result<()> {
 
 /// Serve on a bound listener until `stop` resolves (then answer the accepted requests).
 /// `prod serve` stops on a signal, `prod bench serve` when its load is done.
-pub(crate) async fn serve_on(
+pub async fn serve_on(
     app: Arc<App>,
     listener: tokio::net::TcpListener,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
@@ -221,33 +214,39 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        serve: ServeArgs,
-    }
-
-    fn parse(args: &[&str]) -> ServeArgs {
-        let mut v = vec!["t"];
-        v.extend(args);
-        Cli::try_parse_from(v).unwrap().serve
+    fn with(f: impl FnOnce(&mut ServeSettings)) -> ServeSettings {
+        let mut s = ServeSettings::default();
+        f(&mut s);
+        s
     }
 
     #[test]
     fn public_address_needs_a_key_and_limits_are_consistent() {
-        let a = parse(&[]);
-        assert_eq!(a.addr.to_string(), "127.0.0.1:8537");
+        let a = ServeSettings::default();
+        assert_eq!(a.addr.to_string(), DEFAULT_ADDR);
         let (key, limits) = settings(&a).unwrap();
-        assert!(key.is_none() || std::env::var_os("PROD_API_KEY").is_some());
+        assert!(key.is_none());
         assert_eq!(limits.max_body_bytes, 8 << 20);
-        let e = settings(&parse(&["--addr", "0.0.0.0:8537"]));
-        if std::env::var_os("PROD_API_KEY").is_none() {
-            assert!(format!("{:#}", e.unwrap_err()).contains("API key"));
-        }
-        assert!(settings(&parse(&["--addr", "0.0.0.0:1", "--api-key", "k"])).is_ok());
-        assert!(settings(&parse(&["--api-key", " "])).is_err());
-        assert!(settings(&parse(&["--max-nodes", "10", "--max-queued", "5"])).is_err());
+        let public = with(|s| s.addr = "0.0.0.0:8537".parse().unwrap());
+        assert!(format!("{:#}", settings(&public).unwrap_err()).contains("API key"));
+        let keyed = with(|s| {
+            s.addr = "0.0.0.0:1".parse().unwrap();
+            s.api_key = Some("k".into());
+        });
+        assert!(settings(&keyed).is_ok());
+        assert!(settings(&with(|s| s.api_key = Some(" ".into()))).is_err());
+        let cramped = with(|s| {
+            s.max_nodes = 10;
+            s.max_queued = 5;
+        });
+        assert!(settings(&cramped).is_err());
+        assert!(settings(&with(|s| s.max_body_mb = usize::MAX)).is_err());
+    }
+
+    #[test]
+    fn bad_settings_are_bad_input_before_any_prover_starts() {
+        let public = with(|s| s.addr = "0.0.0.0:8537".parse().unwrap());
+        assert!(matches!(run(public), Err(SetupError::BadInput(_))));
     }
 }

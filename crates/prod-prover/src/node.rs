@@ -10,14 +10,24 @@
 //! checks a node silently without its context: a field that looks like a misspelt one of the
 //! node's own (`contxt`: "did you mean `context`?", by edit distance or case), and a field the
 //! output line itself writes (`verdict`, `message`, …), which would be overwritten.
+//!
+//! Read here ([`NodeLine`], [`parse_line`], [`read_node_lines`], [`read_nodes`]: a node with its
+//! proof parsed in the prover's language, as the checker takes it) and written here
+//! ([`echo_json`], [`verdict_json`]: the verdict's [`VerdictLine`] and the node's own fields),
+//! so that every command and the service read and write one form.
 
 use std::collections::HashSet;
+use std::io::BufRead;
+use std::path::Path;
+use std::time::Duration;
 
+use prod_check::{CheckRequest, Verdict, VerdictLine};
+use prod_core::{ConditionalProof, ProofLanguage};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 /// The fields of a node (what [`NodeLine`] reads).
-pub(crate) const NODE_FIELDS: [&str; 6] = [
+pub const NODE_FIELDS: [&str; 6] = [
     "id",
     "imports",
     "context",
@@ -27,18 +37,17 @@ pub(crate) const NODE_FIELDS: [&str; 6] = [
 ];
 
 /// The fields an output line writes besides the node's id (`prod check --json`, `prod
-/// serve`'s results and streamed lines): the verdict line's ([`prod_check::VerdictLine`]) and
+/// serve`'s results and streamed lines): the verdict line's ([`VerdictLine`]) and
 /// the service's own.
 fn is_output_field(key: &str) -> bool {
     key != "id"
-        && (prod_check::VerdictLine::FIELDS.contains(&key)
-            || ["index", "globally_correct"].contains(&key))
+        && (VerdictLine::FIELDS.contains(&key) || ["index", "globally_correct"].contains(&key))
 }
 
 /// One input node.
 #[derive(Deserialize)]
 #[serde(try_from = "RawNode")]
-pub(crate) struct NodeLine {
+pub struct NodeLine {
     pub id: serde_json::Value,
     pub imports: String,
     pub context: String,
@@ -178,13 +187,13 @@ fn string_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 /// What a node's output line repeats of it: its id and the caller's own fields.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Echo {
+pub struct Echo {
     pub id: Value,
     pub extra: Map<String, Value>,
 }
 
 /// An output line's object: the verdict fields of `line`, then the node's own fields.
-pub(crate) fn with_extra(mut line: Value, extra: &Map<String, Value>) -> Value {
+pub fn with_extra(mut line: Value, extra: &Map<String, Value>) -> Value {
     if let Value::Object(o) = &mut line {
         for (k, v) in extra {
             o.entry(k.clone()).or_insert_with(|| v.clone());
@@ -204,7 +213,7 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<serde_json::Value
 }
 
 /// An id as output lines and the solver name it: a string as it is, a number as written.
-pub(crate) fn id_key(id: &serde_json::Value) -> Option<String> {
+pub fn id_key(id: &serde_json::Value) -> Option<String> {
     match id {
         serde_json::Value::String(s) => Some(s.clone()),
         serde_json::Value::Number(n) => Some(n.to_string()),
@@ -214,11 +223,11 @@ pub(crate) fn id_key(id: &serde_json::Value) -> Option<String> {
 
 /// The ids of a file so far: a second node with the same id is bad input.
 #[derive(Default)]
-pub(crate) struct SeenIds(HashSet<String>);
+pub struct SeenIds(HashSet<String>);
 
 impl SeenIds {
     /// `Err` names the id when it was seen before.
-    pub(crate) fn admit(&mut self, id: &serde_json::Value) -> Result<String, String> {
+    pub fn admit(&mut self, id: &serde_json::Value) -> Result<String, String> {
         let key = id_key(id).ok_or("\"id\" must be a string or a number")?;
         if self.0.insert(key.clone()) {
             Ok(key)
@@ -228,9 +237,187 @@ impl SeenIds {
     }
 }
 
+/// A node read from the input: its id and own fields (repeated in its output line) and its
+/// request, or the verdict it already has (a proof that is not a conditional proof is the
+/// model's fault, not unreadable input).
+pub type InputNode = (Echo, Result<CheckRequest, Verdict>);
+
+/// A node as the checker takes it (its `locally_correct`, if any, is the tree solver's to
+/// read), its proof parsed in the prover's language `lang` (markers only outside its strings
+/// and comments).
+pub fn node_input(n: NodeLine, lang: &dyn ProofLanguage) -> InputNode {
+    let req = ConditionalProof::parse_with(&n.proof, lang)
+        .map(|p| CheckRequest::new(&n.imports, &n.context, &n.statement, p))
+        .map_err(|e| Verdict::rejected(format!("not a conditional proof: {e}")));
+    (
+        Echo {
+            id: n.id,
+            extra: n.extra,
+        },
+        req,
+    )
+}
+
+/// Line `n` of `file` as a node (`None` for a blank line), its id admitted into `seen`; the
+/// error names the file and the line.
+pub fn parse_line(
+    (file, n): (&Path, usize),
+    bytes: Vec<u8>,
+    seen: &mut SeenIds,
+) -> Result<Option<NodeLine>, String> {
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("{}: line {n} is not UTF-8", file.display()))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let node: NodeLine = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: line {n} is not a node: {e}", file.display()))?;
+    seen.admit(&node.id)
+        .map_err(|e| format!("{}: line {n}: {e}", file.display()))?;
+    Ok(Some(node))
+}
+
+/// Every node of `file` (`-`: stdin) with its line number (1-based), blank lines skipped;
+/// `Err` names the line.
+pub fn read_node_lines(file: &Path) -> Result<Vec<(usize, NodeLine)>, String> {
+    let reader: Box<dyn BufRead> = if file == Path::new("-") {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file)
+                .map_err(|e| format!("cannot open {}: {e}", file.display()))?,
+        ))
+    };
+    let (mut out, mut seen) = (vec![], SeenIds::default());
+    for (i, line) in reader.split(b'\n').enumerate() {
+        let bytes =
+            line.map_err(|e| format!("{}: cannot read line {}: {e}", file.display(), i + 1))?;
+        if let Some(node) = parse_line((file, i + 1), bytes, &mut seen)? {
+            out.push((i + 1, node));
+        }
+    }
+    Ok(out)
+}
+
+/// The nodes of `file` (`-`: stdin) as the checker takes them ([`node_input`]); `Err` names
+/// the line.
+pub fn read_nodes(file: &Path, lang: &dyn ProofLanguage) -> Result<Vec<InputNode>, String> {
+    Ok(read_node_lines(file)?
+        .into_iter()
+        .map(|(_, n)| node_input(n, lang))
+        .collect())
+}
+
+/// A node's output object: [`verdict_json`] followed by the node's own fields.
+pub fn echo_json(e: &Echo, v: &Verdict, t: Duration, prover: Option<&str>) -> Value {
+    with_extra(verdict_json(&e.id, v, t, prover), &e.extra)
+}
+
+/// One output object (`prod check --json`'s line, `prod serve`'s result): the verdict's
+/// [`VerdictLine`], the one JSON form `prod tree solve --verdicts` reads back. `prover` (`coq
+/// 8.16.1`, `rocq 9.2`, `isabelle`) is the verdict's provenance, where it is known.
+pub fn verdict_json(id: &Value, v: &Verdict, t: Duration, prover: Option<&str>) -> Value {
+    VerdictLine::new(id.clone(), v, t, prover).to_json()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const COQ: &dyn ProofLanguage = &prod_coq::CoqLanguage;
+
+    #[test]
+    fn input_errors_name_the_line_and_bad_proofs_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.jsonl");
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"statement\":\"Lemma a : True.\",\"proof\":\"<no_invoke> exact I.\"}\n\n\
+             {\"id\":\"b\",\"statement\":\"Lemma b : True.\",\"proof\":\"exact I.\"}\n",
+        )
+        .unwrap();
+        let nodes = read_nodes(&p, COQ).unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert!(nodes[0].1.is_ok());
+        assert_eq!(nodes[1].1.as_ref().unwrap_err().kind().as_str(), "rejected");
+        assert_eq!(
+            read_node_lines(&p)
+                .unwrap()
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>(),
+            [1, 3]
+        );
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"statement\":\"x\",\"proof\":\"<no_invoke>\"}\n{\"id\":\"b\"}\n",
+        )
+        .unwrap();
+        let e = read_nodes(&p, COQ).unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+        // A misspelt field is an error, never a silently empty context.
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"contxt\":\"x\",\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n",
+        )
+        .unwrap();
+        let e = read_nodes(&p, COQ).unwrap_err();
+        assert!(
+            e.contains("line 1") && e.contains("unknown field `contxt`, did you mean `context`?"),
+            "{e}"
+        );
+        // Other fields are the caller's: kept, and repeated in the output line.
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"custom_id\":\"k-7\",\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n",
+        )
+        .unwrap();
+        let nodes = read_nodes(&p, COQ).unwrap();
+        let j = echo_json(&nodes[0].0, &Verdict::infra("x"), Duration::ZERO, None);
+        assert_eq!(
+            (&j["id"], &j["custom_id"], &j["verdict"]),
+            (
+                &serde_json::json!("a"),
+                &serde_json::json!("k-7"),
+                &serde_json::json!("infra")
+            )
+        );
+        assert!(read_nodes(&dir.path().join("missing.jsonl"), COQ).is_err());
+        // Output lines and `tree solve --verdicts` are keyed by id: one id, one node.
+        std::fs::write(
+            &p,
+            "{\"id\":1,\"statement\":\"s\",\"proof\":\"<no_invoke>\"}\n\
+             {\"id\":\"1\",\"statement\":\"t\",\"proof\":\"<no_invoke>\"}\n",
+        )
+        .unwrap();
+        let e = read_nodes(&p, COQ).unwrap_err();
+        assert!(e.contains("line 2: duplicate node id '1'"), "{e}");
+        // `tree solve`'s lines (with `locally_correct`) are `check`'s input as they are.
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"statement\":\"s\",\"proof\":\"<no_invoke>\",\"locally_correct\":true}\n",
+        )
+        .unwrap();
+        assert_eq!(read_nodes(&p, COQ).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn output_has_exactly_the_interface_keys() {
+        let v = Verdict::Failed {
+            step: 2,
+            message: "no".into(),
+        };
+        let echo = Echo {
+            id: serde_json::json!("n1"),
+            ..Echo::default()
+        };
+        let j = echo_json(&echo, &v, Duration::from_millis(7), Some("coq 8.16.1"));
+        let mut keys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["id", "message", "prover", "time_ms", "verdict"]);
+        assert_eq!(j["verdict"], "failed");
+        assert_eq!(j["time_ms"], 7);
+    }
 
     #[test]
     fn other_fields_pass_through_and_misspellings_are_refused() {
