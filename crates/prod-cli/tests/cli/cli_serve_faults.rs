@@ -234,7 +234,7 @@ fn worker_killed_mid_batch_every_node_answered_once_infra_stays_infra() {
 /// same request and a concurrent request are judged as usual.
 #[test]
 fn hung_check_times_out_others_unaffected() {
-    let server = Server::start(&["--workers", "2", "--timeout", "3"]);
+    let server = Server::start(&["--workers", "2", "--timeout", "6"]);
     let mine = vec![
         honest("b0", 0),
         hung("hang"),
@@ -262,7 +262,7 @@ fn hung_check_times_out_others_unaffected() {
 /// other requests, and the queue gauge returns to 0 once the abandoned checks finish.
 #[test]
 fn client_gone_mid_stream_queue_returns_to_zero() {
-    let server = Server::start(&["--workers", "1", "--timeout", "2"]);
+    let server = Server::start(&["--workers", "1", "--timeout", "5"]);
     let mut nodes = vec![honest("c0", 0)];
     nodes.extend((0..3).map(|i| hung(&format!("h{i}"))));
     nodes.push(honest("c1", 1));
