@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use prod_check::VerdictLine;
-use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
+use prod_core::tree::{GlobalVerdict, LocalVerdict, Node};
 use prod_core::{ConditionalProof, ProofLanguage};
 use prod_prover::{FinalProof, Forest, ProverKind, RootDecision};
 
-use crate::{exit, ranges};
+use crate::exit;
 use prod_prover::node::{id_key, read_node_lines, NodeLine};
 
 #[derive(Subcommand)]
@@ -74,19 +74,6 @@ pub struct SolveArgs {
     /// The nodes' proof language: how statements match proposals, how lemmas are named.
     #[arg(long, value_enum, default_value_t = ProverKind::Coq)]
     pub prover: ProverKind,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// Largest forest size (nodes); the bench also runs a tenth and a hundredth of it, side by side.
-    #[arg(long, default_value_t = 100_000, value_parser = ranges::positive_usize)]
-    pub nodes: usize,
-    /// Repetitions per size (the median is reported).
-    #[arg(long, default_value_t = 5, value_parser = ranges::positive_usize)]
-    pub repeat: usize,
-    /// Print the timings as one JSON object.
-    #[arg(long)]
-    pub json: bool,
 }
 
 fn open_lines(file: &PathBuf) -> anyhow::Result<Box<dyn BufRead>> {
@@ -403,104 +390,4 @@ fn print_table(out: &mut impl Write, forest: &Forest<'_>) -> std::io::Result<()>
         count(GlobalVerdict::Incorrect),
         count(GlobalVerdict::Undetermined)
     )
-}
-
-/// A synthetic forest of `n` nodes: chains of random depth, cycles, duplicate samples and
-/// incorrect nodes, with about two proposed lemmas per node.
-pub fn synthetic_forest(n: usize, seed: u64) -> Vec<Node> {
-    let mut state = seed | 1;
-    let mut rnd = move |m: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % m.max(1) as u64) as usize
-    };
-    let statements = (n / 2).max(1);
-    (0..n)
-        .map(|i| {
-            let own = rnd(statements);
-            let k = rnd(4);
-            let mut proof = String::from(if k == 0 {
-                "<no_invoke>"
-            } else {
-                "<use_invoke>"
-            });
-            for j in 0..k {
-                let l = rnd(statements);
-                proof.push_str(&format!(
-                    " <invoke> Lemma l{i}_{j} : P{l} = P{l}. </invoke> apply l{i}_{j}."
-                ));
-            }
-            Node {
-                id: i.to_string(),
-                context: format!("ctx{}", own % 3),
-                statement: format!("Lemma t{i} : P{own} = P{own}."),
-                proof: ConditionalProof::parse(&proof).expect("well-formed by construction"),
-                local: if rnd(5) == 0 {
-                    LocalVerdict::Incorrect
-                } else {
-                    LocalVerdict::Correct
-                },
-            }
-        })
-        .collect()
-}
-
-pub fn run_bench(args: BenchArgs) -> i32 {
-    let lang = prod_coq::CoqLanguage;
-    let sizes = [args.nodes / 100, args.nodes / 10, args.nodes];
-    let mut medians = Vec::new();
-    for &n in &sizes {
-        let nodes = synthetic_forest(n, 42);
-        let edges: usize = nodes.iter().map(|x| x.proof.lemma_count()).sum();
-        let mut times: Vec<f64> = (0..args.repeat)
-            .map(|_| {
-                let t = std::time::Instant::now();
-                let s = solve(&nodes, &lang);
-                std::hint::black_box(s.goal_count());
-                t.elapsed().as_secs_f64() * 1e3
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
-        let correct = solve(&nodes, &lang)
-            .verdicts()
-            .iter()
-            .filter(|v| **v == GlobalVerdict::Correct)
-            .count();
-        // The statement keys alone (the language's lexer), to separate them from the fixed point.
-        let t = std::time::Instant::now();
-        let keys: Vec<String> = nodes
-            .iter()
-            .flat_map(|x| std::iter::once(x.statement.as_str()).chain(x.proof.lemmas()))
-            .map(|s| lang.normalize_statement(s))
-            .collect();
-        std::hint::black_box(&keys);
-        drop(keys);
-        let keys_ms = t.elapsed().as_secs_f64() * 1e3;
-        if args.json {
-            println!(
-                "{}",
-                serde_json::json!({"nodes": n, "lemmas": edges, "globally_correct": correct, "median_ms": median, "statement_keys_ms": keys_ms, "us_per_node": median * 1e3 / n.max(1) as f64})
-            );
-        } else {
-            println!(
-                "{n:>9} nodes {edges:>9} lemmas  {correct:>8} globally correct  median {median:9.2} ms  ({:.2} µs/node; statement keys alone {keys_ms:.2} ms)",
-                median * 1e3 / n.max(1) as f64
-            );
-        }
-        medians.push(median);
-    }
-    // Linear time: each 10x step in size costs ~10x (more when the working set leaves the caches).
-    let ratios: Vec<f64> = medians.windows(2).map(|w| w[1] / w[0].max(1e-9)).collect();
-    if args.json {
-        println!("{}", serde_json::json!({"ratios_per_10x": ratios}));
-    } else {
-        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-        println!(
-            "time ratio per 10x nodes: {} (linear: ~10)",
-            shown.join(", ")
-        );
-    }
-    0
 }

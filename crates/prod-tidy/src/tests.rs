@@ -31,7 +31,7 @@ const LAYERS: &[&[&str]] = &[
         "prod-remote",
     ],
     &["prod-prover"],
-    &["prod-run", "prod-serve"],
+    &["prod-bench", "prod-run", "prod-serve"],
     &["prod-cli"],
 ];
 
@@ -149,7 +149,7 @@ fn prod_core_spawns_nothing_and_reads_nothing() {
 /// times `solve` on synthetic nodes and decides nothing.
 #[test]
 fn the_tree_pipeline_is_prod_provers() {
-    const ABOVE: &[&str] = &["prod-run", "prod-serve", "prod-cli"];
+    const ABOVE: &[&str] = &["prod-bench", "prod-run", "prod-serve", "prod-cli"];
     const PATHS: &[&str] = &[
         "prod_core::tree::solve",
         "prod_core::assemble",
@@ -157,7 +157,7 @@ fn the_tree_pipeline_is_prod_provers() {
         "prod_check_coq::final_check",
         "prod_check_isabelle::final_check_assembled",
     ];
-    const BENCHMARK: (&str, &str) = ("crates/prod-cli/src/tree.rs", "prod_core::tree::solve");
+    const BENCHMARK: (&str, &str) = ("crates/prod-bench/src/tree.rs", "prod_core::tree::solve");
     // The paths are read with `use` groups expanded, as the benchmark imports `solve`.
     let grouped = modules::paths("use prod_core::tree::{solve, Node};");
     assert!(grouped.iter().any(|p| p == "prod_core::tree::solve"));
