@@ -156,9 +156,9 @@ pub fn check_cases(
     verdicts.into_iter().map(Option::unwrap).collect()
 }
 
-/// The tests of this binary share one machine. The corpus times CoqHammer's provers (a few
-/// seconds each): it takes the machine to itself, every other test here shares it, as when
-/// each file was a test binary of its own.
+/// The tests of this binary share one machine. Those that measure time limits (the corpus
+/// times CoqHammer's provers, a few seconds each; the fault tests time endless tactics) take
+/// the machine to themselves; every other test here shares it.
 static MACHINE: RwLock<()> = RwLock::new(());
 
 /// The machine to this test alone (no other test of this binary runs meanwhile).

@@ -46,13 +46,6 @@ fn checker_on(
     CoqChecker::new(cfg).unwrap()
 }
 
-/// The fault tests measure time limits: run them one at a time, not in parallel.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Warm the worker up so the timings below measure the fault, not start-up.
 fn warm(c: &CoqChecker) {
     assert_eq!(c.check(&honest()).kind(), VerdictKind::Proved);
@@ -60,8 +53,8 @@ fn warm(c: &CoqChecker) {
 
 #[test]
 fn endless_tactics_time_out_and_the_pool_goes_on() {
-    let _machine = common::shared_machine();
-    let _serial = serial();
+    // These tests measure time limits: each has the machine to itself.
+    let _machine = common::whole_machine();
     let c = checker(2, 3000, 3);
     warm(&c);
     for proof in [
@@ -101,8 +94,8 @@ fn endless_tactics_time_out_and_the_pool_goes_on() {
 /// list too slowly to reach the limit within the step; the printed words run on every release.)
 #[test]
 fn memory_blow_up_is_infra_and_the_pool_goes_on() {
-    let _machine = common::shared_machine();
-    let _serial = serial();
+    // These tests measure time limits: each has the machine to itself.
+    let _machine = common::whole_machine();
     for (version, root) in common::provers() {
         let c = checker_on(&root, 20, 1500, 1);
         warm(&c);
@@ -135,8 +128,8 @@ fn memory_blow_up_is_infra_and_the_pool_goes_on() {
 
 #[test]
 fn killed_worker_is_infra_then_retried_and_the_pool_goes_on() {
-    let _machine = common::shared_machine();
-    let _serial = serial();
+    // These tests measure time limits: each has the machine to itself.
+    let _machine = common::whole_machine();
     // Without retries: the kill shows as Infra, never as a proof verdict.
     let c = checker(5, 3000, 1);
     warm(&c);
@@ -180,8 +173,8 @@ fn killed_worker_is_infra_then_retried_and_the_pool_goes_on() {
 /// attempt). The broken context is then never loaded again.
 #[test]
 fn broken_context_is_infra_at_once() {
-    let _machine = common::shared_machine();
-    let _serial = serial();
+    // These tests measure time limits: each has the machine to itself.
+    let _machine = common::whole_machine();
     let c = checker(5, 3000, 3);
     let context = "Require Import NoSuchLibraryProd.\nLemma c1 : no_such_constant = 0.\nProof.\n  2 : {\n  reflexivity.\n  }\nQed.\nLemma c2 : True.\nProof. exact I. Qed.\n";
     let broken = |statement: &str| {
