@@ -1,4 +1,4 @@
-//! Progress of a batch of checks (`prod check`, `prod dataset validate`): `prod_progress`'s bar
+//! Progress of a batch of checks (`prod check`, `prod dataset validate` and `export`): `prod_progress`'s bar
 //! on a terminal, otherwise a line every `PROD_PROGRESS_SECS` (also while nothing finishes, so a
 //! long batch never stalls silently), with the verdicts so far by kind.
 //! Also the per-context summary: a context that does not load is reported once, with its
@@ -42,11 +42,14 @@ impl CheckProgress {
     }
 }
 
-/// Is this verdict a context that does not load (the checker's own wording)?
-pub fn context_failure(v: &Verdict) -> Option<&str> {
-    match v {
-        Verdict::Infra { message } => message.strip_prefix("context does not load: "),
-        _ => None,
+/// The progress of a verification's batches (`prod dataset export`).
+impl prod_prover::BatchProgress for CheckProgress {
+    fn record(&self, v: &Verdict) {
+        CheckProgress::record(self, v)
+    }
+
+    fn finish(&self) {
+        CheckProgress::finish(self)
     }
 }
 

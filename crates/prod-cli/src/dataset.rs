@@ -712,7 +712,7 @@ pub(crate) fn check_sample(
             out.hammer.1 += 1;
             out.hammer.0 += (v.kind() == prod_check::VerdictKind::Proved) as usize;
         }
-        if let Some(reason) = check_progress::context_failure(&v) {
+        if let Some(reason) = prod_prover::context_failure(&v) {
             out.context_failures
                 .push((e.logical_path.clone(), reason.to_string()));
         } else if v.kind() != prod_check::VerdictKind::Proved {

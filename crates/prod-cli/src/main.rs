@@ -22,8 +22,6 @@ mod eval;
 mod exit;
 #[cfg(feature = "policy")]
 mod experiment;
-mod export_tokens;
-mod export_verify;
 #[cfg(feature = "policy")]
 mod merge_lora;
 #[cfg(feature = "policy")]

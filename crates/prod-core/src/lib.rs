@@ -5,6 +5,8 @@
 //! * [`assembly`] — a complete proof from a globally correct root, child-first, lemmas deduplicated.
 //! * [`pass_at_k`] — the unbiased estimator, bootstrap confidence intervals, per-depth tables.
 //! * [`range`] — the ranges numbers of a command line or config file must lie in, one rule each.
+//! * [`prompt`] — the prompt format `{context}\n{statement}\n`, one definition for the policy and
+//!   the export to RL frameworks.
 //! * [`Sampling`] — what to sample (temperature, top-p, new tokens, context tokens), one default each.
 //! * [`ProofLanguage`] — everything prover-specific the core needs (where strings and comments
 //!   are, statement normalisation, names, rendering), implemented by `prod-coq` and `prod-isar`.
@@ -16,6 +18,7 @@ pub mod assembly;
 pub mod conditional;
 pub mod language;
 pub mod pass_at_k;
+pub mod prompt;
 pub mod range;
 pub mod sampling;
 pub mod tree;

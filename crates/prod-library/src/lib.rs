@@ -10,7 +10,9 @@
 //! Prover-neutral parts: [`source`] (the trait), [`segment`] (the [`SegmentedFile`] trait),
 //! [`peel`], [`examples`], [`split`], [`dataset`]. Coq: [`coq`] (`CoqSource`), [`glob`],
 //! [`discovery`], [`hammer`], [`imports`] (library-internal `Require`s qualified), [`compile`] (a
-//! user's project compiled into the dataset's `lib/`, with its load-path bindings). Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
+//! user's project compiled into the dataset's `lib/`, with its load-path bindings), [`export`]
+//! (a split in an RL framework's schema: rows, prompts, token counts, `export.json`).
+//! Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
 
 pub mod card;
 pub mod compile;
@@ -18,6 +20,7 @@ pub mod coq;
 pub mod dataset;
 pub mod discovery;
 pub mod examples;
+pub mod export;
 pub mod glob;
 pub mod hammer;
 pub mod imports;

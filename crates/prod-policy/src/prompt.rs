@@ -22,14 +22,9 @@ use crate::{PolicyError, Result};
 
 /// The two texts a prompt is made of, each tokenised on its own: the context part (`None` for
 /// an empty context) and the statement part. Every prompt and training example is built from
-/// these, and so is the template shipped with a model ([`template`]).
-pub fn prompt_parts(context: &str, statement: &str) -> (Option<String>, String) {
-    let context = context.trim_end();
-    (
-        (!context.is_empty()).then(|| format!("{context}\n")),
-        format!("{}\n", statement.trim()),
-    )
-}
+/// these, and so is the template shipped with a model ([`template`]); the export to RL
+/// frameworks writes the same two parts as one text (`prod_core::prompt::prompt_text`).
+pub use prod_core::prompt::prompt_parts;
 
 /// The prompt `x = c s` with the context truncated to its last `context_tokens` tokens.
 pub fn prompt_ids(

@@ -30,6 +30,10 @@
 //! * [`canary_alarm`] — whether a root that states a canary (`False`, `0 = 1`, …) was
 //!   accepted: the one soundness alarm every path that decides a root raises.
 //!
+//! * [`verify_ground_truths`] — an export's rows kept only where the real checker loads the
+//!   context and proves the ground truth (`prod dataset export`); [`context_failure`] reads
+//!   a verdict that says a context does not load.
+//!
 //! Coq and Isabelle differ only behind [`ProverKind`] and [`FinalCheck`] (and in their crates).
 
 pub mod adversary;
@@ -43,6 +47,7 @@ pub mod node;
 mod pipeline;
 mod settings;
 mod start;
+mod verify;
 
 pub use canary::{canary_alarm, canary_of, Accepted, Canary, CanaryAlarm, RootDecision, CANARIES};
 pub use config::CheckSection;
@@ -56,3 +61,4 @@ pub use settings::{
     ProverConfig, SetupError,
 };
 pub use start::{prover_name, start_coq, start_isabelle};
+pub use verify::{context_failure, verify_ground_truths, BatchProgress, VerifyReport};

@@ -1,6 +1,7 @@
-//! `prod dataset export`'s verification (on by default for the RL split, `--no-verify` to
-//! skip): every row kept is one whose reward the real checker can give. Two passes with one
-//! Coq checker (`[check.coq]`, the prover root, the dataset's bindings, the command's flags):
+//! The verification of an export (`prod dataset export`, on by default for the RL split,
+//! `--no-verify` to skip): every row kept is one whose reward the real checker can give. Two
+//! passes with one Coq checker (the caller's: `[check.coq]`, the prover root, the dataset's
+//! bindings, the command's flags):
 //!
 //! 1. **contexts** — does each row's context load? The contexts of one file are prefixes of
 //!    one text, so one probe per file (its longest context) settles most files; where it fails,
@@ -13,37 +14,56 @@
 //!    time-out) states a theorem no completion is known to prove under this checker:
 //!    `ground_truth_not_proved`, with the verdict per row in `not_proved`. An infra verdict
 //!    (after the checker's own retries) says nothing about the proof: such rows are left out
-//!    too, counted apart (`ground_truth_infra`), and named on stderr.
+//!    too, counted apart (`ground_truth_infra`), and named to the caller's [`VerifyReport`].
+//!
+//! The rows and what the verification left out are `prod_library::export`'s ([`Candidate`],
+//! [`Verification`]); the progress and the lines about rows left out are the caller's to
+//! show ([`VerifyReport`]).
 
 use std::collections::BTreeMap;
 
-use prod_check::{CheckRequest, Checker as _, Verdict};
-use prod_check_coq::CoqChecker;
-use prod_library::dataset;
+use prod_check::{CheckRequest, Checker, Verdict};
+use prod_library::export::{Candidate, Verification};
 
-/// A row that may be written: its example and its full context (what the reward input holds).
-pub struct Candidate<'a> {
-    pub example: &'a dataset::Example,
-    pub full: String,
+/// How a verification shows what it does: the progress of each batch of checks, and the rows
+/// it leaves out for a reason the checker gave.
+pub trait VerifyReport {
+    /// A batch of `total` checks begins (`phase`: `verify` for the contexts, `ground truths`);
+    /// its verdicts go to the progress returned.
+    fn batch(&self, phase: &str, total: usize) -> Box<dyn BatchProgress>;
+    /// The last `rows` rows of `file` were left out: their context does not load (`reason`).
+    fn context_not_loaded(&self, file: &str, rows: usize, reason: &str);
+    /// Row `id`'s ground truth got an infra verdict (`why`): the row is left out.
+    fn ground_truth_infra(&self, id: &str, why: &str);
 }
 
-/// What the verification left out, for `export.json`.
-#[derive(Default)]
-pub struct Outcome {
-    /// Rows left out, by reason.
-    pub dropped: BTreeMap<&'static str, usize>,
-    /// Per file whose later rows were left out, Coq's reason.
-    pub not_loaded: BTreeMap<String, String>,
-    /// Per row left out for its ground truth, the checker's verdict.
-    pub not_proved: BTreeMap<String, String>,
+/// The progress of one batch of checks.
+pub trait BatchProgress: Sync {
+    /// One verdict came in.
+    fn record(&self, v: &Verdict);
+    /// The batch is over.
+    fn finish(&self);
 }
 
-/// Both passes with `checker`: the candidates that stay are those whose context loads and
-/// whose ground truth the checker proves; the others are counted in the outcome.
-pub fn keep_verified(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>) -> Outcome {
-    let mut outcome = Outcome::default();
-    keep_loading(checker, candidates, &mut outcome);
-    keep_proved(checker, candidates, &mut outcome);
+/// Is this verdict a context that does not load (the checker's own wording)? Its reason.
+pub fn context_failure(v: &Verdict) -> Option<&str> {
+    match v {
+        Verdict::Infra { message } => message.strip_prefix("context does not load: "),
+        _ => None,
+    }
+}
+
+/// Both passes with `checker` (a Coq checker): the candidates that stay are those whose
+/// context loads and whose ground truth the checker proves; the others are counted in the
+/// outcome.
+pub fn verify_ground_truths(
+    checker: &dyn Checker,
+    candidates: &mut Vec<Candidate<'_>>,
+    report: &dyn VerifyReport,
+) -> Verification {
+    let mut outcome = Verification::default();
+    keep_loading(checker, candidates, &mut outcome, report);
+    keep_proved(checker, candidates, &mut outcome, report);
     outcome
 }
 
@@ -51,7 +71,12 @@ pub fn keep_verified(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>) 
 const REASON_CHARS: usize = 300;
 
 /// Pass 2: the candidates whose ground truth the checker proves stay.
-fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcome: &mut Outcome) {
+fn keep_proved(
+    checker: &dyn Checker,
+    candidates: &mut Vec<Candidate<'_>>,
+    outcome: &mut Verification,
+    report: &dyn VerifyReport,
+) {
     let mut requests = Vec::with_capacity(candidates.len());
     let mut unparsed = BTreeMap::new();
     for (i, c) in candidates.iter().enumerate() {
@@ -66,7 +91,7 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcom
             }
         }
     }
-    let progress = crate::check_progress::CheckProgress::new("ground truths", requests.len(), true);
+    let progress = report.batch("ground truths", requests.len());
     let batch: Vec<CheckRequest> = requests.iter().map(|(_, r)| r.clone()).collect();
     let verdicts = checker.check_batch(&batch, &|_, v| progress.record(v));
     progress.finish();
@@ -97,7 +122,7 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcom
     for (id, reason, why) in dropped {
         *outcome.dropped.entry(reason).or_default() += 1;
         if reason == "ground_truth_infra" {
-            eprintln!("ground truth not checked (infra) for {id}: {why}");
+            report.ground_truth_infra(&id, &why);
         }
         let why: String = why.split_whitespace().collect::<Vec<_>>().join(" ");
         outcome
@@ -108,8 +133,13 @@ fn keep_proved(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcom
 
 /// Pass 1: only the candidates whose context loads in the prover stay; the others are counted
 /// as `context_does_not_load`.
-fn keep_loading(checker: &CoqChecker, candidates: &mut Vec<Candidate<'_>>, outcome: &mut Outcome) {
-    let loads = contexts_load(checker, candidates, &mut outcome.not_loaded);
+fn keep_loading(
+    checker: &dyn Checker,
+    candidates: &mut Vec<Candidate<'_>>,
+    outcome: &mut Verification,
+    report: &dyn VerifyReport,
+) {
+    let loads = contexts_load(checker, candidates, &mut outcome.not_loaded, report);
     let before = candidates.len();
     let mut keep = loads.into_iter();
     candidates.retain(|_| keep.next().unwrap_or(false));
@@ -183,7 +213,7 @@ impl<'f> ContextSearch<'f> {
     fn record(&mut self, p: usize, v: &Verdict) {
         if matches!(v, Verdict::Infra { .. }) {
             self.hi = p;
-            self.reason = Some(match crate::check_progress::context_failure(v) {
+            self.reason = Some(match context_failure(v) {
                 Some(r) => r.to_string(),
                 None => v.message(),
             });
@@ -199,11 +229,12 @@ impl<'f> ContextSearch<'f> {
 /// contexts (by length) finds the shortest that fails, and every longer one fails with it (it
 /// holds the sentence Coq refused). Each check proves `True` after the context: only an infra
 /// verdict (the context did not load) counts. The probes of all files are batched per round;
-/// files whose longest contexts do not load are named on stderr and in `not_loaded`.
+/// files whose longest contexts do not load are named to `report` and in `not_loaded`.
 fn contexts_load(
-    checker: &CoqChecker,
+    checker: &dyn Checker,
     candidates: &[Candidate<'_>],
     not_loaded: &mut BTreeMap<String, String>,
+    report: &dyn VerifyReport,
 ) -> Vec<bool> {
     let files = rows_by_file(candidates);
     // The probe: a trivial lemma stated after the context, so that only the context decides
@@ -216,7 +247,7 @@ fn contexts_load(
         .map(|(k, rows)| ContextSearch::new(k, rows))
         .collect();
     let mut first = true;
-    let progress = crate::check_progress::CheckProgress::new("verify", files.len(), true);
+    let progress = report.batch("verify", files.len());
     loop {
         let probes: Vec<(usize, usize)> = search
             .iter()
@@ -246,7 +277,7 @@ fn contexts_load(
         }
         first = false;
     }
-    loading_rows(candidates.len(), &search, not_loaded)
+    loading_rows(candidates.len(), &search, not_loaded, report)
 }
 
 /// Per candidate, whether its context loads, from the finished searches; each file with rows
@@ -255,6 +286,7 @@ fn loading_rows(
     candidates: usize,
     search: &[ContextSearch],
     not_loaded: &mut BTreeMap<String, String>,
+    report: &dyn VerifyReport,
 ) -> Vec<bool> {
     let mut loads = vec![true; candidates];
     for s in search {
@@ -263,11 +295,7 @@ fn loading_rows(
         }
         if s.hi < s.rows.len() {
             let reason = s.reason.clone().unwrap_or_default();
-            eprintln!(
-                "context does not load ({} row(s) of {}): {reason}",
-                s.rows.len() - s.hi,
-                s.key.0
-            );
+            report.context_not_loaded(s.key.0, s.rows.len() - s.hi, &reason);
             not_loaded.insert(s.key.0.to_string(), reason);
         }
     }

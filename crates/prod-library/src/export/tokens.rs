@@ -1,4 +1,4 @@
-//! `prod dataset export --tokenizer`: lengths in a model's tokens, so that a trainer's limits
+//! The export's token counts (`prod dataset export --tokenizer`): lengths in a model's tokens, so that a trainer's limits
 //! (verl's `data.max_prompt_length` / `max_response_length`, OpenRLHF's `--data.max_len`, TRL's
 //! `max_completion_length`) can be set from the export instead of guessed: the prompts' and the
 //! ground-truth completions' token counts, as percentiles in `export.json`; and
@@ -13,8 +13,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context as _};
-
 /// A tokenizer that counts tokens.
 pub struct TokenCounter {
     tokenizer: tokenizers::Tokenizer,
@@ -23,14 +21,14 @@ pub struct TokenCounter {
 
 impl TokenCounter {
     /// `path`: a `tokenizer.json`, or a model folder that holds one.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
+    pub fn load(path: &Path) -> Result<Self, String> {
         let file = if path.is_dir() {
             path.join("tokenizer.json")
         } else {
             path.to_path_buf()
         };
         let tokenizer = tokenizers::Tokenizer::from_file(&file)
-            .map_err(|e| anyhow!("--tokenizer {}: {e}", file.display()))?;
+            .map_err(|e| format!("--tokenizer {}: {e}", file.display()))?;
         Ok(TokenCounter {
             tokenizer,
             path: file,
@@ -38,11 +36,11 @@ impl TokenCounter {
     }
 
     /// Tokens of `text`, no special tokens added.
-    pub fn count(&self, text: &str) -> anyhow::Result<usize> {
+    pub fn count(&self, text: &str) -> Result<usize, String> {
         let e = self
             .tokenizer
             .encode(text, false)
-            .map_err(|e| anyhow!("{}: cannot encode: {e}", self.path.display()))?;
+            .map_err(|e| format!("{}: cannot encode: {e}", self.path.display()))?;
         Ok(e.len())
     }
 }
@@ -80,7 +78,7 @@ pub fn percentiles(mut counts: Vec<usize>) -> Percentiles {
 }
 
 /// What `export.json` records under `tokens`.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Debug)]
 pub struct TokenReport {
     pub tokenizer: String,
     /// The prompts as written (after `--prompt-tokens`).
@@ -101,8 +99,8 @@ pub fn fit_prompt(
     tails: &[&str],
     budget: usize,
     prompt_for: impl Fn(&str) -> String,
-) -> anyhow::Result<Option<(String, usize)>> {
-    let check = |i: usize| -> anyhow::Result<(String, usize)> {
+) -> Result<Option<(String, usize)>, String> {
+    let check = |i: usize| -> Result<(String, usize), String> {
         let p = prompt_for(tails[i]);
         let n = counter.count(&p)?;
         Ok((p, n))
@@ -144,12 +142,6 @@ pub fn line_tails<'c>(context: &'c str, first: &'c str) -> Vec<&'c str> {
     debug_assert!(context.trim_end().ends_with(first));
     out.push("");
     out
-}
-
-/// Reads `--tokenizer` for the export (with its path in errors).
-pub fn load(path: Option<&Path>) -> anyhow::Result<Option<TokenCounter>> {
-    path.map(|p| TokenCounter::load(p).with_context(|| "--tokenizer".to_string()))
-        .transpose()
 }
 
 #[cfg(test)]
