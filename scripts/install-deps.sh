@@ -29,12 +29,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# Do two requirement files ask for the same packages? Comments (which say where each pin is
+# used) may change without a new venv.
+same_requirements() {
+  [ -f "$2" ] && cmp -s <(grep -v '^[[:space:]]*#' "$1") <(grep -v '^[[:space:]]*#' "$2")
+}
 if [ $with_python = 1 ]; then
   # Debian's torch 1.13 belongs to the system python (not a pyenv one on PATH).
   pyvenv="${PROD_PYVENV:-$HOME/.cache/prod/pyvenv}"
   req="$(dirname "$0")/../python/requirements-ci.txt"
   nodeps="$(dirname "$0")/../python/requirements-ci-nodeps.txt"
-  if ! cmp -s "$req" "$pyvenv/requirements-ci.txt" || ! cmp -s "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"; then
+  if ! same_requirements "$req" "$pyvenv/requirements-ci.txt" ||
+    ! same_requirements "$nodeps" "$pyvenv/requirements-ci-nodeps.txt"; then
     echo "creating $pyvenv (python/requirements-ci*.txt)" >&2
     /usr/bin/python3 -m venv --system-site-packages "$pyvenv"
     "$pyvenv/bin/pip" install -q --no-cache-dir -r "$req"
@@ -44,7 +50,7 @@ if [ $with_python = 1 ]; then
   fi
   rlvenv="${PROD_RLVENV:-$HOME/.cache/prod/rlvenv}"
   rlreq="$(dirname "$0")/../python/requirements-rl.txt"
-  if ! cmp -s "$rlreq" "$rlvenv/requirements-rl.txt"; then
+  if ! same_requirements "$rlreq" "$rlvenv/requirements-rl.txt"; then
     echo "creating $rlvenv (python/requirements-rl.txt; about 3 GB to download)" >&2
     rm -rf "$rlvenv"
     /usr/bin/python3 -m venv "$rlvenv"
