@@ -7,12 +7,15 @@
 //! * [`tree`] (`prod bench tree`): the global-correctness solver on synthetic forests.
 //! * [`adversary`] (`prod bench adversary`): prod-prover's seeded attack scenarios through
 //!   check, tree, assembly and final check, tallied.
+//! * [`hammer`] (`prod bench hammer`): CoqHammer alone on a split's theorems under several
+//!   hammer profiles side by side: proved goals, where the seconds go, the seconds curve.
 //!
 //! `prod bench serve`'s measurement is prod-serve's (`prod_serve::bench`), `prod model bench`'s
 //! prod-policy's: each lives next to what it measures.
 
 pub mod adversary;
 pub mod check;
+pub mod hammer;
 pub mod tree;
 
 /// Why a benchmark did not run to its figures: the user's input (exit 2) or anything else

@@ -215,7 +215,7 @@ impl CoqCheckConfig {
     /// e.g. `step_timeout_s = 0: must be at least 1`.
     pub fn validate(&self) -> Result<(), String> {
         let h = &self.hammer;
-        let at_least_one: [(&str, u64); 10] = [
+        let at_least_one: [(&str, u64); 11] = [
             ("step_timeout_s", self.step_timeout_s.into()),
             ("attempt_timeout_s", self.attempt_timeout_s.into()),
             ("context_timeout_s", self.context_timeout_s.into()),
@@ -226,6 +226,7 @@ impl CoqCheckConfig {
             ("hammer.atp_limit_s", h.atp_limit_s.into()),
             ("hammer.timeout_s", h.timeout_s.into()),
             ("hammer.gs_mode", h.gs_mode.into()),
+            ("hammer.reconstr_limit_s", h.reconstr_limit_s.into()),
         ];
         for (key, v) in at_least_one {
             prod_core::range::Range::at_least_one(key, v)?;
@@ -290,7 +291,31 @@ pub struct HammerConfig {
     pub timeout_s: u32,
     /// `Set Hammer GSMode` (parallel strategies; ≈ cores).
     pub gs_mode: u32,
+    /// `Set Hammer SAutoLimit` (seconds): CoqHammer's own `sauto` try before its provers; 0
+    /// turns it off (the fixed list has tried `sauto` already when it holds it).
+    pub sauto_limit_s: u32,
+    /// `Set Hammer ReconstrLimit` (seconds): each reconstruction try of a provers' proof.
+    pub reconstr_limit_s: u32,
+    /// Turn off (`Unset Hammer Vampire.` …) the provers whose program the checker's Coq cannot
+    /// run. CoqHammer schedules its parallel strategies (`gs_mode` of them) over every prover it
+    /// knows, installed or not: without this, a strategy slot given to a missing Vampire or Z3
+    /// fails at once and the call runs on fewer provers than `gs_mode`.
+    pub only_installed_provers: bool,
+    /// CoqHammer's provers turned off, found at the checker's start when
+    /// `only_installed_provers` is on (their option names: `Vampire`, `Z3` …); not a
+    /// configuration key.
+    #[serde(skip)]
+    pub unset_provers: Vec<&'static str>,
 }
+
+/// CoqHammer's provers: the option that turns each off (`Hammer Vampire`) and the program it
+/// runs.
+pub const HAMMER_PROVERS: [(&str, &str); 4] = [
+    ("Vampire", "vampire"),
+    ("Eprover", "eprover"),
+    ("Z3", "z3_tptp"),
+    ("CVC4", "cvc4"),
+];
 
 fn fixed(tactic: &str, timeout_s: u32) -> FixedTactic {
     FixedTactic {
@@ -301,14 +326,15 @@ fn fixed(tactic: &str, timeout_s: u32) -> FixedTactic {
 
 /// CoqHammer's own strong tactics first, then every simple tactic a dataset replaces by
 /// `hammer.` (`prod_coq::HAMMER_CLOSING_TACTICS`, `HAMMER_MAYBE_CLOSING_TACTICS`) that is not
-/// already there: a replaced step is always found again by the tactic it was.
+/// already there: a replaced step is always found again by the tactic it was. Each gets 1 s:
+/// on a goal it does not close, `sauto` runs to its limit; `best` (which does not always
+/// stop at its `timeout`) and `intros; sauto` (`sauto` introduces) are left to the provers'
+/// reconstruction (`prod bench hammer` measures the list against [`HammerConfig::before`]).
 fn default_fixed_tactics() -> Vec<FixedTactic> {
     let mut list = vec![
         fixed("lia", 1),
         fixed("sfirstorder", 1),
-        fixed("sauto", 2),
-        fixed("(intros; sauto)", 2),
-        fixed("best", 2),
+        fixed("sauto", 1),
         fixed("(intuition auto with *)", 1),
         fixed("congruence", 1),
         fixed("(auto with *)", 1),
@@ -330,9 +356,42 @@ impl Default for HammerConfig {
             enabled: true,
             fixed_tactics: default_fixed_tactics(),
             use_atp: true,
-            atp_limit_s: 10,
+            atp_limit_s: 5,
+            // A worker's first call extracts the features of every object in scope (about
+            // 15 s for the stdlib; later calls reuse them): the whole call keeps room for it.
             timeout_s: 40,
             gs_mode: 2,
+            sauto_limit_s: 0,
+            reconstr_limit_s: 5,
+            only_installed_provers: true,
+            unset_provers: Vec::new(),
+        }
+    }
+}
+
+impl HammerConfig {
+    /// The hammer as it was before `prod bench hammer` measured it: `sauto`, `intros; sauto`
+    /// and `best` at 2 s in the fixed list, CoqHammer's own `sauto` try (1 s), the provers at
+    /// 10 s within 40 s, and strategy slots given to provers that are not installed.
+    pub fn before() -> HammerConfig {
+        let mut fixed_tactics = vec![
+            fixed("lia", 1),
+            fixed("sfirstorder", 1),
+            fixed("sauto", 2),
+            fixed("(intros; sauto)", 2),
+            fixed("best", 2),
+        ];
+        fixed_tactics.extend(
+            default_fixed_tactics()
+                .into_iter()
+                .filter(|t| !["lia", "sfirstorder", "sauto"].contains(&t.tactic.as_str())),
+        );
+        HammerConfig {
+            fixed_tactics,
+            atp_limit_s: 10,
+            sauto_limit_s: 1,
+            only_installed_provers: false,
+            ..HammerConfig::default()
         }
     }
 }

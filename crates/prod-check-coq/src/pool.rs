@@ -223,10 +223,19 @@ impl CoqChecker {
         if cfg.plugin.is_none() {
             cfg.plugin = Some(load_plugin(&cfg)?);
         }
+        cfg.hammer.unset_provers = if cfg.hammer.only_installed_provers {
+            crate::config::HAMMER_PROVERS
+                .iter()
+                .filter(|(_, program)| !crate::sandbox::can_run(&cfg, program))
+                .map(|(option, _)| *option)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let rules = RuleSet::for_release(ProverRelease::from_fingerprint(&version));
         let h = &cfg.hammer;
         let options = format!(
-            "rules {RULES_REVISION} refusing {}; step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {}; allowed {:?}",
+            "rules {RULES_REVISION} refusing {}; step {}s; attempt {}s; hammer {} {:?} atp {} {}s {}s gs {} sauto {}s reconstr {}s unset {:?}; allowed {:?}",
             rules.describe(),
             cfg.step_timeout_s,
             cfg.attempt_timeout_s,
@@ -239,6 +248,9 @@ impl CoqChecker {
             h.atp_limit_s,
             h.timeout_s,
             h.gs_mode,
+            h.sauto_limit_s,
+            h.reconstr_limit_s,
+            h.unset_provers,
             cfg.allowed_axioms
         );
         let slots: Vec<_> = (0..cfg.worker_count()).map(|_| Mutex::new(None)).collect();

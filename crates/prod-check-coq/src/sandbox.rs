@@ -182,6 +182,22 @@ pub fn coqlib(cfg: &CoqCheckConfig) -> Result<std::path::PathBuf, String> {
     tool_output(cfg, &cfg.coqc, &["-where"]).map(|inside| host_path(cfg, &inside))
 }
 
+/// Is `program` on the `PATH` the checker's Coq runs with (the sandbox's, under the prover
+/// root when there is one; else this process's and CoqHammer's helpers)?
+pub fn can_run(cfg: &CoqCheckConfig, program: &str) -> bool {
+    let dirs: Vec<std::path::PathBuf> = if cfg.sandbox {
+        SANDBOX_PATH.split(':').map(|d| host_path(cfg, d)).collect()
+    } else {
+        let path = std::env::var("PATH").unwrap_or_default();
+        path.split(':')
+            .chain(["/usr/libexec/coq-hammer"])
+            .filter(|d| !d.is_empty())
+            .map(std::path::PathBuf::from)
+            .collect()
+    };
+    dirs.iter().any(|d| d.join(program).is_file())
+}
+
 /// Where a path inside the sandbox lies on the host (under the prover root, if any).
 pub fn host_path(cfg: &CoqCheckConfig, inside: &str) -> std::path::PathBuf {
     match &cfg.root {

@@ -1649,6 +1649,17 @@ fn settings(cfg: &CoqCheckConfig, hammer: bool) -> Vec<String> {
             cfg.hammer.atp_limit_s.max(1)
         ));
         s.push(format!("Set Hammer GSMode {}.", cfg.hammer.gs_mode.max(1)));
+        s.push(format!(
+            "Set Hammer SAutoLimit {}.",
+            cfg.hammer.sauto_limit_s
+        ));
+        s.push(format!(
+            "Set Hammer ReconstrLimit {}.",
+            cfg.hammer.reconstr_limit_s.max(1)
+        ));
+        for p in &cfg.hammer.unset_provers {
+            s.push(format!("Unset Hammer {p}."));
+        }
     }
     if cfg.plugin.is_some() {
         s.push(crate::plugin::MARK_SENTENCE.to_string());

@@ -66,6 +66,56 @@ pub enum BenchCommand {
     ///   prod bench adversary --scenarios 300 --coq-root ~/.cache/prod/rocq-9.2 --json
     #[command(verbatim_doc_comment)]
     Adversary(BenchAdversaryArgs),
+    /// CoqHammer alone on a split's theorems under hammer profiles side by side: goals, seconds.
+    ///
+    /// CoqHammer alone (`<no_invoke> hammer.` at each theorem's root) on a dataset split's
+    /// theorems under several hammer profiles, interleaved so that load weighs on all alike:
+    /// goals proved, by the fixed tactic list or the provers, the hammer's seconds (fixed list,
+    /// provers; context loading apart) and the goals closed within t seconds, with the proved
+    /// goals and the seconds of each profile against the first. Never answered from a cache.
+    /// Resumable: rows are kept in OUT/rows.jsonl.
+    ///
+    /// Profiles: before (the hammer before this bench measured it: sauto, intros; sauto and best
+    /// at 2 s, CoqHammer's own sauto try, provers 10 s within 40 s, slots given to provers that
+    /// are not installed), default (the checker's hammer), fixed-only and provers-only (the
+    /// default's two phases alone).
+    ///
+    /// Examples:
+    ///   prod bench hammer --dataset data/stdlib --theorems 40 --out runs/bench-hammer
+    ///   prod bench hammer --dataset data/stdlib --profiles default,fixed-only,provers-only --out runs/phases
+    #[command(verbatim_doc_comment)]
+    Hammer(BenchHammerArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchHammerArgs {
+    /// The dataset folder (from `prod dataset build`).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// The split whose named theorems are measured.
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// Measure this many theorems drawn with --seed (default: all of the split).
+    #[arg(long, value_parser = ranges::positive_usize)]
+    pub theorems: Option<usize>,
+    /// Seed of the draw (the same as `prod eval`'s: the same theorems).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Profiles to measure, the first being the one the others are compared with.
+    #[arg(long, value_delimiter = ',', default_value = "before,default",
+          value_parser = clap::builder::PossibleValuesParser::new(prod_bench::hammer::PROFILES))]
+    pub profiles: Vec<String>,
+    /// Worker threads (each runs one checker per profile).
+    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    pub workers: usize,
+    /// Folder of the rows (OUT/rows.jsonl); a rerun resumes from it.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print one JSON object with the figures.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub prover: crate::prover::ProverArgs,
 }
 
 #[derive(Args, Debug)]
@@ -128,6 +178,7 @@ pub fn run(cmd: BenchCommand) -> i32 {
         BenchCommand::Libraries(a) => crate::bench_libraries::run(a),
         BenchCommand::Serve(a) => crate::bench_serve::run(*a),
         BenchCommand::Adversary(a) => bench_adversary(a),
+        BenchCommand::Hammer(a) => bench_hammer(a),
     }
 }
 
@@ -223,6 +274,65 @@ fn print_adversary(r: &AdversaryReport, json: bool) -> i32 {
         0
     } else {
         1
+    }
+}
+
+/// `prod bench hammer`: progress on stderr, the figures on stdout.
+fn bench_hammer(a: BenchHammerArgs) -> i32 {
+    let mut profiles = Vec::new();
+    for name in &a.profiles {
+        match prod_bench::hammer::profile(name) {
+            Some(p)
+                if !profiles
+                    .iter()
+                    .any(|q: &prod_bench::hammer::Profile| q.name == p.name) =>
+            {
+                profiles.push(p)
+            }
+            Some(_) => {
+                return exit::bad_input(anyhow::anyhow!("--profiles: {name} is listed twice"))
+            }
+            None => return exit::bad_input(anyhow::anyhow!("--profiles: no profile {name}")),
+        }
+    }
+    let settings = prod_bench::hammer::HammerSettings {
+        dataset: a.dataset.clone(),
+        split: a.split.clone(),
+        theorems: a.theorems,
+        seed: a.seed,
+        workers: a.workers,
+        profiles,
+        coq_root: a.prover.coq_root.clone(),
+        out: a.out.clone(),
+    };
+    let bar = std::sync::OnceLock::new();
+    let progress = |done: usize, total: usize| {
+        let p = bar.get_or_init(|| {
+            let p = prod_progress::Progress::new(
+                prod_progress::Display::for_stderr(a.json),
+                "hammer",
+                "checks",
+                Some(total as u64),
+            );
+            p.inc(done.saturating_sub(1) as u64);
+            p
+        });
+        p.inc(1);
+    };
+    let report = prod_bench::hammer::bench_hammer(&settings, &progress);
+    if let Some(p) = bar.get() {
+        p.finish();
+    }
+    match report {
+        Ok(r) if a.json => {
+            println!("{}", r.json());
+            0
+        }
+        Ok(r) => {
+            print!("{}", r.text());
+            0
+        }
+        Err(e) => bench_error(e),
     }
 }
 

@@ -11,7 +11,8 @@
 //! [`peel`], [`examples`], [`split`], [`dataset`]. Coq: [`coq`] (`CoqSource`), [`glob`],
 //! [`discovery`], [`hammer`], [`imports`] (library-internal `Require`s qualified), [`compile`] (a
 //! user's project compiled into the dataset's `lib/`, with its load-path bindings), [`export`]
-//! (a split in an RL framework's schema: rows, prompts, token counts, `export.json`).
+//! (a split in an RL framework's schema: rows, prompts, token counts, `export.json`), [`theorem`]
+//! (a split's theorems with full contexts, as runs and benchmarks read them).
 //! Isabelle/AFP: [`isar`] (`AfpSource`, on `prod-isar`).
 
 pub mod card;
@@ -32,6 +33,7 @@ pub mod schema;
 pub mod segment;
 pub mod source;
 pub mod split;
+pub mod theorem;
 
 pub use dataset::{build, DatasetConfig, Example, Stats};
 pub use discovery::{discover, Library, LibrarySpec};

@@ -502,8 +502,10 @@ fn train_demo_model(
 /// Seconds per proof tree of the pretrained policy's evaluation on 2 cores: sampling (q8,
 /// batched; ~0.6 s per root of 128 tokens, docs/results.md §1) and checking with the provers.
 const TREE_S: f64 = 1.5;
-/// Seconds per theorem of CoqHammer alone with 2 workers (the fixed list, then E, Z3 and CVC4
-/// for 10 s each: 50 of the demo's theorems in 10.4 min, docs/results.md §1).
+/// Seconds per theorem of CoqHammer alone with 2 workers, as measured with the hammer before
+/// `prod bench hammer` (50 of the demo's theorems in 10.4 min, docs/results.md §1). The
+/// default hammer now costs about 2.3 times less (§10); the estimate is kept until the demo is
+/// re-timed with hammer leaves, which will spend what it frees.
 const HAMMER_THEOREM_S: f64 = 12.5;
 
 /// What the demo's evaluation is expected to take: the policy's trees and CoqHammer alone.

@@ -8,7 +8,8 @@
 //! * [`context`] — `RunContext`: the store, prover, run directory and progress every phase
 //!   shares.
 //! * [`prover`] — the prover of a run, chosen once: checker, language, final check, name.
-//! * [`theorem`] — `Theorem`: a run's theorems read from a dataset split with full contexts.
+//! * [`theorem`] — `Theorem` (prod-library's, re-exported): a run's theorems read from a
+//!   dataset split with full contexts.
 //! * [`check`] — the check phase, committing each verdict as it arrives.
 //! * [`eval`] — `run_eval`: sample, check, solve per tree, cold re-check, pass@k;
 //!   `run_eval_given` on trees sampled elsewhere ([`trees`]: `prod eval --trees`).
@@ -50,7 +51,7 @@ mod round_steps;
 pub mod sample_bench;
 pub mod sft;
 pub mod store;
-pub mod theorem;
+pub use prod_library::theorem;
 pub mod trees;
 
 pub use context::RunContext;

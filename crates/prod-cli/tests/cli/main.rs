@@ -1,6 +1,7 @@
 //! The integration tests of `prod-cli`, one test binary (each file a module: linking
 //! the workspace once per crate, not once per file).
 
+mod cli_bench_hammer;
 mod cli_bench_libraries;
 mod cli_check_stream;
 mod cli_dataset;

@@ -42,8 +42,8 @@ pub fn load_theorems(
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let path = dir.join(format!("{split}.jsonl"));
-    let examples = prod_library::dataset::read_examples(&path)?;
-    let sources = prod_library::dataset::read_sources(dir)?;
+    let examples = crate::dataset::read_examples(&path)?;
+    let sources = crate::dataset::read_sources(dir)?;
     let mut out = Vec::new();
     for e in examples {
         if e.name.is_empty() {
@@ -80,7 +80,7 @@ pub fn load_theorems(
 pub fn dataset_statements(dir: &Path, lang: &dyn ProofLanguage) -> HashSet<String> {
     let mut out = HashSet::new();
     for split in ["train", "val", "test"] {
-        if let Ok(es) = prod_library::dataset::read_examples(&dir.join(format!("{split}.jsonl"))) {
+        if let Ok(es) = crate::dataset::read_examples(&dir.join(format!("{split}.jsonl"))) {
             for e in es {
                 out.insert(lang.normalize_statement(&e.statement));
                 for l in &e.proposed_lemmas {
