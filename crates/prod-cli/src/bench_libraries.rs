@@ -17,7 +17,9 @@ use prod_library::dataset::{self, DatasetConfig};
 use prod_library::{discovery, LibrarySpec};
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{check_sample, sample, with_full_contexts, Counts};
+use prod_prover::validate::{check_sample, sample, with_full_contexts, Counts, SampleOutcome};
+
+use crate::check_progress::CheckProgress;
 use crate::{exit, ranges};
 
 /// The command that installs every Debian Coq library (documented in docs/results.md).
@@ -211,7 +213,7 @@ fn validate(
     row: &mut Row,
     checker: &mut Option<prod_check_coq::CoqChecker>,
 ) -> anyhow::Result<()> {
-    let examples = with_full_contexts(dir, &["train", "val", "test"])?;
+    let examples = with_full_contexts(dir, &["train", "val", "test"]).map_err(|e| anyhow!(e))?;
     // Files that need their own prover world (`-noinit -indices-matter`: HoTT, UniMath) cannot
     // be checked by workers that load the prelude.
     let (examples, own_world): (Vec<_>, Vec<_>) =
@@ -229,7 +231,8 @@ fn validate(
     let chosen = sample(examples, a.sample, a.seed);
     let c = started_checker(checker)?;
     let started = Instant::now();
-    let outcome = check_sample(&chosen, c, "validate", !a.json)?;
+    let progress = CheckProgress::new("validate", chosen.len(), a.json);
+    let outcome = check_sample(&chosen, c, &progress).map_err(|e| anyhow!(e))?;
     row.check_seconds = started.elapsed().as_secs_f64();
     row.misses = commonest_misses(&outcome);
     row.counts = Some(outcome.counts);
@@ -261,7 +264,7 @@ fn started_checker(
 
 /// The three commonest reasons for a miss (a verdict's or a context's that does not load),
 /// most frequent first, ties by reason.
-fn commonest_misses(outcome: &crate::dataset::SampleOutcome) -> Vec<(String, usize)> {
+fn commonest_misses(outcome: &SampleOutcome) -> Vec<(String, usize)> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for m in &outcome.misses {
         *reasons.entry(miss_reason(&m.verdict)).or_default() += 1;

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use prod_library::dataset::{self, DatasetConfig, SplitUnit};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
 use prod_library::LibrarySpec;
+use prod_prover::validate::{self, Counts};
 use prod_prover::ProverKind;
 
 use crate::check_progress::{self, CheckProgress};
@@ -413,87 +414,10 @@ fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
             Err(e) => return exit::failure(e.into()),
         }
     } else {
-        stats_text(s)
+        s.text()
     };
     use std::io::Write as _;
     exit::written(std::io::stdout().lock().write_all(o.as_bytes()))
-}
-
-/// The build's statistics for a reader, a line per concern.
-fn stats_text(s: &dataset::Stats) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let join = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(", ");
-    let _ = writeln!(o, "library {}: {} files ({} with .glob references, {} unreadable), {} theorem blocks ({} Qed, {} Defined)", s.library, s.files, s.files_with_glob_refs, s.files_failed, s.blocks, s.blocks_qed, s.blocks_defined);
-    let _ = writeln!(
-        o,
-        "goal blocks: {} ({} unclosed)",
-        s.goal_blocks, s.unclosed_blocks
-    );
-    let _ = writeln!(
-        o,
-        "examples: {}",
-        join(&mut s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}")))
-    );
-    let _ = writeln!(
-        o,
-        "files written: {}",
-        join(&mut s.files_written.iter().map(|(k, v)| format!("{k} {v}")))
-    );
-    let _ = writeln!(
-        o,
-        "peeled (T_tree): {} ({:.1}% of theorems with an example)",
-        s.peeled,
-        100.0 * s.peeled_share
-    );
-    let _ = writeln!(
-        o,
-        "depth histogram: {}",
-        s.depth_histogram
-            .iter()
-            .map(|(k, v)| format!("{k}:{v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let _ = writeln!(
-        o,
-        "hammer replacement: {} steps in {} examples",
-        s.replaced_steps, s.examples_with_replacement
-    );
-    let _ = writeln!(
-        o,
-        "skipped blocks: {}",
-        join(&mut s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}")))
-    );
-    let _ = writeln!(
-        o,
-        "split unit: {} ({} units; test: {})",
-        s.split_unit,
-        s.units,
-        s.test_units.join(" ")
-    );
-    let _ = writeln!(
-        o,
-        "test theorems: {} (largest file share {:.1}%: {}; per-file cap {}, {} theorems left out by it)",
-        s.test_theorems,
-        100.0 * s.test_max_file_share,
-        if s.test_max_file.is_empty() { "-" } else { &s.test_max_file },
-        s.test_file_cap.map_or("none".to_string(), |c| c.to_string()),
-        s.test_dropped_by_cap
-    );
-    if !s.excluded_units.is_empty() {
-        let _ = writeln!(
-            o,
-            "left out (depend on test units): {} units, {} examples",
-            s.excluded_units.len(),
-            s.examples_excluded
-        );
-    }
-    for n in &s.notes {
-        let _ = writeln!(o, "note: {n}");
-    }
-    let _ = writeln!(o, "built in {:.2} s", s.seconds);
-    o
 }
 
 fn parquet(a: ParquetArgs) -> i32 {
@@ -538,39 +462,6 @@ fn stats(a: StatsArgs) -> i32 {
 }
 
 /// The counts `validate` prints (the interface the CEO's checks read).
-#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Counts {
-    pub checked: usize,
-    pub proved: usize,
-    pub failed: usize,
-    pub timed_out: usize,
-    pub rejected: usize,
-    pub infra: usize,
-}
-
-impl Counts {
-    fn add(&mut self, v: &prod_check::Verdict) {
-        use prod_check::VerdictKind as K;
-        self.checked += 1;
-        match v.kind() {
-            K::Proved => self.proved += 1,
-            K::Failed => self.failed += 1,
-            K::TimedOut => self.timed_out += 1,
-            K::Rejected => self.rejected += 1,
-            K::Infra => self.infra += 1,
-        }
-    }
-}
-
-pub(crate) fn sample<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
-    use rand::seq::SliceRandom;
-    use rand::SeedableRng;
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    items.shuffle(&mut rng);
-    items.truncate(n);
-    items
-}
-
 fn validate(a: ValidateArgs) -> i32 {
     if !["train", "val", "test", "rl", "sft"].contains(&a.split.as_str()) {
         return exit::bad_input(anyhow!(
@@ -585,9 +476,9 @@ fn validate(a: ValidateArgs) -> i32 {
             a.dir.display()
         ));
     }
-    let examples = match with_full_contexts(&a.dir, &[a.split.as_str()]) {
+    let examples = match validate::with_full_contexts(&a.dir, &[a.split.as_str()]) {
         Ok(e) => e,
-        Err(e) => return exit::bad_input(e),
+        Err(e) => return exit::bad_input(anyhow!(e)),
     };
     let mut cfg = match a.config.coq_config(&a.prover) {
         Ok(c) => c,
@@ -613,10 +504,11 @@ fn validate(a: ValidateArgs) -> i32 {
     if a.trees {
         return validate_trees(&a, examples, &checker);
     }
-    let chosen = sample(examples, a.sample, a.seed);
-    let outcome = match check_sample(&chosen, &checker, "validate", !a.json) {
+    let chosen = validate::sample(examples, a.sample, a.seed);
+    let progress = CheckProgress::new("validate", chosen.len(), a.json);
+    let outcome = match validate::check_sample(&chosen, &checker, &progress) {
         Ok(o) => o,
-        Err(e) => return exit::bad_input(e),
+        Err(e) => return exit::bad_input(anyhow!(e)),
     };
     for m in &outcome.misses {
         // The misses, for analysis (stderr keeps stdout one JSON object).
@@ -637,100 +529,6 @@ fn validate(a: ValidateArgs) -> i32 {
     print_counts(&outcome.counts, a.json)
 }
 
-/// The examples of `splits` in `dir`, each with its full context from sources.jsonl (checking
-/// needs it; the inline `context` may be truncated).
-pub(crate) fn with_full_contexts(
-    dir: &std::path::Path,
-    splits: &[&str],
-) -> anyhow::Result<Vec<dataset::Example>> {
-    let sources = dataset::read_sources(dir).map_err(|e| anyhow!(e))?;
-    let mut out = Vec::new();
-    for split in splits {
-        let path = dir.join(format!("{split}.jsonl"));
-        for mut e in dataset::read_examples(&path).map_err(|e| anyhow!(e))? {
-            match sources.get(&e.logical_path).and_then(|s| e.full_context(s)) {
-                Some(c) => e.context = c,
-                None => {
-                    return Err(anyhow!(
-                        "{}: example {}: its file is not in sources.jsonl",
-                        path.display(),
-                        e.id
-                    ))
-                }
-            }
-            out.push(e);
-        }
-    }
-    Ok(out)
-}
-
-/// What checking a sample of ground-truth examples found.
-#[derive(Default)]
-pub(crate) struct SampleOutcome {
-    pub counts: Counts,
-    /// One line per example that was not proved (context failures excluded): id, place, verdict.
-    pub misses: Vec<Miss>,
-    /// (file, reason) for every example whose context did not load.
-    pub context_failures: Vec<(String, String)>,
-    /// (proved, checked) among the examples with `hammer.` steps.
-    pub hammer: (usize, usize),
-}
-
-pub(crate) struct Miss {
-    /// `id (file:line): verdict as JSON`.
-    pub line: String,
-    pub verdict: prod_check::Verdict,
-}
-
-/// Check `chosen` in their full contexts, with progress lines labelled `what` (a bar when
-/// `bar` and stderr is a terminal). Bad conditional-proof text in the data is an error.
-pub(crate) fn check_sample(
-    chosen: &[dataset::Example],
-    checker: &prod_check_coq::CoqChecker,
-    what: &'static str,
-    bar: bool,
-) -> anyhow::Result<SampleOutcome> {
-    let mut requests = Vec::with_capacity(chosen.len());
-    for e in chosen {
-        let cp =
-            prod_core::ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage)
-                .map_err(|err| anyhow!("example {}: conditional proof: {err}", e.id))?;
-        requests.push(prod_check::CheckRequest::new(
-            "",
-            &e.context,
-            &e.statement,
-            cp,
-        ));
-    }
-    let progress = CheckProgress::new(what, requests.len(), !bar);
-    let verdicts = prod_check::Checker::check_batch(checker, &requests, &|_, v| progress.record(v));
-    progress.finish();
-    let mut out = SampleOutcome::default();
-    for (e, v) in chosen.iter().zip(verdicts) {
-        out.counts.add(&v);
-        if e.replaced_steps > 0 {
-            out.hammer.1 += 1;
-            out.hammer.0 += (v.kind() == prod_check::VerdictKind::Proved) as usize;
-        }
-        if let Some(reason) = prod_prover::context_failure(&v) {
-            out.context_failures
-                .push((e.logical_path.clone(), reason.to_string()));
-        } else if v.kind() != prod_check::VerdictKind::Proved {
-            out.misses.push(Miss {
-                line: format!(
-                    "{} ({}:{}): {}",
-                    e.id,
-                    e.file,
-                    e.line,
-                    serde_json::to_string(&v).unwrap_or_default()
-                ),
-                verdict: v,
-            });
-        }
-    }
-    Ok(out)
-}
-
 fn print_counts(c: &Counts, json: bool) -> i32 {
     let o = if json {
         serde_json::to_string(c).unwrap_or_default()
@@ -744,134 +542,27 @@ fn print_counts(c: &Counts, json: bool) -> i32 {
     exit::written(writeln!(std::io::stdout().lock(), "{o}"))
 }
 
-/// Ground-truth proof trees: the root example and, recursively, the examples of the lemmas it
-/// proposes (same file), all checked in the ROOT's context (children share their parent's
-/// context, paper §2); then global correctness, assembly (child-first, `hammer.` steps replaced
-/// by the tactic the checker found), and a cold `coqc` of context + assembled proof.
+/// Ground-truth proof trees checked end to end (`prod_prover::validate::check_trees`); each
+/// tree that was not proved on stderr, with the node that was not locally correct.
 fn validate_trees(
     a: &ValidateArgs,
     examples: Vec<dataset::Example>,
     checker: &prod_check_coq::CoqChecker,
 ) -> i32 {
-    use std::collections::HashMap;
-    // Lemmas of a test root are peeled theorems of the same file; they are in T_tree, so their
-    // own examples are in the split file whose theorems they are, or in train/val/test. Load all.
-    let mut by_key: HashMap<(String, String), dataset::Example> = HashMap::new();
-    for split in ["train", "val", "test"] {
-        let p = a.dir.join(format!("{split}.jsonl"));
-        if let Ok(es) = dataset::read_examples(&p) {
-            // Only statements matter here: lemma nodes are checked in the root's context.
-            for e in es {
-                by_key.insert((e.logical_path.clone(), e.statement.trim().to_string()), e);
-            }
-        }
-    }
-    let roots = sample(
-        examples
-            .into_iter()
-            .filter(|e| e.in_tree && !e.name.is_empty())
-            .collect(),
-        a.sample,
-        a.seed,
-    );
-    let mut counts = Counts::default();
+    let roots = validate::tree_roots(examples, a.sample, a.seed);
     let progress = CheckProgress::new("validate --trees", roots.len(), a.json);
-    {
-        for root in &roots {
-            // Collect the tree: root first, then every proposed lemma's own example (BFS).
-            let mut tree: Vec<&dataset::Example> = vec![root];
-            let mut k = 0;
-            let mut missing = None;
-            while k < tree.len() {
-                for l in tree[k].proposed_lemmas.clone() {
-                    match by_key.get(&(root.logical_path.clone(), l.trim().to_string())) {
-                        Some(ex) if !tree.iter().any(|t| t.id == ex.id) => tree.push(ex),
-                        Some(_) => {}
-                        None => missing = Some(l),
-                    }
-                }
-                k += 1;
-            }
-            let verdict = match missing {
-                Some(l) => prod_check::Verdict::infra(format!(
-                    "lemma of the ground-truth tree has no example: {l}"
-                )),
-                None => check_tree(root, &tree, checker),
-            };
-            if verdict.kind() != prod_check::VerdictKind::Proved {
-                eprintln!(
-                    "miss tree {} ({} nodes): {}",
-                    root.id,
-                    tree.len(),
-                    serde_json::to_string(&verdict).unwrap_or_default()
-                );
-            }
-            counts.add(&verdict);
-            progress.record(&verdict);
+    let outcome = validate::check_trees(&a.dir, &roots, checker, &progress);
+    for m in &outcome.misses {
+        if let Some((id, v)) = &m.node {
+            let v = serde_json::to_string(v).unwrap_or_default();
+            eprintln!("  node {id} of tree {}: {v}", m.root);
         }
+        eprintln!(
+            "miss tree {} ({} nodes): {}",
+            m.root,
+            m.nodes,
+            serde_json::to_string(&m.verdict).unwrap_or_default()
+        );
     }
-    progress.finish();
-    print_counts(&counts, a.json)
-}
-
-fn check_tree(
-    root: &dataset::Example,
-    tree: &[&dataset::Example],
-    checker: &prod_check_coq::CoqChecker,
-) -> prod_check::Verdict {
-    use prod_check::Verdict;
-    use prod_prover::{CheckedNode, CoqFinal, FinalCheck, FinalProof, Forest};
-    let mut requests = Vec::new();
-    for e in tree {
-        match prod_core::ConditionalProof::parse_with(&e.conditional_proof, &prod_coq::CoqLanguage)
-        {
-            Ok(cp) => requests.push(prod_check::CheckRequest::new(
-                "",
-                &root.context,
-                &e.statement,
-                cp,
-            )),
-            Err(err) => return Verdict::rejected(format!("{}: {err}", e.id)),
-        }
-    }
-    let verdicts = prod_check::Checker::check_batch(checker, &requests, &|_, _| {});
-    if let Some((e, v)) = tree.iter().zip(&verdicts).find(|(_, v)| !v.is_proved()) {
-        // A node that is not locally correct decides the tree's count with its own kind.
-        let v_json = serde_json::to_string(v).unwrap_or_default();
-        eprintln!("  node {} of tree {}: {v_json}", e.id, root.id);
-        return v.clone();
-    }
-    let checked = tree
-        .iter()
-        .zip(&requests)
-        .zip(&verdicts)
-        .map(|((e, req), v)| CheckedNode {
-            id: e.id.clone(),
-            context: root.context.clone(),
-            statement: e.statement.clone(),
-            proof: &req.proof,
-            verdict: Some(v),
-        });
-    let forest = Forest::solve(checked, ProverKind::Coq.language());
-    let assembled = match forest.assemble(0) {
-        Ok(p) => p,
-        Err(e) => {
-            return Verdict::Failed {
-                step: 0,
-                message: format!("assembly: {e}"),
-            }
-        }
-    };
-    CoqFinal(checker.config().clone())
-        .final_check(&FinalProof {
-            imports: "",
-            context: &root.context,
-            scope: &root.scope,
-            qualified_name: &root.qualified_name,
-            statement: &root.statement,
-            assembled: &assembled.proof,
-            hammer_replaced: assembled.hammer_replaced,
-            timeout: prod_check::TimeLimits::single_final(),
-        })
-        .0
+    print_counts(&outcome.counts, a.json)
 }

@@ -203,6 +203,86 @@ pub struct Stats {
     pub seconds: f64,
 }
 
+impl Stats {
+    /// The build's statistics for a reader, a line per concern.
+    pub fn text(&self) -> String {
+        let s = self;
+        use std::fmt::Write as _;
+        let mut o = String::new();
+        let join = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(", ");
+        let _ = writeln!(o, "library {}: {} files ({} with .glob references, {} unreadable), {} theorem blocks ({} Qed, {} Defined)", s.library, s.files, s.files_with_glob_refs, s.files_failed, s.blocks, s.blocks_qed, s.blocks_defined);
+        let _ = writeln!(
+            o,
+            "goal blocks: {} ({} unclosed)",
+            s.goal_blocks, s.unclosed_blocks
+        );
+        let _ = writeln!(
+            o,
+            "examples: {}",
+            join(&mut s.examples_per_split.iter().map(|(k, v)| format!("{k} {v}")))
+        );
+        let _ = writeln!(
+            o,
+            "files written: {}",
+            join(&mut s.files_written.iter().map(|(k, v)| format!("{k} {v}")))
+        );
+        let _ = writeln!(
+            o,
+            "peeled (T_tree): {} ({:.1}% of theorems with an example)",
+            s.peeled,
+            100.0 * s.peeled_share
+        );
+        let _ = writeln!(
+            o,
+            "depth histogram: {}",
+            s.depth_histogram
+                .iter()
+                .map(|(k, v)| format!("{k}:{v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let _ = writeln!(
+            o,
+            "hammer replacement: {} steps in {} examples",
+            s.replaced_steps, s.examples_with_replacement
+        );
+        let _ = writeln!(
+            o,
+            "skipped blocks: {}",
+            join(&mut s.skipped_by_reason.iter().map(|(k, v)| format!("{k} {v}")))
+        );
+        let _ = writeln!(
+            o,
+            "split unit: {} ({} units; test: {})",
+            s.split_unit,
+            s.units,
+            s.test_units.join(" ")
+        );
+        let _ = writeln!(
+            o,
+            "test theorems: {} (largest file share {:.1}%: {}; per-file cap {}, {} theorems left out by it)",
+            s.test_theorems,
+            100.0 * s.test_max_file_share,
+            if s.test_max_file.is_empty() { "-" } else { &s.test_max_file },
+            s.test_file_cap.map_or("none".to_string(), |c| c.to_string()),
+            s.test_dropped_by_cap
+        );
+        if !s.excluded_units.is_empty() {
+            let _ = writeln!(
+                o,
+                "left out (depend on test units): {} units, {} examples",
+                s.excluded_units.len(),
+                s.examples_excluded
+            );
+        }
+        for n in &s.notes {
+            let _ = writeln!(o, "note: {n}");
+        }
+        let _ = writeln!(o, "built in {:.2} s", s.seconds);
+        o
+    }
+}
+
 /// One line of `sources.jsonl`: the texts contexts are slices of.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SourceRecord {

@@ -1,6 +1,6 @@
 //! The prover level of ProD, between the checkers (prod-check-coq, prod-check-isabelle) and the
 //! programs that use them (prod-run's evaluation and ProD-RL, prod-serve's HTTP service,
-//! prod-cli's `check`, `queue`, `tree solve` and `dataset validate --trees`). Nothing here
+//! prod-cli's `check`, `queue`, `tree solve` and `dataset validate`). Nothing here
 //! samples or trains, so the CLI and the service use it without the model code.
 //!
 //! * [`ProverKind`] — which prover: its proof language, its defaults, its name on the command
@@ -33,6 +33,9 @@
 //! * [`verify_ground_truths`] — an export's rows kept only where the real checker loads the
 //!   context and proves the ground truth (`prod dataset export`); [`context_failure`] reads
 //!   a verdict that says a context does not load.
+//! * [`validate`] — a dataset's ground truths checked (`prod dataset validate`, `prod bench
+//!   libraries`): a sample of examples, or ground-truth trees end to end (check → solve →
+//!   assembly → cold final check).
 //!
 //! Coq and Isabelle differ only behind [`ProverKind`] and [`FinalCheck`] (and in their crates).
 
@@ -47,6 +50,7 @@ pub mod node;
 mod pipeline;
 mod settings;
 mod start;
+pub mod validate;
 mod verify;
 
 pub use canary::{canary_alarm, canary_of, Accepted, Canary, CanaryAlarm, RootDecision, CANARIES};
