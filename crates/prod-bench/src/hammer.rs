@@ -85,6 +85,19 @@ pub fn profile(name: &str) -> Option<Profile> {
     })
 }
 
+/// The built-in profiles `names` names, in that order; an unknown or repeated name is an
+/// error naming it.
+pub fn profiles(names: &[String]) -> Result<Vec<Profile>, String> {
+    let mut out: Vec<Profile> = Vec::new();
+    for name in names {
+        if out.iter().any(|p| p.name == *name) {
+            return Err(format!("--profiles: {name} is listed twice"));
+        }
+        out.push(profile(name).ok_or_else(|| format!("--profiles: no profile {name}"))?);
+    }
+    Ok(out)
+}
+
 /// What `prod bench hammer` measures, and how.
 #[derive(Clone, Debug)]
 pub struct HammerSettings {
@@ -199,8 +212,13 @@ pub fn bench_hammer(
         .filter(|r| current.contains(&(r.profile.clone(), r.settings.clone())))
         .map(|r| (r.profile, r.theorem))
         .collect();
+    let ids: HashSet<&str> = theorems.iter().map(|t| t.id.as_str()).collect();
     let total = theorems.len() * s.profiles.len();
-    let counter = AtomicUsize::new(done.len().min(total));
+    let already = done
+        .iter()
+        .filter(|(_, t)| ids.contains(t.as_str()))
+        .count();
+    let counter = AtomicUsize::new(already);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -618,5 +636,16 @@ mod tests {
             cfg.validate().unwrap();
         }
         assert!(profile("nope").is_none());
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            profiles(&names(&["default", "before"])).unwrap()[1].name,
+            "before"
+        );
+        assert!(profiles(&names(&["default", "default"]))
+            .unwrap_err()
+            .contains("twice"));
+        assert!(profiles(&names(&["quick"]))
+            .unwrap_err()
+            .contains("no profile quick"));
     }
 }

@@ -279,22 +279,10 @@ fn print_adversary(r: &AdversaryReport, json: bool) -> i32 {
 
 /// `prod bench hammer`: progress on stderr, the figures on stdout.
 fn bench_hammer(a: BenchHammerArgs) -> i32 {
-    let mut profiles = Vec::new();
-    for name in &a.profiles {
-        match prod_bench::hammer::profile(name) {
-            Some(p)
-                if !profiles
-                    .iter()
-                    .any(|q: &prod_bench::hammer::Profile| q.name == p.name) =>
-            {
-                profiles.push(p)
-            }
-            Some(_) => {
-                return exit::bad_input(anyhow::anyhow!("--profiles: {name} is listed twice"))
-            }
-            None => return exit::bad_input(anyhow::anyhow!("--profiles: no profile {name}")),
-        }
-    }
+    let profiles = match prod_bench::hammer::profiles(&a.profiles) {
+        Ok(p) => p,
+        Err(e) => return exit::bad_input(anyhow::anyhow!(e)),
+    };
     let settings = prod_bench::hammer::HammerSettings {
         dataset: a.dataset.clone(),
         split: a.split.clone(),
