@@ -307,6 +307,32 @@ fn wants_stream(headers: &HeaderMap, query: &Result<Query<CheckQuery>, QueryReje
     by_query || by_accept
 }
 
+/// A node request's body read, parsed and admitted: its nodes' echoes and check requests, and
+/// the prover's name the answers carry (`/v1/check`, `/v1/tree`).
+struct Admitted {
+    adm: Admission,
+    ids: Vec<Echo>,
+    requests: Vec<Result<CheckRequest, Verdict>>,
+    prover: String,
+}
+
+fn admitted(app: &Arc<App>, body: Result<Bytes, BytesRejection>) -> Result<Admitted, ApiError> {
+    let nodes = parse_nodes(
+        read_body(body, app)?,
+        app.limits.max_nodes,
+        app.prover.language(),
+    )?;
+    let adm = Admission::new(app, nodes.len())?;
+    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
+    let prover = app.pipeline.prover().to_string();
+    Ok(Admitted {
+        adm,
+        ids,
+        requests,
+        prover,
+    })
+}
+
 async fn check(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -319,14 +345,12 @@ async fn check(
             e.body_text()
         )));
     }
-    let nodes = parse_nodes(
-        read_body(body, &app)?,
-        app.limits.max_nodes,
-        app.prover.language(),
-    )?;
-    let adm = Admission::new(&app, nodes.len())?;
-    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
-    let prover = app.pipeline.prover().to_string();
+    let Admitted {
+        adm,
+        ids,
+        requests,
+        prover,
+    } = admitted(&app, body)?;
     if wants_stream(&headers, &query) {
         return Ok(stream(adm, ids, requests, prover));
     }
@@ -411,14 +435,12 @@ async fn tree(
     State(app): State<Arc<App>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let nodes = parse_nodes(
-        read_body(body, &app)?,
-        app.limits.max_nodes,
-        app.prover.language(),
-    )?;
-    let adm = Admission::new(&app, nodes.len())?;
-    let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
-    let prover = app.pipeline.prover().to_string();
+    let Admitted {
+        adm,
+        ids,
+        requests,
+        prover,
+    } = admitted(&app, body)?;
     let verdicts = judged(adm, requests.clone()).await?;
     let fin = app.pipeline.final_checker();
     let j = super::tree::judge_request(app.prover, fin.as_ref(), &requests, &verdicts, None);
