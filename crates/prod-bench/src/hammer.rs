@@ -30,7 +30,7 @@ use anyhow::{anyhow, Context as _};
 use prod_check::{CheckRequest, Checker, HammerStats, Verdict, VerdictKind};
 use prod_check_coq::{CoqCheckConfig, CoqChecker, HammerConfig};
 use prod_core::ConditionalProof;
-use prod_library::theorem::{load_theorems, Theorem};
+use prod_library::theorem::{load_named_theorems, Theorem};
 use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
@@ -191,15 +191,8 @@ pub fn bench_hammer(
     if s.profiles.is_empty() {
         return Err(BenchError::BadInput(anyhow!("no profile to measure")));
     }
-    let theorems = load_theorems(&s.dataset, &s.split, s.theorems, s.seed)
+    let theorems = load_named_theorems(&s.dataset, &s.split, s.theorems, s.seed)
         .map_err(|e| BenchError::BadInput(anyhow!(e)))?;
-    if theorems.is_empty() {
-        return Err(BenchError::BadInput(anyhow!(
-            "{}: split {:?} has no named theorems",
-            s.dataset.display(),
-            s.split
-        )));
-    }
     std::fs::create_dir_all(&s.out).with_context(|| format!("create {}", s.out.display()))?;
     let path = s.out.join("rows.jsonl");
     let current: HashSet<(String, String)> = s

@@ -89,18 +89,8 @@ pub enum BenchCommand {
 
 #[derive(Args, Debug)]
 pub struct BenchHammerArgs {
-    /// The dataset folder (from `prod dataset build`).
-    #[arg(long)]
-    pub dataset: PathBuf,
-    /// The split whose named theorems are measured.
-    #[arg(long, default_value = "test")]
-    pub split: String,
-    /// Measure this many theorems drawn with --seed (default: all of the split).
-    #[arg(long, value_parser = ranges::positive_usize)]
-    pub theorems: Option<usize>,
-    /// Seed of the draw (the same as `prod eval`'s: the same theorems).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub draw: crate::draw::DrawArgs,
     /// Profiles to measure, the first being the one the others are compared with.
     #[arg(long, value_delimiter = ',', default_value = "before,default",
           value_parser = clap::builder::PossibleValuesParser::new(prod_bench::hammer::PROFILES))]
@@ -284,10 +274,10 @@ fn bench_hammer(a: BenchHammerArgs) -> i32 {
         Err(e) => return exit::bad_input(anyhow::anyhow!(e)),
     };
     let settings = prod_bench::hammer::HammerSettings {
-        dataset: a.dataset.clone(),
-        split: a.split.clone(),
-        theorems: a.theorems,
-        seed: a.seed,
+        dataset: a.draw.dataset.clone(),
+        split: a.draw.split.clone(),
+        theorems: a.draw.theorems,
+        seed: a.draw.seed,
         workers: a.workers,
         profiles,
         coq_root: a.prover.coq_root.clone(),

@@ -17,6 +17,7 @@ mod dataset;
 mod dataset_export;
 #[cfg(feature = "policy")]
 mod demo;
+mod draw;
 #[cfg(feature = "policy")]
 mod eval;
 mod exit;

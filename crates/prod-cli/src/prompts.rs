@@ -29,18 +29,8 @@ pub struct PromptsArgs {
     /// Model folder whose tokenizer builds the prompts.
     #[arg(long)]
     pub model: PathBuf,
-    /// Dataset directory written by `prod dataset build`.
-    #[arg(long)]
-    pub dataset: PathBuf,
-    /// Which split file holds the theorems.
-    #[arg(long, default_value = "test")]
-    pub split: String,
-    /// Only this many theorems, drawn with --seed as `prod eval --theorems` draws them.
-    #[arg(long, value_parser = ranges::positive_usize)]
-    pub theorems: Option<usize>,
-    /// Seed of that draw (the same seed as the evaluation's picks the same theorems).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub draw: crate::draw::DrawArgs,
     /// The context is cut to its last N tokens (paper: 1,000).
     #[arg(long, default_value_t = prod_core::Sampling::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
@@ -51,15 +41,7 @@ pub struct PromptsArgs {
 
 fn write(a: &PromptsArgs) -> anyhow::Result<usize> {
     let bad = |m: String| anyhow::Error::new(prod_run::BadInput(m));
-    let theorems =
-        prod_run::load_theorems(&a.dataset, &a.split, a.theorems, a.seed).map_err(bad)?;
-    if theorems.is_empty() {
-        return Err(bad(format!(
-            "{}: split {:?} has no named theorems",
-            a.dataset.display(),
-            a.split
-        )));
-    }
+    let theorems = a.draw.load().map_err(bad)?;
     let cfg = prod_policy::LlamaConfig::load(&a.model.join("config.json"))
         .map_err(|e| bad(format!("model {}: {e}", a.model.display())))?;
     let tok = prod_policy::ProdTokenizer::from_file(&a.model.join("tokenizer.json"), cfg.eos_id())

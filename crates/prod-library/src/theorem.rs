@@ -75,6 +75,24 @@ pub fn load_theorems(
     Ok(out)
 }
 
+/// [`load_theorems`], where a split without a named theorem is an error (the user's: a wrong
+/// split or dataset).
+pub fn load_named_theorems(
+    dir: &Path,
+    split: &str,
+    limit: Option<usize>,
+    seed: u64,
+) -> Result<Vec<Theorem>, String> {
+    let theorems = load_theorems(dir, split, limit, seed)?;
+    if theorems.is_empty() {
+        return Err(format!(
+            "{}: split {split:?} has no named theorems",
+            dir.display()
+        ));
+    }
+    Ok(theorems)
+}
+
 /// Normalised statements of every theorem and ground-truth lemma of the dataset (train, val,
 /// test): a proposed lemma outside this set is *novel* (paper §4.3: 37.7%).
 pub fn dataset_statements(dir: &Path, lang: &dyn ProofLanguage) -> HashSet<String> {

@@ -9,7 +9,7 @@ use prod_check_coq::{CoqCheckConfig, CoqChecker};
 use prod_report::{DatasetInfo, ModelInfo, RunReport};
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{dataset_statements, load_theorems, run_eval, EvalOptions, EvalResult, Theorem};
+use crate::eval::{dataset_statements, run_eval, EvalOptions, EvalResult, Theorem};
 use crate::policy::{NativeParams, NativePolicy};
 use crate::progress::Bars;
 use crate::prover::ProverKind;
@@ -635,15 +635,8 @@ pub(crate) fn run_theorems(
     limit: Option<usize>,
     seed: u64,
 ) -> anyhow::Result<Vec<Theorem>> {
-    let theorems = load_theorems(dataset, split, limit, seed).map_err(BadInput)?;
-    if theorems.is_empty() {
-        return Err(BadInput(format!(
-            "{}: split {split:?} has no named theorems",
-            dataset.display()
-        ))
-        .into());
-    }
-    Ok(theorems)
+    prod_library::theorem::load_named_theorems(dataset, split, limit, seed)
+        .map_err(|e| BadInput(e).into())
 }
 
 /// Every k in `1..=samples`.
