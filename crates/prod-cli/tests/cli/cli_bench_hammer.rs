@@ -11,15 +11,6 @@ fn prod(args: &[&str]) -> (i32, String, String) {
     prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
-fn have_hammer() -> bool {
-    let ok = Command::new("coqtop").arg("-v").output().is_ok()
-        && std::path::Path::new("/var/lib/dpkg/info/libcoq-hammer.list").exists();
-    prod_test_support::require(
-        ok,
-        "coqtop or libcoq-hammer is not installed (scripts/install-deps.sh)",
-    )
-}
-
 fn write_dataset(dir: &std::path::Path) {
     std::fs::create_dir_all(dir).unwrap();
     let lines = [
@@ -46,7 +37,7 @@ fn write_dataset(dir: &std::path::Path) {
 
 #[test]
 fn the_fixed_list_closes_what_it_can_under_each_profile_and_a_rerun_resumes() {
-    if !have_hammer() {
+    if !common::have_coq_hammer() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -4,22 +4,15 @@
 
 use std::process::Command;
 
+use crate::common;
+
 fn prod(args: &[&str]) -> (i32, String, String) {
     prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
-fn have_hammer_library() -> bool {
-    let ok = Command::new("coqtop").arg("-v").output().is_ok()
-        && std::path::Path::new("/var/lib/dpkg/info/libcoq-hammer.list").exists();
-    prod_test_support::require(
-        ok,
-        "coqtop or libcoq-hammer is not installed (scripts/install-deps.sh)",
-    )
-}
-
 #[test]
 fn one_library_row_is_checked_saved_and_reused() {
-    if !have_hammer_library() {
+    if !common::have_coq_hammer() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -101,3 +101,18 @@ pub fn scripted_policy(
     tok.save(&model.join("tokenizer.json")).unwrap();
     (fake, model)
 }
+
+/// Are Coq and the Debian CoqHammer package installed? (A test that needs them is skipped
+/// here, and fails under `CI=true`, when they are not.)
+#[allow(dead_code)] // only the hammer tests use it
+pub fn have_coq_hammer() -> bool {
+    let ok = std::process::Command::new("coqtop")
+        .arg("-v")
+        .output()
+        .is_ok()
+        && std::path::Path::new("/var/lib/dpkg/info/libcoq-hammer.list").exists();
+    prod_test_support::require(
+        ok,
+        "coqtop or libcoq-hammer is not installed (scripts/install-deps.sh)",
+    )
+}
