@@ -15,7 +15,7 @@ use prod_prover::adversary::{run, scenarios};
 const FINAL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Which scenarios, and the checker that runs them.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct AdversarySettings {
     /// Scenarios to run (at least every family in every placement).
     pub scenarios: usize,
@@ -25,6 +25,18 @@ pub struct AdversarySettings {
     pub workers: usize,
     /// A Debian root holding the prover instead of the host's Coq.
     pub coq_root: Option<PathBuf>,
+}
+
+impl Default for AdversarySettings {
+    /// Every family in every placement, and random layouts of them up to 300.
+    fn default() -> Self {
+        AdversarySettings {
+            scenarios: 300,
+            seed: prod_core::DEFAULT_SEED,
+            workers: prod_prover::DEFAULT_WORKERS,
+            coq_root: None,
+        }
+    }
 }
 
 /// What the scenarios found.

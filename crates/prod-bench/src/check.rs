@@ -20,7 +20,7 @@ use prod_core::{ConditionalProof, T0};
 use crate::BenchError;
 
 /// What `prod bench check` measures, and how.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CheckSettings {
     /// Lemmas to check, spread evenly over the file (0: every eligible lemma).
     pub count: usize,
@@ -32,6 +32,19 @@ pub struct CheckSettings {
     pub file: Option<PathBuf>,
     /// A Debian root holding the prover instead of the host's Coq.
     pub coq_root: Option<PathBuf>,
+}
+
+impl Default for CheckSettings {
+    /// 300 lemmas of the stdlib's `Lists/List.v`, each also with `coqc`.
+    fn default() -> Self {
+        CheckSettings {
+            count: 300,
+            workers: prod_prover::DEFAULT_WORKERS,
+            coqc_checks: None,
+            file: None,
+            coq_root: None,
+        }
+    }
 }
 
 /// The figures of one `prod bench check`.

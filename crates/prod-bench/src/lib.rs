@@ -9,6 +9,8 @@
 //!   check, tree, assembly and final check, tallied.
 //! * [`hammer`] (`prod bench hammer`): CoqHammer alone on a split's theorems under several
 //!   hammer profiles side by side: proved goals, where the seconds go, the seconds curve.
+//! * [`libraries`] (`prod bench libraries`): every installed Debian Coq library through the
+//!   dataset build and a checked sample of its ground truth.
 //!
 //! `prod bench serve`'s measurement is prod-serve's (`prod_serve::bench`), `prod model bench`'s
 //! prod-policy's: each lives next to what it measures.
@@ -16,6 +18,7 @@
 pub mod adversary;
 pub mod check;
 pub mod hammer;
+pub mod libraries;
 pub mod tree;
 
 /// Why a benchmark did not run to its figures: the user's input (exit 2) or anything else

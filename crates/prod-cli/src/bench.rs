@@ -96,7 +96,7 @@ pub struct BenchHammerArgs {
           value_parser = clap::builder::PossibleValuesParser::new(prod_bench::hammer::PROFILES))]
     pub profiles: Vec<String>,
     /// Worker threads (each runs one checker per profile).
-    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_prover::DEFAULT_WORKERS, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Folder of the rows (OUT/rows.jsonl); a rerun resumes from it.
     #[arg(long)]
@@ -111,10 +111,10 @@ pub struct BenchHammerArgs {
 #[derive(Args, Debug)]
 pub struct BenchTreeArgs {
     /// Largest forest size (nodes); the bench also runs a tenth and a hundredth of it, side by side.
-    #[arg(long, default_value_t = 100_000, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_bench::tree::TreeSettings::default().nodes, value_parser = ranges::positive_usize)]
     pub nodes: usize,
     /// Repetitions per size (the median is reported).
-    #[arg(long, default_value_t = 5, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_bench::tree::TreeSettings::default().repeat, value_parser = ranges::positive_usize)]
     pub repeat: usize,
     /// Print the timings as one JSON object.
     #[arg(long)]
@@ -125,13 +125,13 @@ pub struct BenchTreeArgs {
 pub struct BenchAdversaryArgs {
     /// Scenarios to run (the first ones are every family in every placement, the rest random
     /// layouts of them).
-    #[arg(long, default_value_t = 300, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = AdversarySettings::default().scenarios, value_parser = ranges::positive_usize)]
     pub scenarios: usize,
     /// Seed of the layouts.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = AdversarySettings::default().seed)]
     pub seed: u64,
     /// Checker workers.
-    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = AdversarySettings::default().workers, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Print one JSON object with the figures.
     #[arg(long)]
@@ -143,10 +143,10 @@ pub struct BenchAdversaryArgs {
 #[derive(Args, Debug)]
 pub struct BenchCheckArgs {
     /// Number of lemmas to check (spread evenly over the file; 0 = every eligible lemma).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = CheckSettings::default().count)]
     pub count: usize,
     /// Workers for both ways (pool workers, parallel `coqc` processes).
-    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = CheckSettings::default().workers, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// How many of the checks to also run with `coqc` (default: all of them).
     #[arg(long, value_parser = ranges::positive_usize)]

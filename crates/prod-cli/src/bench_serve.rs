@@ -11,10 +11,10 @@ use crate::{exit, ranges};
 #[derive(Args, Debug)]
 pub struct BenchServeArgs {
     /// Checks per concurrency level and path (the same number directly and over HTTP).
-    #[arg(long, default_value_t = 200, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_serve::bench::COUNT, value_parser = ranges::positive_usize)]
     pub count: usize,
     /// Concurrency levels: clients (threads directly, connections over HTTP) sending at once.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 64], value_parser = ranges::positive_usize)]
+    #[arg(long, value_delimiter = ',', default_values_t = prod_serve::bench::CONCURRENCY, value_parser = ranges::positive_usize)]
     pub concurrency: Vec<usize>,
     /// Print one JSON object with the figures.
     #[arg(long)]

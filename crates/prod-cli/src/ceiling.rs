@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use prod_run::ceiling::{run_ceiling_job, CeilingJob};
-use prod_run::{Bars, CoqJobConfig};
+use prod_run::{Bars, CoqFlags, CoqJobConfig};
 
 use crate::{exit, ranges};
 
@@ -86,18 +86,13 @@ pub struct CeilingArgs {
 /// The job of the flags over `[check.coq]` of the config file.
 fn job_of(a: &CeilingArgs) -> anyhow::Result<CeilingJob> {
     let file = a.config.coq_config(&a.prover_root)?;
-    let defaults = CoqJobConfig::default();
-    let coq = CoqJobConfig {
-        workers: a.workers.unwrap_or(match file.workers {
-            0 => defaults.workers,
-            n => n,
-        }),
-        step_timeout_s: a.timeout.unwrap_or(file.step_timeout_s),
-        hammer: true,
-        hammer_atp: !a.no_atp,
-        load_paths: file.load_paths,
-        root: file.root,
+    let flags = CoqFlags {
+        workers: a.workers,
+        step_timeout_s: a.timeout,
+        no_atp: a.no_atp,
+        ..CoqFlags::default()
     };
+    let coq = CoqJobConfig::resolve(file, flags).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(CeilingJob {
         dataset: a.dataset.clone(),
         split: a.split.clone(),

@@ -127,10 +127,10 @@ pub struct BuildArgs {
     #[command(flatten)]
     pub root: crate::prover::ProverArgs,
     /// Seed for the test-unit sample and the validation draw.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = DatasetConfig::default().seed)]
     pub seed: u64,
     /// Share of dependency sinks held out as test units, in [0, 1).
-    #[arg(long, default_value_t = 0.1, value_parser = ranges::unit_interval_closed_open)]
+    #[arg(long, default_value_t = DatasetConfig::default().test_fraction, value_parser = ranges::unit_interval_closed_open)]
     pub test_fraction: f64,
     /// More test units are drawn (same seeded order) until the test split has this many
     /// theorems after the per-file cap, or no candidate is left.
@@ -143,7 +143,7 @@ pub struct BuildArgs {
     pub test_file_cap: f64,
     /// Share of the remaining examples drawn for validation, in [0, 1) (and
     /// --test-fraction + --val-fraction < 1).
-    #[arg(long, default_value_t = 0.05, value_parser = ranges::unit_interval_closed_open)]
+    #[arg(long, default_value_t = DatasetConfig::default().val_fraction, value_parser = ranges::unit_interval_closed_open)]
     pub val_fraction: f64,
     /// Split unit: auto (package if the library has several, else file), package, file.
     #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
@@ -152,7 +152,7 @@ pub struct BuildArgs {
     #[arg(long)]
     pub no_hammer: bool,
     /// Worker threads (0: all cores).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = DatasetConfig::default().threads)]
     pub threads: usize,
     /// Keep at most this many bytes of each context inline (0: whole contexts; the dataset then
     /// grows quadratically with file size). Full contexts are always in sources.jsonl.
@@ -194,10 +194,10 @@ pub struct ValidateArgs {
     #[arg(long, default_value = "test")]
     pub split: String,
     /// Number of examples (or trees with --trees) to check.
-    #[arg(long, default_value_t = 100, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_prover::validate::DEFAULT_SAMPLE, value_parser = ranges::positive_usize)]
     pub sample: usize,
     /// Seed of the sample.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
     /// Assemble ground-truth proof trees and compile them cold instead of checking single proofs.
     #[arg(long)]

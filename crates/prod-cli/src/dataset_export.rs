@@ -53,7 +53,7 @@ pub struct ExportArgs {
     pub format: Format,
     /// The prompt shows the last this many bytes of the context (cut forward to a line start;
     /// about 1,000 tokens, the paper's context, for 4,000). 0: the statement alone.
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = prod_library::export::PROMPT_CONTEXT_BYTES)]
     pub prompt_context_bytes: usize,
     /// verl's `data_source` (default `prod/<library>`).
     #[arg(long)]
@@ -79,7 +79,7 @@ pub struct ExportArgs {
     #[arg(long, requires = "tokenizer", value_parser = crate::ranges::positive_usize)]
     pub prompt_tokens: Option<usize>,
     /// Verification: Coq workers.
-    #[arg(long, default_value_t = 2, value_parser = crate::ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_prover::DEFAULT_WORKERS, value_parser = crate::ranges::positive_usize)]
     pub workers: usize,
     /// Verification: check as a server started with --no-hammer does (CoqHammer not loaded;
     /// it changes what some contexts' own tactics do).

@@ -36,13 +36,13 @@ pub struct DemoArgs {
     #[arg(long, default_value = "runs/demo")]
     pub out: PathBuf,
     /// Time budget, minutes (> 0; a budget under one minute counts as one).
-    #[arg(long, default_value_t = 18.0, value_parser = ranges::positive_minutes)]
+    #[arg(long, default_value_t = DemoJob::default().minutes, value_parser = ranges::positive_minutes)]
     pub minutes: f64,
     /// Held-out test theorems to evaluate.
-    #[arg(long, default_value_t = 50, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = DemoJob::default().theorems, value_parser = ranges::positive_usize)]
     pub theorems: usize,
     /// Proof trees per theorem.
-    #[arg(long, default_value_t = 4, value_parser = ranges::positive_u32)]
+    #[arg(long, default_value_t = DemoJob::default().samples, value_parser = ranges::positive_u32)]
     pub samples: u32,
     /// The pretrained model to fine-tune (a `prod model import-gguf` directory). Default:
     /// $PROD_CACHE/models/smollm2-135m (PROD_CACHE defaults to ~/.cache/prod), where
@@ -54,10 +54,10 @@ pub struct DemoArgs {
     #[arg(long)]
     pub from_scratch: bool,
     /// Coq workers.
-    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = DemoJob::default().workers, value_parser = ranges::positive_usize)]
     pub workers: usize,
     /// Seed of the dataset split, training, sampling and the bootstrap.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = DemoJob::default().seed)]
     pub seed: u64,
     /// Verification cache of the CoqHammer-alone baseline, shared across runs (default
     /// $PROD_CACHE/hammer-baseline.sqlite).

@@ -22,7 +22,7 @@ pub struct DrawArgs {
     #[arg(long, value_parser = ranges::positive_usize)]
     pub theorems: Option<usize>,
     /// Seed of that draw (the same seed as the evaluation's picks the same theorems).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
 }
 

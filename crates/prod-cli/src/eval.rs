@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use prod_run::{BadInput, Bars, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore};
+use prod_run::{
+    BadInput, Bars, CoqFlags, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore,
+};
 
 use crate::{exit, ranges};
 
@@ -203,28 +205,20 @@ fn isabelle_config(
     cfg
 }
 
-/// The Coq settings of a run: `[check.coq]` of the config file (its workers, step time limit,
-/// prover root and load paths), then the flags.
+/// The Coq settings of a run: `[check.coq]` of the config file, then the flags.
 fn coq_config(
     a: &EvalArgs,
     from_file: prod_check_coq::CoqCheckConfig,
 ) -> anyhow::Result<CoqJobConfig> {
-    let defaults = CoqJobConfig::default();
-    let mut load_paths = from_file.load_paths;
-    load_paths.extend(a.load_paths.load_path.iter().cloned());
-    let cfg = CoqJobConfig {
-        workers: a.workers.unwrap_or(match from_file.workers {
-            0 => defaults.workers,
-            n => n,
-        }),
-        step_timeout_s: a.timeout.unwrap_or(from_file.step_timeout_s),
-        hammer: !a.no_hammer,
-        hammer_atp: !a.no_atp,
-        load_paths,
-        root: a.prover_root.coq_root.clone().or(from_file.root),
+    let flags = CoqFlags {
+        workers: a.workers,
+        step_timeout_s: a.timeout,
+        no_hammer: a.no_hammer,
+        no_atp: a.no_atp,
+        load_paths: a.load_paths.load_path.clone(),
+        root: a.prover_root.coq_root.clone(),
     };
-    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(cfg)
+    CoqJobConfig::resolve(from_file, flags).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {

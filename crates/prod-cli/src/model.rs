@@ -7,10 +7,12 @@ use std::time::Instant;
 use anyhow::anyhow;
 use clap::{Args, Subcommand, ValueEnum};
 use prod_core::{ConditionalProof, Sampling, T0};
+use prod_policy::bench::BenchOptions;
 use prod_policy::model::Llama;
 use prod_policy::prompt::{self, ExampleOptions};
 use prod_policy::sample::{self, SamplingParams};
-use prod_policy::{DecodeWeights, LlamaConfig, PolicyConfig, ProdTokenizer};
+use prod_policy::{DecodeWeights, LlamaConfig, ModelShape, PolicyConfig, ProdTokenizer};
+use prod_run::sample_bench::SampleBench;
 use prod_run::sft::{self, SftEvent, SftSettings, SftSource, ShuffleRng, Steps, Targets};
 
 use crate::{exit, ranges};
@@ -130,10 +132,10 @@ pub struct DataStatsArgs {
     #[arg(long, value_parser = ranges::positive_usize)]
     pub limit: Option<usize>,
     /// Longest training sequence, in tokens (as `prod model train`).
-    #[arg(long, default_value_t = 2048, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = PolicyConfig::default().max_seq_len, value_parser = ranges::positive_usize)]
     pub max_seq_len: usize,
     /// The context is cut to its last N tokens (as `prod model train`).
-    #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = PolicyConfig::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// One JSON object instead of a table.
     #[arg(long)]
@@ -142,33 +144,47 @@ pub struct DataStatsArgs {
 
 #[derive(Args)]
 pub struct InitArgs {
-    /// Text files the BPE tokenizer is trained on (one or more).
+    /// Text files the BPE tokenizer is trained on (one or more; dataset JSONL gives each line's
+    /// context, statement and conditional proof).
     #[arg(long, required = true, num_args = 1..)]
     pub corpus: Vec<PathBuf>,
     /// BPE vocabulary size (ProD's six special tokens included).
-    #[arg(long, default_value_t = 2000, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = ModelShape::default().vocab_size, value_parser = ranges::positive_usize)]
     pub vocab_size: usize,
     /// Hidden size: a multiple of --heads, with an even head dimension (hidden / heads).
-    #[arg(long, default_value_t = 128, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = ModelShape::default().hidden, value_parser = ranges::positive_usize)]
     pub hidden: usize,
     /// Transformer layers.
-    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = ModelShape::default().layers, value_parser = ranges::positive_usize)]
     pub layers: usize,
     /// Attention heads: a multiple of --kv-heads.
-    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = ModelShape::default().heads, value_parser = ranges::positive_usize)]
     pub heads: usize,
     /// Key/value heads (grouped-query attention).
-    #[arg(long, default_value_t = 2, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = ModelShape::default().kv_heads, value_parser = ranges::positive_usize)]
     pub kv_heads: usize,
     /// Hidden size of each MLP block.
-    #[arg(long, default_value_t = 384, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = ModelShape::default().intermediate, value_parser = ranges::positive_usize)]
     pub intermediate: usize,
     /// Seed of the random initial weights.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
     /// Model directory to write (created).
     #[arg(long)]
     pub out: PathBuf,
+}
+
+impl InitArgs {
+    fn shape(&self) -> ModelShape {
+        ModelShape {
+            vocab_size: self.vocab_size,
+            hidden: self.hidden,
+            layers: self.layers,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            intermediate: self.intermediate,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -208,12 +224,12 @@ pub struct SampleArgs {
     #[arg(long, value_enum)]
     pub force_t0: Option<ForceT0>,
     /// Samples per prompt.
-    #[arg(long, default_value_t = 1, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = SamplingParams::default().n, value_parser = ranges::positive_usize)]
     pub n: usize,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Sampling seed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
     /// One JSON object per sample, then a summary object.
     #[arg(long)]
@@ -270,7 +286,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub eval: Option<PathBuf>,
     /// Only the first N eval lines.
-    #[arg(long, default_value_t = 200, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = sft::EVAL_LIMIT, value_parser = ranges::positive_usize)]
     pub eval_limit: usize,
     /// Checkpoint directory (created; an existing checkpoint there is resumed).
     #[arg(long, required_unless_present = "write_examples")]
@@ -288,34 +304,34 @@ pub struct TrainArgs {
     #[arg(long, value_parser = ranges::positive_usize)]
     pub steps: Option<usize>,
     /// Learning rate after warm-up.
-    #[arg(long, default_value_t = 1e-5, value_parser = ranges::positive_finite_f64)]
+    #[arg(long, default_value_t = PolicyConfig::default().learning_rate, value_parser = ranges::positive_finite_f64)]
     pub lr: f64,
     /// Warm-up steps (0: none).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = PolicyConfig::default().warmup_steps)]
     pub warmup: usize,
     /// Examples per optimizer step.
-    #[arg(long, default_value_t = 128, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = PolicyConfig::default().macro_batch, value_parser = ranges::positive_usize)]
     pub macro_batch: usize,
     /// Examples per forward/backward pass (at most --macro-batch).
-    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = PolicyConfig::default().micro_batch, value_parser = ranges::positive_usize)]
     pub micro_batch: usize,
     /// Longest training sequence, in tokens: the context gives way first.
-    #[arg(long, default_value_t = 2048, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = PolicyConfig::default().max_seq_len, value_parser = ranges::positive_usize)]
     pub max_seq_len: usize,
     /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = 1000, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = PolicyConfig::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Save a checkpoint every N steps (and at the end).
-    #[arg(long, default_value_t = 100, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = sft::SAVE_EVERY, value_parser = ranges::positive_usize)]
     pub save_every: usize,
     /// NOT the paper's method (off by default, 1): every policy example whose `t0` is
     /// `<use_invoke>` enters the training stream N times (the copies shuffled in with the rest),
     /// for small models that otherwise learn to propose almost nothing. The paper trains on
     /// `sft.jsonl` as it is; report runs that use this as such.
-    #[arg(long, default_value_t = 1, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = sft::NO_OVERSAMPLING, value_parser = ranges::positive_usize)]
     pub oversample_use_invoke: usize,
     /// Seed of the data order and of the oversampling shuffle.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
     /// Print the training report as one JSON object.
     #[arg(long)]
@@ -337,14 +353,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Tokens generated per sample.
-    #[arg(long, default_value_t = 32, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = BenchOptions::default().new_tokens, value_parser = ranges::positive_usize)]
     pub new_tokens: usize,
     /// Prompt length for sampling (ProD's prompts are about 1,000 context tokens + statement).
-    #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = BenchOptions::default().prompt_tokens, value_parser = ranges::positive_usize)]
     pub prompt_tokens: usize,
     /// Timed training steps after one warm-up step; the figure is the fastest (as the GEMM
     /// rate is the best of ten products), so that host noise inflates it less.
-    #[arg(long, default_value_t = 6, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = BenchOptions::default().train_steps, value_parser = ranges::positive_usize)]
     pub train_steps: usize,
     /// Print the figures as one JSON object.
     #[arg(long)]
@@ -361,19 +377,19 @@ pub struct BenchSampleArgs {
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Theorems (prompts) to sample for.
-    #[arg(long, default_value_t = 60, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = SampleBench::default().prompts, value_parser = ranges::positive_usize)]
     pub prompts: usize,
     /// Samples per prompt (proof trees).
-    #[arg(long, default_value_t = 4, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = SampleBench::default().samples, value_parser = ranges::positive_usize)]
     pub samples: usize,
     /// The context is cut to its last N tokens (synthetic prompts have this many).
-    #[arg(long, default_value_t = 256, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = SampleBench::default().context_tokens, value_parser = ranges::positive_usize)]
     pub context_tokens: usize,
     /// Tokens generated per sample.
-    #[arg(long, default_value_t = 192, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = SampleBench::default().new_tokens, value_parser = ranges::positive_usize)]
     pub new_tokens: usize,
     /// Rows decoded together per step by the native policy.
-    #[arg(long, default_value_t = 16, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = prod_run::NativeParams::default().batch_rows, value_parser = ranges::positive_usize)]
     pub batch_rows: usize,
     /// Sampling temperature (paper: 0.7).
     #[arg(long, default_value_t = Sampling::default().temperature, value_parser = |s: &str| ranges::real_in(s, Sampling::TEMPERATURE))]
@@ -385,7 +401,7 @@ pub struct BenchSampleArgs {
     #[arg(long)]
     pub batched_only: bool,
     /// Sampling seed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
     /// Print the figures as one JSON object.
     #[arg(long)]
@@ -434,65 +450,13 @@ fn device() -> prod_policy::candle_core::Device {
     prod_policy::candle_core::Device::Cpu
 }
 
-/// The model shape's constraints (the ranges of single flags are checked by clap).
-fn check_shape(a: &InitArgs) -> anyhow::Result<()> {
-    if !a.hidden.is_multiple_of(a.heads) {
-        return Err(bad(format!(
-            "--hidden {} must be a multiple of --heads {}",
-            a.hidden, a.heads
-        )));
-    }
-    if !a.heads.is_multiple_of(a.kv_heads) {
-        return Err(bad(format!(
-            "--heads {} must be a multiple of --kv-heads {}",
-            a.heads, a.kv_heads
-        )));
-    }
-    if !(a.hidden / a.heads).is_multiple_of(2) {
-        return Err(bad(format!(
-            "--hidden {} / --heads {} = {} must be even (RoPE)",
-            a.hidden,
-            a.heads,
-            a.hidden / a.heads
-        )));
-    }
-    Ok(())
-}
-
 fn init(a: InitArgs) -> anyhow::Result<()> {
-    check_shape(&a)?;
-    let mut texts = Vec::new();
-    for p in &a.corpus {
-        if p.extension().is_some_and(|e| e == "jsonl") {
-            for l in sft::read_data_lines(p, None)? {
-                texts.push(format!(
-                    "{}\n{}\n{}",
-                    l.context,
-                    l.statement,
-                    l.conditional_proof.unwrap_or_default()
-                ));
-            }
-        } else {
-            texts.push(
-                std::fs::read_to_string(p).map_err(|e| bad(format!("{}: {e}", p.display())))?,
-            );
-        }
-    }
-    let tok = ProdTokenizer::train_bpe(texts.iter(), a.vocab_size, 2)?;
-    let mut cfg = LlamaConfig::tiny(tok.vocab_size());
-    cfg.hidden_size = a.hidden;
-    cfg.num_hidden_layers = a.layers;
-    cfg.num_attention_heads = a.heads;
-    cfg.num_key_value_heads = Some(a.kv_heads);
-    cfg.intermediate_size = a.intermediate;
-    cfg.max_position_embeddings = 4096;
-    let mut model = Llama::random(&cfg, a.seed, &device())?;
-    prod_policy::save_model_dir(&a.out, &mut model, &tok)?;
+    let m = prod_run::scratch::init_model(&a.corpus, &a.shape(), a.seed, &a.out)?;
     eprintln!(
         "wrote {} ({} parameters, vocabulary {})",
         a.out.display(),
-        model.num_params(),
-        tok.vocab_size()
+        m.params,
+        m.vocab
     );
     Ok(())
 }
@@ -773,7 +737,6 @@ fn sft_settings(a: &TrainArgs, targets: Targets) -> SftSettings {
             micro_batch: a.micro_batch,
             max_seq_len: a.max_seq_len,
             context_tokens: a.context_tokens,
-            seed: a.seed,
             ..PolicyConfig::default()
         },
         seed: a.seed,
@@ -873,7 +836,7 @@ impl TrainOutput {
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let dev = device();
     let model = bench_model(&a, &dev)?;
-    let opts = prod_policy::bench::BenchOptions {
+    let opts = BenchOptions {
         prompt_tokens: a.prompt_tokens,
         new_tokens: a.new_tokens,
         train_steps: a.train_steps,
@@ -902,14 +865,22 @@ fn bench_model(a: &BenchArgs, dev: &prod_policy::candle_core::Device) -> anyhow:
 }
 
 fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
-    use prod_run::sample_bench::{bench_theorems, run_sample_bench, SampleBench};
+    use prod_run::sample_bench::{bench_theorems, run_sample_bench};
     use prod_run::{NativeParams, NativePolicy};
 
+    let bench = SampleBench {
+        prompts: a.prompts,
+        samples: a.samples,
+        context_tokens: a.context_tokens,
+        new_tokens: a.new_tokens,
+        weights: a.weights.clone(),
+        batched_only: a.batched_only,
+    };
     let params = NativeParams {
         sampling: prod_core::Sampling {
             temperature: a.temperature,
-            max_new_tokens: a.new_tokens,
-            context_tokens: a.context_tokens,
+            max_new_tokens: bench.new_tokens,
+            context_tokens: bench.context_tokens,
             ..prod_core::Sampling::default()
         },
         seed: a.seed,
@@ -917,7 +888,7 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
         ..prod_run::NativeParams::default()
     };
     let mut policy = NativePolicy::load(&a.model, params)?;
-    let theorems = bench_theorems(a.data.as_deref(), a.prompts, a.context_tokens)?;
+    let theorems = bench_theorems(a.data.as_deref(), &bench)?;
     if theorems.len() < a.prompts {
         return Err(bad(format!(
             "--prompts {} but only {} theorems",
@@ -929,11 +900,6 @@ fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
     for (c, s) in &theorems {
         prompt_tokens += policy.prompt(c, s)?.len();
     }
-    let bench = SampleBench {
-        samples: a.samples,
-        weights: a.weights.clone(),
-        batched_only: a.batched_only,
-    };
     let bars = prod_run::Bars::for_stderr(a.json);
     let rows = run_sample_bench(&mut policy, &theorems, &bench, &bars, &mut |row| {
         if !a.json {

@@ -70,10 +70,10 @@ pub struct WorkArgs {
     #[arg(long, value_parser = ranges::positive_u32)]
     pub timeout: Option<u32>,
     /// Nodes claimed at a time.
-    #[arg(long, default_value_t = 8, value_parser = ranges::positive_usize)]
+    #[arg(long, default_value_t = WorkOptions::default().batch, value_parser = ranges::positive_usize)]
     pub batch: usize,
     /// Seconds a claim holds before another worker may take the node.
-    #[arg(long, default_value_t = 900.0, value_parser = ranges::positive_seconds)]
+    #[arg(long, default_value_t = WorkOptions::default().lease.as_secs_f64(), value_parser = ranges::positive_seconds)]
     pub lease: f64,
     /// A name for this worker (default: host:pid).
     #[arg(long)]
@@ -82,7 +82,7 @@ pub struct WorkArgs {
     /// queues its checks in phases (`prod eval` its evaluation's, then its canaries'; `prod rl`
     /// each round's as it gets there). 0: stop once the queue is empty (enough when the
     /// coordinator checks too, without --no-check-here).
-    #[arg(long, default_value_t = 0.0, value_parser = ranges::non_negative_finite_f64)]
+    #[arg(long, default_value_t = WorkOptions::default().idle_exit.as_secs_f64(), value_parser = ranges::non_negative_finite_f64)]
     pub idle_exit: f64,
     /// Config file (reads `[check]` and `[check.coq]`). Without it, the worker uses the
     /// checker settings the run's coordinator recorded (`prod rl`/`prod eval --store`).
@@ -175,21 +175,10 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
     let opts = WorkOptions {
         batch: a.batch,
         lease: Duration::from_secs_f64(a.lease),
+        idle_exit: Duration::from_secs_f64(a.idle_exit),
         ..WorkOptions::default()
     };
-    let mut stats = prod_queue::work(&mut q, &checker, &name, &opts)?;
-    let mut idle_since = std::time::Instant::now();
-    while idle_since.elapsed().as_secs_f64() < a.idle_exit {
-        std::thread::sleep(opts.poll);
-        let more = prod_queue::work(&mut q, &checker, &name, &opts)?;
-        if more.claimed > 0 {
-            idle_since = std::time::Instant::now();
-        }
-        stats.claimed += more.claimed;
-        stats.recorded += more.recorded;
-        stats.lost_claims += more.lost_claims;
-        stats.released_infra += more.released_infra;
-    }
+    let stats = prod_queue::work_until_idle(&mut q, &checker, &name, &opts)?;
     if a.store.json {
         println!(
             "{}",

@@ -36,3 +36,8 @@ pub use tree::{solve, GlobalVerdict, GoalId, LocalVerdict, Node, Solution};
 /// appendix on sampling temperatures found 0.7 best). Every default in the workspace that
 /// samples proofs takes it from here.
 pub const PAPER_TEMPERATURE: f64 = 0.7;
+
+/// The seed every seeded step starts from unless told otherwise (a draw of theorems, a split,
+/// a shuffle, a sampler, a bootstrap): one default, so that two commands run without `--seed`
+/// draw the same theorems.
+pub const DEFAULT_SEED: u64 = 0;

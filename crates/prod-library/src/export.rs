@@ -87,6 +87,9 @@ pub enum Verify {
 }
 
 /// What an export writes (the command line's choices).
+/// The prompt's context bytes unless told otherwise: about 1,000 tokens, the paper's context.
+pub const PROMPT_CONTEXT_BYTES: usize = 4000;
+
 #[derive(Clone, Debug)]
 pub struct ExportSettings {
     /// A directory written by `prod dataset build` (a Coq library).

@@ -50,7 +50,7 @@ impl Default for DatasetConfig {
             val_fraction: 0.05,
             test_min_theorems: crate::split::MIN_TEST_THEOREMS,
             test_file_cap: crate::split::TEST_FILE_CAP,
-            seed: 0,
+            seed: prod_core::DEFAULT_SEED,
             unit: SplitUnit::Auto,
             hammer: true,
             threads: 0,

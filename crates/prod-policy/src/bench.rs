@@ -25,6 +25,17 @@ pub struct BenchOptions {
     pub train_steps: usize,
 }
 
+impl Default for BenchOptions {
+    /// A short prompt and a few tokens: the per-token rates, not an evaluation's shape.
+    fn default() -> Self {
+        BenchOptions {
+            prompt_tokens: 16,
+            new_tokens: 32,
+            train_steps: 6,
+        }
+    }
+}
+
 /// Tokens of the benchmark's training example.
 pub const TRAIN_TOKENS: usize = 256;
 

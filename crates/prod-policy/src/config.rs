@@ -484,22 +484,103 @@ impl LlamaConfig {
     }
 }
 
-/// The policy's settings. Defaults are the paper's (§4.1) where it gives one.
+/// The shape of a Llama made from scratch (`prod model init`, the demo's small model): with the
+/// defaults and a 2,000-token vocabulary about 1.3 M parameters, which trains on a CPU in minutes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelShape {
+    /// BPE vocabulary size, ProD's six special tokens included.
+    pub vocab_size: usize,
+    /// Hidden size: a multiple of `heads`, with an even head dimension (hidden / heads).
+    pub hidden: usize,
+    /// Transformer layers.
+    pub layers: usize,
+    /// Attention heads: a multiple of `kv_heads`.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: usize,
+    /// Hidden size of each MLP block.
+    pub intermediate: usize,
+}
+
+impl Default for ModelShape {
+    fn default() -> Self {
+        ModelShape {
+            vocab_size: 2000,
+            hidden: 128,
+            layers: 4,
+            heads: 4,
+            kv_heads: 2,
+            intermediate: 384,
+        }
+    }
+}
+
+impl ModelShape {
+    /// The constraints between the sizes (each size is at least 1); the error names them as
+    /// the flags of `prod model init` do.
+    pub fn check(&self) -> Result<()> {
+        let ModelShape {
+            vocab_size,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            intermediate,
+        } = *self;
+        let sizes = [
+            ("vocab-size", vocab_size),
+            ("hidden", hidden),
+            ("layers", layers),
+            ("heads", heads),
+            ("kv-heads", kv_heads),
+            ("intermediate", intermediate),
+        ];
+        if let Some((name, _)) = sizes.iter().find(|(_, n)| *n == 0) {
+            return Err(PolicyError::BadInput(format!(
+                "--{name} must be at least 1"
+            )));
+        }
+        if !hidden.is_multiple_of(heads) {
+            return Err(PolicyError::BadInput(format!(
+                "--hidden {hidden} must be a multiple of --heads {heads}"
+            )));
+        }
+        if !heads.is_multiple_of(kv_heads) {
+            return Err(PolicyError::BadInput(format!(
+                "--heads {heads} must be a multiple of --kv-heads {kv_heads}"
+            )));
+        }
+        if !(hidden / heads).is_multiple_of(2) {
+            return Err(PolicyError::BadInput(format!(
+                "--hidden {hidden} / --heads {heads} = {} must be even (RoPE)",
+                hidden / heads
+            )));
+        }
+        Ok(())
+    }
+
+    /// The Llama of this shape over a tokenizer of `vocab` tokens, positions up to `positions`.
+    pub fn config(&self, vocab: usize, positions: usize) -> LlamaConfig {
+        let mut cfg = LlamaConfig::tiny(vocab);
+        cfg.hidden_size = self.hidden;
+        cfg.num_hidden_layers = self.layers;
+        cfg.num_attention_heads = self.heads;
+        cfg.num_key_value_heads = Some(self.kv_heads);
+        cfg.intermediate_size = self.intermediate;
+        cfg.max_position_embeddings = positions;
+        cfg
+    }
+}
+
+/// The trainer's settings (optimizer, schedule, batches, sequence lengths). Defaults are the
+/// paper's (§4.1) where it gives one. What to sample is [`prod_core::Sampling`]; the training
+/// examples' context cut defaults to its `context_tokens`, so a policy trains on the prompts it
+/// is sampled with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PolicyConfig {
-    /// Model directory (config.json, model.safetensors, tokenizer.json).
-    pub model: Option<std::path::PathBuf>,
-    /// The context is truncated to its last this many tokens (paper: 1k).
+    /// The context of a training example is cut to its last this many tokens (paper: 1k).
     pub context_tokens: usize,
-    /// Sampling temperature (paper: 0.7).
-    pub temperature: f64,
-    /// Nucleus sampling threshold (1.0 = off).
-    pub top_p: f64,
-    /// Longest generated proof, in tokens.
-    pub max_new_tokens: usize,
-    /// Sampling seed; every prompt derives its own stream from it.
-    pub seed: u64,
     /// AdamW learning rate after warm-up (paper: 1e-5, constant).
     pub learning_rate: f64,
     pub warmup_steps: usize,
@@ -520,12 +601,7 @@ pub struct PolicyConfig {
 impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
-            model: None,
-            context_tokens: 1000,
-            temperature: prod_core::PAPER_TEMPERATURE,
-            top_p: 1.0,
-            max_new_tokens: 512,
-            seed: 0,
+            context_tokens: prod_core::Sampling::default().context_tokens,
             learning_rate: 1e-5,
             warmup_steps: 100,
             macro_batch: 128,
@@ -686,6 +762,37 @@ mod tests {
         assert!(
             e.contains("\"mistral\"") && e.contains("not supported"),
             "{e}"
+        );
+    }
+
+    /// The shape's constraints are checked in one place, each naming its flags.
+    #[test]
+    fn model_shapes_are_checked() {
+        assert_eq!(
+            ModelShape::default().check().map_err(|e| e.to_string()),
+            Ok(())
+        );
+        let bad = |f: fn(&mut ModelShape)| {
+            let mut s = ModelShape::default();
+            f(&mut s);
+            s.check().unwrap_err().to_string()
+        };
+        assert!(bad(|s| s.hidden = 130).contains("--hidden 130 must be a multiple of --heads 4"));
+        assert!(bad(|s| s.kv_heads = 3).contains("--heads 4 must be a multiple of --kv-heads 3"));
+        assert!(bad(|s| s.hidden = 12).contains("= 3 must be even"));
+        assert!(bad(|s| s.heads = 0).contains("--heads must be at least 1"));
+        let cfg = ModelShape::default().config(100, 1024);
+        assert_eq!(
+            (
+                cfg.hidden_size,
+                cfg.num_hidden_layers,
+                cfg.intermediate_size
+            ),
+            (128, 4, 384)
+        );
+        assert_eq!(
+            (cfg.num_key_value_heads, cfg.max_position_embeddings),
+            (Some(2), 1024)
         );
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! Modules:
 //! - [`config`]: `config.json` ([`LlamaConfig`], which names the [`config::Architecture`]) and
-//!   the `prod.toml` section ([`PolicyConfig`]).
+//!   the trainer's settings ([`PolicyConfig`]).
 //! - [`model`]: the model, KV cache, Hugging Face layout read/write.
 //! - [`decode`]: the projections of decoding (a few rows against large weights), inference only.
 //! - [`ops`]: fused CPU ops with hand-written backward passes (training speed).
@@ -37,7 +37,7 @@ pub mod tokenizer;
 pub mod train;
 mod vexp;
 
-pub use config::{LlamaConfig, PolicyConfig};
+pub use config::{LlamaConfig, ModelShape, PolicyConfig};
 pub use model::{KvCache, Llama};
 pub use quant::DecodeWeights;
 pub use tokenizer::ProdTokenizer;

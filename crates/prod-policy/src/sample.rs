@@ -40,10 +40,10 @@ impl Default for SamplingParams {
     fn default() -> Self {
         SamplingParams {
             n: 1,
-            temperature: prod_core::PAPER_TEMPERATURE,
-            top_p: 1.0,
-            max_new_tokens: 256,
-            seed: 0,
+            temperature: prod_core::Sampling::default().temperature,
+            top_p: prod_core::Sampling::default().top_p,
+            max_new_tokens: prod_core::Sampling::default().max_new_tokens,
+            seed: prod_core::DEFAULT_SEED,
             stop: Vec::new(),
             decode_weights: DecodeWeights::F32,
         }

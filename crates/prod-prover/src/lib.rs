@@ -65,4 +65,8 @@ pub use settings::{
     ProverConfig, SetupError,
 };
 pub use start::{prover_name, start_coq, start_isabelle};
+
+/// Checker workers of a run or benchmark unless its flags or config file say otherwise: the
+/// two cores of the machine the suite and the main job are sized for.
+pub const DEFAULT_WORKERS: usize = 2;
 pub use verify::{context_failure, verify_ground_truths, BatchProgress, VerifyReport};

@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::{BatchProgress, CheckedNode, CoqFinal, FinalCheck, FinalProof, Forest, ProverKind};
 
 /// Checks by verdict kind.
+/// Examples (or ground-truth trees) `prod dataset validate` checks unless told otherwise.
+pub const DEFAULT_SAMPLE: usize = 100;
+
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Counts {
     pub checked: usize,

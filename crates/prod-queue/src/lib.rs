@@ -329,6 +329,9 @@ pub struct WorkOptions {
     pub until_empty: bool,
     /// Pause between polls when every remaining job is claimed by others.
     pub poll: Duration,
+    /// [`work_until_idle`]: keep polling until no job has come for this long (a coordinator
+    /// queues its checks in phases); zero stops once the queue is empty.
+    pub idle_exit: Duration,
 }
 
 impl Default for WorkOptions {
@@ -339,6 +342,7 @@ impl Default for WorkOptions {
             max_attempts: 3,
             until_empty: true,
             poll: Duration::from_millis(500),
+            idle_exit: Duration::ZERO,
         }
     }
 }
@@ -381,6 +385,30 @@ pub fn work(
         // their leases to expire.
         std::thread::sleep(opts.poll);
     }
+}
+
+/// [`work`], then polling every `opts.poll` for more until none has come for
+/// `opts.idle_exit`; the stats of every pass together.
+pub fn work_until_idle(
+    queue: &mut Queue,
+    checker: &dyn Checker,
+    worker: &str,
+    opts: &WorkOptions,
+) -> Result<WorkStats> {
+    let mut stats = work(queue, checker, worker, opts)?;
+    let mut idle_since = std::time::Instant::now();
+    while idle_since.elapsed() < opts.idle_exit {
+        std::thread::sleep(opts.poll);
+        let more = work(queue, checker, worker, opts)?;
+        if more.claimed > 0 {
+            idle_since = std::time::Instant::now();
+        }
+        stats.claimed += more.claimed;
+        stats.recorded += more.recorded;
+        stats.lost_claims += more.lost_claims;
+        stats.released_infra += more.released_infra;
+    }
+    Ok(stats)
 }
 
 /// Claim one batch, check it, record it; `false` when there was nothing to claim.

@@ -91,7 +91,7 @@ impl Default for DemoJob {
             theorems: 50,
             samples: 4,
             workers: 2,
-            seed: 0,
+            seed: prod_core::DEFAULT_SEED,
             hammer_cache: None,
             hammer_leaves: false,
         }
@@ -222,19 +222,17 @@ fn train_tokenizer(train: &[DataLine]) -> anyhow::Result<ProdTokenizer> {
             )
         })
         .collect();
-    Ok(ProdTokenizer::train_bpe(texts.iter(), 2000, 2)?)
+    Ok(ProdTokenizer::train_bpe(
+        texts.iter(),
+        prod_policy::ModelShape::default().vocab_size,
+        2,
+    )?)
 }
 
-/// The from-scratch Llama: width 128, 4 layers (≈1.3 M parameters with 2,000 tokens).
+/// The from-scratch Llama: [`prod_policy::ModelShape`]'s default (width 128, 4 layers; ≈1.3 M
+/// parameters with 2,000 tokens), positions up to 1,024.
 fn small_config(vocab: usize) -> LlamaConfig {
-    let mut cfg = LlamaConfig::tiny(vocab);
-    cfg.hidden_size = 128;
-    cfg.num_hidden_layers = 4;
-    cfg.num_attention_heads = 4;
-    cfg.num_key_value_heads = Some(2);
-    cfg.intermediate_size = 384;
-    cfg.max_position_embeddings = 1024;
-    cfg
+    prod_policy::ModelShape::default().config(vocab, 1024)
 }
 
 /// How [`fine_tune_pretrained`] trains: a wall-clock budget, optionally a step count, the data.

@@ -63,7 +63,7 @@ impl Default for EvalOptions {
             depth: 2,
             final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
             bootstrap: Bootstrap::DEFAULT_RESAMPLES,
-            seed: 0,
+            seed: prod_core::DEFAULT_SEED,
             temperature: prod_core::PAPER_TEMPERATURE,
             hammer_leaves: crate::leaves::DEFAULT,
         }

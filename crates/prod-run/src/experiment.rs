@@ -185,7 +185,7 @@ impl Default for ExperimentConfig {
             curve_samples: 4,
             bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
             workers: 2,
-            seed: 0,
+            seed: prod_core::DEFAULT_SEED,
             sampling,
             coq: CoqJobConfig {
                 workers: 2,

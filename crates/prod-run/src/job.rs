@@ -204,7 +204,7 @@ pub struct CoqJobConfig {
 impl Default for CoqJobConfig {
     fn default() -> Self {
         CoqJobConfig {
-            workers: 2,
+            workers: prod_prover::DEFAULT_WORKERS,
             step_timeout_s: prod_check::TimeLimits::DEFAULT.step_s,
             hammer: true,
             hammer_atp: true,
@@ -214,7 +214,41 @@ impl Default for CoqJobConfig {
     }
 }
 
+/// What a command line sets over `[check.coq]` of the config file (absent: the file's value).
+#[derive(Clone, Debug, Default)]
+pub struct CoqFlags {
+    pub workers: Option<usize>,
+    pub step_timeout_s: Option<u32>,
+    pub no_hammer: bool,
+    pub no_atp: bool,
+    /// Bindings added to the file's.
+    pub load_paths: Vec<prod_check_coq::LoadPathBinding>,
+    /// Replaces the file's root.
+    pub root: Option<PathBuf>,
+}
+
 impl CoqJobConfig {
+    /// A run's Coq settings, resolved once: `[check.coq]` of the config file, then the flags,
+    /// then validated. The file's `workers = 0` (one per core, as `prod check` reads it) is a
+    /// run's default here: a run's samples, not the cores, set how much checking there is.
+    pub fn resolve(file: CoqCheckConfig, flags: CoqFlags) -> Result<Self, String> {
+        let mut load_paths = file.load_paths;
+        load_paths.extend(flags.load_paths);
+        let cfg = CoqJobConfig {
+            workers: flags.workers.unwrap_or(match file.workers {
+                0 => CoqJobConfig::default().workers,
+                n => n,
+            }),
+            step_timeout_s: flags.step_timeout_s.unwrap_or(file.step_timeout_s),
+            hammer: !flags.no_hammer,
+            hammer_atp: !flags.no_atp,
+            load_paths,
+            root: flags.root.or(file.root),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
     /// Every number in its range and the prover root a Debian root; the error names the key.
     pub fn validate(&self) -> Result<(), String> {
         crate::ranges::at_least_one("workers", self.workers)?;

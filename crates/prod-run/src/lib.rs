@@ -28,6 +28,8 @@
 //!   evaluation beside CoqHammer alone: the room decomposition leaves over the hammer.
 //! * [`sft`] — the one SFT loop (`prod train`, `prod model train`, the demo's and the
 //!   experiment's SFT stages): data lines to examples, the data statistics, the steps.
+//! * [`scratch`] — a policy made from scratch (`prod model init`): a tokenizer trained on a
+//!   corpus, random weights of a `ModelShape`.
 //! * [`sample_bench`] — sampling timed as an evaluation asks for it (`prod model
 //!   bench-sample`): one prompt at a time against the native policy's batches.
 //! * [`experiment`] — `run_experiment`: the paper's Table 2 in miniature (ProD-SFT, SFT w/o
@@ -49,6 +51,7 @@ mod rl_config;
 mod round;
 mod round_steps;
 pub mod sample_bench;
+pub mod scratch;
 pub mod sft;
 pub mod store;
 pub use prod_library::theorem;
@@ -63,8 +66,8 @@ pub use store::{Phase, RunStore, StoreError};
 pub mod job;
 mod outcomes;
 pub use job::{
-    open_store, run_eval_job, run_hammer_baseline_job, start_run_checker, BadInput, CoqJobConfig,
-    EvalJob, HammerBaseline, ProverChoice, SharedStore,
+    open_store, run_eval_job, run_hammer_baseline_job, start_run_checker, BadInput, CoqFlags,
+    CoqJobConfig, EvalJob, HammerBaseline, ProverChoice, SharedStore,
 };
 pub use prod_report;
 pub mod demo;

@@ -175,7 +175,7 @@ impl Default for NativeParams {
     fn default() -> Self {
         NativeParams {
             sampling: Sampling::default(),
-            seed: 0,
+            seed: prod_core::DEFAULT_SEED,
             score_batch: 8,
             decode_weights: DecodeWeights::F32,
             batch_rows: 16,

@@ -226,7 +226,7 @@ impl Default for RlConfig {
             sampling: NativeParams::default(),
             coq: crate::job::CoqJobConfig::default(),
             isabelle: None,
-            seed: 0,
+            seed: prod_core::DEFAULT_SEED,
             eval: RlEvalConfig::default(),
             external_trainer: Vec::new(),
             after_round: Vec::new(),

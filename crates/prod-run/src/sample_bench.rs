@@ -18,12 +18,33 @@ use crate::progress::Bars;
 /// What to time.
 #[derive(Clone, Debug)]
 pub struct SampleBench {
+    /// Theorems (prompts) to sample for.
+    pub prompts: usize,
     /// Samples per prompt (proof trees).
     pub samples: usize,
+    /// The context is cut to its last this many tokens (synthetic prompts have this many).
+    pub context_tokens: usize,
+    /// Tokens generated per sample.
+    pub new_tokens: usize,
     /// Decoding weights to measure, in order.
     pub weights: Vec<DecodeWeights>,
     /// Skip the one-prompt-at-a-time path.
     pub batched_only: bool,
+}
+
+impl Default for SampleBench {
+    /// An evaluation's shape on 2 cores: 60 theorems × 4 trees, a short context, the demo's
+    /// proof length and a half.
+    fn default() -> Self {
+        SampleBench {
+            prompts: 60,
+            samples: 4,
+            context_tokens: 256,
+            new_tokens: 192,
+            weights: vec![DecodeWeights::F32, DecodeWeights::Q8],
+            batched_only: false,
+        }
+    }
 }
 
 /// One decoding weight's figures, in the order (and with the names) the command prints them;
@@ -49,13 +70,13 @@ pub struct SampleBenchRow {
     pub same_text: Option<String>,
 }
 
-/// The benchmark's theorems (context, statement): the first `n` lines of `data`, or synthetic
-/// contexts of about `context_tokens` tokens (fewer when `data` has fewer lines).
+/// The benchmark's theorems (context, statement): the first `bench.prompts` lines of `data`, or
+/// synthetic contexts of about `bench.context_tokens` tokens (fewer when `data` has fewer lines).
 pub fn bench_theorems(
     data: Option<&Path>,
-    n: usize,
-    context_tokens: usize,
+    bench: &SampleBench,
 ) -> anyhow::Result<Vec<(String, String)>> {
+    let (n, context_tokens) = (bench.prompts, bench.context_tokens);
     Ok(match data {
         Some(d) => crate::sft::read_data_lines(d, Some(n))?
             .into_iter()

@@ -36,6 +36,11 @@ use prod_prover::{CheckerSettings, Pipeline, ProverKind, SetupError};
 /// The HTTP overhead at p50 that `prod serve` aims to stay under, ms.
 pub const TARGET_OVERHEAD_MS: f64 = 1.0;
 
+/// Checks per concurrency level and path unless told otherwise.
+pub const COUNT: usize = 200;
+/// Concurrency levels unless told otherwise: one client, a few, and more than the workers.
+pub const CONCURRENCY: [usize; 3] = [1, 8, 64];
+
 /// What to measure (`prod bench serve`'s flags).
 #[derive(Clone, Debug)]
 pub struct BenchSettings {

@@ -249,3 +249,87 @@ fn one_integration_test_binary_per_crate() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The default a flag shows: the text after `default_value_t =`, `default_values_t =`,
+/// `default_value =` or `default_value_os_t =` up to the next `,` or `)` at depth zero.
+fn flag_defaults(text: &str) -> Vec<(usize, String)> {
+    let mut out = vec![];
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        for key in [
+            "default_value_t",
+            "default_values_t",
+            "default_value_os_t",
+            "default_value",
+        ] {
+            let mut rest = line;
+            while let Some(at) = rest.find(key) {
+                let after = rest[at + key.len()..].trim_start();
+                rest = &rest[at + key.len()..];
+                let Some(value) = after.strip_prefix('=') else {
+                    continue;
+                };
+                let mut depth = 0i32;
+                let end = value
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        match c {
+                            '(' | '[' | '{' => depth += 1,
+                            ')' | ']' | '}' => depth -= 1,
+                            _ => {}
+                        }
+                        depth < 0 || (depth == 0 && c == ',')
+                    })
+                    .map_or(value.len(), |(j, _)| j);
+                out.push((i + 1, value[..end].trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A number written as a flag's default is a second copy of a setting's default: every flag
+/// default comes from the settings type (or named constant) the library that acts on it owns,
+/// so the help, the config file and the library cannot drift apart.
+#[test]
+fn flag_defaults_are_settings_not_numbers() {
+    let numeric = |v: &str| {
+        let v = v.trim_start_matches(['[', '"', '-']);
+        v.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let samples = flag_defaults(
+        "#[arg(long, default_value_t = 2, value_parser = x)]\n\
+         #[arg(long, default_value_t = Sampling::default().top_p, value_parser = |s: &str| f(s, 1))]\n\
+         #[arg(long, default_values_t = [1usize, 8])]\n// default_value_t = 9\n\
+         #[arg(long, default_value = \"0.5\")]",
+    );
+    let values: Vec<&str> = samples.iter().map(|(_, v)| v.as_str()).collect();
+    assert_eq!(
+        values,
+        ["2", "Sampling::default().top_p", "[1usize, 8]", "\"0.5\""]
+    );
+    assert_eq!(
+        values.iter().map(|v| numeric(v)).collect::<Vec<_>>(),
+        [true, false, true, true]
+    );
+    let mut found = vec![];
+    // This crate's own samples above are the only numbers it writes as defaults.
+    for (name, dir) in crates().into_iter().filter(|(n, _)| n != "prod-tidy") {
+        for f in rust_files(&dir.join("src")) {
+            for (line, value) in flag_defaults(&read(&f)) {
+                if numeric(&value) {
+                    let rel = f.strip_prefix(&dir).unwrap_or(&f).display().to_string();
+                    found.push(format!("{name} {rel}:{line}: {value}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "flag defaults written as numbers (take them from the settings type or constant of \
+         the library that acts on the value, e.g. `DemoJob::default().theorems`):\n{}",
+        found.join("\n")
+    );
+}

@@ -33,6 +33,13 @@ pub use stats::{data_stats, DataCounts, DataStats};
 
 use crate::BadInput;
 
+/// Held-out lines whose loss is measured before and after training, unless told otherwise.
+pub const EVAL_LIMIT: usize = 200;
+/// Steps between checkpoints of a command-line SFT, unless told otherwise.
+pub const SAVE_EVERY: usize = 100;
+/// `oversample_use_invoke` of the paper's method: every example once.
+pub const NO_OVERSAMPLING: usize = 1;
+
 /// Which lines of a dataset directory an SFT trains on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
