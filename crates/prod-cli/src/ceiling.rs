@@ -119,7 +119,10 @@ pub fn run(a: CeilingArgs) -> i32 {
         Ok((report, _)) => {
             let path = a.out.join("run.json");
             let out = if a.json {
-                format!("{}\n", crate::eval::summary_json(&report, &path))
+                format!(
+                    "{}\n",
+                    prod_run::prod_report::summary::summary_json(&report, &path)
+                )
             } else {
                 eprintln!(
                     "wrote {}, {} and {}",
@@ -127,7 +130,7 @@ pub fn run(a: CeilingArgs) -> i32 {
                     a.out.join("report.html").display(),
                     a.out.join("summary.md").display()
                 );
-                crate::eval::human(&report)
+                prod_run::prod_report::summary::terminal(&report)
             };
             use std::io::Write as _;
             exit::written(std::io::stdout().lock().write_all(out.as_bytes()))

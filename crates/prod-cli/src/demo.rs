@@ -100,7 +100,7 @@ pub fn run(a: DemoArgs) -> i32 {
             if a.json {
                 let mut v = report
                     .as_ref()
-                    .map(|r| crate::eval::summary_json(r, &o.run_json))
+                    .map(|r| prod_run::prod_report::summary::summary_json(r, &o.run_json))
                     .unwrap_or_default();
                 if let Some(m) = v.as_object_mut() {
                     m.insert("report".into(), o.report_html.display().to_string().into());
@@ -114,7 +114,7 @@ pub fn run(a: DemoArgs) -> i32 {
             } else {
                 if let Some(r) = &report {
                     use std::io::Write as _;
-                    let text = crate::eval::human(r);
+                    let text = prod_run::prod_report::summary::terminal(r);
                     if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
                         return crate::exit::written(Err(e));
                     }

@@ -12,6 +12,7 @@ mod html;
 mod markdown;
 pub mod model;
 mod outline;
+pub mod summary;
 pub mod svg;
 pub mod tables;
 pub mod text;
@@ -28,6 +29,9 @@ pub use model::{
     Reinforced, RoundMetrics, RunReport, TheoremDetail,
 };
 pub use tables::warnings;
+
+/// The CoqHammer-alone baseline's name in reports (its evaluation has no policy measures).
+pub const HAMMER_BASELINE: &str = "CoqHammer alone";
 
 /// Read a RUN.json. The error names the line and column (serde_json's position).
 pub fn parse(json: &str) -> Result<RunReport, serde_json::Error> {

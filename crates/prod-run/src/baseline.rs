@@ -29,7 +29,7 @@ use crate::prover::CheckSetup;
 use crate::store::Phase;
 
 /// The baseline's name in reports.
-pub const HAMMER_BASELINE: &str = "CoqHammer alone";
+pub use prod_report::HAMMER_BASELINE;
 
 /// The one proof the baseline writes for every theorem (a hammer leaf's proof too).
 pub use crate::leaves::HAMMER_PROOF;
