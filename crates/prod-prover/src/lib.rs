@@ -22,6 +22,8 @@
 //! * [`FinalCheck`] — the cold re-check of an assembled proof from nothing but the root's
 //!   context: [`CoqFinal`] compiles the file, [`IsabelleFinal`] builds the theory;
 //!   [`complete_text`] is that file or theory, for a person to read or compile.
+//! * [`solve`] — `prod tree solve`'s input: a node file with `locally_correct` or `prod check
+//!   --json` verdict lines, read into a [`Forest`]; its canary alarms and complete files.
 //! * [`judge`] — one tree judged end to end (check → solve → assembly → cold re-check →
 //!   canaries), as every path that decides a root judges it; [`decided_node`] reads a node
 //!   checked elsewhere from its verdict line.
@@ -49,6 +51,7 @@ mod kind;
 pub mod node;
 mod pipeline;
 mod settings;
+pub mod solve;
 mod start;
 pub mod validate;
 mod verify;
