@@ -63,11 +63,8 @@ pub struct DemoArgs {
     /// $PROD_CACHE/hammer-baseline.sqlite).
     #[arg(long)]
     pub hammer_baseline_cache: Option<PathBuf>,
-    /// Add hammer leaves to the evaluation (every distinct lemma a tree proposes also gets a
-    /// `<no_invoke> hammer.` node). Off in the demo: its time budget does not count their
-    /// hammer calls yet, and the main job must fit 30 minutes.
-    #[arg(long)]
-    pub hammer_leaves: bool,
+    #[command(flatten)]
+    pub leaves: crate::eval::HammerLeavesArg,
     /// Print one JSON summary line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -89,7 +86,7 @@ pub fn run(a: DemoArgs) -> i32 {
         workers: a.workers,
         seed: a.seed,
         hammer_cache: a.hammer_baseline_cache.clone(),
-        hammer_leaves: a.hammer_leaves,
+        hammer_leaves: !a.leaves.no_hammer_leaves,
     };
     match prod_run::run_demo(&job, &bars) {
         Ok(o) => {

@@ -77,8 +77,8 @@ pub struct DemoJob {
     /// The verification cache of the CoqHammer-alone baseline (default
     /// [`crate::baseline::default_cache`]: shared by every run on this machine).
     pub hammer_cache: Option<PathBuf>,
-    /// Hammer leaves in the evaluation ([`crate::leaves`]); off by default here: the demo's
-    /// time budget does not count their hammer calls yet.
+    /// Hammer leaves in the evaluation ([`crate::leaves`]), on by default as in every
+    /// evaluation; the budget counts their hammer calls ([`eval_estimate`]).
     pub hammer_leaves: bool,
 }
 
@@ -93,7 +93,7 @@ impl Default for DemoJob {
             workers: 2,
             seed: prod_core::DEFAULT_SEED,
             hammer_cache: None,
-            hammer_leaves: false,
+            hammer_leaves: crate::leaves::DEFAULT,
         }
     }
 }

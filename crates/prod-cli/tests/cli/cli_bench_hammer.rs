@@ -3,13 +3,9 @@
 //! tactic and phase in the rows, a rerun that measures nothing again, and bad input (an unknown
 //! profile, a profile listed twice, a missing split).
 
-use std::process::Command;
+use super::common::prod;
 
 use crate::common;
-
-fn prod(args: &[&str]) -> (i32, String, String) {
-    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
-}
 
 fn write_dataset(dir: &std::path::Path) {
     std::fs::create_dir_all(dir).unwrap();

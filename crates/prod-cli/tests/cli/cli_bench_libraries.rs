@@ -2,13 +2,9 @@
 //! installs): its row counts what the build found, every sampled ground-truth proof is checked
 //! by the real Coq, a rerun reuses the saved row, and an unknown package is bad input.
 
-use std::process::Command;
+use super::common::prod;
 
 use crate::common;
-
-fn prod(args: &[&str]) -> (i32, String, String) {
-    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
-}
 
 #[test]
 fn one_library_row_is_checked_saved_and_reused() {

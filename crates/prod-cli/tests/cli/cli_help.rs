@@ -7,16 +7,8 @@
 // The snapshot lists every command, those of the `policy` feature (model, eval, rl, …) too.
 #![cfg(feature = "policy")]
 
+use super::common::prod;
 use std::path::Path;
-use std::process::Command;
-
-fn prod(args: &[&str]) -> (i32, String, String) {
-    prod_test_support::run(
-        Command::new(env!("CARGO_BIN_EXE_prod"))
-            .args(args)
-            .env_remove("PROD_CONFIG"),
-    )
-}
 
 /// The subcommands `prod PATH --help` lists under "Commands:" (without `help`).
 fn subcommands(help: &str) -> Vec<String> {

@@ -1,17 +1,13 @@
 //! `prod report`: writes report.html, summary.md and the figures from a run file (the
 //! prod-report fixtures), and rejects bad input with exit 2 naming the position.
 
+use super::common::prod;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../prod-report/tests/data")
         .join(name)
-}
-
-fn prod(args: &[&str]) -> (i32, String, String) {
-    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
 #[test]

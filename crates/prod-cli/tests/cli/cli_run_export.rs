@@ -5,14 +5,11 @@
 //! Under `CI=true` a missing Coq fails instead of skipping.
 #![cfg(feature = "policy")]
 
+use super::common::prod;
 use crate::common;
 
 use std::path::Path;
 use std::process::Command;
-
-fn prod(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
-}
 
 macro_rules! prod {
     ($($a:expr),* $(,)?) => { prod(&[$(std::ffi::OsStr::new($a)),*]) };

@@ -1,6 +1,7 @@
 //! `prod tree solve` against data files: `tests/data/tree/NAME.jsonl` beside the expected
 //! outputs `NAME.expected` (refresh with `UPDATE_EXPECT=1 cargo test -p prod-cli`).
 
+use super::common::prod;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -8,11 +9,6 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/tree")
         .join(name)
-}
-
-/// Run `prod ARGS`; returns (exit code, stdout, stderr).
-fn prod(args: &[&str]) -> (i32, String, String) {
-    prod_test_support::run(Command::new(env!("CARGO_BIN_EXE_prod")).args(args))
 }
 
 fn expect(name: &str, actual: &str) {

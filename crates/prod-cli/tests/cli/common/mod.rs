@@ -1,5 +1,15 @@
 //! Shared by the integration tests of `prod`.
 
+/// `prod ARGS` as a user without a config file runs it (`PROD_CONFIG` unset): the exit code,
+/// stdout and stderr.
+pub fn prod<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
+    prod_test_support::run(
+        std::process::Command::new(env!("CARGO_BIN_EXE_prod"))
+            .args(args)
+            .env_remove("PROD_CONFIG"),
+    )
+}
+
 /// Start `prod serve ARGS` (PROD_API_KEY unset) and wait for its address line; its stderr is
 /// drained from then on so the server never blocks on a full pipe. Returns the child and
 /// `HOST:PORT`.
