@@ -633,65 +633,8 @@ fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
         println!("{report}");
         return Ok(());
     }
-    print_data_stats(&a, &stats.total, &stats.by_variant);
+    print!("{}", stats.table(&a.data, &opts));
     Ok(())
-}
-
-/// The data-stats table: a heading, one row per variant and the total, a legend.
-fn print_data_stats(
-    a: &DataStatsArgs,
-    total: &sft::DataCounts,
-    by_variant: &std::collections::BTreeMap<String, sft::DataCounts>,
-) {
-    println!(
-        "{}: max_seq_len {}, context_tokens {}",
-        a.data.display(),
-        a.max_seq_len,
-        a.context_tokens
-    );
-    println!(
-        "{:<12} {:>7} {:>8} {:>7} {:>8} {:>9} {:>9} {:>8} {:>9}  dropped",
-        "variant",
-        "lines",
-        "use_inv",
-        "kept",
-        "use_inv",
-        "cut_len",
-        "old_kept",
-        "old_use",
-        "mean_tok"
-    );
-    for (v, c) in by_variant {
-        print_data_row(v, c);
-    }
-    print_data_row("total", total);
-    println!("(use_inv: share whose t0 is <use_invoke>; cut_len: context cut below context_tokens to fit; old_*: the rule that dropped instead of cutting)");
-}
-
-/// One row of the data-stats table.
-fn print_data_row(name: &str, c: &sft::DataCounts) {
-    let dropped: Vec<String> = c
-        .dropped_by_reason
-        .iter()
-        .map(|(r, n)| format!("{r} {n}"))
-        .collect();
-    println!(
-        "{:<12} {:>7} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9} {:>7.1}% {:>9.0}  {}",
-        name,
-        c.lines,
-        100.0 * c.use_invoke_share_lines,
-        c.examples,
-        100.0 * c.use_invoke_share_examples,
-        c.context_cut_for_length,
-        c.kept_if_dropped_not_cut,
-        100.0 * c.use_invoke_share_if_dropped_not_cut,
-        c.mean_tokens,
-        if dropped.is_empty() {
-            "-".into()
-        } else {
-            dropped.join(", ")
-        }
-    );
 }
 
 fn train_with(a: TrainArgs, targets: Targets) -> anyhow::Result<()> {

@@ -598,6 +598,18 @@ mod tests {
         assert_eq!(keys, ["(none)", "augmented", "wo_lemmas"]);
         assert_eq!(stats.by_variant["augmented"].use_invoke_lines, 2);
         assert_eq!(stats.by_variant["(none)"].lines, 2);
+        // The table: heading, column names, a row per variant, the total, the legend.
+        let table = stats.table(&path, &opts);
+        let rows: Vec<&str> = table.lines().collect();
+        assert_eq!(rows.len(), 2 + 3 + 1 + 1, "{table}");
+        assert!(rows[0].ends_with(&format!(
+            "max_seq_len {}, context_tokens {}",
+            opts.max_seq_len, opts.context_tokens
+        )));
+        assert!(rows[1].starts_with("variant") && rows[1].ends_with("dropped"));
+        let total: Vec<&str> = rows[5].split_whitespace().collect();
+        assert_eq!(&total[..4], ["total", "14", "28.6%", "14"], "{table}");
+        assert!(rows[6].starts_with("(use_inv:"));
     }
 
     #[test]

@@ -32,6 +32,32 @@ pub struct DataCounts {
 }
 
 impl DataCounts {
+    /// This group's row of [`DataStats::table`].
+    fn row(&self, name: &str) -> String {
+        let dropped: Vec<String> = self
+            .dropped_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        format!(
+            "{:<12} {:>7} {:>7.1}% {:>7} {:>7.1}% {:>9} {:>9} {:>7.1}% {:>9.0}  {}\n",
+            name,
+            self.lines,
+            100.0 * self.use_invoke_share_lines,
+            self.examples,
+            100.0 * self.use_invoke_share_examples,
+            self.context_cut_for_length,
+            self.kept_if_dropped_not_cut,
+            100.0 * self.use_invoke_share_if_dropped_not_cut,
+            self.mean_tokens,
+            if dropped.is_empty() {
+                "-".into()
+            } else {
+                dropped.join(", ")
+            }
+        )
+    }
+
     fn add(&mut self, use_invoke: bool, outcome: &LineOutcome, opts: &ExampleOptions) {
         self.lines += 1;
         self.use_invoke_lines += use_invoke as usize;
@@ -78,6 +104,39 @@ impl DataCounts {
 pub struct DataStats {
     pub total: DataCounts,
     pub by_variant: BTreeMap<String, DataCounts>,
+}
+
+impl DataStats {
+    /// The table `prod model data-stats` prints: a heading naming `data` and the options, one
+    /// row per variant and the total, a legend.
+    pub fn table(&self, data: &std::path::Path, opts: &ExampleOptions) -> String {
+        use std::fmt::Write as _;
+        let mut o = format!(
+            "{}: max_seq_len {}, context_tokens {}\n",
+            data.display(),
+            opts.max_seq_len,
+            opts.context_tokens
+        );
+        let _ = writeln!(
+            o,
+            "{:<12} {:>7} {:>8} {:>7} {:>8} {:>9} {:>9} {:>8} {:>9}  dropped",
+            "variant",
+            "lines",
+            "use_inv",
+            "kept",
+            "use_inv",
+            "cut_len",
+            "old_kept",
+            "old_use",
+            "mean_tok"
+        );
+        for (v, c) in &self.by_variant {
+            o += &c.row(v);
+        }
+        o += &self.total.row("total");
+        o += "(use_inv: share whose t0 is <use_invoke>; cut_len: context cut below context_tokens to fit; old_*: the rule that dropped instead of cutting)\n";
+        o
+    }
 }
 
 /// Every line built into an example as training would (in parallel), counted.
