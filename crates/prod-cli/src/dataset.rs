@@ -346,65 +346,8 @@ fn afp_selection(a: &BuildArgs) -> anyhow::Result<(PathBuf, AfpOptions)> {
         }
         (None, lib) => PathBuf::from(lib),
     };
-    Ok((afp_dir(&dir)?, AfpOptions { split, entries }))
-}
-
-/// An unpacked AFP directory for `path`: the path itself, or, for a `.tar.xz`/`.tar.gz`/`.tar`
-/// release tarball, its unpacked copy under the temporary directory (unpacked once by `tar`,
-/// reused while its `thys/ROOTS` is there).
-fn afp_dir(path: &std::path::Path) -> anyhow::Result<PathBuf> {
-    if path.is_dir() {
-        return Ok(path.to_path_buf());
-    }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let Some(stem) = [".tar.xz", ".tar.gz", ".tgz", ".tar"]
-        .iter()
-        .find_map(|s| name.strip_suffix(s))
-    else {
-        return Err(anyhow!(
-            "{}: neither a directory nor an AFP tarball (.tar.xz)",
-            path.display()
-        ));
-    };
-    if !path.is_file() {
-        return Err(anyhow!("{}: no such file", path.display()));
-    }
-    let dest = std::env::temp_dir().join(format!("prod-{stem}"));
-    let ready = |d: &std::path::Path| {
-        d.join(stem).join("thys/ROOTS").is_file() || d.join("thys/ROOTS").is_file()
-    };
-    if !ready(&dest) {
-        // Unpack into a fresh directory and rename it into place: a half-unpacked tree is never reused.
-        let tmp = std::env::temp_dir().join(format!("prod-{stem}.partial-{}", std::process::id()));
-        std::fs::create_dir_all(&tmp)?;
-        eprintln!(
-            "unpacking {} into {} (once)",
-            path.display(),
-            dest.display()
-        );
-        let status = std::process::Command::new("tar")
-            .arg("-xf")
-            .arg(path)
-            .arg("-C")
-            .arg(&tmp)
-            .status()
-            .map_err(|e| anyhow!("cannot run tar: {e}"))?;
-        if !status.success() {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(anyhow!("tar -xf {} failed ({status})", path.display()));
-        }
-        let _ = std::fs::remove_dir_all(&dest);
-        std::fs::rename(&tmp, &dest)?;
-    }
-    // The release tarball holds one top directory (`afp-2022-12-06/`).
-    Ok(if dest.join(stem).is_dir() {
-        dest.join(stem)
-    } else {
-        dest
-    })
+    let dir = prod_library::isar::unpacked_afp(&dir).map_err(|e| anyhow!(e))?;
+    Ok((dir, AfpOptions { split, entries }))
 }
 
 fn print_stats(s: &dataset::Stats, json: bool) -> i32 {

@@ -688,6 +688,64 @@ struct Decl {
     scope_key: (Vec<usize>, Option<String>),
 }
 
+/// An unpacked AFP directory for `path`: the path itself, or, for a `.tar.xz`/`.tar.gz`/`.tar`
+/// release tarball, its unpacked copy under the temporary directory (unpacked once by `tar`,
+/// reused while its `thys/ROOTS` is there).
+pub fn unpacked_afp(path: &Path) -> Result<PathBuf, String> {
+    if path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let Some(stem) = [".tar.xz", ".tar.gz", ".tgz", ".tar"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+    else {
+        return Err(format!(
+            "{}: neither a directory nor an AFP tarball (.tar.xz)",
+            path.display()
+        ));
+    };
+    if !path.is_file() {
+        return Err(format!("{}: no such file", path.display()));
+    }
+    let dest = std::env::temp_dir().join(format!("prod-{stem}"));
+    let ready =
+        |d: &Path| d.join(stem).join("thys/ROOTS").is_file() || d.join("thys/ROOTS").is_file();
+    if !ready(&dest) {
+        // Unpack into a fresh directory and rename it into place: a half-unpacked tree is never reused.
+        let tmp = std::env::temp_dir().join(format!("prod-{stem}.partial-{}", std::process::id()));
+        let io = |e: std::io::Error| format!("{}: {e}", tmp.display());
+        std::fs::create_dir_all(&tmp).map_err(io)?;
+        eprintln!(
+            "unpacking {} into {} (once)",
+            path.display(),
+            dest.display()
+        );
+        let status = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(path)
+            .arg("-C")
+            .arg(&tmp)
+            .status()
+            .map_err(|e| format!("cannot run tar: {e}"))?;
+        if !status.success() {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(format!("tar -xf {} failed ({status})", path.display()));
+        }
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&tmp, &dest).map_err(io)?;
+    }
+    // The release tarball holds one top directory (`afp-2022-12-06/`).
+    Ok(if dest.join(stem).is_dir() {
+        dest.join(stem)
+    } else {
+        dest
+    })
+}
+
 /// Segment one theory into [`Segments`] (the Isabelle [`crate::source::FileSegmenter`] core).
 /// `table`: the keyword table for this theory (`KeywordResolver::table_for`). Never panics.
 pub fn segment_isar(text: &str, table: &KeywordTable) -> SegmentedSource {
