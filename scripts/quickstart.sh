@@ -22,4 +22,4 @@ out="${PROD_OUT:-runs/demo}"
 set -x
 "$prod" check --prover coq examples/check.jsonl
 scripts/fetch-model.sh "$prod"
-"$prod" demo --out "$out" --minutes "${PROD_MINUTES:-18}"
+"$prod" demo --out "$out" --minutes "${PROD_MINUTES:-16}"

@@ -14,19 +14,19 @@ use crate::ranges;
 /// generate 4 proof trees (depth 2) for each of 50 held-out test theorems, check every node with
 /// Coq (`hammer.` steps: the fixed tactic list, then CoqHammer's provers; every proposed lemma
 /// also a `hammer.` leaf), re-check assembled proofs cold, evaluate CoqHammer alone on the same
-/// theorems with the same checker and the ceiling (the ground truth at the root with hammer
-/// leaves, on those of ground-truth depth ≥ 1; OUT/ceiling), and write the report (run.json,
-/// report.html, summary.md) with ProD, ProD without hammer leaves and the ceiling against
-/// CoqHammer alone (pass@k, the paired difference, who proved what).
+/// theorems with the same checker, and write the report (run.json, report.html, summary.md)
+/// with ProD and ProD without hammer leaves against CoqHammer alone (pass@k, the paired
+/// difference, who proved what). The ceiling (the ground truth with hammer leaves) is its own
+/// command: `prod ceiling --dataset OUT/data --out DIR`.
 ///
-/// Budget: ≈ `--minutes` on 2 cores: the evaluation, the CoqHammer baseline and the ceiling get
-/// what they are expected to need (about 20 minutes for 50 theorems × 4 trees), training the
-/// rest (at least a minute). Rerunning with the same --out reuses each finished step; the baseline's
+/// Budget: ≈ `--minutes` on 2 cores: the evaluation and the CoqHammer baseline get what they
+/// are expected to need (about 10 minutes for 50 theorems × 4 trees), training the rest (at
+/// least a minute). Rerunning with the same --out reuses each finished step; the baseline's
 /// checks are also cached across runs. `--from-scratch` trains a ~1.3 M-parameter model
 /// instead (no download; it proves nothing).
 ///
 /// Examples:
-///   scripts/fetch-model.sh && prod demo --out runs/demo --minutes 18
+///   scripts/fetch-model.sh && prod demo --out runs/demo --minutes 16
 ///   prod demo --base-model models/my-llama --theorems 100
 ///   prod demo --from-scratch --theorems 8 --minutes 10
 #[derive(Args)]
