@@ -129,39 +129,32 @@ fn solver_node(
         None => n.locally_correct.into(),
     };
     let statement = n.statement.clone();
-    match ConditionalProof::parse_with(&n.proof, kind.language()) {
-        // Read from its verdict line as every two-step path reads one.
-        Ok(p) => Ok(match &checked {
-            Some(line) => crate::decided_node(id, context, statement, &p, line.as_ref(), kind),
-            None => {
-                let proof = p;
-                let node = Node {
-                    id,
-                    context,
-                    statement,
-                    proof,
-                    local,
-                };
-                (node, false)
+    let (proof, local) = match ConditionalProof::parse_with(&n.proof, kind.language()) {
+        Ok(p) => match &checked {
+            // Read from its verdict line as every two-step path reads one.
+            Some(line) => {
+                let decided = crate::decided_node(id, context, statement, &p, line.as_ref(), kind);
+                return Ok(decided);
             }
-        }),
+            None => (p, local),
+        },
         // Not a conditional proof: the model's fault (as prod check rejects it), so locally
         // incorrect; it proves nothing, so its placeholder proof is never read. A node said
         // to be correct with such a proof is contradictory input.
-        Err(_) if !local.is_correct() => {
-            let proof = ConditionalProof::plain(prod_core::T0::NoInvoke, "");
-            let local = LocalVerdict::Incorrect;
-            let node = Node {
-                id,
-                context,
-                statement,
-                proof,
-                local,
-            };
-            Ok((node, false))
-        }
-        Err(e) => Err(format!("bad conditional proof: {e}")),
-    }
+        Err(_) if !local.is_correct() => (
+            ConditionalProof::plain(prod_core::T0::NoInvoke, ""),
+            LocalVerdict::Incorrect,
+        ),
+        Err(e) => return Err(format!("bad conditional proof: {e}")),
+    };
+    let node = Node {
+        id,
+        context,
+        statement,
+        proof,
+        local,
+    };
+    Ok((node, false))
 }
 
 /// What children must share with their parent: the imports and the context (both, unambiguously).
