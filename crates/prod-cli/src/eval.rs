@@ -102,9 +102,9 @@ pub struct EvalArgs {
     /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
     #[arg(long)]
     pub no_hammer: bool,
-    /// Expand `hammer.` with the fixed tactic list only, without CoqHammer's provers (E, Z3,
-    /// CVC4 at 10 s each; each goal's result is remembered, so a goal met in many samples
-    /// calls them once).
+    /// Expand `hammer.` with the fixed tactic list only, without CoqHammer's provers (those
+    /// installed — E and CVC4 on Debian — at the hammer's `atp_limit_s`, 5 s, each; each
+    /// goal's result is remembered, so a goal met in many samples calls them once).
     #[arg(long)]
     pub no_atp: bool,
     /// Do not evaluate CoqHammer alone on the same theorems (one `hammer.` per theorem, same
