@@ -505,11 +505,10 @@ fn train_demo_model(
 /// roots and their few children) and checking: 1.5 s with q8 on AVX-512 (docs/results.md §1,
 /// 2026-11-24), 1.9 s with f32 where AVX-512 is missing (§1, 2026-11-29: 367 s of sampling and
 /// 7 s of checks for 200 trees).
-fn tree_s() -> f64 {
-    if prod_policy::decode::available() {
-        1.5
-    } else {
-        1.9
+fn tree_s(weights: prod_policy::DecodeWeights) -> f64 {
+    match weights {
+        prod_policy::DecodeWeights::Q8 => 1.5,
+        prod_policy::DecodeWeights::F32 => 1.9,
     }
 }
 
@@ -517,11 +516,13 @@ fn tree_s() -> f64 {
 /// 2026-11-29: the demo's 50 theorems in 295 s, 51 calls).
 const HAMMER_THEOREM_S: f64 = 6.0;
 
-/// What the demo's evaluation is expected to take: the policy's trees and CoqHammer alone.
+/// What the demo's evaluation is expected to take: the policy's trees (sampled with the weights
+/// [`demo_eval_job`] picks) and CoqHammer alone.
 pub fn eval_estimate(job: &DemoJob) -> Duration {
     let trees = (job.theorems * job.samples as usize) as f64;
+    let tree_s = tree_s(prod_policy::DecodeWeights::fastest_here());
     let per_worker = (2.0 / job.workers.max(1) as f64).max(0.5);
-    Duration::from_secs_f64(trees * tree_s() + job.theorems as f64 * HAMMER_THEOREM_S * per_worker)
+    Duration::from_secs_f64(trees * tree_s + job.theorems as f64 * HAMMER_THEOREM_S * per_worker)
 }
 
 /// The demo's evaluation: the held-out test theorems, pass@k for k = 1, 2, 4 … up to the
@@ -624,7 +625,8 @@ mod tests {
         let d = DemoJob::default();
         let est = eval_estimate(&d).as_secs_f64();
         // 50 theorems × 4 trees and CoqHammer alone on 50: 300 s (380 s without AVX-512) + 300 s.
-        assert!((est - (200.0 * tree_s() + 300.0)).abs() < 1e-9, "{est}");
+        let tree = tree_s(prod_policy::DecodeWeights::fastest_here());
+        assert!((est - (200.0 * tree + 300.0)).abs() < 1e-9, "{est}");
         assert!(d.minutes * 60.0 - est >= 120.0, "{est}");
         let fewer = DemoJob {
             theorems: 10,
