@@ -58,12 +58,21 @@ impl Profile {
 }
 
 /// The built-in profiles' names, in the order `--profiles` lists them.
-pub const PROFILES: [&str; 4] = ["before", "default", "fixed-only", "provers-only"];
+pub const PROFILES: [&str; 6] = [
+    "before",
+    "default",
+    "fixed-only",
+    "provers-only",
+    "atp-3s",
+    "atp-2s",
+];
 
 /// A built-in profile: `before` (the hammer as it was before this bench measured it,
 /// [`HammerConfig::before`]), `default` (the checker's default hammer), `fixed-only` (its
 /// fixed tactic list, no provers) and `provers-only` (its provers alone, no fixed list): the
-/// last two say where the default's time and goals come from.
+/// next two say where the default's time and goals come from; `atp-3s` and `atp-2s` (the
+/// default with the provers' limit at 3 s or 2 s and the whole call at 30 s) read the
+/// proved-against-seconds curve at a lower limit.
 pub fn profile(name: &str) -> Option<Profile> {
     let default = HammerConfig::default();
     let hammer = match name {
@@ -75,6 +84,11 @@ pub fn profile(name: &str) -> Option<Profile> {
         },
         "provers-only" => HammerConfig {
             fixed_tactics: Vec::new(),
+            ..default
+        },
+        "atp-3s" | "atp-2s" => HammerConfig {
+            atp_limit_s: if name == "atp-3s" { 3 } else { 2 },
+            timeout_s: 30,
             ..default
         },
         _ => return None,

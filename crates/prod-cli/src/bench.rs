@@ -78,7 +78,8 @@ pub enum BenchCommand {
     /// Profiles: before (the hammer before this bench measured it: sauto, intros; sauto and best
     /// at 2 s, CoqHammer's own sauto try, provers 10 s within 40 s, slots given to provers that
     /// are not installed), default (the checker's hammer), fixed-only and provers-only (the
-    /// default's two phases alone).
+    /// default's two phases alone), atp-3s and atp-2s (the default with the provers at 3 s or
+    /// 2 s within 30 s).
     ///
     /// Examples:
     ///   prod bench hammer --dataset data/stdlib --theorems 40 --out runs/bench-hammer
@@ -292,7 +293,7 @@ fn bench_hammer(a: BenchHammerArgs) -> i32 {
                 "checks",
                 Some(total as u64),
             );
-            p.inc(done.saturating_sub(1) as u64);
+            p.resumed(done.saturating_sub(1) as u64);
             p
         });
         p.inc(1);

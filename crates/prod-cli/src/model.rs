@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand, ValueEnum};
-use prod_core::{ConditionalProof, Sampling, T0};
+use prod_core::{Sampling, T0};
 use prod_policy::bench::BenchOptions;
 use prod_policy::model::Llama;
-use prod_policy::prompt::{self, ExampleOptions};
-use prod_policy::sample::{self, SamplingParams};
+use prod_policy::prompt::ExampleOptions;
+use prod_policy::sample::SamplingParams;
 use prod_policy::{DecodeWeights, LlamaConfig, ModelShape, PolicyConfig, ProdTokenizer};
 use prod_run::sample_bench::SampleBench;
+use prod_run::sample_data::SampleSession;
 use prod_run::sft::{self, SftEvent, SftSettings, SftSource, ShuffleRng, Steps, Targets};
 
 use crate::{exit, ranges};
@@ -476,19 +477,64 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
 
 fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
     let (model, tok) = prod_policy::load_model_dir(&a.model, &device())?;
-    let params = SamplingParams {
-        n: a.n,
-        temperature: a.sampling.temperature,
-        top_p: a.sampling.top_p,
-        max_new_tokens: a.sampling.max_new_tokens,
-        seed: a.seed,
-        stop: vec![tok.end_id()],
-        decode_weights: a.sampling.decode_weights,
+    let session = SampleSession {
+        model: &model,
+        tok: &tok,
+        params: SamplingParams {
+            n: a.n,
+            temperature: a.sampling.temperature,
+            top_p: a.sampling.top_p,
+            max_new_tokens: a.sampling.max_new_tokens,
+            seed: a.seed,
+            stop: vec![tok.end_id()],
+            decode_weights: a.sampling.decode_weights,
+        },
+        force_t0: a.force_t0.map(t0_of),
     };
     let start = Instant::now();
+    let mut out = std::io::stdout().lock();
+    let mut emit = |v: serde_json::Value, text: String| {
+        let r = if a.json {
+            writeln!(out, "{v}")
+        } else {
+            writeln!(out, "{text}\n---")
+        };
+        match exit::written(r) {
+            0 => Ok(()),
+            _ => Err(anyhow!("cannot write output")),
+        }
+    };
     let generated = match (&a.prompt, &a.data) {
-        (Some(p), _) => sample_raw_prompt(&a, &model, &tok, &params, p)?,
-        (None, Some(d)) => sample_dataset(&a, &model, &tok, &params, d)?,
+        (Some(p), _) => session.raw_prompt(p, &mut |s| {
+            emit(serde_json::to_value(&s)?, format!("{p}{}", s.text))
+        })?,
+        (None, Some(d)) => {
+            let bars = prod_run::Bars::for_stderr(a.json);
+            let lang = a.prover.language();
+            let all = session.dataset(
+                d,
+                a.limit,
+                a.sampling.context_tokens,
+                lang,
+                &bars,
+                &mut |s| {
+                    let text = format!(
+                        "{} #{} (parses: {})\n{}",
+                        s.id, s.sample, s.parses, s.conditional_proof
+                    );
+                    emit(serde_json::to_value(&s)?, text)
+                },
+            )?;
+            let (parsed, total) = (all.parse_as_conditional_proof, all.samples);
+            if a.json {
+                let summary = serde_json::json!({"summary": true, "samples": total,
+                    "parse_as_conditional_proof": parsed, "parse_rate": all.parse_rate()});
+                println!("{summary}");
+            } else {
+                eprintln!("{parsed}/{total} samples parse as conditional proofs");
+            }
+            all.generated
+        }
         (None, None) => return Err(bad("give --prompt TEXT or --data FILE.jsonl".into())),
     };
     let secs = start.elapsed().as_secs_f64();
@@ -497,111 +543,6 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         generated as f64 / secs.max(1e-9)
     );
     Ok(())
-}
-
-/// Where `prod model sample` writes each sample: a JSON object with `--json`, else the text
-/// and a `---` line.
-struct SampleOut {
-    json: bool,
-    out: std::io::StdoutLock<'static>,
-}
-
-impl SampleOut {
-    fn new(json: bool) -> Self {
-        SampleOut {
-            json,
-            out: std::io::stdout().lock(),
-        }
-    }
-
-    fn emit(&mut self, v: serde_json::Value, text: &str) -> anyhow::Result<()> {
-        let r = if self.json {
-            writeln!(self.out, "{v}")
-        } else {
-            writeln!(self.out, "{text}\n---")
-        };
-        if exit::written(r) != 0 {
-            return Err(anyhow!("cannot write output"));
-        }
-        Ok(())
-    }
-}
-
-/// `--prompt`: samples continuing a raw text; returns the tokens generated.
-fn sample_raw_prompt(
-    a: &SampleArgs,
-    model: &Llama,
-    tok: &ProdTokenizer,
-    params: &SamplingParams,
-    p: &str,
-) -> anyhow::Result<usize> {
-    let mut out = SampleOut::new(a.json);
-    let mut ids = tok.encode(p)?;
-    if let Some(f) = a.force_t0 {
-        ids = prompt::with_forced_t0(tok, &ids, t0_of(f));
-    }
-    let mut generated = 0usize;
-    for (i, s) in sample::sample(model, &ids, params)?.iter().enumerate() {
-        generated += s.ids.len();
-        let text = tok.decode(&s.ids)?;
-        out.emit(
-            serde_json::json!({"sample": i, "text": text, "tokens": s.ids.len(), "stopped": s.stopped}),
-            &format!("{p}{text}"),
-        )?;
-    }
-    Ok(generated)
-}
-
-/// `--data`: samples for each dataset line's ProD prompt (line i seeded `seed + i`), whether
-/// each parses as a conditional proof, then a summary; returns the tokens generated.
-fn sample_dataset(
-    a: &SampleArgs,
-    model: &Llama,
-    tok: &ProdTokenizer,
-    params: &SamplingParams,
-    d: &Path,
-) -> anyhow::Result<usize> {
-    let mut out = SampleOut::new(a.json);
-    let lines = sft::read_data_lines(d, a.limit)?;
-    let pb = progress("sample", "prompts", lines.len(), a.json);
-    let (mut total, mut parsed, mut generated) = (0usize, 0usize, 0usize);
-    let forced = a.force_t0.map(t0_of);
-    for (li, l) in lines.iter().enumerate() {
-        let mut ids = prompt::prompt_ids(tok, &l.context, &l.statement, a.sampling.context_tokens)
-            .map_err(|e| bad(format!("{}:{}: {e}", d.display(), l.line)))?;
-        if let Some(t0) = forced {
-            ids = prompt::with_forced_t0(tok, &ids, t0);
-        }
-        let p = SamplingParams {
-            seed: a.seed.wrapping_add(li as u64),
-            ..params.clone()
-        };
-        for (i, s) in sample::sample(model, &ids, &p)?.iter().enumerate() {
-            generated += s.ids.len();
-            let mut text = tok.decode(&s.ids)?;
-            if let Some(t0) = forced {
-                text = format!("{}{text}", t0.token());
-            }
-            let ok = ConditionalProof::parse_with(&text, a.prover.language()).is_ok();
-            total += 1;
-            parsed += ok as usize;
-            out.emit(
-                serde_json::json!({"id": l.id, "sample": i, "conditional_proof": text, "parses": ok,
-                                   "stopped": s.stopped, "tokens": s.ids.len()}),
-                &format!("{} #{i} (parses: {ok})\n{text}", l.id),
-            )?;
-        }
-        pb.inc(1);
-    }
-    pb.finish();
-    let summary = serde_json::json!({"summary": true, "samples": total, "parse_as_conditional_proof": parsed,
-        "parse_rate": if total > 0 { parsed as f64 / total as f64 } else { 0.0 }});
-    if a.json {
-        println!("{summary}");
-    } else {
-        eprintln!("{parsed}/{total} samples parse as conditional proofs");
-    }
-    Ok(generated)
 }
 
 fn t0_of(f: ForceT0) -> T0 {

@@ -63,6 +63,8 @@ struct Shared {
     unit: String,
     started: Instant,
     pos: AtomicU64,
+    /// Done before this run started (a resumed run): in the position, not in the rate.
+    resumed: AtomicU64,
     /// `u64::MAX`: unknown.
     total: AtomicU64,
     message: Mutex<String>,
@@ -79,7 +81,8 @@ impl Shared {
     fn line(&self) -> String {
         let pos = self.pos.load(Ordering::Relaxed);
         let elapsed = self.started.elapsed();
-        let rate = pos as f64 / elapsed.as_secs_f64().max(1e-9);
+        let fresh = pos.saturating_sub(self.resumed.load(Ordering::Relaxed));
+        let rate = fresh as f64 / elapsed.as_secs_f64().max(1e-9);
         let mut s = format!("{}: {pos}", self.label);
         if let Some(t) = self.total() {
             let pct = if t == 0 {
@@ -140,6 +143,7 @@ impl Progress {
             unit: unit.to_string(),
             started: Instant::now(),
             pos: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
             total: AtomicU64::new(total.unwrap_or(u64::MAX)),
             message: Mutex::new(String::new()),
         });
@@ -163,6 +167,16 @@ impl Progress {
         self.shared.pos.fetch_add(n, Ordering::Relaxed);
         if let Some(b) = &self.bar {
             b.inc(n);
+        }
+    }
+
+    /// `done` units were finished by an earlier run: the position starts there, and the rate
+    /// and the time left count only what this run does.
+    pub fn resumed(&self, done: u64) {
+        self.shared.resumed.store(done, Ordering::Relaxed);
+        self.set_position(done);
+        if let Some(b) = &self.bar {
+            b.reset_eta();
         }
     }
 
@@ -330,6 +344,7 @@ mod tests {
             unit: "nodes".into(),
             started: Instant::now() - Duration::from_secs(10),
             pos: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
             total: AtomicU64::new(total.unwrap_or(u64::MAX)),
             message: Mutex::new(String::new()),
         }
@@ -345,6 +360,19 @@ mod tests {
             line.starts_with(
                 "check: 20/40 nodes (50%), 2.00 nodes/s, 10 s, eta 10 s; failed 7, proved 3"
             ),
+            "{line}"
+        );
+    }
+
+    /// A resumed run's earlier work is in the count, not in the rate or the time left.
+    #[test]
+    fn a_resumed_run_rates_only_its_own_work() {
+        let s = shared(Some(100));
+        s.resumed.store(60, Ordering::Relaxed);
+        s.pos.store(80, Ordering::Relaxed);
+        let line = s.line();
+        assert!(
+            line.starts_with("check: 80/100 nodes (80%), 2.00 nodes/s, 10 s, eta 10 s"),
             "{line}"
         );
     }

@@ -1,8 +1,10 @@
 //! The main job on the embedded default (README command 1): the Coq stdlib → a ProD dataset →
 //! a policy fine-tuned with ProD-SFT → proof trees for held-out test theorems checked by the
 //! real Coq (`hammer.` steps at full strength: the fixed tactic list, then CoqHammer's provers)
-//! → CoqHammer alone on the same theorems ([`crate::baseline`]) → `run.json`, `report.html`,
-//! `summary.md`, with ProD against CoqHammer alone.
+//! → CoqHammer alone on the same theorems ([`crate::baseline`]) → the ceiling on those of them
+//! a human decomposed ([`crate::ceiling`]: the ground truth at the root, every lemma a hammer
+//! leaf) → `run.json`, `report.html`, `summary.md`, with ProD and the ceiling against CoqHammer
+//! alone.
 //!
 //! The budget goes first to what the comparison needs: the evaluation and the baseline get
 //! their expected time ([`eval_estimate`], from measured runs), the SFT what is left (at least
@@ -31,6 +33,7 @@ use prod_policy::model::Llama;
 use prod_policy::{LlamaConfig, PolicyConfig, ProdTokenizer};
 use serde::{Deserialize, Serialize};
 
+use crate::ceiling::CeilingJob;
 use crate::eval::EvalOptions;
 use crate::job::{run_eval_job, write_report, CoqJobConfig, EvalJob};
 use crate::policy::NativeParams;
@@ -84,6 +87,14 @@ pub struct DemoJob {
     /// there; a policy that proposes lemmas adds one hammer call (≈ 6 s on 2 workers) per
     /// distinct lemma.
     pub hammer_leaves: bool,
+    /// The ceiling ([`crate::ceiling`], its first row) on the evaluation's theorems of
+    /// ground-truth depth ≥ 1, in the report beside ProD and CoqHammer alone.
+    #[serde(default = "on")]
+    pub ceiling: bool,
+}
+
+fn on() -> bool {
+    true
 }
 
 impl Default for DemoJob {
@@ -98,6 +109,7 @@ impl Default for DemoJob {
             seed: prod_core::DEFAULT_SEED,
             hammer_cache: None,
             hammer_leaves: crate::leaves::DEFAULT,
+            ceiling: true,
         }
     }
 }
@@ -368,13 +380,13 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     let t = Instant::now();
     if !data.join("stats.json").exists() {
         bars.say(&format!(
-            "[1/4] building the stdlib dataset → {}",
+            "[1/5] building the stdlib dataset → {}",
             data.display()
         ));
         build_stdlib_dataset(&data, job.seed, bars)?;
     } else {
         bars.say(&format!(
-            "[1/4] dataset {} exists, reusing it",
+            "[1/5] dataset {} exists, reusing it",
             data.display()
         ));
     }
@@ -383,7 +395,7 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     let t = Instant::now();
     let train = if model_dir.join("demo_train.json").exists() {
         bars.say(&format!(
-            "[2/4] model {} exists, reusing it",
+            "[2/5] model {} exists, reusing it",
             model_dir.display()
         ));
         serde_json::from_str(&std::fs::read_to_string(model_dir.join("demo_train.json"))?)?
@@ -395,17 +407,23 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
     // 3. Evaluation on held-out test theorems with the real Coq.
     let t = Instant::now();
     bars.say(&format!(
-        "[3/4] proof trees for {} test theorems × {} trees, checked by Coq → {}",
+        "[3/5] proof trees for {} test theorems × {} trees, checked by Coq → {}",
         job.theorems,
         job.samples,
         run_dir.display()
     ));
     let (mut report, _) = run_eval_job(&demo_eval_job(job, &data, &model_dir, &run_dir), bars)?;
     let eval_s = t.elapsed().as_secs_f64();
-    // 4. Report.
+    // 4. The ceiling on the same theorems, into the report.
+    let t = Instant::now();
+    if job.ceiling {
+        demo_ceiling(job, &data, &mut report, bars)?;
+    }
+    let ceiling_s = t.elapsed().as_secs_f64();
+    // 5. Report.
     describe_demo(job, &mut report, &train);
     report.notes.push(format!(
-        "demo wall time (this invocation): dataset {dataset_s:.0} s, training {train_s:.0} s, evaluation {eval_s:.0} s, total {:.0} s",
+        "demo wall time (this invocation): dataset {dataset_s:.0} s, training {train_s:.0} s, evaluation {eval_s:.0} s, ceiling {ceiling_s:.0} s, total {:.0} s",
         start.elapsed().as_secs_f64()
     ));
     if job.base == ModelBase::FromScratch {
@@ -472,7 +490,7 @@ fn train_demo_model(
                 .saturating_sub(eval_estimate(job))
                 .max(Duration::from_secs(60));
             bars.say(&format!(
-                "[2/4] fine-tuning {} with ProD-SFT for {:.0} s → {} (the evaluation and CoqHammer alone are given ≈ {:.0} s)",
+                "[2/5] fine-tuning {} with ProD-SFT for {:.0} s → {} (the evaluation, CoqHammer alone and the ceiling are given ≈ {:.0} s)",
                 base.display(),
                 train_budget.as_secs_f64(),
                 model_dir.display(),
@@ -492,7 +510,7 @@ fn train_demo_model(
             // the budget trains; a quarter stays for sampling and Coq.
             let train_budget = left.mul_f64(0.75).max(Duration::from_secs(30));
             bars.say(&format!(
-                "[2/4] training a small model from scratch for {:.0} s → {}",
+                "[2/5] training a small model from scratch for {:.0} s → {}",
                 train_budget.as_secs_f64(),
                 model_dir.display()
             ));
@@ -516,13 +534,102 @@ fn tree_s(weights: prod_policy::DecodeWeights) -> f64 {
 /// 2026-11-29: the demo's 50 theorems in 295 s, 51 calls).
 const HAMMER_THEOREM_S: f64 = 6.0;
 
+/// Ground-truth lemmas per test theorem of the stdlib (172 lemmas proposed by the roots of the
+/// 328 test theorems, docs/results.md §9): the ceiling's hammer leaves, one call each.
+const CEILING_LEMMAS_PER_THEOREM: f64 = 0.52;
+
 /// What the demo's evaluation is expected to take: the policy's trees (sampled with the weights
-/// [`demo_eval_job`] picks) and CoqHammer alone.
+/// [`demo_eval_job`] picks), CoqHammer alone and, when on, the ceiling's hammer leaves.
 pub fn eval_estimate(job: &DemoJob) -> Duration {
     let trees = (job.theorems * job.samples as usize) as f64;
     let tree_s = tree_s(prod_policy::DecodeWeights::fastest_here());
     let per_worker = (2.0 / job.workers.max(1) as f64).max(0.5);
-    Duration::from_secs_f64(trees * tree_s + job.theorems as f64 * HAMMER_THEOREM_S * per_worker)
+    let hammer_calls = job.theorems as f64
+        * if job.ceiling {
+            1.0 + CEILING_LEMMAS_PER_THEOREM
+        } else {
+            1.0
+        };
+    Duration::from_secs_f64(trees * tree_s + hammer_calls * HAMMER_THEOREM_S * per_worker)
+}
+
+/// The Coq the demo checks with: the budget's step limit, the default hammer.
+fn demo_coq(job: &DemoJob) -> CoqJobConfig {
+    CoqJobConfig {
+        workers: job.workers,
+        step_timeout_s: prod_check::TimeLimits::BUDGET.step_s,
+        ..CoqJobConfig::default()
+    }
+}
+
+/// The ceiling's first row on the evaluation's theorems (the same draw) of ground-truth depth
+/// ≥ 1, in `OUT/ceiling` (resumed like every step; its checks behind the cross-run cache of
+/// CoqHammer alone).
+fn demo_ceiling_job(job: &DemoJob, data: &Path) -> CeilingJob {
+    CeilingJob {
+        dataset: data.to_path_buf(),
+        split: "test".into(),
+        theorems: Some(job.theorems),
+        min_depth: 1,
+        depth: 0,
+        coq: demo_coq(job),
+        out: job.out.join("ceiling"),
+        cache: None,
+        hammer_cache: job.hammer_cache.clone(),
+        seed: job.seed,
+        bootstrap: prod_core::pass_at_k::Bootstrap::DEFAULT_RESAMPLES,
+        final_timeout_s: prod_check::TimeLimits::DEFAULT.final_s,
+    }
+}
+
+/// Step 4: the ceiling, its row and its comparison with CoqHammer alone added to `report`
+/// ([`add_ceiling`]); a draw without a decomposed theorem is said in a note.
+fn demo_ceiling(
+    job: &DemoJob,
+    data: &Path,
+    report: &mut prod_report::RunReport,
+    bars: &Bars,
+) -> anyhow::Result<()> {
+    let cj = demo_ceiling_job(job, data);
+    if crate::ceiling::ceiling_theorems(&cj).is_err() {
+        report.notes.push(format!(
+            "the ceiling: none of the {} theorems has a ground-truth depth of at least 1",
+            job.theorems
+        ));
+        return Ok(());
+    }
+    bars.say(&format!(
+        "[4/5] the ceiling: the ground truth at the root + hammer leaves on the theorems of ground-truth depth ≥ 1 → {}",
+        cj.out.display()
+    ));
+    let (ceiling, _) = crate::ceiling::run_ceiling_job(&cj, bars)?;
+    add_ceiling(report, &ceiling, job.theorems);
+    Ok(())
+}
+
+/// The ceiling's first row, its paired comparison with CoqHammer alone on the same theorems and
+/// its line in `report`, after what is there.
+fn add_ceiling(
+    report: &mut prod_report::RunReport,
+    ceiling: &prod_report::RunReport,
+    drawn: usize,
+) {
+    let Some(row) = ceiling.evaluations.first() else {
+        return;
+    };
+    report.notes.push(format!(
+        "the ceiling (room decomposition leaves over the hammer) on the {} of the {drawn} theorems of ground-truth depth ≥ 1: {}",
+        row.theorems,
+        ceiling.notes.first().map_or("", String::as_str)
+    ));
+    report.evaluations.push(row.clone());
+    report.comparisons.extend(
+        ceiling
+            .comparisons
+            .iter()
+            .filter(|c| c.method == row.name)
+            .cloned(),
+    );
 }
 
 /// The demo's evaluation: the held-out test theorems, pass@k for k = 1, 2, 4 … up to the
@@ -577,11 +684,7 @@ fn demo_eval_job(job: &DemoJob, data: &Path, model_dir: &Path, run_dir: &Path) -
                 ..NativeParams::default()
             },
         },
-        coq: CoqJobConfig {
-            workers: job.workers,
-            step_timeout_s: prod_check::TimeLimits::BUDGET.step_s,
-            ..CoqJobConfig::default()
-        },
+        coq: demo_coq(job),
         prover: crate::prover::ProverKind::Coq,
         isabelle: None,
         out: run_dir.to_path_buf(),
@@ -624,9 +727,21 @@ mod tests {
     fn the_default_budget_leaves_sft_time_after_the_comparison() {
         let d = DemoJob::default();
         let est = eval_estimate(&d).as_secs_f64();
-        // 50 theorems × 4 trees and CoqHammer alone on 50: 300 s (380 s without AVX-512) + 300 s.
+        // 50 theorems × 4 trees (300 s, 380 s without AVX-512), CoqHammer alone on 50 and the
+        // ceiling's 26 lemmas: 76 hammer calls.
         let tree = tree_s(prod_policy::DecodeWeights::fastest_here());
-        assert!((est - (200.0 * tree + 300.0)).abs() < 1e-9, "{est}");
+        let calls = 50.0 * (1.0 + CEILING_LEMMAS_PER_THEOREM);
+        assert!(
+            (est - (200.0 * tree + calls * HAMMER_THEOREM_S)).abs() < 1e-9,
+            "{est}"
+        );
+        let without = DemoJob {
+            ceiling: false,
+            ..d.clone()
+        };
+        assert!(
+            (est - eval_estimate(&without).as_secs_f64() - 26.0 * HAMMER_THEOREM_S).abs() < 1e-9
+        );
         assert!(d.minutes * 60.0 - est >= 120.0, "{est}");
         let fewer = DemoJob {
             theorems: 10,
@@ -635,5 +750,51 @@ mod tests {
         assert!(eval_estimate(&fewer) < eval_estimate(&d));
         let more = DemoJob { workers: 4, ..d };
         assert!(eval_estimate(&more).as_secs_f64() < est);
+    }
+
+    /// The ceiling's row and its own comparison join the demo's report; its other rows do not.
+    #[test]
+    fn the_ceiling_row_joins_the_report_with_its_comparison() {
+        use prod_report::{Comparison, Evaluation, RunReport};
+        let eval = |name: &str, theorems| Evaluation {
+            name: name.into(),
+            theorems,
+            ..Evaluation::default()
+        };
+        let vs = |method: &str| Comparison {
+            method: method.into(),
+            baseline: "CoqHammer alone".into(),
+            ..Comparison::default()
+        };
+        let mut report = RunReport {
+            evaluations: vec![eval("demo", 50), eval("CoqHammer alone", 50)],
+            comparisons: vec![vs("demo")],
+            ..RunReport::default()
+        };
+        let root = crate::ceiling::ROOT_ROW;
+        let ceiling = RunReport {
+            evaluations: vec![eval(root, 17), eval("CoqHammer alone", 17)],
+            comparisons: vec![vs(root), vs("Ground-truth tree to depth 2 + hammer leaves")],
+            notes: vec!["15 of 17 roots locally correct".into()],
+            ..RunReport::default()
+        };
+        add_ceiling(&mut report, &ceiling, 50);
+        let names: Vec<&str> = report.evaluations.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["demo", "CoqHammer alone", root]);
+        let methods: Vec<&str> = report
+            .comparisons
+            .iter()
+            .map(|c| c.method.as_str())
+            .collect();
+        assert_eq!(methods, ["demo", root]);
+        assert!(
+            report.notes[0].contains("on the 17 of the 50 theorems")
+                && report.notes[0].ends_with("15 of 17 roots locally correct"),
+            "{:?}",
+            report.notes
+        );
+        let mut empty = RunReport::default();
+        add_ceiling(&mut empty, &RunReport::default(), 50);
+        assert_eq!(empty, RunReport::default());
     }
 }

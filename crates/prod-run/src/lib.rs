@@ -51,6 +51,7 @@ mod rl_config;
 mod round;
 mod round_steps;
 pub mod sample_bench;
+pub mod sample_data;
 pub mod scratch;
 pub mod sft;
 pub mod store;

@@ -244,3 +244,72 @@ fn other_architectures_are_refused_and_markers_are_plain() {
         "{err}"
     );
 }
+
+/// `prod model sample --data`: n samples per dataset line, each with its line's id and whether
+/// it parses; a forced `t0` begins every sample; the last line sums them up.
+#[test]
+fn dataset_samples_say_whether_they_parse_and_sum_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_model(d, 8);
+    let lines: String = (0..3)
+        .map(|i| {
+            let l = serde_json::json!({"id": format!("t{i}"), "context": "Require Import Lia.",
+                "statement": format!("Lemma l{i} : {i} + 0 = {i}."), "conditional_proof": "<no_invoke> lia."});
+            format!("{l}\n")
+        })
+        .collect();
+    std::fs::write(d.join("test.jsonl"), lines).unwrap();
+    let args = [
+        "model",
+        "sample",
+        "--model",
+        "m",
+        "--data",
+        "test.jsonl",
+        "--limit",
+        "2",
+        "--n",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--force-t0",
+        "no-invoke",
+        "--json",
+    ];
+    let out = prod_in(d, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    let ids: Vec<&str> = rows[..4]
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t0", "t0", "t1", "t1"]);
+    assert!(rows[..4].iter().all(|r| r["conditional_proof"]
+        .as_str()
+        .unwrap()
+        .starts_with("<no_invoke>")
+        && r["parses"].is_boolean()
+        && r["tokens"].as_u64().unwrap() <= 8));
+    let parsed = rows[..4].iter().filter(|r| r["parses"] == true).count() as u64;
+    let sum = &rows[4];
+    assert_eq!(
+        (
+            sum["summary"].as_bool(),
+            sum["samples"].as_u64(),
+            sum["parse_as_conditional_proof"].as_u64()
+        ),
+        (Some(true), Some(4), Some(parsed)),
+        "{sum}"
+    );
+    let missing = prod_in(d, &["model", "sample", "--model", "m"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
