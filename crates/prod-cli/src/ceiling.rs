@@ -115,7 +115,7 @@ pub fn run(a: CeilingArgs) -> i32 {
         Ok(j) => j,
         Err(e) => return crate::eval::error_code(e.into()),
     };
-    match run_ceiling_job(&job, &bars) {
+    match prod_run::job::undoing_a_failed_start(&a.out, &bars, || run_ceiling_job(&job, &bars)) {
         Ok((report, _)) => {
             let path = a.out.join("run.json");
             let out = if a.json {

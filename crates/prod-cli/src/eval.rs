@@ -298,60 +298,19 @@ pub fn error_code(e: anyhow::Error) -> i32 {
     }
 }
 
-/// What a run directory held before this process touched it (`None`: it did not exist).
-fn entries(dir: &std::path::Path) -> Option<std::collections::BTreeSet<std::ffi::OsString>> {
-    std::fs::read_dir(dir)
-        .ok()
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
-}
-
-/// After a failed start: if the run store holds nothing but settings, remove what this
-/// process created in `dir`, so that the corrected command is not refused as "started with a
-/// different configuration". A run that did any work is always kept (it resumes).
-fn undo_failed_start(
-    dir: &std::path::Path,
-    before: &Option<std::collections::BTreeSet<std::ffi::OsString>>,
-) {
-    let store = dir.join("run.sqlite");
-    let existed = before
-        .as_ref()
-        .is_some_and(|b| b.contains(std::ffi::OsStr::new("run.sqlite")));
-    if existed || !store.is_file() {
-        return;
-    }
-    let unused = prod_run::RunStore::open(&store).and_then(|s| s.is_unused());
-    if !matches!(unused, Ok(true)) {
-        return;
-    }
-    let Some(now) = entries(dir) else { return };
-    for name in now.difference(&before.clone().unwrap_or_default()) {
-        let p = dir.join(name);
-        let _ = if p.is_dir() {
-            std::fs::remove_dir_all(&p)
-        } else {
-            std::fs::remove_file(&p)
-        };
-    }
-    if before.is_none() {
-        let _ = std::fs::remove_dir(dir);
-    }
-    eprintln!(
-        "nothing was run: removed what this start created in {}",
-        dir.display()
-    );
-}
-
 pub fn run(a: EvalArgs) -> i32 {
     let bars = Bars::for_stderr(a.json);
     let job = match job_of(&a) {
         Ok(j) => j,
         Err(e) => return error_code(e),
     };
-    let before = entries(&a.out);
-    let result = prod_run::run_eval_job(&job, &bars);
-    if result.is_err() && job.postgres.is_none() {
-        undo_failed_start(&a.out, &before);
-    }
+    // A shared (PostgreSQL) store is not in --out: nothing there to undo.
+    let result = match job.postgres {
+        None => prod_run::job::undoing_a_failed_start(&a.out, &bars, || {
+            prod_run::run_eval_job(&job, &bars)
+        }),
+        Some(_) => prod_run::run_eval_job(&job, &bars),
+    };
     match result {
         Ok((report, _)) => {
             let path = a.out.join("run.json");

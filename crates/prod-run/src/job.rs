@@ -414,6 +414,66 @@ pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("write {}", path.display()))
 }
 
+/// Runs `start` (a job on the run directory `dir`). When it fails and the run store it left
+/// there holds nothing but settings, what it created in `dir` is removed, so that the corrected
+/// command is not refused as "started with a different configuration"; a run that did any work
+/// is always kept (it resumes), and so is a store that was there before.
+pub fn undoing_a_failed_start<T>(
+    dir: &Path,
+    bars: &Bars,
+    start: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let before = entries(dir);
+    let result = start();
+    if result.is_err() && undo_unused_store(dir, &before) {
+        bars.say(&format!(
+            "nothing was run: removed what this start created in {}",
+            dir.display()
+        ));
+    }
+    result
+}
+
+/// What a run directory holds (`None`: it does not exist).
+fn entries(dir: &Path) -> Option<std::collections::BTreeSet<std::ffi::OsString>> {
+    std::fs::read_dir(dir)
+        .ok()
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+}
+
+/// Removes what is in `dir` beyond `before` when its run store is new and unused; whether it
+/// did.
+fn undo_unused_store(
+    dir: &Path,
+    before: &Option<std::collections::BTreeSet<std::ffi::OsString>>,
+) -> bool {
+    let store = dir.join("run.sqlite");
+    let existed = before
+        .as_ref()
+        .is_some_and(|b| b.contains(std::ffi::OsStr::new("run.sqlite")));
+    if existed || !store.is_file() {
+        return false;
+    }
+    if !matches!(RunStore::open(&store).and_then(|s| s.is_unused()), Ok(true)) {
+        return false;
+    }
+    let Some(now) = entries(dir) else {
+        return false;
+    };
+    for name in now.difference(&before.clone().unwrap_or_default()) {
+        let p = dir.join(name);
+        let _ = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+    }
+    if before.is_none() {
+        let _ = std::fs::remove_dir(dir);
+    }
+    true
+}
+
 /// Run (or resume) an evaluation job; writes `out/run.json` and returns the report.
 pub fn run_eval_job(job: &EvalJob, bars: &Bars) -> anyhow::Result<(RunReport, EvalResult)> {
     let (job, theorems, given) = job_with_trees(job)?;
@@ -818,6 +878,50 @@ fn eval_report(
 #[cfg(test)]
 mod tests {
     use super::CoqJobConfig;
+
+    /// A failed start takes back what it created around a store that did nothing; a failure
+    /// after work, or in a store that was there, keeps everything.
+    #[test]
+    fn a_failed_start_takes_back_only_what_it_created() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bars = crate::Bars::hidden();
+        let fail = |dir: &std::path::Path, work: bool| {
+            super::undoing_a_failed_start(dir, &bars, || -> anyhow::Result<()> {
+                let store = super::open_store(dir, None)?;
+                store.ensure_meta("job", "{}")?;
+                if work {
+                    store.put_checkpoint(0, "ckpt", "{}")?;
+                }
+                std::fs::write(dir.join("made.txt"), "x")?;
+                anyhow::bail!("bad start")
+            })
+        };
+        let new = tmp.path().join("new");
+        assert!(fail(&new, false).is_err());
+        assert!(!new.exists());
+        let mine = tmp.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+        assert!(fail(&mine, false).is_err());
+        let left: Vec<_> = std::fs::read_dir(&mine)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, ["notes.txt"]);
+        // Settings and more: the run resumes, nothing goes.
+        assert!(fail(&mine, true).is_err());
+        assert!(mine.join("run.sqlite").is_file() && mine.join("made.txt").is_file());
+        // A store that was there before is never removed.
+        std::fs::remove_file(mine.join("made.txt")).unwrap();
+        let kept = tmp.path().join("kept");
+        super::open_store(&kept, None)
+            .unwrap()
+            .ensure_meta("job", "{}")
+            .unwrap();
+        assert!(fail(&kept, false).is_err());
+        assert!(kept.join("run.sqlite").is_file() && kept.join("made.txt").is_file());
+    }
 
     #[test]
     fn a_jobs_prover_root_reaches_the_checker_and_is_checked() {

@@ -41,6 +41,7 @@ pub mod ceiling;
 pub mod check;
 pub mod context;
 pub mod eval;
+pub mod export;
 pub mod leaves;
 pub mod policy;
 pub mod progress;
