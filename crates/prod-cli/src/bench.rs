@@ -78,8 +78,8 @@ pub enum BenchCommand {
     /// Profiles: before (the hammer before this bench measured it: sauto, intros; sauto and best
     /// at 2 s, CoqHammer's own sauto try, provers 10 s within 40 s, slots given to provers that
     /// are not installed), default (the checker's hammer), fixed-only and provers-only (the
-    /// default's two phases alone), atp-3s and atp-2s (the default with the provers at 3 s or
-    /// 2 s within 30 s).
+    /// default's two phases alone), atp-3s and atp-5s (the default with the provers at 3 s, and
+    /// at 5 s within 40 s as the default was before this bench lowered it).
     ///
     /// Examples:
     ///   prod bench hammer --dataset data/stdlib --theorems 40 --out runs/bench-hammer

@@ -103,7 +103,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub no_hammer: bool,
     /// Expand `hammer.` with the fixed tactic list only, without CoqHammer's provers (those
-    /// installed — E and CVC4 on Debian — at the hammer's `atp_limit_s`, 5 s, each; each
+    /// installed — E and CVC4 on Debian — at the hammer's `atp_limit_s`, 2 s, each; each
     /// goal's result is remembered, so a goal met in many samples calls them once).
     #[arg(long)]
     pub no_atp: bool,
@@ -244,11 +244,11 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             final_timeout_s: a.final_timeout,
             bootstrap: a.bootstrap,
             seed: a.seed,
-            temperature: a.sampling.temperature,
+            temperature: a.sampling.sampling.temperature,
             hammer_leaves: !a.hammer_leaves.no_hammer_leaves,
         },
         sampling: NativeParams {
-            sampling: a.sampling.sampling(),
+            sampling: a.sampling.sampling.clone(),
             seed: a.seed,
             decode_weights: a.sampling.decode_weights,
             first_token: match a.first_token {

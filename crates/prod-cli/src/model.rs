@@ -237,39 +237,18 @@ pub struct SampleArgs {
     pub json: bool,
 }
 
-/// How samples are drawn: `prod model sample` and `prod eval` take the same options, with the
-/// defaults and ranges of [`Sampling`] (what to sample) and the native sampler's weights.
+/// How samples are drawn: `prod model sample` and `prod eval` take the same options, those of
+/// [`Sampling`] (declared there with their defaults and ranges), and the native sampler's
+/// weights.
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Sampling temperature (0 = greedy; paper: 0.7).
-    #[arg(long, default_value_t = Sampling::default().temperature, value_parser = |s: &str| ranges::real_in(s, Sampling::TEMPERATURE))]
-    pub temperature: f64,
-    /// Nucleus (top-p) threshold in (0, 1]; 1 = off.
-    #[arg(long, default_value_t = Sampling::default().top_p, value_parser = |s: &str| ranges::real_in(s, Sampling::TOP_P))]
-    pub top_p: f64,
-    /// Longest generated proof, in tokens.
-    #[arg(long, default_value_t = Sampling::default().max_new_tokens, value_parser = ranges::positive_usize)]
-    pub max_new_tokens: usize,
-    /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = Sampling::default().context_tokens, value_parser = ranges::positive_usize)]
-    pub context_tokens: usize,
+    #[command(flatten)]
+    pub sampling: Sampling,
     /// Weights the decoding steps read: f32 (exact) or q8 (block-quantised copies: 4 bits
     /// where that is exact, as for a model imported from a Q4 GGUF, else 8 bits; about 3×
     /// faster at batch 1). A prompt longer than one token is prefilled in f32.
     #[arg(long, default_value_t = prod_run::NativeParams::default().decode_weights)]
     pub decode_weights: DecodeWeights,
-}
-
-impl SamplingArgs {
-    /// What to sample, as every policy takes it.
-    pub fn sampling(&self) -> Sampling {
-        Sampling {
-            temperature: self.temperature,
-            top_p: self.top_p,
-            max_new_tokens: self.max_new_tokens,
-            context_tokens: self.context_tokens,
-        }
-    }
 }
 
 #[derive(Args)]
@@ -482,9 +461,9 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
         tok: &tok,
         params: SamplingParams {
             n: a.n,
-            temperature: a.sampling.temperature,
-            top_p: a.sampling.top_p,
-            max_new_tokens: a.sampling.max_new_tokens,
+            temperature: a.sampling.sampling.temperature,
+            top_p: a.sampling.sampling.top_p,
+            max_new_tokens: a.sampling.sampling.max_new_tokens,
             seed: a.seed,
             stop: vec![tok.end_id()],
             decode_weights: a.sampling.decode_weights,
@@ -514,7 +493,7 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
             let all = session.dataset(
                 d,
                 a.limit,
-                a.sampling.context_tokens,
+                a.sampling.sampling.context_tokens,
                 lang,
                 &bars,
                 &mut |s| {

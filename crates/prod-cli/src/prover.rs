@@ -76,6 +76,7 @@ impl IsabelleArgs {
     }
 
     /// The flags over `cfg` (the config file's `[check.isabelle]` or the defaults).
+    #[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod eval` uses it
     pub fn apply(&self, cfg: &mut IsabelleCheckConfig) {
         self.settings().apply(cfg);
     }

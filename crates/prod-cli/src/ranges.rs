@@ -1,13 +1,9 @@
-//! Value parsers for numeric options: a number outside its range is bad input (clap prints
-//! `invalid value '0' for '--timeout <TIMEOUT>': must be …` and exits with code 2), never a
-//! panic or a silently odd run. Use as `#[arg(long, value_parser = ranges::positive_u32)]`. The
-//! rules and their wording are prod-core's [`Range`]s, the same as the config files'.
-
-use std::fmt::Display;
-use std::str::FromStr;
+//! Value parsers for numeric options: prod-core's [`prod_core::range::parse`] (a number outside
+//! its range is bad input, named with its option, exit code 2), and the one command-wide rule
+//! that lets a negative number reach them.
 
 use clap::Command;
-use prod_core::range::Range;
+pub use prod_core::range::parse::*;
 
 /// `cmd` with every option of every subcommand taking `-1` as its value, so that the option's
 /// range refuses it, naming the option (else clap reports an unknown argument `-1`).
@@ -19,122 +15,9 @@ pub fn negative_numbers_as_values(cmd: Command) -> Command {
     .mut_subcommands(negative_numbers_as_values)
 }
 
-/// `s` as a `T` for which `ok` holds; the error states the allowed `range`.
-fn parse_in<T>(s: &str, ok: impl Fn(&T) -> bool, range: &str) -> Result<T, String>
-where
-    T: FromStr,
-    T::Err: Display,
-{
-    match s.parse::<T>() {
-        Ok(v) if ok(&v) => Ok(v),
-        Ok(_) => Err(format!("must be {range}")),
-        // A negative whole number does not parse as an unsigned type.
-        Err(_) if s.starts_with('-') => Err(format!("must be {range}")),
-        Err(e) => Err(format!("{e}; expected {range}")),
-    }
-}
-
-/// A whole number ≥ 1: the CLI says "whole" where a config's count says "at least 1".
-const WHOLE_POSITIVE: &str = "a whole number ≥ 1";
-
-/// A count or a time limit: 1, 2, …
-pub fn positive_u32(s: &str) -> Result<u32, String> {
-    parse_in(
-        s,
-        |&v: &u32| Range::AtLeastOne.contains(v.into()),
-        WHOLE_POSITIVE,
-    )
-}
-
-// `as f64` is exact for the comparison with 1 (every whole number ≥ 1 maps to ≥ 1.0).
-
-/// A count or a time limit: 1, 2, …
-pub fn positive_u64(s: &str) -> Result<u64, String> {
-    parse_in(s, |&v| Range::AtLeastOne.contains(v as f64), WHOLE_POSITIVE)
-}
-
-/// A count or a size: 1, 2, …
-pub fn positive_usize(s: &str) -> Result<usize, String> {
-    parse_in(s, |&v| Range::AtLeastOne.contains(v as f64), WHOLE_POSITIVE)
-}
-
-/// A real number in `range` (a flag's parser: `|s: &str| real_in(s, Sampling::TOP_P)`).
-pub fn real_in(s: &str, range: Range) -> Result<f64, String> {
-    parse_in(s, |v: &f64| range.contains(*v), range.describe())
-}
-
-/// A finite number ≥ 0 (a temperature, a duration where 0 means "none").
-pub fn non_negative_finite_f64(s: &str) -> Result<f64, String> {
-    real_in(s, Range::FiniteNonNegative)
-}
-
-/// A finite number > 0 (a learning rate).
-#[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod model`/`prod train` use it
-pub fn positive_finite_f64(s: &str) -> Result<f64, String> {
-    real_in(s, Range::FinitePositive)
-}
-
-/// A duration in seconds, > 0 (a claim's lease).
-pub fn positive_seconds(s: &str) -> Result<f64, String> {
-    real_in(s, Range::PositiveSeconds)
-}
-
-/// A duration in minutes, > 0 (a time budget).
-#[cfg_attr(not(feature = "policy"), allow(dead_code))] // only `prod demo` uses it
-pub fn positive_minutes(s: &str) -> Result<f64, String> {
-    real_in(s, Range::PositiveMinutes)
-}
-
-/// A number in [0, 1) (a fraction of a dataset held out).
-pub fn unit_interval_closed_open(s: &str) -> Result<f64, String> {
-    real_in(s, Range::UnitClosedOpen)
-}
-
-/// A number in [0, 1] (a share that may be all or nothing).
-pub fn unit_interval_closed(s: &str) -> Result<f64, String> {
-    real_in(s, Range::UnitClosed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn whole_numbers_start_at_one() {
-        assert_eq!(positive_u32("1"), Ok(1));
-        assert_eq!(positive_u64("18446744073709551615"), Ok(u64::MAX));
-        assert_eq!(positive_usize("300"), Ok(300));
-        for bad in ["0", "-1", "", "1.5", "x", "99999999999"] {
-            let e = positive_u32(bad).unwrap_err();
-            assert!(e.contains("a whole number ≥ 1"), "{bad:?}: {e}");
-        }
-        assert!(positive_u64("0").is_err());
-        assert!(positive_usize("0").is_err());
-    }
-
-    #[test]
-    fn reals_must_be_finite_and_in_range() {
-        assert_eq!(non_negative_finite_f64("0"), Ok(0.0));
-        assert_eq!(non_negative_finite_f64("0.7"), Ok(0.7));
-        assert_eq!(positive_finite_f64("1e-5"), Ok(1e-5));
-        for bad in ["-1", "-0.0001", "nan", "inf", "-inf", "abc"] {
-            assert!(non_negative_finite_f64(bad).is_err(), "{bad}");
-            assert!(positive_finite_f64(bad).is_err(), "{bad}");
-        }
-        assert_eq!(
-            positive_finite_f64("0").unwrap_err(),
-            "must be a finite number > 0"
-        );
-        // Durations: also no larger than a `Duration` holds.
-        assert_eq!(positive_seconds("0.5"), Ok(0.5));
-        assert_eq!(positive_minutes("20"), Ok(20.0));
-        for bad in ["0", "-1", "nan", "inf", "1e300"] {
-            assert!(positive_seconds(bad).is_err(), "{bad}");
-            assert!(positive_minutes(bad).is_err(), "{bad}");
-        }
-        assert!(positive_seconds("2e19").is_err());
-        assert!(positive_minutes("1e18").is_err());
-    }
 
     /// Parse `prod ARGS` as `main` does; the error text on failure.
     fn parse(args: &[&str]) -> Result<(), String> {
@@ -213,21 +96,5 @@ mod tests {
     fn every_command_still_builds() {
         use clap::CommandFactory;
         negative_numbers_as_values(crate::Cli::command()).debug_assert();
-    }
-
-    #[test]
-    fn unit_intervals_have_the_right_open_end() {
-        let top_p = |s| real_in(s, prod_core::Sampling::TOP_P);
-        assert_eq!(top_p("1"), Ok(1.0));
-        assert_eq!(top_p("0.95"), Ok(0.95));
-        for bad in ["0", "-0.1", "1.0001", "nan", "inf"] {
-            assert!(top_p(bad).is_err(), "{bad}");
-        }
-        assert_eq!(unit_interval_closed_open("0"), Ok(0.0));
-        assert_eq!(unit_interval_closed_open("0.1"), Ok(0.1));
-        for bad in ["1", "1.5", "-0.1", "nan", "inf"] {
-            let e = unit_interval_closed_open(bad).unwrap_err();
-            assert!(e.contains("[0, 1)"), "{bad}: {e}");
-        }
     }
 }

@@ -9,16 +9,29 @@ use crate::range::Range;
 
 /// How one proof is drawn for a prompt `x = c s` (paper §3.1, §4: the last 1,000 context tokens,
 /// temperature 0.7).
+///
+/// Also the sampling flags of every command that samples (`--temperature`, `--top-p`,
+/// `--max-new-tokens`, `--context-tokens`; feature `clap`): one declaration for the config key,
+/// the flag, its default, its range and its help.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default, deny_unknown_fields)]
 pub struct Sampling {
-    /// Temperature (0 = greedy; paper: 0.7).
+    /// Sampling temperature (0 = greedy; paper: 0.7).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Sampling::default().temperature,
+        value_parser = |s: &str| crate::range::parse::real_in(s, Sampling::TEMPERATURE)))]
     pub temperature: f64,
     /// Nucleus (top-p) threshold in (0, 1]; 1 = off.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Sampling::default().top_p,
+        value_parser = |s: &str| crate::range::parse::real_in(s, Sampling::TOP_P)))]
     pub top_p: f64,
     /// Longest generated proof, in tokens.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Sampling::default().max_new_tokens,
+        value_parser = crate::range::parse::positive_usize))]
     pub max_new_tokens: usize,
     /// The context is cut to its last N tokens (paper: 1,000).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Sampling::default().context_tokens,
+        value_parser = crate::range::parse::positive_usize))]
     pub context_tokens: usize,
 }
 

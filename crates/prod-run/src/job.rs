@@ -189,7 +189,7 @@ pub struct CoqJobConfig {
     /// Expand `hammer.` steps (fixed tactics, then CoqHammer's provers).
     pub hammer: bool,
     /// Run CoqHammer's external provers when the fixed tactic list fails, as the paper runs
-    /// Sledgehammer (each prover `atp_limit_s`, 5 s by default; the checker remembers every
+    /// Sledgehammer (each prover `atp_limit_s`, 2 s by default; the checker remembers every
     /// goal's result, so a goal met in many samples calls them once). Off: the fixed list alone.
     pub hammer_atp: bool,
     /// Load-path bindings beside the dataset's own (`--load-path DIR=Root`).
