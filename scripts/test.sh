@@ -46,7 +46,8 @@ PROD_SKIP_LOG=$(mktemp)
 export PROD_SKIP_LOG
 trap 'rm -f "$log" "$PROD_SKIP_LOG"' EXIT
 set +e
-cargo test --workspace --all-features --locked --no-run "$@" 2>&1 | tee "$log"
+# --timings: where the build's time goes, per crate ($target/cargo-timings/cargo-timing.html).
+cargo test --workspace --all-features --locked --no-run --timings "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 phase build
 if [ "$status" -eq 0 ]; then

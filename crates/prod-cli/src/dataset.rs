@@ -311,13 +311,10 @@ fn build_config(a: &BuildArgs) -> anyhow::Result<DatasetConfig> {
         unit: a.unit.into(),
         hammer: !a.no_hammer,
         threads: a.threads,
-        context_bytes: a
-            .context_bytes
-            .unwrap_or(if a.prover == ProverKind::Isabelle {
-                4096
-            } else {
-                16384
-            }),
+        context_bytes: a.context_bytes.unwrap_or(match a.prover {
+            ProverKind::Isabelle => DatasetConfig::ISABELLE_CONTEXT_BYTES,
+            ProverKind::Coq => DatasetConfig::COQ_CONTEXT_BYTES,
+        }),
         ..Default::default()
     };
     match (&a.coqlib, a.root.coqlib()) {

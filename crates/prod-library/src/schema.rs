@@ -54,13 +54,19 @@ impl Default for DatasetConfig {
             unit: SplitUnit::Auto,
             hammer: true,
             threads: 0,
-            context_bytes: 16 * 1024,
+            context_bytes: Self::COQ_CONTEXT_BYTES,
             coqc: PathBuf::from("coqc"),
         }
     }
 }
 
 impl DatasetConfig {
+    /// Bytes of each context kept inline by default: 16 KiB for Coq; 4 KiB for Isabelle, whose
+    /// theories are long (the AFP with 16 KiB contexts is 9.4 GB of JSONL). The paper keeps the
+    /// last 1k tokens; the full contexts are always in `sources.jsonl`.
+    pub const COQ_CONTEXT_BYTES: usize = 16 * 1024;
+    pub const ISABELLE_CONTEXT_BYTES: usize = 4 * 1024;
+
     /// What the test split aims for (minimum and per-file cap).
     pub fn test_target(&self) -> crate::split::TestTarget {
         crate::split::TestTarget {
