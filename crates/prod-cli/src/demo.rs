@@ -22,7 +22,7 @@ use crate::ranges;
 /// split, and the ground-truth tree deeper).
 ///
 /// Budget: ≈ `--minutes` on 2 cores: the evaluation and the CoqHammer baseline get what they
-/// are expected to need (about 13 minutes for 50 theorems × 4 trees and the ceiling),
+/// are expected to need (about 11 minutes for 50 theorems × 4 trees and the ceiling),
 /// training the rest (at least a minute). Rerunning with the same --out reuses each finished step; the baseline's
 /// checks are also cached across runs. `--from-scratch` trains a ~1.3 M-parameter model
 /// instead (no download; it proves nothing).

@@ -84,7 +84,7 @@ pub struct DemoJob {
     /// Hammer leaves in the evaluation ([`crate::leaves`]), on by default as in every
     /// evaluation. [`eval_estimate`] reserves no time for them: the demo's minutes-of-SFT
     /// policy proposes no lemma (0 in 200 trees, docs/results.md §1), so they cost nothing
-    /// there; a policy that proposes lemmas adds one hammer call (≈ 6 s on 2 workers) per
+    /// there; a policy that proposes lemmas adds one hammer call (≈ 4 s on 2 workers) per
     /// distinct lemma.
     pub hammer_leaves: bool,
     /// The ceiling ([`crate::ceiling`], its first row) on the evaluation's theorems of
