@@ -182,10 +182,17 @@ pub fn run_ceiling_job(job: &CeilingJob, bars: &Bars) -> anyhow::Result<(RunRepo
 }
 
 /// The theorems an evaluation of `job.theorems` draws from the split, of ground-truth depth at
-/// least `job.min_depth`; none is the user's error.
-pub fn ceiling_theorems(job: &CeilingJob) -> anyhow::Result<Vec<Theorem>> {
+/// least `job.min_depth`: possibly none.
+pub fn decomposed_theorems(job: &CeilingJob) -> anyhow::Result<Vec<Theorem>> {
     let mut theorems = crate::job::run_theorems(&job.dataset, &job.split, job.theorems, job.seed)?;
     theorems.retain(|t| t.depth.unwrap_or(0) >= job.min_depth);
+    Ok(theorems)
+}
+
+/// The theorems an evaluation of `job.theorems` draws from the split, of ground-truth depth at
+/// least `job.min_depth`; none is the user's error.
+pub fn ceiling_theorems(job: &CeilingJob) -> anyhow::Result<Vec<Theorem>> {
+    let theorems = decomposed_theorems(job)?;
     if theorems.is_empty() {
         return Err(BadInput(format!(
             "{}: no theorem of split {:?}{} has a ground-truth depth of at least {}",
