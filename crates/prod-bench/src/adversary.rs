@@ -14,16 +14,25 @@ use prod_prover::adversary::{run, scenarios};
 /// The final check's time limit per scenario.
 const FINAL_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Which scenarios, and the checker that runs them.
+/// Which scenarios, and the checker that runs them (also `prod bench adversary`'s flags,
+/// feature `clap`; the prover root is the command's `--coq-root`).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct AdversarySettings {
-    /// Scenarios to run (at least every family in every placement).
+    /// Scenarios to run (the first ones are every family in every placement, the rest random
+    /// layouts of them).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = AdversarySettings::default().scenarios,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub scenarios: usize,
     /// Seed of the layouts.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = AdversarySettings::default().seed))]
     pub seed: u64,
     /// Checker workers.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = AdversarySettings::default().workers,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub workers: usize,
     /// A Debian root holding the prover instead of the host's Coq.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub coq_root: Option<PathBuf>,
 }
 
@@ -74,6 +83,33 @@ impl AdversaryReport {
             "problems": self.problems,
             "seconds": self.seconds,
         })
+    }
+
+    /// The figures as lines of text: the tally, the scenarios per family, every problem.
+    pub fn text(&self) -> String {
+        let mut t = format!(
+            "{}: {} scenarios (seed {}) in {:.1} s: {} attacks, {} accepted; {} look-alikes, {} proved\n",
+            self.prover, self.scenarios, self.seed, self.seconds, self.attacks, self.attacks_accepted, self.look_alikes, self.look_alikes_proved
+        );
+        for (f, (n, _)) in &self.by_family {
+            t += &format!("  {f:10} {n:5} scenarios\n");
+        }
+        for p in &self.problems {
+            t += &format!("{p}\n");
+        }
+        t
+    }
+
+    /// The exit code the figures call for: 3 when an attack was accepted, 1 for any other
+    /// problem, else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.attacks_accepted > 0 {
+            3
+        } else if self.problems.is_empty() {
+            0
+        } else {
+            1
+        }
     }
 }
 

@@ -19,18 +19,26 @@ use prod_core::{ConditionalProof, T0};
 
 use crate::BenchError;
 
-/// What `prod bench check` measures, and how.
+/// What `prod bench check` measures, and how (also its flags, feature `clap`; the prover root
+/// is the command's `--coq-root`).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct CheckSettings {
-    /// Lemmas to check, spread evenly over the file (0: every eligible lemma).
+    /// Number of lemmas to check (spread evenly over the file; 0 = every eligible lemma).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CheckSettings::default().count))]
     pub count: usize,
     /// Workers for both ways (pool workers, parallel `coqc` processes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CheckSettings::default().workers,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub workers: usize,
-    /// How many of the checks to also run with `coqc` (None: all of them).
+    /// How many of the checks to also run with `coqc` (default: all of them).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
     pub coqc_checks: Option<usize>,
-    /// The Coq file to take lemmas from (None: the stdlib's `Lists/List.v` of the prover).
+    /// The Coq file to take lemmas from (default: the stdlib's `Lists/List.v`).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub file: Option<PathBuf>,
     /// A Debian root holding the prover instead of the host's Coq.
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub coq_root: Option<PathBuf>,
 }
 
@@ -93,6 +101,36 @@ impl CheckReport {
             "coqc_checks": coqc.checks, "coqc_ok": coqc.ok, "coqc_wall_s": coqc.wall.as_secs_f64(),
             "coqc_ms_per_check": ms(self.coqc_mean()), "ratio": self.ratio(),
         })
+    }
+
+    /// The figures as a few lines of text.
+    pub fn text(&self) -> String {
+        let (pool, coqc, n) = (&self.pool, &self.coqc, self.checks);
+        let ms = |d: f64| d * 1000.0;
+        [
+            format!("file: {} ({n} checks in place, {} workers both ways)", self.file.display(), self.workers),
+            format!(
+                "pool : {:8.2} s wall, {:7.1} ms/check wall, {:6.1} ms mean attempt; proved {}/{n}",
+                pool.wall.as_secs_f64(), ms(self.pool_mean()), ms(pool.attempt_mean), pool.proved
+            ),
+            format!(
+                "coq  : {:6.1} ms mean own time for the same sentences (coqc -time, rounded to 1 ms per sentence); pool overhead {:+.1} ms",
+                ms(self.coq_own_mean), ms(pool.attempt_mean - self.coq_own_mean)
+            ),
+            format!(
+                "coqtop: {:6.1} ms mean own time, same sentences sent in one write to a worker ({} lemmas); pool {:.1} ms on them: overhead {:+.1} ms",
+                ms(pool.replay_own_mean), pool.replay_pairs.len(), ms(pool.replay_pool_mean),
+                ms(pool.replay_pool_mean - pool.replay_own_mean)
+            ),
+            format!(
+                "coqc : {:8.2} s wall, {:7.1} ms/check wall ({} checks); ok {}/{}",
+                coqc.wall.as_secs_f64(), ms(self.coqc_mean()), coqc.checks, coqc.ok, coqc.checks
+            ),
+            format!("ratio: {:.1}x (coqc per check / pool, wall time per check)", self.ratio()),
+        ]
+        .iter()
+        .map(|l| l.clone() + "\n")
+        .collect()
     }
 }
 

@@ -5,12 +5,17 @@
 use prod_core::tree::{solve, GlobalVerdict, LocalVerdict, Node};
 use prod_core::{ConditionalProof, ProofLanguage};
 
-/// The forest sizes and repetitions.
+/// The forest sizes and repetitions (also `prod bench tree`'s flags, feature `clap`).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TreeSettings {
-    /// The largest forest (nodes); a tenth and a hundredth of it run too.
+    /// Largest forest size (nodes); the bench also runs a tenth and a hundredth of it, side by side.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeSettings::default().nodes,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub nodes: usize,
     /// Repetitions per size (the median is reported).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TreeSettings::default().repeat,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub repeat: usize,
 }
 
@@ -43,6 +48,14 @@ impl TreeSize {
         self.median_ms * 1e3 / self.nodes.max(1) as f64
     }
 
+    /// The text line for this size.
+    pub fn text(&self) -> String {
+        format!(
+            "{:>9} nodes {:>9} lemmas  {:>8} globally correct  median {:9.2} ms  ({:.2} µs/node; statement keys alone {:.2} ms)",
+            self.nodes, self.lemmas, self.globally_correct, self.median_ms, self.us_per_node(), self.statement_keys_ms
+        )
+    }
+
     /// `--json`'s line for this size.
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({"nodes": self.nodes, "lemmas": self.lemmas, "globally_correct": self.globally_correct, "median_ms": self.median_ms, "statement_keys_ms": self.statement_keys_ms, "us_per_node": self.us_per_node()})
@@ -55,6 +68,22 @@ pub struct TreeReport {
     pub sizes: Vec<TreeSize>,
     /// Median time of each size over the one before (10x the nodes).
     pub ratios: Vec<f64>,
+}
+
+impl TreeReport {
+    /// The closing line: the time ratio per 10x nodes.
+    pub fn text(&self) -> String {
+        let shown: Vec<String> = self.ratios.iter().map(|r| format!("{r:.2}")).collect();
+        format!(
+            "time ratio per 10x nodes: {} (linear: ~10)",
+            shown.join(", ")
+        )
+    }
+
+    /// `--json`'s closing line.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"ratios_per_10x": self.ratios})
+    }
 }
 
 /// Times the solver at each size; `on_size` gets each size's figures as soon as they are in.

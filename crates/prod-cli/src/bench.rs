@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use prod_bench::adversary::{AdversaryReport, AdversarySettings};
-use prod_bench::check::{CheckReport, CheckSettings};
+use prod_bench::check::CheckSettings;
 use prod_bench::tree::{TreeSettings, TreeSize};
 use prod_bench::BenchError;
 
@@ -106,17 +106,13 @@ pub struct BenchHammerArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub prover: crate::prover::ProverArgs,
+    pub prover: prod_prover::flags::ProverArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct BenchTreeArgs {
-    /// Largest forest size (nodes); the bench also runs a tenth and a hundredth of it, side by side.
-    #[arg(long, default_value_t = prod_bench::tree::TreeSettings::default().nodes, value_parser = ranges::positive_usize)]
-    pub nodes: usize,
-    /// Repetitions per size (the median is reported).
-    #[arg(long, default_value_t = prod_bench::tree::TreeSettings::default().repeat, value_parser = ranges::positive_usize)]
-    pub repeat: usize,
+    #[command(flatten)]
+    pub settings: TreeSettings,
     /// Print the timings as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -124,42 +120,24 @@ pub struct BenchTreeArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchAdversaryArgs {
-    /// Scenarios to run (the first ones are every family in every placement, the rest random
-    /// layouts of them).
-    #[arg(long, default_value_t = AdversarySettings::default().scenarios, value_parser = ranges::positive_usize)]
-    pub scenarios: usize,
-    /// Seed of the layouts.
-    #[arg(long, default_value_t = AdversarySettings::default().seed)]
-    pub seed: u64,
-    /// Checker workers.
-    #[arg(long, default_value_t = AdversarySettings::default().workers, value_parser = ranges::positive_usize)]
-    pub workers: usize,
+    #[command(flatten)]
+    pub settings: AdversarySettings,
     /// Print one JSON object with the figures.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub prover: crate::prover::ProverArgs,
+    pub prover: prod_prover::flags::ProverArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct BenchCheckArgs {
-    /// Number of lemmas to check (spread evenly over the file; 0 = every eligible lemma).
-    #[arg(long, default_value_t = CheckSettings::default().count)]
-    pub count: usize,
-    /// Workers for both ways (pool workers, parallel `coqc` processes).
-    #[arg(long, default_value_t = CheckSettings::default().workers, value_parser = ranges::positive_usize)]
-    pub workers: usize,
-    /// How many of the checks to also run with `coqc` (default: all of them).
-    #[arg(long, value_parser = ranges::positive_usize)]
-    pub coqc_checks: Option<usize>,
-    /// The Coq file to take lemmas from (default: the stdlib's `Lists/List.v`).
-    #[arg(long)]
-    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub settings: CheckSettings,
     /// Print one JSON object with the figures.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub prover: crate::prover::ProverArgs,
+    pub prover: prod_prover::flags::ProverArgs,
 }
 
 pub fn run(cmd: BenchCommand) -> i32 {
@@ -183,29 +161,14 @@ fn bench_error(e: BenchError) -> i32 {
 
 /// `prod bench tree`: one line per forest size as it is measured, then the ratios.
 fn bench_tree(a: BenchTreeArgs) -> i32 {
-    let settings = TreeSettings {
-        nodes: a.nodes,
-        repeat: a.repeat,
-    };
     let json = a.json;
-    let report = prod_bench::tree::bench_tree(settings, &|s: &TreeSize| {
-        if json {
-            println!("{}", s.json());
-        } else {
-            println!(
-                "{:>9} nodes {:>9} lemmas  {:>8} globally correct  median {:9.2} ms  ({:.2} µs/node; statement keys alone {:.2} ms)",
-                s.nodes, s.lemmas, s.globally_correct, s.median_ms, s.us_per_node(), s.statement_keys_ms
-            );
-        }
+    let report = prod_bench::tree::bench_tree(a.settings, &|s: &TreeSize| match json {
+        true => println!("{}", s.json()),
+        false => println!("{}", s.text()),
     });
-    if json {
-        println!("{}", serde_json::json!({"ratios_per_10x": report.ratios}));
-    } else {
-        let shown: Vec<String> = report.ratios.iter().map(|r| format!("{r:.2}")).collect();
-        println!(
-            "time ratio per 10x nodes: {} (linear: ~10)",
-            shown.join(", ")
-        );
+    match json {
+        true => println!("{}", report.json()),
+        false => println!("{}", report.text()),
     }
     0
 }
@@ -214,10 +177,8 @@ fn bench_tree(a: BenchTreeArgs) -> i32 {
 /// (exit 3).
 fn bench_adversary(a: BenchAdversaryArgs) -> i32 {
     let settings = AdversarySettings {
-        scenarios: a.scenarios,
-        seed: a.seed,
-        workers: a.workers,
         coq_root: a.prover.coq_root.clone(),
+        ..a.settings.clone()
     };
     let bar = std::cell::OnceCell::new();
     let progress = |done: usize, total: usize| {
@@ -245,27 +206,11 @@ fn bench_adversary(a: BenchAdversaryArgs) -> i32 {
 
 /// The adversary's figures (one JSON object, or lines of text) and its exit code.
 fn print_adversary(r: &AdversaryReport, json: bool) -> i32 {
-    if json {
-        println!("{}", r.json());
-    } else {
-        println!(
-            "{}: {} scenarios (seed {}) in {:.1} s: {} attacks, {} accepted; {} look-alikes, {} proved",
-            r.prover, r.scenarios, r.seed, r.seconds, r.attacks, r.attacks_accepted, r.look_alikes, r.look_alikes_proved
-        );
-        for (f, (n, _)) in &r.by_family {
-            println!("  {f:10} {n:5} scenarios");
-        }
-        for p in &r.problems {
-            println!("{p}");
-        }
+    match json {
+        true => println!("{}", r.json()),
+        false => print!("{}", r.text()),
     }
-    if r.attacks_accepted > 0 {
-        3
-    } else if r.problems.is_empty() {
-        0
-    } else {
-        1
-    }
+    r.exit_code()
 }
 
 /// `prod bench hammer`: progress on stderr, the figures on stdout.
@@ -318,20 +263,16 @@ fn bench_hammer(a: BenchHammerArgs) -> i32 {
 /// `prod bench check`: the figures on stdout, the misses on stderr.
 fn bench_check(a: BenchCheckArgs) -> i32 {
     let settings = CheckSettings {
-        count: a.count,
-        workers: a.workers,
-        coqc_checks: a.coqc_checks,
-        file: a.file.clone(),
         coq_root: a.prover.coq_root.clone(),
+        ..a.settings.clone()
     };
     let r = match prod_bench::check::bench_check(&settings, &|line| eprintln!("{line}")) {
         Ok(r) => r,
         Err(e) => return bench_error(e),
     };
-    if a.json {
-        println!("{}", r.json());
-    } else {
-        print_check_figures(&r);
+    match a.json {
+        true => println!("{}", r.json()),
+        false => print!("{}", r.text()),
     }
     for f in &r.pool.failures {
         eprintln!("not proved by the pool: {f}");
@@ -340,44 +281,4 @@ fn bench_check(a: BenchCheckArgs) -> i32 {
         eprintln!("coqc did not close: {name}");
     }
     0
-}
-
-/// The figures as a few lines of text.
-fn print_check_figures(r: &CheckReport) {
-    let (pool, coqc, n) = (&r.pool, &r.coqc, r.checks);
-    let ms = |d: f64| d * 1000.0;
-    println!(
-        "file: {} ({} checks in place, {} workers both ways)",
-        r.file.display(),
-        n,
-        r.workers
-    );
-    println!(
-        "pool : {:8.2} s wall, {:7.1} ms/check wall, {:6.1} ms mean attempt; proved {}/{}",
-        pool.wall.as_secs_f64(),
-        ms(r.pool_mean()),
-        ms(pool.attempt_mean),
-        pool.proved,
-        n
-    );
-    println!("coq  : {:6.1} ms mean own time for the same sentences (coqc -time, rounded to 1 ms per sentence); pool overhead {:+.1} ms", ms(r.coq_own_mean), ms(pool.attempt_mean - r.coq_own_mean));
-    println!(
-        "coqtop: {:6.1} ms mean own time, same sentences sent in one write to a worker ({} lemmas); pool {:.1} ms on them: overhead {:+.1} ms",
-        ms(pool.replay_own_mean),
-        pool.replay_pairs.len(),
-        ms(pool.replay_pool_mean),
-        ms(pool.replay_pool_mean - pool.replay_own_mean)
-    );
-    println!(
-        "coqc : {:8.2} s wall, {:7.1} ms/check wall ({} checks); ok {}/{}",
-        coqc.wall.as_secs_f64(),
-        ms(r.coqc_mean()),
-        coqc.checks,
-        coqc.ok,
-        coqc.checks
-    );
-    println!(
-        "ratio: {:.1}x (coqc per check / pool, wall time per check)",
-        r.ratio()
-    );
 }

@@ -5,8 +5,8 @@
 use clap::Args;
 use prod_serve::bench::{BenchReport, BenchSettings, TARGET_OVERHEAD_MS};
 
-use crate::check::CheckerArgs;
 use crate::{exit, ranges};
+use prod_prover::CheckerSettings;
 
 #[derive(Args, Debug)]
 pub struct BenchServeArgs {
@@ -20,14 +20,14 @@ pub struct BenchServeArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub checker: CheckerArgs,
+    pub checker: CheckerSettings,
 }
 
 pub fn run(a: BenchServeArgs) -> i32 {
     let settings = BenchSettings {
         count: a.count,
         concurrency: a.concurrency.clone(),
-        checker: a.checker.settings(),
+        checker: a.checker.clone(),
     };
     let report = match prod_serve::bench::bench(&settings, &|line| eprintln!("{line}")) {
         Ok(r) => r,

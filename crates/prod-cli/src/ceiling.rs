@@ -1,8 +1,6 @@
 //! `prod ceiling`: the dataset's ground-truth decomposition with hammer leaves, beside
 //! CoqHammer alone (`prod_run::ceiling`).
 
-use std::path::PathBuf;
-
 use clap::Args;
 use prod_run::ceiling::{run_ceiling_job, CeilingJob};
 use prod_run::{Bars, CoqFlags, CoqJobConfig};
@@ -29,55 +27,22 @@ use crate::{exit, ranges};
 ///   prod ceiling --dataset data/stdlib --split test --theorems 100 --out runs/ceiling
 #[derive(Args)]
 pub struct CeilingArgs {
-    /// Dataset directory written by `prod dataset build`.
-    #[arg(long)]
-    pub dataset: PathBuf,
-    /// Which split file of --dataset holds the theorems.
-    #[arg(long, default_value_t = CeilingJob::default().split)]
-    pub split: String,
-    /// The theorems `prod eval --theorems N` draws with --seed (default: all of the split).
-    #[arg(long, value_parser = ranges::positive_usize)]
-    pub theorems: Option<usize>,
-    /// Keep the theorems whose ground-truth proof tree is at least this deep (at depth 0 the
-    /// ground truth is a whole human proof: nothing is decomposed).
-    #[arg(long, default_value_t = CeilingJob::default().min_depth)]
-    pub min_depth: u32,
-    /// d of the second row, the ground-truth tree to depth d (0: the first row only).
-    #[arg(long, default_value_t = CeilingJob::default().depth)]
-    pub depth: u32,
-    /// Seed of the theorem draw and of the bootstrap.
-    #[arg(long, default_value_t = CeilingJob::default().seed)]
-    pub seed: u64,
-    /// Bootstrap rounds of each 95% interval.
-    #[arg(long, default_value_t = CeilingJob::default().bootstrap, value_parser = ranges::positive_usize)]
-    pub bootstrap: usize,
+    #[command(flatten)]
+    pub job: CeilingJob,
     /// Reads `[check.coq]` (`workers`, `step_timeout_s`, `root`, `load_paths`).
     #[command(flatten)]
-    pub config: crate::config::ConfigArg,
+    pub config: prod_prover::flags::ConfigArg,
     #[command(flatten)]
-    pub prover_root: crate::prover::ProverArgs,
+    pub prover_root: prod_prover::flags::ProverArgs,
     /// Coq workers [default: the config file's, else 2].
     #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
     /// Time limit of one proof step, seconds [default: the config file's, else 10].
     #[arg(long, value_parser = ranges::positive_u32)]
     pub timeout: Option<u32>,
-    /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
-    #[arg(long, default_value_t = CeilingJob::default().final_timeout_s, value_parser = ranges::positive_u64)]
-    pub final_timeout: u64,
     /// Expand `hammer.` with the fixed tactic list only, without CoqHammer's provers.
     #[arg(long)]
     pub no_atp: bool,
-    /// Cross-run cache shared with CoqHammer alone (default
-    /// $PROD_CACHE/hammer-baseline.sqlite, PROD_CACHE defaulting to ~/.cache/prod).
-    #[arg(long)]
-    pub hammer_baseline_cache: Option<PathBuf>,
-    /// Verification cache file (default RUN_DIR/cache.sqlite).
-    #[arg(long)]
-    pub cache: Option<PathBuf>,
-    /// Run directory (created; an existing one is resumed).
-    #[arg(long)]
-    pub out: PathBuf,
     /// Print one JSON summary line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -85,7 +50,10 @@ pub struct CeilingArgs {
 
 /// The job of the flags over `[check.coq]` of the config file.
 fn job_of(a: &CeilingArgs) -> anyhow::Result<CeilingJob> {
-    let file = a.config.coq_config(&a.prover_root)?;
+    let file = a
+        .config
+        .coq_config(&a.prover_root)
+        .map_err(anyhow::Error::msg)?;
     let flags = CoqFlags {
         workers: a.workers,
         step_timeout_s: a.timeout,
@@ -94,18 +62,8 @@ fn job_of(a: &CeilingArgs) -> anyhow::Result<CeilingJob> {
     };
     let coq = CoqJobConfig::resolve(file, flags).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(CeilingJob {
-        dataset: a.dataset.clone(),
-        split: a.split.clone(),
-        theorems: a.theorems,
-        min_depth: a.min_depth,
-        depth: a.depth,
         coq,
-        out: a.out.clone(),
-        cache: a.cache.clone(),
-        hammer_cache: a.hammer_baseline_cache.clone(),
-        seed: a.seed,
-        bootstrap: a.bootstrap,
-        final_timeout_s: a.final_timeout,
+        ..a.job.clone()
     })
 }
 
@@ -115,9 +73,10 @@ pub fn run(a: CeilingArgs) -> i32 {
         Ok(j) => j,
         Err(e) => return crate::eval::error_code(e.into()),
     };
-    match prod_run::job::undoing_a_failed_start(&a.out, &bars, || run_ceiling_job(&job, &bars)) {
+    match prod_run::job::undoing_a_failed_start(&a.job.out, &bars, || run_ceiling_job(&job, &bars))
+    {
         Ok((report, _)) => {
-            let path = a.out.join("run.json");
+            let path = a.job.out.join("run.json");
             let out = if a.json {
                 format!(
                     "{}\n",
@@ -127,8 +86,8 @@ pub fn run(a: CeilingArgs) -> i32 {
                 eprintln!(
                     "wrote {}, {} and {}",
                     path.display(),
-                    a.out.join("report.html").display(),
-                    a.out.join("summary.md").display()
+                    a.job.out.join("report.html").display(),
+                    a.job.out.join("summary.md").display()
                 );
                 prod_run::prod_report::summary::terminal(&report)
             };

@@ -1,7 +1,7 @@
 //! `prod check`: local correctness of nodes with the real prover (a stable interface: JSON in,
 //! JSON out).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::check_progress::CheckProgress;
 use clap::Args;
 use prod_check::{CheckRequest, Verdict, VerdictLine};
-use prod_prover::node::{echo_json, parse_line, read_nodes, Echo, InputNode, SeenIds};
-use prod_prover::{CheckerSettings, Overrides, Pipeline, ProverKind};
+use prod_prover::node::{echo_json, read_nodes, Echo};
+use prod_prover::{CheckerSettings, Pipeline};
 
-use crate::{exit, ranges};
+use crate::exit;
 
 /// Check nodes with the real prover, one JSON object per line in, one verdict per line out.
 ///
@@ -48,73 +48,12 @@ pub struct CheckArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub checker: CheckerArgs,
+    pub checker: CheckerSettings,
 }
 
-/// How the checker is set up: the options `prod check` and `prod serve` share.
-#[derive(Args, Debug)]
-pub struct CheckerArgs {
-    /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle server).
-    #[arg(long, value_enum, default_value_t = ProverKind::Coq)]
-    pub prover: ProverKind,
-    /// Persistent workers (default: `[check.coq] workers`, else one per core).
-    #[arg(long, value_parser = ranges::positive_usize)]
-    pub workers: Option<usize>,
-    /// Time limit per proof step, seconds (default: `[check.coq] step_timeout_s`, else 10).
-    #[arg(long, value_parser = ranges::positive_u32)]
-    pub timeout: Option<u32>,
-    /// Address-space limit per Coq process, MiB (default 4096).
-    #[arg(long, value_parser = ranges::positive_u64)]
-    pub memory_mb: Option<u64>,
-    /// SQLite verification cache file (default: `[check] cache`, else none).
-    #[arg(long)]
-    pub cache: Option<PathBuf>,
-    /// Do not load CoqHammer; `hammer.` steps then fail like any unknown tactic.
-    #[arg(long)]
-    pub no_hammer: bool,
-    #[command(flatten)]
-    pub prover_root: crate::prover::ProverArgs,
-    #[command(flatten)]
-    pub load_paths: crate::prover::LoadPathArgs,
-    /// Coq: a dataset directory whose library the nodes import (its stats.json bindings: a
-    /// user's project compiled into DIR/lib/).
-    #[arg(long, value_name = "DIR")]
-    pub dataset: Option<PathBuf>,
-    #[command(flatten)]
-    pub config: crate::config::ConfigArg,
-    #[command(flatten)]
-    pub isabelle: crate::prover::IsabelleArgs,
-    /// Isabelle: leave the logic session running afterwards (faster next time).
-    #[arg(long, help_heading = "Isabelle")]
-    pub keep_session: bool,
-}
-
-impl CheckerArgs {
-    /// The flags as the checker's settings (prod-prover merges them with `[check]` of the
-    /// config file).
-    pub fn settings(&self) -> CheckerSettings {
-        CheckerSettings {
-            prover: self.prover,
-            overrides: Overrides {
-                workers: self.workers,
-                step_timeout_s: self.timeout,
-                memory_mb: self.memory_mb,
-                no_hammer: self.no_hammer,
-            },
-            cache: self.cache.clone(),
-            coq_root: self.prover_root.coq_root.clone(),
-            load_paths: self.load_paths.load_path.clone(),
-            dataset: self.dataset.clone(),
-            config: self.config.config.clone(),
-            isabelle: self.isabelle.settings(),
-            keep_session: self.keep_session,
-        }
-    }
-
-    /// The pipeline of these settings; `Err` is the exit code (2 bad input, 1 failure).
-    pub fn open(&self) -> Result<Pipeline, i32> {
-        Pipeline::open(&self.settings()).map_err(exit::setup)
-    }
+/// The pipeline of `settings`; `Err` is the exit code (2 bad input, 1 failure).
+pub fn open(settings: &CheckerSettings) -> Result<Pipeline, i32> {
+    Pipeline::open(settings).map_err(exit::setup)
 }
 
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
@@ -133,7 +72,7 @@ pub fn run(a: CheckArgs) -> i32 {
         eprintln!("{}: no nodes, nothing to check", a.file.display());
         return 0;
     }
-    let pipeline = match a.checker.open() {
+    let pipeline = match open(&a.checker) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -150,38 +89,11 @@ pub fn run(a: CheckArgs) -> i32 {
 /// can feed a pipe and read verdicts before it has written everything. A line that is not a node
 /// ends the run with exit 2 after every earlier node is answered.
 fn run_stream(a: CheckArgs) -> i32 {
-    let pipeline = match a.checker.open() {
+    let pipeline = match open(&a.checker) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<InputNode>>();
-    let lang = a.checker.prover.language();
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut seen = SeenIds::default();
-        for (i, line) in stdin.lock().split(b'\n').enumerate() {
-            let node = line
-                .map_err(|e| format!("-: cannot read line {}: {e}", i + 1))
-                .and_then(|b| parse_line((Path::new("-"), i + 1), b, &mut seen))
-                .map(|n| n.map(|n| prod_prover::node::node_input(n, lang)))
-                .map_err(|e| anyhow::anyhow!(e));
-            let stop = node.is_err();
-            match node {
-                Ok(None) => continue,
-                Ok(Some(n)) => {
-                    if tx.send(Ok(n)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            }
-            if stop {
-                return;
-            }
-        }
-    });
+    let rx = prod_prover::node::read_stdin_nodes(a.checker.prover.language());
     let batch_cap = pipeline.workers().max(1) * 8;
     let mut written = Ok(());
     let mut bad = None;
@@ -198,7 +110,7 @@ fn run_stream(a: CheckArgs) -> i32 {
             match item {
                 Ok(n) => nodes.push(n),
                 Err(e) => {
-                    bad = Some(e);
+                    bad = Some(anyhow::anyhow!(e));
                     break;
                 }
             }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
-use prod_library::dataset::{self, DatasetConfig, SplitUnit};
+use prod_library::dataset::{self, DatasetConfig};
 use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
 use prod_library::LibrarySpec;
 use prod_prover::validate::{self, Counts};
@@ -125,35 +125,9 @@ pub struct BuildArgs {
     #[arg(long)]
     pub coqlib: Option<PathBuf>,
     #[command(flatten)]
-    pub root: crate::prover::ProverArgs,
-    /// Seed for the test-unit sample and the validation draw.
-    #[arg(long, default_value_t = DatasetConfig::default().seed)]
-    pub seed: u64,
-    /// Share of dependency sinks held out as test units, in [0, 1).
-    #[arg(long, default_value_t = DatasetConfig::default().test_fraction, value_parser = ranges::unit_interval_closed_open)]
-    pub test_fraction: f64,
-    /// More test units are drawn (same seeded order) until the test split has this many
-    /// theorems after the per-file cap, or no candidate is left.
-    #[arg(long, default_value_t = prod_library::split::MIN_TEST_THEOREMS)]
-    pub test_min_theorems: usize,
-    /// No file holds more than this share of the test theorems: a larger file keeps a seeded
-    /// subset of its T_tree theorems and the rest go to no split (its file is a test unit).
-    /// In [0, 1]; 0 or 1 turns the cap off.
-    #[arg(long, default_value_t = prod_library::split::TEST_FILE_CAP, value_parser = ranges::unit_interval_closed)]
-    pub test_file_cap: f64,
-    /// Share of the remaining examples drawn for validation, in [0, 1) (and
-    /// --test-fraction + --val-fraction < 1).
-    #[arg(long, default_value_t = DatasetConfig::default().val_fraction, value_parser = ranges::unit_interval_closed_open)]
-    pub val_fraction: f64,
-    /// Split unit: auto (package if the library has several, else file), package, file.
-    #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
-    pub unit: UnitArg,
-    /// Keep proof steps as written (no `hammer.` replacement).
-    #[arg(long)]
-    pub no_hammer: bool,
-    /// Worker threads (0: all cores).
-    #[arg(long, default_value_t = DatasetConfig::default().threads)]
-    pub threads: usize,
+    pub root: prod_prover::flags::ProverArgs,
+    #[command(flatten)]
+    pub settings: DatasetConfig,
     /// Keep at most this many bytes of each context inline (0: whole contexts; the dataset then
     /// grows quadratically with file size). Full contexts are always in sources.jsonl.
     /// Default: 16384 for Coq, 4096 for Isabelle (the paper keeps the last 1k tokens; the AFP
@@ -209,13 +183,13 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub allow_context_axioms: bool,
     #[command(flatten)]
-    pub prover: crate::prover::ProverArgs,
+    pub prover: prod_prover::flags::ProverArgs,
     /// Beside the dataset's own bindings (its stats.json), which are always used.
     #[command(flatten)]
-    pub load_paths: crate::prover::LoadPathArgs,
+    pub load_paths: prod_prover::flags::LoadPathArgs,
     /// Reads `[check.coq]` (root, limits, load paths, hammer settings).
     #[command(flatten)]
-    pub config: crate::config::ConfigArg,
+    pub config: prod_prover::flags::ConfigArg,
     /// Machine-readable output: one JSON object (misses still go to stderr).
     #[arg(long)]
     pub json: bool,
@@ -228,25 +202,6 @@ pub fn run(cmd: DatasetCommand) -> i32 {
         DatasetCommand::Parquet(a) => parquet(a),
         DatasetCommand::Validate(a) => validate(a),
         DatasetCommand::Export(a) => crate::dataset_export::run(a),
-    }
-}
-
-/// `--unit`: what the test split holds out whole.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum UnitArg {
-    /// Package if the library has several, else file.
-    Auto,
-    Package,
-    File,
-}
-
-impl From<UnitArg> for SplitUnit {
-    fn from(u: UnitArg) -> Self {
-        match u {
-            UnitArg::Auto => SplitUnit::Auto,
-            UnitArg::Package => SplitUnit::Package,
-            UnitArg::File => SplitUnit::File,
-        }
     }
 }
 
@@ -295,27 +250,18 @@ fn build(a: BuildArgs) -> i32 {
 /// The build's settings from the command line (bad input: the two fractions leave nothing to
 /// train on, or the Coq root's `coqlib` cannot be read).
 fn build_config(a: &BuildArgs) -> anyhow::Result<DatasetConfig> {
-    if a.test_fraction + a.val_fraction >= 1.0 {
+    let (test, val) = (a.settings.test_fraction, a.settings.val_fraction);
+    if test + val >= 1.0 {
         return Err(anyhow!(
-            "--test-fraction {} plus --val-fraction {} must be less than 1",
-            a.test_fraction,
-            a.val_fraction
+            "--test-fraction {test} plus --val-fraction {val} must be less than 1"
         ));
     }
     let mut cfg = DatasetConfig {
-        seed: a.seed,
-        test_fraction: a.test_fraction,
-        val_fraction: a.val_fraction,
-        test_min_theorems: a.test_min_theorems,
-        test_file_cap: a.test_file_cap,
-        unit: a.unit.into(),
-        hammer: !a.no_hammer,
-        threads: a.threads,
         context_bytes: a.context_bytes.unwrap_or(match a.prover {
             ProverKind::Isabelle => DatasetConfig::ISABELLE_CONTEXT_BYTES,
             ProverKind::Coq => DatasetConfig::COQ_CONTEXT_BYTES,
         }),
-        ..Default::default()
+        ..a.settings.clone()
     };
     match (&a.coqlib, a.root.coqlib()) {
         (Some(c), _) => cfg.coqlib = c.clone(),
@@ -365,33 +311,18 @@ fn parquet(a: ParquetArgs) -> i32 {
         Ok(w) => w,
         Err(e) => return exit::bad_input(anyhow!(e)),
     };
-    let mut out = std::io::stdout().lock();
-    let (mut rows, mut bytes, mut from) = (0, 0, 0);
-    for w in &written {
-        let line = if a.json {
-            serde_json::to_string(w).unwrap_or_default()
-        } else {
-            format!(
-                "{:<24} {:>8} rows {:>12} bytes (from {}, {} bytes)",
-                w.path, w.rows, w.bytes, w.from, w.from_bytes
-            )
-        };
-        if let Err(e) = writeln!(out, "{line}") {
-            return exit::written(Err(e));
-        }
-        (rows, bytes, from) = (rows + w.rows, bytes + w.bytes, from + w.from_bytes);
-    }
+    let mut lines: Vec<String> = written
+        .iter()
+        .map(|w| match a.json {
+            true => serde_json::to_string(w).unwrap_or_default(),
+            false => w.text(),
+        })
+        .collect();
     if !a.json {
-        let r = writeln!(
-            out,
-            "{} files, {rows} rows, {bytes} bytes ({:.1}× smaller than the JSONL) → {}",
-            written.len(),
-            from as f64 / bytes.max(1) as f64,
-            a.out.display()
-        );
-        return exit::written(r);
+        lines.push(prod_library::parquet::Written::total(&written, &a.out));
     }
-    0
+    let mut out = std::io::stdout().lock();
+    exit::written(lines.iter().try_for_each(|l| writeln!(out, "{l}")))
 }
 
 fn stats(a: StatsArgs) -> i32 {
@@ -403,44 +334,16 @@ fn stats(a: StatsArgs) -> i32 {
 
 /// The counts `validate` prints (the interface the CEO's checks read).
 fn validate(a: ValidateArgs) -> i32 {
-    if !["train", "val", "test", "rl", "sft"].contains(&a.split.as_str()) {
-        return exit::bad_input(anyhow!(
-            "--split {:?}: expected train, val, test, rl or sft",
-            a.split
-        ));
-    }
-    // Isabelle datasets need the Isabelle checker (a running Isabelle server), not wired here.
-    if dataset::read_stats(&a.dir).is_ok_and(|s| s.prover == "isabelle") {
-        return exit::bad_input(anyhow!(
-            "{}: an Isabelle dataset; `prod dataset validate` checks with the Coq checker only",
-            a.dir.display()
-        ));
-    }
-    let examples = match validate::with_full_contexts(&a.dir, &[a.split.as_str()]) {
-        Ok(e) => e,
+    let cfg = match a.config.coq_config(&a.prover) {
+        Ok(c) => c,
         Err(e) => return exit::bad_input(anyhow!(e)),
     };
-    let mut cfg = match a.config.coq_config(&a.prover) {
-        Ok(c) => c,
-        Err(e) => return exit::bad_input(e),
-    };
-    // A user's project: its compiled copy in DIR/lib/, bound as stats.json says.
-    if let Err(e) = a.load_paths.apply(&mut cfg, Some(&a.dir)) {
-        return exit::bad_input(anyhow!(e));
-    }
-    if a.allow_context_axioms {
-        let mut names: Vec<String> = examples
-            .iter()
-            .flat_map(|e| e.context_axioms.iter().cloned())
-            .collect();
-        names.sort();
-        names.dedup();
-        cfg.allowed_axioms.extend(names);
-    }
-    let checker = match prod_check_coq::CoqChecker::new(cfg) {
-        Ok(c) => c,
-        Err(e) => return exit::failure(anyhow!("cannot start the Coq checker: {e}")),
-    };
+    let paths = &a.load_paths.load_path;
+    let (examples, checker) =
+        match validate::open(&a.dir, &a.split, cfg, paths, a.allow_context_axioms) {
+            Ok(x) => x,
+            Err(e) => return exit::setup(e),
+        };
     if a.trees {
         return validate_trees(&a, examples, &checker);
     }
@@ -470,13 +373,9 @@ fn validate(a: ValidateArgs) -> i32 {
 }
 
 fn print_counts(c: &Counts, json: bool) -> i32 {
-    let o = if json {
-        serde_json::to_string(c).unwrap_or_default()
-    } else {
-        format!(
-            "checked {}: proved {}, failed {}, timed out {}, rejected {}, infra {}",
-            c.checked, c.proved, c.failed, c.timed_out, c.rejected, c.infra
-        )
+    let o = match json {
+        true => serde_json::to_string(c).unwrap_or_default(),
+        false => c.text(),
     };
     use std::io::Write as _;
     exit::written(writeln!(std::io::stdout().lock(), "{o}"))

@@ -9,31 +9,12 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context as _};
-use clap::{Args, ValueEnum};
-use prod_library::export::{self, ExportSettings, Manifest, Verify};
+use clap::Args;
+use prod_library::export::{self, ExportSettings, Format, Framework, Manifest, Verify};
 use prod_prover::{BatchProgress, VerifyReport};
 
 use crate::check_progress::CheckProgress;
 use crate::exit;
-
-/// The framework whose schema a file is written in.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framework {
-    /// verl: Parquet with `prompt` (chat messages), `data_source`, `reward_model.ground_truth`,
-    /// `extra_info`.
-    Verl,
-    /// TRL (GRPO): `prompt` text and the reward columns `statement`, `imports`, `context`.
-    Trl,
-    /// OpenRLHF: `prompt` and `label` (`--data.input_key prompt --data.label_key label`).
-    Openrlhf,
-}
-
-/// The file format.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Parquet,
-    Jsonl,
-}
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -86,13 +67,13 @@ pub struct ExportArgs {
     #[arg(long)]
     pub no_hammer: bool,
     #[command(flatten)]
-    pub prover: crate::prover::ProverArgs,
+    pub prover: prod_prover::flags::ProverArgs,
     /// Verification: reads `[check.coq]` (root, limits, load paths, hammer settings).
     #[command(flatten)]
-    pub config: crate::config::ConfigArg,
+    pub config: prod_prover::flags::ConfigArg,
     /// Verification: beside the dataset's own bindings (its stats.json), always used.
     #[command(flatten)]
-    pub load_paths: crate::prover::LoadPathArgs,
+    pub load_paths: prod_prover::flags::LoadPathArgs,
     /// Machine-readable output: export.json's object.
     #[arg(long)]
     pub json: bool,
@@ -103,11 +84,7 @@ impl ExportArgs {
     fn settings(&self) -> ExportSettings {
         ExportSettings {
             dir: self.dir.clone(),
-            framework: match self.framework {
-                Framework::Verl => export::Framework::Verl,
-                Framework::Trl => export::Framework::Trl,
-                Framework::Openrlhf => export::Framework::Openrlhf,
-            },
+            framework: self.framework,
             split: self.split.clone(),
             prompt_context_bytes: self.prompt_context_bytes,
             data_source: self.data_source.clone(),
@@ -121,19 +98,12 @@ impl ExportArgs {
             prompt_tokens: self.prompt_tokens,
         }
     }
-
-    fn format(&self) -> export::Format {
-        match self.format {
-            Format::Parquet => export::Format::Parquet,
-            Format::Jsonl => export::Format::Jsonl,
-        }
-    }
 }
 
 /// The Coq checker of the verification: `[check.coq]`, the prover root, the dataset's bindings
 /// and the command's flags.
 fn export_checker(a: &ExportArgs) -> anyhow::Result<prod_check_coq::CoqChecker> {
-    let mut cfg = a.config.coq_config(&a.prover)?;
+    let mut cfg = a.config.coq_config(&a.prover).map_err(anyhow::Error::msg)?;
     a.load_paths
         .apply(&mut cfg, Some(&a.dir))
         .map_err(|e| anyhow!(e))?;
@@ -189,52 +159,19 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
     Ok((jsonl, manifest))
 }
 
-/// The one line `prod dataset export` prints without `--json`.
-fn summary(m: &Manifest) -> String {
-    let dropped: Vec<String> = m.dropped.iter().map(|(r, n)| format!("{r} {n}")).collect();
-    let mut line = format!(
-        "{} rows for {} → {} ({} inside Sections/Modules); {}; left out: {}",
-        m.rows,
-        m.framework,
-        m.file,
-        m.rows_in_scopes,
-        match &m.not_verified {
-            None => "verified (contexts load, ground truths proved)".to_string(),
-            Some(why) => format!("not verified ({why})"),
-        },
-        if dropped.is_empty() {
-            "none".to_string()
-        } else {
-            dropped.join(", ")
-        }
-    );
-    if let Some(t) = &m.tokens {
-        let p = |x: &export::tokens::Percentiles| {
-            format!("p50 {} p90 {} p99 {} max {}", x.p50, x.p90, x.p99, x.max)
-        };
-        line += &format!(
-            "\ntokens ({}): prompt {}; ground-truth completion {}",
-            t.tokenizer,
-            p(&t.prompt),
-            p(&t.ground_truth_completion)
-        );
-    }
-    line
-}
-
 pub fn run(a: ExportArgs) -> i32 {
     let (jsonl, mut manifest) = match rows(&a) {
         Ok(r) => r,
         Err(e) => return exit::bad_input(e),
     };
     let fw = a.settings().framework;
-    if let Err(e) = export::write(&a.out, a.format(), fw, &jsonl, &mut manifest) {
+    if let Err(e) = export::write(&a.out, a.format, fw, &jsonl, &mut manifest) {
         return exit::failure(anyhow!(e));
     }
     let line = if a.json {
         serde_json::to_string(&manifest).unwrap_or_default()
     } else {
-        summary(&manifest)
+        manifest.text()
     };
     exit::written(writeln!(std::io::stdout().lock(), "{line}"))
 }

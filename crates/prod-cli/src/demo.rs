@@ -5,8 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 use prod_run::{Bars, DemoJob, ModelBase};
 
-use crate::ranges;
-
 /// The main job: stdlib dataset, a fine-tuned policy, proof trees checked by Coq, the report.
 ///
 /// End to end with real Coq: build the Coq stdlib dataset, fine-tune a pretrained policy
@@ -22,7 +20,7 @@ use crate::ranges;
 /// split, and the ground-truth tree deeper).
 ///
 /// Budget: ≈ `--minutes` on 2 cores: the evaluation and the CoqHammer baseline get what they
-/// are expected to need (about 11 minutes for 50 theorems × 4 trees and the ceiling),
+/// are expected to need (about 12 minutes for 50 theorems × 4 trees and the ceiling),
 /// training the rest (at least a minute). Rerunning with the same --out reuses each finished step; the baseline's
 /// checks are also cached across runs. `--from-scratch` trains a ~1.3 M-parameter model
 /// instead (no download; it proves nothing).
@@ -34,18 +32,8 @@ use crate::ranges;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct DemoArgs {
-    /// Output directory (data/, model/, run/; an existing one is resumed).
-    #[arg(long, default_value = "runs/demo")]
-    pub out: PathBuf,
-    /// Time budget, minutes (> 0; a budget under one minute counts as one).
-    #[arg(long, default_value_t = DemoJob::default().minutes, value_parser = ranges::positive_minutes)]
-    pub minutes: f64,
-    /// Held-out test theorems to evaluate.
-    #[arg(long, default_value_t = DemoJob::default().theorems, value_parser = ranges::positive_usize)]
-    pub theorems: usize,
-    /// Proof trees per theorem.
-    #[arg(long, default_value_t = DemoJob::default().samples, value_parser = ranges::positive_u32)]
-    pub samples: u32,
+    #[command(flatten)]
+    pub job: DemoJob,
     /// The pretrained model to fine-tune (a `prod model import-gguf` directory). Default:
     /// $PROD_CACHE/models/smollm2-135m (PROD_CACHE defaults to ~/.cache/prod), where
     /// scripts/fetch-model.sh puts SmolLM2-135M.
@@ -55,21 +43,6 @@ pub struct DemoArgs {
     /// needed; for tests and machines without one).
     #[arg(long)]
     pub from_scratch: bool,
-    /// Coq workers.
-    #[arg(long, default_value_t = DemoJob::default().workers, value_parser = ranges::positive_usize)]
-    pub workers: usize,
-    /// Seed of the dataset split, training, sampling and the bootstrap.
-    #[arg(long, default_value_t = DemoJob::default().seed)]
-    pub seed: u64,
-    /// Verification cache of the CoqHammer-alone baseline, shared across runs (default
-    /// $PROD_CACHE/hammer-baseline.sqlite).
-    #[arg(long)]
-    pub hammer_baseline_cache: Option<PathBuf>,
-    #[command(flatten)]
-    pub leaves: crate::eval::HammerLeavesArg,
-    /// Leave the ceiling (the ground truth with hammer leaves) out of the run and the report.
-    #[arg(long)]
-    pub no_ceiling: bool,
     /// Print one JSON summary line on stdout (no progress bars).
     #[arg(long)]
     pub json: bool,
@@ -79,56 +52,31 @@ pub fn run(a: DemoArgs) -> i32 {
     // Step headers go to stderr even without a terminal; bars only on one.
     let bars = Bars::for_stderr(a.json);
     let job = DemoJob {
-        out: a.out.clone(),
         base: match (&a.base_model, a.from_scratch) {
             (_, true) => ModelBase::FromScratch,
             (Some(dir), false) => ModelBase::Pretrained(dir.clone()),
             (None, false) => ModelBase::default_pretrained(),
         },
-        minutes: a.minutes,
-        theorems: a.theorems,
-        samples: a.samples,
-        workers: a.workers,
-        seed: a.seed,
-        hammer_cache: a.hammer_baseline_cache.clone(),
-        hammer_leaves: !a.leaves.no_hammer_leaves,
-        ceiling: !a.no_ceiling,
+        ..a.job.clone()
     };
     match prod_run::run_demo(&job, &bars) {
+        Ok(o) if a.json => {
+            println!("{}", o.summary_json());
+            0
+        }
         Ok(o) => {
-            let report: Option<prod_run::prod_report::RunReport> =
-                std::fs::read_to_string(&o.run_json)
-                    .ok()
-                    .and_then(|t| serde_json::from_str(&t).ok());
-            if a.json {
-                let mut v = report
-                    .as_ref()
-                    .map(|r| prod_run::prod_report::summary::summary_json(r, &o.run_json))
-                    .unwrap_or_default();
-                if let Some(m) = v.as_object_mut() {
-                    m.insert("report".into(), o.report_html.display().to_string().into());
-                    m.insert("seconds".into(), serde_json::json!({"dataset": o.dataset_s, "train": o.train_s, "eval": o.eval_s, "total": o.total_s}));
-                    m.insert(
-                        "train".into(),
-                        serde_json::to_value(&o.train).unwrap_or_default(),
-                    );
+            if let Some(r) = &o.report() {
+                use std::io::Write as _;
+                let text = prod_run::prod_report::summary::terminal(r);
+                if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+                    return crate::exit::written(Err(e));
                 }
-                println!("{v}");
-            } else {
-                if let Some(r) = &report {
-                    use std::io::Write as _;
-                    let text = prod_run::prod_report::summary::terminal(r);
-                    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
-                        return crate::exit::written(Err(e));
-                    }
-                }
-                eprintln!(
-                    "[5/5] report: {} (also {} and summary.md); total {:.0} s",
-                    o.report_html.display(),
-                    o.run_json.display(),
-                    o.total_s
-                );
             }
+            let (html, json) = (o.report_html.display(), o.run_json.display());
+            eprintln!(
+                "[5/5] report: {html} (also {json} and summary.md); total {:.0} s",
+                o.total_s
+            );
             0
         }
         Err(e) => crate::eval::error_code(e),

@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use prod_run::policy::FirstToken;
 use prod_run::prod_report::summary;
-use prod_run::{
-    BadInput, Bars, CoqFlags, CoqJobConfig, EvalJob, EvalOptions, NativeParams, SharedStore,
-};
+use prod_run::{BadInput, Bars, CoqFlags, CoqJobConfig, EvalJob, EvalOptions, NativeParams};
 
 use crate::{exit, ranges};
 
@@ -44,61 +43,41 @@ pub struct EvalArgs {
     /// Dataset directory written by `prod dataset build`.
     #[arg(long)]
     pub dataset: PathBuf,
-    /// Which split file of --dataset holds the theorems (test, val, train, rl, …).
-    #[arg(long, default_value_t = EvalOptions::default().split)]
-    pub split: String,
     /// Evaluate this many theorems of the split, drawn with --seed (default: all).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub theorems: Option<usize>,
-    /// pass@k for these k (comma-separated; each ≤ --samples).
-    #[arg(long, value_delimiter = ',', default_values_t = EvalOptions::default().ks, value_parser = ranges::positive_usize)]
-    pub k: Vec<usize>,
     /// n: independent proof trees per theorem (default: the largest k).
     #[arg(long, value_parser = ranges::positive_u32)]
     pub samples: Option<u32>,
-    /// Depth limit of the trees (paper: 2; 0: no lemma proposals, `<no_invoke>` forced).
-    #[arg(long, default_value_t = EvalOptions::default().depth)]
-    pub depth: u32,
+    #[command(flatten)]
+    pub options: EvalOptions,
     /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle2022 server, the
     /// `Isabelle` options below over `[check.isabelle]` of prod.toml; the dataset must be an
     /// Isabelle one).
     #[arg(long, value_enum, default_value_t = prod_prover::ProverKind::Coq)]
     pub prover: prod_prover::ProverKind,
     #[command(flatten)]
-    pub isabelle: crate::prover::IsabelleArgs,
+    pub isabelle: prod_prover::IsabelleServer,
     /// Reads `[check.coq]` (`workers`, `step_timeout_s`, `root`, `load_paths`) or, with
     /// `--prover isabelle`, `[check.isabelle]`.
     #[command(flatten)]
-    pub config: crate::config::ConfigArg,
+    pub config: prod_prover::flags::ConfigArg,
     #[command(flatten)]
-    pub prover_root: crate::prover::ProverArgs,
+    pub prover_root: prod_prover::flags::ProverArgs,
     /// Coq workers (Isabelle: connections to the server) [default: the config file's, else 2].
     #[arg(long, value_parser = ranges::positive_usize)]
     pub workers: Option<usize>,
     /// Time limit of one proof step, seconds [default: the config file's, else 10].
     #[arg(long, value_parser = ranges::positive_u32)]
     pub timeout: Option<u32>,
-    /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
-    #[arg(long, default_value_t = EvalOptions::default().final_timeout_s, value_parser = ranges::positive_u64)]
-    pub final_timeout: u64,
-    /// Bootstrap rounds of each 95% interval (drawn from the stream of --seed; the interval is
-    /// the hull of the bootstrap and Wilson's score interval).
-    #[arg(long, default_value_t = EvalOptions::default().bootstrap, value_parser = ranges::positive_usize)]
-    pub bootstrap: usize,
     #[command(flatten)]
     pub sampling: crate::model::SamplingArgs,
-    /// Seed of sampling, of the theorem draw and of the bootstrap.
-    #[arg(long, default_value_t = EvalOptions::default().seed)]
-    pub seed: u64,
-    /// Name of this evaluation in the report.
-    #[arg(long, default_value_t = EvalOptions::default().name)]
-    pub name: String,
     /// How a sample's first token is drawn: free (from the model's whole distribution) or t0
     /// (from the two `t0` tokens' probabilities at the sampling temperature, the ratio
     /// Algorithm 2 uses, then the rest given it): every sample then begins as a conditional
     /// proof does, for a briefly fine-tuned model that does not yet always put a `t0` first.
-    #[arg(long, value_enum, default_value_t = FirstTokenArg::Free)]
-    pub first_token: FirstTokenArg,
+    #[arg(long, value_enum, default_value_t = FirstToken::Free)]
+    pub first_token: FirstToken,
     /// Disable `hammer.` expansion (faster; `hammer.` steps then fail).
     #[arg(long)]
     pub no_hammer: bool,
@@ -115,11 +94,9 @@ pub struct EvalArgs {
     /// $PROD_CACHE/hammer-baseline.sqlite, PROD_CACHE defaulting to ~/.cache/prod).
     #[arg(long)]
     pub hammer_baseline_cache: Option<PathBuf>,
-    #[command(flatten)]
-    pub hammer_leaves: HammerLeavesArg,
     /// Beside the dataset's own bindings (its stats.json), which are always used.
     #[command(flatten)]
-    pub load_paths: crate::prover::LoadPathArgs,
+    pub load_paths: prod_prover::flags::LoadPathArgs,
     /// Verification cache file (default RUN_DIR/cache.sqlite).
     #[arg(long)]
     pub cache: Option<PathBuf>,
@@ -141,7 +118,7 @@ pub struct EvalArgs {
     #[arg(long, default_value = "prod", help_heading = "Remote inference")]
     pub remote_model: String,
     #[command(flatten)]
-    pub shared: SharedStoreArgs,
+    pub shared: prod_run::job::SharedStoreFlags,
 }
 
 /// Hammer leaves (`prod_run::leaves`): on unless turned off; the help and the default are
@@ -150,45 +127,6 @@ pub struct EvalArgs {
 pub struct HammerLeavesArg {
     #[arg(long, help = prod_run::leaves::OFF_HELP)]
     pub no_hammer_leaves: bool,
-}
-
-/// Scale-out: keep the run store in PostgreSQL and let `prod queue work` processes on other
-/// machines do the checks.
-#[derive(Args, Debug, Clone)]
-pub struct SharedStoreArgs {
-    /// PostgreSQL database for the run store and its check queue (postgres://user@host/db or
-    /// "host=/run/postgresql dbname=prod"). Start workers anywhere with
-    /// `prod queue work --store URL --run RUN` (same [coq] settings: a worker only takes
-    /// checks made for its exact checker configuration).
-    #[arg(long, help_heading = "Scale-out")]
-    pub store: Option<String>,
-    /// The run's name in the database (default: the --out directory's name).
-    #[arg(long, requires = "store", help_heading = "Scale-out")]
-    pub run: Option<String>,
-    /// Only the queue workers check; this process samples, waits and trains.
-    #[arg(long, requires = "store", help_heading = "Scale-out")]
-    pub no_check_here: bool,
-}
-
-impl SharedStoreArgs {
-    /// The flags over `base` (a config file's `[postgres]`), if any store is set.
-    pub fn apply(&self, base: Option<SharedStore>) -> Option<SharedStore> {
-        let mut s = match (&self.store, base) {
-            (Some(url), b) => SharedStore {
-                url: url.clone(),
-                ..b.unwrap_or_default()
-            },
-            (None, Some(b)) => b,
-            (None, None) => return None,
-        };
-        if let Some(r) = &self.run {
-            s.run = r.clone();
-        }
-        if self.no_check_here {
-            s.check_here = false;
-        }
-        Some(s)
-    }
 }
 
 /// The Isabelle settings of an `--prover isabelle` run: `[check.isabelle]` of the config file
@@ -223,38 +161,26 @@ fn coq_config(
 }
 
 pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
-    let section = a
-        .config
-        .check_section()
-        .map_err(|e| BadInput(format!("{e:#}")))?;
+    let section = a.config.check_section().map_err(BadInput)?;
+    let o = &a.options;
     let samples = a
         .samples
-        .unwrap_or_else(|| a.k.iter().copied().max().unwrap_or(1) as u32);
+        .unwrap_or_else(|| o.ks.iter().copied().max().unwrap_or(1) as u32);
     Ok(EvalJob {
         model: a.model.clone().unwrap_or_default(),
         trees: a.trees.clone(),
         dataset: a.dataset.clone(),
         theorems: a.theorems,
         options: EvalOptions {
-            name: a.name.clone(),
-            split: a.split.clone(),
-            ks: a.k.clone(),
             samples,
-            depth: a.depth,
-            final_timeout_s: a.final_timeout,
-            bootstrap: a.bootstrap,
-            seed: a.seed,
             temperature: a.sampling.sampling.temperature,
-            hammer_leaves: !a.hammer_leaves.no_hammer_leaves,
+            ..o.clone()
         },
         sampling: NativeParams {
             sampling: a.sampling.sampling.clone(),
-            seed: a.seed,
+            seed: o.seed,
             decode_weights: a.sampling.decode_weights,
-            first_token: match a.first_token {
-                FirstTokenArg::Free => prod_run::policy::FirstToken::Free,
-                FirstTokenArg::T0 => prod_run::policy::FirstToken::T0,
-            },
+            first_token: a.first_token,
             ..NativeParams::default()
         },
         prover: a.prover,
@@ -269,7 +195,7 @@ pub fn job_of(a: &EvalArgs) -> anyhow::Result<EvalJob> {
             let base = prod_remote::RemoteConfig::for_server(a.remote_server, url);
             prod_remote::RemoteConfig {
                 model: a.remote_model.clone(),
-                seed: Some(a.seed),
+                seed: Some(o.seed),
                 ..base
             }
         }),
@@ -329,13 +255,6 @@ pub fn run(a: EvalArgs) -> i32 {
         }
         Err(e) => error_code(e),
     }
-}
-
-/// `--first-token`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum FirstTokenArg {
-    Free,
-    T0,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use prod_run::{BadInput, Bars, ExperimentConfig, ExperimentJob};
+use prod_run::{Bars, ExperimentConfig, ExperimentJob};
 
 use crate::ranges;
 
@@ -89,30 +89,9 @@ pub struct ExperimentArgs {
     pub json: bool,
 }
 
-fn load(path: &PathBuf) -> Result<ExperimentConfig, BadInput> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    let mut cfg = ExperimentConfig::from_toml(&text)
-        .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
-    let given = cfg.sft_models.as_mut();
-    let given = given
-        .into_iter()
-        .flat_map(|g| [&mut g.prod, &mut g.nolemma]);
-    for p in [&mut cfg.base_model, &mut cfg.dataset]
-        .into_iter()
-        .chain(given)
-    {
-        if p.is_relative() && !p.as_os_str().is_empty() {
-            *p = base.join(&*p);
-        }
-    }
-    Ok(cfg)
-}
-
 pub fn run(a: ExperimentArgs) -> i32 {
     let mut cfg = match &a.config {
-        Some(p) => match load(p) {
+        Some(p) => match ExperimentConfig::load(p) {
             Ok(c) => c,
             Err(e) => return crate::eval::error_code(e.into()),
         },
@@ -171,27 +150,12 @@ pub fn run(a: ExperimentArgs) -> i32 {
 /// The table on stdout: `table.md`, or with `json` one JSON line.
 fn print_outcome(o: &prod_run::experiment::ExperimentOutcome, json: bool) -> i32 {
     if json {
-        let methods: Vec<serde_json::Value> = o
-            .result
-            .methods
-            .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
-                    "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({"experiment": o.json, "table": o.table, "theorems": o.result.theorems,
-                "samples": o.result.samples, "methods": methods, "hammer": o.result.hammer, "ran": o.result.ran, "seconds": o.result.seconds})
-        );
-    } else {
-        match std::fs::read_to_string(&o.table) {
-            Ok(t) => print!("{t}"),
-            Err(e) => eprintln!("warning: {}: {e}", o.table.display()),
-        }
+        println!("{}", o.json_line());
+        return 0;
+    }
+    match std::fs::read_to_string(&o.table) {
+        Ok(t) => print!("{t}"),
+        Err(e) => eprintln!("warning: {}: {e}", o.table.display()),
     }
     0
 }

@@ -12,7 +12,6 @@ mod bench_serve;
 mod ceiling;
 mod check;
 mod check_progress;
-mod config;
 mod dataset;
 mod dataset_export;
 #[cfg(feature = "policy")]
@@ -29,7 +28,6 @@ mod merge_lora;
 mod model;
 #[cfg(feature = "policy")]
 mod prompts;
-mod prover;
 mod queue;
 mod ranges;
 mod report;

@@ -1,12 +1,10 @@
 //! `prod model merge-lora`: a PEFT LoRA adapter (trained elsewhere, e.g. on a GPU that could
 //! only send back a small file) merged into its base model folder, giving an ordinary model
-//! folder that every `--model` takes. The merge itself is `prod_policy::lora`.
+//! folder that every `--model` takes. The merge itself is `prod_run::lora_merge`'s.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context as _;
 use clap::Args;
-use sha2::{Digest, Sha256};
 
 use crate::exit;
 
@@ -34,52 +32,12 @@ pub struct MergeLoraArgs {
     pub out: PathBuf,
 }
 
-fn file_sha256(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
-}
-
 fn merge(a: &MergeLoraArgs) -> anyhow::Result<()> {
-    let bad = |m: String| anyhow::Error::new(prod_run::BadInput(m));
-    if a.out.exists() {
-        return Err(bad(format!(
-            "{} exists: give a new folder",
-            a.out.display()
-        )));
-    }
-    let adapter = prod_policy::lora::LoraAdapter::read(&a.adapter)?;
-    let device = prod_policy::candle_core::Device::Cpu;
-    let (mut model, tok) = prod_policy::load_model_dir(&a.base, &device)
-        .map_err(|e| bad(format!("base model {}: {e}", a.base.display())))?;
-    let summary = adapter.merge_into(&mut model)?;
-    let mut tmp = a.out.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = PathBuf::from(tmp);
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).with_context(|| format!("remove {}", tmp.display()))?;
-    }
-    prod_policy::save_model_dir(&tmp, &mut model, &tok)?;
-    let record = serde_json::json!({
-        "base": a.base.display().to_string(),
-        "adapter": a.adapter.display().to_string(),
-        "adapter_model_sha256": file_sha256(&a.adapter.join("adapter_model.safetensors"))?,
-        "adapter_config_sha256": file_sha256(&a.adapter.join("adapter_config.json"))?,
-        "merge": summary,
-    });
-    std::fs::write(
-        tmp.join("lora_merge.json"),
-        serde_json::to_string_pretty(&record)? + "\n",
-    )?;
-    std::fs::rename(&tmp, &a.out)
-        .with_context(|| format!("rename {} to {}", tmp.display(), a.out.display()))?;
-    eprintln!(
-        "merged {} weights (r = {}, scale {}) and {} token rows into {}",
-        summary.merged_weights,
-        summary.r,
-        summary.scale,
-        summary.replaced_rows.values().sum::<usize>(),
-        a.out.display()
-    );
+    let summary = prod_run::lora_merge::merge_lora(&a.base, &a.adapter, &a.out)?;
+    let rows = summary.replaced_rows.values().sum::<usize>();
+    let (w, r, scale) = (summary.merged_weights, summary.r, summary.scale);
+    let out = a.out.display();
+    eprintln!("merged {w} weights (r = {r}, scale {scale}) and {rows} token rows into {out}");
     Ok(())
 }
 

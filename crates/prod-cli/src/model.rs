@@ -149,43 +149,14 @@ pub struct InitArgs {
     /// context, statement and conditional proof).
     #[arg(long, required = true, num_args = 1..)]
     pub corpus: Vec<PathBuf>,
-    /// BPE vocabulary size (ProD's six special tokens included).
-    #[arg(long, default_value_t = ModelShape::default().vocab_size, value_parser = ranges::positive_usize)]
-    pub vocab_size: usize,
-    /// Hidden size: a multiple of --heads, with an even head dimension (hidden / heads).
-    #[arg(long, default_value_t = ModelShape::default().hidden, value_parser = ranges::positive_usize)]
-    pub hidden: usize,
-    /// Transformer layers.
-    #[arg(long, default_value_t = ModelShape::default().layers, value_parser = ranges::positive_usize)]
-    pub layers: usize,
-    /// Attention heads: a multiple of --kv-heads.
-    #[arg(long, default_value_t = ModelShape::default().heads, value_parser = ranges::positive_usize)]
-    pub heads: usize,
-    /// Key/value heads (grouped-query attention).
-    #[arg(long, default_value_t = ModelShape::default().kv_heads, value_parser = ranges::positive_usize)]
-    pub kv_heads: usize,
-    /// Hidden size of each MLP block.
-    #[arg(long, default_value_t = ModelShape::default().intermediate, value_parser = ranges::positive_usize)]
-    pub intermediate: usize,
+    #[command(flatten)]
+    pub shape: ModelShape,
     /// Seed of the random initial weights.
     #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
     pub seed: u64,
     /// Model directory to write (created).
     #[arg(long)]
     pub out: PathBuf,
-}
-
-impl InitArgs {
-    fn shape(&self) -> ModelShape {
-        ModelShape {
-            vocab_size: self.vocab_size,
-            hidden: self.hidden,
-            layers: self.layers,
-            heads: self.heads,
-            kv_heads: self.kv_heads,
-            intermediate: self.intermediate,
-        }
-    }
 }
 
 #[derive(Args)]
@@ -195,12 +166,6 @@ pub struct ImportArgs {
     /// Model directory to write (created).
     #[arg(long)]
     pub out: PathBuf,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum ForceT0 {
-    UseInvoke,
-    NoInvoke,
 }
 
 #[derive(Args)]
@@ -223,7 +188,7 @@ pub struct SampleArgs {
     pub prover: prod_prover::ProverKind,
     /// Force the first token (the paper forces <no_invoke> at the depth limit).
     #[arg(long, value_enum)]
-    pub force_t0: Option<ForceT0>,
+    pub force_t0: Option<T0>,
     /// Samples per prompt.
     #[arg(long, default_value_t = SamplingParams::default().n, value_parser = ranges::positive_usize)]
     pub n: usize,
@@ -283,24 +248,8 @@ pub struct TrainArgs {
     /// Optimizer steps (default: one epoch).
     #[arg(long, value_parser = ranges::positive_usize)]
     pub steps: Option<usize>,
-    /// Learning rate after warm-up.
-    #[arg(long, default_value_t = PolicyConfig::default().learning_rate, value_parser = ranges::positive_finite_f64)]
-    pub lr: f64,
-    /// Warm-up steps (0: none).
-    #[arg(long, default_value_t = PolicyConfig::default().warmup_steps)]
-    pub warmup: usize,
-    /// Examples per optimizer step.
-    #[arg(long, default_value_t = PolicyConfig::default().macro_batch, value_parser = ranges::positive_usize)]
-    pub macro_batch: usize,
-    /// Examples per forward/backward pass (at most --macro-batch).
-    #[arg(long, default_value_t = PolicyConfig::default().micro_batch, value_parser = ranges::positive_usize)]
-    pub micro_batch: usize,
-    /// Longest training sequence, in tokens: the context gives way first.
-    #[arg(long, default_value_t = PolicyConfig::default().max_seq_len, value_parser = ranges::positive_usize)]
-    pub max_seq_len: usize,
-    /// The context is cut to its last N tokens (paper: 1,000).
-    #[arg(long, default_value_t = PolicyConfig::default().context_tokens, value_parser = ranges::positive_usize)]
-    pub context_tokens: usize,
+    #[command(flatten)]
+    pub trainer: PolicyConfig,
     /// Save a checkpoint every N steps (and at the end).
     #[arg(long, default_value_t = sft::SAVE_EVERY, value_parser = ranges::positive_usize)]
     pub save_every: usize,
@@ -332,16 +281,8 @@ pub struct BenchArgs {
     /// Benchmark a model directory instead of random weights at --shape.
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Tokens generated per sample.
-    #[arg(long, default_value_t = BenchOptions::default().new_tokens, value_parser = ranges::positive_usize)]
-    pub new_tokens: usize,
-    /// Prompt length for sampling (ProD's prompts are about 1,000 context tokens + statement).
-    #[arg(long, default_value_t = BenchOptions::default().prompt_tokens, value_parser = ranges::positive_usize)]
-    pub prompt_tokens: usize,
-    /// Timed training steps after one warm-up step; the figure is the fastest (as the GEMM
-    /// rate is the best of ten products), so that host noise inflates it less.
-    #[arg(long, default_value_t = BenchOptions::default().train_steps, value_parser = ranges::positive_usize)]
-    pub train_steps: usize,
+    #[command(flatten)]
+    pub options: BenchOptions,
     /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -356,33 +297,8 @@ pub struct BenchSampleArgs {
     /// of --context-tokens tokens).
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Theorems (prompts) to sample for.
-    #[arg(long, default_value_t = SampleBench::default().prompts, value_parser = ranges::positive_usize)]
-    pub prompts: usize,
-    /// Samples per prompt (proof trees).
-    #[arg(long, default_value_t = SampleBench::default().samples, value_parser = ranges::positive_usize)]
-    pub samples: usize,
-    /// The context is cut to its last N tokens (synthetic prompts have this many).
-    #[arg(long, default_value_t = SampleBench::default().context_tokens, value_parser = ranges::positive_usize)]
-    pub context_tokens: usize,
-    /// Tokens generated per sample.
-    #[arg(long, default_value_t = SampleBench::default().new_tokens, value_parser = ranges::positive_usize)]
-    pub new_tokens: usize,
-    /// Rows decoded together per step by the native policy.
-    #[arg(long, default_value_t = prod_run::NativeParams::default().batch_rows, value_parser = ranges::positive_usize)]
-    pub batch_rows: usize,
-    /// Sampling temperature (paper: 0.7).
-    #[arg(long, default_value_t = Sampling::default().temperature, value_parser = |s: &str| ranges::real_in(s, Sampling::TEMPERATURE))]
-    pub temperature: f64,
-    /// Decoding weights to measure, in order.
-    #[arg(long, value_delimiter = ',', default_value = "f32,q8")]
-    pub weights: Vec<DecodeWeights>,
-    /// Skip the one-prompt-at-a-time path (only the batched figures).
-    #[arg(long)]
-    pub batched_only: bool,
-    /// Sampling seed.
-    #[arg(long, default_value_t = prod_core::DEFAULT_SEED)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub bench: SampleBench,
     /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -431,7 +347,7 @@ fn device() -> prod_policy::candle_core::Device {
 }
 
 fn init(a: InitArgs) -> anyhow::Result<()> {
-    let m = prod_run::scratch::init_model(&a.corpus, &a.shape(), a.seed, &a.out)?;
+    let m = prod_run::scratch::init_model(&a.corpus, &a.shape, a.seed, &a.out)?;
     eprintln!(
         "wrote {} ({} parameters, vocabulary {})",
         a.out.display(),
@@ -468,7 +384,7 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
             stop: vec![tok.end_id()],
             decode_weights: a.sampling.decode_weights,
         },
-        force_t0: a.force_t0.map(t0_of),
+        force_t0: a.force_t0,
     };
     let start = Instant::now();
     let mut out = std::io::stdout().lock();
@@ -524,13 +440,6 @@ fn sample_cmd(a: SampleArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn t0_of(f: ForceT0) -> T0 {
-    match f {
-        ForceT0::UseInvoke => T0::UseInvoke,
-        ForceT0::NoInvoke => T0::NoInvoke,
-    }
-}
-
 /// `prod model data-stats`: every line built into an example as training would, counted in
 /// total and per variant ([`sft::data_stats`]), printed as JSON or a table.
 fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
@@ -558,11 +467,13 @@ fn data_stats(a: DataStatsArgs) -> anyhow::Result<()> {
 }
 
 fn train_with(a: TrainArgs, targets: Targets) -> anyhow::Result<()> {
-    if a.micro_batch > a.macro_batch {
-        return Err(bad(format!(
+    let t = &a.trainer;
+    if t.micro_batch > t.macro_batch {
+        let m = format!(
             "--micro-batch {} must not exceed --macro-batch {}",
-            a.micro_batch, a.macro_batch
-        )));
+            t.micro_batch, t.macro_batch
+        );
+        return Err(bad(m));
     }
     let (model, tok) = prod_policy::load_model_dir(&a.model, &device())?;
     let settings = sft_settings(&a, targets);
@@ -593,15 +504,7 @@ fn sft_settings(a: &TrainArgs, targets: Targets) -> SftSettings {
             eval: a.eval.clone(),
         },
         targets,
-        trainer: PolicyConfig {
-            learning_rate: a.lr,
-            warmup_steps: a.warmup,
-            macro_batch: a.macro_batch,
-            micro_batch: a.micro_batch,
-            max_seq_len: a.max_seq_len,
-            context_tokens: a.context_tokens,
-            ..PolicyConfig::default()
-        },
+        trainer: a.trainer.clone(),
         seed: a.seed,
         shuffle: ShuffleRng::Std,
         limit: a.limit,
@@ -699,12 +602,7 @@ impl TrainOutput {
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let dev = device();
     let model = bench_model(&a, &dev)?;
-    let opts = BenchOptions {
-        prompt_tokens: a.prompt_tokens,
-        new_tokens: a.new_tokens,
-        train_steps: a.train_steps,
-    };
-    let out = serde_json::to_value(prod_policy::bench::bench_model(&model, &opts, &dev)?)?;
+    let out = serde_json::to_value(prod_policy::bench::bench_model(&model, &a.options, &dev)?)?;
     if a.json {
         println!("{out}");
     } else {
@@ -728,59 +626,17 @@ fn bench_model(a: &BenchArgs, dev: &prod_policy::candle_core::Device) -> anyhow:
 }
 
 fn bench_sample(a: BenchSampleArgs) -> anyhow::Result<()> {
-    use prod_run::sample_bench::{bench_theorems, run_sample_bench};
-    use prod_run::{NativeParams, NativePolicy};
-
-    let bench = SampleBench {
-        prompts: a.prompts,
-        samples: a.samples,
-        context_tokens: a.context_tokens,
-        new_tokens: a.new_tokens,
-        weights: a.weights.clone(),
-        batched_only: a.batched_only,
-    };
-    let params = NativeParams {
-        sampling: prod_core::Sampling {
-            temperature: a.temperature,
-            max_new_tokens: bench.new_tokens,
-            context_tokens: bench.context_tokens,
-            ..prod_core::Sampling::default()
-        },
-        seed: a.seed,
-        batch_rows: a.batch_rows,
-        ..prod_run::NativeParams::default()
-    };
-    let mut policy = NativePolicy::load(&a.model, params)?;
-    let theorems = bench_theorems(a.data.as_deref(), &bench)?;
-    if theorems.len() < a.prompts {
-        return Err(bad(format!(
-            "--prompts {} but only {} theorems",
-            a.prompts,
-            theorems.len()
-        )));
-    }
-    let mut prompt_tokens = 0;
-    for (c, s) in &theorems {
-        prompt_tokens += policy.prompt(c, s)?.len();
-    }
     let bars = prod_run::Bars::for_stderr(a.json);
-    let rows = run_sample_bench(&mut policy, &theorems, &bench, &bars, &mut |row| {
-        if !a.json {
-            println!("{}", serde_json::to_value(row).unwrap_or_default());
-        }
-    })?;
-    let out = serde_json::json!({
-        "prompts": theorems.len(), "samples": a.samples,
-        "mean_prompt_tokens": prompt_tokens as f64 / theorems.len() as f64, "new_tokens": a.new_tokens,
-        "batch_rows": a.batch_rows, "temperature": a.temperature, "runs": rows,
-    });
-    println!(
-        "{}",
-        if a.json {
-            out.to_string()
-        } else {
-            serde_json::to_string_pretty(&out)?
-        }
-    );
+    let out = a
+        .bench
+        .run(&a.model, a.data.as_deref(), &bars, &mut |row| {
+            if !a.json {
+                println!("{}", serde_json::to_value(row).unwrap_or_default());
+            }
+        })?;
+    match a.json {
+        true => println!("{out}"),
+        false => println!("{}", serde_json::to_string_pretty(&out)?),
+    }
     Ok(())
 }

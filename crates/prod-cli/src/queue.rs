@@ -128,18 +128,12 @@ fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
     let added = q.submit(&jobs)?;
     let s = q.status()?;
     if a.store.json {
-        println!(
-            "{}",
-            serde_json::json!({"submitted": jobs.len(), "added": added, "todo": s.todo, "claimed": s.claimed, "done": s.done})
-        );
+        let mut v = s.json();
+        v["submitted"] = jobs.len().into();
+        v["added"] = added.into();
+        println!("{v}");
     } else {
-        println!(
-            "{added} new of {} submitted; todo {}, claimed {}, done {}",
-            jobs.len(),
-            s.todo,
-            s.claimed,
-            s.done
-        );
+        println!("{added} new of {} submitted; {}", jobs.len(), s.text());
     }
     Ok(0)
 }
@@ -179,29 +173,18 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         ..WorkOptions::default()
     };
     let stats = prod_queue::work_until_idle(&mut q, &checker, &name, &opts)?;
-    if a.store.json {
-        println!(
-            "{}",
-            serde_json::json!({"worker": name, "claimed": stats.claimed, "recorded": stats.recorded, "lost_claims": stats.lost_claims, "released_infra": stats.released_infra})
-        );
-    } else {
-        println!(
-            "{name}: claimed {}, recorded {}, lost claims {}, infra released {}",
-            stats.claimed, stats.recorded, stats.lost_claims, stats.released_infra
-        );
+    match a.store.json {
+        true => println!("{}", stats.json(&name)),
+        false => println!("{}", stats.text(&name)),
     }
     Ok(0)
 }
 
 fn status(a: StoreArgs) -> anyhow::Result<i32> {
     let s = connect(&a)?.status()?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::json!({"todo": s.todo, "claimed": s.claimed, "done": s.done})
-        );
-    } else {
-        println!("todo {}, claimed {}, done {}", s.todo, s.claimed, s.done);
+    match a.json {
+        true => println!("{}", s.json()),
+        false => println!("{}", s.text()),
     }
     Ok(0)
 }

@@ -49,7 +49,7 @@ pub fn run(args: ReportArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return exit::bad_input(e),
     };
-    match write(&report, &args.out) {
+    match prod_report::write_files(&report, &args.out).map_err(anyhow::Error::msg) {
         Ok(files) => {
             let out = if args.json {
                 serde_json::json!({
@@ -82,23 +82,4 @@ fn writeln_stdout(s: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{s}")?;
     out.flush()
-}
-
-/// Write the files; returns their paths: HTML, Markdown, then the figures.
-fn write(report: &prod_report::RunReport, dir: &Path) -> anyhow::Result<Vec<String>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut files = Vec::new();
-    let mut put = |name: &str, text: &str| -> anyhow::Result<()> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        files.push(path.display().to_string());
-        Ok(())
-    };
-    put("report.html", &prod_report::render_html(report))?;
-    put("summary.md", &prod_report::render_markdown(report))?;
-    for f in prod_report::figures(report) {
-        // Figure ids are fixed ASCII names chosen by the report, never taken from the run file.
-        put(&format!("{}.svg", f.id), &f.svg)?;
-    }
-    Ok(files)
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use prod_run::{BadInput, Bars, RlConfig};
+use prod_run::{Bars, RlConfig};
 
 /// ProD-RL rounds from a config file (resumable; baselines by config).
 ///
@@ -78,49 +78,15 @@ pub struct RlArgs {
     pub json: bool,
     /// Overrides the config's `[coq] root`.
     #[command(flatten)]
-    pub prover_root: crate::prover::ProverArgs,
+    pub prover_root: prod_prover::flags::ProverArgs,
     #[command(flatten)]
-    pub shared: crate::eval::SharedStoreArgs,
-}
-
-fn load(path: &PathBuf) -> anyhow::Result<RlConfig> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    let cfg: RlConfig = toml::from_str(&text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
-        BadInput(format!(
-            "{}{}: {}",
-            path.display(),
-            line.map(|l| format!(":{l}")).unwrap_or_default(),
-            e.message()
-        ))
-    })?;
-    cfg.validate()
-        .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    // Relative paths in the file are relative to the file.
-    let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
-    let mut cfg = cfg;
-    for p in [&mut cfg.model, &mut cfg.dataset] {
-        if p.is_relative() && !p.as_os_str().is_empty() {
-            *p = base.join(&*p);
-        }
-    }
-    if cfg.model.as_os_str().is_empty() || cfg.dataset.as_os_str().is_empty() {
-        return Err(BadInput(format!(
-            "{}: `model` and `dataset` are required",
-            path.display()
-        ))
-        .into());
-    }
-    Ok(cfg)
+    pub shared: prod_run::job::SharedStoreFlags,
 }
 
 pub fn run(a: RlArgs) -> i32 {
-    let mut cfg = match load(&a.config) {
+    let mut cfg = match RlConfig::load(&a.config) {
         Ok(c) => c,
-        Err(e) => return crate::eval::error_code(e),
+        Err(e) => return crate::eval::error_code(e.into()),
     };
     cfg.postgres = a.shared.apply(cfg.postgres.take());
     if let Some(root) = &a.prover_root.coq_root {
@@ -133,49 +99,9 @@ pub fn run(a: RlArgs) -> i32 {
     match prod_run::run_rl_job(&cfg, &a.out, &bars) {
         Ok((report, _)) => {
             for r in &report.rounds {
-                if a.json {
-                    println!("{}", serde_json::to_string(r).unwrap_or_default());
-                } else {
-                    let eval = r.eval.as_ref().map_or(String::new(), |ps| {
-                        let cells: Vec<String> = ps
-                            .iter()
-                            .map(|p| {
-                                format!(
-                                    "pass@{} {:.1}% [{:.1}, {:.1}]",
-                                    p.k,
-                                    100.0 * p.estimate,
-                                    100.0 * p.ci_low,
-                                    100.0 * p.ci_high
-                                )
-                            })
-                            .collect();
-                        format!(
-                            "; held-out ({} theorems, {:.0} s): {}",
-                            r.eval_theorems,
-                            r.eval_s,
-                            cells.join(", ")
-                        )
-                    });
-                    if r.round == 0 {
-                        eprintln!("round 0 (starting model){eval}");
-                        continue;
-                    }
-                    eprintln!(
-                        "round {}: {} nodes, {} locally / {} globally correct, {} examples (mean w {:.3}), loss {}, sample {:.0} s ({}), check {:.0} s, filter {:.0} s, train {:.0} s{eval}",
-                        r.round,
-                        r.nodes,
-                        r.locally_correct,
-                        r.globally_correct,
-                        r.examples,
-                        r.mean_weight.unwrap_or(0.0),
-                        r.loss.map_or("-".into(), |l| format!("{l:.3}")),
-                        r.sample_s,
-                        r.tokens_per_s
-                            .map_or("tokens/s -".into(), |t| format!("{t:.0} tokens/s")),
-                        r.check_s,
-                        r.filter_s,
-                        r.train_s
-                    );
+                match a.json {
+                    true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
+                    false => eprintln!("{}", r.line()),
                 }
             }
             if !a.json {

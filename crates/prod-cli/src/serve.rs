@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use clap::Args;
 use prod_serve::ServeSettings;
 
-use crate::check::CheckerArgs;
 use crate::{exit, ranges};
+use prod_prover::CheckerSettings;
 
 /// Serve the checker over HTTP (reward endpoint for RL trainers): /v1/check, /v1/tree, /v1/assemble.
 ///
@@ -48,7 +48,7 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "cache")]
     pub no_cache: bool,
     #[command(flatten)]
-    pub checker: CheckerArgs,
+    pub checker: CheckerSettings,
 }
 
 impl ServeArgs {
@@ -61,7 +61,7 @@ impl ServeArgs {
             max_nodes: self.max_nodes,
             max_queued: self.max_queued,
             no_cache: self.no_cache,
-            checker: self.checker.settings(),
+            checker: self.checker.clone(),
         }
     }
 }

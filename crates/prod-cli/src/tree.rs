@@ -4,9 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use prod_core::tree::{GlobalVerdict, LocalVerdict};
-use prod_prover::solve::{self, Given, TreeInput};
-use prod_prover::{Forest, ProverKind};
+use prod_prover::solve::{self, TreeInput};
+use prod_prover::ProverKind;
 
 use crate::exit;
 
@@ -94,16 +93,21 @@ fn run_solve(args: SolveArgs) -> i32 {
         };
         match forest.assemble(root) {
             Ok(a) => match solve::complete_file(args.prover, &forest, &given[root], root, &a) {
-                Ok(file) => exit::written(print_assembly(&mut out, id, &a.proof, &file, args.json)),
+                Ok(file) if args.json => {
+                    let line = solve::assembly_json(id, &a.proof, &file);
+                    exit::written(writeln!(out, "{line}"))
+                }
+                Ok(file) => exit::written(write!(out, "{file}")),
                 Err(e) => exit::failure(anyhow::anyhow!("cannot write the complete file: {e}")),
             },
             Err(e) => exit::failure(anyhow::anyhow!("cannot assemble: {e}")),
         }
     } else {
-        exit::written(if args.json {
-            print_verdicts_json(&mut out, &forest, &given)
-        } else {
-            print_table(&mut out, &forest)
+        exit::written(match args.json {
+            true => solve::verdict_lines(&forest, &given)
+                .iter()
+                .try_for_each(|l| writeln!(out, "{l}")),
+            false => write!(out, "{}", solve::table(&forest)),
         })
     };
     if alarms.is_empty() {
@@ -114,77 +118,4 @@ fn run_solve(args: SolveArgs) -> i32 {
             alarms.len()
         ))
     }
-}
-
-/// The complete file; with `--json`, the file, the assembled proof's text and its lemmas.
-fn print_assembly(
-    out: &mut impl Write,
-    id: &str,
-    p: &prod_core::AssembledProof,
-    file: &str,
-    json: bool,
-) -> std::io::Result<()> {
-    if !json {
-        return write!(out, "{file}");
-    }
-    let lemmas: Vec<_> = p
-        .lemmas
-        .iter()
-        .map(|l| serde_json::json!({"name": l.name, "node": l.node_id, "statement": l.statement}))
-        .collect();
-    let line = serde_json::json!({"id": id, "file": file, "proof": p.text, "lemmas": lemmas});
-    writeln!(out, "{line}")
-}
-
-/// One line per node: its id as given and its global verdict (`null`: undetermined).
-fn print_verdicts_json(
-    out: &mut impl Write,
-    forest: &Forest<'_>,
-    given: &[Given],
-) -> std::io::Result<()> {
-    for (i, g) in given.iter().enumerate() {
-        let v = forest.verdict(i).as_bool();
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"id": g.id, "globally_correct": v})
-        )?;
-    }
-    Ok(())
-}
-
-/// A table of local and global verdicts and depths, and the totals.
-fn print_table(out: &mut impl Write, forest: &Forest<'_>) -> std::io::Result<()> {
-    let nodes = forest.nodes();
-    let width = nodes.iter().map(|n| n.id.len()).max().unwrap_or(2).max(2);
-    writeln!(
-        out,
-        "{:width$}  {:13}  {:9}  depth",
-        "id", "local", "global"
-    )?;
-    for (i, n) in nodes.iter().enumerate() {
-        let local = match n.local {
-            LocalVerdict::Correct => "correct",
-            LocalVerdict::CorrectAlone => "correct_alone",
-            LocalVerdict::Incorrect => "incorrect",
-            LocalVerdict::Unknown => "unknown",
-        };
-        let global = match forest.verdict(i) {
-            GlobalVerdict::Correct => "correct",
-            GlobalVerdict::Incorrect => "incorrect",
-            GlobalVerdict::Undetermined => "undecided",
-        };
-        let depth = forest.height(i).map_or("-".to_string(), |h| h.to_string());
-        writeln!(out, "{:width$}  {local:13}  {global:9}  {depth}", n.id)?;
-    }
-    let verdicts = forest.solution().verdicts();
-    let count = |v| verdicts.iter().filter(|&&x| x == v).count();
-    writeln!(
-        out,
-        "{} nodes: {} globally correct, {} incorrect, {} undetermined",
-        nodes.len(),
-        count(GlobalVerdict::Correct),
-        count(GlobalVerdict::Incorrect),
-        count(GlobalVerdict::Undetermined)
-    )
 }

@@ -42,6 +42,7 @@ pub const SPECIAL_TOKENS: [&str; 6] = [
 
 /// The token that opens a conditional proof: may this proof propose lemmas?
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum T0 {
     UseInvoke,

@@ -40,11 +40,16 @@ use serde_json::{json, Value};
 use crate::dataset::{self, Example, SourceRecord};
 use tokens::{TokenCounter, TokenReport};
 
-/// The framework whose schema a file is written in.
+/// The framework whose schema a file is written in (`--for`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Framework {
+    /// verl: Parquet with `prompt` (chat messages), `data_source`, `reward_model.ground_truth`,
+    /// `extra_info`.
     Verl,
+    /// TRL (GRPO): `prompt` text and the reward columns `statement`, `imports`, `context`.
     Trl,
+    /// OpenRLHF: `prompt` and `label` (`--data.input_key prompt --data.label_key label`).
     Openrlhf,
 }
 
@@ -61,6 +66,7 @@ impl Framework {
 
 /// The file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
     Parquet,
     Jsonl,
@@ -193,6 +199,39 @@ impl Manifest {
         self.dropped.extend(v.dropped);
         (self.not_loaded, self.not_proved) = (v.not_loaded, v.not_proved);
         self.verified = true;
+    }
+
+    /// The summary `prod dataset export` prints without `--json`: rows, verification, rows
+    /// left out by reason, and the token lengths when a tokenizer measured them.
+    pub fn text(&self) -> String {
+        let dropped: Vec<String> = self
+            .dropped
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        let verified = match &self.not_verified {
+            None => "verified (contexts load, ground truths proved)".to_string(),
+            Some(why) => format!("not verified ({why})"),
+        };
+        let left_out = match dropped.is_empty() {
+            true => "none".to_string(),
+            false => dropped.join(", "),
+        };
+        let mut line = format!(
+            "{} rows for {} → {} ({} inside Sections/Modules); {verified}; left out: {left_out}",
+            self.rows, self.framework, self.file, self.rows_in_scopes,
+        );
+        if let Some(t) = &self.tokens {
+            let p = |x: &tokens::Percentiles| {
+                format!("p50 {} p90 {} p99 {} max {}", x.p50, x.p90, x.p99, x.max)
+            };
+            let (prompt, gt) = (p(&t.prompt), p(&t.ground_truth_completion));
+            line += &format!(
+                "\ntokens ({}): prompt {prompt}; ground-truth completion {gt}",
+                t.tokenizer
+            );
+        }
+        line
     }
 }
 

@@ -107,6 +107,28 @@ pub struct Written {
     pub from_bytes: u64,
 }
 
+impl Written {
+    /// The file's line in `prod dataset parquet`'s table.
+    pub fn text(&self) -> String {
+        let (path, rows, bytes) = (&self.path, self.rows, self.bytes);
+        let (from, from_bytes) = (&self.from, self.from_bytes);
+        format!("{path:<24} {rows:>8} rows {bytes:>12} bytes (from {from}, {from_bytes} bytes)")
+    }
+
+    /// The table's last line: files, rows, bytes and how much smaller than the JSONL.
+    pub fn total(written: &[Written], out: &Path) -> String {
+        let rows: usize = written.iter().map(|w| w.rows).sum();
+        let bytes: u64 = written.iter().map(|w| w.bytes).sum();
+        let from: u64 = written.iter().map(|w| w.from_bytes).sum();
+        let ratio = from as f64 / bytes.max(1) as f64;
+        let n = written.len();
+        format!(
+            "{n} files, {rows} rows, {bytes} bytes ({ratio:.1}× smaller than the JSONL) → {}",
+            out.display()
+        )
+    }
+}
+
 /// The Parquet form of the dataset folder `dir` in `out`: `out/<config>/<split>.parquet` for
 /// every config and split the card of `dir` names, a card (`README.md`) pointing at them, and
 /// [`MANIFEST`]. `out` must not exist yet, or be such a folder written before (replaced whole:

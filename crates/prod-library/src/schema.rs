@@ -12,33 +12,55 @@ use serde::{Deserialize, Serialize};
 
 use crate::discovery;
 
-/// The dataset builder's settings (`prod dataset build`'s flags).
+/// The dataset builder's settings (also `prod dataset build`'s flags, feature `clap`; the Coq
+/// root and the inline context's default come from the command's prover).
 #[derive(Clone, Debug, Deserialize, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default)]
 pub struct DatasetConfig {
     /// Coq installation root (`coqc -where`).
+    #[cfg_attr(feature = "clap", arg(skip = DatasetConfig::default().coqlib))]
     pub coqlib: PathBuf,
-    /// Share of the dependency sinks held out as test units.
+    /// Share of dependency sinks held out as test units, in [0, 1).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DatasetConfig::default().test_fraction,
+        value_parser = prod_core::range::parse::unit_interval_closed_open))]
     pub test_fraction: f64,
-    /// Share of the remaining examples drawn for validation.
+    /// Share of the remaining examples drawn for validation, in [0, 1) (and
+    /// --test-fraction + --val-fraction < 1).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DatasetConfig::default().val_fraction,
+        value_parser = prod_core::range::parse::unit_interval_closed_open))]
     pub val_fraction: f64,
-    /// More test units are drawn until the test split has this many theorems (after the cap).
+    /// More test units are drawn (same seeded order) until the test split has this many
+    /// theorems after the per-file cap, or no candidate is left.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DatasetConfig::default().test_min_theorems))]
     pub test_min_theorems: usize,
-    /// No file holds more than this share of the test theorems: a file's T_tree theorems
-    /// beyond the cap are left out of every split (≥ 1 or 0: no cap).
+    /// No file holds more than this share of the test theorems: a larger file keeps a seeded
+    /// subset of its T_tree theorems and the rest go to no split (its file is a test unit).
+    /// In [0, 1]; 0 or 1 turns the cap off.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DatasetConfig::default().test_file_cap,
+        value_parser = prod_core::range::parse::unit_interval_closed))]
     pub test_file_cap: f64,
+    /// Seed for the test-unit sample and the validation draw.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DatasetConfig::default().seed))]
     pub seed: u64,
-    /// Split unit: `auto` (package when the library has several, else file), `package`, `file`.
+    /// Split unit: auto (package if the library has several, else file), package, file.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = SplitUnit::Auto))]
     pub unit: SplitUnit,
-    /// Replace hammer-findable steps by `hammer.` (Appendix A.3).
+    /// Replace hammer-findable steps by `hammer.` (Appendix A.3); `--no-hammer` keeps proof
+    /// steps as written.
+    #[cfg_attr(feature = "clap", arg(long = "no-hammer", action = clap::ArgAction::SetFalse,
+        help = "Keep proof steps as written (no `hammer.` replacement)"))]
     pub hammer: bool,
     /// Worker threads (0: all cores).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DatasetConfig::default().threads))]
     pub threads: usize,
     /// Keep at most this many bytes of each context inline (0: the whole context). The full
     /// context is always recoverable from `sources.jsonl` (see [`Example::context`]).
+    #[cfg_attr(feature = "clap", arg(skip = DatasetConfig::default().context_bytes))]
     pub context_bytes: usize,
     /// The `coqc` that compiles a user's own project into the dataset's `lib/` (see
     /// [`crate::compile`]); it must be the checker's Coq, whose `.vo` files it loads.
+    #[cfg_attr(feature = "clap", arg(skip = DatasetConfig::default().coqc))]
     pub coqc: PathBuf,
 }
 
@@ -76,9 +98,12 @@ impl DatasetConfig {
     }
 }
 
+/// What the test split holds out whole.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum SplitUnit {
+    /// Package if the library has several, else file.
     #[default]
     Auto,
     Package,

@@ -14,14 +14,22 @@ use crate::sample::{self, SamplingParams};
 use crate::train::Trainer;
 use crate::{DecodeWeights, LlamaConfig, PolicyConfig, Result};
 
-/// What to measure.
+/// What to measure (also `prod model bench`'s flags, feature `clap`).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct BenchOptions {
-    /// Prompt length for sampling.
-    pub prompt_tokens: usize,
     /// Tokens generated per sample.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = BenchOptions::default().new_tokens,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub new_tokens: usize,
-    /// Timed training steps after one warm-up step (the figure is the fastest).
+    /// Prompt length for sampling (ProD's prompts are about 1,000 context tokens + statement).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = BenchOptions::default().prompt_tokens,
+        value_parser = prod_core::range::parse::positive_usize))]
+    pub prompt_tokens: usize,
+    /// Timed training steps after one warm-up step; the figure is the fastest (as the GEMM
+    /// rate is the best of ten products), so that host noise inflates it less.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = BenchOptions::default().train_steps,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub train_steps: usize,
 }
 

@@ -486,19 +486,33 @@ impl LlamaConfig {
 
 /// The shape of a Llama made from scratch (`prod model init`, the demo's small model): with the
 /// defaults and a 2,000-token vocabulary about 1.3 M parameters, which trains on a CPU in minutes.
+/// Also `prod model init`'s flags (feature `clap`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct ModelShape {
-    /// BPE vocabulary size, ProD's six special tokens included.
+    /// BPE vocabulary size (ProD's six special tokens included).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelShape::default().vocab_size,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub vocab_size: usize,
-    /// Hidden size: a multiple of `heads`, with an even head dimension (hidden / heads).
+    /// Hidden size: a multiple of --heads, with an even head dimension (hidden / heads).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelShape::default().hidden,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub hidden: usize,
     /// Transformer layers.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelShape::default().layers,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub layers: usize,
-    /// Attention heads: a multiple of `kv_heads`.
+    /// Attention heads: a multiple of --kv-heads.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelShape::default().heads,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub heads: usize,
     /// Key/value heads (grouped-query attention).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelShape::default().kv_heads,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub kv_heads: usize,
     /// Hidden size of each MLP block.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelShape::default().intermediate,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub intermediate: usize,
 }
 
@@ -575,27 +589,47 @@ impl ModelShape {
 /// The trainer's settings (optimizer, schedule, batches, sequence lengths). Defaults are the
 /// paper's (§4.1) where it gives one. What to sample is [`prod_core::Sampling`]; the training
 /// examples' context cut defaults to its `context_tokens`, so a policy trains on the prompts it
-/// is sampled with.
+/// is sampled with. Also the training flags of `prod model train` and `prod train` (feature
+/// `clap`; the optimizer's constants are not flags).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default)]
 pub struct PolicyConfig {
-    /// The context of a training example is cut to its last this many tokens (paper: 1k).
-    pub context_tokens: usize,
-    /// AdamW learning rate after warm-up (paper: 1e-5, constant).
+    /// Learning rate after warm-up (AdamW; paper: 1e-5, constant).
+    #[cfg_attr(feature = "clap", arg(long = "lr", value_name = "LR", default_value_t = PolicyConfig::default().learning_rate,
+        value_parser = prod_core::range::parse::positive_finite_f64))]
     pub learning_rate: f64,
+    /// Warm-up steps (0: none).
+    #[cfg_attr(feature = "clap", arg(long = "warmup", value_name = "WARMUP", default_value_t = PolicyConfig::default().warmup_steps))]
     pub warmup_steps: usize,
     /// Examples per optimizer step (paper: 128), reached by gradient accumulation.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = PolicyConfig::default().macro_batch,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub macro_batch: usize,
-    /// Examples per forward/backward pass.
+    /// Examples per forward/backward pass (at most --macro-batch).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = PolicyConfig::default().micro_batch,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub micro_batch: usize,
-    /// Global gradient-norm clipping (0 = off).
-    pub max_grad_norm: f64,
-    pub weight_decay: f64,
-    pub beta1: f64,
-    pub beta2: f64,
-    pub eps: f64,
-    /// Longest training sequence (prompt + target), in tokens (paper: context window 2048).
+    /// Longest training sequence (prompt + target), in tokens: the context gives way first
+    /// (paper: context window 2048).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = PolicyConfig::default().max_seq_len,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub max_seq_len: usize,
+    /// The context of a training example is cut to its last N tokens (paper: 1,000).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = PolicyConfig::default().context_tokens,
+        value_parser = prod_core::range::parse::positive_usize))]
+    pub context_tokens: usize,
+    /// Global gradient-norm clipping (0 = off).
+    #[cfg_attr(feature = "clap", arg(skip = PolicyConfig::default().max_grad_norm))]
+    pub max_grad_norm: f64,
+    #[cfg_attr(feature = "clap", arg(skip = PolicyConfig::default().weight_decay))]
+    pub weight_decay: f64,
+    #[cfg_attr(feature = "clap", arg(skip = PolicyConfig::default().beta1))]
+    pub beta1: f64,
+    #[cfg_attr(feature = "clap", arg(skip = PolicyConfig::default().beta2))]
+    pub beta2: f64,
+    #[cfg_attr(feature = "clap", arg(skip = PolicyConfig::default().eps))]
+    pub eps: f64,
 }
 
 impl Default for PolicyConfig {

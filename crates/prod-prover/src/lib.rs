@@ -45,6 +45,8 @@ pub mod adversary;
 mod canary;
 pub mod config;
 mod final_check;
+#[cfg(feature = "clap")]
+pub mod flags;
 mod forest;
 mod judge;
 mod kind;

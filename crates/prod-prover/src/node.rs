@@ -320,6 +320,34 @@ pub fn verdict_json(id: &Value, v: &Verdict, t: Duration, prover: Option<&str>) 
     VerdictLine::new(id.clone(), v, t, prover).to_json()
 }
 
+/// Nodes read from standard input on a thread of their own, each sent as soon as its line
+/// has arrived (blank lines skipped), in `lang`; a line that is not a node is sent as its
+/// error and ends the reading, as does the receiver going away.
+pub fn read_stdin_nodes(
+    lang: &'static dyn ProofLanguage,
+) -> std::sync::mpsc::Receiver<Result<InputNode, String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut seen = SeenIds::default();
+        for (i, line) in stdin.lock().split(b'\n').enumerate() {
+            let node = line
+                .map_err(|e| format!("-: cannot read line {}: {e}", i + 1))
+                .and_then(|b| parse_line((Path::new("-"), i + 1), b, &mut seen))
+                .map(|n| n.map(|n| node_input(n, lang)));
+            let (item, last) = match node {
+                Ok(None) => continue,
+                Ok(Some(n)) => (Ok(n), false),
+                Err(e) => (Err(e), true),
+            };
+            if tx.send(item).is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,16 +38,22 @@ impl std::fmt::Display for SetupError {
 impl std::error::Error for SetupError {}
 
 /// A command's numbers over the config file's `[check.coq]` or `[check.isabelle]`: `None`
-/// keeps the file's.
+/// keeps the file's. Also their flags (feature `clap`).
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Overrides {
-    /// Persistent workers.
+    /// Persistent workers (default: `[check.coq] workers`, else one per core).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
     pub workers: Option<usize>,
-    /// Time limit per proof step, seconds.
+    /// Time limit per proof step, seconds (default: `[check.coq] step_timeout_s`, else 10).
+    #[cfg_attr(feature = "clap", arg(long = "timeout", value_name = "TIMEOUT", value_parser = prod_core::range::parse::positive_u32))]
     pub step_timeout_s: Option<u32>,
-    /// Address-space limit per Coq process, MiB (Coq only).
+    /// Address-space limit per Coq process, MiB (default 4096).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_u64))]
     pub memory_mb: Option<u64>,
-    /// Do not expand `hammer.`/`sledgehammer` steps.
+    /// Do not load CoqHammer; `hammer.` steps then fail like any unknown tactic (Isabelle:
+    /// `sledgehammer` steps are not expanded).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub no_hammer: bool,
 }
 
@@ -83,18 +89,33 @@ impl Overrides {
 }
 
 /// Where the Isabelle server is and which session it runs; each set value overrides
-/// `[check.isabelle]`.
+/// `[check.isabelle]`. Also the flags of every command that checks with Isabelle (`check`,
+/// `serve`, `eval`; feature `clap`).
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct IsabelleServer {
-    /// `HOST:PORT` of the server.
+    /// Isabelle: `HOST:PORT` of the server (default: `[check.isabelle] server`).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = "Isabelle"))]
     pub server: Option<String>,
-    /// The server's password.
+    /// Isabelle: the server's password (default: `[check.isabelle] password`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            env = "PROD_ISABELLE_PASSWORD",
+            hide_env_values = true,
+            help_heading = "Isabelle"
+        )
+    )]
     pub password: Option<String>,
-    /// Logic session, e.g. HOL or an AFP session.
+    /// Isabelle: logic session, e.g. HOL or an AFP session (default HOL).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = "Isabelle"))]
     pub session: Option<String>,
-    /// Directories with ROOT/ROOTS files (none: the file's).
+    /// Isabelle: directory with ROOT/ROOTS files, e.g. the AFP's `thys` (repeatable).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = "Isabelle"))]
     pub dirs: Vec<String>,
-    /// The command that starts a server when nobody listens, split at blanks.
+    /// Isabelle: start the server with this command when nobody listens ("isabelle server -n prod").
+    #[cfg_attr(feature = "clap", arg(long, help_heading = "Isabelle"))]
     pub server_command: Option<String>,
 }
 
@@ -154,26 +175,41 @@ pub fn add_load_paths(
 }
 
 /// How a command wants its checker: every value it leaves unset comes from the config file's
-/// `[check]` section ([`CheckerSettings::resolve`]).
+/// `[check]` section ([`CheckerSettings::resolve`]). Also the checker's flags of `prod check`,
+/// `prod serve` and `prod bench serve` (feature `clap`; `--coq-root`, `--load-path` and
+/// `--config` with the help of [`crate::flags`]).
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct CheckerSettings {
-    /// The prover.
+    /// The prover: `coq` (runs here) or `isabelle` (a running Isabelle server).
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = ProverKind::Coq))]
     pub prover: ProverKind,
     /// Workers, step limit, memory, hammer.
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub overrides: Overrides,
-    /// SQLite verification cache file (else `[check] cache`, else none).
+    /// SQLite verification cache file (default: `[check] cache`, else none).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub cache: Option<PathBuf>,
     /// Coq: a prover root instead of the host's Coq.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR", env = "PROD_COQ_ROOT",
+        help = crate::flags::COQ_ROOT_HELP))]
     pub coq_root: Option<PathBuf>,
     /// Coq: compiled libraries that are not installed (`DIR=Root`).
+    #[cfg_attr(feature = "clap", arg(long = "load-path", value_name = "DIR=ROOT",
+        value_parser = LoadPathBinding::parse, help = crate::flags::LOAD_PATH_HELP))]
     pub load_paths: Vec<LoadPathBinding>,
-    /// Coq: a dataset directory whose library the nodes import (its stats.json bindings).
+    /// Coq: a dataset directory whose library the nodes import (its stats.json bindings: a
+    /// user's project compiled into DIR/lib/).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub dataset: Option<PathBuf>,
     /// The config file (else `$PROD_CONFIG`, else `./prod.toml` if present).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE", help = crate::flags::CONFIG_HELP))]
     pub config: Option<PathBuf>,
     /// Isabelle: the server and session.
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub isabelle: IsabelleServer,
-    /// Isabelle: leave the logic session running afterwards.
+    /// Isabelle: leave the logic session running afterwards (faster next time).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = "Isabelle"))]
     pub keep_session: bool,
 }
 

@@ -206,3 +206,58 @@ pub fn complete_file(
         },
     )
 }
+
+/// `prod tree solve --json`'s lines: each node's id as given and its global verdict (`null`:
+/// undetermined).
+pub fn verdict_lines(forest: &Forest<'_>, given: &[Given]) -> Vec<serde_json::Value> {
+    given
+        .iter()
+        .enumerate()
+        .map(|(i, g)| serde_json::json!({"id": g.id, "globally_correct": forest.verdict(i).as_bool()}))
+        .collect()
+}
+
+/// `prod tree solve --assemble ID --json`'s object: the complete file, the assembled proof's
+/// text and its lemmas.
+pub fn assembly_json(id: &str, p: &prod_core::AssembledProof, file: &str) -> serde_json::Value {
+    let lemmas: Vec<_> = p
+        .lemmas
+        .iter()
+        .map(|l| serde_json::json!({"name": l.name, "node": l.node_id, "statement": l.statement}))
+        .collect();
+    serde_json::json!({"id": id, "file": file, "proof": p.text, "lemmas": lemmas})
+}
+
+/// `prod tree solve`'s table: each node's local and global verdict and depth, then the totals.
+pub fn table(forest: &Forest<'_>) -> String {
+    use prod_core::tree::GlobalVerdict;
+    let nodes = forest.nodes();
+    let width = nodes.iter().map(|n| n.id.len()).max().unwrap_or(2).max(2);
+    let mut t = format!("{:width$}  {:13}  {:9}  depth\n", "id", "local", "global");
+    for (i, n) in nodes.iter().enumerate() {
+        let local = match n.local {
+            LocalVerdict::Correct => "correct",
+            LocalVerdict::CorrectAlone => "correct_alone",
+            LocalVerdict::Incorrect => "incorrect",
+            LocalVerdict::Unknown => "unknown",
+        };
+        let global = match forest.verdict(i) {
+            GlobalVerdict::Correct => "correct",
+            GlobalVerdict::Incorrect => "incorrect",
+            GlobalVerdict::Undetermined => "undecided",
+        };
+        let depth = forest.height(i).map_or("-".to_string(), |h| h.to_string());
+        t += &format!("{:width$}  {local:13}  {global:9}  {depth}\n", n.id);
+    }
+    let verdicts = forest.solution().verdicts();
+    let count = |v| verdicts.iter().filter(|&&x| x == v).count();
+    let (c, i, u) = (
+        count(GlobalVerdict::Correct),
+        count(GlobalVerdict::Incorrect),
+        count(GlobalVerdict::Undetermined),
+    );
+    t + &format!(
+        "{} nodes: {c} globally correct, {i} incorrect, {u} undetermined\n",
+        nodes.len()
+    )
+}

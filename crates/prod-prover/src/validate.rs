@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{BatchProgress, CheckedNode, CoqFinal, FinalCheck, FinalProof, Forest, ProverKind};
 
-/// Checks by verdict kind.
 /// Examples (or ground-truth trees) `prod dataset validate` checks unless told otherwise.
 pub const DEFAULT_SAMPLE: usize = 100;
 
+/// Checks by verdict kind.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Counts {
     pub checked: usize,
@@ -32,6 +32,14 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// The counts as `prod dataset validate` prints them without `--json`.
+    pub fn text(&self) -> String {
+        format!(
+            "checked {}: proved {}, failed {}, timed out {}, rejected {}, infra {}",
+            self.checked, self.proved, self.failed, self.timed_out, self.rejected, self.infra
+        )
+    }
+
     pub fn add(&mut self, v: &Verdict) {
         self.checked += 1;
         match v.kind() {
@@ -42,6 +50,44 @@ impl Counts {
             VerdictKind::Infra => self.infra += 1,
         }
     }
+}
+
+/// What `prod dataset validate` checks with: the examples of `split` in `dir` with their full
+/// contexts, and the Coq checker of `cfg` with the dataset's own bindings (a user's project
+/// compiled into `dir/lib/`) and, with `allow_context_axioms`, the constants the examples'
+/// contexts admit allowed by name. An unknown split, an Isabelle dataset (checked with Coq only
+/// here) or an unreadable folder is bad input; a checker that does not start, a failure.
+pub fn open(
+    dir: &Path,
+    split: &str,
+    mut cfg: prod_check_coq::CoqCheckConfig,
+    load_paths: &[prod_check_coq::LoadPathBinding],
+    allow_context_axioms: bool,
+) -> Result<(Vec<Example>, CoqChecker), crate::SetupError> {
+    use crate::SetupError::{BadInput, Failure};
+    if !["train", "val", "test", "rl", "sft"].contains(&split) {
+        return Err(BadInput(format!(
+            "--split {split:?}: expected train, val, test, rl or sft"
+        )));
+    }
+    if dataset::read_stats(dir).is_ok_and(|s| s.prover == "isabelle") {
+        let m = "an Isabelle dataset; `prod dataset validate` checks with the Coq checker only";
+        return Err(BadInput(format!("{}: {m}", dir.display())));
+    }
+    let examples = with_full_contexts(dir, &[split]).map_err(BadInput)?;
+    crate::add_load_paths(&mut cfg, load_paths, Some(dir)).map_err(BadInput)?;
+    if allow_context_axioms {
+        let mut names: Vec<String> = examples
+            .iter()
+            .flat_map(|e| e.context_axioms.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        cfg.allowed_axioms.extend(names);
+    }
+    let checker =
+        CoqChecker::new(cfg).map_err(|e| Failure(format!("cannot start the Coq checker: {e}")))?;
+    Ok((examples, checker))
 }
 
 /// `n` of `items` drawn with `seed` (all of them, shuffled, when there are fewer).

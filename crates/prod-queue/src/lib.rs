@@ -84,6 +84,21 @@ pub struct Status {
     pub done: i64,
 }
 
+impl Status {
+    /// `prod queue status --json`'s object.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"todo": self.todo, "claimed": self.claimed, "done": self.done})
+    }
+
+    /// `prod queue status`'s line.
+    pub fn text(&self) -> String {
+        format!(
+            "todo {}, claimed {}, done {}",
+            self.todo, self.claimed, self.done
+        )
+    }
+}
+
 /// One run's jobs in a PostgreSQL database.
 pub struct Queue {
     client: Client,
@@ -314,6 +329,25 @@ pub struct WorkStats {
     /// Verdicts not recorded because the claim had expired and moved on.
     pub lost_claims: usize,
     pub released_infra: usize,
+}
+
+impl WorkStats {
+    /// `prod queue work --json`'s object for the worker `name`.
+    pub fn json(&self, name: &str) -> serde_json::Value {
+        serde_json::json!({"worker": name, "claimed": self.claimed, "recorded": self.recorded,
+            "lost_claims": self.lost_claims, "released_infra": self.released_infra})
+    }
+
+    /// `prod queue work`'s line for the worker `name`.
+    pub fn text(&self, name: &str) -> String {
+        let (c, r, l, i) = (
+            self.claimed,
+            self.recorded,
+            self.lost_claims,
+            self.released_infra,
+        );
+        format!("{name}: claimed {c}, recorded {r}, lost claims {l}, infra released {i}")
+    }
 }
 
 /// Options of [`work`].

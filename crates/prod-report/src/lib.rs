@@ -37,3 +37,23 @@ pub const HAMMER_BASELINE: &str = "CoqHammer alone";
 pub fn parse(json: &str) -> Result<RunReport, serde_json::Error> {
     serde_json::from_str(json)
 }
+
+/// Write `report` into `dir` (created if missing): `report.html`, `summary.md` and each figure
+/// as `FIGURE.svg`. Returns the paths written, in that order; the error names the file.
+pub fn write_files(report: &RunReport, dir: &std::path::Path) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    let mut put = |name: &str, text: &str| -> Result<(), String> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        files.push(path.display().to_string());
+        Ok(())
+    };
+    put("report.html", &render_html(report))?;
+    put("summary.md", &render_markdown(report))?;
+    for f in figures(report) {
+        // Figure ids are fixed ASCII names chosen by the report, never taken from the run file.
+        put(&format!("{}.svg", f.id), &f.svg)?;
+    }
+    Ok(files)
+}

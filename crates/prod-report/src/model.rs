@@ -383,6 +383,37 @@ impl RoundMetrics {
     }
 }
 
+impl RoundMetrics {
+    /// The round's line as `prod rl` prints it as the run goes (round 0: the starting model's
+    /// held-out pass@k only).
+    pub fn line(&self) -> String {
+        let r = self;
+        let eval = r.eval.as_ref().map_or(String::new(), |ps| {
+            let cells: Vec<String> = ps
+                .iter()
+                .map(|p| {
+                    let (e, lo, hi) = (100.0 * p.estimate, 100.0 * p.ci_low, 100.0 * p.ci_high);
+                    format!("pass@{} {e:.1}% [{lo:.1}, {hi:.1}]", p.k)
+                })
+                .collect();
+            let (n, s) = (r.eval_theorems, r.eval_s);
+            format!("; held-out ({n} theorems, {s:.0} s): {}", cells.join(", "))
+        });
+        if r.round == 0 {
+            return format!("round 0 (starting model){eval}");
+        }
+        let loss = r.loss.map_or("-".into(), |l| format!("{l:.3}"));
+        let speed = r
+            .tokens_per_s
+            .map_or("tokens/s -".into(), |t| format!("{t:.0} tokens/s"));
+        format!(
+            "round {}: {} nodes, {} locally / {} globally correct, {} examples (mean w {:.3}), loss {loss}, sample {:.0} s ({speed}), check {:.0} s, filter {:.0} s, train {:.0} s{eval}",
+            r.round, r.nodes, r.locally_correct, r.globally_correct, r.examples,
+            r.mean_weight.unwrap_or(0.0), r.sample_s, r.check_s, r.filter_s, r.train_s
+        )
+    }
+}
+
 /// What one ProD-RL round did (paper Section 3.2, Appendix A.1).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct RoundMetrics {

@@ -38,29 +38,56 @@ use crate::progress::Bars;
 use crate::prover::{CheckSetup, ProverKind};
 use crate::store::{Phase, RunStore};
 
-/// `prod ceiling` as a job.
+/// `prod ceiling` as a job; also its flags (feature `clap`; the Coq settings come from the
+/// config file and the command's checker flags).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default, deny_unknown_fields)]
 pub struct CeilingJob {
+    /// Dataset directory written by `prod dataset build`.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dataset: PathBuf,
+    /// Which split file of --dataset holds the theorems.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CeilingJob::default().split))]
     pub split: String,
-    /// The theorems `prod eval --theorems N` draws with `seed` (all when `None`), of which
-    /// those of ground-truth depth ≥ `min_depth` are kept.
+    /// The theorems `prod eval --theorems N` draws with --seed (default: all of the split), of
+    /// which those of ground-truth depth ≥ --min-depth are kept.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
     pub theorems: Option<usize>,
+    /// Keep the theorems whose ground-truth proof tree is at least this deep (at depth 0 the
+    /// ground truth is a whole human proof: nothing is decomposed).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CeilingJob::default().min_depth))]
     pub min_depth: u32,
-    /// d of the second row (the ground-truth tree to depth d); 0: the first row only.
+    /// d of the second row, the ground-truth tree to depth d (0: the first row only).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CeilingJob::default().depth))]
     pub depth: u32,
+    #[cfg_attr(feature = "clap", arg(skip))]
     pub coq: CoqJobConfig,
+    /// Run directory (created; an existing one is resumed).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub out: PathBuf,
-    /// Verification cache of the run (default `OUT/cache.sqlite`).
+    /// Verification cache file (default RUN_DIR/cache.sqlite).
+    #[cfg_attr(feature = "clap", arg(long))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<PathBuf>,
-    /// The cross-run cache shared with CoqHammer alone (default
-    /// [`crate::baseline::default_cache`]).
+    /// Cross-run cache shared with CoqHammer alone (default
+    /// $PROD_CACHE/hammer-baseline.sqlite, PROD_CACHE defaulting to ~/.cache/prod).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "hammer-baseline-cache", value_name = "HAMMER_BASELINE_CACHE")
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hammer_cache: Option<PathBuf>,
+    /// Seed of the theorem draw and of the bootstrap.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CeilingJob::default().seed))]
     pub seed: u64,
+    /// Bootstrap rounds of each 95% interval.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = CeilingJob::default().bootstrap,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub bootstrap: usize,
+    /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
+    #[cfg_attr(feature = "clap", arg(long = "final-timeout", value_name = "FINAL_TIMEOUT", default_value_t = CeilingJob::default().final_timeout_s,
+        value_parser = prod_core::range::parse::positive_u64))]
     pub final_timeout_s: u64,
 }
 

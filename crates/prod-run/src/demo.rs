@@ -66,29 +66,55 @@ impl ModelBase {
     }
 }
 
+/// `prod demo` as a job; also its flags (feature `clap`; the model base comes from the
+/// command's `--base-model` and `--from-scratch`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct DemoJob {
+    /// Output directory (data/, model/, run/; an existing one is resumed).
+    #[cfg_attr(feature = "clap", arg(long, default_value_os_t = DemoJob::default().out))]
     pub out: PathBuf,
+    #[cfg_attr(feature = "clap", arg(skip = ModelBase::default_pretrained()))]
     pub base: ModelBase,
-    /// Total budget; training gets what the dataset build leaves minus the evaluation's share.
+    /// Time budget, minutes (> 0; a budget under one minute counts as one): training gets
+    /// what the dataset build leaves minus the evaluation's share.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DemoJob::default().minutes,
+        value_parser = prod_core::range::parse::positive_minutes))]
     pub minutes: f64,
     /// Held-out test theorems to evaluate.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DemoJob::default().theorems,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub theorems: usize,
-    /// Trees per theorem (pass@k for k = 1, 2, 4 … up to it).
+    /// Proof trees per theorem (pass@k for k = 1, 2, 4 … up to it).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DemoJob::default().samples,
+        value_parser = prod_core::range::parse::positive_u32))]
     pub samples: u32,
+    /// Coq workers.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DemoJob::default().workers,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub workers: usize,
+    /// Seed of the dataset split, training, sampling and the bootstrap.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DemoJob::default().seed))]
     pub seed: u64,
-    /// The verification cache of the CoqHammer-alone baseline (default
-    /// [`crate::baseline::default_cache`]: shared by every run on this machine).
+    /// Verification cache of the CoqHammer-alone baseline, shared across runs (default
+    /// $PROD_CACHE/hammer-baseline.sqlite).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "hammer-baseline-cache", value_name = "HAMMER_BASELINE_CACHE")
+    )]
     pub hammer_cache: Option<PathBuf>,
     /// Hammer leaves in the evaluation ([`crate::leaves`]), on by default as in every
     /// evaluation. [`eval_estimate`] reserves no time for them: the demo's minutes-of-SFT
     /// policy proposes no lemma (0 in 200 trees, docs/results.md §1), so they cost nothing
     /// there; a policy that proposes lemmas adds one hammer call (≈ 4 s on 2 workers) per
     /// distinct lemma.
+    #[cfg_attr(feature = "clap", arg(long = "no-hammer-leaves", action = clap::ArgAction::SetFalse,
+        help = crate::leaves::OFF_HELP))]
     pub hammer_leaves: bool,
     /// The ceiling ([`crate::ceiling`], its first row) on the evaluation's theorems of
     /// ground-truth depth ≥ 1, in the report beside ProD and CoqHammer alone.
+    #[cfg_attr(feature = "clap", arg(long = "no-ceiling", action = clap::ArgAction::SetFalse,
+        help = "Leave the ceiling (the ground truth with hammer leaves) out of the run and the report"))]
     #[serde(default = "on")]
     pub ceiling: bool,
 }
@@ -145,6 +171,37 @@ pub struct DemoOutcome {
     pub total_s: f64,
     pub run_json: PathBuf,
     pub report_html: PathBuf,
+}
+
+impl DemoOutcome {
+    /// The run's report as written (`None` if it cannot be read back).
+    pub fn report(&self) -> Option<prod_report::RunReport> {
+        let text = std::fs::read_to_string(&self.run_json).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// `prod demo --json`'s line: the run's summary, where the report is, the seconds of each
+    /// step and what training did.
+    pub fn summary_json(&self) -> serde_json::Value {
+        let mut v = self
+            .report()
+            .map(|r| prod_report::summary::summary_json(&r, &self.run_json))
+            .unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "report".into(),
+                self.report_html.display().to_string().into(),
+            );
+            let seconds = serde_json::json!({"dataset": self.dataset_s, "train": self.train_s,
+                "eval": self.eval_s, "total": self.total_s});
+            m.insert("seconds".into(), seconds);
+            m.insert(
+                "train".into(),
+                serde_json::to_value(&self.train).unwrap_or_default(),
+            );
+        }
+        v
+    }
 }
 
 pub const DEMO_CONTEXT_TOKENS: usize = 192;
@@ -530,10 +587,11 @@ fn tree_s(weights: prod_policy::DecodeWeights) -> f64 {
     }
 }
 
-/// Seconds per theorem of CoqHammer alone with 2 workers and the default hammer: 6.0 with the
-/// provers at 5 s (§1, 2026-11-29: the demo's 50 theorems in 295 s, 51 calls); the provers at
-/// 2 s take 0.59 of those hammer seconds on the stdlib's test roots (§10).
-const HAMMER_THEOREM_S: f64 = 4.0;
+/// Seconds per hammer call (a theorem of CoqHammer alone, a lemma of the ceiling) with 2
+/// workers and the default hammer (provers at 2 s): 4.5, measured in the demo (§1, 2026-11-30:
+/// CoqHammer alone 214 s for 50 theorems, the ceiling 128 s for its 17 roots and 28 leaves;
+/// 342 s for 78 calls). With the provers at 5 s it was 6.0.
+const HAMMER_THEOREM_S: f64 = 4.5;
 
 /// Ground-truth lemmas per test theorem of the stdlib (172 lemmas proposed by the roots of the
 /// 328 test theorems, docs/results.md §9): the ceiling's hammer leaves, one call each.

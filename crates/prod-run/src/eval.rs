@@ -29,26 +29,47 @@ use crate::store::{Phase, RunStore, Step, StoredNode};
 
 pub use crate::theorem::{dataset_statements, load_theorems, Theorem};
 
+/// How an evaluation is run and scored; also `prod eval`'s flags (feature `clap`; the trees
+/// per theorem default to the largest k there, the temperature is the sampling's).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct EvalOptions {
-    /// Report name ("ProD-SFT", "ProD-RL round 3", …).
+    /// Name of this evaluation in the report ("ProD-SFT", "ProD-RL round 3", …).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = EvalOptions::default().name))]
     pub name: String,
+    /// Which split file of --dataset holds the theorems (test, val, train, rl, …).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = EvalOptions::default().split))]
     pub split: String,
-    /// pass@k for these k (each ≤ samples).
+    /// pass@k for these k (comma-separated; each ≤ --samples).
+    #[cfg_attr(feature = "clap", arg(long = "k", value_name = "K", value_delimiter = ',',
+        default_values_t = EvalOptions::default().ks, value_parser = prod_core::range::parse::positive_usize))]
     pub ks: Vec<usize>,
     /// n: independent trees per theorem.
+    #[cfg_attr(feature = "clap", arg(skip = EvalOptions::default().samples))]
     pub samples: u32,
-    /// Depth limit of Algorithm 1 (paper: 2).
+    /// Depth limit of the trees (Algorithm 1; paper: 2; 0: no lemma proposals, `<no_invoke>`
+    /// forced).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = EvalOptions::default().depth))]
     pub depth: u32,
-    /// Time limit of one cold `coqc` re-check.
+    /// Time limit of one cold `coqc` re-check of an assembled proof, seconds.
+    #[cfg_attr(feature = "clap", arg(long = "final-timeout", value_name = "FINAL_TIMEOUT",
+        default_value_t = EvalOptions::default().final_timeout_s, value_parser = prod_core::range::parse::positive_u64))]
     pub final_timeout_s: u64,
-    /// Bootstrap rounds of each 95% interval (drawn from the stream of `seed`).
+    /// Bootstrap rounds of each 95% interval (drawn from the stream of --seed; the interval is
+    /// the hull of the bootstrap and Wilson's score interval).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = EvalOptions::default().bootstrap,
+        value_parser = prod_core::range::parse::positive_usize))]
     pub bootstrap: usize,
+    /// Seed of sampling, of the theorem draw and of the bootstrap.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = EvalOptions::default().seed))]
     pub seed: u64,
+    #[cfg_attr(feature = "clap", arg(skip = EvalOptions::default().temperature))]
     pub temperature: f64,
     /// Hammer leaves ([`crate::leaves`]): every distinct lemma a tree proposes also gets a
     /// `<no_invoke> hammer.` node. Left out of a run store's identity when off (as every run
     /// was before the setting existed).
+    #[cfg_attr(feature = "clap", arg(long = "no-hammer-leaves", action = clap::ArgAction::SetFalse,
+        help = crate::leaves::OFF_HELP))]
     #[serde(default = "crate::leaves::default_on")]
     pub hammer_leaves: bool,
 }

@@ -220,6 +220,28 @@ fn merge(a: &mut toml::Value, b: toml::Value) {
 }
 
 impl ExperimentConfig {
+    /// The settings file: its keys over the defaults, relative paths taken from its folder;
+    /// every error is bad input naming the file.
+    pub fn load(path: &Path) -> Result<ExperimentConfig, BadInput> {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{shown}: {e}")))?;
+        let mut cfg = Self::from_toml(&text).map_err(|e| BadInput(format!("{shown}: {e}")))?;
+        let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+        let given = cfg.sft_models.as_mut();
+        let given = given
+            .into_iter()
+            .flat_map(|g| [&mut g.prod, &mut g.nolemma]);
+        for p in [&mut cfg.base_model, &mut cfg.dataset]
+            .into_iter()
+            .chain(given)
+        {
+            if p.is_relative() && !p.as_os_str().is_empty() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(cfg)
+    }
+
     /// The defaults with the keys of a TOML text over them; the error names the bad key.
     pub fn from_toml(text: &str) -> Result<ExperimentConfig, String> {
         let user: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
@@ -453,6 +475,25 @@ pub struct ExperimentOutcome {
     pub result: ExperimentResult,
     pub json: PathBuf,
     pub table: PathBuf,
+}
+
+impl ExperimentOutcome {
+    /// `prod experiment --json`'s line: where the files are, and the table's figures.
+    pub fn json_line(&self) -> serde_json::Value {
+        let r = &self.result;
+        let methods: Vec<serde_json::Value> = r
+            .methods
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "method": m.method, "name": m.name, "pass_at_k": m.pass_at_k, "vs_prod_sft": m.vs_prod_sft, "vs_hammer": m.vs_hammer,
+                    "replay_novel_lemma_share": m.replay_novel_lemma_share, "report": m.report,
+                })
+            })
+            .collect();
+        serde_json::json!({"experiment": self.json, "table": self.table, "theorems": r.theorems,
+            "samples": r.samples, "methods": methods, "hammer": r.hammer, "ran": r.ran, "seconds": r.seconds})
+    }
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {

@@ -120,6 +120,52 @@ impl Default for SharedStore {
     }
 }
 
+/// Scale-out flags of `prod eval` and `prod rl` (feature `clap`): keep the run store in
+/// PostgreSQL and let `prod queue work` processes on other machines do the checks.
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SharedStoreFlags {
+    /// PostgreSQL database for the run store and its check queue (postgres://user@host/db or
+    /// "host=/run/postgresql dbname=prod"). Start workers anywhere with
+    /// `prod queue work --store URL --run RUN` (same [coq] settings: a worker only takes
+    /// checks made for its exact checker configuration).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = "Scale-out"))]
+    pub store: Option<String>,
+    /// The run's name in the database (default: the --out directory's name).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, requires = "store", help_heading = "Scale-out")
+    )]
+    pub run: Option<String>,
+    /// Only the queue workers check; this process samples, waits and trains.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, requires = "store", help_heading = "Scale-out")
+    )]
+    pub no_check_here: bool,
+}
+
+impl SharedStoreFlags {
+    /// The flags over `base` (a config file's `[postgres]`), if any store is set.
+    pub fn apply(&self, base: Option<SharedStore>) -> Option<SharedStore> {
+        let mut s = match (&self.store, base) {
+            (Some(url), b) => SharedStore {
+                url: url.clone(),
+                ..b.unwrap_or_default()
+            },
+            (None, Some(b)) => b,
+            (None, None) => return None,
+        };
+        if let Some(r) = &self.run {
+            s.run = r.clone();
+        }
+        if self.no_check_here {
+            s.check_here = false;
+        }
+        Some(s)
+    }
+}
+
 impl SharedStore {
     /// Every number in its range; the error names the key.
     pub fn validate(&self) -> Result<(), String> {

@@ -159,6 +159,7 @@ impl From<NativeParamsKeys> for NativeParams {
 
 /// How the first token of a sample (without a forced `t0`) is drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum FirstToken {
     /// From the model's whole distribution, as any other token.

@@ -237,6 +237,35 @@ impl Default for RlConfig {
 }
 
 impl RlConfig {
+    /// `rl.toml` read, checked and its relative paths taken from its folder; every error is
+    /// bad input naming the file (and the line of a TOML error).
+    pub fn load(path: &std::path::Path) -> Result<RlConfig, crate::BadInput> {
+        use crate::BadInput;
+        let shown = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{shown}: {e}")))?;
+        let mut cfg: RlConfig = toml::from_str(&text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            let at = line.map(|l| format!(":{l}")).unwrap_or_default();
+            BadInput(format!("{shown}{at}: {}", e.message()))
+        })?;
+        cfg.validate()
+            .map_err(|e| BadInput(format!("{shown}: {e}")))?;
+        let base = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+        for p in [&mut cfg.model, &mut cfg.dataset] {
+            if p.is_relative() && !p.as_os_str().is_empty() {
+                *p = base.join(&*p);
+            }
+        }
+        if cfg.model.as_os_str().is_empty() || cfg.dataset.as_os_str().is_empty() {
+            return Err(BadInput(format!(
+                "{shown}: `model` and `dataset` are required"
+            )));
+        }
+        Ok(cfg)
+    }
+
     /// Every number in its range; the error names the key (`sampling.top_p = 0: …`).
     pub fn validate(&self) -> Result<(), String> {
         use crate::ranges::*;

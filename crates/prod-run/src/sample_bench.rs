@@ -15,35 +15,110 @@ use serde::Serialize;
 use crate::policy::{mix_seed, NativeParams, NativePolicy, SeqPolicy};
 use crate::progress::Bars;
 
-/// What to time.
+/// What to time, and how the samples are drawn (also `prod model bench-sample`'s flags,
+/// feature `clap`).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SampleBench {
     /// Theorems (prompts) to sample for.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().prompts, value_parser = prod_core::range::parse::positive_usize))]
     pub prompts: usize,
     /// Samples per prompt (proof trees).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().samples, value_parser = prod_core::range::parse::positive_usize))]
     pub samples: usize,
-    /// The context is cut to its last this many tokens (synthetic prompts have this many).
+    /// The context is cut to its last N tokens (synthetic prompts have this many).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().context_tokens, value_parser = prod_core::range::parse::positive_usize))]
     pub context_tokens: usize,
     /// Tokens generated per sample.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().new_tokens, value_parser = prod_core::range::parse::positive_usize))]
     pub new_tokens: usize,
+    /// Rows decoded together per step by the native policy.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().batch_rows, value_parser = prod_core::range::parse::positive_usize))]
+    pub batch_rows: usize,
+    /// Sampling temperature (paper: 0.7).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().temperature,
+        value_parser = |s: &str| prod_core::range::parse::real_in(s, prod_core::Sampling::TEMPERATURE)))]
+    pub temperature: f64,
     /// Decoding weights to measure, in order.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', default_value = "f32,q8")
+    )]
     pub weights: Vec<DecodeWeights>,
-    /// Skip the one-prompt-at-a-time path.
+    /// Skip the one-prompt-at-a-time path (only the batched figures).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub batched_only: bool,
+    /// Sampling seed.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SampleBench::default().seed))]
+    pub seed: u64,
 }
 
 impl Default for SampleBench {
     /// An evaluation's shape on 2 cores: 60 theorems × 4 trees, a short context, the demo's
-    /// proof length and a half.
+    /// proof length and a half; the native policy's batch and the paper's temperature.
     fn default() -> Self {
         SampleBench {
             prompts: 60,
             samples: 4,
             context_tokens: 256,
             new_tokens: 192,
+            batch_rows: NativeParams::default().batch_rows,
+            temperature: prod_core::Sampling::default().temperature,
             weights: vec![DecodeWeights::F32, DecodeWeights::Q8],
             batched_only: false,
+            seed: prod_core::DEFAULT_SEED,
         }
+    }
+}
+
+impl SampleBench {
+    /// The native policy's settings for this bench: its temperature, proof length, context cut,
+    /// batch and seed.
+    pub fn params(&self) -> NativeParams {
+        NativeParams {
+            sampling: prod_core::Sampling {
+                temperature: self.temperature,
+                max_new_tokens: self.new_tokens,
+                context_tokens: self.context_tokens,
+                ..prod_core::Sampling::default()
+            },
+            seed: self.seed,
+            batch_rows: self.batch_rows,
+            ..NativeParams::default()
+        }
+    }
+
+    /// The whole bench on the model in `model`: the theorems of `data` (or synthetic ones),
+    /// each decoding weight timed (each row also to `on_row` as it is measured); the figures as
+    /// one JSON object. Fewer theorems than `prompts` is bad input.
+    pub fn run(
+        &self,
+        model: &Path,
+        data: Option<&Path>,
+        bars: &Bars,
+        on_row: &mut dyn FnMut(&SampleBenchRow),
+    ) -> anyhow::Result<serde_json::Value> {
+        let mut policy = NativePolicy::load(model, self.params())?;
+        let theorems = bench_theorems(data, self)?;
+        if theorems.len() < self.prompts {
+            let m = format!(
+                "--prompts {} but only {} theorems",
+                self.prompts,
+                theorems.len()
+            );
+            return Err(crate::BadInput(m).into());
+        }
+        let mut prompt_tokens = 0;
+        for (c, s) in &theorems {
+            prompt_tokens += policy.prompt(c, s)?.len();
+        }
+        let rows = run_sample_bench(&mut policy, &theorems, self, bars, on_row)?;
+        Ok(serde_json::json!({
+            "prompts": theorems.len(), "samples": self.samples,
+            "mean_prompt_tokens": prompt_tokens as f64 / theorems.len() as f64,
+            "new_tokens": self.new_tokens, "batch_rows": self.batch_rows,
+            "temperature": self.temperature, "runs": rows,
+        }))
     }
 }
 
