@@ -128,9 +128,8 @@ impl CheckReport {
             ),
             format!("ratio: {:.1}x (coqc per check / pool, wall time per check)", self.ratio()),
         ]
-        .iter()
-        .map(|l| l.clone() + "\n")
-        .collect()
+        .join("\n")
+            + "\n"
     }
 }
 

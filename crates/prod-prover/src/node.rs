@@ -288,15 +288,26 @@ pub fn read_node_lines(file: &Path) -> Result<Vec<(usize, NodeLine)>, String> {
                 .map_err(|e| format!("cannot open {}: {e}", file.display()))?,
         ))
     };
-    let (mut out, mut seen) = (vec![], SeenIds::default());
-    for (i, line) in reader.split(b'\n').enumerate() {
-        let bytes =
-            line.map_err(|e| format!("{}: cannot read line {}: {e}", file.display(), i + 1))?;
-        if let Some(node) = parse_line((file, i + 1), bytes, &mut seen)? {
-            out.push((i + 1, node));
-        }
-    }
-    Ok(out)
+    node_lines(reader, file).collect()
+}
+
+/// The nodes of `reader` as its lines arrive, each with its (1-based) line number, blank lines
+/// skipped, ids admitted one by one; an error names `file` and the line.
+fn node_lines<'a>(
+    reader: impl BufRead + 'a,
+    file: &'a Path,
+) -> impl Iterator<Item = Result<(usize, NodeLine), String>> + 'a {
+    let mut seen = SeenIds::default();
+    reader
+        .split(b'\n')
+        .enumerate()
+        .filter_map(move |(i, line)| {
+            let n = i + 1;
+            let node = line
+                .map_err(|e| format!("{}: cannot read line {n}: {e}", file.display()))
+                .and_then(|bytes| parse_line((file, n), bytes, &mut seen));
+            node.transpose().map(|r| r.map(|node| (n, node)))
+        })
 }
 
 /// The nodes of `file` (`-`: stdin) as the checker takes them ([`node_input`]); `Err` names
@@ -328,19 +339,9 @@ pub fn read_stdin_nodes(
 ) -> std::sync::mpsc::Receiver<Result<InputNode, String>> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut seen = SeenIds::default();
-        for (i, line) in stdin.lock().split(b'\n').enumerate() {
-            let node = line
-                .map_err(|e| format!("-: cannot read line {}: {e}", i + 1))
-                .and_then(|b| parse_line((Path::new("-"), i + 1), b, &mut seen))
-                .map(|n| n.map(|n| node_input(n, lang)));
-            let (item, last) = match node {
-                Ok(None) => continue,
-                Ok(Some(n)) => (Ok(n), false),
-                Err(e) => (Err(e), true),
-            };
-            if tx.send(item).is_err() || last {
+        for node in node_lines(std::io::stdin().lock(), Path::new("-")) {
+            let last = node.is_err();
+            if tx.send(node.map(|(_, n)| node_input(n, lang))).is_err() || last {
                 return;
             }
         }

@@ -177,7 +177,7 @@ impl DemoOutcome {
     /// The run's report as written (`None` if it cannot be read back).
     pub fn report(&self) -> Option<prod_report::RunReport> {
         let text = std::fs::read_to_string(&self.run_json).ok()?;
-        serde_json::from_str(&text).ok()
+        prod_report::parse(&text).ok()
     }
 
     /// `prod demo --json`'s line: the run's summary, where the report is, the seconds of each
