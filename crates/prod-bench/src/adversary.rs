@@ -99,18 +99,6 @@ impl AdversaryReport {
         }
         t
     }
-
-    /// The exit code the figures call for: 3 when an attack was accepted, 1 for any other
-    /// problem, else 0.
-    pub fn exit_code(&self) -> i32 {
-        if self.attacks_accepted > 0 {
-            3
-        } else if self.problems.is_empty() {
-            0
-        } else {
-            1
-        }
-    }
 }
 
 /// Runs the scenarios. `progress(done, total)` is called once before the first (done 0) and

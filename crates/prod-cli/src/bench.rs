@@ -5,10 +5,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use prod_bench::adversary::{AdversaryReport, AdversarySettings};
+use prod_bench::adversary::AdversarySettings;
 use prod_bench::check::CheckSettings;
 use prod_bench::tree::{TreeSettings, TreeSize};
-use prod_bench::BenchError;
 
 use crate::{exit, ranges};
 
@@ -16,25 +15,23 @@ use crate::{exit, ranges};
 pub enum BenchCommand {
     /// Checking speed: `coqc` per check against the persistent worker pool, side by side.
     ///
-    /// Checking speed: `coqc` per check vs the persistent worker pool, on real stdlib lemmas
-    /// re-checked in place (each in the context of everything before it in its file).
+    /// On real stdlib lemmas re-checked in place (each in the context of everything before it
+    /// in its file).
     ///
     /// Example: prod bench check --count 300 --workers 2
     Check(BenchCheckArgs),
     /// The global-correctness solver on synthetic forests of N/10 and N nodes, side by side.
     ///
-    /// Global-correctness solver on synthetic proof forests: the median time at N/10 and N nodes
-    /// side by side, and their ratio (linear time gives ~10).
+    /// The median time at each size and their ratio (linear time gives ~10).
     ///
     /// Example: prod bench tree --nodes 100000
     Tree(BenchTreeArgs),
     #[command(verbatim_doc_comment)]
     /// Every installed Debian `libcoq-*` library built into a dataset and a sample checked.
     ///
-    /// Every installed Debian `libcoq-*` library: files, blocks, examples and skips of its
-    /// dataset build, and the share of a ground-truth sample the checker proves; also the time
-    /// of `prod dataset build --library all`. Resumable: each library's row is kept in
-    /// OUT/<package>/bench.json.
+    /// Files, blocks, examples and skips of each build, and the share of a ground-truth sample
+    /// the checker proves; also the time of `prod dataset build --library all`. Resumable:
+    /// each library's row is kept in OUT/<package>/bench.json.
     ///
     /// Install every library first (Debian):
     ///   apt-get install --no-install-recommends $(apt-cache search --names-only '^libcoq-' | cut -d' ' -f1)
@@ -45,19 +42,18 @@ pub enum BenchCommand {
     Libraries(crate::bench_libraries::BenchLibrariesArgs),
     /// `prod serve` under load on loopback: HTTP against the pool directly, side by side.
     ///
-    /// `prod serve` under a bounded load on loopback: `--count` checks of cheap honest lemmas
-    /// (one per request, one shared context) at each `--concurrency`, over HTTP to an in-process
-    /// server and directly to the same pool; checks/s, p50/p95/p99 latency side by side and the
+    /// `--count` checks of cheap honest lemmas (one per request, one shared context) at each
+    /// `--concurrency`, over HTTP to an in-process server and directly to the same pool; checks/s, p50/p95/p99 latency side by side and the
     /// HTTP overhead at p50. Stops by itself.
     ///
     /// Example: prod bench serve --count 120 --concurrency 1,8,64 --workers 2
     Serve(Box<crate::bench_serve::BenchServeArgs>),
     /// The adversary: seeded attack scenarios through check, tree, assembly and final check.
     ///
-    /// The adversary: seeded scenarios that move every attack construct (fixpoints, SProp,
-    /// kernel-deferring tactics, the context's admitted constants, printed error texts, `t0`,
-    /// name capture) between proof, statement, proposal and context and vary their layout, each
-    /// through check → tree → assembly → final check with the real prover. Every attack's root
+    /// The scenarios move every attack construct (fixpoints, SProp, kernel-deferring tactics,
+    /// the context's admitted constants, printed error texts, `t0`, name capture) between
+    /// proof, statement, proposal and context and vary their layout, each through check →
+    /// tree → assembly → final check with the real prover. Every attack's root
     /// is a canary: none may be globally correct or pass the final check, and no attack node may
     /// end in `infra`; honest look-alikes must be proved. Exit 3 when an attack is accepted.
     ///
@@ -68,11 +64,10 @@ pub enum BenchCommand {
     Adversary(BenchAdversaryArgs),
     /// CoqHammer alone on a split's theorems under hammer profiles side by side: goals, seconds.
     ///
-    /// CoqHammer alone (`<no_invoke> hammer.` at each theorem's root) on a dataset split's
-    /// theorems under several hammer profiles, interleaved so that load weighs on all alike:
-    /// goals proved, by the fixed tactic list or the provers, the hammer's seconds (fixed list,
-    /// provers; context loading apart) and the goals closed within t seconds, with the proved
-    /// goals and the seconds of each profile against the first. Never answered from a cache.
+    /// `<no_invoke> hammer.` at each theorem's root, the profiles interleaved so that load
+    /// weighs on all alike: goals proved, by the fixed tactic list or the provers, the hammer's
+    /// seconds (fixed list, provers; context loading apart) and the goals closed within t
+    /// seconds, with the proved goals and the seconds of each profile against the first. Never answered from a cache.
     /// Resumable: rows are kept in OUT/rows.jsonl.
     ///
     /// Profiles: before (the hammer before this bench measured it: sauto, intros; sauto and best
@@ -140,7 +135,7 @@ pub struct BenchCheckArgs {
     pub prover: prod_prover::flags::ProverArgs,
 }
 
-pub fn run(cmd: BenchCommand) -> i32 {
+pub fn run(cmd: BenchCommand) -> exit::Result {
     match cmd {
         BenchCommand::Check(a) => bench_check(a),
         BenchCommand::Tree(a) => bench_tree(a),
@@ -151,31 +146,22 @@ pub fn run(cmd: BenchCommand) -> i32 {
     }
 }
 
-/// A benchmark's error as the exit code: 2 for the user's input, 1 for anything else.
-fn bench_error(e: BenchError) -> i32 {
-    match e {
-        BenchError::BadInput(e) => exit::bad_input(e),
-        BenchError::Failure(e) => exit::failure(e),
-    }
-}
-
 /// `prod bench tree`: one line per forest size as it is measured, then the ratios.
-fn bench_tree(a: BenchTreeArgs) -> i32 {
+fn bench_tree(a: BenchTreeArgs) -> exit::Result {
     let json = a.json;
     let report = prod_bench::tree::bench_tree(a.settings, &|s: &TreeSize| match json {
         true => println!("{}", s.json()),
         false => println!("{}", s.text()),
     });
     match json {
-        true => println!("{}", report.json()),
-        false => println!("{}", report.text()),
+        true => exit::println(report.json()),
+        false => exit::println(report.text()),
     }
-    0
 }
 
 /// `prod bench adversary`: the scenarios, their outcomes by family, and any accepted attack
 /// (exit 3).
-fn bench_adversary(a: BenchAdversaryArgs) -> i32 {
+fn bench_adversary(a: BenchAdversaryArgs) -> exit::Result {
     let settings = AdversarySettings {
         coq_root: a.prover.coq_root.clone(),
         ..a.settings.clone()
@@ -198,27 +184,30 @@ fn bench_adversary(a: BenchAdversaryArgs) -> i32 {
     if let Some(p) = bar.get() {
         p.finish();
     }
-    match report {
-        Ok(r) => print_adversary(&r, a.json),
-        Err(e) => exit::failure(e),
+    let r = report.map_err(exit::Failure::Other)?;
+    match a.json {
+        true => exit::println(r.json())?,
+        false => exit::print(&r.text())?,
     }
-}
-
-/// The adversary's figures (one JSON object, or lines of text) and its exit code.
-fn print_adversary(r: &AdversaryReport, json: bool) -> i32 {
-    match json {
-        true => println!("{}", r.json()),
-        false => print!("{}", r.text()),
+    // An accepted attack is a soundness alarm; any other problem (an attack node ending in
+    // infra, an honest look-alike not proved) a failure.
+    if r.attacks_accepted > 0 {
+        let n = r.attacks_accepted;
+        return Err(exit::Failure::Alarm(anyhow::anyhow!(
+            "{n} attack(s) accepted"
+        )));
     }
-    r.exit_code()
+    match r.problems.len() {
+        0 => Ok(()),
+        n => Err(exit::other(format!(
+            "{n} problem(s) (in the figures above)"
+        ))),
+    }
 }
 
 /// `prod bench hammer`: progress on stderr, the figures on stdout.
-fn bench_hammer(a: BenchHammerArgs) -> i32 {
-    let profiles = match prod_bench::hammer::profiles(&a.profiles) {
-        Ok(p) => p,
-        Err(e) => return exit::bad_input(anyhow::anyhow!(e)),
-    };
+fn bench_hammer(a: BenchHammerArgs) -> exit::Result {
+    let profiles = prod_bench::hammer::profiles(&a.profiles).map_err(exit::input)?;
     let settings = prod_bench::hammer::HammerSettings {
         dataset: a.draw.dataset.clone(),
         split: a.draw.split.clone(),
@@ -247,32 +236,23 @@ fn bench_hammer(a: BenchHammerArgs) -> i32 {
     if let Some(p) = bar.get() {
         p.finish();
     }
-    match report {
-        Ok(r) if a.json => {
-            println!("{}", r.json());
-            0
-        }
-        Ok(r) => {
-            print!("{}", r.text());
-            0
-        }
-        Err(e) => bench_error(e),
+    let r = report?;
+    match a.json {
+        true => exit::println(r.json()),
+        false => exit::print(&r.text()),
     }
 }
 
 /// `prod bench check`: the figures on stdout, the misses on stderr.
-fn bench_check(a: BenchCheckArgs) -> i32 {
+fn bench_check(a: BenchCheckArgs) -> exit::Result {
     let settings = CheckSettings {
         coq_root: a.prover.coq_root.clone(),
         ..a.settings.clone()
     };
-    let r = match prod_bench::check::bench_check(&settings, &|line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(e) => return bench_error(e),
-    };
+    let r = prod_bench::check::bench_check(&settings, &|line| eprintln!("{line}"))?;
     match a.json {
-        true => println!("{}", r.json()),
-        false => print!("{}", r.text()),
+        true => exit::println(r.json())?,
+        false => exit::print(&r.text())?,
     }
     for f in &r.pool.failures {
         eprintln!("not proved by the pool: {f}");
@@ -280,5 +260,5 @@ fn bench_check(a: BenchCheckArgs) -> i32 {
     for name in r.coqc.errors.iter().take(5) {
         eprintln!("coqc did not close: {name}");
     }
-    0
+    Ok(())
 }

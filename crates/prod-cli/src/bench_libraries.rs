@@ -3,9 +3,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::anyhow;
 use clap::Args;
-use prod_bench::libraries::{self, LibrariesSettings, Report, INSTALL_ALL};
+use prod_bench::libraries::{self, LibrariesSettings, INSTALL_ALL};
 use prod_library::discovery;
 
 use crate::check_progress::CheckProgress;
@@ -35,16 +34,16 @@ pub struct BenchLibrariesArgs {
     pub json: bool,
 }
 
-pub fn run(a: BenchLibrariesArgs) -> i32 {
+pub fn run(a: BenchLibrariesArgs) -> exit::Result {
     let installed = discovery::installed_packages();
     if let Some(o) = a
         .only
         .iter()
         .find(|o| !installed.iter().any(|(p, _)| p == *o))
     {
-        return exit::bad_input(anyhow!(
+        return Err(exit::input(format!(
             "--only {o}: not an installed libcoq-* package (install every one with: {INSTALL_ALL})"
-        ));
+        )));
     }
     let settings = LibrariesSettings {
         sample: a.sample,
@@ -56,18 +55,9 @@ pub fn run(a: BenchLibrariesArgs) -> i32 {
     let progress = |n: usize| -> Box<dyn prod_prover::BatchProgress> {
         Box::new(CheckProgress::new("validate", n, a.json))
     };
-    match libraries::bench_libraries(&settings, installed, &progress) {
-        Ok(report) => print(&report, a.json),
-        Err(e) => exit::failure(e),
+    let r = libraries::bench_libraries(&settings, installed, &progress)?;
+    match a.json {
+        true => exit::println(serde_json::to_string(&r).map_err(exit::other)?),
+        false => exit::print(&libraries::table(&r)),
     }
-}
-
-fn print(r: &Report, json: bool) -> i32 {
-    let text = if json {
-        serde_json::to_string(r).unwrap_or_default() + "\n"
-    } else {
-        libraries::table(r)
-    };
-    use std::io::Write as _;
-    exit::written(std::io::stdout().lock().write_all(text.as_bytes()))
 }

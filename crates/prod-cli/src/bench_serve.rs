@@ -1,9 +1,9 @@
-//! `prod bench serve`: the flags of the service's load benchmark and its table; the
-//! measurement (the server in this process, the same checks directly and over HTTP) is
-//! prod-serve's ([`prod_serve::bench`]).
+//! `prod bench serve`: the flags of the service's load benchmark; the measurement (the server
+//! in this process, the same checks directly and over HTTP) and its table are prod-serve's
+//! ([`prod_serve::bench`]).
 
 use clap::Args;
-use prod_serve::bench::{BenchReport, BenchSettings, TARGET_OVERHEAD_MS};
+use prod_serve::bench::BenchSettings;
 
 use crate::{exit, ranges};
 use prod_prover::CheckerSettings;
@@ -23,20 +23,16 @@ pub struct BenchServeArgs {
     pub checker: CheckerSettings,
 }
 
-pub fn run(a: BenchServeArgs) -> i32 {
+pub fn run(a: BenchServeArgs) -> exit::Result {
     let settings = BenchSettings {
         count: a.count,
         concurrency: a.concurrency.clone(),
         checker: a.checker.clone(),
     };
-    let report = match prod_serve::bench::bench(&settings, &|line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(e) => return exit::setup(e),
-    };
-    if a.json {
-        println!("{}", report.json());
-    } else {
-        print_table(&report);
+    let report = prod_serve::bench::bench(&settings, &|line| eprintln!("{line}"))?;
+    match a.json {
+        true => exit::println(report.json())?,
+        false => exit::print(&report.text())?,
     }
     for l in &report.levels {
         for (path, s) in [("direct", &l.direct), ("HTTP", &l.http)] {
@@ -45,45 +41,8 @@ pub fn run(a: BenchServeArgs) -> i32 {
             }
         }
     }
-    if report.all_proved() {
-        0
-    } else {
-        1
+    match report.all_proved() {
+        true => Ok(()),
+        false => Err(exit::other("not every check was proved (listed above)")),
     }
-}
-
-/// The figures as a Markdown table, one row per concurrency level, and the HTTP floor.
-fn print_table(r: &BenchReport) {
-    println!(
-        "{} checks per level and path, one node per request, {} workers, {}\n",
-        r.count, r.workers, r.prover
-    );
-    println!("| concurrency | direct checks/s | HTTP checks/s | direct p50 ms | HTTP p50 ms | direct p95 ms | HTTP p95 ms | direct p99 ms | HTTP p99 ms | HTTP overhead p50 ms |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for l in &r.levels {
-        let (d, h) = (&l.direct, &l.http);
-        println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:+.2} |",
-            l.concurrency,
-            d.per_s(),
-            h.per_s(),
-            d.pct_ms(50.0),
-            h.pct_ms(50.0),
-            d.pct_ms(95.0),
-            h.pct_ms(95.0),
-            d.pct_ms(99.0),
-            h.pct_ms(99.0),
-            l.overhead_p50_ms()
-        );
-    }
-    let floor = &r.floor;
-    println!(
-        "\nHTTP floor (the HTTP layer alone: {} requests, one at a time, each node answered \
-         without the pool): p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms; target for the HTTP \
-         overhead at p50: <= {TARGET_OVERHEAD_MS} ms",
-        floor.checks,
-        floor.pct_ms(50.0),
-        floor.pct_ms(95.0),
-        floor.pct_ms(99.0)
-    );
 }

@@ -67,33 +67,20 @@ fn job_of(a: &CeilingArgs) -> anyhow::Result<CeilingJob> {
     })
 }
 
-pub fn run(a: CeilingArgs) -> i32 {
+pub fn run(a: CeilingArgs) -> exit::Result {
     let bars = Bars::for_stderr(a.json);
-    let job = match job_of(&a).map_err(|e| prod_run::BadInput(format!("{e:#}"))) {
-        Ok(j) => j,
-        Err(e) => return crate::eval::error_code(e.into()),
-    };
-    match prod_run::job::undoing_a_failed_start(&a.job.out, &bars, || run_ceiling_job(&job, &bars))
-    {
-        Ok((report, _)) => {
-            let path = a.job.out.join("run.json");
-            let out = if a.json {
-                format!(
-                    "{}\n",
-                    prod_run::prod_report::summary::summary_json(&report, &path)
-                )
-            } else {
-                eprintln!(
-                    "wrote {}, {} and {}",
-                    path.display(),
-                    a.job.out.join("report.html").display(),
-                    a.job.out.join("summary.md").display()
-                );
-                prod_run::prod_report::summary::terminal(&report)
-            };
-            use std::io::Write as _;
-            exit::written(std::io::stdout().lock().write_all(out.as_bytes()))
-        }
-        Err(e) => crate::eval::error_code(e),
+    let job = job_of(&a).map_err(|e| exit::input(format!("{e:#}")))?;
+    let (report, _) =
+        prod_run::job::undoing_a_failed_start(&a.job.out, &bars, || run_ceiling_job(&job, &bars))?;
+    let path = a.job.out.join("run.json");
+    if a.json {
+        return exit::println(prod_run::prod_report::summary::summary_json(&report, &path));
     }
+    eprintln!(
+        "wrote {}, {} and {}",
+        path.display(),
+        a.job.out.join("report.html").display(),
+        a.job.out.join("summary.md").display()
+    );
+    exit::print(&prod_run::prod_report::summary::terminal(&report))
 }

@@ -51,31 +51,20 @@ pub struct CheckArgs {
     pub checker: CheckerSettings,
 }
 
-/// The pipeline of `settings`; `Err` is the exit code (2 bad input, 1 failure).
-pub fn open(settings: &CheckerSettings) -> Result<Pipeline, i32> {
-    Pipeline::open(settings).map_err(exit::setup)
-}
-
 /// Printing in input order: the next line to print, the verdicts so far, the first write error.
 type PrintState = (usize, Vec<Option<(Verdict, Duration)>>, std::io::Result<()>);
 
-pub fn run(a: CheckArgs) -> i32 {
+pub fn run(a: CheckArgs) -> exit::Result {
     if a.file == Path::new("-") {
         return run_stream(a);
     }
-    let nodes = match read_nodes(&a.file, a.checker.prover.language()) {
-        Ok(n) => n,
-        Err(e) => return exit::bad_input(anyhow::anyhow!(e)),
-    };
+    let nodes = read_nodes(&a.file, a.checker.prover.language()).map_err(exit::input)?;
     if nodes.is_empty() {
         // Not an error (a filter upstream may leave nothing), but never silent.
         eprintln!("{}: no nodes, nothing to check", a.file.display());
-        return 0;
+        return Ok(());
     }
-    let pipeline = match open(&a.checker) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+    let pipeline = Pipeline::open(&a.checker)?;
     let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
     let progress = CheckProgress::new("check", ids.len(), a.json);
     let written = check_printing(&pipeline, &ids, &requests, a.json, Some(&progress));
@@ -88,44 +77,25 @@ pub fn run(a: CheckArgs) -> i32 {
 /// previous batch was checked forms the next batch) and answered in input order, so a caller
 /// can feed a pipe and read verdicts before it has written everything. A line that is not a node
 /// ends the run with exit 2 after every earlier node is answered.
-fn run_stream(a: CheckArgs) -> i32 {
-    let pipeline = match open(&a.checker) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+fn run_stream(a: CheckArgs) -> exit::Result {
+    let pipeline = Pipeline::open(&a.checker)?;
     let rx = prod_prover::node::read_stdin_nodes(a.checker.prover.language());
     let batch_cap = pipeline.workers().max(1) * 8;
     let mut written = Ok(());
     let mut bad = None;
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < batch_cap {
-            match rx.try_recv() {
-                Ok(x) => batch.push(x),
-                Err(_) => break,
-            }
-        }
-        let mut nodes = vec![];
-        for item in batch {
-            match item {
-                Ok(n) => nodes.push(n),
-                Err(e) => {
-                    bad = Some(anyhow::anyhow!(e));
-                    break;
-                }
-            }
-        }
+    while let Some((nodes, error)) = prod_prover::node::next_batch(&rx, batch_cap) {
         let (ids, requests): (Vec<_>, Vec<_>) = nodes.into_iter().unzip();
         if written.is_ok() {
             written = check_printing(&pipeline, &ids, &requests, a.json, None);
         }
-        if bad.is_some() {
+        if let Some(e) = error {
+            bad = Some(anyhow::anyhow!(e));
             break;
         }
     }
     close(&pipeline);
     match bad {
-        Some(e) => exit::bad_input(e),
+        Some(e) => Err(exit::Failure::BadInput(e)),
         None => exit::written(written),
     }
 }

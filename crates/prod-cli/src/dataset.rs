@@ -3,13 +3,10 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use anyhow::anyhow;
 use clap::{Args, Subcommand};
-use prod_library::dataset::{self, DatasetConfig};
-use prod_library::isar::{AfpOptions, AfpSource, AfpSplit, EntrySelection};
-use prod_library::LibrarySpec;
+use prod_library::dataset;
+use prod_prover::build::BuildFlags;
 use prod_prover::validate::{self, Counts};
-use prod_prover::ProverKind;
 
 use crate::check_progress::{self, CheckProgress};
 use crate::{exit, ranges};
@@ -97,43 +94,8 @@ pub enum DatasetCommand {
 
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Prover whose library is read.
-    #[arg(long, value_enum, default_value_t = ProverKind::Coq)]
-    pub prover: ProverKind,
-    /// Coq: `stdlib`, `all`, a Debian package (`libcoq-mathcomp-ssreflect`), a user-contrib root
-    /// (`Hammer`), or a directory (with or without a `_CoqProject`). Isabelle: `afp` (with
-    /// --afp) or the unpacked AFP directory (the one holding `thys/`).
-    #[arg(long, default_value = "stdlib")]
-    pub library: String,
-    /// Isabelle: the AFP, unpacked (the directory holding `thys/`) or as its release tarball
-    /// (`afp-2022-12-06.tar.xz`, unpacked once into the temporary directory and reused).
-    #[arg(long)]
-    pub afp: Option<PathBuf>,
-    /// Isabelle: the test split: `holdout` (the paper's 36 entries), `deps` (a seeded sample of
-    /// the entries nothing depends on, --test-fraction), or `after:YYYY-MM-DD` (entries dated
-    /// after that day; entries that depend on them are left out).
-    #[arg(long, default_value = "holdout")]
-    pub split: String,
-    /// Isabelle: build only some entries: `N` (the first N in dependency order) or `A,B,C`.
-    #[arg(long)]
-    pub entries: Option<String>,
-    /// Output directory (created; existing dataset files in it are replaced at the end of the
-    /// build, a README.md only if a build wrote it).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Coq installation root (`coqc -where`; default: the host's Coq, or the --coq-root's).
-    #[arg(long)]
-    pub coqlib: Option<PathBuf>,
     #[command(flatten)]
-    pub root: prod_prover::flags::ProverArgs,
-    #[command(flatten)]
-    pub settings: DatasetConfig,
-    /// Keep at most this many bytes of each context inline (0: whole contexts; the dataset then
-    /// grows quadratically with file size). Full contexts are always in sources.jsonl.
-    /// Default: 16384 for Coq, 4096 for Isabelle (the paper keeps the last 1k tokens; the AFP
-    /// with 16 KiB contexts is 9.4 GB of JSONL).
-    #[arg(long)]
-    pub context_bytes: Option<usize>,
+    pub flags: BuildFlags,
     /// Print the stats as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -195,7 +157,7 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-pub fn run(cmd: DatasetCommand) -> i32 {
+pub fn run(cmd: DatasetCommand) -> exit::Result {
     match cmd {
         DatasetCommand::Build(a) => build(a),
         DatasetCommand::Stats(a) => stats(a),
@@ -205,112 +167,26 @@ pub fn run(cmd: DatasetCommand) -> i32 {
     }
 }
 
-fn build(a: BuildArgs) -> i32 {
-    let cfg = match build_config(&a) {
-        Ok(c) => c,
-        Err(e) => return exit::bad_input(e),
-    };
-    let unit = if a.prover == ProverKind::Isabelle {
-        "theories"
-    } else {
-        "files"
-    };
-    let pb = prod_progress::Progress::new(
-        prod_progress::Display::for_stderr(a.json),
-        "build",
-        unit,
-        None,
-    );
-    let cb = |done: usize, total: usize| {
+fn build(a: BuildArgs) -> exit::Result {
+    let display = prod_progress::Display::for_stderr(a.json);
+    let pb = prod_progress::Progress::new(display, "build", a.flags.unit(), None);
+    let result = a.flags.build(&|done: usize, total: usize| {
         pb.set_total(total as u64);
         pb.set_position(done as u64);
-    };
-    let result = if a.prover == ProverKind::Isabelle {
-        let (dir, opts) = match afp_selection(&a) {
-            Ok(s) => s,
-            Err(e) => return exit::bad_input(e),
-        };
-        let started = std::time::Instant::now();
-        match AfpSource::load(&dir, opts) {
-            Ok(src) => dataset::build_from(&src, &a.out, &cfg, &cb, started),
-            Err(e) => Err(e.into()),
-        }
-    } else {
-        let spec = LibrarySpec::parse(&a.library);
-        dataset::build(&spec, &a.out, &cfg, Some(&prod_coq::CoqLanguage), &cb)
-    };
+    });
     pb.finish();
-    match result {
-        Ok(stats) => print_stats(&stats, a.json),
-        Err(e @ dataset::BuildError::Discovery(_)) => exit::bad_input(e.into()),
-        Err(e) => exit::failure(e.into()),
+    print_stats(&result?, a.json)
+}
+
+fn print_stats(s: &dataset::Stats, json: bool) -> exit::Result {
+    match json {
+        true => exit::println(serde_json::to_string(s).map_err(exit::other)?),
+        false => exit::print(&s.text()),
     }
 }
 
-/// The build's settings from the command line (bad input: the two fractions leave nothing to
-/// train on, or the Coq root's `coqlib` cannot be read).
-fn build_config(a: &BuildArgs) -> anyhow::Result<DatasetConfig> {
-    let (test, val) = (a.settings.test_fraction, a.settings.val_fraction);
-    if test + val >= 1.0 {
-        return Err(anyhow!(
-            "--test-fraction {test} plus --val-fraction {val} must be less than 1"
-        ));
-    }
-    let mut cfg = DatasetConfig {
-        context_bytes: a.context_bytes.unwrap_or(match a.prover {
-            ProverKind::Isabelle => DatasetConfig::ISABELLE_CONTEXT_BYTES,
-            ProverKind::Coq => DatasetConfig::COQ_CONTEXT_BYTES,
-        }),
-        ..a.settings.clone()
-    };
-    match (&a.coqlib, a.root.coqlib()) {
-        (Some(c), _) => cfg.coqlib = c.clone(),
-        (None, Ok(Some(c))) => cfg.coqlib = c,
-        (None, Ok(None)) => {}
-        (None, Err(e)) => return Err(anyhow!(e)),
-    }
-    Ok(cfg)
-}
-
-/// Isabelle: the unpacked AFP directory and which of its entries and split to read.
-fn afp_selection(a: &BuildArgs) -> anyhow::Result<(PathBuf, AfpOptions)> {
-    let split = AfpSplit::parse(&a.split).map_err(|e| anyhow!("--split: {e}"))?;
-    let entries = a
-        .entries
-        .as_deref()
-        .map(EntrySelection::parse)
-        .unwrap_or(EntrySelection::All);
-    let dir = match (&a.afp, a.library.as_str()) {
-        (Some(p), _) => p.clone(),
-        (None, "afp" | "stdlib") => {
-            return Err(anyhow!(
-                "--prover isabelle needs the AFP: --afp DIR_OR_TARBALL or --library DIR"
-            ))
-        }
-        (None, lib) => PathBuf::from(lib),
-    };
-    let dir = prod_library::isar::unpacked_afp(&dir).map_err(|e| anyhow!(e))?;
-    Ok((dir, AfpOptions { split, entries }))
-}
-
-fn print_stats(s: &dataset::Stats, json: bool) -> i32 {
-    let o = if json {
-        match serde_json::to_string(s) {
-            Ok(t) => t + "\n",
-            Err(e) => return exit::failure(e.into()),
-        }
-    } else {
-        s.text()
-    };
-    use std::io::Write as _;
-    exit::written(std::io::stdout().lock().write_all(o.as_bytes()))
-}
-
-fn parquet(a: ParquetArgs) -> i32 {
-    let written = match prod_library::parquet::write_dataset(&a.dir, &a.out) {
-        Ok(w) => w,
-        Err(e) => return exit::bad_input(anyhow!(e)),
-    };
+fn parquet(a: ParquetArgs) -> exit::Result {
+    let written = prod_library::parquet::write_dataset(&a.dir, &a.out).map_err(exit::input)?;
     let mut lines: Vec<String> = written
         .iter()
         .map(|w| match a.json {
@@ -325,34 +201,24 @@ fn parquet(a: ParquetArgs) -> i32 {
     exit::written(lines.iter().try_for_each(|l| writeln!(out, "{l}")))
 }
 
-fn stats(a: StatsArgs) -> i32 {
-    match prod_library::output::verify(&a.dir) {
-        Ok(s) => print_stats(&s, a.json),
-        Err(e) => exit::bad_input(anyhow!(e)),
-    }
+fn stats(a: StatsArgs) -> exit::Result {
+    print_stats(
+        &prod_library::output::verify(&a.dir).map_err(exit::input)?,
+        a.json,
+    )
 }
 
 /// The counts `validate` prints (the interface the CEO's checks read).
-fn validate(a: ValidateArgs) -> i32 {
-    let cfg = match a.config.coq_config(&a.prover) {
-        Ok(c) => c,
-        Err(e) => return exit::bad_input(anyhow!(e)),
-    };
+fn validate(a: ValidateArgs) -> exit::Result {
+    let cfg = a.config.coq_config(&a.prover).map_err(exit::input)?;
     let paths = &a.load_paths.load_path;
-    let (examples, checker) =
-        match validate::open(&a.dir, &a.split, cfg, paths, a.allow_context_axioms) {
-            Ok(x) => x,
-            Err(e) => return exit::setup(e),
-        };
+    let (examples, checker) = validate::open(&a.dir, &a.split, cfg, paths, a.allow_context_axioms)?;
     if a.trees {
         return validate_trees(&a, examples, &checker);
     }
     let chosen = validate::sample(examples, a.sample, a.seed);
     let progress = CheckProgress::new("validate", chosen.len(), a.json);
-    let outcome = match validate::check_sample(&chosen, &checker, &progress) {
-        Ok(o) => o,
-        Err(e) => return exit::bad_input(anyhow!(e)),
-    };
+    let outcome = validate::check_sample(&chosen, &checker, &progress).map_err(exit::input)?;
     for m in &outcome.misses {
         // The misses, for analysis (stderr keeps stdout one JSON object).
         eprintln!("miss {}", m.line);
@@ -372,13 +238,11 @@ fn validate(a: ValidateArgs) -> i32 {
     print_counts(&outcome.counts, a.json)
 }
 
-fn print_counts(c: &Counts, json: bool) -> i32 {
-    let o = match json {
+fn print_counts(c: &Counts, json: bool) -> exit::Result {
+    exit::println(match json {
         true => serde_json::to_string(c).unwrap_or_default(),
         false => c.text(),
-    };
-    use std::io::Write as _;
-    exit::written(writeln!(std::io::stdout().lock(), "{o}"))
+    })
 }
 
 /// Ground-truth proof trees checked end to end (`prod_prover::validate::check_trees`); each
@@ -387,7 +251,7 @@ fn validate_trees(
     a: &ValidateArgs,
     examples: Vec<dataset::Example>,
     checker: &prod_check_coq::CoqChecker,
-) -> i32 {
+) -> exit::Result {
     let roots = validate::tree_roots(examples, a.sample, a.seed);
     let progress = CheckProgress::new("validate --trees", roots.len(), a.json);
     let outcome = validate::check_trees(&a.dir, &roots, checker, &progress);

@@ -5,7 +5,6 @@
 //! `prod_prover::verify_ground_truths`. Here: the arguments, the checker they configure, the
 //! progress on stderr and the summary line. Isabelle datasets are refused (exit 2).
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context as _};
@@ -159,19 +158,12 @@ fn rows(a: &ExportArgs) -> anyhow::Result<(Vec<u8>, Manifest)> {
     Ok((jsonl, manifest))
 }
 
-pub fn run(a: ExportArgs) -> i32 {
-    let (jsonl, mut manifest) = match rows(&a) {
-        Ok(r) => r,
-        Err(e) => return exit::bad_input(e),
-    };
+pub fn run(a: ExportArgs) -> exit::Result {
+    let (jsonl, mut manifest) = rows(&a).map_err(exit::Failure::BadInput)?;
     let fw = a.settings().framework;
-    if let Err(e) = export::write(&a.out, a.format, fw, &jsonl, &mut manifest) {
-        return exit::failure(anyhow!(e));
-    }
-    let line = if a.json {
-        serde_json::to_string(&manifest).unwrap_or_default()
-    } else {
-        manifest.text()
-    };
-    exit::written(writeln!(std::io::stdout().lock(), "{line}"))
+    export::write(&a.out, a.format, fw, &jsonl, &mut manifest).map_err(exit::other)?;
+    exit::println(match a.json {
+        true => serde_json::to_string(&manifest).unwrap_or_default(),
+        false => manifest.text(),
+    })
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 use prod_run::{Bars, DemoJob, ModelBase};
 
+use crate::exit;
+
 /// The main job: stdlib dataset, a fine-tuned policy, proof trees checked by Coq, the report.
 ///
 /// End to end with real Coq: build the Coq stdlib dataset, fine-tune a pretrained policy
@@ -48,7 +50,7 @@ pub struct DemoArgs {
     pub json: bool,
 }
 
-pub fn run(a: DemoArgs) -> i32 {
+pub fn run(a: DemoArgs) -> exit::Result {
     // Step headers go to stderr even without a terminal; bars only on one.
     let bars = Bars::for_stderr(a.json);
     let job = DemoJob {
@@ -59,26 +61,17 @@ pub fn run(a: DemoArgs) -> i32 {
         },
         ..a.job.clone()
     };
-    match prod_run::run_demo(&job, &bars) {
-        Ok(o) if a.json => {
-            println!("{}", o.summary_json());
-            0
-        }
-        Ok(o) => {
-            if let Some(r) = &o.report() {
-                use std::io::Write as _;
-                let text = prod_run::prod_report::summary::terminal(r);
-                if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
-                    return crate::exit::written(Err(e));
-                }
-            }
-            let (html, json) = (o.report_html.display(), o.run_json.display());
-            eprintln!(
-                "[5/5] report: {html} (also {json} and summary.md); total {:.0} s",
-                o.total_s
-            );
-            0
-        }
-        Err(e) => crate::eval::error_code(e),
+    let o = prod_run::run_demo(&job, &bars)?;
+    if a.json {
+        return exit::println(o.summary_json());
     }
+    if let Some(r) = &o.report() {
+        exit::print(&prod_run::prod_report::summary::terminal(r))?;
+    }
+    let (html, json) = (o.report_html.display(), o.run_json.display());
+    eprintln!(
+        "[5/5] report: {html} (also {json} and summary.md); total {:.0} s",
+        o.total_s
+    );
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! `prod` — Proof Decomposer: datasets, checking, proof trees, RL and reports.
 //!
-//! Each subcommand lives in its own module with an `Args` (clap) and a `run` that returns the
-//! process exit code: 0 success, 2 bad input, 1 anything else.
+//! Each subcommand lives in its own module with an `Args` (clap) and a `run` that returns an
+//! [`exit::Result`]; [`exit::code`] alone turns it into the process's exit code.
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -115,7 +115,7 @@ fn main() {
         .try_get_matches_from_mut(std::env::args_os())
         .and_then(|m| Cli::from_arg_matches(&m))
         .unwrap_or_else(|e| e.format(&mut cmd).exit());
-    let code = match cli.command {
+    let result = match cli.command {
         Command::Dataset(cmd) => dataset::run(cmd),
         Command::Check(args) => check::run(args),
         Command::Serve(args) => serve::run(args),
@@ -140,7 +140,7 @@ fn main() {
         #[cfg(feature = "policy")]
         Command::Run(cmd) => run_store::run(cmd),
     };
-    std::process::exit(code);
+    std::process::exit(exit::code(result));
 }
 
 #[cfg(test)]

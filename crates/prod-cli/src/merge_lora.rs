@@ -10,8 +10,8 @@ use crate::exit;
 
 /// Merge a PEFT LoRA adapter (e.g. trained on the GPU machine) into its base model folder.
 ///
-/// Merge a PEFT LoRA adapter into its base model: `W += (alpha / r) · B A` on every adapted
-/// weight and PEFT's trainable token rows put in place, as `peft`'s `merge_and_unload` does.
+/// `W += (alpha / r) · B A` on every adapted weight and PEFT's trainable token rows put in
+/// place, as `peft`'s `merge_and_unload` does.
 ///
 /// The adapter folder holds `adapter_config.json` and `adapter_model.safetensors` (PEFT's
 /// layout; `python/device/prod_device.py run` writes it). OUT must not exist; it is written
@@ -41,24 +41,10 @@ fn merge(a: &MergeLoraArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(a: MergeLoraArgs) -> i32 {
-    match merge(&a) {
-        Ok(()) => 0,
-        Err(e) => {
-            let input = e.downcast_ref::<prod_run::BadInput>().is_some()
-                || matches!(
-                    e.downcast_ref::<prod_policy::PolicyError>(),
-                    Some(
-                        prod_policy::PolicyError::BadInput(_)
-                            | prod_policy::PolicyError::Config(_)
-                            | prod_policy::PolicyError::Io { .. }
-                    )
-                );
-            if input {
-                exit::bad_input(e)
-            } else {
-                exit::failure(e)
-            }
-        }
-    }
+/// An adapter or base folder that cannot be read is the user's input too.
+pub fn run(a: MergeLoraArgs) -> exit::Result {
+    merge(&a).map_err(|e| match e.downcast_ref::<prod_policy::PolicyError>() {
+        Some(prod_policy::PolicyError::Io { .. }) => exit::Failure::BadInput(e),
+        _ => e.into(),
+    })
 }

@@ -41,13 +41,8 @@ fn write(a: &PromptsArgs) -> anyhow::Result<usize> {
     Ok(theorems.len())
 }
 
-pub fn run(a: PromptsArgs) -> i32 {
-    match write(&a) {
-        Ok(n) => {
-            eprintln!("wrote the prompts of {n} theorems to {}", a.out.display());
-            0
-        }
-        Err(e) if e.downcast_ref::<prod_run::BadInput>().is_some() => exit::bad_input(e),
-        Err(e) => exit::failure(e),
-    }
+pub fn run(a: PromptsArgs) -> exit::Result {
+    let n = write(&a)?;
+    eprintln!("wrote the prompts of {n} theorems to {}", a.out.display());
+    Ok(())
 }

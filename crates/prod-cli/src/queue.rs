@@ -23,8 +23,8 @@ pub enum QueueCommand {
     Submit(SubmitArgs),
     /// Check queued nodes until none is left; start one per machine.
     ///
-    /// Check queued nodes until none is left (claims expire after --lease; a worker that dies
-    /// leaves its claims to be retried). Start one per machine, e.g. as a Slurm array.
+    /// Claims expire after --lease (a worker that dies leaves its claims to be retried);
+    /// start one per machine, e.g. as a Slurm array.
     ///
     /// Example: prod queue work --store postgres://prod@db/prod --run round-3 --workers 2
     ///
@@ -90,29 +90,22 @@ pub struct WorkArgs {
     pub config: Option<PathBuf>,
 }
 
-pub fn run(cmd: QueueCommand) -> i32 {
-    let r = match cmd {
+pub fn run(cmd: QueueCommand) -> exit::Result {
+    match cmd {
         QueueCommand::Submit(a) => submit(a),
         QueueCommand::Work(a) => work(a),
         QueueCommand::Status(a) => status(a),
         QueueCommand::Results(a) => results(a),
-    };
-    match r {
-        Ok(code) => code,
-        Err(e) => exit::failure(e),
     }
 }
 
-fn connect(a: &StoreArgs) -> anyhow::Result<Queue> {
-    Queue::connect(&a.store, &a.run).map_err(|e| anyhow!("cannot open the queue: {e}"))
+fn connect(a: &StoreArgs) -> exit::Result<Queue> {
+    Queue::connect(&a.store, &a.run).map_err(|e| exit::other(format!("cannot open the queue: {e}")))
 }
 
-fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
+fn submit(a: SubmitArgs) -> exit::Result {
     // The queue's workers are Coq checkers: its proofs are read as Coq lexes them.
-    let nodes = match read_nodes(&a.file, &prod_coq::CoqLanguage) {
-        Ok(n) => n,
-        Err(e) => return Ok(exit::bad_input(anyhow!(e))),
-    };
+    let nodes = read_nodes(&a.file, &prod_coq::CoqLanguage).map_err(exit::input)?;
     let mut jobs = vec![];
     for (echo, req) in nodes {
         let item = match &echo.id {
@@ -135,14 +128,11 @@ fn submit(a: SubmitArgs) -> anyhow::Result<i32> {
     } else {
         println!("{added} new of {} submitted; {}", jobs.len(), s.text());
     }
-    Ok(0)
+    Ok(())
 }
 
-fn work(a: WorkArgs) -> anyhow::Result<i32> {
-    let section = match CheckSection::load(a.config.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return Ok(exit::bad_input(anyhow!(e))),
-    };
+fn work(a: WorkArgs) -> exit::Result {
+    let section = CheckSection::load(a.config.as_deref()).map_err(exit::input)?;
     let mut q = connect(&a.store)?;
     let mut cfg = section.coq;
     // Without a config file, check as the run's coordinator does (it recorded its settings):
@@ -161,7 +151,7 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
         ..Overrides::default()
     };
     flags.coq(&mut cfg);
-    let checker = CoqChecker::new(cfg).map_err(|e| anyhow!(e))?;
+    let checker = CoqChecker::new(cfg).map_err(exit::other)?;
     let name = a
         .name
         .clone()
@@ -174,23 +164,22 @@ fn work(a: WorkArgs) -> anyhow::Result<i32> {
     };
     let stats = prod_queue::work_until_idle(&mut q, &checker, &name, &opts)?;
     match a.store.json {
-        true => println!("{}", stats.json(&name)),
-        false => println!("{}", stats.text(&name)),
+        true => exit::println(stats.json(&name)),
+        false => exit::println(stats.text(&name)),
     }
-    Ok(0)
 }
 
-fn status(a: StoreArgs) -> anyhow::Result<i32> {
+fn status(a: StoreArgs) -> exit::Result {
     let s = connect(&a)?.status()?;
     match a.json {
-        true => println!("{}", s.json()),
-        false => println!("{}", s.text()),
+        true => exit::println(s.json()),
+        false => exit::println(s.text()),
     }
-    Ok(0)
 }
 
-fn results(a: StoreArgs) -> anyhow::Result<i32> {
-    for (item, v, attempts, completions) in connect(&a)?.results()? {
+fn results(a: StoreArgs) -> exit::Result {
+    let results = connect(&a)?.results()?;
+    for (item, v, attempts, completions) in results {
         let v = v.unwrap_or_else(|| Verdict::infra("not checked yet"));
         let line = render(
             &Echo {
@@ -203,7 +192,7 @@ fn results(a: StoreArgs) -> anyhow::Result<i32> {
             a.json,
         );
         if a.json {
-            let mut j: serde_json::Value = serde_json::from_str(&line)?;
+            let mut j: serde_json::Value = serde_json::from_str(&line).map_err(exit::other)?;
             j["claims"] = attempts.into();
             j["recordings"] = completions.into();
             println!("{j}");
@@ -211,5 +200,5 @@ fn results(a: StoreArgs) -> anyhow::Result<i32> {
             println!("{line}");
         }
     }
-    Ok(0)
+    Ok(())
 }

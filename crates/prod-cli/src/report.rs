@@ -44,42 +44,19 @@ fn read_run(path: &Path) -> anyhow::Result<prod_report::RunReport> {
     prod_report::parse(&text).with_context(|| format!("{name}: not a run report"))
 }
 
-pub fn run(args: ReportArgs) -> i32 {
-    let report = match read_run(&args.run) {
-        Ok(r) => r,
-        Err(e) => return exit::bad_input(e),
-    };
-    match prod_report::write_files(&report, &args.out).map_err(anyhow::Error::msg) {
-        Ok(files) => {
-            let out = if args.json {
-                serde_json::json!({
-                    "html": files[0],
-                    "markdown": files[1],
-                    "figures": &files[2..],
-                    "warnings": prod_report::warnings(&report),
-                })
-                .to_string()
-            } else {
-                let mut s = format!(
-                    "wrote {} and {} ({} figures)",
-                    files[0],
-                    files[1],
-                    files.len() - 2
-                );
-                for w in prod_report::warnings(&report) {
-                    s.push_str(&format!("\nwarning: {w}"));
-                }
-                s
-            };
-            exit::written(writeln_stdout(&out))
-        }
-        Err(e) => exit::failure(e),
+pub fn run(args: ReportArgs) -> exit::Result {
+    let report = read_run(&args.run).map_err(exit::Failure::BadInput)?;
+    let files = prod_report::write_files(&report, &args.out).map_err(exit::other)?;
+    let warnings = prod_report::warnings(&report);
+    if args.json {
+        return exit::println(serde_json::json!({
+            "html": files[0], "markdown": files[1], "figures": &files[2..], "warnings": warnings,
+        }));
     }
-}
-
-fn writeln_stdout(s: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{s}")?;
-    out.flush()
+    let figures = files.len() - 2;
+    let mut s = format!("wrote {} and {} ({figures} figures)", files[0], files[1]);
+    for w in warnings {
+        s.push_str(&format!("\nwarning: {w}"));
+    }
+    exit::println(s)
 }

@@ -83,32 +83,25 @@ pub struct RlArgs {
     pub shared: prod_run::job::SharedStoreFlags,
 }
 
-pub fn run(a: RlArgs) -> i32 {
-    let mut cfg = match RlConfig::load(&a.config) {
-        Ok(c) => c,
-        Err(e) => return crate::eval::error_code(e.into()),
-    };
+pub fn run(a: RlArgs) -> crate::exit::Result {
+    let mut cfg = RlConfig::load(&a.config)?;
     cfg.postgres = a.shared.apply(cfg.postgres.take());
     if let Some(root) = &a.prover_root.coq_root {
         cfg.coq.root = Some(root.clone());
-        if let Err(e) = cfg.coq.validate() {
-            return crate::exit::bad_input(anyhow::anyhow!("--coq-root: {e}"));
-        }
+        cfg.coq
+            .validate()
+            .map_err(|e| crate::exit::input(format!("--coq-root: {e}")))?;
     }
     let bars = Bars::for_stderr(a.json);
-    match prod_run::run_rl_job(&cfg, &a.out, &bars) {
-        Ok((report, _)) => {
-            for r in &report.rounds {
-                match a.json {
-                    true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
-                    false => eprintln!("{}", r.line()),
-                }
-            }
-            if !a.json {
-                eprintln!("wrote {}", a.out.join("run.json").display());
-            }
-            0
+    let (report, _) = prod_run::run_rl_job(&cfg, &a.out, &bars)?;
+    for r in &report.rounds {
+        match a.json {
+            true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
+            false => eprintln!("{}", r.line()),
         }
-        Err(e) => crate::eval::error_code(e),
     }
+    if !a.json {
+        eprintln!("wrote {}", a.out.join("run.json").display());
+    }
+    Ok(())
 }

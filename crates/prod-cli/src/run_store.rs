@@ -4,8 +4,7 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use anyhow::anyhow;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use prod_run::export::{self, ExportFormat};
 
 use crate::exit;
@@ -46,47 +45,31 @@ pub struct ExportArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Output format: jsonl (one JSON object per node) or parquet (one file, needs --out).
-    #[arg(long, value_enum, default_value_t = Format::Jsonl)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+    pub format: ExportFormat,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Jsonl,
-    Parquet,
-}
-
-pub fn run(cmd: RunCommand) -> i32 {
+pub fn run(cmd: RunCommand) -> exit::Result {
     match cmd {
         RunCommand::Export(a) => export(a),
     }
 }
 
-fn export(a: ExportArgs) -> i32 {
-    if a.format == Format::Parquet && a.out.is_none() {
-        return exit::bad_input(anyhow!("--format parquet writes a file: give --out FILE"));
+fn export(a: ExportArgs) -> exit::Result {
+    if a.format == ExportFormat::Parquet && a.out.is_none() {
+        return Err(exit::input(
+            "--format parquet writes a file: give --out FILE",
+        ));
     }
-    let e = match export::export_run(&a.run) {
-        Ok(e) => e,
-        Err(e) => return crate::eval::error_code(e),
+    let e = export::export_run(&a.run)?;
+    let Some(path) = &a.out else {
+        return exit::written(std::io::stdout().lock().write_all(&e.jsonl));
     };
-    let format = match a.format {
-        Format::Jsonl => ExportFormat::Jsonl,
-        Format::Parquet => ExportFormat::Parquet,
-    };
-    match &a.out {
-        None => exit::written(std::io::stdout().lock().write_all(&e.jsonl)),
-        Some(path) => match export::write(path, &e.jsonl, format) {
-            Ok(()) => {
-                eprintln!(
-                    "exported {} nodes ({} with a local verdict) to {}",
-                    e.nodes,
-                    e.checked,
-                    path.display()
-                );
-                0
-            }
-            Err(e) => exit::failure(e),
-        },
-    }
+    export::write(path, &e.jsonl, a.format)?;
+    let (n, checked) = (e.nodes, e.checked);
+    eprintln!(
+        "exported {n} nodes ({checked} with a local verdict) to {}",
+        path.display()
+    );
+    Ok(())
 }

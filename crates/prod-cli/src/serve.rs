@@ -66,11 +66,8 @@ impl ServeArgs {
     }
 }
 
-pub fn run(a: ServeArgs) -> i32 {
-    match prod_serve::run(a.settings()) {
-        Ok(()) => 0,
-        Err(e) => exit::setup(e),
-    }
+pub fn run(a: ServeArgs) -> exit::Result {
+    Ok(prod_serve::run(a.settings())?)
 }
 
 #[cfg(test)]

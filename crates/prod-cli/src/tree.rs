@@ -1,10 +1,10 @@
 //! `prod tree …`: global correctness and assembly over checked proof-tree nodes.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use prod_prover::solve::{self, TreeInput};
+use prod_prover::solve::{self, Given, TreeInput};
+use prod_prover::Forest;
 use prod_prover::ProverKind;
 
 use crate::exit;
@@ -71,51 +71,50 @@ pub struct SolveArgs {
     pub prover: ProverKind,
 }
 
-pub fn run(cmd: TreeCommand) -> i32 {
+pub fn run(cmd: TreeCommand) -> exit::Result {
     match cmd {
         TreeCommand::Solve(args) => run_solve(args),
     }
 }
 
-fn run_solve(args: SolveArgs) -> i32 {
-    let input = match TreeInput::read(&args.file, args.verdicts.as_deref(), args.prover) {
-        Ok(n) => n,
-        Err(e) => return exit::bad_input(anyhow::anyhow!(e)),
-    };
+fn run_solve(args: SolveArgs) -> exit::Result {
+    let input =
+        TreeInput::read(&args.file, args.verdicts.as_deref(), args.prover).map_err(exit::input)?;
     let lang = args.prover.language();
     let (forest, given) = input.solve(lang);
     let alarms = solve::canary_alarms(&forest, &given, lang);
     alarms.iter().for_each(|a| eprintln!("{a}"));
-    let mut out = std::io::stdout().lock();
-    let code = if let Some(id) = &args.assemble {
-        let Some(root) = forest.nodes().iter().position(|n| &n.id == id) else {
-            return exit::bad_input(anyhow::anyhow!("no node with id '{id}'"));
-        };
-        match forest.assemble(root) {
-            Ok(a) => match solve::complete_file(args.prover, &forest, &given[root], root, &a) {
-                Ok(file) if args.json => {
-                    let line = solve::assembly_json(id, &a.proof, &file);
-                    exit::written(writeln!(out, "{line}"))
-                }
-                Ok(file) => exit::written(write!(out, "{file}")),
-                Err(e) => exit::failure(anyhow::anyhow!("cannot write the complete file: {e}")),
-            },
-            Err(e) => exit::failure(anyhow::anyhow!("cannot assemble: {e}")),
-        }
-    } else {
-        exit::written(match args.json {
+    let printed = match &args.assemble {
+        Some(id) => print_assembly(&args, id, &forest, &given),
+        None => exit::print(&match args.json {
             true => solve::verdict_lines(&forest, &given)
                 .iter()
-                .try_for_each(|l| writeln!(out, "{l}")),
-            false => write!(out, "{}", solve::table(&forest)),
-        })
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            false => solve::table(&forest),
+        }),
     };
-    if alarms.is_empty() {
-        code
-    } else {
-        exit::soundness_alarm(anyhow::anyhow!(
-            "{} node(s) stating a canary accepted (a statement no proof may prove)",
-            alarms.len()
-        ))
+    // An accepted canary decides the exit code whatever else happened.
+    match alarms.len() {
+        0 => printed,
+        n => Err(exit::Failure::Alarm(anyhow::anyhow!(
+            "{n} node(s) stating a canary accepted (a statement no proof may prove)"
+        ))),
+    }
+}
+
+/// `--assemble ID`: the complete proof of node ID, as a file or one JSON line.
+fn print_assembly(args: &SolveArgs, id: &str, forest: &Forest, given: &[Given]) -> exit::Result {
+    let Some(root) = forest.nodes().iter().position(|n| n.id == id) else {
+        return Err(exit::input(format!("no node with id '{id}'")));
+    };
+    let a = forest
+        .assemble(root)
+        .map_err(|e| exit::other(format!("cannot assemble: {e}")))?;
+    let file = solve::complete_file(args.prover, forest, &given[root], root, &a)
+        .map_err(|e| exit::other(format!("cannot write the complete file: {e}")))?;
+    match args.json {
+        true => exit::println(solve::assembly_json(id, &a.proof, &file)),
+        false => exit::print(&file),
     }
 }

@@ -32,9 +32,8 @@ pub mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use arrow_schema::{DataType, Field, Fields, Schema};
+use crate::parquet::Kind;
 use serde_json::{json, Value};
 
 use crate::dataset::{self, Example, SourceRecord};
@@ -438,53 +437,34 @@ fn row_prompt(
     }
 }
 
-fn utf8(name: &str) -> Field {
-    Field::new(name, DataType::Utf8, true)
-}
-
-fn int(name: &str) -> Field {
-    Field::new(name, DataType::Int64, true)
-}
-
-/// The Parquet schema of each framework's rows.
-pub fn schema(fw: Framework) -> Arc<Schema> {
-    let fields = match fw {
+/// The Parquet columns of each framework's rows.
+pub fn schema(fw: Framework) -> Vec<(&'static str, Kind)> {
+    let utf8 = |names: &[&'static str]| names.iter().map(|&n| (n, Kind::Utf8)).collect();
+    match fw {
         Framework::Verl => {
-            let message = DataType::Struct(Fields::from(vec![utf8("role"), utf8("content")]));
+            let message = Kind::Struct(utf8(&["role", "content"]));
+            let extra_info = Kind::Struct(vec![
+                ("index", Kind::Int64),
+                ("id", Kind::Utf8),
+                ("split", Kind::Utf8),
+                ("logical_path", Kind::Utf8),
+                ("line", Kind::Int64),
+                ("depth", Kind::Int64),
+            ]);
             vec![
-                utf8("data_source"),
-                Field::new(
-                    "prompt",
-                    DataType::List(Arc::new(Field::new("item", message, true))),
-                    true,
-                ),
-                utf8("ability"),
-                Field::new(
+                ("data_source", Kind::Utf8),
+                ("prompt", Kind::List(Box::new(message))),
+                ("ability", Kind::Utf8),
+                (
                     "reward_model",
-                    DataType::Struct(Fields::from(vec![utf8("style"), utf8("ground_truth")])),
-                    true,
+                    Kind::Struct(utf8(&["style", "ground_truth"])),
                 ),
-                Field::new(
-                    "extra_info",
-                    DataType::Struct(Fields::from(vec![
-                        int("index"),
-                        utf8("id"),
-                        utf8("split"),
-                        utf8("logical_path"),
-                        int("line"),
-                        int("depth"),
-                    ])),
-                    true,
-                ),
+                ("extra_info", extra_info),
             ]
         }
-        Framework::Trl => ["prompt", "statement", "imports", "context", "id"]
-            .into_iter()
-            .map(utf8)
-            .collect(),
-        Framework::Openrlhf => ["prompt", "label", "id"].into_iter().map(utf8).collect(),
-    };
-    Arc::new(Schema::new(fields))
+        Framework::Trl => utf8(&["prompt", "statement", "imports", "context", "id"]),
+        Framework::Openrlhf => utf8(&["prompt", "label", "id"]),
+    }
 }
 
 /// Writes the rows (`jsonl`) as `out/<split>.<format>` and the manifest (naming that file) as
@@ -507,7 +487,7 @@ pub fn write(
         Format::Parquet => {
             crate::parquet::jsonl_to_parquet_with(
                 &mut std::io::Cursor::new(jsonl),
-                schema(fw),
+                &schema(fw),
                 &file,
             )?;
         }

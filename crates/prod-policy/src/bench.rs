@@ -14,6 +14,46 @@ use crate::sample::{self, SamplingParams};
 use crate::train::Trainer;
 use crate::{DecodeWeights, LlamaConfig, PolicyConfig, Result};
 
+/// Which model is measured (also `prod model bench`'s flags, feature `clap`): a model
+/// directory, or random weights of a known shape.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct BenchTarget {
+    /// Model shape for random weights: smollm2-135m or tiny.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_enum, default_value = "smollm2-135m")
+    )]
+    pub shape: BenchShape,
+    /// Benchmark a model directory instead of random weights at --shape.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub model: Option<std::path::PathBuf>,
+}
+
+/// The shapes a benchmark can draw random weights for.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum BenchShape {
+    Smollm2_135m,
+    Tiny,
+}
+
+impl BenchTarget {
+    /// The model: loaded from `model`, or random weights (seed 0) of `shape`.
+    pub fn load(&self, dev: &Device) -> Result<Llama> {
+        Ok(match &self.model {
+            Some(d) => crate::load_model_dir(d, dev)?.0,
+            None => {
+                let cfg = match self.shape {
+                    BenchShape::Smollm2_135m => LlamaConfig::smollm2_135m(),
+                    BenchShape::Tiny => LlamaConfig::tiny(512),
+                };
+                Llama::random(&cfg, 0, dev)?
+            }
+        })
+    }
+}
+
 /// What to measure (also `prod model bench`'s flags, feature `clap`).
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]

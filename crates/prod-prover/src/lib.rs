@@ -42,6 +42,8 @@
 //! Coq and Isabelle differ only behind [`ProverKind`] and [`FinalCheck`] (and in their crates).
 
 pub mod adversary;
+#[cfg(feature = "clap")]
+pub mod build;
 mod canary;
 pub mod config;
 mod final_check;

@@ -349,11 +349,62 @@ pub fn read_stdin_nodes(
     rx
 }
 
+/// The next batch of a stream ([`read_stdin_nodes`]): the first node waited for, then whatever
+/// else has already arrived, at most `cap` in all; `None` when the stream has ended. A line that
+/// is not a node ends the batch: the nodes before it, and its error.
+pub fn next_batch(
+    rx: &std::sync::mpsc::Receiver<Result<InputNode, String>>,
+    cap: usize,
+) -> Option<(Vec<InputNode>, Option<String>)> {
+    let mut next = Some(rx.recv().ok()?);
+    let mut nodes = vec![];
+    while let Some(item) = next.take() {
+        match item {
+            Ok(n) => nodes.push(n),
+            Err(e) => return Some((nodes, Some(e))),
+        }
+        if nodes.len() < cap {
+            next = rx.try_recv().ok();
+        }
+    }
+    Some((nodes, None))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const COQ: &dyn ProofLanguage = &prod_coq::CoqLanguage;
+
+    #[test]
+    fn a_batch_is_what_has_arrived_up_to_its_cap_and_ends_at_a_bad_line() {
+        let node = |i: i64| -> InputNode {
+            let echo = Echo {
+                id: i.into(),
+                ..Default::default()
+            };
+            (echo, Err(Verdict::infra("x")))
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        for item in [
+            Ok(node(1)),
+            Ok(node(2)),
+            Ok(node(3)),
+            Err("line 4".into()),
+            Ok(node(5)),
+        ] {
+            tx.send(item).unwrap();
+        }
+        drop(tx);
+        let ids = |b: &[InputNode]| b.iter().map(|n| n.0.id.clone()).collect::<Vec<_>>();
+        let (b, e) = next_batch(&rx, 2).unwrap();
+        assert_eq!((ids(&b), e), (vec![1.into(), 2.into()], None));
+        let (b, e) = next_batch(&rx, 2).unwrap();
+        assert_eq!((ids(&b), e), (vec![3.into()], Some("line 4".to_string())));
+        let (b, e) = next_batch(&rx, 2).unwrap();
+        assert_eq!((ids(&b), e), (vec![5.into()], None));
+        assert!(next_batch(&rx, 2).is_none());
+    }
 
     #[test]
     fn input_errors_name_the_line_and_bad_proofs_are_rejected() {

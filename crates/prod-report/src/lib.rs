@@ -44,8 +44,12 @@ pub fn write_files(report: &RunReport, dir: &std::path::Path) -> Result<Vec<Stri
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut files = Vec::new();
     let mut put = |name: &str, text: &str| -> Result<(), String> {
+        // Written beside itself and renamed into place: a reader never sees half a file.
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         files.push(path.display().to_string());
         Ok(())
     };

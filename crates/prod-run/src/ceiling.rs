@@ -197,14 +197,7 @@ pub fn run_ceiling_job(job: &CeilingJob, bars: &Bars) -> anyhow::Result<(RunRepo
     let c = run_ceiling(&ctx, job, &theorems)?;
     let report = ceiling_report(job, &c, &prover.name)?;
     crate::job::write_report(&job.out, &report)?;
-    std::fs::write(
-        job.out.join("report.html"),
-        prod_report::render_html(&report),
-    )?;
-    std::fs::write(
-        job.out.join("summary.md"),
-        prod_report::render_markdown(&report),
-    )?;
+    crate::job::write_pages(&job.out, &report)?;
     Ok((report, c))
 }
 

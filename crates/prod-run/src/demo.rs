@@ -489,12 +489,8 @@ pub fn run_demo(job: &DemoJob, bars: &Bars) -> anyhow::Result<DemoOutcome> {
         );
     }
     let run_json = write_report(&run_dir, &report)?;
+    crate::job::write_pages(&run_dir, &report)?;
     let html = run_dir.join("report.html");
-    std::fs::write(&html, prod_report::render_html(&report))?;
-    std::fs::write(
-        run_dir.join("summary.md"),
-        prod_report::render_markdown(&report),
-    )?;
     Ok(DemoOutcome {
         dataset_s,
         train,

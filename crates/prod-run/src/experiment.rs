@@ -46,7 +46,9 @@ use crate::demo::{
     ModelBase, SftData, SftOptions, TrainSummary,
 };
 use crate::eval::EvalOptions;
-use crate::job::{run_eval_job, write_atomic, write_report, BadInput, CoqJobConfig, EvalJob};
+use crate::job::{
+    run_eval_job, write_atomic, write_pages, write_report, BadInput, CoqJobConfig, EvalJob,
+};
 use crate::policy::{FirstToken, NativeParams};
 use crate::progress::Bars;
 use crate::rl::{run_rl_job, Method, RlConfig, RlEvalConfig, ValueModel};
@@ -140,6 +142,80 @@ pub struct GivenSftModels {
     pub prod: PathBuf,
     /// Trained on data whose proofs propose nothing (`train_wl.jsonl`).
     pub nolemma: PathBuf,
+}
+
+/// The command line over the settings file (`prod experiment`'s flags): each flag that is
+/// given replaces its key ([`ExperimentOverrides::apply`]).
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct ExperimentOverrides {
+    /// The pretrained model both SFT stages start from. Default: $PROD_CACHE/models/smollm2-135m
+    /// (PROD_CACHE defaults to ~/.cache/prod), where scripts/fetch-model.sh puts SmolLM2-135M.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub base_model: Option<PathBuf>,
+    /// A finished ProD-SFT model (trained on sft.jsonl elsewhere, e.g. longer or on a GPU): the
+    /// two SFT stages are skipped. Needs --sft-nolemma-model, trained with the same budget.
+    #[cfg_attr(feature = "clap", arg(long, requires = "sft_nolemma_model"))]
+    pub sft_model: Option<PathBuf>,
+    /// The finished SFT w/o lemma proposal model (trained on train_wl.jsonl) to go with
+    /// --sft-model.
+    #[cfg_attr(feature = "clap", arg(long, requires = "sft_model"))]
+    pub sft_nolemma_model: Option<PathBuf>,
+    /// Dataset directory; the Coq stdlib dataset is built into it when absent. Default: OUT/data.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub dataset: Option<PathBuf>,
+    /// Wall-clock budget of each SFT stage, minutes (default 20).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_minutes))]
+    pub sft_minutes: Option<f64>,
+    /// Optimizer steps of each SFT stage (still bounded by --sft-minutes).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
+    pub sft_steps: Option<usize>,
+    /// RL rounds per RL stage (default 2).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_u32))]
+    pub rounds: Option<u32>,
+    /// RL theorems per round (default 16).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
+    pub batch: Option<usize>,
+    /// Proof trees per theorem in the evaluations (at least 8; default 8).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_u32))]
+    pub samples: Option<u32>,
+    /// Held-out theorems per evaluation, a seeded draw (default 40; 0: the whole split).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub theorems: Option<usize>,
+    /// Coq workers (default 2).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
+    pub workers: Option<usize>,
+    /// Seed of every stage (split draw, training, sampling, bootstrap); default from the config.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub seed: Option<u64>,
+    /// Leave out CoqHammer alone (the eval-hammer stage and the comparisons with it).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_hammer_baseline: bool,
+    /// Off over the config's `hammer_leaves`.
+    #[cfg_attr(feature = "clap", arg(long, help = crate::leaves::OFF_HELP))]
+    pub no_hammer_leaves: bool,
+}
+
+impl ExperimentOverrides {
+    /// The given flags over `cfg`.
+    pub fn apply(self, cfg: &mut ExperimentConfig) {
+        if let (Some(prod), Some(nolemma)) = (self.sft_model, self.sft_nolemma_model) {
+            cfg.sft_models = Some(GivenSftModels { prod, nolemma });
+        }
+        let set = |v: Option<PathBuf>, key: &mut PathBuf| v.into_iter().for_each(|v| *key = v);
+        set(self.base_model, &mut cfg.base_model);
+        set(self.dataset, &mut cfg.dataset);
+        cfg.sft_minutes = self.sft_minutes.unwrap_or(cfg.sft_minutes);
+        cfg.sft_steps = self.sft_steps.unwrap_or(cfg.sft_steps);
+        cfg.rounds = self.rounds.unwrap_or(cfg.rounds);
+        cfg.batch = self.batch.unwrap_or(cfg.batch);
+        cfg.samples = self.samples.unwrap_or(cfg.samples);
+        cfg.theorems = self.theorems.unwrap_or(cfg.theorems);
+        cfg.workers = self.workers.unwrap_or(cfg.workers);
+        cfg.seed = self.seed.unwrap_or(cfg.seed);
+        cfg.hammer_baseline &= !self.no_hammer_baseline;
+        cfg.hammer_leaves &= !self.no_hammer_leaves;
+    }
 }
 
 impl Default for ExperimentConfig {
@@ -556,15 +632,6 @@ fn stage_evaluation(dir: &Path, report: RunReport) -> anyhow::Result<Evaluation>
 /// What an evaluation stage that finished before left: its `run.json`'s evaluation.
 fn evaluation_in(dir: &Path) -> anyhow::Result<Evaluation> {
     stage_evaluation(dir, read_json(&dir.join("run.json"))?)
-}
-
-/// The HTML report and Markdown summary beside a stage's `run.json`.
-fn write_pages(dir: &Path, report: &RunReport) -> anyhow::Result<()> {
-    write_atomic(&dir.join("report.html"), &prod_report::render_html(report))?;
-    write_atomic(
-        &dir.join("summary.md"),
-        &prod_report::render_markdown(report),
-    )
 }
 
 fn say(msg: &str) {

@@ -9,6 +9,7 @@ use crate::store::{name, NodeRecord, RunStore};
 
 /// How an export is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ExportFormat {
     /// One JSON object per node.
     Jsonl,

@@ -454,6 +454,13 @@ pub fn write_report(dir: &Path, report: &RunReport) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// The HTML report and the Markdown summary beside a run's `run.json`, each written atomically.
+pub fn write_pages(dir: &Path, report: &RunReport) -> anyhow::Result<()> {
+    write_atomic(&dir.join("report.html"), &prod_report::render_html(report))?;
+    let summary = prod_report::render_markdown(report);
+    write_atomic(&dir.join("summary.md"), &summary)
+}
+
 /// Write `text` to `path` atomically ([`prod_library::output::write_atomic`]).
 pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
     prod_library::output::write_atomic(path, text.as_bytes())

@@ -42,6 +42,8 @@ pub mod check;
 pub mod context;
 pub mod eval;
 pub mod export;
+#[cfg(feature = "clap")]
+pub mod flags;
 pub mod leaves;
 pub mod lora_merge;
 pub mod policy;

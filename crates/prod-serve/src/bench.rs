@@ -122,6 +122,38 @@ impl BenchReport {
                "target_overhead_p50_ms": TARGET_OVERHEAD_MS, "all_proved": self.all_proved(),
                "levels": levels})
     }
+
+    /// The figures as a Markdown table, one row per concurrency level, and the HTTP floor.
+    pub fn text(&self) -> String {
+        let mut t = format!(
+            "{} checks per level and path, one node per request, {} workers, {}\n\n",
+            self.count, self.workers, self.prover
+        );
+        t += "| concurrency | direct checks/s | HTTP checks/s | direct p50 ms | HTTP p50 ms | direct p95 ms | HTTP p95 ms | direct p99 ms | HTTP p99 ms | HTTP overhead p50 ms |\n";
+        t += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for l in &self.levels {
+            let (d, h) = (&l.direct, &l.http);
+            let pct = |p| (d.pct_ms(p), h.pct_ms(p));
+            let ((d50, h50), (d95, h95), (d99, h99)) = (pct(50.0), pct(95.0), pct(99.0));
+            t += &format!(
+                "| {} | {:.1} | {:.1} | {d50:.1} | {h50:.1} | {d95:.1} | {h95:.1} | {d99:.1} | {h99:.1} | {:+.2} |\n",
+                l.concurrency,
+                d.per_s(),
+                h.per_s(),
+                l.overhead_p50_ms()
+            );
+        }
+        let f = &self.floor;
+        t + &format!(
+            "\nHTTP floor (the HTTP layer alone: {} requests, one at a time, each node answered \
+             without the pool): p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms; target for the HTTP \
+             overhead at p50: <= {TARGET_OVERHEAD_MS} ms\n",
+            f.checks,
+            f.pct_ms(50.0),
+            f.pct_ms(95.0),
+            f.pct_ms(99.0)
+        )
+    }
 }
 
 impl Side {

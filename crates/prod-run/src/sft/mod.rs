@@ -13,7 +13,9 @@
 //! the held-out loss after. A run resumes from the checkpoint in its directory when
 //! `resume` says so (its data order is the same: the shuffle is seeded).
 
+pub mod console;
 pub mod data;
+pub mod files;
 pub mod stats;
 
 use std::collections::BTreeMap;

@@ -161,3 +161,53 @@ pub fn data_stats(
     stats.by_variant.values_mut().for_each(DataCounts::finish);
     Ok(stats)
 }
+
+/// What `prod model data-stats` measures: a model's tokenizer over a data file, cut as
+/// training would (feature `clap`: its flags).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct DataStatsRequest {
+    /// Model directory whose tokenizer is used.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub model: std::path::PathBuf,
+    /// Dataset JSONL to measure (e.g. sft.jsonl).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub data: std::path::PathBuf,
+    /// Only the first N lines of --data.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = prod_core::range::parse::positive_usize))]
+    pub limit: Option<usize>,
+    /// Longest training sequence, in tokens (as `prod model train`).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = prod_policy::PolicyConfig::default().max_seq_len,
+        value_parser = prod_core::range::parse::positive_usize))]
+    pub max_seq_len: usize,
+    /// The context is cut to its last N tokens (as `prod model train`).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = prod_policy::PolicyConfig::default().context_tokens,
+        value_parser = prod_core::range::parse::positive_usize))]
+    pub context_tokens: usize,
+}
+
+impl DataStatsRequest {
+    /// The examples' shape the request asks for.
+    pub fn options(&self) -> ExampleOptions {
+        ExampleOptions {
+            context_tokens: self.context_tokens,
+            max_seq_len: self.max_seq_len,
+            statement_in_loss: false,
+        }
+    }
+
+    /// Every line counted ([`data_stats`]) with the model's tokenizer, loaded without the
+    /// weights; the JSON form has the request and the seconds it took.
+    pub fn measure(&self) -> anyhow::Result<(DataStats, serde_json::Value)> {
+        let cfg = prod_policy::LlamaConfig::load(&self.model.join("config.json"))?;
+        let tok = ProdTokenizer::from_file(&self.model.join("tokenizer.json"), cfg.eos_id())?;
+        let lines = super::read_data_lines(&self.data, self.limit)?;
+        let start = std::time::Instant::now();
+        let stats = data_stats(&tok, &lines, &self.options())?;
+        let json = serde_json::json!({
+            "data": self.data, "max_seq_len": self.max_seq_len, "context_tokens": self.context_tokens,
+            "total": stats.total, "by_variant": stats.by_variant, "seconds": start.elapsed().as_secs_f64(),
+        });
+        Ok((stats, json))
+    }
+}
