@@ -96,6 +96,9 @@ fn strip_fetch_notices(output: &str) -> String {
     out
 }
 
+/// What `sh` prints on its standard error when the command it waits for is killed.
+const SHELL_NOTICES: [&str; 2] = ["Killed", "Terminated"];
+
 /// Parse `Print Assumptions` output. `Err` (with the offending line) for anything else: unsafe
 /// flags (`… is assumed to be guarded.`, `… relies on an unsafe hierarchy.`, `… is assumed to be
 /// positive.`), unknown headers, messages, errors.
@@ -108,12 +111,18 @@ fn strip_fetch_notices(output: &str) -> String {
 /// header out of that order is refused (a forged `Section Variables:` after `Axioms:` would
 /// otherwise read every later axiom as a section variable), and a forged entry is one more
 /// axiom to justify.
+///
+/// A job-status line of a shell (`Killed`, `Terminated`) is not Coq's and is left out: the
+/// hammer's prover processes run under `sh` on coqtop's own output pipe, and when the hammer
+/// kills the provers it no longer needs, their shells' notices can arrive while a later command
+/// runs (seen in the assumptions of a proof whose hammer step had just finished). Leaving such a
+/// line out never drops an axiom: an entry is a name with its type, and each line is read alone.
 pub fn parse_assumptions(output: &str) -> Result<Assumptions, String> {
     let text = strip_fetch_notices(output);
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim_end)
-        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.trim().is_empty() && !SHELL_NOTICES.contains(&l.trim()))
         .collect();
     if lines.len() == 1 && lines[0] == "Closed under the global context" {
         return Ok(Assumptions::Closed);
@@ -253,6 +262,32 @@ Classical_Prop.classic : forall P : Prop,\n                         P \\/ ~ P\n"
             "Closed under the global context\nClosed under the global context"
         )
         .is_err());
+    }
+
+    /// A killed prover's shell notice, on the pipe coqtop shares with the hammer's provers,
+    /// is not an unknown assumption; dropping it drops no entry, even one forged to print it.
+    #[test]
+    fn shell_notices_are_not_assumptions() {
+        let closed = "Killed\nClosed under the global context\nTerminated\n";
+        assert_eq!(parse_assumptions(closed), Ok(Assumptions::Closed));
+        let axioms = "Axioms:\nKilled\nClassicalDedekindReals.sig_forall_dec :\n  forall P, P\n";
+        assert_eq!(
+            parse_assumptions(axioms),
+            Ok(Assumptions::Axioms {
+                axioms: vec!["ClassicalDedekindReals.sig_forall_dec".into()],
+                section_variables: false
+            })
+        );
+        let forged = "Axioms:\np : \"\nKilled\n  \" = \"\"\ncheat : False\n";
+        assert_eq!(
+            parse_assumptions(forged),
+            Ok(Assumptions::Axioms {
+                axioms: vec!["p".into(), "cheat".into()],
+                section_variables: false
+            })
+        );
+        assert!(parse_assumptions("Killed\n").is_err());
+        assert!(parse_assumptions("Killed\nAxioms:\n").is_ok());
     }
 
     /// A type may print any line (a string term prints its line breaks): a header out of
