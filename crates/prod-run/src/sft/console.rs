@@ -47,7 +47,8 @@ impl SftConsole {
                 );
                 self.clock = Some(Instant::now());
                 let left = s.steps.map_or(0, |n| n.saturating_sub(s.start_step));
-                self.bar = Some(progress("train", "steps", left, self.json));
+                let bars = crate::Bars::for_stderr(self.json);
+                self.bar = Some(bars.bar("train", "steps", Some(left)));
             }
             SftEvent::Step { stats, tok_per_s } => {
                 if let Some(pb) = &self.bar {
@@ -69,10 +70,4 @@ impl SftConsole {
     pub fn seconds(&self) -> f64 {
         self.clock.map_or(0.0, |c| c.elapsed().as_secs_f64())
     }
-}
-
-/// Progress of `label` over `total` `unit`s (see `prod_progress`).
-fn progress(label: &str, unit: &str, total: usize, json: bool) -> prod_progress::Progress {
-    let display = prod_progress::Display::for_stderr(json);
-    prod_progress::Progress::new(display, label, unit, Some(total as u64))
 }
