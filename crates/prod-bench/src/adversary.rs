@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
-use prod_prover::adversary::{run, scenarios};
+use prod_prover::adversary::{run_all, scenarios};
 
 /// The final check's time limit per scenario.
 const FINAL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -27,7 +28,7 @@ pub struct AdversarySettings {
     /// Seed of the layouts.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = AdversarySettings::default().seed))]
     pub seed: u64,
-    /// Checker workers.
+    /// Checker workers; as many scenarios are judged at a time.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = AdversarySettings::default().workers,
         value_parser = prod_core::range::parse::positive_usize))]
     pub workers: usize,
@@ -101,11 +102,11 @@ impl AdversaryReport {
     }
 }
 
-/// Runs the scenarios. `progress(done, total)` is called once before the first (done 0) and
-/// after each. A checker that does not start is an error.
+/// Runs the scenarios, as many at a time as the checker has workers. `progress(done, total)`
+/// is called once before the first (done 0) and after each. A checker that does not start is an error.
 pub fn adversary(
     s: &AdversarySettings,
-    progress: &dyn Fn(usize, usize),
+    progress: &(dyn Fn(usize, usize) + Sync),
 ) -> anyhow::Result<AdversaryReport> {
     let mut cfg = CoqCheckConfig {
         workers: s.workers,
@@ -122,8 +123,11 @@ pub fn adversary(
         ..Default::default()
     };
     progress(0, all.len());
-    for (i, sc) in all.iter().enumerate() {
-        let out = run(&checker, sc, FINAL_TIMEOUT);
+    let finished = AtomicUsize::new(0);
+    let outcomes = run_all(&checker, &all, FINAL_TIMEOUT, s.workers, &|_, _| {
+        progress(finished.fetch_add(1, Ordering::Relaxed) + 1, all.len());
+    });
+    for (sc, out) in all.iter().zip(&outcomes) {
         r.tally(&family(&sc.id), sc.honest, out.proved());
         if let Some(p) = out.problem(sc) {
             if p.starts_with("ATTACK ACCEPTED") {
@@ -131,7 +135,6 @@ pub fn adversary(
             }
             r.problems.push(p);
         }
-        progress(i + 1, all.len());
     }
     r.seconds = start.elapsed().as_secs_f64();
     Ok(r)

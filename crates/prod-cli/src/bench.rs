@@ -166,7 +166,7 @@ fn bench_adversary(a: BenchAdversaryArgs) -> exit::Result {
         coq_root: a.prover.coq_root.clone(),
         ..a.settings.clone()
     };
-    let bar = std::cell::OnceCell::new();
+    let bar = std::sync::OnceLock::new();
     let progress = |done: usize, total: usize| {
         let p = bar.get_or_init(|| {
             prod_progress::Progress::new(

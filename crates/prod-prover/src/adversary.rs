@@ -16,6 +16,8 @@
 //! everything. Used by the test suite (a couple of minutes) and by `prod bench adversary`
 //! (as long as asked).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use prod_check::{CheckRequest, Verdict, VerdictLine};
@@ -588,6 +590,38 @@ pub fn run(checker: &CoqChecker, s: &Scenario, final_timeout: Duration) -> Outco
         local: j.local,
         two_step,
     }
+}
+
+/// Every scenario of `all` judged by [`run`], `lanes` scenarios at a time on the one checker
+/// (its pool is shared: while one scenario is in its cold re-check or between its nodes, the
+/// others keep the workers busy). `done(i, &outcome)` is called as scenario `i` finishes, in
+/// whatever order they finish; the outcomes are returned in scenario order.
+pub fn run_all(
+    checker: &CoqChecker,
+    all: &[Scenario],
+    final_timeout: Duration,
+    lanes: usize,
+    done: &(dyn Fn(usize, &Outcome) + Sync),
+) -> Vec<Outcome> {
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; all.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..lanes.clamp(1, all.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(s) = all.get(i) else { break };
+                let out = run(checker, s, final_timeout);
+                done(i, &out);
+                outcomes.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(out);
+            });
+        }
+    });
+    outcomes
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|o| o.expect("every scenario ran: a lane that panics ends the scope with its panic"))
+        .collect()
 }
 
 /// The root's global verdict through verdict lines: every verdict serialized as `prod check

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use prod_check_coq::{CoqCheckConfig, CoqChecker};
-use prod_prover::adversary::{base, run, Scenario};
+use prod_prover::adversary::{base, run_all, Scenario};
 
 /// Small limits so the suite stays quick on 2 cores.
 fn config(root: Option<PathBuf>) -> CoqCheckConfig {
@@ -26,27 +26,25 @@ fn config(root: Option<PathBuf>) -> CoqCheckConfig {
     cfg
 }
 
-/// Every problem of `all` on `checker`; `audit_first`: a built fixpoint in its own layout
-/// must be refused by the term audit (the release whose kernel accepts it at `Qed`).
+/// Every problem of `all` on `checker`, two scenarios at a time (the checker's two workers);
+/// `audit_first`: a built fixpoint in its own layout must be refused by the term audit (the
+/// release whose kernel accepts it at `Qed`).
 fn problems(checker: &CoqChecker, all: &[Scenario], audit_first: bool) -> Vec<String> {
     let start = std::time::Instant::now();
-    let mut problems = vec![];
-    let (mut attacks, mut honest) = (0, 0);
-    for s in all {
-        let out = run(checker, s, Duration::from_secs(60));
-        if s.honest {
-            honest += 1;
-        } else {
-            attacks += 1;
-        }
+    let outcomes = run_all(checker, all, Duration::from_secs(60), 2, &|i, out| {
         eprintln!(
             "{:48} root {:?} two-step {:?} final {:?} local {:?}",
-            s.id,
+            all[i].id,
             out.root,
             out.two_step,
             out.final_check.as_ref().map(|v| v.kind()),
             out.local.iter().map(|v| v.kind()).collect::<Vec<_>>()
         );
+    });
+    let mut problems = vec![];
+    let honest = all.iter().filter(|s| s.honest).count();
+    let attacks = all.len() - honest;
+    for (s, out) in all.iter().zip(&outcomes) {
         if let Some(p) = out.problem(s) {
             problems.push(p);
         }

@@ -75,16 +75,23 @@ fn a_dataset_build_counts_files_and_says_so() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("ds");
-    let (code, out, err) = prod(&[
-        "dataset",
-        "build",
-        "--prover",
-        "coq",
-        "--library",
-        "stdlib",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    // CoqHammer's five files (the whole stdlib is built in prod-library's tests): a build of
+    // a fraction of a second, so a line every millisecond.
+    let (code, out, err) = prod_test_support::run(
+        Command::new(env!("CARGO_BIN_EXE_prod"))
+            .args([
+                "dataset",
+                "build",
+                "--prover",
+                "coq",
+                "--library",
+                "Hammer",
+                "--out",
+            ])
+            .arg(&out_dir)
+            .env_remove("PROD_CONFIG")
+            .env("PROD_PROGRESS_SECS", "0.001"),
+    );
     assert_eq!(code, 0, "{err}");
     let progress: Vec<&str> = err.lines().filter(|l| l.starts_with("build: ")).collect();
     assert!(!progress.is_empty(), "no progress line in: {err}\n{out}");
