@@ -26,6 +26,14 @@ fn status(url: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `cmd` started with its stdout and stderr captured.
+fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 trait WaitChecked {
     fn wait_with_output_checked(self) -> serde_json::Value;
 }
@@ -112,7 +120,7 @@ fn workers_share_one_queue_and_a_dead_workers_claims_are_retried() {
 
     // Worker A claims 6 and is killed before it records them.
     let worker = |name: &str, batch: &str| {
-        prod(
+        spawn_piped(&mut prod(
             &[
                 "queue",
                 "work",
@@ -133,11 +141,7 @@ fn workers_share_one_queue_and_a_dead_workers_claims_are_retried() {
                 "--json",
             ],
             work.path(),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        ))
     };
     let mut a = worker("A", "6");
     let t = Instant::now();
@@ -293,11 +297,7 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
             "--json",
         ];
         args.extend_from_slice(store);
-        prod(&args, d.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        spawn_piped(&mut prod(&args, d.path()))
     };
     let embedded = eval("local", &[]).wait_with_output_checked();
 
@@ -311,6 +311,7 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
     let t = Instant::now();
     let mut recorded = 0;
     while coordinator.try_wait().unwrap().is_none() {
+        // A status that does not read as JSON yet counts as nothing to do.
         let s = Command::new(env!("CARGO_BIN_EXE_prod"))
             .args(["queue", "status", "--store", &url, "--run", "e1", "--json"])
             .output()
@@ -324,7 +325,7 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        let worker = prod(
+        let worker = spawn_piped(&mut prod(
             &[
                 "queue",
                 "work",
@@ -339,11 +340,7 @@ fn eval_with_a_postgres_store_is_checked_by_a_queue_worker() {
                 "--json",
             ],
             d.path(),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        ))
         .wait_with_output_checked();
         recorded += worker["recorded"].as_i64().unwrap();
     }
